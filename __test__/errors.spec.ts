@@ -1,0 +1,162 @@
+// Failure paths: every error is a JS Error with a stable code, and nothing is changed.
+import { spawnSync } from 'node:child_process'
+import { chmodSync, copyFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+
+import { describe, expect, it } from 'vitest'
+
+import { LcmEngine, configFromEnv, migrate } from '../index.js'
+import { FIXTURES, ROOT, rejection, tempDir } from './helpers'
+
+describe('errors', () => {
+  it('a missing directory is E_IO and creates nothing', async () => {
+    const dir = join(tempDir(), 'missing', 'deeper')
+    const err = await rejection(LcmEngine.open({ dbPath: join(dir, 'lcm.db') }))
+    expect(err).toBeInstanceOf(Error)
+    expect(err.code).toBe('E_IO')
+    expect(err.message).toMatch(/does not exist; create it/)
+    expect(existsSync(dir)).toBe(false)
+    expect((await rejection(migrate(join(dir, 'lcm.db')))).code).toBe('E_IO')
+  })
+
+  it('a file that is not SQLite is E_SCHEMA and stays untouched', async () => {
+    const path = join(tempDir(), 'notes.db')
+    const text = 'These are my notes, not a database. '.repeat(20)
+    writeFileSync(path, text)
+    const err = await rejection(LcmEngine.open({ dbPath: path }))
+    expect(err.code).toBe('E_SCHEMA')
+    expect(err.message).toMatch(/not a SQLite database/)
+    expect(readFileSync(path, 'utf8')).toBe(text)
+    expect(existsSync(`${path}-wal`)).toBe(false)
+  })
+
+  it('a read-only database file is E_IO', () => {
+    const dir = tempDir()
+    const path = join(dir, 'ro.db')
+    copyFileSync(join(FIXTURES, 'newer-lcm-native.db'), path)
+    chmodSync(path, 0o444)
+    chmodSync(dir, 0o755)
+    // root ignores file permissions, so run the check as an unprivileged user then.
+    const asRoot = process.getuid?.() === 0
+    const child = spawnSync(process.execPath, [join(ROOT, '__test__/child/open.cjs'), path], {
+      encoding: 'utf8',
+      ...(asRoot ? { uid: 65534, gid: 65534 } : {}),
+    })
+    expect(child.status, child.stderr).toBe(0)
+    const out = JSON.parse(child.stdout)
+    expect(out.code).toBe('E_IO')
+    expect(out.message).toMatch(/read-only/)
+  })
+
+  it('a database migrated by a newer lcm-native is refused, byte for byte unchanged', async () => {
+    const path = join(tempDir(), 'newer.db')
+    copyFileSync(join(FIXTURES, 'newer-lcm-native.db'), path)
+    const before = readFileSync(path)
+    const err = await rejection(LcmEngine.open({ dbPath: path }))
+    expect(err.code).toBe('E_SCHEMA')
+    expect(err.message).toMatch(/newer lcm-native.*upgrade lcm-native/)
+    expect((await rejection(migrate(path))).code).toBe('E_SCHEMA')
+    expect(readFileSync(path).equals(before)).toBe(true)
+    expect(existsSync(`${path}-wal`)).toBe(false)
+  })
+
+  it('invalid options are E_INVALID_CONFIG naming the option', async () => {
+    const dbPath = join(tempDir(), 'x.db')
+    const cases: [Record<string, unknown>, string][] = [
+      [{ dbPath, freshTailCount: -3 }, 'freshTailCount'],
+      [{ dbPath, contextThreshold: 1.5 }, 'contextThreshold'],
+      [{ dbPath, leafChunkTokens: 'many' }, 'leafChunkTokens'],
+      [{ dbPath, timezone: 'Moon/Crater' }, 'timezone'],
+      [{ dbPath, presentation: 'html' }, 'presentation'],
+      [{ dbPath, leafMinFanot: 8 }, 'leafMinFanot'],
+      [{}, 'dbPath'],
+    ]
+    for (const [options, name] of cases) {
+      const err = await rejection(LcmEngine.open(options as never))
+      expect(err.code, name).toBe('E_INVALID_CONFIG')
+      expect(err.message).toContain(`\`${name}\``)
+    }
+    const typo = await rejection(LcmEngine.open({ dbPath, leafMinFanot: 8 } as never))
+    expect(typo.message).toMatch(/did you mean `leafMinFanout`/)
+    expect(existsSync(dbPath)).toBe(false)
+  })
+
+  it('calls on a closed engine are E_CLOSED', async () => {
+    const engine = await LcmEngine.open({ dbPath: join(tempDir(), 'c.db') })
+    await engine.close()
+    await engine.close()
+    expect((await rejection(engine.messages(1))).code).toBe('E_CLOSED')
+    expect((await rejection(engine.ingest({ sessionId: 's' }, [{ role: 'user', content: 'x' }]))).code).toBe('E_CLOSED')
+  })
+})
+
+describe('configuration', () => {
+  it('open applies every default and reports the resolved config', async () => {
+    const engine = await LcmEngine.open({ dbPath: join(tempDir(), 'd.db'), timezone: 'Europe/Berlin' })
+    expect(engine.config).toMatchObject({
+      contextThreshold: 0.75,
+      freshTailCount: 32,
+      leafMinFanout: 8,
+      condensedMinFanout: 4,
+      condensedMinFanoutHard: 2,
+      incrementalMaxDepth: 0,
+      leafChunkTokens: 20000,
+      leafTargetTokens: 1200,
+      condensedTargetTokens: 2000,
+      timezone: 'Europe/Berlin',
+      maxSweepIterations: 12,
+      sweepDeadlineMs: 120000,
+      summaryTimeoutMs: 60000,
+      presentation: 'xml',
+    })
+    expect(engine.migration.era).toBe('new')
+    await engine.close()
+  })
+
+  it('configFromEnv reads lossless-claw variable names', () => {
+    const saved = { ...process.env }
+    try {
+      for (const k of Object.keys(process.env)) if (k.startsWith('LCM_')) delete process.env[k]
+      Object.assign(process.env, {
+        LCM_DATABASE_PATH: '/srv/lcm.db',
+        LCM_CONTEXT_THRESHOLD: '0.6',
+        LCM_FRESH_TAIL_COUNT: '48',
+        LCM_LEAF_MIN_FANOUT: '6',
+        LCM_CONDENSED_MIN_FANOUT: '3',
+        LCM_CONDENSED_MIN_FANOUT_HARD: '2',
+        LCM_INCREMENTAL_MAX_DEPTH: '1',
+        LCM_LEAF_CHUNK_TOKENS: '8000',
+        LCM_LEAF_TARGET_TOKENS: '900',
+        LCM_CONDENSED_TARGET_TOKENS: '1500',
+        TZ: 'America/Chicago',
+      })
+      expect(configFromEnv()).toEqual({
+        dbPath: '/srv/lcm.db',
+        contextThreshold: 0.6,
+        freshTailCount: 48,
+        leafMinFanout: 6,
+        condensedMinFanout: 3,
+        condensedMinFanoutHard: 2,
+        incrementalMaxDepth: 1,
+        leafChunkTokens: 8000,
+        leafTargetTokens: 900,
+        condensedTargetTokens: 1500,
+        timezone: 'America/Chicago',
+      })
+      process.env.LCM_TIMEZONE = 'Asia/Tokyo'
+      expect(configFromEnv().timezone).toBe('Asia/Tokyo')
+      process.env.LCM_FRESH_TAIL_COUNT = 'lots'
+      let thrown: (Error & { code?: string }) | undefined
+      try {
+        configFromEnv()
+      } catch (e) {
+        thrown = e as Error & { code?: string }
+      }
+      expect(thrown?.code).toBe('E_INVALID_CONFIG')
+      expect(thrown?.message).toContain('LCM_FRESH_TAIL_COUNT')
+    } finally {
+      for (const k of Object.keys(process.env)) if (!(k in saved)) delete process.env[k]
+      Object.assign(process.env, saved)
+    }
+  })
+})

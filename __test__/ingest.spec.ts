@@ -1,0 +1,127 @@
+// ingest(): the host's message shapes, both real transcripts, entryId de-duplication.
+import { describe, expect, it } from 'vitest'
+import { join } from 'node:path'
+
+import { LcmEngine, estimateTokens, type IngestMessage } from '../index.js'
+import { REFACTOR, THEME, hostMessages, readTranscript, rejection, tempDir, turns } from './helpers'
+
+async function openTemp(): Promise<LcmEngine> {
+  return LcmEngine.open({ dbPath: join(tempDir(), 'lcm.db') })
+}
+
+describe('ingest', () => {
+  it.each([THEME, REFACTOR])('stores %s completely and reads every message back unchanged', async (name) => {
+    const engine = await openTemp()
+    const messages = hostMessages(name)
+    const raw = readTranscript(name)
+    let conversationId = 0
+    for (const turn of turns(messages)) {
+      const out = await engine.ingest({ sessionId: name }, turn)
+      expect(out.inserted).toBe(turn.length)
+      expect(out.skipped).toBe(0)
+      conversationId ||= out.conversationId
+      expect(out.conversationId).toBe(conversationId)
+    }
+    const stored = await engine.messages(conversationId, { limit: 5000 })
+    expect(stored).toHaveLength(raw.length)
+    stored.forEach((m, i) => {
+      expect(m.content, `message ${i}`).toEqual(raw[i].content)
+      expect(m.role).toBe(raw[i].role === 'tool' ? 'toolResult' : raw[i].role)
+      expect(m.seq).toBe(i + 1)
+      expect(m.entryId).toBe(`line-${i}`)
+      if (m.role === 'toolResult') expect(m.toolCallId).toBe(raw[i].toolCallId)
+      // created_at keeps the transcript's time, to the second, in UTC.
+      expect(m.createdAt).toBe(raw[i].createdAt.replace(/\.\d{3}Z$/, '.000Z'))
+    })
+    await engine.close()
+  })
+
+  it('makes re-ingesting the same transcript a no-op', async () => {
+    const engine = await openTemp()
+    const messages = hostMessages(THEME)
+    const first = await engine.ingest({ sessionId: 's' }, messages)
+    expect(first).toEqual({ conversationId: first.conversationId, inserted: 914, skipped: 0 })
+    const second = await engine.ingest({ sessionId: 's' }, messages)
+    expect(second).toEqual({ conversationId: first.conversationId, inserted: 0, skipped: 914 })
+    const third = await engine.ingest({ conversationId: first.conversationId }, [
+      ...messages.slice(-3),
+      { role: 'user', content: 'new', entryId: 'new-1' },
+    ])
+    expect(third.inserted).toBe(1)
+    expect(third.skipped).toBe(3)
+    expect(await engine.messages(first.conversationId, { afterSeq: 914 })).toHaveLength(1)
+    await engine.close()
+  })
+
+  it('accepts string content, system messages, epoch timestamps and unknown block types', async () => {
+    const engine = await openTemp()
+    const at = Date.UTC(2026, 1, 17, 23, 37, 5, 250)
+    const msgs: IngestMessage[] = [
+      { role: 'system', content: 'You are helpful.' },
+      { role: 'user', content: 'Look at this', timestamp: at },
+      { role: 'user', content: [{ type: 'image', data: 'aGVsbG8=', mimeType: 'image/png' }, { type: 'text', text: 'and this' }] },
+      { role: 'assistant', content: [{ type: 'thinking', thinking: 'hmm', thinkingSignature: 'abc' }, { type: 'toolCall', id: 'c1', name: 'read', arguments: { path: 'x' } }] },
+      { role: 'toolResult', toolCallId: 'c1', content: [{ type: 'text', text: 'file body' }] },
+      { role: 'tool', toolCallId: 'c2', content: 'legacy alias' },
+      { role: 'assistant', content: [] },
+    ]
+    const out = await engine.ingest({ sessionId: 'shapes' }, msgs)
+    expect(out.inserted).toBe(msgs.length)
+    const back = await engine.messages(out.conversationId)
+    expect(back.map((m) => m.content)).toEqual(msgs.map((m) => m.content))
+    expect(back.map((m) => m.role)).toEqual(['system', 'user', 'user', 'assistant', 'toolResult', 'toolResult', 'assistant'])
+    expect(back[1].createdAt).toBe('2026-02-17T23:37:05.000Z')
+    expect(back[5].toolCallId).toBe('c2')
+    expect(back[1].tokenCount).toBe(estimateTokens('Look at this'))
+    await engine.close()
+  })
+
+  it('rejects a malformed message with its index and writes nothing of the call', async () => {
+    const engine = await openTemp()
+    const good = hostMessages(THEME).slice(0, 10)
+    const ok = await engine.ingest({ sessionId: 's' }, good)
+    const bad = [...hostMessages(THEME).slice(10, 20)] as unknown[]
+    bad[6] = { role: 'toolResult', content: [{ type: 'text', text: 'no call id' }] }
+    const err = await rejection(engine.ingest({ sessionId: 's' }, bad as IngestMessage[]))
+    expect(err).toBeInstanceOf(Error)
+    expect(err.code).toBe('E_INVALID_INPUT')
+    expect(err.message).toMatch(/^message 6: .*toolCallId/)
+    expect(await engine.messages(ok.conversationId)).toHaveLength(10)
+    for (const [value, pattern] of [
+      [null, /message 0: expected an object/],
+      [{ role: 'user', content: { text: 'x' } }, /`content` must be/],
+      [{ role: 'assistant', content: [{ type: 'toolCall', name: 'x' }] }, /content block 0 \(toolCall\): `id` is missing/],
+      [{ role: 'user', content: 'x', timestamp: 'not a time' }, /not an ISO-8601 time/],
+    ] as const) {
+      const e = await rejection(engine.ingest({ sessionId: 's' }, [value as unknown as IngestMessage]))
+      expect(e.code).toBe('E_INVALID_INPUT')
+      expect(e.message).toMatch(pattern)
+    }
+    expect(await engine.messages(ok.conversationId)).toHaveLength(10)
+    await engine.close()
+  })
+
+  it('rejects bad targets and unknown conversations with coded errors', async () => {
+    const engine = await openTemp()
+    const msg: IngestMessage[] = [{ role: 'user', content: 'x' }]
+    expect((await rejection(engine.ingest({ conversationId: 77 }, msg))).code).toBe('E_NOT_FOUND')
+    expect((await rejection(engine.ingest({} as never, msg))).code).toBe('E_INVALID_INPUT')
+    expect((await rejection(engine.ingest({ sessionId: 'a', conversationId: 1 } as never, msg))).code).toBe('E_INVALID_INPUT')
+    expect((await rejection(engine.ingest({ sessionId: 's' }, 'nope' as never))).code).toBe('E_INVALID_INPUT')
+    expect((await rejection(engine.messages(-1))).code).toBe('E_INVALID_INPUT')
+    await engine.close()
+  })
+
+  it('lists conversations with their sizes', async () => {
+    const engine = await openTemp()
+    expect(await engine.conversations()).toEqual([])
+    await engine.ingest({ sessionId: 'a' }, hostMessages(THEME).slice(0, 5))
+    await engine.ingest({ sessionId: 'b' }, [{ role: 'user', content: 'hi' }])
+    const list = await engine.conversations()
+    expect(list.map((c) => [c.sessionId, c.messageCount, c.contextItemCount, c.summaryCount])).toEqual([
+      ['a', 5, 5, 0],
+      ['b', 1, 1, 0],
+    ])
+    await engine.close()
+  })
+})

@@ -1,0 +1,118 @@
+//! Opening SQLite files the way lcm-native needs them, and the schema migration.
+
+pub mod migrate;
+pub mod pool;
+pub mod schema;
+
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags};
+
+use crate::error::{LcmError, Result};
+
+/// Opens `path` read-write without changing the file: no pragma that writes runs here, so a
+/// database we then refuse (not SQLite, newer schema) is left exactly as it was.
+pub fn open_connection(path: &str, busy_timeout_ms: i64) -> Result<Connection> {
+    if path.trim().is_empty() {
+        return Err(LcmError::invalid_config("dbPath", "must not be empty"));
+    }
+    if path == ":memory:" || path.starts_with("file:") {
+        return Err(LcmError::invalid_config(
+            "dbPath",
+            "must be a file path (in-memory and URI databases cannot be shared between connections)",
+        ));
+    }
+    let p = Path::new(path);
+    if p.is_dir() {
+        return Err(LcmError::Io(format!(
+            "dbPath {path} is a directory; give the path of a database file inside it"
+        )));
+    }
+    if let Some(parent) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if !parent.is_dir() {
+            return Err(LcmError::Io(format!(
+                "the directory {} does not exist; create it or choose another dbPath",
+                parent.display()
+            )));
+        }
+    }
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(p, flags)?;
+    conn.busy_timeout(Duration::from_millis(busy_timeout_ms.max(0) as u64))?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    if conn.is_readonly(rusqlite::MAIN_DB)? {
+        return Err(LcmError::Io(format!(
+            "the database {path} is read-only; make the file and its directory writable"
+        )));
+    }
+    // Touch the header: a file that is not SQLite fails here with E_SCHEMA, before any write.
+    conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get::<_, i64>(0))?;
+    Ok(conn)
+}
+
+/// Switches the file to WAL (readers never wait for the writer) and sets the per-connection
+/// pragmas every lcm-native connection uses.
+pub fn configure(conn: &Connection) -> Result<()> {
+    let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(LcmError::Io(format!(
+            "could not switch the database to WAL mode (got `{mode}`); the file system may not support shared memory"
+        )));
+    }
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.pragma_update(None, "temp_store", "MEMORY")?;
+    conn.pragma_update(None, "cache_size", -65536)?;
+    Ok(())
+}
+
+/// Opens a further connection to an already migrated file (readers and the writer).
+pub fn open_configured(path: &str, busy_timeout_ms: i64) -> Result<Connection> {
+    let conn = open_connection(path, busy_timeout_ms)?;
+    configure(&conn)?;
+    Ok(conn)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_directory_is_e_io() {
+        let err = open_connection("/definitely/not/here/x.db", 100).unwrap_err();
+        assert_eq!(err.code(), "E_IO");
+        assert!(err.to_string().contains("does not exist"));
+    }
+
+    #[test]
+    fn not_sqlite_is_e_schema_and_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("notes.txt");
+        let text = b"this is not a database, just some notes that are long enough to look like a header....";
+        std::fs::write(&path, text).unwrap();
+        let err = open_connection(path.to_str().unwrap(), 100).unwrap_err();
+        assert_eq!(err.code(), "E_SCHEMA", "{err}");
+        assert_eq!(std::fs::read(&path).unwrap(), text);
+    }
+
+    #[test]
+    fn directory_path_and_memory_are_rejected() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(
+            open_connection(dir.path().to_str().unwrap(), 100).unwrap_err().code(),
+            "E_IO"
+        );
+        assert_eq!(open_connection(":memory:", 100).unwrap_err().code(), "E_INVALID_CONFIG");
+    }
+
+    #[test]
+    fn configure_enables_wal() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.db");
+        let conn = open_configured(path.to_str().unwrap(), 100).unwrap();
+        let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
+        assert_eq!(mode, "wal");
+        let fk: i64 = conn.query_row("PRAGMA foreign_keys", [], |r| r.get(0)).unwrap();
+        assert_eq!(fk, 1);
+    }
+}

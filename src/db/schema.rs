@@ -1,0 +1,268 @@
+//! The schema lcm-native writes: lossless-claw's seed schema plus the additive columns and
+//! tables of the current plugin that the core uses. Column types, CHECK constraints and
+//! defaults match the plugin's byte for byte, so either implementation can open the other's
+//! database. Columns are always addressed by name: upgraded databases have a different
+//! physical column order than fresh ones.
+
+/// Version of lcm-native's own schema, recorded as `lcmNativeSchema` in `lcm_migration_state`.
+/// A database that records a higher version was written by a newer lcm-native and is refused.
+pub const NATIVE_SCHEMA_VERSION: i64 = 1;
+pub const NATIVE_SCHEMA_STEP: &str = "lcmNativeSchema";
+
+/// Tables and their `CREATE` statements, in creation order (parents before children).
+pub const TABLES: &[(&str, &str)] = &[
+    (
+        "conversations",
+        "CREATE TABLE IF NOT EXISTS conversations (
+      conversation_id INTEGER PRIMARY KEY AUTOINCREMENT,
+      session_id TEXT NOT NULL,
+      title TEXT,
+      bootstrapped_at TEXT,
+      created_at TEXT NOT NULL DEFAULT (datetime('now')),
+      updated_at TEXT NOT NULL DEFAULT (datetime('now'))
+    )",
+    ),
+    (
+        "messages",
+        "CREATE TABLE IF NOT EXISTS messages (
+      message_id INTEGER PRIMARY KEY AUTOINCREMENT,
+      conversation_id INTEGER NOT NULL REFERENCES conversations(conversation_id) ON DELETE CASCADE,
+      seq INTEGER NOT NULL,
+      role TEXT NOT NULL CHECK (role IN ('system', 'user', 'assistant', 'tool')),
+      content TEXT NOT NULL,
+      token_count INTEGER NOT NULL,
+      transcript_entry_id TEXT,
+      created_at TEXT NOT NULL DEFAULT (datetime('now')),
+      UNIQUE (conversation_id, seq)
+    )",
+    ),
+    (
+        "summaries",
+        "CREATE TABLE IF NOT EXISTS summaries (
+      summary_id TEXT PRIMARY KEY,
+      conversation_id INTEGER NOT NULL REFERENCES conversations(conversation_id) ON DELETE CASCADE,
+      kind TEXT NOT NULL CHECK (kind IN ('leaf', 'condensed')),
+      depth INTEGER NOT NULL DEFAULT 0,
+      content TEXT NOT NULL,
+      token_count INTEGER NOT NULL,
+      earliest_at TEXT,
+      latest_at TEXT,
+      descendant_count INTEGER NOT NULL DEFAULT 0,
+      descendant_token_count INTEGER NOT NULL DEFAULT 0,
+      source_message_token_count INTEGER NOT NULL DEFAULT 0,
+      created_at TEXT NOT NULL DEFAULT (datetime('now')),
+      file_ids TEXT NOT NULL DEFAULT '[]',
+      model TEXT NOT NULL DEFAULT 'unknown'
+    )",
+    ),
+    (
+        "message_parts",
+        "CREATE TABLE IF NOT EXISTS message_parts (
+      part_id TEXT PRIMARY KEY,
+      message_id INTEGER NOT NULL REFERENCES messages(message_id) ON DELETE CASCADE,
+      session_id TEXT NOT NULL,
+      part_type TEXT NOT NULL CHECK (part_type IN (
+        'text', 'reasoning', 'tool', 'patch', 'file',
+        'subtask', 'compaction', 'step_start', 'step_finish',
+        'snapshot', 'agent', 'retry'
+      )),
+      ordinal INTEGER NOT NULL,
+      text_content TEXT,
+      is_ignored INTEGER,
+      is_synthetic INTEGER,
+      tool_call_id TEXT,
+      tool_name TEXT,
+      tool_status TEXT,
+      tool_input TEXT,
+      tool_output TEXT,
+      tool_error TEXT,
+      tool_title TEXT,
+      patch_hash TEXT,
+      patch_files TEXT,
+      file_mime TEXT,
+      file_name TEXT,
+      file_url TEXT,
+      subtask_prompt TEXT,
+      subtask_desc TEXT,
+      subtask_agent TEXT,
+      step_reason TEXT,
+      step_cost REAL,
+      step_tokens_in INTEGER,
+      step_tokens_out INTEGER,
+      snapshot_hash TEXT,
+      compaction_auto INTEGER,
+      metadata TEXT,
+      UNIQUE (message_id, ordinal)
+    )",
+    ),
+    (
+        "summary_messages",
+        "CREATE TABLE IF NOT EXISTS summary_messages (
+      summary_id TEXT NOT NULL REFERENCES summaries(summary_id) ON DELETE CASCADE,
+      message_id INTEGER NOT NULL REFERENCES messages(message_id) ON DELETE RESTRICT,
+      ordinal INTEGER NOT NULL,
+      PRIMARY KEY (summary_id, message_id)
+    )",
+    ),
+    (
+        "summary_parents",
+        "CREATE TABLE IF NOT EXISTS summary_parents (
+      summary_id TEXT NOT NULL REFERENCES summaries(summary_id) ON DELETE CASCADE,
+      parent_summary_id TEXT NOT NULL REFERENCES summaries(summary_id) ON DELETE RESTRICT,
+      ordinal INTEGER NOT NULL,
+      PRIMARY KEY (summary_id, parent_summary_id)
+    )",
+    ),
+    (
+        "context_items",
+        "CREATE TABLE IF NOT EXISTS context_items (
+      conversation_id INTEGER NOT NULL REFERENCES conversations(conversation_id) ON DELETE CASCADE,
+      ordinal INTEGER NOT NULL,
+      item_type TEXT NOT NULL CHECK (item_type IN ('message', 'summary')),
+      message_id INTEGER REFERENCES messages(message_id) ON DELETE RESTRICT,
+      summary_id TEXT REFERENCES summaries(summary_id) ON DELETE RESTRICT,
+      created_at TEXT NOT NULL DEFAULT (datetime('now')),
+      PRIMARY KEY (conversation_id, ordinal),
+      CHECK (
+        (item_type = 'message' AND message_id IS NOT NULL AND summary_id IS NULL) OR
+        (item_type = 'summary' AND summary_id IS NOT NULL AND message_id IS NULL)
+      )
+    )",
+    ),
+    (
+        "large_files",
+        "CREATE TABLE IF NOT EXISTS large_files (
+      file_id TEXT PRIMARY KEY,
+      conversation_id INTEGER NOT NULL REFERENCES conversations(conversation_id) ON DELETE CASCADE,
+      file_name TEXT,
+      mime_type TEXT,
+      byte_size INTEGER,
+      storage_uri TEXT NOT NULL,
+      exploration_summary TEXT,
+      created_at TEXT NOT NULL DEFAULT (datetime('now'))
+    )",
+    ),
+    (
+        "lcm_migration_state",
+        "CREATE TABLE IF NOT EXISTS lcm_migration_state (
+      step_name TEXT NOT NULL,
+      algorithm_version INTEGER NOT NULL,
+      completed_at TEXT NOT NULL DEFAULT (datetime('now')),
+      PRIMARY KEY (step_name, algorithm_version)
+    )",
+    ),
+];
+
+/// Columns that older eras lack, added with `ALTER TABLE … ADD COLUMN` (same declarations as
+/// the plugin uses, so a later plugin start finds them as it expects).
+pub const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
+    ("conversations", "bootstrapped_at", "TEXT"),
+    ("summaries", "depth", "INTEGER NOT NULL DEFAULT 0"),
+    ("summaries", "earliest_at", "TEXT"),
+    ("summaries", "latest_at", "TEXT"),
+    ("summaries", "descendant_count", "INTEGER NOT NULL DEFAULT 0"),
+    ("summaries", "descendant_token_count", "INTEGER NOT NULL DEFAULT 0"),
+    ("summaries", "source_message_token_count", "INTEGER NOT NULL DEFAULT 0"),
+    ("summaries", "model", "TEXT NOT NULL DEFAULT 'unknown'"),
+    ("messages", "transcript_entry_id", "TEXT"),
+];
+
+/// Indexes, by name. The depth index is created after the depth backfill.
+pub const INDEXES: &[(&str, &str)] = &[
+    (
+        "messages_conv_seq_idx",
+        "CREATE INDEX IF NOT EXISTS messages_conv_seq_idx ON messages (conversation_id, seq)",
+    ),
+    (
+        "summaries_conv_created_idx",
+        "CREATE INDEX IF NOT EXISTS summaries_conv_created_idx ON summaries (conversation_id, created_at)",
+    ),
+    (
+        "message_parts_message_idx",
+        "CREATE INDEX IF NOT EXISTS message_parts_message_idx ON message_parts (message_id)",
+    ),
+    (
+        "message_parts_type_idx",
+        "CREATE INDEX IF NOT EXISTS message_parts_type_idx ON message_parts (part_type)",
+    ),
+    (
+        "context_items_conv_idx",
+        "CREATE INDEX IF NOT EXISTS context_items_conv_idx ON context_items (conversation_id, ordinal)",
+    ),
+    (
+        "large_files_conv_idx",
+        "CREATE INDEX IF NOT EXISTS large_files_conv_idx ON large_files (conversation_id, created_at)",
+    ),
+    (
+        "summary_messages_message_idx",
+        "CREATE INDEX IF NOT EXISTS summary_messages_message_idx ON summary_messages (message_id)",
+    ),
+    (
+        "summary_parents_parent_summary_idx",
+        "CREATE INDEX IF NOT EXISTS summary_parents_parent_summary_idx ON summary_parents (parent_summary_id)",
+    ),
+    (
+        "summaries_conv_depth_kind_idx",
+        "CREATE INDEX IF NOT EXISTS summaries_conv_depth_kind_idx ON summaries (conversation_id, depth, kind)",
+    ),
+    (
+        "messages_conv_entry_unique_idx",
+        "CREATE UNIQUE INDEX IF NOT EXISTS messages_conv_entry_unique_idx
+         ON messages (conversation_id, transcript_entry_id)
+         WHERE transcript_entry_id IS NOT NULL",
+    ),
+];
+
+/// A full-text table lcm-native keeps: its name, the columns it must have, and its DDL.
+pub struct FtsTable {
+    pub name: &'static str,
+    pub columns: &'static [&'static str],
+    pub create: &'static str,
+    /// Fills the table from its base table (used when it is created or rebuilt).
+    pub seed: &'static str,
+    /// A substring of the stored SQL that marks an old, broken definition.
+    pub stale_markers: &'static [&'static str],
+    /// Needs the trigram tokenizer.
+    pub trigram: bool,
+}
+
+pub const FTS_TABLES: &[FtsTable] = &[
+    FtsTable {
+        name: "messages_fts",
+        columns: &["content"],
+        create: "CREATE VIRTUAL TABLE messages_fts USING fts5(
+              content,
+              tokenize='porter unicode61'
+            )",
+        seed: "INSERT INTO messages_fts(rowid, content) SELECT message_id, content FROM messages WHERE content <> ''",
+        stale_markers: &["content_rowid"],
+        trigram: false,
+    },
+    FtsTable {
+        name: "summaries_fts",
+        columns: &["summary_id", "content"],
+        create: "CREATE VIRTUAL TABLE summaries_fts USING fts5(
+              summary_id UNINDEXED,
+              content,
+              tokenize='porter unicode61'
+            )",
+        seed: "INSERT INTO summaries_fts(summary_id, content) SELECT summary_id, content FROM summaries",
+        stale_markers: &["content_rowid='summary_id'", "content_rowid=\"summary_id\""],
+        trigram: false,
+    },
+    FtsTable {
+        name: "summaries_fts_cjk",
+        columns: &["summary_id", "content"],
+        create: "CREATE VIRTUAL TABLE summaries_fts_cjk USING fts5(
+                summary_id UNINDEXED,
+                content,
+                tokenize='trigram'
+              )",
+        seed: "INSERT INTO summaries_fts_cjk(summary_id, content) SELECT summary_id, content FROM summaries",
+        stale_markers: &[],
+        trigram: true,
+    },
+];
+
+/// The shadow tables FTS5 keeps for each virtual table.
+pub const FTS_SHADOW_SUFFIXES: &[&str] = &["_data", "_idx", "_content", "_docsize", "_config"];

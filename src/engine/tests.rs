@@ -1,0 +1,236 @@
+//! Engine-level tests on the real transcripts in `data/transcripts/`.
+
+use std::path::Path;
+
+use rusqlite::Connection;
+use serde_json::{json, Value};
+
+use super::*;
+
+pub(crate) fn transcript(name: &str) -> Vec<Value> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("data/transcripts")
+        .join(name);
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .enumerate()
+        .map(|(i, l)| {
+            let mut m: Value = serde_json::from_str(l).unwrap();
+            let obj = m.as_object_mut().unwrap();
+            if obj["role"] == "tool" {
+                obj.insert("role".into(), json!("toolResult"));
+            }
+            if let Some(ts) = obj.remove("createdAt") {
+                obj.insert("timestamp".into(), ts);
+            }
+            obj.insert("entryId".into(), json!(format!("line-{i}")));
+            m
+        })
+        .collect()
+}
+
+pub(crate) const THEME: &str = "pi-coding-agent-theme-session.jsonl";
+pub(crate) const REFACTOR: &str = "pi-coding-agent-refactor-compaction-session.jsonl";
+
+pub(crate) fn temp_engine() -> (tempfile::TempDir, Engine) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lcm.db").to_string_lossy().into_owned();
+    let engine = Engine::open(Config::with_db_path(&path)).unwrap();
+    (dir, engine)
+}
+
+fn count(engine: &Engine, sql: &str) -> i64 {
+    Connection::open(&engine.config().db_path)
+        .unwrap()
+        .query_row(sql, [], |r| r.get(0))
+        .unwrap()
+}
+
+#[test]
+fn both_transcripts_ingest_completely_and_round_trip() {
+    let (_dir, engine) = temp_engine();
+    for (session, name) in [("theme", THEME), ("refactor", REFACTOR)] {
+        let msgs = transcript(name);
+        // Ingest turn by turn, as a host does (a new call at every user message).
+        let mut conversation_id = None;
+        let mut start = 0;
+        for i in 1..=msgs.len() {
+            if i == msgs.len() || msgs[i]["role"] == "user" {
+                let out = engine
+                    .ingest(&Target::Session(session.into()), &msgs[start..i])
+                    .unwrap();
+                assert_eq!(out.inserted as usize, i - start);
+                conversation_id.get_or_insert(out.conversation_id);
+                assert_eq!(conversation_id, Some(out.conversation_id));
+                start = i;
+            }
+        }
+        let cid = conversation_id.unwrap();
+        let stored = engine.messages(cid, 0, i64::MAX).unwrap();
+        assert_eq!(stored.len(), msgs.len(), "{name}");
+        for (i, (orig, back)) in msgs.iter().zip(&stored).enumerate() {
+            assert_eq!(back.seq, i as i64 + 1);
+            assert_eq!(
+                back.content, orig["content"],
+                "{name} message {i}: content blocks differ"
+            );
+            assert_eq!(back.role, orig["role"].as_str().unwrap(), "{name} message {i}");
+            assert_eq!(back.entry_id.as_deref(), orig["entryId"].as_str());
+            if back.role == "toolResult" {
+                assert_eq!(
+                    back.tool_call_id.as_deref(),
+                    orig["toolCallId"].as_str(),
+                    "{name} message {i}"
+                );
+            }
+            let ts = crate::time::parse_timestamp(orig["timestamp"].as_str().unwrap()).unwrap();
+            assert_eq!(back.created_at, crate::time::to_iso_ms(&ts.with_nanosecond(0).unwrap()));
+        }
+    }
+    assert_eq!(count(&engine, "SELECT count(*) FROM messages"), 1906);
+    assert_eq!(count(&engine, "SELECT count(*) FROM context_items"), 1906);
+    assert_eq!(
+        count(&engine, "SELECT count(*) FROM messages_fts"),
+        count(&engine, "SELECT count(*) FROM messages WHERE content <> ''")
+    );
+    // Dense ordinals 0..n-1 in each conversation, in message order.
+    assert_eq!(
+        count(
+            &engine,
+            "SELECT count(*) FROM context_items ci JOIN messages m ON m.message_id = ci.message_id
+             WHERE ci.ordinal <> m.seq - 1"
+        ),
+        0
+    );
+}
+
+use chrono::Timelike;
+
+#[test]
+fn reingesting_a_transcript_with_entry_ids_is_a_no_op() {
+    let (_dir, engine) = temp_engine();
+    let msgs = transcript(THEME);
+    let first = engine.ingest(&Target::Session("s".into()), &msgs).unwrap();
+    assert_eq!((first.inserted, first.skipped), (914, 0));
+    let again = engine.ingest(&Target::Session("s".into()), &msgs).unwrap();
+    assert_eq!((again.inserted, again.skipped), (0, 914));
+    assert_eq!(again.conversation_id, first.conversation_id);
+    // A partial overlap stores only the new tail.
+    let mut more = msgs[900..].to_vec();
+    more.push(json!({"role": "user", "content": "one more", "entryId": "line-9999"}));
+    let third = engine
+        .ingest(&Target::Conversation(first.conversation_id), &more)
+        .unwrap();
+    assert_eq!((third.inserted, third.skipped), (1, 14));
+    // Duplicates inside one call are skipped too.
+    let dup = json!({"role": "user", "content": "x", "entryId": "dup"});
+    let out = engine
+        .ingest(&Target::Conversation(first.conversation_id), &[dup.clone(), dup])
+        .unwrap();
+    assert_eq!((out.inserted, out.skipped), (1, 1));
+    assert_eq!(count(&engine, "SELECT count(*) FROM messages"), 916);
+}
+
+#[test]
+fn a_malformed_message_rejects_the_whole_call_with_its_index() {
+    let (_dir, engine) = temp_engine();
+    let mut msgs = transcript(THEME)[..20].to_vec();
+    msgs[13] = json!({"role": "assistant", "content": [{"type": "text", "text": 42}]});
+    let err = engine.ingest(&Target::Session("s".into()), &msgs).unwrap_err();
+    assert_eq!(err.code(), "E_INVALID_INPUT");
+    assert!(err.to_string().starts_with("message 13:"), "{err}");
+    assert_eq!(count(&engine, "SELECT count(*) FROM messages"), 0);
+    assert_eq!(
+        count(&engine, "SELECT count(*) FROM conversations"),
+        0,
+        "no empty conversation left behind"
+    );
+}
+
+#[test]
+fn unknown_conversation_is_not_found() {
+    let (_dir, engine) = temp_engine();
+    let err = engine
+        .ingest(&Target::Conversation(999), &[json!({"role": "user", "content": "x"})])
+        .unwrap_err();
+    assert_eq!(err.code(), "E_NOT_FOUND");
+    assert_eq!(engine.messages(999, 0, 10).unwrap_err().code(), "E_NOT_FOUND");
+}
+
+#[test]
+fn sessions_map_to_their_newest_active_conversation() {
+    let (_dir, engine) = temp_engine();
+    let a = engine
+        .ingest(&Target::Session("a".into()), &[json!({"role": "user", "content": "1"})])
+        .unwrap();
+    let b = engine
+        .ingest(&Target::Session("b".into()), &[json!({"role": "user", "content": "2"})])
+        .unwrap();
+    assert_ne!(a.conversation_id, b.conversation_id);
+    let a2 = engine
+        .ingest(&Target::Session("a".into()), &[json!({"role": "user", "content": "3"})])
+        .unwrap();
+    assert_eq!(a2.conversation_id, a.conversation_id);
+    let seqs: Vec<i64> = engine
+        .messages(a.conversation_id, 0, 10)
+        .unwrap()
+        .iter()
+        .map(|m| m.seq)
+        .collect();
+    assert_eq!(seqs, [1, 2]);
+}
+
+#[test]
+fn ingest_into_a_lossless_claw_database_respects_archived_conversations() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("head.db");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/head-theme.db"),
+        &path,
+    )
+    .unwrap();
+    let engine = Engine::open(Config::with_db_path(path.to_str().unwrap())).unwrap();
+    let out = engine
+        .ingest(
+            &Target::Session("pi-coding-agent-theme-session".into()),
+            &[json!({"role": "user", "content": "next"})],
+        )
+        .unwrap();
+    assert_eq!(out.conversation_id, 1);
+    let last = engine.messages(1, 914, 10).unwrap();
+    assert_eq!(last.len(), 1);
+    assert_eq!(last[0].seq, 915);
+    assert_eq!(
+        count(
+            &engine,
+            "SELECT max(ordinal) FROM context_items WHERE conversation_id = 1"
+        ),
+        36
+    );
+    // Archive it the way lossless-claw does: the session then gets a fresh conversation.
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch("UPDATE conversations SET active = 0")
+        .unwrap();
+    let out = engine
+        .ingest(
+            &Target::Session("pi-coding-agent-theme-session".into()),
+            &[json!({"role": "user", "content": "new"})],
+        )
+        .unwrap();
+    assert_ne!(out.conversation_id, 1);
+}
+
+#[test]
+fn closed_engine_refuses_calls() {
+    let (_dir, engine) = temp_engine();
+    assert!(engine.close());
+    assert!(!engine.close());
+    let err = engine
+        .ingest(&Target::Session("s".into()), &[json!({"role": "user", "content": "x"})])
+        .unwrap_err();
+    assert_eq!(err.code(), "E_CLOSED");
+    assert_eq!(engine.messages(1, 0, 1).unwrap_err().code(), "E_CLOSED");
+}

@@ -1,0 +1,328 @@
+//! Messages in and out: the ingest transaction, and reading stored messages back with their
+//! content blocks rebuilt from `message_parts`.
+
+use std::collections::HashSet;
+
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use serde::Serialize;
+use serde_json::Value;
+
+use super::conversations::{self, SchemaFlags, Target};
+use super::normalize::{NewMessage, Role};
+use crate::error::Result;
+use crate::time;
+
+/// What an ingest call did.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct IngestOutcome {
+    pub conversation_id: i64,
+    /// Messages stored by this call.
+    pub inserted: i64,
+    /// Messages skipped because their `entryId` was already stored.
+    pub skipped: i64,
+}
+
+/// Stores `messages` in one transaction: rows in `messages`, `message_parts` and
+/// `messages_fts`, each appended to the live context. Messages whose `entry_id` is already in
+/// the conversation (or earlier in the same call) are skipped.
+pub fn ingest(
+    conn: &mut Connection,
+    flags: SchemaFlags,
+    target: &Target,
+    messages: &[NewMessage],
+) -> Result<IngestOutcome> {
+    let now = time::now_sqlite();
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let conv = conversations::resolve_or_create(&tx, flags, target, &now)?;
+    let cid = conv.conversation_id;
+    let mut seq: i64 = tx
+        .prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM messages WHERE conversation_id = ?1")?
+        .query_row([cid], |r| r.get(0))?;
+    let mut ordinal: i64 = tx
+        .prepare_cached("SELECT COALESCE(MAX(ordinal), -1) FROM context_items WHERE conversation_id = ?1")?
+        .query_row([cid], |r| r.get(0))?;
+
+    let mut seen: HashSet<&str> = HashSet::new();
+    let (mut inserted, mut skipped) = (0i64, 0i64);
+    {
+        let mut exists =
+            tx.prepare_cached("SELECT 1 FROM messages WHERE conversation_id = ?1 AND transcript_entry_id = ?2")?;
+        let mut insert_message = tx.prepare_cached(
+            "INSERT INTO messages (conversation_id, seq, role, content, token_count, transcript_entry_id, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        )?;
+        let mut insert_part = tx.prepare_cached(
+            "INSERT INTO message_parts (part_id, message_id, session_id, part_type, ordinal, text_content,
+                                        tool_call_id, tool_name, tool_input, tool_output, metadata)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+        )?;
+        let mut insert_fts = tx.prepare_cached("INSERT INTO messages_fts (rowid, content) VALUES (?1, ?2)")?;
+        let mut insert_item = tx.prepare_cached(
+            "INSERT INTO context_items (conversation_id, ordinal, item_type, message_id, created_at)
+             VALUES (?1, ?2, 'message', ?3, ?4)",
+        )?;
+
+        for m in messages {
+            if let Some(entry) = m.entry_id.as_deref() {
+                if !seen.insert(entry) || exists.query_row(params![cid, entry], |_| Ok(())).optional()?.is_some() {
+                    skipped += 1;
+                    continue;
+                }
+            }
+            seq += 1;
+            ordinal += 1;
+            insert_message.execute(params![
+                cid,
+                seq,
+                m.role.db(),
+                m.content,
+                m.token_count,
+                m.entry_id,
+                m.created_at.as_deref().unwrap_or(&now),
+            ])?;
+            let message_id = tx.last_insert_rowid();
+            for (i, p) in m.parts.iter().enumerate() {
+                insert_part.execute(params![
+                    uuid::Uuid::new_v4().to_string(),
+                    message_id,
+                    conv.session_id,
+                    p.part_type,
+                    i as i64,
+                    p.text_content,
+                    p.tool_call_id,
+                    p.tool_name,
+                    p.tool_input,
+                    p.tool_output,
+                    p.metadata,
+                ])?;
+            }
+            if !m.content.is_empty() {
+                insert_fts.execute(params![message_id, m.content])?;
+            }
+            insert_item.execute(params![cid, ordinal, message_id, now])?;
+            inserted += 1;
+        }
+    }
+    if inserted > 0 {
+        tx.prepare_cached("UPDATE conversations SET updated_at = ?2 WHERE conversation_id = ?1")?
+            .execute(params![cid, now])?;
+    }
+    tx.commit()?;
+    Ok(IngestOutcome {
+        conversation_id: cid,
+        inserted,
+        skipped,
+    })
+}
+
+/// One `message_parts` row as read back.
+#[derive(Debug, Clone, Default)]
+pub struct StoredPart {
+    pub part_id: String,
+    pub part_type: String,
+    pub text_content: Option<String>,
+    pub tool_call_id: Option<String>,
+    pub tool_name: Option<String>,
+    pub tool_input: Option<String>,
+    pub tool_output: Option<String>,
+    pub metadata: Option<Value>,
+}
+
+impl StoredPart {
+    /// The original content block, when the writer kept it (`metadata.raw`).
+    pub fn raw(&self) -> Option<&Value> {
+        self.metadata
+            .as_ref()
+            .and_then(|m| m.get("raw"))
+            .filter(|r| r.is_object())
+    }
+
+    pub fn meta_str(&self, key: &str) -> Option<&str> {
+        self.metadata.as_ref().and_then(|m| m.get(key)).and_then(Value::as_str)
+    }
+}
+
+/// Content blocks of a message rebuilt from its parts. A part that kept its original block
+/// gives it back verbatim; older rows (written without `raw`) are rebuilt from their columns.
+pub fn rebuild_blocks(parts: &[StoredPart]) -> Vec<Value> {
+    parts.iter().map(rebuild_block).collect()
+}
+
+fn rebuild_block(p: &StoredPart) -> Value {
+    if let Some(raw) = p.raw() {
+        return raw.clone();
+    }
+    let text = |t: &str| serde_json::json!({ "type": "text", "text": t });
+    match p.part_type.as_str() {
+        "text" => text(p.text_content.as_deref().unwrap_or("")),
+        "reasoning" => serde_json::json!({ "type": "thinking", "thinking": p.text_content.as_deref().unwrap_or("") }),
+        "tool" => {
+            if let (Some(id), Some(name)) = (&p.tool_call_id, &p.tool_name) {
+                if let Some(input) = &p.tool_input {
+                    let args = serde_json::from_str::<Value>(input).unwrap_or_else(|_| Value::from(input.as_str()));
+                    return serde_json::json!({ "type": "toolCall", "id": id, "name": name, "arguments": args });
+                }
+            }
+            if let Some(out) = &p.tool_output {
+                if let Ok(v @ Value::Object(_)) = serde_json::from_str::<Value>(out) {
+                    return v;
+                }
+            }
+            match (&p.text_content, &p.tool_output, &p.tool_input) {
+                (Some(t), _, _) => text(t),
+                (None, Some(o), _) => text(o),
+                (None, None, Some(i)) => text(i),
+                _ => text(""),
+            }
+        }
+        _ => match (&p.text_content, &p.metadata) {
+            (Some(t), _) => text(t),
+            (None, Some(m)) => text(&m.to_string()),
+            _ => text(""),
+        },
+    }
+}
+
+/// The message's content as the host gave it: a string when it was stored from a string
+/// (a single text part without `raw`), otherwise the array of blocks.
+pub fn stored_content(role: Role, content_text: &str, parts: &[StoredPart]) -> Value {
+    match parts {
+        [] => {
+            if content_text.is_empty() && role != Role::User {
+                Value::Array(vec![])
+            } else if role == Role::User || role == Role::System {
+                Value::from(content_text)
+            } else {
+                Value::Array(vec![serde_json::json!({ "type": "text", "text": content_text })])
+            }
+        }
+        [only] if only.part_type == "text" && only.raw().is_none() => {
+            Value::from(only.text_content.clone().unwrap_or_else(|| content_text.to_string()))
+        }
+        _ => Value::Array(rebuild_blocks(parts)),
+    }
+}
+
+/// A stored message as `messages()` returns it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoredMessage {
+    pub message_id: i64,
+    pub seq: i64,
+    pub role: &'static str,
+    pub content: Value,
+    pub created_at: String,
+    pub token_count: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub entry_id: Option<String>,
+}
+
+/// The tool call a toolResult answers: the parts' column, else what the metadata kept.
+pub fn tool_call_id_of(parts: &[StoredPart]) -> Option<String> {
+    parts
+        .iter()
+        .find_map(|p| p.tool_call_id.clone())
+        .or_else(|| parts.iter().find_map(|p| p.meta_str("toolCallId").map(str::to_string)))
+        .or_else(|| {
+            parts.iter().find_map(|p| {
+                p.raw()
+                    .and_then(|r| r.get("toolCallId").or_else(|| r.get("tool_call_id")))
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            })
+        })
+}
+
+/// Parts of the given messages, grouped in `ids` order (one query, not one per message).
+pub fn load_parts(conn: &Connection, message_ids: &[i64]) -> Result<Vec<Vec<StoredPart>>> {
+    let mut out: Vec<Vec<StoredPart>> = vec![Vec::new(); message_ids.len()];
+    if message_ids.is_empty() {
+        return Ok(out);
+    }
+    let index: std::collections::HashMap<i64, usize> = message_ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
+    let ids_json = serde_json::to_string(message_ids)?;
+    let mut stmt = conn.prepare_cached(
+        "SELECT p.message_id, p.part_id, p.part_type, p.text_content, p.tool_call_id, p.tool_name,
+                p.tool_input, p.tool_output, p.metadata
+         FROM json_each(?1) j JOIN message_parts p ON p.message_id = j.value
+         ORDER BY p.message_id, p.ordinal",
+    )?;
+    let mut rows = stmt.query([ids_json])?;
+    while let Some(r) = rows.next()? {
+        let mid: i64 = r.get(0)?;
+        let metadata: Option<String> = r.get(8)?;
+        let part = StoredPart {
+            part_id: r.get(1)?,
+            part_type: r.get(2)?,
+            text_content: r.get(3)?,
+            tool_call_id: r.get(4)?,
+            tool_name: r.get(5)?,
+            tool_input: r.get(6)?,
+            tool_output: r.get(7)?,
+            metadata: metadata.and_then(|m| serde_json::from_str(&m).ok()),
+        };
+        if let Some(&i) = index.get(&mid) {
+            out[i].push(part);
+        }
+    }
+    Ok(out)
+}
+
+/// Messages of a conversation in order, from `after_seq` (exclusive), at most `limit`.
+pub fn list(conn: &Connection, conversation_id: i64, after_seq: i64, limit: i64) -> Result<Vec<StoredMessage>> {
+    conversations::get(conn, conversation_id)?;
+    struct Row {
+        id: i64,
+        seq: i64,
+        role: String,
+        content: String,
+        created_at: String,
+        tokens: i64,
+        entry: Option<String>,
+    }
+    let rows: Vec<Row> = conn
+        .prepare_cached(
+            "SELECT message_id, seq, role, content, created_at, token_count, transcript_entry_id
+             FROM messages WHERE conversation_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+        )?
+        .query_map(params![conversation_id, after_seq, limit], |r| {
+            Ok(Row {
+                id: r.get(0)?,
+                seq: r.get(1)?,
+                role: r.get(2)?,
+                content: r.get(3)?,
+                created_at: r.get(4)?,
+                tokens: r.get(5)?,
+                entry: r.get(6)?,
+            })
+        })?
+        .collect::<std::result::Result<_, _>>()?;
+    let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+    let parts = load_parts(conn, &ids)?;
+    Ok(rows
+        .into_iter()
+        .zip(parts)
+        .map(|(r, parts)| {
+            let role = Role::from_db(&r.role);
+            StoredMessage {
+                message_id: r.id,
+                seq: r.seq,
+                role: role.host(),
+                content: stored_content(role, &r.content, &parts),
+                created_at: time::parse_timestamp(&r.created_at)
+                    .map(|t| time::to_iso_ms(&t))
+                    .unwrap_or(r.created_at),
+                token_count: r.tokens,
+                tool_call_id: if role == Role::ToolResult {
+                    tool_call_id_of(&parts)
+                } else {
+                    None
+                },
+                entry_id: r.entry,
+            }
+        })
+        .collect())
+}

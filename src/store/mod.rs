@@ -1,0 +1,6 @@
+//! Rows in, rows out: conversations, messages and their parts.
+
+pub mod conversations;
+pub mod messages;
+pub mod normalize;
+pub mod summaries;

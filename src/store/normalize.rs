@@ -1,0 +1,445 @@
+//! Turning the host's message shapes into rows. Validation happens here, before any write, so
+//! a malformed message rejects the whole call with its index and nothing is stored.
+//!
+//! Storage follows lossless-claw: `messages.content` is the plain-text projection (text blocks
+//! joined by a newline), and every content block becomes one `message_parts` row whose
+//! metadata keeps the original block under `raw`, so it can be rebuilt exactly.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::error::{LcmError, Result};
+use crate::time;
+use crate::tokens;
+
+/// Roles a host message can have.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    User,
+    Assistant,
+    ToolResult,
+    System,
+}
+
+impl Role {
+    /// The host's name (`toolResult`); `tool` is accepted as an alias.
+    pub fn parse(s: &str) -> Option<Role> {
+        match s {
+            "user" => Some(Role::User),
+            "assistant" => Some(Role::Assistant),
+            "toolResult" | "tool" => Some(Role::ToolResult),
+            "system" => Some(Role::System),
+            _ => None,
+        }
+    }
+
+    /// The value of `messages.role` (the plugin's CHECK constraint uses `tool`).
+    pub fn db(self) -> &'static str {
+        match self {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::ToolResult => "tool",
+            Role::System => "system",
+        }
+    }
+
+    pub fn host(self) -> &'static str {
+        match self {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::ToolResult => "toolResult",
+            Role::System => "system",
+        }
+    }
+
+    pub fn from_db(s: &str) -> Role {
+        match s {
+            "user" => Role::User,
+            "tool" => Role::ToolResult,
+            "system" => Role::System,
+            _ => Role::Assistant,
+        }
+    }
+}
+
+/// One `message_parts` row, ready to insert.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PartRow {
+    pub part_type: &'static str,
+    pub text_content: Option<String>,
+    pub tool_call_id: Option<String>,
+    pub tool_name: Option<String>,
+    pub tool_input: Option<String>,
+    pub tool_output: Option<String>,
+    pub metadata: String,
+}
+
+/// A validated message, with everything its rows need.
+#[derive(Debug, Clone)]
+pub struct NewMessage {
+    pub role: Role,
+    /// `messages.content`: the plain-text projection.
+    pub content: String,
+    pub token_count: i64,
+    /// `YYYY-MM-DD HH:MM:SS` UTC, when the host supplied a time.
+    pub created_at: Option<String>,
+    pub entry_id: Option<String>,
+    pub parts: Vec<PartRow>,
+}
+
+#[derive(Serialize)]
+struct PartMeta<'a> {
+    #[serde(rename = "originalRole")]
+    original_role: &'a str,
+    #[serde(rename = "toolCallId", skip_serializing_if = "Option::is_none")]
+    tool_call_id: Option<&'a str>,
+    #[serde(rename = "rawType", skip_serializing_if = "Option::is_none")]
+    raw_type: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    raw: Option<&'a Value>,
+}
+
+/// `message_parts.part_type` of a content block type (the plugin's mapping).
+pub fn part_type_of(block_type: &str) -> &'static str {
+    match block_type {
+        "text" => "text",
+        "thinking" | "reasoning" | "redacted_thinking" => "reasoning",
+        "toolCall"
+        | "tool_use"
+        | "toolUse"
+        | "tool-use"
+        | "functionCall"
+        | "function_call"
+        | "tool_result"
+        | "toolResult"
+        | "tool"
+        | "function_call_output" => "tool",
+        "image" | "file" => "file",
+        "step-start" | "step_start" => "step_start",
+        "step-finish" | "step_finish" => "step_finish",
+        "patch" => "patch",
+        "snapshot" => "snapshot",
+        "subtask" => "subtask",
+        "retry" => "retry",
+        "compaction" => "compaction",
+        _ => "agent",
+    }
+}
+
+fn str_field<'a>(obj: &'a serde_json::Map<String, Value>, keys: &[&str]) -> Option<&'a str> {
+    keys.iter()
+        .find_map(|k| obj.get(*k).and_then(Value::as_str))
+        .filter(|s| !s.is_empty())
+}
+
+fn json_field(obj: &serde_json::Map<String, Value>, keys: &[&str]) -> Option<String> {
+    keys.iter()
+        .find_map(|k| obj.get(*k))
+        .filter(|v| !v.is_null())
+        .map(|v| v.to_string())
+}
+
+/// Validates and converts one host message. `index` is its position in the call, for errors.
+pub fn normalize(index: usize, msg: &Value) -> Result<NewMessage> {
+    let bad = |what: String| LcmError::invalid_input(format!("message {index}: {what}"));
+    let obj = msg
+        .as_object()
+        .ok_or_else(|| bad(format!("expected an object, got {}", kind_of(msg))))?;
+    let role_value = obj.get("role").ok_or_else(|| bad("`role` is missing".into()))?;
+    let role = role_value.as_str().and_then(Role::parse).ok_or_else(|| {
+        bad(format!(
+            "`role` must be \"user\", \"assistant\", \"toolResult\" or \"system\", got {role_value}"
+        ))
+    })?;
+
+    let message_call_id = str_field(obj, &["toolCallId", "tool_call_id"]);
+    if role == Role::ToolResult && message_call_id.is_none() {
+        return Err(bad("a toolResult message needs a non-empty string `toolCallId`".into()));
+    }
+
+    let created_at = match obj.get("timestamp").or_else(|| obj.get("createdAt")) {
+        None | Some(Value::Null) => None,
+        Some(Value::Number(n)) => Some(
+            n.as_f64()
+                .and_then(time::from_epoch_ms)
+                .ok_or_else(|| bad(format!("`timestamp` {n} is not a valid epoch-milliseconds time")))?,
+        ),
+        Some(Value::String(s)) => {
+            Some(time::parse_timestamp(s).ok_or_else(|| bad(format!("`timestamp` {s:?} is not an ISO-8601 time")))?)
+        }
+        Some(other) => {
+            return Err(bad(format!(
+                "`timestamp` must be epoch milliseconds or an ISO string, got {}",
+                kind_of(other)
+            )))
+        }
+    }
+    .map(|dt| time::to_sqlite(&dt));
+
+    let entry_id = match obj.get("entryId") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
+        Some(Value::Number(n)) => Some(n.to_string()),
+        Some(other) => {
+            return Err(bad(format!(
+                "`entryId` must be a non-empty string, got {}",
+                kind_of(other)
+            )))
+        }
+    };
+
+    let host_role = role.host();
+    let meta_call_id = (role == Role::ToolResult).then_some(message_call_id).flatten();
+    let content = obj.get("content").ok_or_else(|| bad("`content` is missing".into()))?;
+    let (text, token_count, parts) = match content {
+        Value::String(s) => {
+            let meta = PartMeta {
+                original_role: host_role,
+                tool_call_id: meta_call_id,
+                raw_type: None,
+                raw: None,
+            };
+            let part = PartRow {
+                part_type: "text",
+                text_content: Some(s.clone()),
+                tool_call_id: meta_call_id.map(str::to_string),
+                tool_name: None,
+                tool_input: None,
+                tool_output: None,
+                metadata: serde_json::to_string(&meta)?,
+            };
+            (s.clone(), tokens::estimate(s), vec![part])
+        }
+        Value::Array(blocks) => {
+            let mut parts = Vec::with_capacity(blocks.len());
+            let mut texts: Vec<&str> = Vec::new();
+            for (bi, block) in blocks.iter().enumerate() {
+                let b = block
+                    .as_object()
+                    .ok_or_else(|| bad(format!("content block {bi} must be an object, got {}", kind_of(block))))?;
+                let btype = b
+                    .get("type")
+                    .and_then(Value::as_str)
+                    .filter(|t| !t.is_empty())
+                    .ok_or_else(|| bad(format!("content block {bi} needs a string `type`")))?;
+                check_block(btype, b).map_err(|why| bad(format!("content block {bi} ({btype}): {why}")))?;
+                let text_content = match btype {
+                    "text" => b.get("text").and_then(Value::as_str),
+                    "thinking" => b.get("thinking").and_then(Value::as_str),
+                    _ => b.get("text").and_then(Value::as_str),
+                };
+                if btype == "text" {
+                    texts.push(text_content.unwrap_or(""));
+                }
+                let part_type = part_type_of(btype);
+                let tool_call_id = match part_type {
+                    "tool" => str_field(b, &["id", "toolCallId", "tool_call_id", "tool_use_id", "call_id"]),
+                    _ => str_field(b, &["toolCallId", "tool_call_id", "tool_use_id"]),
+                }
+                .or(meta_call_id);
+                let meta = PartMeta {
+                    original_role: host_role,
+                    tool_call_id: meta_call_id,
+                    raw_type: Some(btype),
+                    raw: Some(block),
+                };
+                parts.push(PartRow {
+                    part_type,
+                    text_content: text_content.map(str::to_string),
+                    tool_call_id: tool_call_id.map(str::to_string),
+                    tool_name: str_field(b, &["name", "toolName", "tool_name"]).map(str::to_string),
+                    tool_input: json_field(b, &["arguments", "input"]),
+                    tool_output: json_field(b, &["output"]),
+                    metadata: serde_json::to_string(&meta)?,
+                });
+            }
+            let text = texts.join("\n");
+            // Tokens of what assembly will emit: a lone user text block becomes a string;
+            // other arrays are charged as their JSON.
+            let lone_user_text = role == Role::User && blocks.len() == 1 && blocks[0]["type"] == "text";
+            let token_count = if blocks.is_empty() || lone_user_text {
+                tokens::estimate(&text)
+            } else {
+                tokens::estimate(&serde_json::to_string(content)?)
+            };
+            (text, token_count, parts)
+        }
+        other => {
+            return Err(bad(format!(
+                "`content` must be a string or an array of content blocks, got {}",
+                kind_of(other)
+            )))
+        }
+    };
+    Ok(NewMessage {
+        role,
+        content: text,
+        token_count,
+        created_at,
+        entry_id,
+        parts,
+    })
+}
+
+/// Field checks for the block types lcm-native interprets; other types are kept as they are.
+fn check_block(btype: &str, b: &serde_json::Map<String, Value>) -> std::result::Result<(), String> {
+    let need_str = |k: &str| match b.get(k) {
+        Some(Value::String(_)) => Ok(()),
+        Some(v) => Err(format!("`{k}` must be a string, got {}", kind_of(v))),
+        None => Err(format!("`{k}` is missing")),
+    };
+    match btype {
+        "text" => need_str("text"),
+        "thinking" => need_str("thinking"),
+        "toolCall" => {
+            need_str("id")?;
+            need_str("name")
+        }
+        _ => Ok(()),
+    }
+}
+
+fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn string_content_is_one_text_part_without_raw() {
+        let m = normalize(
+            0,
+            &json!({"role": "user", "content": "hello there", "timestamp": 1_763_681_581_550i64}),
+        )
+        .unwrap();
+        assert_eq!(m.role, Role::User);
+        assert_eq!(m.content, "hello there");
+        assert_eq!(m.token_count, 3);
+        assert_eq!(m.created_at.as_deref(), Some("2025-11-20 23:33:01"));
+        assert_eq!(m.parts.len(), 1);
+        assert_eq!(m.parts[0].metadata, r#"{"originalRole":"user"}"#);
+    }
+
+    #[test]
+    fn blocks_keep_their_raw_form_and_tool_columns() {
+        let msg = json!({"role": "assistant", "content": [
+            {"type": "text", "text": "Reading."},
+            {"type": "toolCall", "id": "toolu_1", "name": "read", "arguments": {"path": "a.ts"}},
+            {"type": "thinking", "thinking": "hmm", "thinkingSignature": "sig"},
+            {"type": "weird", "payload": [1, 2]}
+        ]});
+        let m = normalize(3, &msg).unwrap();
+        assert_eq!(m.content, "Reading.");
+        let types: Vec<_> = m.parts.iter().map(|p| p.part_type).collect();
+        assert_eq!(types, ["text", "tool", "reasoning", "agent"]);
+        let call = &m.parts[1];
+        assert_eq!(call.tool_call_id.as_deref(), Some("toolu_1"));
+        assert_eq!(call.tool_name.as_deref(), Some("read"));
+        assert_eq!(call.tool_input.as_deref(), Some(r#"{"path":"a.ts"}"#));
+        assert_eq!(
+            call.metadata,
+            r#"{"originalRole":"assistant","rawType":"toolCall","raw":{"type":"toolCall","id":"toolu_1","name":"read","arguments":{"path":"a.ts"}}}"#
+        );
+        assert_eq!(m.parts[2].text_content.as_deref(), Some("hmm"));
+        assert_eq!(
+            m.token_count,
+            tokens::estimate(&serde_json::to_string(&msg["content"]).unwrap())
+        );
+    }
+
+    #[test]
+    fn tool_results_carry_the_call_id_on_every_part() {
+        let m = normalize(
+            0,
+            &json!({"role": "tool", "toolCallId": "toolu_9", "content": [{"type": "text", "text": "ok"}]}),
+        )
+        .unwrap();
+        assert_eq!(m.role, Role::ToolResult);
+        assert_eq!(m.parts[0].tool_call_id.as_deref(), Some("toolu_9"));
+        assert!(m.parts[0]
+            .metadata
+            .starts_with(r#"{"originalRole":"toolResult","toolCallId":"toolu_9","rawType":"text""#));
+    }
+
+    #[test]
+    fn lone_user_text_block_is_charged_as_text() {
+        let m = normalize(
+            0,
+            &json!({"role": "user", "content": [{"type": "text", "text": "/mode"}]}),
+        )
+        .unwrap();
+        assert_eq!(m.token_count, 2);
+        let empty = normalize(0, &json!({"role": "assistant", "content": []})).unwrap();
+        assert_eq!(
+            (empty.token_count, empty.parts.len(), empty.content.as_str()),
+            (0, 0, "")
+        );
+    }
+
+    #[test]
+    fn malformed_messages_name_their_index_and_problem() {
+        let cases = [
+            (json!("hi"), "expected an object"),
+            (json!({"content": "x"}), "`role` is missing"),
+            (json!({"role": "robot", "content": "x"}), "`role` must be"),
+            (json!({"role": "user"}), "`content` is missing"),
+            (json!({"role": "user", "content": 5}), "`content` must be"),
+            (
+                json!({"role": "user", "content": [1]}),
+                "content block 0 must be an object",
+            ),
+            (
+                json!({"role": "user", "content": [{"text": "x"}]}),
+                "needs a string `type`",
+            ),
+            (
+                json!({"role": "user", "content": [{"type": "text"}]}),
+                "`text` is missing",
+            ),
+            (
+                json!({"role": "assistant", "content": [{"type": "toolCall", "name": "x"}]}),
+                "`id` is missing",
+            ),
+            (json!({"role": "toolResult", "content": "x"}), "toolCallId"),
+            (
+                json!({"role": "user", "content": "x", "timestamp": "soon"}),
+                "not an ISO-8601",
+            ),
+            (
+                json!({"role": "user", "content": "x", "timestamp": true}),
+                "`timestamp` must be",
+            ),
+            (json!({"role": "user", "content": "x", "entryId": ""}), "`entryId`"),
+        ];
+        for (msg, needle) in cases {
+            let err = normalize(7, &msg).unwrap_err();
+            assert_eq!(err.code(), "E_INVALID_INPUT");
+            let text = err.to_string();
+            assert!(text.starts_with("message 7:"), "{text}");
+            assert!(text.contains(needle), "{msg}: {text}");
+        }
+    }
+
+    #[test]
+    fn iso_timestamps_and_created_at_alias() {
+        let m = normalize(
+            0,
+            &json!({"role": "user", "content": "x", "createdAt": "2025-11-20T23:33:01.550Z"}),
+        )
+        .unwrap();
+        assert_eq!(m.created_at.as_deref(), Some("2025-11-20 23:33:01"));
+        let m = normalize(0, &json!({"role": "system", "content": "x", "entryId": 42})).unwrap();
+        assert_eq!(m.entry_id.as_deref(), Some("42"));
+        assert_eq!(m.role.db(), "system");
+    }
+}

@@ -1,0 +1,70 @@
+//! Summary rows: reading them back, and the columns every writer must fill.
+
+use rusqlite::{params, Connection, OptionalExtension, Row};
+use serde::Serialize;
+
+use super::conversations;
+use crate::error::{LcmError, Result};
+
+/// A summary row as the API shows it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SummaryRecord {
+    pub summary_id: String,
+    pub conversation_id: i64,
+    pub kind: String,
+    pub depth: i64,
+    pub content: String,
+    pub token_count: i64,
+    pub earliest_at: Option<String>,
+    pub latest_at: Option<String>,
+    pub descendant_count: i64,
+    pub descendant_token_count: i64,
+    pub source_message_token_count: i64,
+    pub model: String,
+    pub created_at: String,
+}
+
+pub const SUMMARY_COLUMNS: &str =
+    "summary_id, conversation_id, kind, depth, content, token_count, earliest_at, latest_at,
+     descendant_count, descendant_token_count, source_message_token_count, model, created_at";
+
+pub fn from_row(r: &Row<'_>) -> rusqlite::Result<SummaryRecord> {
+    Ok(SummaryRecord {
+        summary_id: r.get(0)?,
+        conversation_id: r.get(1)?,
+        kind: r.get(2)?,
+        depth: r.get(3)?,
+        content: r.get(4)?,
+        token_count: r.get(5)?,
+        earliest_at: r.get(6)?,
+        latest_at: r.get(7)?,
+        descendant_count: r.get(8)?,
+        descendant_token_count: r.get(9)?,
+        source_message_token_count: r.get(10)?,
+        model: r.get(11)?,
+        created_at: r.get(12)?,
+    })
+}
+
+/// Every summary of a conversation in creation order, optionally only one depth.
+pub fn list(conn: &Connection, conversation_id: i64, depth: Option<i64>) -> Result<Vec<SummaryRecord>> {
+    conversations::get(conn, conversation_id)?;
+    let sql = format!(
+        "SELECT {SUMMARY_COLUMNS} FROM summaries
+         WHERE conversation_id = ?1 AND (?2 IS NULL OR depth = ?2) ORDER BY rowid"
+    );
+    let rows = conn
+        .prepare_cached(&sql)?
+        .query_map(params![conversation_id, depth], from_row)?
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+pub fn get(conn: &Connection, summary_id: &str) -> Result<SummaryRecord> {
+    let sql = format!("SELECT {SUMMARY_COLUMNS} FROM summaries WHERE summary_id = ?1");
+    conn.prepare_cached(&sql)?
+        .query_row([summary_id], from_row)
+        .optional()?
+        .ok_or_else(|| LcmError::not_found("summary", summary_id))
+}

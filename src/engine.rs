@@ -24,7 +24,7 @@ impl Engine {
         let mut conn = db::open_connection(&config.db_path, config.busy_timeout_ms)?;
         let migration = db::migrate::migrate(&mut conn, &config.db_path)?;
         let flags = SchemaFlags::read(&conn)?;
-        let pool = Pool::new(&config.db_path, config.busy_timeout_ms, conn);
+        let pool = Pool::new(&config.db_path, config.busy_timeout_ms, conn)?;
         Ok(Engine {
             config,
             pool,

@@ -12,7 +12,6 @@ pub mod store;
 pub mod time;
 pub mod tokens;
 
-use std::future::Future;
 use std::sync::Arc;
 
 use napi::bindgen_prelude::*;
@@ -30,28 +29,143 @@ fn js_error(env: &Env, err: LcmError) -> napi::Error {
     napi::Error::from(js)
 }
 
-/// Runs `fut` on napi's tokio runtime and settles a JS promise with its result, rejecting
-/// with a coded error on failure.
-fn spawn_coded<'env, T, F>(env: &'env Env, fut: F) -> napi::Result<PromiseRaw<'env, T>>
-where
-    T: ToNapiValue + Send + 'static,
-    F: Future<Output = error::Result<T>> + Send + 'static,
-{
-    env.spawn_future_with_callback(async move { Ok(fut.await) }, |env, res| match res {
-        Ok(v) => Ok(v),
-        Err(e) => Err(js_error(env, e)),
-    })
+/// Calls `JSON.<name>` with one argument on Node's thread.
+fn call_json(env: &Env, name: &str, arg: Unknown<'_>) -> napi::Result<napi::sys::napi_value> {
+    let json: Object = env.get_global()?.get_named_property("JSON")?;
+    let f: Function<Unknown, Unknown> = json.get_named_property(name)?;
+    Ok(f.call(arg)?.raw())
 }
 
-/// Runs blocking core work (SQLite) on tokio's blocking pool.
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> error::Result<T> + Send + 'static) -> error::Result<T> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .unwrap_or_else(|e| Err(LcmError::Internal(format!("worker thread failed: {e}"))))
+/// A JS argument carried to the worker as JSON text. V8's `JSON.stringify` on Node's thread is
+/// much cheaper than converting an object graph property by property through napi, and the
+/// text is parsed off-thread. A value JSON cannot represent (a cycle, a BigInt) becomes
+/// E_INVALID_INPUT when the call runs, so it rejects the promise rather than throwing.
+pub enum JsonArg {
+    Text(String),
+    Absent,
+    Invalid(String),
 }
 
-fn to_json<T: serde::Serialize>(v: &T) -> error::Result<Value> {
-    Ok(serde_json::to_value(v)?)
+impl FromNapiValue for JsonArg {
+    unsafe fn from_napi_value(raw_env: napi::sys::napi_env, value: napi::sys::napi_value) -> napi::Result<Self> {
+        let env = Env::from_raw(raw_env);
+        // SAFETY: `value` is the live argument napi handed us for this call.
+        let arg = unsafe { Unknown::from_raw_unchecked(raw_env, value) };
+        if matches!(arg.get_type()?, ValueType::Undefined | ValueType::Null) {
+            return Ok(JsonArg::Absent);
+        }
+        match call_json(&env, "stringify", arg) {
+            Err(e) => Ok(JsonArg::Invalid(e.reason)),
+            Ok(out) => {
+                // SAFETY: `out` was just returned by JSON.stringify in this scope.
+                let out = unsafe { Unknown::from_raw_unchecked(raw_env, out) };
+                match out.get_type()? {
+                    // SAFETY: checked to be a string.
+                    ValueType::String => Ok(JsonArg::Text(unsafe { String::from_napi_value(raw_env, out.raw())? })),
+                    _ => Ok(JsonArg::Absent),
+                }
+            }
+        }
+    }
+}
+
+impl TypeName for JsonArg {
+    fn type_name() -> &'static str {
+        "unknown"
+    }
+    fn value_type() -> ValueType {
+        ValueType::Unknown
+    }
+}
+
+impl ValidateNapiValue for JsonArg {}
+
+impl JsonArg {
+    /// The parsed value; `None` when the argument was undefined or null. `what` names the
+    /// argument in errors.
+    fn parse(self, what: &str) -> error::Result<Option<Value>> {
+        match self {
+            JsonArg::Absent => Ok(None),
+            JsonArg::Invalid(why) => Err(LcmError::invalid_input(format!("{what} cannot be read as JSON: {why}"))),
+            JsonArg::Text(t) => serde_json::from_str(&t)
+                .map(Some)
+                .map_err(|e| LcmError::invalid_input(format!("{what} cannot be read as JSON: {e}"))),
+        }
+    }
+}
+
+/// A result handed to JS as JSON text and turned into objects by V8's `JSON.parse` (the
+/// serialisation already happened on the worker).
+pub struct JsonText(String);
+
+impl ToNapiValue for JsonText {
+    unsafe fn to_napi_value(raw_env: napi::sys::napi_env, val: Self) -> napi::Result<napi::sys::napi_value> {
+        let env = Env::from_raw(raw_env);
+        let text = env.create_string(&val.0)?;
+        // SAFETY: `text` is a live JS string created just above.
+        call_json(&env, "parse", unsafe {
+            Unknown::from_raw_unchecked(raw_env, text.raw())
+        })
+    }
+}
+
+impl TypeName for JsonText {
+    fn type_name() -> &'static str {
+        "Object"
+    }
+    fn value_type() -> ValueType {
+        ValueType::Object
+    }
+}
+
+/// Blocking core work (SQLite) run on libuv's thread pool: one hop out and one back, the
+/// cheapest way off Node's thread for short calls. A core error is kept aside and turned
+/// into a coded JS error on the JS thread.
+pub struct CoreTask<T> {
+    work: Option<Box<dyn FnOnce() -> error::Result<T> + Send>>,
+    failure: Option<LcmError>,
+}
+
+impl<T> CoreTask<T> {
+    fn new(work: impl FnOnce() -> error::Result<T> + Send + 'static) -> AsyncTask<CoreTask<T>>
+    where
+        CoreTask<T>: Task,
+    {
+        AsyncTask::new(CoreTask {
+            work: Some(Box::new(work)),
+            failure: None,
+        })
+    }
+}
+
+impl<T: ToNapiValue + TypeName + Send + 'static> Task for CoreTask<T> {
+    type Output = T;
+    type JsValue = T;
+
+    fn compute(&mut self) -> napi::Result<T> {
+        let work = self.work.take().expect("a task runs once");
+        work().map_err(|e| {
+            let reason = e.to_string();
+            self.failure = Some(e);
+            napi::Error::from_reason(reason)
+        })
+    }
+
+    fn resolve(&mut self, _env: Env, output: T) -> napi::Result<T> {
+        Ok(output)
+    }
+
+    fn reject(&mut self, env: Env, err: napi::Error) -> napi::Result<T> {
+        let e = self
+            .failure
+            .take()
+            .unwrap_or_else(|| LcmError::Internal(err.reason.clone()));
+        Err(js_error(&env, e))
+    }
+}
+
+fn to_json<T: serde::Serialize>(v: &T) -> error::Result<JsonText> {
+    Ok(JsonText(serde_json::to_string(v)?))
 }
 
 fn parse_target(v: &Value) -> error::Result<Target> {
@@ -70,6 +184,20 @@ fn parse_id(v: &Value) -> error::Result<i64> {
         .ok_or_else(|| LcmError::invalid_input(format!("conversationId must be a positive integer, got {v}")))
 }
 
+/// A required argument.
+fn required(arg: JsonArg, what: &str) -> error::Result<Value> {
+    arg.parse(what)?
+        .ok_or_else(|| LcmError::invalid_input(format!("{what} is required")))
+}
+
+/// An optional options object.
+fn optional(arg: Option<JsonArg>, what: &str) -> error::Result<Option<Value>> {
+    match arg {
+        Some(a) => a.parse(what),
+        None => Ok(None),
+    }
+}
+
 fn opt_int(options: &Option<Value>, key: &str, default: i64, min: i64) -> error::Result<i64> {
     match options.as_ref().and_then(|o| o.get(key)) {
         None | Some(Value::Null) => Ok(default),
@@ -83,19 +211,19 @@ fn opt_int(options: &Option<Value>, key: &str, default: i64, min: i64) -> error:
 /// Creates the lcm-native schema in `dbPath`, or upgrades a lossless-claw database in place
 /// (one transaction). A second run does nothing and says so (`upToDate`).
 #[napi(ts_return_type = "Promise<MigrationReport>")]
-pub fn migrate<'env>(
-    env: &'env Env,
-    #[napi(ts_arg_type = "string")] db_path: Value,
-    #[napi(ts_arg_type = "{ busyTimeoutMs?: number }")] options: Option<Value>,
-) -> napi::Result<PromiseRaw<'env, Value>> {
-    spawn_coded(env, async move {
+pub fn migrate(
+    #[napi(ts_arg_type = "string")] db_path: JsonArg,
+    #[napi(ts_arg_type = "{ busyTimeoutMs?: number }")] options: Option<JsonArg>,
+) -> AsyncTask<CoreTask<JsonText>> {
+    CoreTask::new(move || {
+        let db_path = db_path.parse("dbPath")?;
         let path = db_path
-            .as_str()
-            .map(str::to_string)
+            .as_ref()
+            .and_then(Value::as_str)
             .ok_or_else(|| LcmError::invalid_config("dbPath", "expected a string"))?;
+        let options = optional(options, "options")?;
         let busy = opt_int(&options, "busyTimeoutMs", 30_000, 0)?;
-        let report = blocking(move || engine::migrate_file(&path, busy)).await?;
-        to_json(&report)
+        to_json(&engine::migrate_file(path, busy)?)
     })
 }
 
@@ -128,15 +256,12 @@ impl LcmEngine {
     /// Opens (and creates or migrates) the database at `options.dbPath`. Invalid options
     /// reject with E_INVALID_CONFIG naming the option.
     #[napi(ts_return_type = "Promise<LcmEngine>")]
-    pub fn open<'env>(
-        env: &'env Env,
-        #[napi(ts_arg_type = "LcmConfig")] options: Value,
-    ) -> napi::Result<PromiseRaw<'env, LcmEngine>> {
-        spawn_coded(env, async move {
+    pub fn open(#[napi(ts_arg_type = "LcmConfig")] options: JsonArg) -> AsyncTask<CoreTask<LcmEngine>> {
+        CoreTask::new(move || {
+            let options = options.parse("options")?.unwrap_or(Value::Null);
             let config = Config::from_options(&options, std::env::var("TZ").ok().as_deref())?;
-            let engine = blocking(move || Engine::open(config)).await?;
             Ok(LcmEngine {
-                inner: Arc::new(engine),
+                inner: Arc::new(Engine::open(config)?),
             })
         })
     }
@@ -157,82 +282,72 @@ impl LcmEngine {
     /// is validated first; a malformed one rejects with E_INVALID_INPUT naming its index, and
     /// nothing of the call is written. Messages whose `entryId` is already stored are skipped.
     #[napi(ts_return_type = "Promise<IngestResult>")]
-    pub fn ingest<'env>(
+    pub fn ingest(
         &self,
-        env: &'env Env,
-        #[napi(ts_arg_type = "ConversationTarget")] target: Value,
-        #[napi(ts_arg_type = "IngestMessage[]")] messages: Value,
-    ) -> napi::Result<PromiseRaw<'env, Value>> {
+        #[napi(ts_arg_type = "ConversationTarget")] target: JsonArg,
+        #[napi(ts_arg_type = "IngestMessage[]")] messages: JsonArg,
+    ) -> AsyncTask<CoreTask<JsonText>> {
         let engine = self.inner.clone();
-        spawn_coded(env, async move {
-            let target = parse_target(&target)?;
-            let Value::Array(messages) = messages else {
+        CoreTask::new(move || {
+            let target = parse_target(&required(target, "target")?)?;
+            let Value::Array(messages) = required(messages, "messages")? else {
                 return Err(LcmError::invalid_input("messages must be an array"));
             };
-            let out = blocking(move || engine.ingest(&target, &messages)).await?;
-            to_json(&out)
+            to_json(&engine.ingest(&target, &messages)?)
         })
     }
 
     /// Stored messages of a conversation in order, content blocks rebuilt exactly as ingested.
     #[napi(ts_return_type = "Promise<StoredMessage[]>")]
-    pub fn messages<'env>(
+    pub fn messages(
         &self,
-        env: &'env Env,
-        #[napi(ts_arg_type = "number")] conversation_id: Value,
-        #[napi(ts_arg_type = "{ afterSeq?: number; limit?: number }")] options: Option<Value>,
-    ) -> napi::Result<PromiseRaw<'env, Value>> {
+        #[napi(ts_arg_type = "number")] conversation_id: JsonArg,
+        #[napi(ts_arg_type = "{ afterSeq?: number; limit?: number }")] options: Option<JsonArg>,
+    ) -> AsyncTask<CoreTask<JsonText>> {
         let engine = self.inner.clone();
-        spawn_coded(env, async move {
-            let id = parse_id(&conversation_id)?;
+        CoreTask::new(move || {
+            let id = parse_id(&required(conversation_id, "conversationId")?)?;
+            let options = optional(options, "options")?;
             let after = opt_int(&options, "afterSeq", 0, 0)?;
             let limit = opt_int(&options, "limit", 1000, 1)?;
-            let out = blocking(move || engine.messages(id, after, limit)).await?;
-            to_json(&out)
+            to_json(&engine.messages(id, after, limit)?)
         })
     }
 
     /// Every conversation, oldest first, with its message, summary and context-item counts.
     #[napi(ts_return_type = "Promise<ConversationInfo[]>")]
-    pub fn conversations<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, Value>> {
+    pub fn conversations(&self) -> AsyncTask<CoreTask<JsonText>> {
         let engine = self.inner.clone();
-        spawn_coded(env, async move {
-            let out = blocking(move || engine.conversations()).await?;
-            to_json(&out)
-        })
+        CoreTask::new(move || to_json(&engine.conversations()?))
     }
 
     /// Summaries of a conversation in creation order (leaves and condensed nodes), optionally
     /// of one depth only.
     #[napi(ts_return_type = "Promise<SummaryRecord[]>")]
-    pub fn summaries<'env>(
+    pub fn summaries(
         &self,
-        env: &'env Env,
-        #[napi(ts_arg_type = "number")] conversation_id: Value,
-        #[napi(ts_arg_type = "{ depth?: number }")] options: Option<Value>,
-    ) -> napi::Result<PromiseRaw<'env, Value>> {
+        #[napi(ts_arg_type = "number")] conversation_id: JsonArg,
+        #[napi(ts_arg_type = "{ depth?: number }")] options: Option<JsonArg>,
+    ) -> AsyncTask<CoreTask<JsonText>> {
         let engine = self.inner.clone();
-        spawn_coded(env, async move {
-            let id = parse_id(&conversation_id)?;
+        CoreTask::new(move || {
+            let id = parse_id(&required(conversation_id, "conversationId")?)?;
+            let options = optional(options, "options")?;
             let depth = match options.as_ref().and_then(|o| o.get("depth")) {
                 None | Some(Value::Null) => None,
                 Some(_) => Some(opt_int(&options, "depth", 0, 0)?),
             };
-            let out = blocking(move || engine.summaries(id, depth)).await?;
-            to_json(&out)
+            to_json(&engine.summaries(id, depth)?)
         })
     }
 
     /// Closes the database. Later calls reject with E_CLOSED; closing twice is harmless.
     #[napi(ts_return_type = "Promise<void>")]
-    pub fn close<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
+    pub fn close(&self) -> AsyncTask<CoreTask<()>> {
         let engine = self.inner.clone();
-        spawn_coded(env, async move {
-            blocking(move || {
-                engine.close();
-                Ok(())
-            })
-            .await
+        CoreTask::new(move || {
+            engine.close();
+            Ok(())
         })
     }
 }

@@ -1,5 +1,6 @@
 //! Opening SQLite files the way lcm-native needs them, and the schema migration.
 
+pub mod checkpoint;
 pub mod migrate;
 pub mod pool;
 pub mod schema;
@@ -60,9 +61,14 @@ pub fn configure(conn: &Connection) -> Result<()> {
             "could not switch the database to WAL mode (got `{mode}`); the file system may not support shared memory"
         )));
     }
+    // Stable query plans: with STAT4 compiled in, SQLite would otherwise recompile a cached
+    // statement every time a parameter compared to an indexed column is re-bound.
+    conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     conn.pragma_update(None, "temp_store", "MEMORY")?;
-    conn.pragma_update(None, "cache_size", -65536)?;
+    // A modest cache: appends touch few pages, and SQLite scans the whole page cache at the
+    // end of every write transaction, so a large one slows each commit down.
+    conn.pragma_update(None, "cache_size", -8192)?;
     Ok(())
 }
 

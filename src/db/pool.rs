@@ -6,6 +6,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use rusqlite::Connection;
 
+use super::checkpoint::Checkpointer;
 use crate::error::{LcmError, Result};
 
 /// Readers kept open between calls; more are opened on demand and dropped afterwards.
@@ -16,6 +17,7 @@ pub struct Pool {
     busy_timeout_ms: i64,
     writer: Mutex<Option<Connection>>,
     readers: Mutex<Option<Vec<Connection>>>,
+    checkpointer: Mutex<Option<Checkpointer>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -25,14 +27,17 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Pool {
-    /// Wraps an already migrated and configured writer connection.
-    pub fn new(path: &str, busy_timeout_ms: i64, writer: Connection) -> Pool {
-        Pool {
+    /// Wraps an already migrated and configured writer connection, and starts the
+    /// background checkpointer for it.
+    pub fn new(path: &str, busy_timeout_ms: i64, mut writer: Connection) -> Result<Pool> {
+        let checkpointer = Checkpointer::start(path, busy_timeout_ms, &mut writer)?;
+        Ok(Pool {
             path: path.to_string(),
             busy_timeout_ms,
             writer: Mutex::new(Some(writer)),
             readers: Mutex::new(Some(Vec::new())),
-        }
+            checkpointer: Mutex::new(Some(checkpointer)),
+        })
     }
 
     pub fn path(&self) -> &str {
@@ -71,6 +76,9 @@ impl Pool {
     /// Closes every connection. Calls made afterwards fail with E_CLOSED. Returns false when
     /// the pool was already closed.
     pub fn close(&self) -> bool {
+        if let Some(mut c) = lock(&self.checkpointer).take() {
+            c.stop();
+        }
         let writer = lock(&self.writer).take();
         let readers = lock(&self.readers).take();
         let was_open = writer.is_some();

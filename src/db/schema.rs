@@ -167,27 +167,17 @@ pub const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
     ("messages", "transcript_entry_id", "TEXT"),
 ];
 
-/// Indexes, by name. The depth index is created after the depth backfill.
+/// Indexes lcm-native needs, by name. The depth index is created after the depth backfill.
+///
+/// The plugin also creates `messages_conv_seq_idx`, `context_items_conv_idx` and
+/// `message_parts_message_idx` (each a prefix of a UNIQUE/PRIMARY KEY index that already
+/// exists) and `message_parts_type_idx` (no core query filters on part type). lcm-native does
+/// not create them on new files: each would be one more page written per ingest commit.
+/// Where the plugin made them they stay, and the plugin recreates them if it opens the file.
 pub const INDEXES: &[(&str, &str)] = &[
-    (
-        "messages_conv_seq_idx",
-        "CREATE INDEX IF NOT EXISTS messages_conv_seq_idx ON messages (conversation_id, seq)",
-    ),
     (
         "summaries_conv_created_idx",
         "CREATE INDEX IF NOT EXISTS summaries_conv_created_idx ON summaries (conversation_id, created_at)",
-    ),
-    (
-        "message_parts_message_idx",
-        "CREATE INDEX IF NOT EXISTS message_parts_message_idx ON message_parts (message_id)",
-    ),
-    (
-        "message_parts_type_idx",
-        "CREATE INDEX IF NOT EXISTS message_parts_type_idx ON message_parts (part_type)",
-    ),
-    (
-        "context_items_conv_idx",
-        "CREATE INDEX IF NOT EXISTS context_items_conv_idx ON context_items (conversation_id, ordinal)",
     ),
     (
         "large_files_conv_idx",

@@ -234,3 +234,24 @@ fn closed_engine_refuses_calls() {
     assert_eq!(err.code(), "E_CLOSED");
     assert_eq!(engine.messages(1, 0, 1).unwrap_err().code(), "E_CLOSED");
 }
+
+#[test]
+fn entry_id_lookup_uses_the_partial_unique_index() {
+    let (_dir, engine) = temp_engine();
+    let conn = crate::db::open_configured(&engine.config().db_path, 1000).unwrap();
+    let mut stmt = conn
+        .prepare(
+            "EXPLAIN QUERY PLAN SELECT 1 FROM messages
+             WHERE conversation_id = ?1 AND transcript_entry_id = ?2 AND transcript_entry_id IS NOT NULL",
+        )
+        .unwrap();
+    let details: Vec<String> = stmt
+        .query_map(rusqlite::params![1, "x"], |r| r.get::<_, String>(3))
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    assert!(
+        details.iter().any(|d| d.contains("messages_conv_entry_unique_idx")),
+        "plan: {details:?}"
+    );
+}

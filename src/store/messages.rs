@@ -84,7 +84,7 @@ pub fn ingest(
             let message_id = tx.last_insert_rowid();
             for (i, p) in m.parts.iter().enumerate() {
                 insert_part.execute(params![
-                    uuid::Uuid::new_v4().to_string(),
+                    uuid::Uuid::now_v7().to_string(),
                     message_id,
                     conv.session_id,
                     p.part_type,
@@ -105,7 +105,8 @@ pub fn ingest(
         }
     }
     if inserted > 0 {
-        tx.prepare_cached("UPDATE conversations SET updated_at = ?2 WHERE conversation_id = ?1")?
+        // Only when the second changed: an unchanged row still costs a page write per commit.
+        tx.prepare_cached("UPDATE conversations SET updated_at = ?2 WHERE conversation_id = ?1 AND updated_at <> ?2")?
             .execute(params![cid, now])?;
     }
     tx.commit()?;
@@ -197,7 +198,8 @@ pub fn stored_content(role: Role, content_text: &str, parts: &[StoredPart]) -> V
                 Value::Array(vec![serde_json::json!({ "type": "text", "text": content_text })])
             }
         }
-        [only] if only.part_type == "text" && only.raw().is_none() => {
+        // String content: one text part kept without a block type.
+        [only] if only.part_type == "text" && only.raw().is_none() && only.meta_str("rawType").is_none() => {
             Value::from(only.text_content.clone().unwrap_or_else(|| content_text.to_string()))
         }
         _ => Value::Array(rebuild_blocks(parts)),

@@ -237,11 +237,14 @@ pub fn normalize(index: usize, msg: &Value) -> Result<NewMessage> {
                     _ => str_field(b, &["toolCallId", "tool_call_id", "tool_use_id"]),
                 }
                 .or(meta_call_id);
+                // A plain `{type: "text", text}` block is rebuilt exactly from `text_content`, so
+                // its text is not stored a second time under `raw`.
+                let plain_text = btype == "text" && b.len() == 2 && b.keys().eq(["type", "text"]);
                 let meta = PartMeta {
                     original_role: host_role,
                     tool_call_id: meta_call_id,
                     raw_type: Some(btype),
-                    raw: Some(block),
+                    raw: (!plain_text).then_some(block),
                 };
                 parts.push(PartRow {
                     part_type,

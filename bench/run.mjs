@@ -1,0 +1,156 @@
+// lcm-native benchmarks (plain node). Prints a table per section and writes JSON.
+//
+//   node bench/run.mjs [--only ingest,migrate] [--sizes 1000,10000,50000]
+//                      [--legacy-sizes 10000,100000,1000000] [--out bench/out/results.json]
+//
+// Speed targets are measured here and reported, never asserted in `npm test`.
+import { execFileSync, spawnSync } from 'node:child_process'
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { tmpdir, cpus } from 'node:os'
+import { dirname, join } from 'node:path'
+import { monitorEventLoopDelay } from 'node:perf_hooks'
+import { fileURLToPath } from 'node:url'
+
+import { conversation } from './synth.mjs'
+
+const require = createRequire(import.meta.url)
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..')
+const { LcmEngine, migrate } = require(join(ROOT, 'index.js'))
+
+function arg(name, fallback) {
+  const i = process.argv.indexOf(`--${name}`)
+  return i > 0 ? process.argv[i + 1] : fallback
+}
+const only = arg('only', 'ingest,migrate').split(',')
+const sizes = arg('sizes', '1000,10000,50000').split(',').map(Number)
+const legacySizes = arg('legacy-sizes', '10000,100000,1000000').split(',').map(Number)
+const outFile = arg('out', join(ROOT, 'bench', 'out', 'results.json'))
+
+const results = { machine: { cpus: cpus().length, cpu: cpus()[0]?.model, node: process.version }, startedAt: new Date().toISOString() }
+
+function tmp() {
+  return mkdtempSync(join(tmpdir(), 'lcm-bench-'))
+}
+
+function ms(ns) {
+  return Number(ns) / 1e6
+}
+
+/** Runs `fn` while measuring Node's event-loop delay; returns [result, maxDelayMs]. */
+async function withLoopDelay(fn) {
+  const h = monitorEventLoopDelay({ resolution: 1 })
+  h.enable()
+  const out = await fn()
+  h.disable()
+  return [out, h.max / 1e6]
+}
+
+function table(title, header, rows) {
+  console.log(`\n${title}`)
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => String(r[i]).length)))
+  const line = (cells) => `| ${cells.map((c, i) => String(c).padStart(widths[i])).join(' | ')} |`
+  console.log(line(header))
+  console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`)
+  for (const r of rows) console.log(line(r))
+}
+
+async function benchIngest() {
+  const rows = []
+  results.ingest = []
+  for (const n of sizes) {
+    const messages = conversation(n, 7)
+    const chars = messages.reduce((a, m) => a + JSON.stringify(m.content).length, 0)
+    for (const mode of ['batched', 'single']) {
+      const dir = tmp()
+      const engine = await LcmEngine.open({ dbPath: join(dir, 'ingest.db') })
+      const batch = mode === 'batched' ? 500 : 1
+      const t0 = process.hrtime.bigint()
+      const [, maxDelay] = await withLoopDelay(async () => {
+        for (let i = 0; i < n; i += batch) {
+          await engine.ingest({ sessionId: 'bench' }, messages.slice(i, i + batch))
+        }
+      })
+      const total = ms(process.hrtime.bigint() - t0)
+      await engine.close()
+      rmSync(dir, { recursive: true, force: true })
+      const perMsg = total / n
+      results.ingest.push({ n, mode, batch, totalMs: total, perMessageMs: perMsg, maxEventLoopDelayMs: maxDelay, avgChars: Math.round(chars / n) })
+      rows.push([n.toLocaleString('en-US'), mode, batch, total.toFixed(0), perMsg.toFixed(4), maxDelay.toFixed(1)])
+    }
+  }
+  table('ingest (synthetic agent conversation, avg ~1.3k chars/message)', ['N', 'mode', 'msgs/call', 'total ms', 'ms/message', 'max loop delay ms'], rows)
+}
+
+function ensureSynthBinary() {
+  // Same target dir as the addon build, so the dependencies are already compiled.
+  const host = execFileSync('rustc', ['-vV'], { encoding: 'utf8' }).match(/^host: (.*)$/m)[1]
+  const bin = join(ROOT, 'target', host, 'release', 'examples', 'synth_legacy')
+  if (!existsSync(bin)) {
+    execFileSync('cargo', ['build', '--release', '--target', host, '--example', 'synth_legacy'], { cwd: ROOT, stdio: 'inherit' })
+  }
+  return bin
+}
+
+async function benchMigrate() {
+  results.migrate = []
+  const rows = []
+  // 1) An up-to-date lcm-native database with the largest N: the check every open does.
+  {
+    const n = Math.max(...sizes)
+    const dir = tmp()
+    const dbPath = join(dir, 'populated.db')
+    const engine = await LcmEngine.open({ dbPath })
+    const messages = conversation(n, 11)
+    for (let i = 0; i < n; i += 1000) await engine.ingest({ sessionId: 'm' }, messages.slice(i, i + 1000))
+    await engine.close()
+    const times = []
+    for (let i = 0; i < 20; i++) {
+      const t0 = process.hrtime.bigint()
+      const r = await migrate(dbPath)
+      times.push(ms(process.hrtime.bigint() - t0))
+      if (!r.upToDate) throw new Error('expected an up-to-date database')
+    }
+    times.sort((a, b) => a - b)
+    const median = times[10]
+    results.migrate.push({ case: 'up-to-date lcm-native', messages: n, medianMs: median })
+    rows.push(['up-to-date lcm-native db (2nd run)', n.toLocaleString('en-US'), median.toFixed(2), '-', 'no work'])
+    rmSync(dir, { recursive: true, force: true })
+  }
+  // 2) Legacy pre-depth databases (no depth/time columns, no FTS): the worst upgrade.
+  const bin = ensureSynthBinary()
+  for (const n of legacySizes) {
+    const dir = tmp()
+    const dbPath = join(dir, 'legacy.db')
+    execFileSync(bin, [dbPath, String(n), '300'], { stdio: 'ignore' })
+    // Run in a child so its peak RSS is the migration's alone.
+    const child = spawnSync(
+      process.execPath,
+      [
+        '-e',
+        `const {migrate}=require(${JSON.stringify(join(ROOT, 'index.js'))});
+         const t0=process.hrtime.bigint();
+         migrate(${JSON.stringify(dbPath)}).then(r=>{
+           const t=Number(process.hrtime.bigint()-t0)/1e6;
+           console.log(JSON.stringify({ms:t,rssMiB:process.resourceUsage().maxRSS/1024,report:r}))
+         },e=>{console.error(e);process.exit(1)})`,
+      ],
+      { encoding: 'utf8', maxBuffer: 64 << 20 },
+    )
+    if (child.status !== 0) throw new Error(child.stderr)
+    const out = JSON.parse(child.stdout)
+    const summaries = out.report.backfills.find((b) => b.step === 'backfillSummaryMetadata')?.rows ?? 0
+    results.migrate.push({ case: 'legacy upgrade', messages: n, totalMs: out.ms, peakRssMiB: out.rssMiB, summariesBackfilled: summaries, report: out.report.summary })
+    rows.push(['legacy pre-depth upgrade (no FTS)', n.toLocaleString('en-US'), out.ms.toFixed(0), out.rssMiB.toFixed(0), `${summaries.toLocaleString('en-US')} summaries backfilled, FTS built`])
+    rmSync(dir, { recursive: true, force: true })
+  }
+  table('migrate', ['case', 'messages', 'ms', 'peak RSS MiB', 'work'], rows)
+}
+
+if (only.includes('ingest')) await benchIngest()
+if (only.includes('migrate')) await benchMigrate()
+
+results.finishedAt = new Date().toISOString()
+mkdirSync(dirname(outFile), { recursive: true })
+writeFileSync(outFile, JSON.stringify(results, null, 2))
+console.log(`\nwrote ${outFile}`)

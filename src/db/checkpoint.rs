@@ -1,0 +1,130 @@
+//! Background WAL checkpoints. SQLite's automatic checkpoint runs inside the commit that
+//! crosses the threshold, so that one write pays for copying the whole log back into the
+//! database file. Instead the writer's WAL hook wakes this thread, which checkpoints with its
+//! own connection (PASSIVE: it never blocks readers or the writer) while writes go on.
+
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+
+use rusqlite::Connection;
+
+use crate::error::Result;
+
+/// Checkpoint once the log holds this many pages (SQLite's own default threshold).
+pub const CHECKPOINT_PAGES: i32 = 1000;
+/// Past this, the committing writer checkpoints itself, as SQLite would: the background
+/// thread is not keeping up (for example, long-lived readers pin the log).
+const WRITER_CHECKPOINT_PAGES: i32 = 4 * CHECKPOINT_PAGES;
+
+#[derive(Default)]
+struct State {
+    pending: bool,
+    stop: bool,
+}
+
+/// Owns the checkpoint thread; dropping it stops and joins the thread.
+pub struct Checkpointer {
+    shared: Arc<(Mutex<State>, Condvar)>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Checkpointer {
+    /// Starts the thread with its own connection to `path`, and installs the WAL hook on
+    /// `writer` that wakes it.
+    pub fn start(path: &str, busy_timeout_ms: i64, writer: &mut Connection) -> Result<Checkpointer> {
+        let conn = super::open_configured(path, busy_timeout_ms)?;
+        let shared: Arc<(Mutex<State>, Condvar)> = Arc::default();
+        let thread_shared = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("lcm-checkpoint".into())
+            .spawn(move || run(conn, thread_shared))
+            .map_err(|e| crate::error::LcmError::Internal(format!("cannot start checkpoint thread: {e}")))?;
+        let hook_shared = shared.clone();
+        writer.wal_hook(Some(move |wal: &mut rusqlite::hooks::Wal, pages: i32| {
+            if pages >= WRITER_CHECKPOINT_PAGES {
+                // Never fail the commit over a checkpoint: a busy one is retried next time.
+                let _ = wal.checkpoint();
+            } else if pages >= CHECKPOINT_PAGES {
+                let (lock, cv) = &*hook_shared;
+                lock.lock().unwrap_or_else(|e| e.into_inner()).pending = true;
+                cv.notify_one();
+            }
+            Ok(())
+        }))?;
+        Ok(Checkpointer {
+            shared,
+            thread: Some(thread),
+        })
+    }
+
+    /// Stops the thread (after any checkpoint in progress) and closes its connection.
+    pub fn stop(&mut self) {
+        {
+            let (lock, cv) = &*self.shared;
+            lock.lock().unwrap_or_else(|e| e.into_inner()).stop = true;
+            cv.notify_one();
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Checkpointer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn run(conn: Connection, shared: Arc<(Mutex<State>, Condvar)>) {
+    let (lock, cv) = &*shared;
+    loop {
+        {
+            let mut st = lock.lock().unwrap_or_else(|e| e.into_inner());
+            while !st.pending && !st.stop {
+                st = cv.wait(st).unwrap_or_else(|e| e.into_inner());
+            }
+            if st.stop {
+                return;
+            }
+            st.pending = false;
+        }
+        // PASSIVE copies what it can without waiting; a busy database just means "later".
+        let _ = conn.wal_checkpoint_v2(Some(rusqlite::MAIN_DB), rusqlite::wal::CheckpointMode::PASSIVE);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::Config;
+    use crate::engine::Engine;
+    use crate::store::conversations::Target;
+    use serde_json::json;
+
+    /// Sustained writes must not grow the WAL without bound: the background thread (or, when
+    /// it falls behind, the writer) checkpoints and the log restarts.
+    #[test]
+    fn wal_stays_bounded_under_sustained_ingest() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.db");
+        let engine = Engine::open(Config::with_db_path(path.to_str().unwrap())).unwrap();
+        let body = "some words to index ".repeat(100);
+        let wal = path.with_extension("db-wal");
+        let mut largest = 0;
+        for batch in 0..60 {
+            let msgs: Vec<_> = (0..100)
+                .map(|i| json!({"role": "user", "content": format!("{body} {batch} {i}")}))
+                .collect();
+            engine.ingest(&Target::Session("s".into()), &msgs).unwrap();
+            largest = largest.max(std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0));
+        }
+        let db_size = std::fs::metadata(&path).unwrap().len();
+        assert!(
+            db_size > 10 << 20,
+            "the data reached the database file ({db_size} bytes)"
+        );
+        // 4,000 pages is where the writer takes over; allow one batch on top.
+        assert!(largest < 24 << 20, "WAL grew to {largest} bytes");
+        assert!(engine.close());
+    }
+}

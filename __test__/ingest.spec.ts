@@ -124,4 +124,23 @@ describe('ingest', () => {
     ])
     await engine.close()
   })
+
+  it('rejects values JSON cannot carry, and accepts Date timestamps', async () => {
+    const engine = await openTemp()
+    const cyclic: Record<string, unknown> = { role: 'user', content: 'x' }
+    cyclic.self = cyclic
+    const call = engine.ingest({ sessionId: 's' }, [cyclic as unknown as IngestMessage])
+    expect(call).toBeInstanceOf(Promise)
+    const err = await rejection(call)
+    expect(err.code).toBe('E_INVALID_INPUT')
+    expect(err.message).toMatch(/messages cannot be read as JSON/)
+    const big = await rejection(engine.ingest({ sessionId: 's' }, [{ role: 'user', content: 'x', n: 1n } as never]))
+    expect(big.code).toBe('E_INVALID_INPUT')
+    const at = new Date(Date.UTC(2026, 2, 1, 12, 0, 0))
+    const out = await engine.ingest({ sessionId: 's' }, [{ role: 'user', content: 'dated', timestamp: at as never }])
+    const [m] = await engine.messages(out.conversationId)
+    expect(m.createdAt).toBe('2026-03-01T12:00:00.000Z')
+    await engine.close()
+  })
 })
+

@@ -8,6 +8,7 @@ pub mod config;
 pub mod db;
 pub mod engine;
 pub mod error;
+pub mod prompts;
 pub mod store;
 pub mod time;
 pub mod tokens;

@@ -1,0 +1,270 @@
+//! Summarizer prompts: four Go `text/template` files (leaf, d1, d2, d3+), rendered with a real
+//! Go-template engine so that operators' lcm-tui templates render here exactly as in lcm-tui.
+//!
+//! Each file is looked up on its own, first in the explicit `promptDir`, then in
+//! `~/.config/lcm-tui/prompts/`, then in the defaults embedded in the binary, so a partial
+//! override (one file) works and one override set serves both tools. Templates are parsed
+//! and test-rendered once, when the engine opens; a broken one is an E_PROMPT error naming
+//! its file.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use gtmpl_value::Value as GoValue;
+use serde::Serialize;
+
+use crate::error::{LcmError, Result};
+
+mod printf;
+
+/// The four templates, by name, with their embedded defaults.
+pub const TEMPLATES: [(&str, &str); 4] = [
+    ("leaf", include_str!("../../prompts/leaf.tmpl")),
+    ("condensed-d1", include_str!("../../prompts/condensed-d1.tmpl")),
+    ("condensed-d2", include_str!("../../prompts/condensed-d2.tmpl")),
+    ("condensed-d3", include_str!("../../prompts/condensed-d3.tmpl")),
+];
+
+/// The template for a summary of output depth `depth`: 0 leaf, 1, 2, and 3 for anything deeper.
+pub fn name_for_depth(depth: i64) -> &'static str {
+    match depth {
+        d if d <= 0 => "leaf",
+        1 => "condensed-d1",
+        2 => "condensed-d2",
+        _ => "condensed-d3",
+    }
+}
+
+/// Accepts `leaf`, `leaf.tmpl`, `condensed-d2`, `d2`, …; returns the canonical name.
+pub fn canonical_name(name: &str) -> Result<&'static str> {
+    let n = name.trim().to_ascii_lowercase();
+    let n = n.strip_suffix(".tmpl").unwrap_or(&n);
+    let n = match n {
+        "d1" | "condensed-d1" => "condensed-d1",
+        "d2" | "condensed-d2" => "condensed-d2",
+        "d3" | "d3+" | "condensed-d3" => "condensed-d3",
+        "leaf" | "d0" => "leaf",
+        _ => {
+            return Err(LcmError::invalid_input(format!(
+                "unknown prompt `{name}`; expected leaf, condensed-d1, condensed-d2 or condensed-d3"
+            )))
+        }
+    };
+    Ok(TEMPLATES
+        .iter()
+        .find(|(t, _)| *t == n)
+        .map(|(t, _)| *t)
+        .expect("known name"))
+}
+
+/// The variables every template receives (Go field names in `to_go`).
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptVars {
+    pub target_tokens: i64,
+    pub previous_context: String,
+    pub source_text: String,
+    pub child_count: i64,
+    pub time_range: String,
+    pub depth: i64,
+    pub aggressive: bool,
+    pub custom_instructions: String,
+}
+
+impl PromptVars {
+    fn to_go(&self) -> GoValue {
+        let mut m: HashMap<String, GoValue> = HashMap::new();
+        m.insert("TargetTokens".into(), self.target_tokens.into());
+        m.insert("PreviousContext".into(), self.previous_context.clone().into());
+        m.insert("SourceText".into(), self.source_text.clone().into());
+        m.insert("ChildCount".into(), self.child_count.into());
+        m.insert("TimeRange".into(), self.time_range.clone().into());
+        m.insert("Depth".into(), self.depth.into());
+        m.insert("Aggressive".into(), self.aggressive.into());
+        m.insert("CustomInstructions".into(), self.custom_instructions.clone().into());
+        GoValue::Object(m)
+    }
+
+    /// Sample values for the check at open and for `prompts --render`.
+    pub fn sample(depth: i64) -> PromptVars {
+        PromptVars {
+            target_tokens: 2000,
+            previous_context: String::new(),
+            source_text: "[2026-02-17 15:37 UTC | user]\nSample message.".into(),
+            child_count: 4,
+            time_range: "2026-02-17 15:37–17:21 UTC".into(),
+            depth,
+            aggressive: false,
+            custom_instructions: String::new(),
+        }
+    }
+}
+
+/// Where a template came from.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptSource {
+    pub name: String,
+    /// `embedded`, or the path of the override file.
+    pub source: String,
+    /// True when an override file is used.
+    pub overridden: bool,
+}
+
+/// One parsed template and where it came from.
+struct Loaded {
+    source: PromptSource,
+    text: String,
+    template: gtmpl::Template,
+}
+
+/// The four resolved, parsed templates of one engine.
+pub struct PromptSet {
+    loaded: Vec<Loaded>,
+}
+
+/// The directories searched before the embedded defaults.
+#[derive(Clone, Debug, Default)]
+pub struct PromptDirs {
+    pub explicit: Option<PathBuf>,
+    pub user: Option<PathBuf>,
+}
+
+impl PromptDirs {
+    /// `promptDir`, then `$HOME/.config/lcm-tui/prompts`.
+    pub fn new(prompt_dir: Option<&str>) -> PromptDirs {
+        PromptDirs {
+            explicit: prompt_dir.filter(|d| !d.is_empty()).map(expand_home),
+            user: std::env::var_os("HOME")
+                .filter(|h| !h.is_empty())
+                .map(|h| PathBuf::from(h).join(".config/lcm-tui/prompts")),
+        }
+    }
+}
+
+fn expand_home(dir: &str) -> PathBuf {
+    match (dir.strip_prefix("~/"), std::env::var_os("HOME")) {
+        (Some(rest), Some(home)) => PathBuf::from(home).join(rest),
+        _ => PathBuf::from(dir),
+    }
+}
+
+/// Reads the first override of `name` (explicit dir, then the user dir). A file that exists
+/// but cannot be read is an error, not a silent fallback.
+fn read_override(dirs: &PromptDirs, name: &str) -> Result<Option<(PathBuf, String)>> {
+    for dir in [&dirs.explicit, &dirs.user].into_iter().flatten() {
+        let path = dir.join(format!("{name}.tmpl"));
+        match std::fs::read_to_string(&path) {
+            Ok(text) => return Ok(Some((path, text))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => {
+                return Err(LcmError::Prompt(format!(
+                    "cannot read prompt template {}: {e}",
+                    path.display()
+                )))
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// A parsed template with Go's `printf` (gtmpl's drops the `0` flag).
+fn go_template(text: &str) -> std::result::Result<gtmpl::Template, gtmpl::error::ParseError> {
+    let mut t = gtmpl::Template::default();
+    t.add_func("printf", printf::printf);
+    t.parse(text)?;
+    Ok(t)
+}
+
+fn parse(name: &str, text: &str, origin: &str) -> Result<gtmpl::Template> {
+    let t = go_template(text).map_err(|e| LcmError::Prompt(format!("prompt template {origin} does not parse: {e}")))?;
+    // Catch references to unknown variables now rather than in the middle of a pass.
+    let depth = match name {
+        "leaf" => 0,
+        "condensed-d1" => 1,
+        "condensed-d2" => 2,
+        _ => 3,
+    };
+    t.render(&gtmpl::Context::from(PromptVars::sample(depth).to_go()))
+        .map_err(|e| LcmError::Prompt(format!("prompt template {origin} does not render: {e}")))?;
+    Ok(t)
+}
+
+impl PromptSet {
+    /// Resolves and parses all four templates.
+    pub fn load(dirs: &PromptDirs) -> Result<PromptSet> {
+        let mut loaded = Vec::with_capacity(4);
+        for (name, embedded) in TEMPLATES {
+            let (source, text) = match read_override(dirs, name)? {
+                Some((path, text)) => (path.display().to_string(), text),
+                None => ("embedded".to_string(), embedded.to_string()),
+            };
+            let origin = if source == "embedded" {
+                format!("{name}.tmpl (embedded)")
+            } else {
+                source.clone()
+            };
+            let template = parse(name, &text, &origin)?;
+            loaded.push(Loaded {
+                source: PromptSource {
+                    name: format!("{name}.tmpl"),
+                    overridden: source != "embedded",
+                    source,
+                },
+                text,
+                template,
+            });
+        }
+        Ok(PromptSet { loaded })
+    }
+
+    fn get(&self, name: &str) -> Result<&Loaded> {
+        let name = canonical_name(name)?;
+        Ok(self
+            .loaded
+            .iter()
+            .find(|l| l.source.name.strip_suffix(".tmpl") == Some(name))
+            .expect("all four are loaded"))
+    }
+
+    /// Renders template `name` with `vars`.
+    pub fn render(&self, name: &str, vars: &PromptVars) -> Result<String> {
+        let l = self.get(name)?;
+        l.template
+            .render(&gtmpl::Context::from(vars.to_go()))
+            .map_err(|e| LcmError::Prompt(format!("prompt template {} failed to render: {e}", l.source.source)))
+    }
+
+    /// Where each template came from.
+    pub fn sources(&self) -> Vec<PromptSource> {
+        self.loaded.iter().map(|l| l.source.clone()).collect()
+    }
+
+    /// The text of the active template `name`.
+    pub fn text(&self, name: &str) -> Result<&str> {
+        Ok(&self.get(name)?.text)
+    }
+}
+
+/// The embedded default of `name`.
+pub fn embedded(name: &str) -> Result<&'static str> {
+    let name = canonical_name(name)?;
+    Ok(TEMPLATES.iter().find(|(n, _)| *n == name).expect("known").1)
+}
+
+/// Writes the embedded defaults into `dir` (created if missing); returns the paths written.
+pub fn export(dir: &Path) -> Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| LcmError::Io(format!("cannot create prompt directory {}: {e}", dir.display())))?;
+    TEMPLATES
+        .iter()
+        .map(|(name, text)| {
+            let path = dir.join(format!("{name}.tmpl"));
+            std::fs::write(&path, text).map_err(|e| LcmError::Io(format!("cannot write {}: {e}", path.display())))?;
+            Ok(path)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

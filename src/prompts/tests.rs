@@ -1,0 +1,204 @@
+use super::*;
+
+fn testdata(name: &str) -> String {
+    std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("src/prompts/testdata")
+            .join(name),
+    )
+    .unwrap()
+}
+
+fn render_text(text: &str, vars: &PromptVars) -> String {
+    let t = go_template(text).unwrap();
+    t.render(&gtmpl::Context::from(vars.to_go())).unwrap()
+}
+
+fn no_dirs() -> PromptDirs {
+    PromptDirs::default()
+}
+
+/// lcm-tui's own d1 template ({{if .PreviousContext -}}…{{else -}}…{{end -}} and {{- if}}) must
+/// render as Go's text/template renders it. Expected outputs follow Go's trim rules: `{{-`
+/// removes all whitespace before the action, `-}}` all whitespace after it.
+#[test]
+fn lcm_tui_d1_renders_as_go_does() {
+    let tmpl = testdata("lcm-tui-d1.tmpl");
+    let with = PromptVars {
+        target_tokens: 2000,
+        previous_context: "Earlier: set up the database.".into(),
+        ..PromptVars::default()
+    };
+    assert_eq!(render_text(&tmpl, &with), testdata("lcm-tui-d1.with-previous.txt"));
+    let without = PromptVars {
+        target_tokens: 1500,
+        ..PromptVars::default()
+    };
+    assert_eq!(
+        render_text(&tmpl, &without),
+        testdata("lcm-tui-d1.without-previous.txt")
+    );
+}
+
+#[test]
+fn other_go_constructs_render_as_go_does() {
+    let tmpl = testdata("constructs.tmpl");
+    let aggressive = PromptVars {
+        depth: 1,
+        time_range: "2026-02-17 15:37–17:21 UTC".into(),
+        child_count: 4,
+        aggressive: true,
+        target_tokens: 2000,
+        ..PromptVars::default()
+    };
+    assert_eq!(render_text(&tmpl, &aggressive), testdata("constructs.aggressive.txt"));
+    let normal = PromptVars {
+        depth: 3,
+        child_count: 12,
+        target_tokens: 512,
+        custom_instructions: "be brief".into(),
+        ..PromptVars::default()
+    };
+    assert_eq!(render_text(&tmpl, &normal), testdata("constructs.normal.txt"));
+}
+
+#[test]
+fn embedded_prompts_are_domain_agnostic_and_end_with_the_expand_footer() {
+    let set = PromptSet::load(&no_dirs()).unwrap();
+    for (depth, name) in [
+        (0, "leaf"),
+        (1, "condensed-d1"),
+        (2, "condensed-d2"),
+        (3, "condensed-d3"),
+    ] {
+        let vars = PromptVars {
+            source_text: "SOURCE-MARKER".into(),
+            target_tokens: 777,
+            ..PromptVars::sample(depth)
+        };
+        let out = set.render(name, &vars).unwrap();
+        assert!(out.contains("Expand for details about:"), "{name}");
+        assert!(out.contains("about 777 tokens"), "{name}");
+        assert!(out.contains("SOURCE-MARKER"), "{name}");
+        assert!(!out.contains("{{"), "{name} left a template action");
+        let lower = out.to_lowercase();
+        for word in ["openclaw", "software", "code review", "pull request"] {
+            assert!(!lower.contains(word), "{name} mentions {word}");
+        }
+        assert_eq!(name_for_depth(depth), name);
+    }
+    assert_eq!(name_for_depth(9), "condensed-d3");
+}
+
+#[test]
+fn previous_context_aggressive_and_instructions_switch_sections() {
+    let set = PromptSet::load(&no_dirs()).unwrap();
+    let base = PromptVars::sample(0);
+    let plain = set.render("leaf", &base).unwrap();
+    assert!(!plain.contains("<previous_context>"));
+    assert!(plain.contains("Summary policy:"));
+    assert!(!plain.contains("Operator instructions"));
+    let rich = set
+        .render(
+            "leaf",
+            &PromptVars {
+                previous_context: "PREV".into(),
+                aggressive: true,
+                custom_instructions: "Keep names.".into(),
+                ..base.clone()
+            },
+        )
+        .unwrap();
+    assert!(rich.contains("<previous_context>\nPREV\n</previous_context>"));
+    assert!(rich.contains("aggressive"));
+    assert!(rich.contains("Operator instructions:\nKeep names."));
+    let d1 = set
+        .render(
+            "condensed-d1",
+            &PromptVars {
+                previous_context: "PREV".into(),
+                ..PromptVars::sample(1)
+            },
+        )
+        .unwrap();
+    assert!(d1.contains("<previous_context>\nPREV\n</previous_context>"));
+    // d2 and d3 take no previous context.
+    let d2 = set
+        .render(
+            "condensed-d2",
+            &PromptVars {
+                previous_context: "PREV".into(),
+                ..PromptVars::sample(2)
+            },
+        )
+        .unwrap();
+    assert!(!d2.contains("PREV"));
+}
+
+#[test]
+fn overrides_resolve_per_file_explicit_dir_first() {
+    let explicit = tempfile::tempdir().unwrap();
+    let user = tempfile::tempdir().unwrap();
+    std::fs::write(explicit.path().join("condensed-d1.tmpl"), "EXPLICIT {{.TargetTokens}}").unwrap();
+    std::fs::write(user.path().join("condensed-d1.tmpl"), "USER d1").unwrap();
+    std::fs::write(user.path().join("condensed-d2.tmpl"), "USER d2 {{.Depth}}").unwrap();
+    let dirs = PromptDirs {
+        explicit: Some(explicit.path().to_path_buf()),
+        user: Some(user.path().to_path_buf()),
+    };
+    let set = PromptSet::load(&dirs).unwrap();
+    assert_eq!(
+        set.render("condensed-d1", &PromptVars::sample(1)).unwrap(),
+        "EXPLICIT 2000"
+    );
+    assert_eq!(set.render("d2", &PromptVars::sample(2)).unwrap(), "USER d2 2");
+    assert!(set
+        .render("leaf", &PromptVars::sample(0))
+        .unwrap()
+        .contains("conversation_segment"));
+    let sources = set.sources();
+    assert_eq!(sources[0].source, "embedded");
+    assert!(!sources[0].overridden);
+    assert!(
+        sources[1].source.ends_with("condensed-d1.tmpl")
+            && sources[1].source.starts_with(&*explicit.path().to_string_lossy())
+    );
+    assert!(sources[2].source.starts_with(&*user.path().to_string_lossy()));
+    assert_eq!(sources[3].source, "embedded");
+}
+
+#[test]
+fn a_broken_template_is_e_prompt_naming_its_file() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("leaf.tmpl"), "Hello {{if .Depth}} unterminated").unwrap();
+    let dirs = PromptDirs {
+        explicit: Some(dir.path().to_path_buf()),
+        user: None,
+    };
+    let err = PromptSet::load(&dirs).err().expect("must fail");
+    assert_eq!(err.code(), "E_PROMPT");
+    assert!(err.to_string().contains("leaf.tmpl"), "{err}");
+    std::fs::write(dir.path().join("leaf.tmpl"), "Hello {{.NoSuchVariable.Deeper}}").unwrap();
+    let err = PromptSet::load(&dirs).err().expect("must fail");
+    assert_eq!(err.code(), "E_PROMPT");
+}
+
+#[test]
+fn names_are_accepted_in_several_spellings() {
+    assert_eq!(canonical_name("leaf.tmpl").unwrap(), "leaf");
+    assert_eq!(canonical_name("D2").unwrap(), "condensed-d2");
+    assert_eq!(canonical_name("condensed-d3.tmpl").unwrap(), "condensed-d3");
+    assert_eq!(canonical_name("d7").unwrap_err().code(), "E_INVALID_INPUT");
+}
+
+#[test]
+fn export_writes_the_defaults() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("nested/prompts");
+    let written = export(&target).unwrap();
+    assert_eq!(written.len(), 4);
+    assert_eq!(
+        std::fs::read_to_string(target.join("leaf.tmpl")).unwrap(),
+        embedded("leaf").unwrap()
+    );
+}

@@ -1,40 +1,58 @@
-//! The engine: one database file, its connections and its configuration. Every method blocks
-//! and is meant to run off Node's main thread (the binding uses tokio's blocking pool).
+//! The engine: one database file, its connections, configuration and prompts. Synchronous
+//! methods block (the binding runs them on libuv's pool); the async ones wait on the
+//! summarizer and run on tokio's runtime, doing their SQLite work with `block_in_place`.
+
+mod locks;
+
+use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::compaction::{self, Deps, Evaluation, PassOptions, PassResult, SweepOptions, SweepResult};
 use crate::config::Config;
 use crate::db::{self, migrate::MigrationReport, pool::Pool};
 use crate::error::Result;
+use crate::prompts::{PromptDirs, PromptSet};
 use crate::store::conversations::{self, ConversationInfo, SchemaFlags, Target};
 use crate::store::messages::{self, IngestOutcome, StoredMessage};
 use crate::store::normalize;
 use crate::store::summaries::{self, SummaryRecord};
+use crate::summarizer::Summarizer;
+use locks::ConversationLocks;
 
 pub struct Engine {
-    config: Config,
-    pool: Pool,
-    flags: SchemaFlags,
+    deps: Deps,
     migration: MigrationReport,
+    locks: ConversationLocks,
 }
 
 impl Engine {
-    /// Opens (creating if needed) and migrates the database of `config`.
+    /// Opens (creating if needed) and migrates the database of `config`, and loads the
+    /// prompt templates (a broken one fails the open with E_PROMPT).
     pub fn open(config: Config) -> Result<Engine> {
+        let prompts = PromptSet::load(&PromptDirs::new(config.prompt_dir.as_deref()))?;
         let mut conn = db::open_connection(&config.db_path, config.busy_timeout_ms)?;
         let migration = db::migrate::migrate(&mut conn, &config.db_path)?;
         let flags = SchemaFlags::read(&conn)?;
         let pool = Pool::new(&config.db_path, config.busy_timeout_ms, conn)?;
         Ok(Engine {
-            config,
-            pool,
-            flags,
+            deps: Deps {
+                pool: Arc::new(pool),
+                config: Arc::new(config),
+                prompts: Arc::new(prompts),
+                flags,
+            },
             migration,
+            locks: ConversationLocks::default(),
         })
     }
 
     pub fn config(&self) -> &Config {
-        &self.config
+        &self.deps.config
+    }
+
+    pub fn prompts(&self) -> &PromptSet {
+        &self.deps.prompts
     }
 
     /// What the migration run by `open` did.
@@ -50,29 +68,93 @@ impl Engine {
             .enumerate()
             .map(|(i, m)| normalize::normalize(i, m))
             .collect::<Result<Vec<_>>>()?;
-        self.pool
-            .write(|conn| messages::ingest(conn, self.flags, target, &normalized))
+        self.deps
+            .pool
+            .write(|conn| messages::ingest(conn, self.deps.flags, target, &normalized))
     }
 
     /// Stored messages of a conversation, in order, with their content rebuilt.
     pub fn messages(&self, conversation_id: i64, after_seq: i64, limit: i64) -> Result<Vec<StoredMessage>> {
-        self.pool
+        self.deps
+            .pool
             .read(|conn| messages::list(conn, conversation_id, after_seq, limit))
     }
 
     /// Every conversation with its message, summary and context-item counts.
     pub fn conversations(&self) -> Result<Vec<ConversationInfo>> {
-        self.pool.read(conversations::list)
+        self.deps.pool.read(conversations::list)
     }
 
     /// Summaries of a conversation in creation order, optionally one depth only.
     pub fn summaries(&self, conversation_id: i64, depth: Option<i64>) -> Result<Vec<SummaryRecord>> {
-        self.pool.read(|conn| summaries::list(conn, conversation_id, depth))
+        self.deps
+            .pool
+            .read(|conn| summaries::list(conn, conversation_id, depth))
+    }
+
+    /// Threshold, leaf-trigger and rolling-trigger decisions.
+    pub fn evaluate(&self, conversation_id: i64, token_budget: i64, observed: Option<i64>) -> Result<Evaluation> {
+        self.deps
+            .pool
+            .read(|conn| compaction::evaluate(conn, &self.deps.config, conversation_id, token_budget, observed))
+    }
+
+    /// Checks the invariants (of one conversation, or all) and digests the contents.
+    pub fn verify(&self, conversation_id: Option<i64>) -> Result<crate::compaction::verify::VerifyReport> {
+        if self.deps.pool.is_closed() {
+            return Err(crate::error::LcmError::Closed);
+        }
+        // A fresh connection: SQLite's FTS5 integrity check reports a false checksum mismatch
+        // on a connection whose cached index structure predates another connection's write.
+        let conn = db::open_configured(&self.deps.config.db_path, self.deps.config.busy_timeout_ms)?;
+        crate::compaction::verify::verify(&conn, conversation_id)
+    }
+
+    /// One leaf pass; waits for other mutating operations on the conversation.
+    pub async fn leaf_pass(
+        &self,
+        conversation_id: i64,
+        summarizer: Arc<dyn Summarizer>,
+        options: PassOptions,
+    ) -> Result<Option<PassResult>> {
+        let _turn = self
+            .locks
+            .acquire(conversation_id, self.deps.config.lock_timeout_ms)
+            .await?;
+        compaction::leaf_pass(&self.deps, conversation_id, summarizer, options).await
+    }
+
+    /// One condensed pass; waits for other mutating operations on the conversation.
+    pub async fn condensed_pass(
+        &self,
+        conversation_id: i64,
+        summarizer: Arc<dyn Summarizer>,
+        options: PassOptions,
+    ) -> Result<Option<PassResult>> {
+        let _turn = self
+            .locks
+            .acquire(conversation_id, self.deps.config.lock_timeout_ms)
+            .await?;
+        compaction::condensed_pass(&self.deps, conversation_id, summarizer, options).await
+    }
+
+    /// A bounded full sweep; waits for other mutating operations on the conversation.
+    pub async fn compact(
+        &self,
+        conversation_id: i64,
+        summarizer: Arc<dyn Summarizer>,
+        options: SweepOptions,
+    ) -> Result<SweepResult> {
+        let _turn = self
+            .locks
+            .acquire(conversation_id, self.deps.config.lock_timeout_ms)
+            .await?;
+        compaction::compact(&self.deps, conversation_id, summarizer, options).await
     }
 
     /// Closes the connections; later calls fail with E_CLOSED.
     pub fn close(&self) -> bool {
-        self.pool.close()
+        self.deps.pool.close()
     }
 }
 
@@ -83,4 +165,11 @@ pub fn migrate_file(path: &str, busy_timeout_ms: i64) -> Result<MigrationReport>
 }
 
 #[cfg(test)]
-mod tests;
+impl Engine {
+    pub(crate) fn test_deps(&self) -> Deps {
+        self.deps.clone()
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

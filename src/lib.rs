@@ -4,25 +4,31 @@
 //! converts JS values in, runs the core off Node's main thread (tokio's blocking pool), and
 //! turns core errors into JS errors with a stable `code`.
 
+pub mod compaction;
 pub mod config;
 pub mod db;
 pub mod engine;
 pub mod error;
 pub mod prompts;
 pub mod store;
+pub mod summarizer;
 pub mod time;
 pub mod tokens;
 
-use std::sync::Arc;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
 
 use napi::bindgen_prelude::*;
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
 use serde_json::Value;
 
+use crate::compaction::{PassOptions, SweepOptions};
 use crate::config::Config;
 use crate::engine::Engine;
 use crate::error::LcmError;
 use crate::store::conversations::Target;
+use crate::summarizer::{SummarizeRequest, Summarizer, SummarizerFailure, SummaryFuture};
 
 /// A JS `Error` with `code` set to the core error's stable code.
 fn js_error(env: &Env, err: LcmError) -> napi::Error {
@@ -163,6 +169,212 @@ impl<T: ToNapiValue + TypeName + Send + 'static> Task for CoreTask<T> {
             .unwrap_or_else(|| LcmError::Internal(err.reason.clone()));
         Err(js_error(&env, e))
     }
+}
+
+/// Runs `fut` on napi's tokio runtime (operations that wait on the summarizer) and settles a
+/// JS promise with its result, rejecting with a coded error on failure.
+fn spawn_coded<'env, F>(env: &'env Env, fut: F) -> napi::Result<PromiseRaw<'env, JsonText>>
+where
+    F: Future<Output = error::Result<JsonText>> + Send + 'static,
+{
+    env.spawn_future_with_callback(async move { Ok(fut.await) }, |env, res| match res {
+        Ok(v) => Ok(v),
+        Err(e) => Err(js_error(env, e)),
+    })
+}
+
+/// The host's summarize callback, called on Node's thread through a threadsafe function.
+type SummarizeTsfn =
+    ThreadsafeFunction<FnArgs<(String, JsonText)>, Unknown<'static>, FnArgs<(String, JsonText)>, Status, false>;
+
+type Settle = Arc<Mutex<Option<tokio::sync::oneshot::Sender<std::result::Result<String, SummarizerFailure>>>>>;
+
+fn settle(tx: &Settle, result: std::result::Result<String, SummarizerFailure>) {
+    if let Some(tx) = tx.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        // The receiver is gone when the pass timed out: the late answer is dropped.
+        let _ = tx.send(result);
+    }
+}
+
+/// Sorts a rejection: `code === 'LCM_AUTH'` or `name === 'LcmProviderAuthError'` is an auth
+/// failure (the pass is aborted and reported); anything else fails the pass.
+fn classify_rejection(value: Unknown<'_>) -> SummarizerFailure {
+    let text = |v: Unknown<'_>| -> Option<String> {
+        match v.get_type().ok()? {
+            ValueType::String => unsafe { String::from_napi_value(v.env(), v.raw()).ok() },
+            _ => None,
+        }
+    };
+    if let Ok(ValueType::Object) = value.get_type() {
+        if let Ok(obj) = unsafe { Object::from_napi_value(value.env(), value.raw()) } {
+            let prop = |k: &str| obj.get_named_property::<Unknown>(k).ok().and_then(text);
+            let message = prop("message")
+                .or_else(|| {
+                    value
+                        .coerce_to_string()
+                        .ok()
+                        .and_then(|s| s.into_utf8().ok()?.into_owned().ok())
+                })
+                .unwrap_or_else(|| "unknown error".into());
+            if prop("code").as_deref() == Some("LCM_AUTH") || prop("name").as_deref() == Some("LcmProviderAuthError") {
+                return SummarizerFailure::Auth(message);
+            }
+            return SummarizerFailure::Failed(message);
+        }
+    }
+    SummarizerFailure::Failed(
+        value
+            .coerce_to_string()
+            .ok()
+            .and_then(|s| s.into_utf8().ok()?.into_owned().ok())
+            .unwrap_or_else(|| "unknown rejection".into()),
+    )
+}
+
+/// What the callback returned: a string is taken as is, a promise is awaited; anything else
+/// fails the pass. Runs on Node's thread and never throws (a throw here would be fatal).
+fn on_returned(ret: napi::Result<Unknown<'static>>, env: Env, tx: Settle) {
+    let value = match ret {
+        Ok(v) => v,
+        Err(e) => return settle(&tx, Err(SummarizerFailure::Failed(format!("it threw: {}", e.reason)))),
+    };
+    match value.get_type() {
+        Ok(ValueType::String) => {
+            let s = unsafe { String::from_napi_value(env.raw(), value.raw()) };
+            settle(&tx, s.map_err(|e| SummarizerFailure::Failed(e.reason)));
+        }
+        Ok(ValueType::Object) => {
+            let promise: PromiseRaw<String> = PromiseRaw::new(env.raw(), value.raw());
+            let (ok_tx, err_tx) = (tx.clone(), tx.clone());
+            let chained = promise
+                .then(move |ctx| {
+                    settle(&ok_tx, Ok(ctx.value));
+                    Ok(())
+                })
+                .and_then(|p| {
+                    p.catch(move |ctx: CallbackContext<Unknown>| {
+                        settle(&err_tx, Err(classify_rejection(ctx.value)));
+                        Ok(())
+                    })
+                });
+            if chained.is_err() {
+                settle(
+                    &tx,
+                    Err(SummarizerFailure::Failed(
+                        "it returned an object that is not a Promise".into(),
+                    )),
+                );
+            }
+        }
+        Ok(other) => settle(
+            &tx,
+            Err(SummarizerFailure::Failed(format!(
+                "it returned {other:?}, expected Promise<string>"
+            ))),
+        ),
+        Err(e) => settle(&tx, Err(SummarizerFailure::Failed(e.reason))),
+    }
+}
+
+/// The JS callback as a core `Summarizer`. The threadsafe function is owned by the call that
+/// received it and dropped when that call ends, so it never keeps Node alive afterwards.
+struct JsSummarizer {
+    tsfn: SummarizeTsfn,
+    model: String,
+}
+
+impl Summarizer for JsSummarizer {
+    fn summarize(&self, prompt: String, request: &SummarizeRequest) -> SummaryFuture {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let tx: Settle = Arc::new(Mutex::new(Some(tx)));
+        let args = match serde_json::to_string(request) {
+            Ok(r) => (prompt, JsonText(r)),
+            Err(e) => return Box::pin(async move { Err(SummarizerFailure::Failed(e.to_string())) }),
+        };
+        let cb_tx = tx.clone();
+        let status =
+            self.tsfn
+                .call_with_return_value(args.into(), ThreadsafeFunctionCallMode::NonBlocking, move |ret, env| {
+                    on_returned(ret, env, cb_tx);
+                    Ok(())
+                });
+        if status != Status::Ok {
+            settle(
+                &tx,
+                Err(SummarizerFailure::Failed(format!("cannot call it ({status})"))),
+            );
+        }
+        Box::pin(async move {
+            rx.await
+                .unwrap_or_else(|_| Err(SummarizerFailure::Failed("its result was lost".into())))
+        })
+    }
+
+    fn model(&self) -> String {
+        self.model.clone()
+    }
+}
+
+/// The `summarize` argument: a callback, or `'offline'` for the built-in summarizer.
+enum SummarizerArg {
+    Js(SummarizeTsfn),
+    Offline,
+    Invalid(String),
+}
+
+impl SummarizerArg {
+    fn from_js(value: Unknown<'_>) -> SummarizerArg {
+        match value.get_type() {
+            Ok(ValueType::Function) => {
+                let f: napi::Result<Function<FnArgs<(String, JsonText)>, Unknown<'static>>> =
+                    unsafe { Function::from_napi_value(value.env(), value.raw()) };
+                match f.and_then(|f| f.build_threadsafe_function().callee_handled::<false>().build()) {
+                    Ok(tsfn) => SummarizerArg::Js(tsfn),
+                    Err(e) => SummarizerArg::Invalid(format!("cannot use the summarize callback: {}", e.reason)),
+                }
+            }
+            Ok(ValueType::String)
+                if unsafe { String::from_napi_value(value.env(), value.raw()) }.is_ok_and(|s| s == "offline") =>
+            {
+                SummarizerArg::Offline
+            }
+            _ => SummarizerArg::Invalid(
+                "summarize must be a function (prompt, request) => Promise<string>, or 'offline'".into(),
+            ),
+        }
+    }
+
+    fn into_summarizer(self, model: Option<String>) -> error::Result<Arc<dyn Summarizer>> {
+        match self {
+            SummarizerArg::Js(tsfn) => Ok(Arc::new(JsSummarizer {
+                tsfn,
+                model: model.unwrap_or_else(|| "unknown".into()),
+            })),
+            SummarizerArg::Offline => Ok(Arc::new(summarizer::offline::OfflineSummarizer)),
+            SummarizerArg::Invalid(why) => Err(LcmError::invalid_input(why)),
+        }
+    }
+}
+
+fn pass_options(options: &Option<Value>) -> error::Result<PassOptions> {
+    let get = |k: &str| options.as_ref().and_then(|o| o.get(k)).filter(|v| !v.is_null());
+    Ok(PassOptions {
+        hard_trigger: match get("hardTrigger") {
+            None => false,
+            Some(v) => v
+                .as_bool()
+                .ok_or_else(|| LcmError::invalid_input(format!("`hardTrigger` must be a boolean, got {v}")))?,
+        },
+        depth: match get("depth") {
+            None => None,
+            Some(_) => Some(opt_int(options, "depth", 0, 0)?),
+        },
+        model: match get("model") {
+            None => None,
+            Some(Value::String(m)) => Some(m.clone()),
+            Some(v) => return Err(LcmError::invalid_input(format!("`model` must be a string, got {v}"))),
+        },
+    })
 }
 
 fn to_json<T: serde::Serialize>(v: &T) -> error::Result<JsonText> {
@@ -342,6 +554,128 @@ impl LcmEngine {
         })
     }
 
+    /// Summarises the oldest chunk of raw messages outside the fresh tail into a leaf summary
+    /// (then condenses up to `incrementalMaxDepth`). Resolves `null` when there is nothing to
+    /// do. A summarizer failure rejects (E_SUMMARIZER, E_TIMEOUT) with nothing written; an
+    /// `LCM_AUTH` rejection resolves with `authFailure: true`, also with nothing written.
+    #[napi(ts_return_type = "Promise<PassResult | null>")]
+    pub fn leaf_pass<'env>(
+        &self,
+        env: &'env Env,
+        #[napi(ts_arg_type = "number")] conversation_id: JsonArg,
+        #[napi(ts_arg_type = "Summarize")] summarize: Unknown<'_>,
+        #[napi(ts_arg_type = "PassOptions")] options: Option<JsonArg>,
+    ) -> napi::Result<PromiseRaw<'env, JsonText>> {
+        let engine = self.inner.clone();
+        let summarizer = SummarizerArg::from_js(summarize);
+        spawn_coded(env, async move {
+            let id = parse_id(&required(conversation_id, "conversationId")?)?;
+            let opts = pass_options(&optional(options, "options")?)?;
+            let summarizer = summarizer.into_summarizer(opts.model.clone())?;
+            to_json(&engine.leaf_pass(id, summarizer, opts).await?)
+        })
+    }
+
+    /// Condenses the shallowest eligible run of same-depth summaries (or the run at
+    /// `options.depth`) into one node a level deeper. Resolves `null` when none is eligible.
+    #[napi(ts_return_type = "Promise<PassResult | null>")]
+    pub fn condensed_pass<'env>(
+        &self,
+        env: &'env Env,
+        #[napi(ts_arg_type = "number")] conversation_id: JsonArg,
+        #[napi(ts_arg_type = "Summarize")] summarize: Unknown<'_>,
+        #[napi(ts_arg_type = "PassOptions")] options: Option<JsonArg>,
+    ) -> napi::Result<PromiseRaw<'env, JsonText>> {
+        let engine = self.inner.clone();
+        let summarizer = SummarizerArg::from_js(summarize);
+        spawn_coded(env, async move {
+            let id = parse_id(&required(conversation_id, "conversationId")?)?;
+            let opts = pass_options(&optional(options, "options")?)?;
+            let summarizer = summarizer.into_summarizer(opts.model.clone())?;
+            to_json(&engine.condensed_pass(id, summarizer, opts).await?)
+        })
+    }
+
+    /// A full sweep: leaf passes until no chunk or no progress, then condensation shallowest
+    /// depth first, bounded by `maxSweepIterations` and `sweepDeadlineMs`. Runs only when
+    /// `force` or the stored tokens exceed `contextThreshold × tokenBudget`.
+    #[napi(ts_return_type = "Promise<SweepResult>")]
+    pub fn compact<'env>(
+        &self,
+        env: &'env Env,
+        #[napi(ts_arg_type = "number")] conversation_id: JsonArg,
+        #[napi(ts_arg_type = "Summarize")] summarize: Unknown<'_>,
+        #[napi(ts_arg_type = "CompactOptions")] options: JsonArg,
+    ) -> napi::Result<PromiseRaw<'env, JsonText>> {
+        let engine = self.inner.clone();
+        let summarizer = SummarizerArg::from_js(summarize);
+        spawn_coded(env, async move {
+            let id = parse_id(&required(conversation_id, "conversationId")?)?;
+            let options = Some(required(options, "options")?);
+            let token_budget = opt_int(&options, "tokenBudget", -1, 1)?;
+            if token_budget < 1 {
+                return Err(LcmError::invalid_input(
+                    "`tokenBudget` is required (a positive integer)",
+                ));
+            }
+            let force = match options.as_ref().and_then(|o| o.get("force")) {
+                None | Some(Value::Null) => false,
+                Some(Value::Bool(b)) => *b,
+                Some(v) => return Err(LcmError::invalid_input(format!("`force` must be a boolean, got {v}"))),
+            };
+            let pass = pass_options(&options)?;
+            let summarizer = summarizer.into_summarizer(pass.model.clone())?;
+            let sweep = SweepOptions {
+                token_budget,
+                force,
+                pass,
+            };
+            to_json(&engine.compact(id, summarizer, sweep).await?)
+        })
+    }
+
+    /// The threshold decision, the leaf trigger and the rolling-summary trigger.
+    #[napi(ts_return_type = "Promise<Evaluation>")]
+    pub fn evaluate(
+        &self,
+        #[napi(ts_arg_type = "number")] conversation_id: JsonArg,
+        #[napi(ts_arg_type = "{ tokenBudget: number; observedTokens?: number }")] options: JsonArg,
+    ) -> AsyncTask<CoreTask<JsonText>> {
+        let engine = self.inner.clone();
+        CoreTask::new(move || {
+            let id = parse_id(&required(conversation_id, "conversationId")?)?;
+            let options = Some(required(options, "options")?);
+            let budget = opt_int(&options, "tokenBudget", -1, 1)?;
+            if budget < 1 {
+                return Err(LcmError::invalid_input(
+                    "`tokenBudget` is required (a positive integer)",
+                ));
+            }
+            let observed = match options.as_ref().and_then(|o| o.get("observedTokens")) {
+                None | Some(Value::Null) => None,
+                Some(_) => Some(opt_int(&options, "observedTokens", 0, 0)?),
+            };
+            to_json(&engine.evaluate(id, budget, observed)?)
+        })
+    }
+
+    /// Checks the invariants (coverage, dense ordinals, DAG facts, SQLite integrity) of one
+    /// conversation, or of all, and returns a digest of the stored contents.
+    #[napi(ts_return_type = "Promise<VerifyReport>")]
+    pub fn verify(
+        &self,
+        #[napi(ts_arg_type = "number")] conversation_id: Option<JsonArg>,
+    ) -> AsyncTask<CoreTask<JsonText>> {
+        let engine = self.inner.clone();
+        CoreTask::new(move || {
+            let id = match optional(conversation_id, "conversationId")? {
+                None => None,
+                Some(v) => Some(parse_id(&v)?),
+            };
+            to_json(&engine.verify(id)?)
+        })
+    }
+
     /// Closes the database. Later calls reject with E_CLOSED; closing twice is harmless.
     #[napi(ts_return_type = "Promise<void>")]
     pub fn close(&self) -> AsyncTask<CoreTask<()>> {
@@ -350,5 +684,66 @@ impl LcmEngine {
             engine.close();
             Ok(())
         })
+    }
+}
+
+/// Renders prompt template `name` (`leaf`, `condensed-d1`, `condensed-d2`, `condensed-d3`)
+/// with `vars`, resolving it as the engine does (`promptDir`, then
+/// `~/.config/lcm-tui/prompts`, then the built-in default).
+#[napi(ts_return_type = "Promise<string>")]
+pub fn render_prompt(
+    #[napi(ts_arg_type = "string")] name: JsonArg,
+    #[napi(ts_arg_type = "Partial<PromptVars>")] vars: Option<JsonArg>,
+    #[napi(ts_arg_type = "{ promptDir?: string }")] options: Option<JsonArg>,
+) -> AsyncTask<CoreTask<JsonText>> {
+    CoreTask::new(move || {
+        let name = required(name, "name")?;
+        let name = name
+            .as_str()
+            .ok_or_else(|| LcmError::invalid_input("name must be a string"))?;
+        let canonical = prompts::canonical_name(name)?;
+        let depth = match canonical {
+            "leaf" => 0,
+            "condensed-d1" => 1,
+            "condensed-d2" => 2,
+            _ => 3,
+        };
+        let mut merged = serde_json::to_value(prompts::PromptVars::sample(depth))?;
+        if let Some(Value::Object(given)) = optional(vars, "vars")? {
+            for (k, v) in given {
+                if merged.get(&k).is_none() {
+                    return Err(LcmError::invalid_input(format!("unknown prompt variable `{k}`")));
+                }
+                merged[k] = v;
+            }
+        }
+        let vars: prompts::PromptVars =
+            serde_json::from_value(merged).map_err(|e| LcmError::invalid_input(format!("prompt variables: {e}")))?;
+        let dir = prompt_dir_option(optional(options, "options")?)?;
+        let set = prompts::PromptSet::load(&prompts::PromptDirs::new(dir.as_deref()))?;
+        to_json(&set.render(canonical, &vars)?)
+    })
+}
+
+/// Where each of the four templates comes from (`embedded` or the override's path).
+#[napi(ts_return_type = "Promise<PromptSource[]>")]
+pub fn list_prompts(
+    #[napi(ts_arg_type = "{ promptDir?: string }")] options: Option<JsonArg>,
+) -> AsyncTask<CoreTask<JsonText>> {
+    CoreTask::new(move || {
+        let dir = prompt_dir_option(optional(options, "options")?)?;
+        let set = prompts::PromptSet::load(&prompts::PromptDirs::new(dir.as_deref()))?;
+        to_json(&set.sources())
+    })
+}
+
+fn prompt_dir_option(options: Option<Value>) -> error::Result<Option<String>> {
+    match options.as_ref().and_then(|o| o.get("promptDir")) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(v) => Err(LcmError::invalid_config(
+            "promptDir",
+            format!("expected a string, got {v}"),
+        )),
     }
 }

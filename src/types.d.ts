@@ -157,3 +157,139 @@ export interface ConversationInfo {
   updatedAt: string
 }
 
+/** What the summarizer is asked for (the second argument of the callback). */
+export interface SummarizeRequest {
+  kind: 'leaf' | 'condensed'
+  /** Depth of the summary being made: 0 for a leaf, input depth + 1 for a condensed node. */
+  depth: number
+  /** True on the second attempt, after the first answer was not shorter than its input. */
+  aggressive: boolean
+  targetTokens: number
+  conversationId: number
+  /** Estimated tokens of the source text inside the prompt. */
+  inputTokens: number
+  /** Messages (leaf) or summaries (condensed) being summarised. */
+  inputCount: number
+  /** The time range the inputs cover, in the configured zone. */
+  timeRange: string
+}
+
+/**
+ * The host's LLM call: resolve with the summary text. Reject with an error whose
+ * `code` is `'LCM_AUTH'` (or whose `name` is `'LcmProviderAuthError'`) to abort the pass
+ * without writing. `'offline'` uses the built-in extractive summarizer (no network).
+ */
+export type Summarize = ((prompt: string, request: SummarizeRequest) => Promise<string>) | 'offline'
+
+export interface PassOptions {
+  /** Condense with `condensedMinFanoutHard` instead of the normal fanout. */
+  hardTrigger?: boolean
+  /** condensedPass: condense only runs whose inputs have this depth. */
+  depth?: number
+  /** Recorded in `summaries.model` for summaries the callback wrote. Default "unknown". */
+  model?: string
+}
+
+export interface CompactOptions extends PassOptions {
+  /** The model's context budget; a sweep is due above `contextThreshold × tokenBudget`. */
+  tokenBudget: number
+  /** Sweep even when under the threshold. */
+  force?: boolean
+}
+
+/** The outcome of one pass. */
+export interface PassResult {
+  kind: 'leaf' | 'condensed'
+  /** Absent when the pass was aborted by an auth failure. */
+  summaryId?: string
+  depth: number
+  /** How the summary was obtained; `fallback` summaries are marked `lcm-native/fallback`. */
+  level?: 'normal' | 'aggressive' | 'fallback' | 'capped'
+  model?: string
+  inputCount: number
+  inputTokens: number
+  outputTokens: number
+  /** Σ stored tokens of the live context before and after. */
+  tokensBefore: number
+  tokensAfter: number
+  earliestAt?: string
+  latestAt?: string
+  summarizerCalls: number
+  /** True when the provider refused the credentials; nothing was written. */
+  authFailure: boolean
+  /** Condensations run right after a leaf pass (`incrementalMaxDepth`). */
+  incremental?: PassResult[]
+}
+
+/** The outcome of `compact`. */
+export interface SweepResult {
+  actionTaken: boolean
+  tokensBefore: number
+  tokensAfter: number
+  threshold: number
+  leafPasses: number
+  /** Condensed passes by the depth they produced, e.g. `{ "1": 3, "2": 1 }`. */
+  condensedPasses: Record<string, number>
+  createdSummaryIds: string[]
+  fallbackSummaries: number
+  stopReason: 'below-threshold' | 'no-candidates' | 'no-progress' | 'max-iterations' | 'deadline' | 'auth-failure'
+  authFailure: boolean
+  durationMs: number
+}
+
+/** What `evaluate` decides. */
+export interface Evaluation {
+  /** Σ stored `token_count` of the live items. */
+  storedTokens: number
+  /** max(storedTokens, observedTokens). */
+  currentTokens: number
+  /** floor(contextThreshold × tokenBudget). */
+  threshold: number
+  shouldCompact: boolean
+  reason: 'threshold' | 'none'
+  leafTrigger: { rawTokensOutsideTail: number; threshold: number; shouldCompact: boolean }
+  /** The rolling-summary trigger: `messagesPerSummary` messages since the last summary. */
+  rolling: {
+    messagesSinceLastSummary: number
+    messagesPerSummary: number
+    coveredMessages: number
+    summarizableMessages: number
+    shouldSummarize: boolean
+  }
+  liveItems: number
+  rawMessages: number
+  summaries: number
+}
+
+/** The invariant check of `verify`. */
+export interface VerifyReport {
+  ok: boolean
+  conversations: number
+  messages: number
+  summaries: number
+  /** Every violation found; empty when `ok`. */
+  problems: string[]
+  /** SHA-256 over every row of the core tables: equal digests mean equal contents. */
+  digest: string
+}
+
+/** Variables of the prompt templates (Go field names: TargetTokens, PreviousContext, …). */
+export interface PromptVars {
+  targetTokens: number
+  previousContext: string
+  sourceText: string
+  childCount: number
+  timeRange: string
+  depth: number
+  aggressive: boolean
+  customInstructions: string
+}
+
+/** Where a prompt template comes from. */
+export interface PromptSource {
+  name: string
+  /** `embedded`, or the path of the override file. */
+  source: string
+  overridden: boolean
+}
+

@@ -58,7 +58,7 @@ pub fn canonical_name(name: &str) -> Result<&'static str> {
 }
 
 /// The variables every template receives (Go field names in `to_go`).
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct PromptVars {
     pub target_tokens: i64,
@@ -168,11 +168,12 @@ fn read_override(dirs: &PromptDirs, name: &str) -> Result<Option<(PathBuf, Strin
     Ok(None)
 }
 
-/// A parsed template with Go's `printf` (gtmpl's drops the `0` flag).
-fn go_template(text: &str) -> std::result::Result<gtmpl::Template, gtmpl::error::ParseError> {
+/// A parsed template with Go's `printf` (gtmpl's drops the `0` flag). The error is the parse
+/// error's text.
+fn go_template(text: &str) -> std::result::Result<gtmpl::Template, String> {
     let mut t = gtmpl::Template::default();
     t.add_func("printf", printf::printf);
-    t.parse(text)?;
+    t.parse(text).map_err(|e| e.to_string())?;
     Ok(t)
 }
 

@@ -50,7 +50,7 @@ pub fn sprintf(format: &str, args: &[Value]) -> String {
             }
             i += 1;
         }
-        let mut read_num = |i: &mut usize, next: &mut usize| -> Option<usize> {
+        let read_num = |i: &mut usize, next: &mut usize| -> Option<usize> {
             if *i < chars.len() && chars[*i] == '*' {
                 *i += 1;
                 let n = args.get(*next).and_then(as_i64);
@@ -418,17 +418,17 @@ mod tests {
     fn floats_match_go() {
         let f = |x: f64| Value::from(x);
         assert_eq!(sprintf("%f", &[f(3.5)]), "3.500000");
-        assert_eq!(sprintf("%.2f", &[f(3.14159)]), "3.14");
+        assert_eq!(sprintf("%.2f", &[f(5.24681)]), "5.25");
         // Positive values only: gtmpl_value turns a negative non-integral f64 into an integer
         // when it builds the Value (template variables here are integers, strings and bools).
-        assert_eq!(sprintf("%8.2f|", &[f(3.14159)]), "    3.14|");
-        assert_eq!(sprintf("%+08.2f", &[f(3.14159)]), "+0003.14");
+        assert_eq!(sprintf("%8.2f|", &[f(5.24681)]), "    5.25|");
+        assert_eq!(sprintf("%+08.2f", &[f(5.24681)]), "+0005.25");
         assert_eq!(sprintf("%e", &[f(123456.0)]), "1.234560e+05");
         assert_eq!(sprintf("%.2E", &[f(0.000123)]), "1.23E-04");
         assert_eq!(sprintf("%v", &[f(0.1)]), "0.1");
         assert_eq!(sprintf("%v", &[f(0.00001)]), "1e-05");
         assert_eq!(sprintf("%g", &[f(100000.0)]), "100000");
-        assert_eq!(sprintf("%.3g", &[f(3.14159)]), "3.14");
+        assert_eq!(sprintf("%.3g", &[f(5.24681)]), "5.25");
         assert_eq!(sprintf("%.3g", &[f(1234.5)]), "1.23e+03");
     }
 

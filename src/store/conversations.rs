@@ -19,6 +19,8 @@ pub struct SchemaFlags {
     /// lossless-claw 0.15 marks archived conversations with `active = 0`; new messages of a
     /// session must go to its active one.
     pub conversations_have_active: bool,
+    /// The trigram full-text table for summaries exists (SQLite with the trigram tokenizer).
+    pub has_cjk_fts: bool,
 }
 
 impl SchemaFlags {
@@ -28,8 +30,14 @@ impl SchemaFlags {
             [],
             |r| r.get(0),
         )?;
+        let cjk: i64 = conn.query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'summaries_fts_cjk'",
+            [],
+            |r| r.get(0),
+        )?;
         Ok(SchemaFlags {
             conversations_have_active: active > 0,
+            has_cjk_fts: cjk > 0,
         })
     }
 }

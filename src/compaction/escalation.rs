@@ -1,0 +1,199 @@
+//! Escalation: a normal call, then an aggressive one, then the deterministic fallback. A call
+//! is accepted when its output is smaller than its input; an empty answer goes straight to the
+//! fallback; an accepted summary longer than the overage factor × its target is capped. The
+//! summarizer's failures (throw, reject, timeout, auth) end the pass with nothing written.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::config::Config;
+use crate::error::LcmError;
+use crate::prompts::{name_for_depth, PromptSet, PromptVars};
+use crate::summarizer::{offline, SummarizeRequest, Summarizer, SummarizerFailure, SummaryKind, FALLBACK_MODEL};
+use crate::tokens;
+
+/// How a summary was obtained.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Level {
+    Normal,
+    Aggressive,
+    Fallback,
+    Capped,
+}
+
+#[derive(Clone, Debug)]
+pub struct Escalated {
+    pub content: String,
+    pub level: Level,
+    pub model: String,
+    /// Summarizer calls made.
+    pub calls: u32,
+}
+
+/// Why a pass ended without a summary.
+#[derive(Debug)]
+pub enum PassError {
+    /// The provider refused the credentials: the pass is aborted and reported, not thrown.
+    Auth(String),
+    Failed(LcmError),
+}
+
+impl From<LcmError> for PassError {
+    fn from(e: LcmError) -> Self {
+        PassError::Failed(e)
+    }
+}
+
+/// Target tokens for one call.
+pub fn target_tokens(config: &Config, kind: SummaryKind, input_tokens: i64, aggressive: bool) -> i64 {
+    match (kind, aggressive) {
+        (SummaryKind::Condensed, _) => config.condensed_target_tokens.max(512),
+        (SummaryKind::Leaf, false) => ((input_tokens as f64 * 0.35) as i64)
+            .min(config.leaf_target_tokens)
+            .max(192),
+        (SummaryKind::Leaf, true) => {
+            let cap = 640.min((config.leaf_target_tokens as f64 * 0.55) as i64);
+            ((input_tokens as f64 * 0.20) as i64).min(cap).max(96)
+        }
+    }
+}
+
+const FOOTER: &str = "Expand for details about:";
+
+/// Cuts `text` to `max` tokens, keeping its "Expand for details about:" footer and saying
+/// that it was capped.
+pub fn cap(text: &str, max: i64) -> String {
+    let original = tokens::estimate(text);
+    let (body, footer) = match text.rfind(FOOTER) {
+        Some(i) => (text[..i].trim_end(), text[i..].trim()),
+        None => (text, ""),
+    };
+    let marker = format!("[Capped from {original} tokens to ~{max}]");
+    let footer = tokens::truncate_to_tokens(footer, (max / 4).max(8));
+    let room = max - tokens::estimate(&marker) - tokens::estimate(footer) - 2;
+    let body = tokens::truncate_to_tokens(body, room.max(0)).trim_end();
+    [body, marker.as_str(), footer]
+        .iter()
+        .filter(|s| !s.is_empty())
+        .copied()
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+async fn call(
+    summarizer: &Arc<dyn Summarizer>,
+    prompt: String,
+    request: &SummarizeRequest,
+    timeout_ms: i64,
+) -> Result<String, PassError> {
+    let fut = summarizer.summarize(prompt, request);
+    match tokio::time::timeout(Duration::from_millis(timeout_ms.max(1) as u64), fut).await {
+        Err(_) => Err(PassError::Failed(LcmError::Timeout(timeout_ms as u64))),
+        Ok(Err(SummarizerFailure::Auth(m))) => Err(PassError::Auth(m)),
+        Ok(Err(SummarizerFailure::Failed(m))) => Err(PassError::Failed(LcmError::Summarizer(format!(
+            "the summarizer failed: {m}; nothing was written"
+        )))),
+        Ok(Ok(text)) => Ok(text.trim().to_string()),
+    }
+}
+
+/// The deterministic summary used when the summarizer gives nothing usable.
+pub fn fallback(source: &str, target: i64, input_tokens: i64) -> Escalated {
+    let budget = target.min((input_tokens / 2).max(24));
+    Escalated {
+        content: offline::summarize_text(source, budget),
+        level: Level::Fallback,
+        model: FALLBACK_MODEL.to_string(),
+        calls: 0,
+    }
+}
+
+/// Runs the escalation for one pass. `base` holds the prompt variables that do not depend on
+/// the attempt (source, previous context, time range, …).
+pub async fn summarize(
+    summarizer: &Arc<dyn Summarizer>,
+    prompts: &PromptSet,
+    config: &Config,
+    base: PromptVars,
+    mut request: SummarizeRequest,
+) -> Result<Escalated, PassError> {
+    let input_tokens = tokens::estimate(&request.source_text).max(1);
+    request.input_tokens = input_tokens;
+    let normal_target = target_tokens(config, request.kind, input_tokens, false);
+    if request.source_text.trim().is_empty() {
+        return Ok(fallback(&request.source_text, normal_target, input_tokens));
+    }
+    let template = name_for_depth(request.depth);
+    let mut calls = 0;
+    for aggressive in [false, true] {
+        let target = target_tokens(config, request.kind, input_tokens, aggressive);
+        let vars = PromptVars {
+            target_tokens: target,
+            aggressive,
+            ..base.clone()
+        };
+        let prompt = prompts.render(template, &vars)?;
+        request.aggressive = aggressive;
+        request.target_tokens = target;
+        let text = call(summarizer, prompt, &request, config.summary_timeout_ms).await?;
+        calls += 1;
+        if text.is_empty() {
+            break;
+        }
+        if tokens::estimate(&text) < input_tokens {
+            let max = (target as f64 * config.summary_max_overage_factor).ceil() as i64;
+            let (content, level) = if tokens::estimate(&text) > max {
+                (cap(&text, max), Level::Capped)
+            } else if aggressive {
+                (text, Level::Aggressive)
+            } else {
+                (text, Level::Normal)
+            };
+            return Ok(Escalated {
+                content,
+                level,
+                model: summarizer.model(),
+                calls,
+            });
+        }
+    }
+    let mut out = fallback(&request.source_text, normal_target, input_tokens);
+    out.calls = calls;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_follow_the_design() {
+        let c = Config::with_db_path("/tmp/x.db");
+        assert_eq!(target_tokens(&c, SummaryKind::Leaf, 10_000, false), 1200);
+        assert_eq!(target_tokens(&c, SummaryKind::Leaf, 1_000, false), 350);
+        assert_eq!(target_tokens(&c, SummaryKind::Leaf, 100, false), 192);
+        assert_eq!(target_tokens(&c, SummaryKind::Leaf, 10_000, true), 640);
+        assert_eq!(target_tokens(&c, SummaryKind::Leaf, 1_000, true), 200);
+        assert_eq!(target_tokens(&c, SummaryKind::Leaf, 100, true), 96);
+        assert_eq!(target_tokens(&c, SummaryKind::Condensed, 100, false), 2000);
+        let mut small = c.clone();
+        small.condensed_target_tokens = 80;
+        small.leaf_target_tokens = 100;
+        assert_eq!(target_tokens(&small, SummaryKind::Condensed, 100, true), 512);
+        // min(640, 0.55 × 100) = 55 is below the floor of 96: the floor wins.
+        assert_eq!(target_tokens(&small, SummaryKind::Leaf, 10_000, true), 96);
+    }
+
+    #[test]
+    fn capping_keeps_the_footer_and_fits() {
+        let body = "word ".repeat(400);
+        let text = format!("{body}\nExpand for details about: a, b, c");
+        let capped = cap(&text, 60);
+        assert!(tokens::estimate(&capped) <= 60, "{}", tokens::estimate(&capped));
+        assert!(capped.ends_with("Expand for details about: a, b, c"));
+        assert!(capped.contains("[Capped from"));
+    }
+}

@@ -1,0 +1,721 @@
+//! Compaction: leaf passes (raw messages → a depth-0 summary), condensed passes (a same-depth
+//! run of summaries → one node a level deeper) and bounded sweeps of both.
+//!
+//! A pass is planned on an in-memory model of the live context, the summarizer is called with
+//! no lock or transaction held, and the result is written in one transaction that first
+//! checks its inputs are still live. A sweep keeps the model across passes, so it never
+//! re-reads the history; while the summarizer answers quickly, consecutive passes are written
+//! together (renumbering the context once per group, not once per pass).
+
+pub mod escalation;
+pub mod model;
+pub mod source;
+pub mod verify;
+pub mod write;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::config::Config;
+use crate::db::pool::Pool;
+use crate::error::{LcmError, Result};
+use crate::prompts::{PromptSet, PromptVars};
+use crate::store::conversations::{self, SchemaFlags};
+use crate::summarizer::{SummarizeRequest, Summarizer, SummaryKind};
+use crate::time;
+use crate::tokens;
+use escalation::{Escalated, Level, PassError};
+use model::{Item, ItemRef, LiveContext};
+use write::{Baseline, NewSummary};
+
+/// Write a group once it holds this many passes, or once its first pass waited this long.
+const GROUP_MAX_PASSES: usize = 64;
+const GROUP_MAX_WAIT: Duration = Duration::from_millis(100);
+
+/// What a pass needs from the engine.
+#[derive(Clone)]
+pub struct Deps {
+    pub pool: Arc<Pool>,
+    pub config: Arc<Config>,
+    pub prompts: Arc<PromptSet>,
+    pub flags: SchemaFlags,
+}
+
+/// Runs blocking SQLite work from async code without stalling the runtime's other tasks.
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    tokio::task::block_in_place(f)
+}
+
+/// Options of one pass or sweep.
+#[derive(Clone, Debug, Default)]
+pub struct PassOptions {
+    /// Condense with `condensedMinFanoutHard`.
+    pub hard_trigger: bool,
+    /// Condense only runs whose inputs have this depth.
+    pub depth: Option<i64>,
+    /// Recorded in `summaries.model` for summaries the callback wrote.
+    pub model: Option<String>,
+}
+
+/// The outcome of one pass.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PassResult {
+    pub kind: SummaryKind,
+    /// Absent when the pass was aborted by an auth failure.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary_id: Option<String>,
+    pub depth: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub level: Option<Level>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    pub input_count: i64,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub tokens_before: i64,
+    pub tokens_after: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub earliest_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latest_at: Option<String>,
+    pub summarizer_calls: u32,
+    /// True when the provider refused the credentials; nothing was written.
+    pub auth_failure: bool,
+    /// Condensations run right after a leaf pass (`incrementalMaxDepth`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub incremental: Vec<PassResult>,
+}
+
+/// Why a sweep stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StopReason {
+    BelowThreshold,
+    NoCandidates,
+    NoProgress,
+    MaxIterations,
+    Deadline,
+    AuthFailure,
+}
+
+/// The outcome of `compact`.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SweepResult {
+    pub action_taken: bool,
+    pub tokens_before: i64,
+    pub tokens_after: i64,
+    pub threshold: i64,
+    pub leaf_passes: i64,
+    /// Condensed passes by the depth they produced (`{ "1": 3, "2": 1 }`).
+    pub condensed_passes: BTreeMap<i64, i64>,
+    pub created_summary_ids: Vec<String>,
+    pub fallback_summaries: i64,
+    pub stop_reason: StopReason,
+    pub auth_failure: bool,
+    pub duration_ms: f64,
+}
+
+/// One run of passes over a conversation: the model, the passes not yet written, and the
+/// contents of summaries created on the way (for previous context and condensation).
+struct Run<'a> {
+    deps: &'a Deps,
+    summarizer: Arc<dyn Summarizer>,
+    options: PassOptions,
+    live: LiveContext,
+    baseline: Baseline,
+    pending: Vec<NewSummary>,
+    pending_since: Option<Instant>,
+    contents: HashMap<String, (String, Vec<String>)>,
+}
+
+impl<'a> Run<'a> {
+    fn start(
+        deps: &'a Deps,
+        conversation_id: i64,
+        summarizer: Arc<dyn Summarizer>,
+        options: PassOptions,
+    ) -> Result<Self> {
+        let live = blocking(|| {
+            deps.pool.read(|conn| {
+                conversations::get(conn, conversation_id)?;
+                LiveContext::load(conn, conversation_id)
+            })
+        })?;
+        Ok(Run {
+            deps,
+            summarizer,
+            options,
+            baseline: Baseline::of(&live),
+            live,
+            pending: Vec::new(),
+            pending_since: None,
+            contents: HashMap::new(),
+        })
+    }
+
+    fn config(&self) -> &Config {
+        &self.deps.config
+    }
+
+    /// Contents (and file ids) of `ids`, from this run's cache or the database.
+    fn contents_of(&self, ids: &[String]) -> Result<Vec<(String, Vec<String>)>> {
+        let missing: Vec<String> = ids
+            .iter()
+            .filter(|id| !self.contents.contains_key(*id))
+            .cloned()
+            .collect();
+        let loaded = if missing.is_empty() {
+            HashMap::new()
+        } else {
+            blocking(|| self.deps.pool.read(|conn| source::summary_contents(conn, &missing)))?
+        };
+        ids.iter()
+            .map(|id| {
+                self.contents
+                    .get(id)
+                    .or_else(|| loaded.get(id))
+                    .cloned()
+                    .ok_or_else(|| LcmError::Internal(format!("summary {id} is live but has no row")))
+            })
+            .collect()
+    }
+
+    fn previous_context(&self, before: usize, depth: Option<i64>) -> Result<String> {
+        let ids = self.live.summaries_before(before, depth, 2);
+        Ok(self
+            .contents_of(&ids)?
+            .into_iter()
+            .map(|(c, _)| c.trim().to_string())
+            .filter(|c| !c.is_empty())
+            .collect::<Vec<_>>()
+            .join("\n\n"))
+    }
+
+    fn base_vars(&self, source: &str, previous: String, count: usize, range: &str, depth: i64) -> PromptVars {
+        PromptVars {
+            target_tokens: 0,
+            previous_context: previous,
+            source_text: source.to_string(),
+            child_count: count as i64,
+            time_range: range.to_string(),
+            depth,
+            aggressive: false,
+            custom_instructions: self.config().custom_instructions.clone(),
+        }
+    }
+
+    fn request(&self, kind: SummaryKind, depth: i64, source: String, count: usize, range: &str) -> SummarizeRequest {
+        SummarizeRequest {
+            kind,
+            depth,
+            aggressive: false,
+            target_tokens: 0,
+            conversation_id: self.live.conversation_id,
+            input_tokens: tokens::estimate(&source),
+            input_count: count as i64,
+            time_range: range.to_string(),
+            source_text: source,
+        }
+    }
+
+    fn model_name(&self, e: &Escalated) -> String {
+        match (&self.options.model, e.level) {
+            (Some(m), Level::Normal | Level::Aggressive | Level::Capped) if !m.is_empty() => m.clone(),
+            _ => e.model.clone(),
+        }
+    }
+
+    /// Records a finished pass in the model and the pending group.
+    fn finish(
+        &mut self,
+        summary: NewSummary,
+        chunk: &model::Chunk,
+        before: i64,
+        e: &Escalated,
+        input_tokens: i64,
+    ) -> PassResult {
+        let item = write::summary_item(&summary);
+        self.live.replace(chunk, item);
+        let after = self.live.stored_tokens();
+        self.contents.insert(
+            summary.summary_id.clone(),
+            (summary.content.clone(), summary.file_ids.clone()),
+        );
+        let result = PassResult {
+            kind: summary.kind,
+            summary_id: Some(summary.summary_id.clone()),
+            depth: summary.depth,
+            level: Some(e.level),
+            model: Some(summary.model.clone()),
+            input_count: chunk.len as i64,
+            input_tokens,
+            output_tokens: summary.token_count,
+            tokens_before: before,
+            tokens_after: after,
+            earliest_at: summary.earliest_at.clone(),
+            latest_at: summary.latest_at.clone(),
+            summarizer_calls: e.calls,
+            auth_failure: false,
+            incremental: Vec::new(),
+        };
+        self.pending.push(summary);
+        self.pending_since.get_or_insert_with(Instant::now);
+        result
+    }
+
+    fn auth_result(kind: SummaryKind, depth: i64, count: usize, tokens: i64, before: i64) -> PassResult {
+        PassResult {
+            kind,
+            summary_id: None,
+            depth,
+            level: None,
+            model: None,
+            input_count: count as i64,
+            input_tokens: tokens,
+            output_tokens: 0,
+            tokens_before: before,
+            tokens_after: before,
+            earliest_at: None,
+            latest_at: None,
+            summarizer_calls: 1,
+            auth_failure: true,
+            incremental: Vec::new(),
+        }
+    }
+
+    /// One leaf pass over the oldest chunk outside the fresh tail; `None` when there is none.
+    async fn leaf_pass(&mut self) -> std::result::Result<Option<PassResult>, LcmError> {
+        let Some(chunk) = self.live.leaf_chunk(self.config()) else {
+            return Ok(None);
+        };
+        let items = &self.live.items[chunk.start..chunk.start + chunk.len];
+        let message_ids: Vec<i64> = items
+            .iter()
+            .filter_map(|i| match i.r {
+                ItemRef::Message(id) => Some(id),
+                _ => None,
+            })
+            .collect();
+        let message_tokens: i64 = items.iter().map(|i| i.tokens).sum();
+        let zone = self.config().zone;
+        let chunk_tokens = self.config().leaf_chunk_tokens;
+        let src = blocking(|| {
+            self.deps
+                .pool
+                .read(|conn| source::leaf_source(conn, &message_ids, zone, chunk_tokens))
+        })?;
+        let previous = self.previous_context(chunk.start, None)?;
+        let range = source::range_text(src.earliest, src.latest, zone);
+        let base = self.base_vars(&src.text, previous, chunk.len, &range, 0);
+        let request = self.request(SummaryKind::Leaf, 0, src.text.clone(), chunk.len, &range);
+        let input_tokens = tokens::estimate(&src.text);
+        let before = self.live.stored_tokens();
+        let e = match escalation::summarize(&self.summarizer, &self.deps.prompts, self.config(), base, request).await {
+            Ok(e) => e,
+            Err(PassError::Auth(_)) => {
+                return Ok(Some(Self::auth_result(
+                    SummaryKind::Leaf,
+                    0,
+                    chunk.len,
+                    input_tokens,
+                    before,
+                )))
+            }
+            Err(PassError::Failed(err)) => return Err(err),
+        };
+        let summary = NewSummary {
+            summary_id: write::new_summary_id(&e.content),
+            kind: SummaryKind::Leaf,
+            depth: 0,
+            token_count: tokens::estimate(&e.content),
+            earliest_at: src.earliest.map(|t| time::to_iso_ms(&t)),
+            latest_at: src.latest.map(|t| time::to_iso_ms(&t)),
+            descendant_count: 0,
+            descendant_token_count: 0,
+            source_message_token_count: message_tokens,
+            model: self.model_name(&e),
+            file_ids: src.file_ids,
+            messages: message_ids,
+            parents: Vec::new(),
+            content: e.content.clone(),
+        };
+        Ok(Some(self.finish(summary, &chunk, before, &e, input_tokens)))
+    }
+
+    /// One condensed pass over the shallowest eligible same-depth run; `None` when there is none.
+    async fn condensed_pass(
+        &mut self,
+        hard: bool,
+        only_depth: Option<i64>,
+    ) -> std::result::Result<Option<PassResult>, LcmError> {
+        let Some((depth, chunk)) = self.live.condensation_candidate(self.config(), hard, only_depth) else {
+            return Ok(None);
+        };
+        let inputs: Vec<Item> = self.live.items[chunk.start..chunk.start + chunk.len].to_vec();
+        let ids: Vec<String> = inputs
+            .iter()
+            .filter_map(|i| match &i.r {
+                ItemRef::Summary(id) => Some(id.clone()),
+                _ => None,
+            })
+            .collect();
+        let contents = self.contents_of(&ids)?;
+        let facts: Vec<&model::SummaryFacts> = inputs.iter().filter_map(|i| i.summary.as_ref()).collect();
+        let zone = self.config().zone;
+        let pairs: Vec<(&model::SummaryFacts, &str)> = facts
+            .iter()
+            .copied()
+            .zip(contents.iter().map(|(c, _)| c.as_str()))
+            .collect();
+        let text = source::condensed_source(&pairs, zone);
+        let ranges: Vec<_> = facts.iter().map(|f| source::summary_range(f)).collect();
+        let earliest = ranges.iter().filter_map(|r| r.0).min();
+        let latest = ranges.iter().filter_map(|r| r.1).max();
+        let range = source::range_text(earliest, latest, zone);
+        // Previous context only for depth-1 outputs: the last two leaves before the run.
+        let previous = if depth == 0 {
+            self.previous_context(chunk.start, Some(0))?
+        } else {
+            String::new()
+        };
+        let out_depth = depth + 1;
+        let base = self.base_vars(&text, previous, chunk.len, &range, out_depth);
+        let request = self.request(SummaryKind::Condensed, out_depth, text.clone(), chunk.len, &range);
+        let input_tokens = tokens::estimate(&text);
+        let before = self.live.stored_tokens();
+        let e = match escalation::summarize(&self.summarizer, &self.deps.prompts, self.config(), base, request).await {
+            Ok(e) => e,
+            Err(PassError::Auth(_)) => {
+                return Ok(Some(Self::auth_result(
+                    SummaryKind::Condensed,
+                    out_depth,
+                    chunk.len,
+                    input_tokens,
+                    before,
+                )))
+            }
+            Err(PassError::Failed(err)) => return Err(err),
+        };
+        let mut file_ids: Vec<String> = Vec::new();
+        for (content, ids) in &contents {
+            for id in ids {
+                if !file_ids.contains(id) {
+                    file_ids.push(id.clone());
+                }
+            }
+            source::file_ids_in(content, &mut file_ids);
+        }
+        let summary = NewSummary {
+            summary_id: write::new_summary_id(&e.content),
+            kind: SummaryKind::Condensed,
+            depth: out_depth,
+            token_count: tokens::estimate(&e.content),
+            earliest_at: earliest.map(|t| time::to_iso_ms(&t)),
+            latest_at: latest.map(|t| time::to_iso_ms(&t)),
+            descendant_count: facts.iter().map(|f| f.descendant_count.max(0) + 1).sum(),
+            descendant_token_count: inputs
+                .iter()
+                .map(|i| i.tokens + i.summary.as_ref().map_or(0, |f| f.descendant_token_count))
+                .sum(),
+            source_message_token_count: facts.iter().map(|f| f.source_message_token_count).sum(),
+            model: self.model_name(&e),
+            file_ids,
+            messages: Vec::new(),
+            parents: ids,
+            content: e.content.clone(),
+        };
+        Ok(Some(self.finish(summary, &chunk, before, &e, input_tokens)))
+    }
+
+    /// Writes the pending passes (one transaction).
+    fn flush(&mut self) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let pending = std::mem::take(&mut self.pending);
+        self.pending_since = None;
+        let flags = self.deps.flags;
+        let baseline = &self.baseline;
+        let live = &mut self.live;
+        blocking(|| {
+            self.deps
+                .pool
+                .write(|conn| write::write_passes(conn, flags, baseline, live, &pending))
+        })?;
+        self.baseline = Baseline::of(&self.live);
+        Ok(())
+    }
+
+    fn maybe_flush(&mut self) -> Result<()> {
+        let due =
+            self.pending.len() >= GROUP_MAX_PASSES || self.pending_since.is_some_and(|t| t.elapsed() >= GROUP_MAX_WAIT);
+        if due {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Runs `pass`, and on failure still writes the passes that finished before it.
+    fn settle<T>(&mut self, outcome: std::result::Result<T, LcmError>) -> Result<T> {
+        match outcome {
+            Ok(v) => Ok(v),
+            Err(e) => {
+                self.flush()?;
+                Err(e)
+            }
+        }
+    }
+}
+
+/// One leaf pass (plus incremental condensation up to `incrementalMaxDepth`).
+pub async fn leaf_pass(
+    deps: &Deps,
+    conversation_id: i64,
+    summarizer: Arc<dyn Summarizer>,
+    options: PassOptions,
+) -> Result<Option<PassResult>> {
+    let mut run = Run::start(deps, conversation_id, summarizer, options)?;
+    let outcome = run.leaf_pass().await;
+    let Some(mut result) = run.settle(outcome)? else {
+        return Ok(None);
+    };
+    if result.auth_failure {
+        return Ok(Some(result));
+    }
+    run.flush()?;
+    let max_depth = deps.config.incremental_max_depth;
+    let mut depth = 0;
+    while max_depth < 0 || depth < max_depth {
+        let before = run.live.stored_tokens();
+        let outcome = run.condensed_pass(false, Some(depth)).await;
+        match run.settle(outcome)? {
+            Some(r) if r.auth_failure => {
+                result.incremental.push(r);
+                break;
+            }
+            Some(r) => {
+                run.flush()?;
+                let progressed = r.tokens_after < before;
+                result.incremental.push(r);
+                if !progressed {
+                    break;
+                }
+            }
+            None => break,
+        }
+        depth += 1;
+    }
+    result.tokens_after = run.live.stored_tokens();
+    Ok(Some(result))
+}
+
+/// One condensed pass over the shallowest eligible run (or the run at `options.depth`).
+pub async fn condensed_pass(
+    deps: &Deps,
+    conversation_id: i64,
+    summarizer: Arc<dyn Summarizer>,
+    options: PassOptions,
+) -> Result<Option<PassResult>> {
+    let hard = options.hard_trigger;
+    let only = options.depth;
+    let mut run = Run::start(deps, conversation_id, summarizer, options)?;
+    let outcome = run.condensed_pass(hard, only).await;
+    let result = run.settle(outcome)?;
+    run.flush()?;
+    Ok(result)
+}
+
+/// Options of a sweep.
+#[derive(Clone, Debug, Default)]
+pub struct SweepOptions {
+    pub token_budget: i64,
+    pub force: bool,
+    pub pass: PassOptions,
+}
+
+/// A full sweep: leaf passes until no chunk or no progress, then condensation, shallowest
+/// depth first, until no candidate or no progress; bounded by `maxSweepIterations` and
+/// `sweepDeadlineMs`.
+pub async fn compact(
+    deps: &Deps,
+    conversation_id: i64,
+    summarizer: Arc<dyn Summarizer>,
+    options: SweepOptions,
+) -> Result<SweepResult> {
+    let started = Instant::now();
+    let config = deps.config.clone();
+    let hard = options.pass.hard_trigger;
+    let mut run = Run::start(deps, conversation_id, summarizer, options.pass)?;
+    let tokens_before = run.live.stored_tokens();
+    let threshold = (config.context_threshold * options.token_budget as f64).floor() as i64;
+    let mut result = SweepResult {
+        action_taken: false,
+        tokens_before,
+        tokens_after: tokens_before,
+        threshold,
+        leaf_passes: 0,
+        condensed_passes: BTreeMap::new(),
+        created_summary_ids: Vec::new(),
+        fallback_summaries: 0,
+        stop_reason: StopReason::NoCandidates,
+        auth_failure: false,
+        duration_ms: 0.0,
+    };
+    if !options.force && tokens_before <= threshold {
+        result.stop_reason = StopReason::BelowThreshold;
+        result.duration_ms = started.elapsed().as_secs_f64() * 1000.0;
+        return Ok(result);
+    }
+    let deadline = started + Duration::from_millis(config.sweep_deadline_ms as u64);
+    let mut passes = 0i64;
+    // A hard stop ends the sweep; otherwise it ends when the condensation phase ends.
+    let mut stop: Option<StopReason> = None;
+    let mut phase_end = StopReason::NoCandidates;
+    'phases: for phase in [SummaryKind::Leaf, SummaryKind::Condensed] {
+        loop {
+            if passes >= config.max_sweep_iterations {
+                stop = Some(StopReason::MaxIterations);
+                break 'phases;
+            }
+            if Instant::now() >= deadline {
+                stop = Some(StopReason::Deadline);
+                break 'phases;
+            }
+            let before = run.live.stored_tokens();
+            let outcome = match phase {
+                SummaryKind::Leaf => run.leaf_pass().await,
+                SummaryKind::Condensed => run.condensed_pass(hard, None).await,
+            };
+            let Some(pass) = run.settle(outcome)? else {
+                phase_end = StopReason::NoCandidates;
+                break;
+            };
+            if pass.auth_failure {
+                stop = Some(StopReason::AuthFailure);
+                result.auth_failure = true;
+                break 'phases;
+            }
+            passes += 1;
+            result.action_taken = true;
+            match pass.kind {
+                SummaryKind::Leaf => result.leaf_passes += 1,
+                SummaryKind::Condensed => *result.condensed_passes.entry(pass.depth).or_insert(0) += 1,
+            }
+            if pass.level == Some(Level::Fallback) {
+                result.fallback_summaries += 1;
+            }
+            result.created_summary_ids.extend(pass.summary_id.clone());
+            run.maybe_flush()?;
+            if pass.tokens_after >= before {
+                // The pass did not shrink the context: this phase has converged.
+                phase_end = StopReason::NoProgress;
+                break;
+            }
+        }
+    }
+    run.flush()?;
+    result.stop_reason = stop.unwrap_or(phase_end);
+    result.tokens_after = run.live.stored_tokens();
+    result.duration_ms = started.elapsed().as_secs_f64() * 1000.0;
+    Ok(result)
+}
+
+/// The decisions `evaluate` reports.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Evaluation {
+    /// Σ stored `token_count` of the live items.
+    pub stored_tokens: i64,
+    /// max(stored, observed).
+    pub current_tokens: i64,
+    pub threshold: i64,
+    pub should_compact: bool,
+    /// `threshold` or `none`.
+    pub reason: &'static str,
+    pub leaf_trigger: LeafTrigger,
+    pub rolling: RollingTrigger,
+    pub live_items: i64,
+    pub raw_messages: i64,
+    pub summaries: i64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeafTrigger {
+    pub raw_tokens_outside_tail: i64,
+    pub threshold: i64,
+    pub should_compact: bool,
+}
+
+/// The rolling-summary seed's trigger: summarise once `messagesPerSummary` messages arrived
+/// since the last summary, keeping the fresh tail verbatim.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RollingTrigger {
+    pub messages_since_last_summary: i64,
+    pub messages_per_summary: i64,
+    /// Messages already covered by summaries.
+    pub covered_messages: i64,
+    /// Raw messages outside the fresh tail (what a summary would cover now).
+    pub summarizable_messages: i64,
+    pub should_summarize: bool,
+}
+
+/// Threshold, leaf-trigger and rolling-trigger decisions for a conversation.
+pub fn evaluate(
+    conn: &rusqlite::Connection,
+    config: &Config,
+    conversation_id: i64,
+    token_budget: i64,
+    observed_tokens: Option<i64>,
+) -> Result<Evaluation> {
+    conversations::get(conn, conversation_id)?;
+    let live = LiveContext::load(conn, conversation_id)?;
+    let stored = live.stored_tokens();
+    let current = stored.max(observed_tokens.unwrap_or(0).max(0));
+    let threshold = (config.context_threshold * token_budget as f64).floor() as i64;
+    let raw_outside = live.raw_tokens_outside_tail(config.fresh_tail_count);
+    let tail = live.tail_start(config.fresh_tail_count);
+    let raw_messages = live.items.iter().filter(|i| i.is_message()).count() as i64;
+    let summarizable = live.items[..tail].iter().filter(|i| i.is_message()).count() as i64;
+    let total_messages: i64 = conn
+        .prepare_cached("SELECT count(*) FROM messages WHERE conversation_id = ?1")?
+        .query_row([conversation_id], |r| r.get(0))?;
+    let covered: i64 = conn
+        .prepare_cached(
+            "SELECT count(DISTINCT sm.message_id) FROM summary_messages sm
+             JOIN summaries s ON s.summary_id = sm.summary_id WHERE s.conversation_id = ?1",
+        )?
+        .query_row([conversation_id], |r| r.get(0))?;
+    let n = config.messages_per_summary;
+    Ok(Evaluation {
+        stored_tokens: stored,
+        current_tokens: current,
+        threshold,
+        should_compact: current > threshold,
+        reason: if current > threshold { "threshold" } else { "none" },
+        leaf_trigger: LeafTrigger {
+            raw_tokens_outside_tail: raw_outside,
+            threshold: config.leaf_chunk_tokens,
+            should_compact: raw_outside >= config.leaf_chunk_tokens,
+        },
+        rolling: RollingTrigger {
+            messages_since_last_summary: raw_messages,
+            messages_per_summary: n,
+            covered_messages: covered.min(total_messages),
+            summarizable_messages: summarizable,
+            should_summarize: n > 0 && raw_messages >= n && summarizable > 0,
+        },
+        live_items: live.items.len() as i64,
+        raw_messages,
+        summaries: live.items.len() as i64 - raw_messages,
+    })
+}

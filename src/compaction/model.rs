@@ -1,0 +1,447 @@
+//! The live context of one conversation, held in memory while passes are planned. It is read
+//! once (one query), then each pass edits it the way the database will be edited, so a sweep
+//! never re-reads the history and selection stays O(live items).
+
+use rusqlite::{params, Connection};
+
+use crate::config::Config;
+use crate::error::Result;
+
+/// What a context item points at.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ItemRef {
+    Message(i64),
+    Summary(String),
+}
+
+/// A summary's facts the DAG arithmetic needs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SummaryFacts {
+    pub depth: i64,
+    pub earliest_at: Option<String>,
+    pub latest_at: Option<String>,
+    pub created_at: String,
+    pub descendant_count: i64,
+    pub descendant_token_count: i64,
+    pub source_message_token_count: i64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Item {
+    pub r: ItemRef,
+    /// Stored `token_count` (the threshold contract).
+    pub tokens: i64,
+    /// `context_items.ordinal` in the database when the model was last in sync with it;
+    /// `None` for a summary created by a pass not yet written.
+    pub db_ordinal: Option<i64>,
+    /// Messages: stored role (`user`, `assistant`, `tool`, `system`) and `created_at`.
+    pub role: Option<String>,
+    pub created_at: Option<String>,
+    pub summary: Option<SummaryFacts>,
+}
+
+impl Item {
+    pub fn is_message(&self) -> bool {
+        matches!(self.r, ItemRef::Message(_))
+    }
+
+    pub fn depth(&self) -> Option<i64> {
+        self.summary.as_ref().map(|s| s.depth)
+    }
+}
+
+/// The live context of a conversation.
+#[derive(Clone, Debug)]
+pub struct LiveContext {
+    pub conversation_id: i64,
+    pub items: Vec<Item>,
+    /// Highest database ordinal the model knows; items appended later (by ingest) sit above it.
+    pub last_db_ordinal: i64,
+}
+
+/// A contiguous run of items chosen for one pass.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Chunk {
+    /// Index of the first item in `LiveContext::items`.
+    pub start: usize,
+    /// Number of items.
+    pub len: usize,
+    pub tokens: i64,
+}
+
+impl LiveContext {
+    pub fn load(conn: &Connection, conversation_id: i64) -> Result<LiveContext> {
+        let mut stmt = conn.prepare_cached(
+            "SELECT ci.ordinal, ci.item_type, ci.message_id, ci.summary_id,
+                    m.role, m.token_count, m.created_at,
+                    s.depth, s.token_count, s.earliest_at, s.latest_at, s.created_at,
+                    s.descendant_count, s.descendant_token_count, s.source_message_token_count
+             FROM context_items ci
+             LEFT JOIN messages m ON ci.item_type = 'message' AND m.message_id = ci.message_id
+             LEFT JOIN summaries s ON ci.item_type = 'summary' AND s.summary_id = ci.summary_id
+             WHERE ci.conversation_id = ?1
+             ORDER BY ci.ordinal",
+        )?;
+        let mut items = Vec::new();
+        let mut last = -1;
+        let mut rows = stmt.query(params![conversation_id])?;
+        while let Some(r) = rows.next()? {
+            let ordinal: i64 = r.get(0)?;
+            last = ordinal;
+            let kind: String = r.get(1)?;
+            if kind == "message" {
+                let Some(id) = r.get::<_, Option<i64>>(2)? else {
+                    continue;
+                };
+                items.push(Item {
+                    r: ItemRef::Message(id),
+                    tokens: r.get::<_, Option<i64>>(5)?.unwrap_or(0).max(0),
+                    db_ordinal: Some(ordinal),
+                    role: r.get(4)?,
+                    created_at: r.get(6)?,
+                    summary: None,
+                });
+            } else {
+                let Some(id) = r.get::<_, Option<String>>(3)? else {
+                    continue;
+                };
+                let Some(depth) = r.get::<_, Option<i64>>(7)? else {
+                    // A dangling summary item (row missing): keep it as an opaque item.
+                    items.push(Item {
+                        r: ItemRef::Summary(id),
+                        tokens: 0,
+                        db_ordinal: Some(ordinal),
+                        role: None,
+                        created_at: None,
+                        summary: None,
+                    });
+                    continue;
+                };
+                items.push(Item {
+                    r: ItemRef::Summary(id),
+                    tokens: r.get::<_, Option<i64>>(8)?.unwrap_or(0).max(0),
+                    db_ordinal: Some(ordinal),
+                    role: None,
+                    created_at: None,
+                    summary: Some(SummaryFacts {
+                        depth,
+                        earliest_at: r.get(9)?,
+                        latest_at: r.get(10)?,
+                        created_at: r.get(11)?,
+                        descendant_count: r.get::<_, Option<i64>>(12)?.unwrap_or(0),
+                        descendant_token_count: r.get::<_, Option<i64>>(13)?.unwrap_or(0),
+                        source_message_token_count: r.get::<_, Option<i64>>(14)?.unwrap_or(0),
+                    }),
+                });
+            }
+        }
+        Ok(LiveContext {
+            conversation_id,
+            items,
+            last_db_ordinal: last,
+        })
+    }
+
+    /// Σ stored tokens of the live items.
+    pub fn stored_tokens(&self) -> i64 {
+        self.items.iter().map(|i| i.tokens).sum()
+    }
+
+    /// Index of the first protected item: the last `freshTailCount` raw messages, extended
+    /// back to the newest user message. Summaries are never part of the tail. Items at or
+    /// after the returned index are never compacted; `len()` when nothing is protected.
+    pub fn tail_start(&self, fresh_tail_count: i64) -> usize {
+        if fresh_tail_count <= 0 {
+            return self.items.len();
+        }
+        let messages: Vec<usize> = (0..self.items.len()).filter(|&i| self.items[i].is_message()).collect();
+        if messages.is_empty() {
+            return self.items.len();
+        }
+        let first_protected = messages.len().saturating_sub(fresh_tail_count as usize);
+        let mut start = messages[first_protected];
+        if let Some(&newest_user) = messages
+            .iter()
+            .rev()
+            .find(|&&i| self.items[i].role.as_deref() == Some("user"))
+        {
+            start = start.min(newest_user);
+        }
+        start
+    }
+
+    /// Raw-message tokens outside the fresh tail (the leaf trigger's measure).
+    pub fn raw_tokens_outside_tail(&self, fresh_tail_count: i64) -> i64 {
+        let end = self.tail_start(fresh_tail_count);
+        self.items[..end]
+            .iter()
+            .filter(|i| i.is_message())
+            .map(|i| i.tokens)
+            .sum()
+    }
+
+    /// The oldest run of raw messages outside the tail, up to `leafChunkTokens` (a single
+    /// larger message is taken alone).
+    pub fn leaf_chunk(&self, config: &Config) -> Option<Chunk> {
+        let end = self.tail_start(config.fresh_tail_count);
+        let start = (0..end).find(|&i| self.items[i].is_message())?;
+        let mut tokens = 0;
+        let mut len = 0;
+        for item in &self.items[start..end] {
+            if !item.is_message() {
+                break;
+            }
+            if len > 0 && tokens + item.tokens > config.leaf_chunk_tokens {
+                break;
+            }
+            tokens += item.tokens;
+            len += 1;
+            if tokens >= config.leaf_chunk_tokens {
+                break;
+            }
+        }
+        Some(Chunk { start, len, tokens })
+    }
+
+    /// The oldest contiguous run of summaries at `depth` outside the tail, up to
+    /// `leafChunkTokens` of input.
+    pub fn run_at_depth(&self, config: &Config, depth: i64) -> Option<Chunk> {
+        let end = self.tail_start(config.fresh_tail_count);
+        let start = (0..end).find(|&i| self.items[i].depth() == Some(depth))?;
+        let mut tokens = 0;
+        let mut len = 0;
+        for item in &self.items[start..end] {
+            if item.depth() != Some(depth) {
+                break;
+            }
+            if len > 0 && tokens + item.tokens > config.leaf_chunk_tokens {
+                break;
+            }
+            tokens += item.tokens;
+            len += 1;
+            if tokens >= config.leaf_chunk_tokens {
+                break;
+            }
+        }
+        Some(Chunk { start, len, tokens })
+    }
+
+    /// Minimum run length to condense summaries of `depth`.
+    pub fn fanout(config: &Config, depth: i64, hard: bool) -> i64 {
+        if hard {
+            config.condensed_min_fanout_hard
+        } else if depth == 0 {
+            config.leaf_min_fanout
+        } else {
+            config.condensed_min_fanout
+        }
+    }
+
+    /// Minimum input tokens of a condensation.
+    pub fn min_condensed_tokens(config: &Config) -> i64 {
+        config.condensed_target_tokens.max(config.leaf_chunk_tokens / 10)
+    }
+
+    /// The shallowest depth with an eligible run (fanout and minimum tokens), and that run.
+    /// `only_depth` restricts the search to one input depth.
+    pub fn condensation_candidate(&self, config: &Config, hard: bool, only_depth: Option<i64>) -> Option<(i64, Chunk)> {
+        let end = self.tail_start(config.fresh_tail_count);
+        let mut depths: Vec<i64> = self.items[..end].iter().filter_map(Item::depth).collect();
+        depths.sort_unstable();
+        depths.dedup();
+        depths
+            .into_iter()
+            .filter(|d| only_depth.is_none_or(|o| o == *d))
+            .find_map(|d| {
+                let run = self.run_at_depth(config, d)?;
+                (run.len as i64 >= Self::fanout(config, d, hard) && run.tokens >= Self::min_condensed_tokens(config))
+                    .then_some((d, run))
+            })
+    }
+
+    /// Summary items before index `before` (newest first), up to `limit`, optionally of one
+    /// depth only: the previous-context candidates.
+    pub fn summaries_before(&self, before: usize, depth: Option<i64>, limit: usize) -> Vec<String> {
+        let mut out: Vec<String> = self.items[..before]
+            .iter()
+            .rev()
+            .filter(|i| depth.is_none() || i.depth() == depth)
+            .filter_map(|i| match &i.r {
+                ItemRef::Summary(id) if i.summary.is_some() => Some(id.clone()),
+                _ => None,
+            })
+            .take(limit)
+            .collect();
+        out.reverse();
+        out
+    }
+
+    /// Replaces the chunk with one new summary item (not yet in the database).
+    pub fn replace(&mut self, chunk: &Chunk, item: Item) -> Vec<Item> {
+        let removed: Vec<Item> = self
+            .items
+            .splice(chunk.start..chunk.start + chunk.len, [item])
+            .collect();
+        removed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(id: i64, role: &str, tokens: i64) -> Item {
+        Item {
+            r: ItemRef::Message(id),
+            tokens,
+            db_ordinal: Some(id),
+            role: Some(role.into()),
+            created_at: Some("2026-01-01 00:00:00".into()),
+            summary: None,
+        }
+    }
+
+    fn sum(id: &str, depth: i64, tokens: i64) -> Item {
+        Item {
+            r: ItemRef::Summary(id.into()),
+            tokens,
+            db_ordinal: None,
+            role: None,
+            created_at: None,
+            summary: Some(SummaryFacts {
+                depth,
+                earliest_at: None,
+                latest_at: None,
+                created_at: "2026-01-01 00:00:00".into(),
+                descendant_count: 0,
+                descendant_token_count: 0,
+                source_message_token_count: 0,
+            }),
+        }
+    }
+
+    fn ctx(items: Vec<Item>) -> LiveContext {
+        LiveContext {
+            conversation_id: 1,
+            items,
+            last_db_ordinal: 0,
+        }
+    }
+
+    fn config(tail: i64, chunk: i64) -> Config {
+        let mut c = Config::with_db_path("/tmp/x.db");
+        c.fresh_tail_count = tail;
+        c.leaf_chunk_tokens = chunk;
+        c.condensed_target_tokens = 10;
+        c
+    }
+
+    #[test]
+    fn fresh_tail_extends_back_to_the_newest_user_message() {
+        // u a a a a a: tail of 2 would start at index 4, but the newest user is index 0.
+        let c = ctx(vec![
+            msg(0, "user", 1),
+            msg(1, "assistant", 1),
+            msg(2, "tool", 1),
+            msg(3, "assistant", 1),
+            msg(4, "tool", 1),
+            msg(5, "assistant", 1),
+        ]);
+        assert_eq!(c.tail_start(2), 0);
+        let c = ctx(vec![
+            msg(0, "user", 1),
+            msg(1, "assistant", 1),
+            msg(2, "user", 1),
+            msg(3, "assistant", 1),
+            msg(4, "tool", 1),
+            msg(5, "assistant", 1),
+        ]);
+        assert_eq!(c.tail_start(2), 2);
+        assert_eq!(c.tail_start(0), 6, "0 protects nothing");
+        assert_eq!(c.tail_start(100), 0);
+    }
+
+    #[test]
+    fn leaf_chunk_is_the_oldest_run_of_messages_within_budget() {
+        let c = ctx(vec![
+            sum("s", 0, 5),
+            msg(1, "user", 4),
+            msg(2, "assistant", 4),
+            msg(3, "assistant", 4),
+            msg(4, "user", 1),
+            msg(5, "assistant", 1),
+        ]);
+        let cfg = config(2, 8);
+        assert_eq!(
+            c.leaf_chunk(&cfg),
+            Some(Chunk {
+                start: 1,
+                len: 2,
+                tokens: 8
+            })
+        );
+        // A single message above the budget is taken alone.
+        let c = ctx(vec![
+            msg(1, "user", 50),
+            msg(2, "assistant", 1),
+            msg(3, "user", 1),
+            msg(4, "assistant", 1),
+        ]);
+        assert_eq!(
+            c.leaf_chunk(&cfg),
+            Some(Chunk {
+                start: 0,
+                len: 1,
+                tokens: 50
+            })
+        );
+        // Nothing outside the tail: no chunk.
+        let c = ctx(vec![msg(1, "user", 1), msg(2, "assistant", 1)]);
+        assert_eq!(c.leaf_chunk(&cfg), None);
+    }
+
+    #[test]
+    fn condensation_takes_the_shallowest_eligible_same_depth_run() {
+        let mut items = vec![
+            sum("d1a", 1, 20),
+            sum("d1b", 1, 20),
+            sum("d1c", 1, 20),
+            sum("d1d", 1, 20),
+        ];
+        items.extend((0..3).map(|i| sum(&format!("l{i}"), 0, 20)));
+        items.extend([msg(100, "user", 1), msg(101, "assistant", 1)]);
+        let c = ctx(items);
+        // Minimum input: max(condensedTargetTokens 10, 500 / 10) = 50 tokens.
+        let cfg = config(2, 500);
+        // Depth 0 has only 3 leaves (< 8): depth 1 with 4 nodes is the candidate.
+        let (d, run) = c.condensation_candidate(&cfg, false, None).unwrap();
+        assert_eq!((d, run.start, run.len), (1, 0, 4));
+        // With the hard fanout (2), depth 0 goes first.
+        let (d, run) = c.condensation_candidate(&cfg, true, None).unwrap();
+        assert_eq!((d, run.start, run.len), (0, 4, 3));
+        // A depth break ends a run: it never mixes depths.
+        let c = ctx(vec![
+            sum("a", 0, 20),
+            sum("b", 0, 20),
+            sum("x", 1, 20),
+            sum("c", 0, 20),
+            msg(1, "user", 1),
+        ]);
+        let run = c.run_at_depth(&cfg, 0).unwrap();
+        assert_eq!((run.start, run.len), (0, 2));
+    }
+
+    #[test]
+    fn minimum_input_tokens_gate_condensation() {
+        let items: Vec<Item> = (0..8)
+            .map(|i| sum(&format!("l{i}"), 0, 1))
+            .chain([msg(1, "user", 1)])
+            .collect();
+        let c = ctx(items);
+        let mut cfg = config(1, 50);
+        cfg.condensed_target_tokens = 100;
+        assert!(c.condensation_candidate(&cfg, false, None).is_none());
+        cfg.condensed_target_tokens = 8;
+        assert!(c.condensation_candidate(&cfg, false, None).is_some());
+    }
+}

@@ -1,0 +1,252 @@
+//! The text a summarizer sees. Leaf: each message as `[<time> | <role>]` + its content,
+//! rebuilt from its parts (tool calls named with their arguments, reasoning left out);
+//! condensed: each input summary as `[<time range>]` + its content. Entries are joined by a
+//! blank line. Times are shown in the configured zone.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use rusqlite::{params, Connection};
+use serde_json::Value;
+
+use super::model::SummaryFacts;
+use crate::error::Result;
+use crate::store::messages::{load_parts, StoredPart};
+use crate::time::{self, DisplayZone};
+
+/// The source of a leaf pass.
+pub struct LeafSource {
+    pub text: String,
+    pub earliest: Option<DateTime<Utc>>,
+    pub latest: Option<DateTime<Utc>>,
+    /// `file_…` ids mentioned in the messages, first seen first.
+    pub file_ids: Vec<String>,
+}
+
+/// Longest rendering of one message in a source text; longer content is cut with a marker
+/// (the full text stays in the database and is reachable through expand).
+fn max_message_chars(leaf_chunk_tokens: i64) -> usize {
+    (leaf_chunk_tokens.max(1000) * 4) as usize
+}
+
+fn clip(text: &str, max: usize) -> String {
+    let n = text.chars().count();
+    if n <= max {
+        return text.to_string();
+    }
+    let kept: String = text.chars().take(max).collect();
+    format!("{kept}\n[… {} more characters]", n - max)
+}
+
+/// One content part as prose for the summarizer.
+fn render_part(p: &StoredPart) -> Option<String> {
+    let raw_type = p.meta_str("rawType").unwrap_or(p.part_type.as_str());
+    match (p.part_type.as_str(), raw_type) {
+        ("reasoning", _) => None,
+        ("text", _) => p.text_content.clone().filter(|t| !t.trim().is_empty()),
+        ("tool", "toolCall" | "tool_use" | "toolUse" | "tool-use" | "functionCall" | "function_call") => {
+            let name = p.tool_name.as_deref().unwrap_or("tool");
+            let args = p.tool_input.as_deref().unwrap_or("");
+            Some(format!("[tool call: {name}] {}", clip(args, 2000)))
+        }
+        ("tool", _) => p
+            .text_content
+            .clone()
+            .or_else(|| p.tool_output.clone())
+            .filter(|t| !t.trim().is_empty()),
+        ("file", _) => {
+            let raw = p.raw();
+            let name = raw
+                .and_then(|r| r.get("name").or_else(|| r.get("fileName")))
+                .and_then(Value::as_str)
+                .map(|n| format!(" {n}"))
+                .unwrap_or_default();
+            Some(format!("[{raw_type} attachment{name}]"))
+        }
+        _ => {
+            if let Some(t) = p.text_content.clone().filter(|t| !t.trim().is_empty()) {
+                return Some(t);
+            }
+            let raw = p.raw()?;
+            // A shell run (`bashExecution`): show it as a terminal would.
+            if let Some(cmd) = raw.get("command").and_then(Value::as_str) {
+                let output = raw.get("output").and_then(Value::as_str).unwrap_or("");
+                return Some(format!("$ {cmd}\n{output}"));
+            }
+            Some(format!("[{raw_type}] {}", clip(&raw.to_string(), 2000)))
+        }
+    }
+}
+
+/// Collects `file_<16 hex>` ids from `text`, in order, without repeats.
+pub fn file_ids_in(text: &str, out: &mut Vec<String>) {
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while let Some(pos) = text[i..].find("file_") {
+        let start = i + pos;
+        let id_end = start + 5 + 16;
+        let boundary_before = start == 0 || !bytes[start - 1].is_ascii_alphanumeric();
+        if id_end <= bytes.len()
+            && boundary_before
+            && bytes[start + 5..id_end].iter().all(|b| b.is_ascii_hexdigit())
+            && (id_end == bytes.len() || !bytes[id_end].is_ascii_alphanumeric())
+        {
+            let id = text[start..id_end].to_ascii_lowercase();
+            if !out.contains(&id) {
+                out.push(id);
+            }
+        }
+        i = start + 5;
+    }
+}
+
+/// Builds the source of a leaf pass over `message_ids` (in order).
+pub fn leaf_source(
+    conn: &Connection,
+    message_ids: &[i64],
+    zone: DisplayZone,
+    leaf_chunk_tokens: i64,
+) -> Result<LeafSource> {
+    let mut rows: HashMap<i64, (String, String, String)> = HashMap::with_capacity(message_ids.len());
+    {
+        let ids = serde_json::to_string(message_ids)?;
+        let mut stmt = conn.prepare_cached(
+            "SELECT m.message_id, m.role, m.content, m.created_at
+             FROM json_each(?1) j JOIN messages m ON m.message_id = j.value",
+        )?;
+        let mut q = stmt.query(params![ids])?;
+        while let Some(r) = q.next()? {
+            rows.insert(r.get(0)?, (r.get(1)?, r.get(2)?, r.get(3)?));
+        }
+    }
+    let parts = load_parts(conn, message_ids)?;
+    let max_chars = max_message_chars(leaf_chunk_tokens);
+    let mut entries = Vec::with_capacity(message_ids.len());
+    let (mut earliest, mut latest): (Option<DateTime<Utc>>, Option<DateTime<Utc>>) = (None, None);
+    let mut file_ids = Vec::new();
+    for (id, parts) in message_ids.iter().zip(&parts) {
+        let Some((role, content, created_at)) = rows.get(id) else {
+            continue;
+        };
+        let at = time::parse_timestamp(created_at);
+        if let Some(at) = at {
+            earliest = Some(earliest.map_or(at, |e| e.min(at)));
+            latest = Some(latest.map_or(at, |l| l.max(at)));
+        }
+        file_ids_in(content, &mut file_ids);
+        let body = if parts.is_empty() {
+            content.trim().to_string()
+        } else {
+            parts.iter().filter_map(render_part).collect::<Vec<_>>().join("\n")
+        };
+        if body.trim().is_empty() {
+            continue;
+        }
+        let header = match at {
+            Some(at) => format!("[{} | {role}]", time::format_timestamp(&at, zone)),
+            None => format!("[{role}]"),
+        };
+        entries.push(format!("{header}\n{}", clip(body.trim(), max_chars)));
+    }
+    Ok(LeafSource {
+        text: entries.join("\n\n"),
+        earliest,
+        latest,
+        file_ids,
+    })
+}
+
+/// The earliest/latest instants of a summary (its own `created_at` when unknown).
+pub fn summary_range(f: &SummaryFacts) -> (Option<DateTime<Utc>>, Option<DateTime<Utc>>) {
+    let created = time::parse_timestamp(&f.created_at);
+    (
+        f.earliest_at.as_deref().and_then(time::parse_timestamp).or(created),
+        f.latest_at.as_deref().and_then(time::parse_timestamp).or(created),
+    )
+}
+
+/// Renders a time range, or an empty string when unknown.
+pub fn range_text(earliest: Option<DateTime<Utc>>, latest: Option<DateTime<Utc>>, zone: DisplayZone) -> String {
+    match (earliest, latest) {
+        (Some(a), Some(b)) => time::format_time_range(&a, &b, zone),
+        (Some(a), None) | (None, Some(a)) => time::format_timestamp(&a, zone),
+        (None, None) => String::new(),
+    }
+}
+
+/// Builds the source of a condensed pass: `[time range]\ncontent` per input.
+pub fn condensed_source(inputs: &[(&SummaryFacts, &str)], zone: DisplayZone) -> String {
+    inputs
+        .iter()
+        .map(|(facts, content)| {
+            let (a, b) = summary_range(facts);
+            let range = range_text(a, b, zone);
+            if range.is_empty() {
+                content.trim().to_string()
+            } else {
+                format!("[{range}]\n{}", content.trim())
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n\n")
+}
+
+/// Contents of the given summaries (one query).
+pub fn summary_contents(conn: &Connection, ids: &[String]) -> Result<HashMap<String, (String, Vec<String>)>> {
+    let mut out = HashMap::with_capacity(ids.len());
+    if ids.is_empty() {
+        return Ok(out);
+    }
+    let json = serde_json::to_string(ids)?;
+    let mut stmt = conn.prepare_cached(
+        "SELECT s.summary_id, s.content, s.file_ids FROM json_each(?1) j JOIN summaries s ON s.summary_id = j.value",
+    )?;
+    let mut q = stmt.query(params![json])?;
+    while let Some(r) = q.next()? {
+        let file_ids: String = r.get(2)?;
+        let file_ids: Vec<String> = serde_json::from_str(&file_ids).unwrap_or_default();
+        out.insert(r.get(0)?, (r.get(1)?, file_ids));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_ids_are_found_on_word_boundaries() {
+        let mut out = Vec::new();
+        file_ids_in("see file_0123456789abcdef and FILE_0123456789ABCDEF, not xfile_0123456789abcdef or file_0123456789abcdefg; file_1111111111111111.", &mut out);
+        assert_eq!(out, ["file_0123456789abcdef", "file_1111111111111111"]);
+    }
+
+    #[test]
+    fn condensed_source_has_range_headers() {
+        let facts = SummaryFacts {
+            depth: 0,
+            earliest_at: Some("2026-02-17T15:37:00.000Z".into()),
+            latest_at: Some("2026-02-17T17:21:00.000Z".into()),
+            created_at: "2026-02-18 00:00:00".into(),
+            descendant_count: 0,
+            descendant_token_count: 0,
+            source_message_token_count: 0,
+        };
+        let no_range = SummaryFacts {
+            earliest_at: None,
+            latest_at: None,
+            ..facts.clone()
+        };
+        let s = condensed_source(&[(&facts, " first \n"), (&no_range, "second")], DisplayZone::Utc);
+        assert_eq!(
+            s,
+            "[2026-02-17 15:37–17:21 UTC]\nfirst\n\n[2026-02-18 00:00 UTC]\nsecond"
+        );
+    }
+
+    #[test]
+    fn long_message_bodies_are_clipped_with_a_marker() {
+        let s = clip(&"x".repeat(10), 4);
+        assert_eq!(s, "xxxx\n[… 6 more characters]");
+    }
+}

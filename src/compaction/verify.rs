@@ -1,0 +1,268 @@
+//! Checks of DESIGN.md's invariants on a database, and a digest of its contents.
+//!
+//! - Coverage: every message of a conversation is either a live item or covered by exactly one
+//!   live summary (through `summary_messages` / `summary_parents`), and the live items cover
+//!   the conversation in order with dense ordinals 0..n-1.
+//! - DAG facts: a condensed node's inputs share one depth, its depth is that + 1,
+//!   `descendant_count` = Σ(input + 1), and its range spans its inputs'.
+//! - SQLite's own `integrity_check` and foreign keys.
+
+use std::collections::{HashMap, HashSet};
+
+use rusqlite::{params, Connection};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::error::Result;
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VerifyReport {
+    pub ok: bool,
+    pub conversations: i64,
+    pub messages: i64,
+    pub summaries: i64,
+    /// Human-readable descriptions of every violation found (empty when `ok`).
+    pub problems: Vec<String>,
+    /// SHA-256 over every row of the core tables: equal digests mean equal contents.
+    pub digest: String,
+}
+
+/// Core tables and their ordering key, for the digest.
+const DIGEST_TABLES: &[(&str, &str)] = &[
+    ("conversations", "conversation_id"),
+    ("messages", "message_id"),
+    ("message_parts", "part_id"),
+    ("summaries", "summary_id"),
+    ("summary_messages", "summary_id, message_id"),
+    ("summary_parents", "summary_id, parent_summary_id"),
+    ("context_items", "conversation_id, ordinal"),
+];
+
+fn digest(conn: &Connection) -> Result<String> {
+    let mut h = Sha256::new();
+    for (table, key) in DIGEST_TABLES {
+        h.update(table.as_bytes());
+        let mut stmt = conn.prepare(&format!("SELECT * FROM {table} ORDER BY {key}"))?;
+        let n = stmt.column_count();
+        let mut rows = stmt.query([])?;
+        while let Some(r) = rows.next()? {
+            for i in 0..n {
+                match r.get_ref(i)? {
+                    rusqlite::types::ValueRef::Null => h.update(b"\x00N"),
+                    rusqlite::types::ValueRef::Integer(v) => h.update(format!("\x00I{v}").as_bytes()),
+                    rusqlite::types::ValueRef::Real(v) => h.update(format!("\x00R{v}").as_bytes()),
+                    rusqlite::types::ValueRef::Text(t) => {
+                        h.update(b"\x00T");
+                        h.update(t);
+                    }
+                    rusqlite::types::ValueRef::Blob(b) => {
+                        h.update(b"\x00B");
+                        h.update(b);
+                    }
+                }
+            }
+            h.update(b"\n");
+        }
+    }
+    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}
+
+struct SummaryRow {
+    conversation_id: i64,
+    kind: String,
+    depth: i64,
+    earliest: Option<String>,
+    latest: Option<String>,
+    descendant_count: i64,
+}
+
+/// Checks the invariants of one conversation (or all) and digests the database.
+pub fn verify(conn: &Connection, only: Option<i64>) -> Result<VerifyReport> {
+    let mut problems = Vec::new();
+    let integrity: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0))?;
+    if integrity != "ok" {
+        problems.push(format!("integrity_check: {integrity}"));
+    }
+    let fk: i64 = conn.query_row("SELECT count(*) FROM pragma_foreign_key_check", [], |r| r.get(0))?;
+    if fk > 0 {
+        problems.push(format!("{fk} foreign key violations"));
+    }
+
+    let mut summaries: HashMap<String, SummaryRow> = HashMap::new();
+    {
+        let mut stmt = conn.prepare(
+            "SELECT summary_id, conversation_id, kind, depth, earliest_at, latest_at, descendant_count FROM summaries",
+        )?;
+        let mut rows = stmt.query([])?;
+        while let Some(r) = rows.next()? {
+            summaries.insert(
+                r.get(0)?,
+                SummaryRow {
+                    conversation_id: r.get(1)?,
+                    kind: r.get(2)?,
+                    depth: r.get(3)?,
+                    earliest: r.get(4)?,
+                    latest: r.get(5)?,
+                    descendant_count: r.get(6)?,
+                },
+            );
+        }
+    }
+    let mut parents: HashMap<String, Vec<String>> = HashMap::new();
+    {
+        let mut stmt =
+            conn.prepare("SELECT summary_id, parent_summary_id FROM summary_parents ORDER BY summary_id, ordinal")?;
+        let mut rows = stmt.query([])?;
+        while let Some(r) = rows.next()? {
+            parents.entry(r.get(0)?).or_default().push(r.get(1)?);
+        }
+    }
+    let mut leaf_messages: HashMap<String, Vec<i64>> = HashMap::new();
+    {
+        let mut stmt =
+            conn.prepare("SELECT summary_id, message_id FROM summary_messages ORDER BY summary_id, ordinal")?;
+        let mut rows = stmt.query([])?;
+        while let Some(r) = rows.next()? {
+            leaf_messages.entry(r.get(0)?).or_default().push(r.get(1)?);
+        }
+    }
+
+    // DAG facts of every condensed node.
+    for (id, s) in &summaries {
+        if only.is_some_and(|c| c != s.conversation_id) {
+            continue;
+        }
+        let Some(inputs) = parents.get(id) else {
+            if s.kind == "condensed" && s.depth > 0 && s.descendant_count > 0 {
+                problems.push(format!("{id}: condensed with descendants but no inputs"));
+            }
+            continue;
+        };
+        let depths: HashSet<i64> = inputs
+            .iter()
+            .filter_map(|p| summaries.get(p).map(|x| x.depth))
+            .collect();
+        if depths.len() > 1 {
+            problems.push(format!("{id}: inputs of mixed depths {depths:?}"));
+        }
+        if let Some(d) = depths.iter().next() {
+            if s.depth != d + 1 {
+                problems.push(format!("{id}: depth {} but inputs at depth {d}", s.depth));
+            }
+        }
+        let expected: i64 = inputs
+            .iter()
+            .filter_map(|p| summaries.get(p))
+            .map(|x| x.descendant_count.max(0) + 1)
+            .sum();
+        if s.descendant_count != expected {
+            problems.push(format!(
+                "{id}: descendant_count {} but inputs give {expected}",
+                s.descendant_count
+            ));
+        }
+        let lo = inputs.iter().filter_map(|p| summaries.get(p)?.earliest.clone()).min();
+        let hi = inputs.iter().filter_map(|p| summaries.get(p)?.latest.clone()).max();
+        if lo.is_some() && s.earliest != lo {
+            problems.push(format!("{id}: earliest_at {:?} but inputs start at {lo:?}", s.earliest));
+        }
+        if hi.is_some() && s.latest != hi {
+            problems.push(format!("{id}: latest_at {:?} but inputs end at {hi:?}", s.latest));
+        }
+    }
+
+    // Coverage, per conversation.
+    let conversation_ids: Vec<i64> = match only {
+        Some(c) => vec![c],
+        None => conn
+            .prepare("SELECT conversation_id FROM conversations ORDER BY conversation_id")?
+            .query_map([], |r| r.get(0))?
+            .collect::<std::result::Result<_, _>>()?,
+    };
+    let mut message_total = 0;
+    for cid in &conversation_ids {
+        let seq_of: HashMap<i64, i64> = conn
+            .prepare_cached("SELECT message_id, seq FROM messages WHERE conversation_id = ?1")?
+            .query_map(params![cid], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<std::result::Result<_, _>>()?;
+        message_total += seq_of.len() as i64;
+        // The seed plugin logged each pass as a system message with a `compaction` part, never
+        // part of the live context: those rows are not conversation content.
+        let events: HashSet<i64> = conn
+            .prepare_cached(
+                "SELECT DISTINCT p.message_id FROM message_parts p JOIN messages m ON m.message_id = p.message_id
+                 WHERE m.conversation_id = ?1 AND p.part_type = 'compaction'",
+            )?
+            .query_map(params![cid], |r| r.get(0))?
+            .collect::<std::result::Result<_, _>>()?;
+        let items: Vec<(i64, String, Option<i64>, Option<String>)> = conn
+            .prepare_cached(
+                "SELECT ordinal, item_type, message_id, summary_id FROM context_items WHERE conversation_id = ?1 ORDER BY ordinal",
+            )?
+            .query_map(params![cid], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+            .collect::<std::result::Result<_, _>>()?;
+        let mut covered: Vec<i64> = Vec::new();
+        for (i, (ordinal, kind, mid, sid)) in items.iter().enumerate() {
+            if *ordinal != i as i64 {
+                problems.push(format!(
+                    "conversation {cid}: ordinal {ordinal} at position {i} (not dense)"
+                ));
+                break;
+            }
+            if kind == "message" {
+                covered.extend(mid.iter().copied());
+            } else if let Some(sid) = sid {
+                // Walk down to the messages, inputs in order.
+                let mut stack = vec![sid.clone()];
+                let mut msgs = Vec::new();
+                while let Some(s) = stack.pop() {
+                    if let Some(ms) = leaf_messages.get(&s) {
+                        msgs.extend(ms.iter().copied());
+                    }
+                    if let Some(ps) = parents.get(&s) {
+                        stack.extend(ps.iter().rev().cloned());
+                    }
+                }
+                covered.extend(msgs);
+            }
+        }
+        let seqs: Vec<i64> = covered.iter().filter_map(|m| seq_of.get(m).copied()).collect();
+        if seqs.len() != covered.len() {
+            problems.push(format!(
+                "conversation {cid}: live items cover messages of another conversation"
+            ));
+        }
+        let unique: HashSet<i64> = covered.iter().copied().collect();
+        if unique.len() != covered.len() {
+            problems.push(format!(
+                "conversation {cid}: {} message(s) covered more than once",
+                covered.len() - unique.len()
+            ));
+        }
+        let missing = seq_of
+            .keys()
+            .filter(|m| !unique.contains(m) && !events.contains(m))
+            .count();
+        if missing > 0 {
+            problems.push(format!(
+                "conversation {cid}: {missing} message(s) neither live nor covered"
+            ));
+        }
+        if seqs.windows(2).any(|w| w[0] >= w[1]) {
+            problems.push(format!("conversation {cid}: live items are not in chronological order"));
+        }
+    }
+
+    Ok(VerifyReport {
+        ok: problems.is_empty(),
+        conversations: conversation_ids.len() as i64,
+        messages: message_total,
+        summaries: summaries
+            .values()
+            .filter(|s| only.is_none_or(|c| c == s.conversation_id))
+            .count() as i64,
+        problems,
+        digest: digest(conn)?,
+    })
+}

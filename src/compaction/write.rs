@@ -1,0 +1,240 @@
+//! Writing passes. One transaction writes one or more finished passes: their summary rows,
+//! lineage links and FTS rows, and the context rewrite (covered items replaced by their
+//! summaries, ordinals dense 0..n-1). Before writing it checks that the items the passes were
+//! planned on are still exactly where they were; if not (another process compacted the same
+//! conversation), it writes nothing and fails with E_STALE.
+
+use rusqlite::{params, Connection, TransactionBehavior};
+use sha2::{Digest, Sha256};
+
+use super::model::{ItemRef, LiveContext};
+use crate::error::{LcmError, Result};
+use crate::store::conversations::SchemaFlags;
+use crate::summarizer::SummaryKind;
+use crate::time;
+
+/// A summary made by a pass, with its lineage.
+#[derive(Clone, Debug)]
+pub struct NewSummary {
+    pub summary_id: String,
+    pub kind: SummaryKind,
+    pub depth: i64,
+    pub content: String,
+    pub token_count: i64,
+    pub earliest_at: Option<String>,
+    pub latest_at: Option<String>,
+    pub descendant_count: i64,
+    pub descendant_token_count: i64,
+    pub source_message_token_count: i64,
+    pub model: String,
+    pub file_ids: Vec<String>,
+    /// Leaf: the covered messages, in order.
+    pub messages: Vec<i64>,
+    /// Condensed: the input summaries, in order.
+    pub parents: Vec<String>,
+}
+
+/// `sum_` + 16 hex of SHA-256(content ‖ random nonce).
+pub fn new_summary_id(content: &str) -> String {
+    let mut h = Sha256::new();
+    h.update(content.as_bytes());
+    h.update(uuid::Uuid::now_v7().as_bytes());
+    let digest = h.finalize();
+    let hex: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    format!("sum_{hex}")
+}
+
+/// The state of the live context the pending passes were planned on: each item that existed
+/// in the database, by its ordinal (survivors and the items the passes consumed).
+pub struct Baseline {
+    /// (db ordinal, item) for every item the passes read or consumed, sorted by ordinal.
+    pub items: Vec<(i64, ItemRef)>,
+    pub last_db_ordinal: i64,
+}
+
+impl Baseline {
+    pub fn of(ctx: &LiveContext) -> Baseline {
+        Baseline {
+            items: ctx
+                .items
+                .iter()
+                .filter_map(|i| i.db_ordinal.map(|o| (o, i.r.clone())))
+                .collect(),
+            last_db_ordinal: ctx.last_db_ordinal,
+        }
+    }
+}
+
+/// Writes `summaries` and rewrites the context to `ctx` (the model after the passes), in one
+/// transaction. `baseline` is the state the passes were planned on. On success `ctx` is in
+/// sync with the database (dense ordinals).
+pub fn write_passes(
+    conn: &mut Connection,
+    flags: SchemaFlags,
+    baseline: &Baseline,
+    ctx: &mut LiveContext,
+    summaries: &[NewSummary],
+) -> Result<()> {
+    if summaries.is_empty() {
+        return Ok(());
+    }
+    let cid = ctx.conversation_id;
+    // The first position the passes changed: items before it keep their ordinals.
+    let first_changed = ctx
+        .items
+        .iter()
+        .enumerate()
+        .find(|(i, item)| item.db_ordinal != Some(*i as i64))
+        .map(|(i, _)| i as i64)
+        .unwrap_or(ctx.items.len() as i64);
+    let now = time::now_sqlite();
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+
+    // 1. The items from `first_changed` on must be exactly those the passes were planned on.
+    let mut created_at: std::collections::HashMap<ItemRef, String> = std::collections::HashMap::new();
+    {
+        let mut stmt = tx.prepare_cached(
+            "SELECT ordinal, item_type, message_id, summary_id, created_at FROM context_items
+             WHERE conversation_id = ?1 AND ordinal >= ?2 AND ordinal <= ?3 ORDER BY ordinal",
+        )?;
+        let mut rows = stmt.query(params![cid, first_changed, baseline.last_db_ordinal])?;
+        let mut expected = baseline.items.iter().filter(|(o, _)| *o >= first_changed);
+        while let Some(r) = rows.next()? {
+            let ordinal: i64 = r.get(0)?;
+            let kind: String = r.get(1)?;
+            let actual = if kind == "message" {
+                r.get::<_, Option<i64>>(2)?.map(ItemRef::Message)
+            } else {
+                r.get::<_, Option<String>>(3)?.map(ItemRef::Summary)
+            };
+            match (expected.next(), actual) {
+                (Some((o, want)), Some(got)) if *o == ordinal && *want == got => {
+                    created_at.insert(got, r.get(4)?);
+                }
+                _ => return Err(stale(cid)),
+            }
+        }
+        if expected.next().is_some() {
+            return Err(stale(cid));
+        }
+    }
+
+    // 2. Summary rows, lineage and full-text rows.
+    {
+        let mut insert = tx.prepare_cached(
+            "INSERT INTO summaries (summary_id, conversation_id, kind, depth, content, token_count, earliest_at,
+                                    latest_at, descendant_count, descendant_token_count, source_message_token_count,
+                                    created_at, file_ids, model)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+        )?;
+        let mut link_message =
+            tx.prepare_cached("INSERT INTO summary_messages (summary_id, message_id, ordinal) VALUES (?1, ?2, ?3)")?;
+        let mut link_parent = tx.prepare_cached(
+            "INSERT INTO summary_parents (summary_id, parent_summary_id, ordinal) VALUES (?1, ?2, ?3)",
+        )?;
+        let mut fts = tx.prepare_cached("INSERT INTO summaries_fts (summary_id, content) VALUES (?1, ?2)")?;
+        for s in summaries {
+            insert.execute(params![
+                s.summary_id,
+                cid,
+                s.kind.as_str(),
+                s.depth,
+                s.content,
+                s.token_count,
+                s.earliest_at,
+                s.latest_at,
+                s.descendant_count,
+                s.descendant_token_count,
+                s.source_message_token_count,
+                now,
+                serde_json::to_string(&s.file_ids)?,
+                s.model,
+            ])?;
+            for (i, m) in s.messages.iter().enumerate() {
+                link_message.execute(params![s.summary_id, m, i as i64])?;
+            }
+            for (i, p) in s.parents.iter().enumerate() {
+                link_parent.execute(params![s.summary_id, p, i as i64])?;
+            }
+            fts.execute(params![s.summary_id, s.content])?;
+            if flags.has_cjk_fts {
+                tx.prepare_cached("INSERT INTO summaries_fts_cjk (summary_id, content) VALUES (?1, ?2)")?
+                    .execute(params![s.summary_id, s.content])?;
+            }
+        }
+    }
+
+    // 3. The context: items appended meanwhile (by ingest) move aside, the changed range is
+    //    rewritten from the model, and the appended items return after it.
+    let final_len = ctx.items.len() as i64;
+    let delta = final_len - (baseline.last_db_ordinal + 1);
+    tx.prepare_cached("UPDATE context_items SET ordinal = -1 - ordinal WHERE conversation_id = ?1 AND ordinal > ?2")?
+        .execute(params![cid, baseline.last_db_ordinal])?;
+    tx.prepare_cached("DELETE FROM context_items WHERE conversation_id = ?1 AND ordinal >= ?2 AND ordinal <= ?3")?
+        .execute(params![cid, first_changed, baseline.last_db_ordinal])?;
+    {
+        let mut insert = tx.prepare_cached(
+            "INSERT INTO context_items (conversation_id, ordinal, item_type, message_id, summary_id, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )?;
+        for (i, item) in ctx.items.iter().enumerate().skip(first_changed as usize) {
+            let at = created_at.get(&item.r).map(String::as_str).unwrap_or(&now);
+            match &item.r {
+                ItemRef::Message(id) => insert.execute(params![cid, i as i64, "message", id, None::<String>, at])?,
+                ItemRef::Summary(id) => insert.execute(params![cid, i as i64, "summary", None::<i64>, id, at])?,
+            };
+        }
+    }
+    tx.prepare_cached(
+        "UPDATE context_items SET ordinal = (-1 - ordinal) + ?2 WHERE conversation_id = ?1 AND ordinal < 0",
+    )?
+    .execute(params![cid, delta])?;
+    tx.commit()?;
+
+    for (i, item) in ctx.items.iter_mut().enumerate() {
+        item.db_ordinal = Some(i as i64);
+    }
+    ctx.last_db_ordinal = final_len - 1;
+    Ok(())
+}
+
+fn stale(cid: i64) -> LcmError {
+    LcmError::Stale(format!(
+        "the live context of conversation {cid} changed while the summarizer was running (another process compacted it?); \
+         nothing was written, retry the pass"
+    ))
+}
+
+/// Appends created items' facts: an `Item` for a new summary, as the model holds it.
+pub fn summary_item(s: &NewSummary) -> super::model::Item {
+    super::model::Item {
+        r: ItemRef::Summary(s.summary_id.clone()),
+        tokens: s.token_count,
+        db_ordinal: None,
+        role: None,
+        created_at: None,
+        summary: Some(super::model::SummaryFacts {
+            depth: s.depth,
+            earliest_at: s.earliest_at.clone(),
+            latest_at: s.latest_at.clone(),
+            created_at: time::now_sqlite(),
+            descendant_count: s.descendant_count,
+            descendant_token_count: s.descendant_token_count,
+            source_message_token_count: s.source_message_token_count,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_ids_have_the_plugin_shape_and_differ_for_equal_content() {
+        let a = new_summary_id("same");
+        let b = new_summary_id("same");
+        assert_ne!(a, b);
+        assert!(a.starts_with("sum_") && a.len() == 20);
+        assert!(a[4..].chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+    }
+}

@@ -1,0 +1,73 @@
+//! The summarizer boundary. The core renders prompts and runs escalation; a `Summarizer` only
+//! turns a prompt into text. The host's JavaScript callback is one implementation (in the
+//! binding); the offline extractive summarizer here is the other, and also the fallback.
+
+pub mod offline;
+
+use std::future::Future;
+use std::pin::Pin;
+
+use serde::Serialize;
+
+/// Leaf (messages → depth 0) or condensed (summaries → depth + 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum SummaryKind {
+    Leaf,
+    Condensed,
+}
+
+impl SummaryKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SummaryKind::Leaf => "leaf",
+            SummaryKind::Condensed => "condensed",
+        }
+    }
+}
+
+/// What the summarizer is asked for, besides the prompt. Serialised (without the source
+/// text) as the `request` argument of the JS callback.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SummarizeRequest {
+    pub kind: SummaryKind,
+    /// Depth of the summary being made (0 for a leaf).
+    pub depth: i64,
+    pub aggressive: bool,
+    pub target_tokens: i64,
+    pub conversation_id: i64,
+    /// Estimated tokens of the source text.
+    pub input_tokens: i64,
+    /// Messages (leaf) or summaries (condensed) being summarised.
+    pub input_count: i64,
+    /// The time range the inputs cover, in the configured zone.
+    pub time_range: String,
+    /// The source text itself, for in-process summarizers; not sent to JavaScript.
+    #[serde(skip)]
+    pub source_text: String,
+}
+
+/// Why a summarizer call produced no text.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SummarizerFailure {
+    /// The provider refused the credentials (`code: 'LCM_AUTH'`): abort, write nothing.
+    Auth(String),
+    /// Threw, rejected, or returned something that is not a string.
+    Failed(String),
+}
+
+pub type SummaryFuture = Pin<Box<dyn Future<Output = Result<String, SummarizerFailure>> + Send>>;
+
+pub trait Summarizer: Send + Sync {
+    /// Summarises: `prompt` is the rendered template, `request` says what for.
+    fn summarize(&self, prompt: String, request: &SummarizeRequest) -> SummaryFuture;
+    /// The model id recorded in `summaries.model` for text this summarizer wrote.
+    fn model(&self) -> String;
+}
+
+/// `summaries.model` of deterministic fallback summaries, so they can be found and
+/// re-summarised later.
+pub const FALLBACK_MODEL: &str = "lcm-native/fallback";
+/// `summaries.model` when the host asked for the offline summarizer.
+pub const OFFLINE_MODEL: &str = "lcm-native/offline";

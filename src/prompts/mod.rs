@@ -153,6 +153,10 @@ fn expand_home(dir: &str) -> PathBuf {
 /// but cannot be read is an error, not a silent fallback.
 fn read_override(dirs: &PromptDirs, name: &str) -> Result<Option<(PathBuf, String)>> {
     for dir in [&dirs.explicit, &dirs.user].into_iter().flatten() {
+        // A directory that is missing or that this user cannot enter holds no override.
+        if !std::fs::metadata(dir).is_ok_and(|m| m.is_dir()) {
+            continue;
+        }
         let path = dir.join(format!("{name}.tmpl"));
         match std::fs::read_to_string(&path) {
             Ok(text) => return Ok(Some((path, text))),

@@ -202,3 +202,22 @@ fn export_writes_the_defaults() {
         embedded("leaf").unwrap()
     );
 }
+
+#[test]
+fn an_unreadable_override_file_is_an_error_but_a_missing_directory_is_not() {
+    let dirs = PromptDirs {
+        explicit: Some(PathBuf::from("/definitely/not/here")),
+        user: None,
+    };
+    assert!(PromptSet::load(&dirs).is_ok());
+    let dir = tempfile::tempdir().unwrap();
+    // A directory where the file should be: it exists but cannot be read as a file.
+    std::fs::create_dir(dir.path().join("leaf.tmpl")).unwrap();
+    let dirs = PromptDirs {
+        explicit: Some(dir.path().to_path_buf()),
+        user: None,
+    };
+    let err = PromptSet::load(&dirs).err().expect("must fail");
+    assert_eq!(err.code(), "E_PROMPT");
+    assert!(err.to_string().contains("leaf.tmpl"));
+}

@@ -1,0 +1,71 @@
+// Other processes: a process killed mid-pass, and two processes on one file.
+import { spawn } from 'node:child_process'
+import { join } from 'node:path'
+
+import { describe, expect, it } from 'vitest'
+
+import { LcmEngine } from '../index.js'
+import { ROOT, THEME, TRANSCRIPTS, tempDir } from './helpers'
+
+function run(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.on('data', (d) => (stdout += d))
+    child.stderr.on('data', (d) => (stderr += d))
+    child.on('exit', (code) => resolve({ code, stdout, stderr }))
+  })
+}
+
+describe('processes', () => {
+  it.each([120, 260, 500])('a process killed (SIGKILL) %i ms into compaction leaves a consistent database', async (delay) => {
+    const dbPath = join(tempDir(), 'kill.db')
+    const child = spawn(process.execPath, [join(ROOT, '__test__/child/compact-loop.cjs'), dbPath, join(TRANSCRIPTS, THEME)], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    let stderr = ''
+    child.stderr.on('data', (d) => (stderr += d))
+    await new Promise<void>((resolve, reject) => {
+      child.stdout.on('data', (d) => {
+        if (String(d).includes('ready')) resolve()
+      })
+      child.on('exit', () => reject(new Error(`child exited early: ${stderr}`)))
+    })
+    await new Promise((r) => setTimeout(r, delay))
+    const exited = new Promise((r) => child.on('exit', r))
+    child.kill('SIGKILL')
+    await exited
+    const engine = await LcmEngine.open({ dbPath })
+    const report = await engine.verify()
+    expect(report.problems).toEqual([])
+    expect(report.ok).toBe(true)
+    const [conv] = await engine.conversations()
+    expect(conv.messageCount).toBeGreaterThanOrEqual(914)
+    expect(conv.summaryCount).toBeGreaterThan(0)
+    await engine.close()
+  })
+
+  it('two processes ingesting and compacting one file lose no writes', async () => {
+    const dbPath = join(tempDir(), 'shared.db')
+    // Create the schema first so both start from a migrated file.
+    await (await LcmEngine.open({ dbPath })).close()
+    const count = 400
+    const [writer, compactor] = await Promise.all([
+      run([join(ROOT, '__test__/child/worker.cjs'), dbPath, 'ingest', String(count)]),
+      run([join(ROOT, '__test__/child/worker.cjs'), dbPath, 'compact', String(count)]),
+    ])
+    expect(writer.code, writer.stderr).toBe(0)
+    expect(compactor.code, compactor.stderr).toBe(0)
+    expect(JSON.parse(compactor.stdout).passes).toBeGreaterThan(0)
+    const engine = await LcmEngine.open({ dbPath })
+    const [conv] = await engine.conversations()
+    expect(conv.messageCount).toBe(count)
+    const stored = await engine.messages(conv.conversationId, { limit: 1000 })
+    expect(stored.map((m) => m.entryId)).toEqual(Array.from({ length: count }, (_, i) => `w${i}`))
+    const report = await engine.verify()
+    expect(report.problems).toEqual([])
+    expect(conv.summaryCount).toBeGreaterThan(0)
+    await engine.close()
+  })
+})

@@ -219,6 +219,8 @@ export interface PassResult {
   authFailure: boolean
   /** Condensations run right after a leaf pass (`incrementalMaxDepth`). */
   incremental?: PassResult[]
+  /** Why that incremental condensation stopped early; the leaf pass itself was written. */
+  incrementalError?: { code: string; message: string }
 }
 
 /** The outcome of `compact`. */

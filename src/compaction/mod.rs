@@ -91,6 +91,17 @@ pub struct PassResult {
     /// Condensations run right after a leaf pass (`incrementalMaxDepth`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub incremental: Vec<PassResult>,
+    /// Why the incremental condensation after a leaf pass stopped early (the leaf pass itself
+    /// was written).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub incremental_error: Option<PassFailure>,
+}
+
+/// A failure reported inside a result instead of rejecting the call.
+#[derive(Clone, Debug, Serialize)]
+pub struct PassFailure {
+    pub code: &'static str,
+    pub message: String,
 }
 
 /// Why a sweep stopped.
@@ -265,6 +276,7 @@ impl<'a> Run<'a> {
             summarizer_calls: e.calls,
             auth_failure: false,
             incremental: Vec::new(),
+            incremental_error: None,
         };
         self.pending.push(summary);
         self.pending_since.get_or_insert_with(Instant::now);
@@ -288,6 +300,7 @@ impl<'a> Run<'a> {
             summarizer_calls: 1,
             auth_failure: true,
             incremental: Vec::new(),
+            incremental_error: None,
         }
     }
 
@@ -495,8 +508,18 @@ pub async fn leaf_pass(
     let mut depth = 0;
     while max_depth < 0 || depth < max_depth {
         let before = run.live.stored_tokens();
-        let outcome = run.condensed_pass(false, Some(depth)).await;
-        match run.settle(outcome)? {
+        // The leaf pass is written: a failing condensation after it is reported, not thrown.
+        let pass = match run.condensed_pass(false, Some(depth)).await {
+            Ok(p) => p,
+            Err(e) => {
+                result.incremental_error = Some(PassFailure {
+                    code: e.code(),
+                    message: e.to_string(),
+                });
+                break;
+            }
+        };
+        match pass {
             Some(r) if r.auth_failure => {
                 result.incremental.push(r);
                 break;

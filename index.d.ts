@@ -215,6 +215,8 @@ export interface PassResult {
   earliestAt?: string
   latestAt?: string
   summarizerCalls: number
+  /** Time spent waiting for the summarizer; the rest of the pass is bookkeeping. */
+  summarizerMs: number
   /** True when the provider refused the credentials; nothing was written. */
   authFailure: boolean
   /** Condensations run right after a leaf pass (`incrementalMaxDepth`). */
@@ -237,6 +239,8 @@ export interface SweepResult {
   stopReason: 'below-threshold' | 'no-candidates' | 'no-progress' | 'max-iterations' | 'deadline' | 'auth-failure'
   authFailure: boolean
   durationMs: number
+  /** Time spent waiting for the summarizer; `durationMs − summarizerMs` is bookkeeping. */
+  summarizerMs: number
 }
 
 /** What `evaluate` decides. */
@@ -295,6 +299,20 @@ export interface PromptSource {
   overridden: boolean
 }
 
+/** A live context item. */
+export interface ContextEntry {
+  ordinal: number
+  kind: 'message' | 'summary'
+  messageId?: number
+  summaryId?: string
+  /** Message role as stored: user, assistant, tool, system. */
+  role?: string
+  /** Summary depth. */
+  depth?: number
+  /** Stored token count. */
+  tokens: number
+}
+
 
 /**
  * Which binding artifact the generated loader actually loaded: `'native'` for
@@ -351,6 +369,8 @@ export declare class LcmEngine {
    * `force` or the stored tokens exceed `contextThreshold × tokenBudget`.
    */
   compact(conversationId: number, summarize: Summarize, options: CompactOptions): Promise<SweepResult>
+  /** The live context items (what the model sees, before assembly) in order. */
+  context(conversationId: number): Promise<ContextEntry[]>
   /** The threshold decision, the leaf trigger and the rolling-summary trigger. */
   evaluate(conversationId: number, options: { tokenBudget: number; observedTokens?: number }): Promise<Evaluation>
   /**

@@ -1,6 +1,6 @@
 // lcm-native benchmarks (plain node). Prints a table per section and writes JSON.
 //
-//   node bench/run.mjs [--only ingest,migrate] [--sizes 1000,10000,50000]
+//   node bench/run.mjs [--only ingest,migrate,compact] [--sizes 1000,10000,50000]
 //                      [--legacy-sizes 10000,100000,1000000] [--out bench/out/results.json]
 //
 // Speed targets are measured here and reported, never asserted in `npm test`.
@@ -22,7 +22,7 @@ function arg(name, fallback) {
   const i = process.argv.indexOf(`--${name}`)
   return i > 0 ? process.argv[i + 1] : fallback
 }
-const only = arg('only', 'ingest,migrate').split(',')
+const only = arg('only', 'ingest,migrate,compact').split(',')
 const sizes = arg('sizes', '1000,10000,50000').split(',').map(Number)
 const legacySizes = arg('legacy-sizes', '10000,100000,1000000').split(',').map(Number)
 const outFile = arg('out', join(ROOT, 'bench', 'out', 'results.json'))
@@ -147,8 +147,37 @@ async function benchMigrate() {
   table('migrate', ['case', 'messages', 'ms', 'peak RSS MiB', 'work'], rows)
 }
 
+async function benchCompact() {
+  results.compact = []
+  const rows = []
+  // A stub summarizer, as in the plugin's fixtures: it answers at once with a fixed-size text.
+  const stub = async (_prompt, r) =>
+    `STUB ${r.kind} d${r.depth} summary of ${r.inputCount} inputs and ${r.inputTokens} tokens.\nExpand for details about: stub.`
+  for (const n of sizes) {
+    const dir = tmp()
+    const engine = await LcmEngine.open({ dbPath: join(dir, 'compact.db'), maxSweepIterations: 1_000_000, sweepDeadlineMs: 3_600_000 })
+    const messages = conversation(n, 23)
+    let conversationId = 0
+    for (let i = 0; i < n; i += 1000) ({ conversationId } = await engine.ingest({ sessionId: 'c' }, messages.slice(i, i + 1000)))
+    const t0 = process.hrtime.bigint()
+    const [r, maxDelay] = await withLoopDelay(() => engine.compact(conversationId, stub, { tokenBudget: 128000, force: true }))
+    const wall = ms(process.hrtime.bigint() - t0)
+    const passes = r.leafPasses + Object.values(r.condensedPasses).reduce((a, b) => a + b, 0)
+    const bookkeeping = r.durationMs - r.summarizerMs
+    const verify = await engine.verify(conversationId)
+    if (!verify.ok) throw new Error(`invariants violated: ${verify.problems.join('; ')}`)
+    await engine.close()
+    rmSync(dir, { recursive: true, force: true })
+    const depths = Object.entries(r.condensedPasses).map(([d, c]) => `d${d}:${c}`).join(' ')
+    results.compact.push({ n, passes, leafPasses: r.leafPasses, condensedPasses: r.condensedPasses, wallMs: wall, sweepMs: r.durationMs, summarizerMs: r.summarizerMs, bookkeepingMs: bookkeeping, bookkeepingMsPerPass: bookkeeping / passes, maxEventLoopDelayMs: maxDelay, tokensBefore: r.tokensBefore, tokensAfter: r.tokensAfter })
+    rows.push([n.toLocaleString('en-US'), `${r.leafPasses} + ${depths}`, wall.toFixed(0), r.summarizerMs.toFixed(0), bookkeeping.toFixed(0), (bookkeeping / passes).toFixed(2), maxDelay.toFixed(1), `${r.tokensBefore.toLocaleString('en-US')} → ${r.tokensAfter.toLocaleString('en-US')}`])
+  }
+  table('compact (full sweep, stub summarizer, default config)', ['N', 'passes (leaf + condensed)', 'wall ms', 'summarizer ms', 'bookkeeping ms', 'bookkeeping ms/pass', 'max loop delay ms', 'tokens'], rows)
+}
+
 if (only.includes('ingest')) await benchIngest()
 if (only.includes('migrate')) await benchMigrate()
+if (only.includes('compact')) await benchCompact()
 
 results.finishedAt = new Date().toISOString()
 mkdirSync(dirname(outFile), { recursive: true })

@@ -92,6 +92,14 @@ impl Engine {
             .read(|conn| summaries::list(conn, conversation_id, depth))
     }
 
+    /// The live context items in order.
+    pub fn context(&self, conversation_id: i64) -> Result<Vec<crate::compaction::model::ContextEntry>> {
+        self.deps.pool.read(|conn| {
+            conversations::get(conn, conversation_id)?;
+            Ok(crate::compaction::model::LiveContext::load(conn, conversation_id)?.entries())
+        })
+    }
+
     /// Threshold, leaf-trigger and rolling-trigger decisions.
     pub fn evaluate(&self, conversation_id: i64, token_budget: i64, observed: Option<i64>) -> Result<Evaluation> {
         self.deps

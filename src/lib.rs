@@ -634,6 +634,16 @@ impl LcmEngine {
         })
     }
 
+    /// The live context items (what the model sees, before assembly) in order.
+    #[napi(ts_return_type = "Promise<ContextEntry[]>")]
+    pub fn context(&self, #[napi(ts_arg_type = "number")] conversation_id: JsonArg) -> AsyncTask<CoreTask<JsonText>> {
+        let engine = self.inner.clone();
+        CoreTask::new(move || {
+            let id = parse_id(&required(conversation_id, "conversationId")?)?;
+            to_json(&engine.context(id)?)
+        })
+    }
+
     /// The threshold decision, the leaf trigger and the rolling-summary trigger.
     #[napi(ts_return_type = "Promise<Evaluation>")]
     pub fn evaluate(

@@ -215,6 +215,8 @@ export interface PassResult {
   earliestAt?: string
   latestAt?: string
   summarizerCalls: number
+  /** Time spent waiting for the summarizer; the rest of the pass is bookkeeping. */
+  summarizerMs: number
   /** True when the provider refused the credentials; nothing was written. */
   authFailure: boolean
   /** Condensations run right after a leaf pass (`incrementalMaxDepth`). */
@@ -237,6 +239,8 @@ export interface SweepResult {
   stopReason: 'below-threshold' | 'no-candidates' | 'no-progress' | 'max-iterations' | 'deadline' | 'auth-failure'
   authFailure: boolean
   durationMs: number
+  /** Time spent waiting for the summarizer; `durationMs − summarizerMs` is bookkeeping. */
+  summarizerMs: number
 }
 
 /** What `evaluate` decides. */
@@ -293,5 +297,19 @@ export interface PromptSource {
   /** `embedded`, or the path of the override file. */
   source: string
   overridden: boolean
+}
+
+/** A live context item. */
+export interface ContextEntry {
+  ordinal: number
+  kind: 'message' | 'summary'
+  messageId?: number
+  summaryId?: string
+  /** Message role as stored: user, assistant, tool, system. */
+  role?: string
+  /** Summary depth. */
+  depth?: number
+  /** Stored token count. */
+  tokens: number
 }
 

@@ -31,6 +31,8 @@ pub struct Escalated {
     pub model: String,
     /// Summarizer calls made.
     pub calls: u32,
+    /// Time spent waiting for the summarizer.
+    pub summarizer_ms: f64,
 }
 
 /// Why a pass ended without a summary.
@@ -108,6 +110,7 @@ pub fn fallback(source: &str, target: i64, input_tokens: i64) -> Escalated {
         level: Level::Fallback,
         model: FALLBACK_MODEL.to_string(),
         calls: 0,
+        summarizer_ms: 0.0,
     }
 }
 
@@ -128,6 +131,7 @@ pub async fn summarize(
     }
     let template = name_for_depth(request.depth);
     let mut calls = 0;
+    let mut waited = 0.0;
     for aggressive in [false, true] {
         let target = target_tokens(config, request.kind, input_tokens, aggressive);
         let vars = PromptVars {
@@ -138,7 +142,9 @@ pub async fn summarize(
         let prompt = prompts.render(template, &vars)?;
         request.aggressive = aggressive;
         request.target_tokens = target;
+        let started = std::time::Instant::now();
         let text = call(summarizer, prompt, &request, config.summary_timeout_ms).await?;
+        waited += started.elapsed().as_secs_f64() * 1000.0;
         calls += 1;
         if text.is_empty() {
             break;
@@ -157,11 +163,13 @@ pub async fn summarize(
                 level,
                 model: summarizer.model(),
                 calls,
+                summarizer_ms: waited,
             });
         }
     }
     let mut out = fallback(&request.source_text, normal_target, input_tokens);
     out.calls = calls;
+    out.summarizer_ms = waited;
     Ok(out)
 }
 

@@ -34,9 +34,13 @@ use escalation::{Escalated, Level, PassError};
 use model::{Item, ItemRef, LiveContext};
 use write::{Baseline, NewSummary};
 
-/// Write a group once it holds this many passes, or once its first pass waited this long.
-const GROUP_MAX_PASSES: usize = 64;
+/// Write a group once it holds this many passes, or once its first pass waited this long, or
+/// four times as long as the last write took: a write rewrites every context row after the
+/// first change, so on a long uncompacted history it is spaced out to stay a bounded share
+/// of the sweep. With a real LLM (seconds per call) every pass is written on its own.
+const GROUP_MAX_PASSES: usize = 256;
 const GROUP_MAX_WAIT: Duration = Duration::from_millis(100);
+const GROUP_WRITE_SHARE: u32 = 4;
 
 /// What a pass needs from the engine.
 #[derive(Clone)]
@@ -86,6 +90,8 @@ pub struct PassResult {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub latest_at: Option<String>,
     pub summarizer_calls: u32,
+    /// Time spent waiting for the summarizer (the rest of the pass is bookkeeping).
+    pub summarizer_ms: f64,
     /// True when the provider refused the credentials; nothing was written.
     pub auth_failure: bool,
     /// Condensations run right after a leaf pass (`incrementalMaxDepth`).
@@ -132,6 +138,8 @@ pub struct SweepResult {
     pub stop_reason: StopReason,
     pub auth_failure: bool,
     pub duration_ms: f64,
+    /// Time spent waiting for the summarizer; `durationMs − summarizerMs` is bookkeeping.
+    pub summarizer_ms: f64,
 }
 
 /// One run of passes over a conversation: the model, the passes not yet written, and the
@@ -144,6 +152,7 @@ struct Run<'a> {
     baseline: Baseline,
     pending: Vec<NewSummary>,
     pending_since: Option<Instant>,
+    last_write: Duration,
     contents: HashMap<String, (String, Vec<String>)>,
 }
 
@@ -168,6 +177,7 @@ impl<'a> Run<'a> {
             live,
             pending: Vec::new(),
             pending_since: None,
+            last_write: Duration::ZERO,
             contents: HashMap::new(),
         })
     }
@@ -274,6 +284,7 @@ impl<'a> Run<'a> {
             earliest_at: summary.earliest_at.clone(),
             latest_at: summary.latest_at.clone(),
             summarizer_calls: e.calls,
+            summarizer_ms: e.summarizer_ms,
             auth_failure: false,
             incremental: Vec::new(),
             incremental_error: None,
@@ -298,6 +309,7 @@ impl<'a> Run<'a> {
             earliest_at: None,
             latest_at: None,
             summarizer_calls: 1,
+            summarizer_ms: 0.0,
             auth_failure: true,
             incremental: Vec::new(),
             incremental_error: None,
@@ -372,7 +384,7 @@ impl<'a> Run<'a> {
         let Some((depth, chunk)) = self.live.condensation_candidate(self.config(), hard, only_depth) else {
             return Ok(None);
         };
-        let inputs: Vec<Item> = self.live.items[chunk.start..chunk.start + chunk.len].to_vec();
+        let inputs: Vec<Box<Item>> = self.live.items[chunk.start..chunk.start + chunk.len].to_vec();
         let ids: Vec<String> = inputs
             .iter()
             .filter_map(|i| match &i.r {
@@ -458,18 +470,20 @@ impl<'a> Run<'a> {
         let flags = self.deps.flags;
         let baseline = &self.baseline;
         let live = &mut self.live;
+        let started = Instant::now();
         blocking(|| {
             self.deps
                 .pool
                 .write(|conn| write::write_passes(conn, flags, baseline, live, &pending))
         })?;
+        self.last_write = started.elapsed();
         self.baseline = Baseline::of(&self.live);
         Ok(())
     }
 
     fn maybe_flush(&mut self) -> Result<()> {
-        let due =
-            self.pending.len() >= GROUP_MAX_PASSES || self.pending_since.is_some_and(|t| t.elapsed() >= GROUP_MAX_WAIT);
+        let wait = GROUP_MAX_WAIT.max(self.last_write * GROUP_WRITE_SHARE);
+        let due = self.pending.len() >= GROUP_MAX_PASSES || self.pending_since.is_some_and(|t| t.elapsed() >= wait);
         if due {
             self.flush()?;
         }
@@ -591,6 +605,7 @@ pub async fn compact(
         stop_reason: StopReason::NoCandidates,
         auth_failure: false,
         duration_ms: 0.0,
+        summarizer_ms: 0.0,
     };
     if !options.force && tokens_before <= threshold {
         result.stop_reason = StopReason::BelowThreshold;
@@ -628,6 +643,7 @@ pub async fn compact(
             }
             passes += 1;
             result.action_taken = true;
+            result.summarizer_ms += pass.summarizer_ms;
             match pass.kind {
                 SummaryKind::Leaf => result.leaf_passes += 1,
                 SummaryKind::Condensed => *result.condensed_passes.entry(pass.depth).or_insert(0) += 1,

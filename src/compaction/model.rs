@@ -50,13 +50,37 @@ impl Item {
     }
 }
 
-/// The live context of a conversation.
+/// The live context of a conversation. Items are boxed: a pass splices the vector, and moving
+/// 8-byte pointers instead of whole items keeps that cheap when tens of thousands of raw
+/// messages follow the chunk.
 #[derive(Clone, Debug)]
 pub struct LiveContext {
     pub conversation_id: i64,
-    pub items: Vec<Item>,
+    pub items: Vec<Box<Item>>,
     /// Highest database ordinal the model knows; items appended later (by ingest) sit above it.
     pub last_db_ordinal: i64,
+    /// Σ tokens of `items`, kept up to date by `replace`.
+    total_tokens: i64,
+}
+
+/// A live item as the API lists it.
+#[derive(Clone, Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContextEntry {
+    pub ordinal: i64,
+    /// `message` or `summary`.
+    pub kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary_id: Option<String>,
+    /// Message role (`user`, `assistant`, `tool`, `system`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    /// Summary depth.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub depth: Option<i64>,
+    pub tokens: i64,
 }
 
 /// A contiguous run of items chosen for one pass.
@@ -93,31 +117,31 @@ impl LiveContext {
                 let Some(id) = r.get::<_, Option<i64>>(2)? else {
                     continue;
                 };
-                items.push(Item {
+                items.push(Box::new(Item {
                     r: ItemRef::Message(id),
                     tokens: r.get::<_, Option<i64>>(5)?.unwrap_or(0).max(0),
                     db_ordinal: Some(ordinal),
                     role: r.get(4)?,
                     created_at: r.get(6)?,
                     summary: None,
-                });
+                }));
             } else {
                 let Some(id) = r.get::<_, Option<String>>(3)? else {
                     continue;
                 };
                 let Some(depth) = r.get::<_, Option<i64>>(7)? else {
                     // A dangling summary item (row missing): keep it as an opaque item.
-                    items.push(Item {
+                    items.push(Box::new(Item {
                         r: ItemRef::Summary(id),
                         tokens: 0,
                         db_ordinal: Some(ordinal),
                         role: None,
                         created_at: None,
                         summary: None,
-                    });
+                    }));
                     continue;
                 };
-                items.push(Item {
+                items.push(Box::new(Item {
                     r: ItemRef::Summary(id),
                     tokens: r.get::<_, Option<i64>>(8)?.unwrap_or(0).max(0),
                     db_ordinal: Some(ordinal),
@@ -132,19 +156,48 @@ impl LiveContext {
                         descendant_token_count: r.get::<_, Option<i64>>(13)?.unwrap_or(0),
                         source_message_token_count: r.get::<_, Option<i64>>(14)?.unwrap_or(0),
                     }),
-                });
+                }));
             }
         }
-        Ok(LiveContext {
+        Ok(LiveContext::new(conversation_id, items, last))
+    }
+
+    pub fn new(conversation_id: i64, items: Vec<Box<Item>>, last_db_ordinal: i64) -> LiveContext {
+        let total_tokens = items.iter().map(|i| i.tokens).sum();
+        LiveContext {
             conversation_id,
             items,
-            last_db_ordinal: last,
-        })
+            last_db_ordinal,
+            total_tokens,
+        }
+    }
+
+    /// The live items as the API lists them.
+    pub fn entries(&self) -> Vec<ContextEntry> {
+        self.items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| ContextEntry {
+                ordinal: item.db_ordinal.unwrap_or(i as i64),
+                kind: if item.is_message() { "message" } else { "summary" },
+                message_id: match item.r {
+                    ItemRef::Message(id) => Some(id),
+                    _ => None,
+                },
+                summary_id: match &item.r {
+                    ItemRef::Summary(id) => Some(id.clone()),
+                    _ => None,
+                },
+                role: item.role.clone(),
+                depth: item.depth(),
+                tokens: item.tokens,
+            })
+            .collect()
     }
 
     /// Σ stored tokens of the live items.
     pub fn stored_tokens(&self) -> i64 {
-        self.items.iter().map(|i| i.tokens).sum()
+        self.total_tokens
     }
 
     /// Index of the first protected item: the last `freshTailCount` raw messages, extended
@@ -154,20 +207,26 @@ impl LiveContext {
         if fresh_tail_count <= 0 {
             return self.items.len();
         }
-        let messages: Vec<usize> = (0..self.items.len()).filter(|&i| self.items[i].is_message()).collect();
-        if messages.is_empty() {
-            return self.items.len();
+        // Walk back from the newest item: O(tail), whatever the length of the history.
+        let mut counted = 0;
+        let mut start = None;
+        let mut user_seen = false;
+        for i in (0..self.items.len()).rev() {
+            let item = &self.items[i];
+            if !item.is_message() {
+                continue;
+            }
+            counted += 1;
+            user_seen |= item.role.as_deref() == Some("user");
+            if counted <= fresh_tail_count {
+                start = Some(i);
+            }
+            if counted >= fresh_tail_count && user_seen {
+                return start.map_or(i, |s| s.min(i));
+            }
         }
-        let first_protected = messages.len().saturating_sub(fresh_tail_count as usize);
-        let mut start = messages[first_protected];
-        if let Some(&newest_user) = messages
-            .iter()
-            .rev()
-            .find(|&&i| self.items[i].role.as_deref() == Some("user"))
-        {
-            start = start.min(newest_user);
-        }
-        start
+        // Fewer messages than the tail, or no user message: everything from the first message.
+        start.unwrap_or(self.items.len())
     }
 
     /// Raw-message tokens outside the fresh tail (the leaf trigger's measure).
@@ -246,7 +305,7 @@ impl LiveContext {
     /// `only_depth` restricts the search to one input depth.
     pub fn condensation_candidate(&self, config: &Config, hard: bool, only_depth: Option<i64>) -> Option<(i64, Chunk)> {
         let end = self.tail_start(config.fresh_tail_count);
-        let mut depths: Vec<i64> = self.items[..end].iter().filter_map(Item::depth).collect();
+        let mut depths: Vec<i64> = self.items[..end].iter().filter_map(|i| i.depth()).collect();
         depths.sort_unstable();
         depths.dedup();
         depths
@@ -277,12 +336,14 @@ impl LiveContext {
     }
 
     /// Replaces the chunk with one new summary item (not yet in the database).
-    pub fn replace(&mut self, chunk: &Chunk, item: Item) -> Vec<Item> {
-        let removed: Vec<Item> = self
+    pub fn replace(&mut self, chunk: &Chunk, item: Item) {
+        self.total_tokens += item.tokens;
+        for removed in self
             .items
-            .splice(chunk.start..chunk.start + chunk.len, [item])
-            .collect();
-        removed
+            .splice(chunk.start..chunk.start + chunk.len, [Box::new(item)])
+        {
+            self.total_tokens -= removed.tokens;
+        }
     }
 }
 
@@ -321,11 +382,7 @@ mod tests {
     }
 
     fn ctx(items: Vec<Item>) -> LiveContext {
-        LiveContext {
-            conversation_id: 1,
-            items,
-            last_db_ordinal: 0,
-        }
+        LiveContext::new(1, items.into_iter().map(Box::new).collect(), 0)
     }
 
     fn config(tail: i64, chunk: i64) -> Config {

@@ -91,7 +91,8 @@ pub fn write_passes(
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
 
     // 1. The items from `first_changed` on must be exactly those the passes were planned on.
-    let mut created_at: std::collections::HashMap<ItemRef, String> = std::collections::HashMap::new();
+    // `created_at` of each row from `first_changed` on, by ordinal, to carry it over.
+    let mut created_at: Vec<String> = Vec::new();
     {
         let mut stmt = tx.prepare_cached(
             "SELECT ordinal, item_type, message_id, summary_id, created_at FROM context_items
@@ -109,7 +110,7 @@ pub fn write_passes(
             };
             match (expected.next(), actual) {
                 (Some((o, want)), Some(got)) if *o == ordinal && *want == got => {
-                    created_at.insert(got, r.get(4)?);
+                    created_at.push(r.get(4)?);
                 }
                 _ => return Err(stale(cid)),
             }
@@ -178,7 +179,11 @@ pub fn write_passes(
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         )?;
         for (i, item) in ctx.items.iter().enumerate().skip(first_changed as usize) {
-            let at = created_at.get(&item.r).map(String::as_str).unwrap_or(&now);
+            let at = item
+                .db_ordinal
+                .and_then(|o| created_at.get((o - first_changed) as usize))
+                .map(String::as_str)
+                .unwrap_or(&now);
             match &item.r {
                 ItemRef::Message(id) => insert.execute(params![cid, i as i64, "message", id, None::<String>, at])?,
                 ItemRef::Summary(id) => insert.execute(params![cid, i as i64, "summary", None::<i64>, id, at])?,

@@ -235,7 +235,7 @@ describe('compact', () => {
     const idle = await engine.compact(conversationId, stub, { tokenBudget: 10_000_000 })
     expect(idle).toMatchObject({ actionTaken: false, stopReason: 'below-threshold' })
     const r = await engine.compact(conversationId, stub, { tokenBudget: 100 })
-    expect(r).toMatchObject({ actionTaken: true, leafPasses: 2, stopReason: 'max-iterations' })
+    expect(r).toMatchObject({ actionTaken: true, leafPasses: 2, stopReason: 'max-iterations', passesByLevel: { normal: 2 } })
     expect(r.createdSummaryIds).toHaveLength(2)
     await engine.close()
   })

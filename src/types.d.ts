@@ -235,6 +235,8 @@ export interface SweepResult {
   /** Condensed passes by the depth they produced, e.g. `{ "1": 3, "2": 1 }`. */
   condensedPasses: Record<string, number>
   createdSummaryIds: string[]
+  /** Passes by how their summary was obtained. */
+  passesByLevel: Partial<Record<'normal' | 'aggressive' | 'fallback' | 'capped', number>>
   fallbackSummaries: number
   stopReason: 'below-threshold' | 'no-candidates' | 'no-progress' | 'max-iterations' | 'deadline' | 'auth-failure'
   authFailure: boolean

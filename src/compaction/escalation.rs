@@ -24,6 +24,17 @@ pub enum Level {
     Capped,
 }
 
+impl Level {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Level::Normal => "normal",
+            Level::Aggressive => "aggressive",
+            Level::Fallback => "fallback",
+            Level::Capped => "capped",
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Escalated {
     pub content: String,

@@ -134,6 +134,8 @@ pub struct SweepResult {
     /// Condensed passes by the depth they produced (`{ "1": 3, "2": 1 }`).
     pub condensed_passes: BTreeMap<i64, i64>,
     pub created_summary_ids: Vec<String>,
+    /// Passes by how their summary was obtained (`normal`, `aggressive`, `fallback`, `capped`).
+    pub passes_by_level: BTreeMap<&'static str, i64>,
     pub fallback_summaries: i64,
     pub stop_reason: StopReason,
     pub auth_failure: bool,
@@ -601,6 +603,7 @@ pub async fn compact(
         leaf_passes: 0,
         condensed_passes: BTreeMap::new(),
         created_summary_ids: Vec::new(),
+        passes_by_level: BTreeMap::new(),
         fallback_summaries: 0,
         stop_reason: StopReason::NoCandidates,
         auth_failure: false,
@@ -647,6 +650,9 @@ pub async fn compact(
             match pass.kind {
                 SummaryKind::Leaf => result.leaf_passes += 1,
                 SummaryKind::Condensed => *result.condensed_passes.entry(pass.depth).or_insert(0) += 1,
+            }
+            if let Some(level) = pass.level {
+                *result.passes_by_level.entry(level.as_str()).or_insert(0) += 1;
             }
             if pass.level == Some(Level::Fallback) {
                 result.fallback_summaries += 1;

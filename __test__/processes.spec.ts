@@ -68,4 +68,11 @@ describe('processes', () => {
     expect(conv.summaryCount).toBeGreaterThan(0)
     await engine.close()
   })
+
+  it('a never-settling summarizer promise collected by the GC still ends in E_TIMEOUT', async () => {
+    const r = await run(['--expose-gc', join(ROOT, '__test__/child/gc-timeout.cjs')])
+    expect(r.code, r.stderr).toBe(0)
+    expect(r.stdout.trim()).toBe('E_TIMEOUT')
+  })
 })
+

@@ -305,8 +305,13 @@ impl Summarizer for JsSummarizer {
             );
         }
         Box::pin(async move {
-            rx.await
-                .unwrap_or_else(|_| Err(SummarizerFailure::Failed("its result was lost".into())))
+            match rx.await {
+                Ok(result) => result,
+                // Every holder of the sender is gone: V8 collected a promise that can never
+                // settle, together with our handlers. It will never answer: wait for the
+                // summary timeout, as for any promise that never resolves.
+                Err(_) => std::future::pending().await,
+            }
         })
     }
 

@@ -68,3 +68,50 @@ export async function rejection(p: Promise<unknown>): Promise<Error & { code?: s
   }
   throw new Error('expected the promise to reject')
 }
+
+interface LooseMessage {
+  role: string
+  content: unknown
+  toolCallId?: string
+}
+
+/**
+ * Checks a message sequence the way a strict provider (Anthropic's Messages API) does and
+ * returns the first violation, or null when it would be accepted: the first message is the
+ * user's; no content is empty; every tool result directly follows the assistant message that
+ * made the call, once; every call is answered right after it; no call id is used twice.
+ * Written independently of the Rust repair so that each checks the other.
+ */
+export function strictProviderProblem(messages: LooseMessage[]): string | null {
+  if (messages.length > 0 && messages[0].role !== 'user') return `the first message is ${messages[0].role}, not user`
+  const everyCall = new Set<string>()
+  let i = 0
+  while (i < messages.length) {
+    const m = messages[i]
+    const blocks = Array.isArray(m.content) ? (m.content as Record<string, unknown>[]) : null
+    const empty = typeof m.content === 'string' ? m.content.trim() === '' : !blocks || blocks.length === 0
+    if (empty) return `message ${i} (${m.role}) has empty content`
+    if (m.role === 'user') {
+      i++
+      continue
+    }
+    if (m.role !== 'assistant') return `message ${i}: a ${m.role} that does not follow an assistant's call`
+    const calls = (blocks ?? []).filter((b) => b.type === 'toolCall').map((b) => String(b.id))
+    for (const id of calls) {
+      if (everyCall.has(id)) return `message ${i}: tool call id ${id} used twice`
+      everyCall.add(id)
+    }
+    i++
+    const answered = new Set<string>()
+    while (i < messages.length && messages[i].role === 'toolResult') {
+      const id = String(messages[i].toolCallId)
+      if (!calls.includes(id)) return `message ${i}: result for ${id}, which the assistant before it did not call`
+      if (answered.has(id)) return `message ${i}: second result for ${id}`
+      answered.add(id)
+      i++
+    }
+    const missing = calls.find((id) => !answered.has(id))
+    if (missing) return `tool call ${missing} has no result right after it`
+  }
+  return null
+}

@@ -1,6 +1,6 @@
 // lcm-native benchmarks (plain node). Prints a table per section and writes JSON.
 //
-//   node bench/run.mjs [--only ingest,migrate,compact] [--sizes 1000,10000,50000]
+//   node bench/run.mjs [--only ingest,migrate,compact,assemble] [--sizes 1000,10000,50000]
 //                      [--legacy-sizes 10000,100000,1000000] [--out bench/out/results.json]
 //
 // Speed targets are measured here and reported, never asserted in `npm test`.
@@ -22,7 +22,7 @@ function arg(name, fallback) {
   const i = process.argv.indexOf(`--${name}`)
   return i > 0 ? process.argv[i + 1] : fallback
 }
-const only = arg('only', 'ingest,migrate,compact').split(',')
+const only = arg('only', 'ingest,migrate,compact,assemble').split(',')
 const sizes = arg('sizes', '1000,10000,50000').split(',').map(Number)
 const legacySizes = arg('legacy-sizes', '10000,100000,1000000').split(',').map(Number)
 const outFile = arg('out', join(ROOT, 'bench', 'out', 'results.json'))
@@ -175,9 +175,52 @@ async function benchCompact() {
   table('compact (full sweep, stub summarizer, default config)', ['N', 'passes (leaf + condensed)', 'wall ms', 'summarizer ms', 'bookkeeping ms', 'bookkeeping ms/pass', 'max loop delay ms', 'tokens'], rows)
 }
 
+function percentile(sorted, p) {
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]
+}
+
+async function timeAssemble(engine, conversationId, runs) {
+  const times = []
+  let last
+  const [, maxDelay] = await withLoopDelay(async () => {
+    for (let i = 0; i < runs; i++) {
+      const t0 = process.hrtime.bigint()
+      last = await engine.assemble(conversationId, { tokenBudget: 128000 })
+      times.push(ms(process.hrtime.bigint() - t0))
+    }
+  })
+  times.sort((a, b) => a - b)
+  return { median: percentile(times, 50), p99: percentile(times, 99), maxDelay, result: last }
+}
+
+async function benchAssemble() {
+  results.assemble = []
+  const rows = []
+  const stub = async (_p, r) => `STUB ${r.kind} d${r.depth} of ${r.inputCount} inputs.\nExpand for details about: stub.`
+  for (const n of sizes) {
+    const dir = tmp()
+    const engine = await LcmEngine.open({ dbPath: join(dir, 'assemble.db'), maxSweepIterations: 1_000_000, sweepDeadlineMs: 3_600_000 })
+    const messages = conversation(n, 31)
+    let conversationId = 0
+    for (let i = 0; i < n; i += 1000) ({ conversationId } = await engine.ingest({ sessionId: 'a' }, messages.slice(i, i + 1000)))
+    const record = (state, t) => {
+      const s = t.result.stats
+      results.assemble.push({ n, state, medianMs: t.median, p99Ms: t.p99, maxEventLoopDelayMs: t.maxDelay, liveItems: s.totalContextItems, emitted: t.result.messages.length, estimatedTokens: t.result.estimatedTokens })
+      rows.push([n.toLocaleString('en-US'), state, s.totalContextItems.toLocaleString('en-US'), t.result.messages.length, t.result.estimatedTokens.toLocaleString('en-US'), t.median.toFixed(3), t.p99.toFixed(3), t.maxDelay.toFixed(1)])
+    }
+    if (n === Math.max(...sizes)) record('uncompacted', await timeAssemble(engine, conversationId, 50))
+    await engine.compact(conversationId, stub, { tokenBudget: 128000, force: true })
+    record('compacted', await timeAssemble(engine, conversationId, 300))
+    await engine.close()
+    rmSync(dir, { recursive: true, force: true })
+  }
+  table('assemble (128k budget)', ['N', 'state', 'live items', 'messages out', 'tokens out', 'median ms', 'p99 ms', 'max loop delay ms'], rows)
+}
+
 if (only.includes('ingest')) await benchIngest()
 if (only.includes('migrate')) await benchMigrate()
 if (only.includes('compact')) await benchCompact()
+if (only.includes('assemble')) await benchAssemble()
 
 results.finishedAt = new Date().toISOString()
 mkdirSync(dirname(outFile), { recursive: true })

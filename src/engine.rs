@@ -92,6 +92,17 @@ impl Engine {
             .read(|conn| summaries::list(conn, conversation_id, depth))
     }
 
+    /// The context for the next turn, within `options.token_budget`.
+    pub fn assemble(
+        &self,
+        conversation_id: i64,
+        options: &crate::assemble::AssembleOptions,
+    ) -> Result<crate::assemble::Assembled> {
+        self.deps
+            .pool
+            .read(|conn| crate::assemble::assemble(conn, &self.deps.config, conversation_id, options))
+    }
+
     /// The live context items in order.
     pub fn context(&self, conversation_id: i64) -> Result<Vec<crate::compaction::model::ContextEntry>> {
         self.deps.pool.read(|conn| {

@@ -4,6 +4,7 @@
 //! converts JS values in, runs the core off Node's main thread (tokio's blocking pool), and
 //! turns core errors into JS errors with a stable `code`.
 
+pub mod assemble;
 pub mod compaction;
 pub mod config;
 pub mod db;
@@ -426,6 +427,20 @@ fn opt_int(options: &Option<Value>, key: &str, default: i64, min: i64) -> error:
     }
 }
 
+/// An optional integer option ≥ `min`: `None` when absent or null.
+fn maybe_int(options: &Option<Value>, key: &str, min: i64) -> error::Result<Option<i64>> {
+    match options.as_ref().and_then(|o| o.get(key)) {
+        None | Some(Value::Null) => Ok(None),
+        Some(_) => opt_int(options, key, 0, min).map(Some),
+    }
+}
+
+/// The required `tokenBudget` option (a positive integer).
+fn token_budget(options: &Option<Value>) -> error::Result<i64> {
+    maybe_int(options, "tokenBudget", 1)?
+        .ok_or_else(|| LcmError::invalid_input("`tokenBudget` is required (a positive integer)"))
+}
+
 /// Creates the lcm-native schema in `dbPath`, or upgrades a lossless-claw database in place
 /// (one transaction). A second run does nothing and says so (`upToDate`).
 #[napi(ts_return_type = "Promise<MigrationReport>")]
@@ -551,10 +566,7 @@ impl LcmEngine {
         CoreTask::new(move || {
             let id = parse_id(&required(conversation_id, "conversationId")?)?;
             let options = optional(options, "options")?;
-            let depth = match options.as_ref().and_then(|o| o.get("depth")) {
-                None | Some(Value::Null) => None,
-                Some(_) => Some(opt_int(&options, "depth", 0, 0)?),
-            };
+            let depth = maybe_int(&options, "depth", 0)?;
             to_json(&engine.summaries(id, depth)?)
         })
     }
@@ -617,12 +629,7 @@ impl LcmEngine {
         spawn_coded(env, async move {
             let id = parse_id(&required(conversation_id, "conversationId")?)?;
             let options = Some(required(options, "options")?);
-            let token_budget = opt_int(&options, "tokenBudget", -1, 1)?;
-            if token_budget < 1 {
-                return Err(LcmError::invalid_input(
-                    "`tokenBudget` is required (a positive integer)",
-                ));
-            }
+            let token_budget = token_budget(&options)?;
             let force = match options.as_ref().and_then(|o| o.get("force")) {
                 None | Some(Value::Null) => false,
                 Some(Value::Bool(b)) => *b,
@@ -636,6 +643,40 @@ impl LcmEngine {
                 pass,
             };
             to_json(&engine.compact(id, summarizer, sweep).await?)
+        })
+    }
+
+    /// The context for the next turn within `tokenBudget`: the fresh tail always, older items
+    /// evicted oldest first, summaries presented as `<summary …>` XML (or one markdown
+    /// section), raw messages rebuilt in the host's shapes, tool calls and results paired.
+    #[napi(ts_return_type = "Promise<AssembleResult>")]
+    pub fn assemble(
+        &self,
+        #[napi(ts_arg_type = "number")] conversation_id: JsonArg,
+        #[napi(ts_arg_type = "AssembleOptions")] options: JsonArg,
+    ) -> AsyncTask<CoreTask<JsonText>> {
+        let engine = self.inner.clone();
+        CoreTask::new(move || {
+            let id = parse_id(&required(conversation_id, "conversationId")?)?;
+            let options = Some(required(options, "options")?);
+            let token_budget = token_budget(&options)?;
+            let fresh_tail_count = maybe_int(&options, "freshTailCount", 0)?;
+            let presentation = match options.as_ref().and_then(|o| o.get("presentation")) {
+                None | Some(Value::Null) => None,
+                Some(Value::String(p)) if p == "xml" => Some(config::Presentation::Xml),
+                Some(Value::String(p)) if p == "markdown" => Some(config::Presentation::Markdown),
+                Some(v) => {
+                    return Err(LcmError::invalid_input(format!(
+                        "`presentation` must be \"xml\" or \"markdown\", got {v}"
+                    )))
+                }
+            };
+            let opts = assemble::AssembleOptions {
+                token_budget,
+                fresh_tail_count,
+                presentation,
+            };
+            to_json(&engine.assemble(id, &opts)?)
         })
     }
 
@@ -660,16 +701,8 @@ impl LcmEngine {
         CoreTask::new(move || {
             let id = parse_id(&required(conversation_id, "conversationId")?)?;
             let options = Some(required(options, "options")?);
-            let budget = opt_int(&options, "tokenBudget", -1, 1)?;
-            if budget < 1 {
-                return Err(LcmError::invalid_input(
-                    "`tokenBudget` is required (a positive integer)",
-                ));
-            }
-            let observed = match options.as_ref().and_then(|o| o.get("observedTokens")) {
-                None | Some(Value::Null) => None,
-                Some(_) => Some(opt_int(&options, "observedTokens", 0, 0)?),
-            };
+            let budget = token_budget(&options)?;
+            let observed = maybe_int(&options, "observedTokens", 0)?;
             to_json(&engine.evaluate(id, budget, observed)?)
         })
     }

@@ -40,6 +40,67 @@ pub fn estimate(text: &str) -> i64 {
     q.div_ceil(4) as i64
 }
 
+/// Estimated tokens of the JSON text of `value` (what the plugin estimates for block content),
+/// counted as it is serialized instead of materializing the string.
+pub fn estimate_json(value: &serde_json::Value) -> i64 {
+    let mut counter = QuarterCounter::default();
+    // Writing to the counter cannot fail, and a `Value` always serializes.
+    let _ = serde_json::to_writer(&mut counter, value);
+    counter.quarters.div_ceil(4) as i64
+}
+
+/// An `io::Write` that sums code-point weights of the UTF-8 written to it.
+#[derive(Default)]
+struct QuarterCounter {
+    quarters: u64,
+    /// The start of a code point split across two writes.
+    pending: Vec<u8>,
+}
+
+impl QuarterCounter {
+    fn count(&mut self, bytes: &[u8]) -> usize {
+        match std::str::from_utf8(bytes) {
+            Ok(text) => {
+                self.quarters += if text.is_ascii() {
+                    text.len() as u64
+                } else {
+                    text.chars().map(quarters).sum()
+                };
+                bytes.len()
+            }
+            Err(e) => {
+                let valid = e.valid_up_to();
+                self.count(&bytes[..valid]);
+                valid
+            }
+        }
+    }
+}
+
+impl std::io::Write for QuarterCounter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.pending.is_empty() {
+            let used = self.count(buf);
+            self.pending.extend_from_slice(&buf[used..]);
+        } else {
+            let mut joined = std::mem::take(&mut self.pending);
+            joined.extend_from_slice(buf);
+            let used = self.count(&joined);
+            self.pending.extend_from_slice(&joined[used..]);
+        }
+        // A stray invalid byte (never produced by serde_json) must not grow `pending` forever.
+        if self.pending.len() > 3 {
+            self.quarters += self.pending.len() as u64;
+            self.pending.clear();
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// The longest prefix of `text` (cut at a char boundary) whose estimate is at most `max_tokens`.
 pub fn truncate_to_tokens(text: &str, max_tokens: i64) -> &str {
     if max_tokens <= 0 {
@@ -77,6 +138,26 @@ mod tests {
         assert_eq!(estimate("😀"), 2);
         assert_eq!(estimate("é"), 1);
         assert_eq!(estimate("a中😀"), 4); // 0.25 + 1.5 + 2 = 3.75
+    }
+
+    #[test]
+    fn the_json_estimate_equals_the_estimate_of_the_serialized_text() {
+        let values = [
+            serde_json::json!([{"type": "text", "text": "plain"}]),
+            serde_json::json!([{"type": "toolCall", "id": "c1", "name": "bash", "arguments": {"cmd": "echo \"中文\"\n😀\t\u{1}"}}]),
+            serde_json::json!({"nested": [1, 2.5, null, true, "한국어 é"]}),
+        ];
+        for v in &values {
+            assert_eq!(estimate_json(v), estimate(&v.to_string()), "{v}");
+        }
+        // Code points split across writes are counted once, whole.
+        use std::io::Write;
+        let text = "a中😀é".repeat(7);
+        let mut counter = QuarterCounter::default();
+        for b in text.as_bytes() {
+            counter.write_all(std::slice::from_ref(b)).unwrap();
+        }
+        assert_eq!(counter.quarters.div_ceil(4) as i64, estimate(&text));
     }
 
     #[test]

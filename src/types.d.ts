@@ -240,6 +240,12 @@ export interface SweepResult {
   fallbackSummaries: number
   stopReason: 'below-threshold' | 'no-candidates' | 'no-progress' | 'max-iterations' | 'deadline' | 'auth-failure'
   authFailure: boolean
+  /**
+   * True when the normal fanout found nothing to condense while the context was still over the
+   * threshold (leaf summaries too large for `leafMinFanout` of them to fit one
+   * `leafChunkTokens` chunk), and the sweep went on with `condensedMinFanoutHard`.
+   */
+  relaxedFanout: boolean
   durationMs: number
   /** Time spent waiting for the summarizer; `durationMs − summarizerMs` is bookkeeping. */
   summarizerMs: number
@@ -313,5 +319,60 @@ export interface ContextEntry {
   depth?: number
   /** Stored token count. */
   tokens: number
+}
+
+export interface AssembleOptions {
+  /** The model's context budget for these messages. */
+  tokenBudget: number
+  /** Overrides the configured fresh tail for this call. */
+  freshTailCount?: number
+  /** Overrides the configured presentation of summaries. */
+  presentation?: 'xml' | 'markdown'
+}
+
+/** A message of the assembled context, in the host's shapes. */
+export type AssembledMessage =
+  | { role: 'user'; content: string | ContentBlock[] }
+  | {
+      role: 'assistant'
+      content: ContentBlock[]
+      usage: {
+        input: number
+        output: number
+        cacheRead: number
+        cacheWrite: number
+        totalTokens: number
+        cost: { input: number; output: number; cacheRead: number; cacheWrite: number; total: number }
+      }
+    }
+  | { role: 'toolResult'; content: ContentBlock[]; toolCallId: string; toolName: string; isError?: boolean }
+
+export interface AssembleStats {
+  /** Live items of each kind, before the budget is applied. */
+  rawMessageCount: number
+  summaryCount: number
+  totalContextItems: number
+  /** Live items emitted, and those evicted (oldest first) with their stored tokens. */
+  keptItems: number
+  evictedItems: number
+  evictedTokens: number
+  freshTailItems: number
+  freshTailTokens: number
+  /** True when the fresh tail alone exceeds the budget; it is kept anyway. */
+  freshTailOverBudget: boolean
+  /** True when the kept messages began inside a turn and a short user note saying so was put first. */
+  turnStartOmitted: boolean
+  /** Pairing repair. */
+  orphanResultsDropped: number
+  syntheticResults: number
+  duplicateCallsRemoved: number
+  emptyMessagesDropped: number
+}
+
+export interface AssembleResult {
+  messages: AssembledMessage[]
+  /** Estimated tokens of what is emitted, summary wrappers included. */
+  estimatedTokens: number
+  stats: AssembleStats
 }
 

@@ -14,7 +14,7 @@ pub mod verify;
 pub mod write;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -24,6 +24,7 @@ use serde::Serialize;
 
 use crate::config::Config;
 use crate::db::pool::Pool;
+use crate::db::totals;
 use crate::error::{LcmError, Result};
 use crate::prompts::{PromptSet, PromptVars};
 use crate::store::conversations::{self, SchemaFlags};
@@ -139,6 +140,9 @@ pub struct SweepResult {
     pub fallback_summaries: i64,
     pub stop_reason: StopReason,
     pub auth_failure: bool,
+    /// True when the normal fanout found nothing to condense while the context was still over
+    /// the threshold, and the sweep went on with `condensedMinFanoutHard`.
+    pub relaxed_fanout: bool,
     pub duration_ms: f64,
     /// Time spent waiting for the summarizer; `durationMs − summarizerMs` is bookkeeping.
     pub summarizer_ms: f64,
@@ -607,6 +611,7 @@ pub async fn compact(
         fallback_summaries: 0,
         stop_reason: StopReason::NoCandidates,
         auth_failure: false,
+        relaxed_fanout: false,
         duration_ms: 0.0,
         summarizer_ms: 0.0,
     };
@@ -620,7 +625,21 @@ pub async fn compact(
     // A hard stop ends the sweep; otherwise it ends when the condensation phase ends.
     let mut stop: Option<StopReason> = None;
     let mut phase_end = StopReason::NoCandidates;
-    'phases: for phase in [SummaryKind::Leaf, SummaryKind::Condensed] {
+    // Phase 3 relaxes the fanout to `condensedMinFanoutHard` when the normal fanout finds no
+    // run to condense while the context is still over the threshold (leaf summaries too large
+    // for `leafMinFanout` of them to fit one `leafChunkTokens` chunk): the sweep converges
+    // instead of stopping with the context over budget.
+    'phases: for (phase, relaxed) in [
+        (SummaryKind::Leaf, false),
+        (SummaryKind::Condensed, false),
+        (SummaryKind::Condensed, true),
+    ] {
+        if relaxed {
+            if hard || phase_end != StopReason::NoCandidates || run.live.stored_tokens() <= threshold {
+                break;
+            }
+            result.relaxed_fanout = true;
+        }
         loop {
             if passes >= config.max_sweep_iterations {
                 stop = Some(StopReason::MaxIterations);
@@ -633,7 +652,7 @@ pub async fn compact(
             let before = run.live.stored_tokens();
             let outcome = match phase {
                 SummaryKind::Leaf => run.leaf_pass().await,
-                SummaryKind::Condensed => run.condensed_pass(hard, None).await,
+                SummaryKind::Condensed => run.condensed_pass(hard || relaxed, None).await,
             };
             let Some(pass) = run.settle(outcome)? else {
                 phase_end = StopReason::NoCandidates;
@@ -722,24 +741,38 @@ pub fn evaluate(
     token_budget: i64,
     observed_tokens: Option<i64>,
 ) -> Result<Evaluation> {
+    // Cost O(fresh tail): the newest items are read only until the tail is known; everything
+    // else comes from the live totals the triggers keep. One snapshot for all of it.
+    let snapshot = conn.unchecked_transaction()?;
+    let conn: &rusqlite::Connection = &snapshot;
     conversations::get(conn, conversation_id)?;
-    let live = LiveContext::load(conn, conversation_id)?;
-    let stored = live.stored_tokens();
+    let totals = totals::load(conn, conversation_id)?;
+    let tail_count = config.fresh_tail_count;
+    let (mut counted, mut user_seen) = (0i64, false);
+    let (newest, _) = LiveContext::load_newest(conn, conversation_id, |item| {
+        if item.is_message() {
+            counted += 1;
+            user_seen |= item.role.as_deref() == Some("user");
+        }
+        tail_count > 0 && !(counted >= tail_count && user_seen)
+    })?;
+    let tail = newest.tail_start(tail_count);
+    let (tail_messages, tail_tokens) = newest.items[tail..]
+        .iter()
+        .filter(|i| i.is_message())
+        .fold((0i64, 0i64), |(n, t), i| (n + 1, t + i.tokens));
+    let stored = totals.tokens();
     let current = stored.max(observed_tokens.unwrap_or(0).max(0));
     let threshold = (config.context_threshold * token_budget as f64).floor() as i64;
-    let raw_outside = live.raw_tokens_outside_tail(config.fresh_tail_count);
-    let tail = live.tail_start(config.fresh_tail_count);
-    let raw_messages = live.items.iter().filter(|i| i.is_message()).count() as i64;
-    let summarizable = live.items[..tail].iter().filter(|i| i.is_message()).count() as i64;
+    let raw_messages = totals.items - totals.summaries;
+    let raw_outside = totals.message_tokens - tail_tokens;
+    let summarizable = raw_messages - tail_messages;
     let total_messages: i64 = conn
         .prepare_cached("SELECT count(*) FROM messages WHERE conversation_id = ?1")?
         .query_row([conversation_id], |r| r.get(0))?;
-    let covered: i64 = conn
-        .prepare_cached(
-            "SELECT count(DISTINCT sm.message_id) FROM summary_messages sm
-             JOIN summaries s ON s.summary_id = sm.summary_id WHERE s.conversation_id = ?1",
-        )?
-        .query_row([conversation_id], |r| r.get(0))?;
+    // Messages no longer live are covered by a summary (the lossless invariant; a seed-era
+    // database's compaction-event rows, never live, count here too).
+    let covered = (total_messages - raw_messages).max(0);
     let n = config.messages_per_summary;
     Ok(Evaluation {
         stored_tokens: stored,
@@ -755,12 +788,12 @@ pub fn evaluate(
         rolling: RollingTrigger {
             messages_since_last_summary: raw_messages,
             messages_per_summary: n,
-            covered_messages: covered.min(total_messages),
+            covered_messages: covered,
             summarizable_messages: summarizable,
             should_summarize: n > 0 && raw_messages >= n && summarizable > 0,
         },
-        live_items: live.items.len() as i64,
+        live_items: totals.items,
         raw_messages,
-        summaries: live.items.len() as i64 - raw_messages,
+        summaries: totals.summaries,
     })
 }

@@ -83,6 +83,69 @@ pub struct ContextEntry {
     pub tokens: i64,
 }
 
+/// The live items of a conversation with what the model needs of their rows.
+const ITEM_QUERY: &str = "SELECT ci.ordinal, ci.item_type, ci.message_id, ci.summary_id,
+        m.role, m.token_count, m.created_at,
+        s.depth, s.token_count, s.earliest_at, s.latest_at, s.created_at,
+        s.descendant_count, s.descendant_token_count, s.source_message_token_count
+ FROM context_items ci
+ LEFT JOIN messages m ON ci.item_type = 'message' AND m.message_id = ci.message_id
+ LEFT JOIN summaries s ON ci.item_type = 'summary' AND s.summary_id = ci.summary_id
+ WHERE ci.conversation_id = ?1";
+
+/// One row of `ITEM_QUERY`: its ordinal, and the item (`None` for a malformed row).
+fn item_from_row(r: &rusqlite::Row<'_>) -> Result<(i64, Option<Box<Item>>)> {
+    let ordinal: i64 = r.get(0)?;
+    let kind: String = r.get(1)?;
+    if kind == "message" {
+        let Some(id) = r.get::<_, Option<i64>>(2)? else {
+            return Ok((ordinal, None));
+        };
+        return Ok((
+            ordinal,
+            Some(Box::new(Item {
+                r: ItemRef::Message(id),
+                tokens: r.get::<_, Option<i64>>(5)?.unwrap_or(0).max(0),
+                db_ordinal: Some(ordinal),
+                role: r.get(4)?,
+                created_at: r.get(6)?,
+                summary: None,
+            })),
+        ));
+    }
+    let Some(id) = r.get::<_, Option<String>>(3)? else {
+        return Ok((ordinal, None));
+    };
+    let summary = match r.get::<_, Option<i64>>(7)? {
+        // A dangling summary item (row missing): kept as an opaque item.
+        None => None,
+        Some(depth) => Some(SummaryFacts {
+            depth,
+            earliest_at: r.get(9)?,
+            latest_at: r.get(10)?,
+            created_at: r.get(11)?,
+            descendant_count: r.get::<_, Option<i64>>(12)?.unwrap_or(0),
+            descendant_token_count: r.get::<_, Option<i64>>(13)?.unwrap_or(0),
+            source_message_token_count: r.get::<_, Option<i64>>(14)?.unwrap_or(0),
+        }),
+    };
+    Ok((
+        ordinal,
+        Some(Box::new(Item {
+            r: ItemRef::Summary(id),
+            tokens: if summary.is_some() {
+                r.get::<_, Option<i64>>(8)?.unwrap_or(0).max(0)
+            } else {
+                0
+            },
+            db_ordinal: Some(ordinal),
+            role: None,
+            created_at: None,
+            summary,
+        })),
+    ))
+}
+
 /// A contiguous run of items chosen for one pass.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Chunk {
@@ -95,71 +158,49 @@ pub struct Chunk {
 
 impl LiveContext {
     pub fn load(conn: &Connection, conversation_id: i64) -> Result<LiveContext> {
-        let mut stmt = conn.prepare_cached(
-            "SELECT ci.ordinal, ci.item_type, ci.message_id, ci.summary_id,
-                    m.role, m.token_count, m.created_at,
-                    s.depth, s.token_count, s.earliest_at, s.latest_at, s.created_at,
-                    s.descendant_count, s.descendant_token_count, s.source_message_token_count
-             FROM context_items ci
-             LEFT JOIN messages m ON ci.item_type = 'message' AND m.message_id = ci.message_id
-             LEFT JOIN summaries s ON ci.item_type = 'summary' AND s.summary_id = ci.summary_id
-             WHERE ci.conversation_id = ?1
-             ORDER BY ci.ordinal",
-        )?;
+        let sql = format!("{ITEM_QUERY} ORDER BY ci.ordinal");
+        let mut stmt = conn.prepare_cached(&sql)?;
         let mut items = Vec::new();
         let mut last = -1;
         let mut rows = stmt.query(params![conversation_id])?;
         while let Some(r) = rows.next()? {
-            let ordinal: i64 = r.get(0)?;
+            let (ordinal, item) = item_from_row(r)?;
             last = ordinal;
-            let kind: String = r.get(1)?;
-            if kind == "message" {
-                let Some(id) = r.get::<_, Option<i64>>(2)? else {
-                    continue;
-                };
-                items.push(Box::new(Item {
-                    r: ItemRef::Message(id),
-                    tokens: r.get::<_, Option<i64>>(5)?.unwrap_or(0).max(0),
-                    db_ordinal: Some(ordinal),
-                    role: r.get(4)?,
-                    created_at: r.get(6)?,
-                    summary: None,
-                }));
-            } else {
-                let Some(id) = r.get::<_, Option<String>>(3)? else {
-                    continue;
-                };
-                let Some(depth) = r.get::<_, Option<i64>>(7)? else {
-                    // A dangling summary item (row missing): keep it as an opaque item.
-                    items.push(Box::new(Item {
-                        r: ItemRef::Summary(id),
-                        tokens: 0,
-                        db_ordinal: Some(ordinal),
-                        role: None,
-                        created_at: None,
-                        summary: None,
-                    }));
-                    continue;
-                };
-                items.push(Box::new(Item {
-                    r: ItemRef::Summary(id),
-                    tokens: r.get::<_, Option<i64>>(8)?.unwrap_or(0).max(0),
-                    db_ordinal: Some(ordinal),
-                    role: None,
-                    created_at: None,
-                    summary: Some(SummaryFacts {
-                        depth,
-                        earliest_at: r.get(9)?,
-                        latest_at: r.get(10)?,
-                        created_at: r.get(11)?,
-                        descendant_count: r.get::<_, Option<i64>>(12)?.unwrap_or(0),
-                        descendant_token_count: r.get::<_, Option<i64>>(13)?.unwrap_or(0),
-                        source_message_token_count: r.get::<_, Option<i64>>(14)?.unwrap_or(0),
-                    }),
-                }));
-            }
+            items.extend(item);
         }
         Ok(LiveContext::new(conversation_id, items, last))
+    }
+
+    /// Reads live items newest first while `more` says so, and returns them (in order) as a
+    /// partial context, with the ordinal of the oldest item read. Reading stops as soon as
+    /// `more` returns false for an item (that item is included).
+    pub fn load_newest(
+        conn: &Connection,
+        conversation_id: i64,
+        mut more: impl FnMut(&Item) -> bool,
+    ) -> Result<(LiveContext, i64)> {
+        let sql = format!("{ITEM_QUERY} ORDER BY ci.ordinal DESC");
+        let mut stmt = conn.prepare_cached(&sql)?;
+        let mut items = Vec::new();
+        let mut last = -1;
+        let mut oldest = 0;
+        let mut rows = stmt.query(params![conversation_id])?;
+        while let Some(r) = rows.next()? {
+            let (ordinal, item) = item_from_row(r)?;
+            if last < 0 {
+                last = ordinal;
+            }
+            oldest = ordinal;
+            if let Some(item) = item {
+                let go_on = more(&item);
+                items.push(item);
+                if !go_on {
+                    break;
+                }
+            }
+        }
+        items.reverse();
+        Ok((LiveContext::new(conversation_id, items, last), oldest))
     }
 
     pub fn new(conversation_id: i64, items: Vec<Box<Item>>, last_db_ordinal: i64) -> LiveContext {
@@ -225,7 +266,7 @@ impl LiveContext {
                 return start.map_or(i, |s| s.min(i));
             }
         }
-        // Fewer messages than the tail, or no user message: everything from the first message.
+        // Fewer messages than the tail: all of them; no user message: the newest `fresh_tail_count`.
         start.unwrap_or(self.items.len())
     }
 

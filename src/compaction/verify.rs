@@ -5,6 +5,7 @@
 //!   the conversation in order with dense ordinals 0..n-1.
 //! - DAG facts: a condensed node's inputs share one depth, its depth is that + 1,
 //!   `descendant_count` = Σ(input + 1), and its range spans its inputs'.
+//! - The stored live totals equal the sums over the live items.
 //! - SQLite's own `integrity_check` and foreign keys.
 
 use std::collections::{HashMap, HashSet};
@@ -13,6 +14,7 @@ use rusqlite::{params, Connection};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+use crate::db::totals;
 use crate::error::Result;
 
 #[derive(Clone, Debug, Serialize)]
@@ -252,6 +254,7 @@ pub fn verify(conn: &Connection, only: Option<i64>) -> Result<VerifyReport> {
         if seqs.windows(2).any(|w| w[0] >= w[1]) {
             problems.push(format!("conversation {cid}: live items are not in chronological order"));
         }
+        problems.extend(totals::drift(conn, *cid)?);
     }
 
     Ok(VerifyReport {

@@ -91,11 +91,9 @@ pub fn write_passes(
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
 
     // 1. The items from `first_changed` on must be exactly those the passes were planned on.
-    // `created_at` of each row from `first_changed` on, by ordinal, to carry it over.
-    let mut created_at: Vec<String> = Vec::new();
     {
         let mut stmt = tx.prepare_cached(
-            "SELECT ordinal, item_type, message_id, summary_id, created_at FROM context_items
+            "SELECT ordinal, item_type, message_id, summary_id FROM context_items
              WHERE conversation_id = ?1 AND ordinal >= ?2 AND ordinal <= ?3 ORDER BY ordinal",
         )?;
         let mut rows = stmt.query(params![cid, first_changed, baseline.last_db_ordinal])?;
@@ -109,9 +107,7 @@ pub fn write_passes(
                 r.get::<_, Option<String>>(3)?.map(ItemRef::Summary)
             };
             match (expected.next(), actual) {
-                (Some((o, want)), Some(got)) if *o == ordinal && *want == got => {
-                    created_at.push(r.get(4)?);
-                }
+                (Some((o, want)), Some(got)) if *o == ordinal && *want == got => {}
                 _ => return Err(stale(cid)),
             }
         }
@@ -165,35 +161,45 @@ pub fn write_passes(
         }
     }
 
-    // 3. The context: items appended meanwhile (by ingest) move aside, the changed range is
-    //    rewritten from the model, and the appended items return after it.
+    // 3. The context, rewritten in place so that only real changes touch rows (and fire the
+    //    live-totals triggers): every item from `first_changed` on moves to a negative
+    //    temporary ordinal, consumed items are deleted, each run of survivors moves to its new
+    //    place in one UPDATE, items appended meanwhile (by ingest) follow the model, and the new
+    //    summaries are inserted into the gaps. Rows that stay keep their `created_at`.
     let final_len = ctx.items.len() as i64;
     let delta = final_len - (baseline.last_db_ordinal + 1);
-    tx.prepare_cached("UPDATE context_items SET ordinal = -1 - ordinal WHERE conversation_id = ?1 AND ordinal > ?2")?
-        .execute(params![cid, baseline.last_db_ordinal])?;
-    tx.prepare_cached("DELETE FROM context_items WHERE conversation_id = ?1 AND ordinal >= ?2 AND ordinal <= ?3")?
-        .execute(params![cid, first_changed, baseline.last_db_ordinal])?;
+    let plan = RewritePlan::of(baseline, ctx, first_changed);
+    tx.prepare_cached("UPDATE context_items SET ordinal = -1 - ordinal WHERE conversation_id = ?1 AND ordinal >= ?2")?
+        .execute(params![cid, first_changed])?;
     {
+        let mut delete = tx.prepare_cached(
+            "DELETE FROM context_items WHERE conversation_id = ?1 AND ordinal >= -1 - ?3 AND ordinal <= -1 - ?2",
+        )?;
+        for (from, to) in &plan.consumed {
+            delete.execute(params![cid, from, to])?;
+        }
+        let mut shift = tx.prepare_cached(
+            "UPDATE context_items SET ordinal = (-1 - ordinal) + ?4
+             WHERE conversation_id = ?1 AND ordinal >= -1 - ?3 AND ordinal <= -1 - ?2",
+        )?;
+        for (from, to, by) in &plan.survivors {
+            shift.execute(params![cid, from, to, by])?;
+        }
+        // Appended meanwhile: everything still negative lies after the baseline.
+        tx.prepare_cached(
+            "UPDATE context_items SET ordinal = (-1 - ordinal) + ?2 WHERE conversation_id = ?1 AND ordinal < 0",
+        )?
+        .execute(params![cid, delta])?;
         let mut insert = tx.prepare_cached(
-            "INSERT INTO context_items (conversation_id, ordinal, item_type, message_id, summary_id, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            "INSERT INTO context_items (conversation_id, ordinal, item_type, summary_id, created_at)
+             VALUES (?1, ?2, 'summary', ?3, ?4)",
         )?;
         for (i, item) in ctx.items.iter().enumerate().skip(first_changed as usize) {
-            let at = item
-                .db_ordinal
-                .and_then(|o| created_at.get((o - first_changed) as usize))
-                .map(String::as_str)
-                .unwrap_or(&now);
-            match &item.r {
-                ItemRef::Message(id) => insert.execute(params![cid, i as i64, "message", id, None::<String>, at])?,
-                ItemRef::Summary(id) => insert.execute(params![cid, i as i64, "summary", None::<i64>, id, at])?,
-            };
+            if let (None, ItemRef::Summary(id)) = (item.db_ordinal, &item.r) {
+                insert.execute(params![cid, i as i64, id, now])?;
+            }
         }
     }
-    tx.prepare_cached(
-        "UPDATE context_items SET ordinal = (-1 - ordinal) + ?2 WHERE conversation_id = ?1 AND ordinal < 0",
-    )?
-    .execute(params![cid, delta])?;
     tx.commit()?;
 
     for (i, item) in ctx.items.iter_mut().enumerate() {
@@ -201,6 +207,44 @@ pub fn write_passes(
     }
     ctx.last_db_ordinal = final_len - 1;
     Ok(())
+}
+
+/// How the rows from the first changed ordinal on move: inclusive ranges of baseline ordinals.
+#[derive(Debug, PartialEq, Eq)]
+struct RewritePlan {
+    /// Ranges the passes consumed (now covered by a new summary): deleted.
+    consumed: Vec<(i64, i64)>,
+    /// Runs of surviving items that move together: (from, to, shift to the new ordinal).
+    survivors: Vec<(i64, i64, i64)>,
+}
+
+impl RewritePlan {
+    fn of(baseline: &Baseline, ctx: &LiveContext, first_changed: i64) -> RewritePlan {
+        let mut survivors: Vec<(i64, i64, i64)> = Vec::new();
+        for (i, item) in ctx.items.iter().enumerate().skip(first_changed as usize) {
+            let Some(o) = item.db_ordinal else { continue };
+            let by = i as i64 - o;
+            match survivors.last_mut() {
+                Some((_, to, run_by)) if *to + 1 == o && *run_by == by => *to = o,
+                _ => survivors.push((o, o, by)),
+            }
+        }
+        let mut kept = survivors.iter().peekable();
+        let mut consumed: Vec<(i64, i64)> = Vec::new();
+        for (o, _) in baseline.items.iter().filter(|(o, _)| *o >= first_changed) {
+            while kept.peek().is_some_and(|(_, to, _)| to < o) {
+                kept.next();
+            }
+            if kept.peek().is_some_and(|(from, to, _)| from <= o && o <= to) {
+                continue;
+            }
+            match consumed.last_mut() {
+                Some((_, to)) if *to + 1 == *o => *to = *o,
+                _ => consumed.push((*o, *o)),
+            }
+        }
+        RewritePlan { consumed, survivors }
+    }
 }
 
 fn stale(cid: i64) -> LcmError {
@@ -233,6 +277,37 @@ pub fn summary_item(s: &NewSummary) -> super::model::Item {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn item(r: ItemRef, db_ordinal: Option<i64>) -> Box<super::super::model::Item> {
+        Box::new(super::super::model::Item {
+            r,
+            tokens: 1,
+            db_ordinal,
+            role: None,
+            created_at: None,
+            summary: None,
+        })
+    }
+
+    #[test]
+    fn the_rewrite_moves_runs_of_survivors_and_deletes_consumed_ranges() {
+        // Baseline 0..=9; the passes replaced 2..=5 by one summary and 7..=8 by another.
+        let baseline = Baseline {
+            items: (0..10).map(|o| (o, ItemRef::Message(o + 100))).collect(),
+            last_db_ordinal: 9,
+        };
+        let kept = |o: i64| item(ItemRef::Message(o + 100), Some(o));
+        let new = |id: &str| item(ItemRef::Summary(id.into()), None);
+        let ctx = LiveContext::new(1, vec![kept(0), kept(1), new("s1"), kept(6), new("s2"), kept(9)], 9);
+        let plan = RewritePlan::of(&baseline, &ctx, 2);
+        assert_eq!(
+            plan,
+            RewritePlan {
+                consumed: vec![(2, 5), (7, 8)],
+                survivors: vec![(6, 6, -3), (9, 9, -4)],
+            }
+        );
+    }
 
     #[test]
     fn summary_ids_have_the_plugin_shape_and_differ_for_equal_content() {

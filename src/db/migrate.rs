@@ -21,6 +21,7 @@ use super::schema::{
     FtsTable, ADDED_COLUMNS, FTS_SHADOW_SUFFIXES, FTS_TABLES, INDEXES, NATIVE_SCHEMA_STEP, NATIVE_SCHEMA_VERSION,
     TABLES,
 };
+use super::totals;
 use crate::error::{LcmError, Result};
 
 pub const STEP_DEPTHS: (&str, i64) = ("backfillSummaryDepths", 1);
@@ -45,6 +46,8 @@ pub struct MigrationReport {
     pub indexes_created: Vec<String>,
     pub backfills: Vec<BackfillReport>,
     pub fts_rebuilt: Vec<String>,
+    /// True when the live-context totals and their triggers were (re)installed and recomputed.
+    pub live_totals_rebuilt: bool,
     pub steps_recorded: Vec<String>,
     pub duration_ms: f64,
     /// One line saying what happened, for logs.
@@ -72,6 +75,7 @@ enum FtsState {
 struct Inspection {
     tables: HashSet<String>,
     indexes: HashSet<String>,
+    triggers: HashSet<String>,
     columns: HashMap<String, HashSet<String>>,
     steps: HashSet<(String, i64)>,
     fts: Vec<(&'static FtsTable, FtsState)>,
@@ -81,6 +85,7 @@ impl Inspection {
     fn read(conn: &Connection, trigram: bool) -> Result<Inspection> {
         let mut tables = HashSet::new();
         let mut indexes = HashSet::new();
+        let mut triggers = HashSet::new();
         let mut sql_of: HashMap<String, String> = HashMap::new();
         {
             let mut stmt = conn.prepare("SELECT type, name, COALESCE(sql, '') FROM sqlite_master")?;
@@ -95,6 +100,9 @@ impl Inspection {
                     }
                     "index" => {
                         indexes.insert(name);
+                    }
+                    "trigger" => {
+                        triggers.insert(name);
                     }
                     _ => {}
                 }
@@ -128,6 +136,7 @@ impl Inspection {
         Ok(Inspection {
             tables,
             indexes,
+            triggers,
             columns,
             steps,
             fts,
@@ -173,8 +182,13 @@ impl Inspection {
         }
     }
 
+    fn live_totals_ok(&self) -> bool {
+        self.tables.contains(totals::TABLE) && totals::TRIGGER_NAMES.iter().all(|t| self.triggers.contains(*t))
+    }
+
     fn nothing_to_do(&self) -> bool {
-        TABLES.iter().all(|(t, _)| self.tables.contains(*t))
+        self.live_totals_ok()
+            && TABLES.iter().all(|(t, _)| self.tables.contains(*t))
             && ADDED_COLUMNS.iter().all(|(t, c, _)| self.has_column(t, c))
             && INDEXES.iter().all(|(i, _)| self.indexes.contains(*i))
             && [STEP_DEPTHS, STEP_METADATA, STEP_FTS_FILL, STEP_SCHEMA]
@@ -299,6 +313,16 @@ fn apply(tx: &Connection, ins: &Inspection, report: &mut MigrationReport) -> Res
                 FtsState::Ok => unreachable!(),
             });
         }
+    }
+    if !ins.live_totals_ok() {
+        // Reinstall all of them and recompute: totals without their triggers are not trusted.
+        tx.execute_batch(totals::DDL)?;
+        for (name, ddl) in totals::triggers() {
+            tx.execute_batch(&format!("DROP TRIGGER IF EXISTS {name}"))?;
+            tx.execute_batch(&ddl)?;
+        }
+        tx.execute_batch(totals::REBUILD)?;
+        report.live_totals_rebuilt = true;
     }
     if !ins.has_step(STEP_FTS_FILL) {
         let mut rows = 0;

@@ -4,6 +4,7 @@ pub mod checkpoint;
 pub mod migrate;
 pub mod pool;
 pub mod schema;
+pub mod totals;
 
 use std::path::Path;
 use std::time::Duration;

@@ -248,14 +248,17 @@ pub fn load_parts(conn: &Connection, message_ids: &[i64]) -> Result<Vec<Vec<Stor
     let ids_json = serde_json::to_string(message_ids)?;
     let mut stmt = conn.prepare_cached(
         "SELECT p.message_id, p.part_id, p.part_type, p.text_content, p.tool_call_id, p.tool_name,
-                p.tool_input, p.tool_output, p.metadata
-         FROM json_each(?1) j JOIN message_parts p ON p.message_id = j.value
-         ORDER BY p.message_id, p.ordinal",
+                p.tool_input, p.tool_output, p.metadata, p.ordinal
+         FROM json_each(?1) j JOIN message_parts p ON p.message_id = j.value",
     )?;
+    // No ORDER BY: it made SQLite copy every row through a temporary B-tree. Each message's
+    // parts are ordered here instead (the (message_id, ordinal) index usually did it already).
+    let mut ordinals: Vec<Vec<i64>> = vec![Vec::new(); message_ids.len()];
     let mut rows = stmt.query([ids_json])?;
     while let Some(r) = rows.next()? {
         let mid: i64 = r.get(0)?;
         let metadata: Option<String> = r.get(8)?;
+        let ordinal: i64 = r.get(9)?;
         let part = StoredPart {
             part_id: r.get(1)?,
             part_type: r.get(2)?,
@@ -268,6 +271,14 @@ pub fn load_parts(conn: &Connection, message_ids: &[i64]) -> Result<Vec<Vec<Stor
         };
         if let Some(&i) = index.get(&mid) {
             out[i].push(part);
+            ordinals[i].push(ordinal);
+        }
+    }
+    for (parts, ords) in out.iter_mut().zip(&ordinals) {
+        if !ords.is_sorted() {
+            let mut paired: Vec<(i64, StoredPart)> = ords.iter().copied().zip(parts.drain(..)).collect();
+            paired.sort_by_key(|(o, _)| *o);
+            parts.extend(paired.into_iter().map(|(_, p)| p));
         }
     }
     Ok(out)

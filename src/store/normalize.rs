@@ -93,6 +93,10 @@ struct PartMeta<'a> {
     original_role: &'a str,
     #[serde(rename = "toolCallId", skip_serializing_if = "Option::is_none")]
     tool_call_id: Option<&'a str>,
+    #[serde(rename = "toolName", skip_serializing_if = "Option::is_none")]
+    tool_name: Option<&'a str>,
+    #[serde(rename = "isError", skip_serializing_if = "Option::is_none")]
+    is_error: Option<bool>,
     #[serde(rename = "rawType", skip_serializing_if = "Option::is_none")]
     raw_type: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -190,12 +194,24 @@ pub fn normalize(index: usize, msg: &Value) -> Result<NewMessage> {
 
     let host_role = role.host();
     let meta_call_id = (role == Role::ToolResult).then_some(message_call_id).flatten();
+    // A tool result's name and error flag, kept so assembly can hand them back.
+    let result_name = (role == Role::ToolResult)
+        .then(|| str_field(obj, &["toolName", "tool_name"]))
+        .flatten();
+    let is_error = match obj.get("isError") {
+        None | Some(Value::Null) => None,
+        Some(Value::Bool(b)) if role == Role::ToolResult => Some(*b),
+        Some(Value::Bool(_)) => None,
+        Some(other) => return Err(bad(format!("`isError` must be a boolean, got {}", kind_of(other)))),
+    };
     let content = obj.get("content").ok_or_else(|| bad("`content` is missing".into()))?;
     let (text, token_count, parts) = match content {
         Value::String(s) => {
             let meta = PartMeta {
                 original_role: host_role,
                 tool_call_id: meta_call_id,
+                tool_name: result_name,
+                is_error,
                 raw_type: None,
                 raw: None,
             };
@@ -203,7 +219,7 @@ pub fn normalize(index: usize, msg: &Value) -> Result<NewMessage> {
                 part_type: "text",
                 text_content: Some(s.clone()),
                 tool_call_id: meta_call_id.map(str::to_string),
-                tool_name: None,
+                tool_name: result_name.map(str::to_string),
                 tool_input: None,
                 tool_output: None,
                 metadata: serde_json::to_string(&meta)?,
@@ -243,6 +259,8 @@ pub fn normalize(index: usize, msg: &Value) -> Result<NewMessage> {
                 let meta = PartMeta {
                     original_role: host_role,
                     tool_call_id: meta_call_id,
+                    tool_name: result_name,
+                    is_error,
                     raw_type: Some(btype),
                     raw: (!plain_text).then_some(block),
                 };
@@ -250,7 +268,9 @@ pub fn normalize(index: usize, msg: &Value) -> Result<NewMessage> {
                     part_type,
                     text_content: text_content.map(str::to_string),
                     tool_call_id: tool_call_id.map(str::to_string),
-                    tool_name: str_field(b, &["name", "toolName", "tool_name"]).map(str::to_string),
+                    tool_name: str_field(b, &["name", "toolName", "tool_name"])
+                        .or(result_name)
+                        .map(str::to_string),
                     tool_input: json_field(b, &["arguments", "input"]),
                     tool_output: json_field(b, &["output"]),
                     metadata: serde_json::to_string(&meta)?,

@@ -98,6 +98,16 @@ fn assert_healthy(path: &str) {
         .query_row("SELECT count(*) FROM pragma_foreign_key_check", [], |r| r.get(0))
         .unwrap();
     assert_eq!(fk, 0, "foreign key violations");
+    let ids: Vec<i64> = conn
+        .prepare("SELECT conversation_id FROM conversations")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    for id in ids {
+        assert_eq!(totals::drift(&conn, id).unwrap(), None);
+    }
 }
 
 fn assert_values_match(actual: &[(String, Vec<Value>)], expected: &[(String, Vec<Value>)], columns: usize) {
@@ -238,7 +248,13 @@ fn lossless_claw_database_keeps_its_extra_tables_and_skips_recorded_backfills() 
         !r.backfills.iter().any(|b| b.step == "backfillSummaryDepths"),
         "recorded backfill re-ran"
     );
-    assert_eq!(schema(&path), schema_before, "the plugin's schema must stay untouched");
+    // The plugin's schema stays untouched; the only additions are lcm-native's live totals.
+    let (ours, theirs): (Vec<_>, Vec<_>) = schema(&path)
+        .into_iter()
+        .partition(|(name, _)| name == totals::TABLE || totals::TRIGGER_NAMES.contains(&name.as_str()));
+    assert_eq!(theirs, schema_before, "the plugin's schema must stay untouched");
+    assert_eq!(ours.len(), 1 + totals::TRIGGER_NAMES.len(), "{ours:?}");
+    assert!(r.live_totals_rebuilt);
     assert_eq!(summary_values(&path), values_before);
     let mut expected_counts = counts_before.clone();
     *expected_counts.last_mut().unwrap() += 2; // lcmNativeFtsBackfill + lcmNativeSchema

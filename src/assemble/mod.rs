@@ -1,0 +1,316 @@
+//! Assembly: each turn's context within a token budget.
+//!
+//! The fresh tail (the newest raw messages, back to the newest user message) is always kept;
+//! older items are evicted oldest first until the rest fits. Summaries are presented as the
+//! seed's XML wrapper (or one markdown section), raw messages are rebuilt from their parts,
+//! and the result goes through tool-call pairing repair. The cost follows what is emitted, not
+//! the length of the history: the live items are read newest first only until the budget is
+//! spent, three more queries read the rows of the kept ones, and the counts of everything
+//! evicted come from the live totals the triggers keep (`db::totals`).
+
+pub mod render;
+pub mod repair;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+
+use rusqlite::{params, Connection};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::compaction::model::{ItemRef, LiveContext};
+use crate::compaction::source;
+use crate::config::{Config, Presentation};
+use crate::db::totals;
+use crate::error::Result;
+use crate::store::conversations;
+use crate::store::messages::load_parts;
+use crate::store::normalize::Role;
+use crate::tokens;
+use render::{Msg, SummaryView};
+use repair::RepairStats;
+
+/// Put first when the kept messages begin inside a turn.
+pub const TURN_START_NOTE: &str =
+    "[lcm-native] The start of this turn is not shown: it did not fit the context budget.";
+
+#[derive(Clone, Debug)]
+pub struct AssembleOptions {
+    pub token_budget: i64,
+    pub fresh_tail_count: Option<i64>,
+    pub presentation: Option<Presentation>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AssembleStats {
+    /// Live items of each kind, before the budget is applied.
+    pub raw_message_count: i64,
+    pub summary_count: i64,
+    pub total_context_items: i64,
+    /// Live items emitted (before repair added or dropped messages).
+    pub kept_items: i64,
+    pub evicted_items: i64,
+    /// Stored tokens of the evicted items.
+    pub evicted_tokens: i64,
+    pub fresh_tail_items: i64,
+    pub fresh_tail_tokens: i64,
+    /// True when the fresh tail alone exceeds the budget (it is kept anyway).
+    pub fresh_tail_over_budget: bool,
+    /// True when the kept messages began inside a turn (an assistant message or tool result)
+    /// and a short user note saying so was put first, as strict providers require.
+    pub turn_start_omitted: bool,
+    #[serde(flatten)]
+    pub repair: RepairStats,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Assembled {
+    pub messages: Vec<Value>,
+    /// Estimated tokens of what is emitted, wrappers included.
+    pub estimated_tokens: i64,
+    pub stats: AssembleStats,
+}
+
+/// The rows of the kept items, read with a fixed number of queries.
+struct Loaded {
+    messages: HashMap<i64, (String, String)>,
+    parts: HashMap<i64, Vec<crate::store::messages::StoredPart>>,
+    summaries: HashMap<String, String>,
+}
+
+fn load(conn: &Connection, items: &[&crate::compaction::model::Item]) -> Result<Loaded> {
+    let message_ids: Vec<i64> = items
+        .iter()
+        .filter_map(|i| match i.r {
+            ItemRef::Message(id) => Some(id),
+            _ => None,
+        })
+        .collect();
+    let summary_ids: Vec<String> = items
+        .iter()
+        .filter_map(|i| match &i.r {
+            ItemRef::Summary(id) => Some(id.clone()),
+            _ => None,
+        })
+        .collect();
+    let mut messages = HashMap::with_capacity(message_ids.len());
+    if !message_ids.is_empty() {
+        let mut stmt = conn.prepare_cached(
+            "SELECT m.message_id, m.role, m.content FROM json_each(?1) j JOIN messages m ON m.message_id = j.value",
+        )?;
+        let mut rows = stmt.query(params![serde_json::to_string(&message_ids)?])?;
+        while let Some(r) = rows.next()? {
+            messages.insert(r.get(0)?, (r.get(1)?, r.get(2)?));
+        }
+    }
+    let parts = message_ids
+        .iter()
+        .copied()
+        .zip(load_parts(conn, &message_ids)?)
+        .collect();
+    let summaries = source::summary_contents(conn, &summary_ids)?
+        .into_iter()
+        .map(|(id, (content, _))| (id, content))
+        .collect();
+    Ok(Loaded {
+        messages,
+        parts,
+        summaries,
+    })
+}
+
+/// Builds the messages for items `from..` (before repair).
+fn build(live: &LiveContext, from: usize, loaded: &Loaded, config: &Config, presentation: Presentation) -> Vec<Msg> {
+    let mut out = Vec::new();
+    // Markdown presentation: consecutive summaries become one section, tied to the first one.
+    let mut run: Vec<SummaryView<'_>> = Vec::new();
+    let mut run_item = None;
+    let flush_run = |run: &mut Vec<SummaryView<'_>>, run_item: &mut Option<usize>, out: &mut Vec<Msg>| {
+        if run.is_empty() {
+            return;
+        }
+        out.push(Msg {
+            role: Role::User,
+            content: Value::from(render::markdown(run)),
+            tool_call_id: None,
+            tool_name: None,
+            is_error: None,
+            item: run_item.take(),
+        });
+        run.clear();
+    };
+    for (i, item) in live.items.iter().enumerate().skip(from) {
+        match &item.r {
+            ItemRef::Message(id) => {
+                flush_run(&mut run, &mut run_item, &mut out);
+                let Some((role, content)) = loaded.messages.get(id) else {
+                    continue;
+                };
+                let parts = loaded.parts.get(id).map(Vec::as_slice).unwrap_or(&[]);
+                out.push(render::host_message(i, role, content, parts));
+            }
+            ItemRef::Summary(id) => {
+                let (Some(facts), Some(content)) = (&item.summary, loaded.summaries.get(id)) else {
+                    continue;
+                };
+                let view = SummaryView {
+                    id,
+                    depth: facts.depth,
+                    descendant_count: facts.descendant_count,
+                    range: render::range(facts.earliest_at.as_deref(), facts.latest_at.as_deref(), config.zone),
+                    content,
+                };
+                match presentation {
+                    Presentation::Xml => out.push(Msg {
+                        role: Role::User,
+                        content: Value::from(render::xml(&view)),
+                        tool_call_id: None,
+                        tool_name: None,
+                        is_error: None,
+                        item: Some(i),
+                    }),
+                    Presentation::Markdown => {
+                        run_item.get_or_insert(i);
+                        run.push(view);
+                    }
+                }
+            }
+        }
+    }
+    flush_run(&mut run, &mut run_item, &mut out);
+    out
+}
+
+/// Upper-bound cost of an item before its content is read: its stored tokens, plus the
+/// wrapper for a summary.
+fn cost(item: &crate::compaction::model::Item, config: &Config, presentation: Presentation) -> i64 {
+    match (&item.r, &item.summary) {
+        (ItemRef::Summary(id), Some(f)) => {
+            let range = render::range(f.earliest_at.as_deref(), f.latest_at.as_deref(), config.zone);
+            item.tokens
+                + match presentation {
+                    Presentation::Xml => render::xml_overhead(id, &range, f.depth, f.descendant_count),
+                    Presentation::Markdown => tokens::estimate(render::MARKDOWN_HEADING) + tokens::estimate(&range) + 3,
+                }
+        }
+        _ => item.tokens.max(1),
+    }
+}
+
+/// Assembles the context of a conversation.
+pub fn assemble(
+    conn: &Connection,
+    config: &Config,
+    conversation_id: i64,
+    options: &AssembleOptions,
+) -> Result<Assembled> {
+    // One read transaction: the totals, the items and their rows are one snapshot even while
+    // ingest or another process writes.
+    let snapshot = conn.unchecked_transaction()?;
+    let conn: &Connection = &snapshot;
+    conversations::get(conn, conversation_id)?;
+    let totals = totals::load(conn, conversation_id)?;
+    let presentation = options.presentation.unwrap_or(config.presentation);
+    let tail_count = options.fresh_tail_count.unwrap_or(config.fresh_tail_count);
+    let budget = options.token_budget.max(0);
+    // Read newest first: the whole fresh tail, then older items until one no longer fits.
+    // Everything older than that is evicted without being read.
+    let (mut seen, mut user_seen, mut used) = (0i64, false, 0i64);
+    let mut costs: Vec<i64> = Vec::new();
+    let (live, _) = LiveContext::load_newest(conn, conversation_id, |item| {
+        let in_tail = tail_count > 0 && !(seen >= tail_count && user_seen);
+        if in_tail && item.is_message() {
+            seen += 1;
+            user_seen |= item.role.as_deref() == Some("user");
+        }
+        let c = cost(item, config, presentation);
+        costs.push(c);
+        used += c;
+        in_tail || used <= budget
+    })?;
+    // Collected newest first, one per item read.
+    costs.reverse();
+    let tail = live.tail_start(tail_count);
+    let tail_cost: i64 = costs[tail..].iter().sum();
+    let mut start = tail;
+    let mut used = tail_cost;
+    while start > 0 && used + costs[start - 1] <= budget {
+        start -= 1;
+        used += costs[start];
+    }
+    let kept: Vec<&crate::compaction::model::Item> = live.items[start..].iter().map(|b| b.as_ref()).collect();
+    let loaded = load(conn, &kept)?;
+
+    // Build, repair, and evict further while the exact estimate is over the budget or the
+    // sequence would start with something other than a user message.
+    let (messages, repair_stats, tokens) = loop {
+        let built = build(&live, start, &loaded, config, presentation);
+        let (repaired, stats) = repair::repair(built);
+        let tokens: Vec<i64> = repaired.iter().map(Msg::tokens).collect();
+        let total: i64 = tokens.iter().sum();
+        let first_bad = repaired
+            .first()
+            .filter(|m| m.role != Role::User)
+            .and_then(|m| m.item)
+            .filter(|i| *i < tail);
+        // Begin at the next user message (a summary is one) before the tail, if there is one;
+        // otherwise keep what fits and put the note first, rather than evict the whole turn.
+        if let Some(i) = first_bad {
+            let next_user = (i + 1..tail).find(|&j| {
+                let item = &live.items[j];
+                !item.is_message() || item.role.as_deref() == Some("user") || item.role.as_deref() == Some("system")
+            });
+            if let Some(j) = next_user {
+                start = j;
+                continue;
+            }
+        }
+        if total > budget && start < tail {
+            start += 1;
+            continue;
+        }
+        break (repaired, stats, tokens);
+    };
+    // The fresh tail can begin inside a long agentic turn; when nothing before it fits, say so
+    // in a user message rather than start with an assistant message.
+    let mut messages = messages;
+    let mut tokens = tokens;
+    let turn_start_omitted = messages.first().is_some_and(|m| m.role != Role::User);
+    if turn_start_omitted {
+        let note = Msg {
+            role: Role::User,
+            content: Value::from(TURN_START_NOTE),
+            tool_call_id: None,
+            tool_name: None,
+            is_error: None,
+            item: None,
+        };
+        tokens.insert(0, note.tokens());
+        messages.insert(0, note);
+    }
+
+    // Everything before `start` is evicted, read or not: the totals give what was not read.
+    let kept_items = (live.items.len() - start) as i64;
+    let kept_tokens: i64 = live.items[start..].iter().map(|i| i.tokens).sum();
+    Ok(Assembled {
+        estimated_tokens: tokens.iter().sum(),
+        messages: messages.into_iter().zip(tokens).map(|(m, t)| m.into_json(t)).collect(),
+        stats: AssembleStats {
+            raw_message_count: totals.items - totals.summaries,
+            summary_count: totals.summaries,
+            total_context_items: totals.items,
+            kept_items,
+            evicted_items: totals.items - kept_items,
+            evicted_tokens: totals.tokens() - kept_tokens,
+            fresh_tail_items: (live.items.len() - tail) as i64,
+            fresh_tail_tokens: tail_cost,
+            fresh_tail_over_budget: tail_cost > budget,
+            turn_start_omitted,
+            repair: repair_stats,
+        },
+    })
+}

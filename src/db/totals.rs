@@ -1,0 +1,292 @@
+//! Per-conversation totals of the live context (items, summaries, message and summary tokens),
+//! kept by triggers so that every writer (lcm-native, lossless-claw, lcm-tui) keeps them right.
+//! Assembly and `evaluate` read them instead of summing every live item, so their cost follows
+//! what they emit, not the length of the history.
+
+use rusqlite::{params, Connection};
+
+use crate::error::Result;
+
+/// The table's name.
+pub const TABLE: &str = "lcm_context_totals";
+
+pub const DDL: &str = "CREATE TABLE IF NOT EXISTS lcm_context_totals (
+      conversation_id INTEGER PRIMARY KEY,
+      items INTEGER NOT NULL DEFAULT 0,
+      summaries INTEGER NOT NULL DEFAULT 0,
+      message_tokens INTEGER NOT NULL DEFAULT 0,
+      summary_tokens INTEGER NOT NULL DEFAULT 0
+    )";
+
+/// The triggers' names; `triggers()` gives their DDL.
+pub const TRIGGER_NAMES: [&str; 6] = [
+    "lcm_context_items_totals_insert",
+    "lcm_context_items_totals_delete",
+    "lcm_context_items_totals_update",
+    "lcm_summaries_totals_token_count",
+    "lcm_messages_totals_token_count",
+    "lcm_conversations_totals_delete",
+];
+
+/// Adds (`+`) or removes (`-`) the context item `row` (`NEW` or `OLD`) from its totals.
+fn count_item(sign: char, row: &str) -> String {
+    let ensure = if sign == '+' {
+        format!(
+            "INSERT INTO lcm_context_totals (conversation_id) VALUES ({row}.conversation_id)
+               ON CONFLICT (conversation_id) DO NOTHING;"
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "{ensure}
+         UPDATE lcm_context_totals SET
+           items = items {sign} 1,
+           summaries = summaries {sign} ({row}.item_type = 'summary'),
+           message_tokens = message_tokens
+             {sign} COALESCE((SELECT token_count FROM messages WHERE message_id = {row}.message_id), 0),
+           summary_tokens = summary_tokens
+             {sign} COALESCE((SELECT token_count FROM summaries WHERE summary_id = {row}.summary_id), 0)
+         WHERE conversation_id = {row}.conversation_id;"
+    )
+}
+
+/// Follows a change of `token_count` on a live row of `table` (keyed by `key`) into `column`.
+fn follow_tokens(name: &str, table: &str, key: &str, column: &str) -> String {
+    format!(
+        "CREATE TRIGGER {name} AFTER UPDATE OF token_count ON {table}
+           WHEN NEW.token_count IS NOT OLD.token_count BEGIN
+           UPDATE lcm_context_totals SET {column} = {column} - OLD.token_count + NEW.token_count
+           WHERE conversation_id = NEW.conversation_id
+             AND EXISTS (SELECT 1 FROM context_items
+                         WHERE conversation_id = NEW.conversation_id AND {key} = NEW.{key});
+         END"
+    )
+}
+
+/// The triggers, by name (in `TRIGGER_NAMES` order).
+pub fn triggers() -> [(&'static str, String); 6] {
+    let [insert, delete, update, summaries, messages, conversations] = TRIGGER_NAMES;
+    [
+        (
+            insert,
+            format!(
+                "CREATE TRIGGER {insert} AFTER INSERT ON context_items BEGIN {} END",
+                count_item('+', "NEW")
+            ),
+        ),
+        (
+            delete,
+            format!(
+                "CREATE TRIGGER {delete} AFTER DELETE ON context_items BEGIN {} END",
+                count_item('-', "OLD")
+            ),
+        ),
+        (
+            update,
+            format!(
+                "CREATE TRIGGER {update} AFTER UPDATE OF conversation_id, item_type, message_id, summary_id
+                   ON context_items BEGIN {} {} END",
+                count_item('-', "OLD"),
+                count_item('+', "NEW")
+            ),
+        ),
+        (
+            summaries,
+            follow_tokens(summaries, "summaries", "summary_id", "summary_tokens"),
+        ),
+        (
+            messages,
+            follow_tokens(messages, "messages", "message_id", "message_tokens"),
+        ),
+        (
+            // BEFORE, so the rows its cascade deletes find no totals to update: deleting a
+            // conversation leaves no stale totals for a later conversation reusing its id.
+            conversations,
+            format!(
+                "CREATE TRIGGER {conversations} BEFORE DELETE ON conversations BEGIN
+                   DELETE FROM lcm_context_totals WHERE conversation_id = OLD.conversation_id;
+                 END"
+            ),
+        ),
+    ]
+}
+
+/// The totals summed from the live items: `SELECT <conversation_id,> {items, summaries,
+/// message tokens, summary tokens} FROM …`, shared by the rebuild and the check.
+macro_rules! live_sums {
+    () => {
+        "count(*), COALESCE(SUM(ci.item_type = 'summary'), 0),
+                COALESCE(SUM(m.token_count), 0), COALESCE(SUM(s.token_count), 0)
+         FROM context_items ci
+         LEFT JOIN messages m ON ci.item_type = 'message' AND m.message_id = ci.message_id
+         LEFT JOIN summaries s ON ci.item_type = 'summary' AND s.summary_id = ci.summary_id"
+    };
+}
+
+/// Recomputes every conversation's totals from the live items (once, when the triggers are
+/// installed, and whenever they were missing).
+pub const REBUILD: &str = concat!(
+    "DELETE FROM lcm_context_totals;
+     INSERT INTO lcm_context_totals (conversation_id, items, summaries, message_tokens, summary_tokens)
+     SELECT ci.conversation_id, ",
+    live_sums!(),
+    " GROUP BY ci.conversation_id;"
+);
+
+/// The live totals of one conversation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LiveTotals {
+    pub items: i64,
+    pub summaries: i64,
+    pub message_tokens: i64,
+    pub summary_tokens: i64,
+}
+
+impl LiveTotals {
+    pub fn tokens(&self) -> i64 {
+        self.message_tokens + self.summary_tokens
+    }
+}
+
+const SELECT_STORED: &str =
+    "SELECT items, summaries, message_tokens, summary_tokens FROM lcm_context_totals WHERE conversation_id = ?1";
+
+const SELECT_RECOMPUTED: &str = concat!("SELECT ", live_sums!(), " WHERE ci.conversation_id = ?1");
+
+fn read(conn: &Connection, sql: &str, conversation_id: i64) -> Result<Option<LiveTotals>> {
+    let mut stmt = conn.prepare_cached(sql)?;
+    let mut rows = stmt.query(params![conversation_id])?;
+    Ok(match rows.next()? {
+        Some(r) => Some(LiveTotals {
+            items: r.get(0)?,
+            summaries: r.get(1)?,
+            message_tokens: r.get(2)?,
+            summary_tokens: r.get(3)?,
+        }),
+        None => None,
+    })
+}
+
+/// The stored totals of a conversation; zero when it never had a live item.
+pub fn load(conn: &Connection, conversation_id: i64) -> Result<LiveTotals> {
+    Ok(read(conn, SELECT_STORED, conversation_id)?.unwrap_or_default())
+}
+
+/// The totals summed from the live items themselves (O(items): for checks, not for hot paths).
+pub fn recompute(conn: &Connection, conversation_id: i64) -> Result<LiveTotals> {
+    Ok(read(conn, SELECT_RECOMPUTED, conversation_id)?.unwrap_or_default())
+}
+
+/// Describes how the stored totals of a conversation differ from its live items, if they do.
+pub fn drift(conn: &Connection, conversation_id: i64) -> Result<Option<String>> {
+    let stored = load(conn, conversation_id)?;
+    let actual = recompute(conn, conversation_id)?;
+    Ok((stored != actual).then(|| {
+        format!("conversation {conversation_id}: stored live totals {stored:?} differ from the live items {actual:?}")
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::{migrate::migrate, open_connection};
+
+    fn fresh() -> (tempfile::TempDir, String, Connection) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db").to_string_lossy().into_owned();
+        let mut conn = open_connection(&path, 5000).unwrap();
+        migrate(&mut conn, &path).unwrap();
+        conn.execute_batch(
+            "INSERT INTO conversations (conversation_id, session_id) VALUES (1, 'a'), (2, 'b');
+             INSERT INTO messages (message_id, conversation_id, seq, role, content, token_count) VALUES
+               (1, 1, 1, 'user', 'a', 10), (2, 1, 2, 'assistant', 'b', 20), (3, 1, 3, 'user', 'c', 30),
+               (4, 2, 1, 'user', 'd', 7);
+             INSERT INTO summaries (summary_id, conversation_id, kind, content, token_count) VALUES
+               ('sum_a', 1, 'leaf', 'ab', 5);
+             INSERT INTO context_items (conversation_id, ordinal, item_type, message_id) VALUES
+               (1, 0, 'message', 1), (1, 1, 'message', 2), (1, 2, 'message', 3), (2, 0, 'message', 4);",
+        )
+        .unwrap();
+        (dir, path, conn)
+    }
+
+    fn totals(items: i64, summaries: i64, message_tokens: i64, summary_tokens: i64) -> LiveTotals {
+        LiveTotals {
+            items,
+            summaries,
+            message_tokens,
+            summary_tokens,
+        }
+    }
+
+    #[test]
+    fn every_kind_of_write_keeps_the_totals_equal_to_the_live_items() {
+        let (_dir, _path, conn) = fresh();
+        assert_eq!(load(&conn, 1).unwrap(), totals(3, 0, 60, 0));
+        assert_eq!(load(&conn, 2).unwrap(), totals(1, 0, 7, 0));
+        let steps = [
+            // A leaf pass the way lossless-claw writes it: delete the range, insert the summary.
+            "DELETE FROM context_items WHERE conversation_id = 1 AND ordinal IN (0, 1);
+             INSERT INTO context_items (conversation_id, ordinal, item_type, summary_id) VALUES (1, 0, 'summary', 'sum_a');",
+            // Renumbering touches only ordinals.
+            "UPDATE context_items SET ordinal = 1 WHERE conversation_id = 1 AND ordinal = 2;",
+            // lcm-tui's rewrite changes a live summary's text and token count.
+            "UPDATE summaries SET token_count = 9 WHERE summary_id = 'sum_a';",
+            // A message's token count re-estimated while it is live, and while it is not.
+            "UPDATE messages SET token_count = 33 WHERE message_id = 3;
+             UPDATE messages SET token_count = 11 WHERE message_id = 1;",
+            // An item swapped in place from message to summary.
+            "UPDATE context_items SET item_type = 'summary', message_id = NULL, summary_id = 'sum_a'
+               WHERE conversation_id = 2 AND ordinal = 0;",
+        ];
+        for step in steps {
+            conn.execute_batch(step).unwrap();
+            for id in [1, 2] {
+                assert_eq!(drift(&conn, id).unwrap(), None, "after {step}");
+            }
+        }
+        assert_eq!(load(&conn, 1).unwrap(), totals(2, 1, 33, 9));
+        assert_eq!(load(&conn, 1).unwrap().tokens(), 42);
+    }
+
+    #[test]
+    fn a_deleted_conversation_leaves_no_totals_behind() {
+        let (_dir, _path, conn) = fresh();
+        conn.execute_batch("DELETE FROM conversations WHERE conversation_id = 2")
+            .unwrap();
+        let rows: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM lcm_context_totals WHERE conversation_id = 2",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(rows, 0);
+        // A new conversation reusing the id starts from zero.
+        conn.execute_batch(
+            "INSERT INTO conversations (conversation_id, session_id) VALUES (2, 'c');
+             INSERT INTO messages (message_id, conversation_id, seq, role, content, token_count) VALUES (5, 2, 1, 'user', 'e', 4);
+             INSERT INTO context_items (conversation_id, ordinal, item_type, message_id) VALUES (2, 0, 'message', 5);",
+        )
+        .unwrap();
+        assert_eq!(load(&conn, 2).unwrap(), totals(1, 0, 4, 0));
+    }
+
+    #[test]
+    fn a_missing_trigger_is_reinstalled_and_the_totals_recomputed() {
+        let (_dir, path, mut conn) = fresh();
+        // Another tool drops a trigger, then writes while it is gone.
+        conn.execute_batch(
+            "DROP TRIGGER lcm_context_items_totals_delete;
+             DELETE FROM context_items WHERE conversation_id = 1 AND ordinal = 2;",
+        )
+        .unwrap();
+        assert!(drift(&conn, 1).unwrap().is_some(), "the test must create drift");
+        let report = migrate(&mut conn, &path).unwrap();
+        assert!(report.live_totals_rebuilt && !report.up_to_date, "{report:?}");
+        assert_eq!(drift(&conn, 1).unwrap(), None);
+        assert_eq!(load(&conn, 1).unwrap(), totals(2, 0, 30, 0));
+        assert!(migrate(&mut conn, &path).unwrap().up_to_date);
+    }
+}

@@ -143,6 +143,18 @@ pub(crate) fn synthetic(n: usize, chars: usize) -> Vec<Value> {
 pub(crate) fn assert_invariants(engine: &Engine, cid: i64) -> String {
     let report = engine.verify(Some(cid)).unwrap();
     assert!(report.ok, "invariants violated: {:#?}", report.problems);
+    // Every summary is found in the full-text index by its own id's row and a word of it.
+    let conn = rusqlite::Connection::open(&engine.config().db_path).unwrap();
+    let missing: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM summaries s WHERE s.conversation_id = ?1 AND NOT EXISTS
+               (SELECT 1 FROM summaries_fts f WHERE summaries_fts MATCH 'expand' AND f.summary_id = s.summary_id)
+               AND s.content LIKE '%Expand for details%'",
+            [cid],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(missing, 0, "summaries missing from the full-text index");
     report.digest
 }
 

@@ -116,7 +116,7 @@ pub fn write_passes(
         }
     }
 
-    // 2. Summary rows, lineage and full-text rows.
+    // 2. Summary rows and lineage.
     {
         let mut insert = tx.prepare_cached(
             "INSERT INTO summaries (summary_id, conversation_id, kind, depth, content, token_count, earliest_at,
@@ -129,7 +129,6 @@ pub fn write_passes(
         let mut link_parent = tx.prepare_cached(
             "INSERT INTO summary_parents (summary_id, parent_summary_id, ordinal) VALUES (?1, ?2, ?3)",
         )?;
-        let mut fts = tx.prepare_cached("INSERT INTO summaries_fts (summary_id, content) VALUES (?1, ?2)")?;
         for s in summaries {
             insert.execute(params![
                 s.summary_id,
@@ -152,11 +151,6 @@ pub fn write_passes(
             }
             for (i, p) in s.parents.iter().enumerate() {
                 link_parent.execute(params![s.summary_id, p, i as i64])?;
-            }
-            fts.execute(params![s.summary_id, s.content])?;
-            if flags.has_cjk_fts {
-                tx.prepare_cached("INSERT INTO summaries_fts_cjk (summary_id, content) VALUES (?1, ?2)")?
-                    .execute(params![s.summary_id, s.content])?;
             }
         }
     }
@@ -197,6 +191,18 @@ pub fn write_passes(
         for (i, item) in ctx.items.iter().enumerate().skip(first_changed as usize) {
             if let (None, ItemRef::Summary(id)) = (item.db_ordinal, &item.r) {
                 insert.execute(params![cid, i as i64, id, now])?;
+            }
+        }
+    }
+    // 4. Full-text rows last: statements that open a savepoint (multi-row updates, trigger
+    //    firings) make FTS5 flush its pending rows, one segment each time.
+    {
+        let mut fts = tx.prepare_cached("INSERT INTO summaries_fts (summary_id, content) VALUES (?1, ?2)")?;
+        for s in summaries {
+            fts.execute(params![s.summary_id, s.content])?;
+            if flags.has_cjk_fts {
+                tx.prepare_cached("INSERT INTO summaries_fts_cjk (summary_id, content) VALUES (?1, ?2)")?
+                    .execute(params![s.summary_id, s.content])?;
             }
         }
     }

@@ -28,27 +28,33 @@ pub const TRIGGER_NAMES: [&str; 6] = [
     "lcm_conversations_totals_delete",
 ];
 
-/// Adds (`+`) or removes (`-`) the context item `row` (`NEW` or `OLD`) from its totals.
+/// Adds (`+`) or removes (`-`) the context item `row` (`NEW` or `OLD`) from its totals, in one
+/// statement (a trigger's cost is mostly per statement: this runs on every ingested message).
 fn count_item(sign: char, row: &str) -> String {
-    let ensure = if sign == '+' {
+    let tokens = |table: &str, key: &str| {
+        format!("CASE WHEN {row}.{key} IS NULL THEN 0 ELSE COALESCE((SELECT token_count FROM {table} WHERE {key} = {row}.{key}), 0) END")
+    };
+    let (messages, summaries) = (tokens("messages", "message_id"), tokens("summaries", "summary_id"));
+    if sign == '+' {
         format!(
-            "INSERT INTO lcm_context_totals (conversation_id) VALUES ({row}.conversation_id)
-               ON CONFLICT (conversation_id) DO NOTHING;"
+            "INSERT INTO lcm_context_totals (conversation_id, items, summaries, message_tokens, summary_tokens)
+             VALUES ({row}.conversation_id, 1, {row}.item_type = 'summary', {messages}, {summaries})
+             ON CONFLICT (conversation_id) DO UPDATE SET
+               items = items + 1,
+               summaries = summaries + excluded.summaries,
+               message_tokens = message_tokens + excluded.message_tokens,
+               summary_tokens = summary_tokens + excluded.summary_tokens;"
         )
     } else {
-        String::new()
-    };
-    format!(
-        "{ensure}
-         UPDATE lcm_context_totals SET
-           items = items {sign} 1,
-           summaries = summaries {sign} ({row}.item_type = 'summary'),
-           message_tokens = message_tokens
-             {sign} COALESCE((SELECT token_count FROM messages WHERE message_id = {row}.message_id), 0),
-           summary_tokens = summary_tokens
-             {sign} COALESCE((SELECT token_count FROM summaries WHERE summary_id = {row}.summary_id), 0)
-         WHERE conversation_id = {row}.conversation_id;"
-    )
+        format!(
+            "UPDATE lcm_context_totals SET
+               items = items - 1,
+               summaries = summaries - ({row}.item_type = 'summary'),
+               message_tokens = message_tokens - {messages},
+               summary_tokens = summary_tokens - {summaries}
+             WHERE conversation_id = {row}.conversation_id;"
+        )
+    }
 }
 
 /// Follows a change of `token_count` on a live row of `table` (keyed by `key`) into `column`.

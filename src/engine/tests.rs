@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use rusqlite::Connection;
+use rusqlite::{params, Connection};
 use serde_json::{json, Value};
 
 use super::*;
@@ -95,6 +95,31 @@ fn both_transcripts_ingest_completely_and_round_trip() {
         count(&engine, "SELECT count(*) FROM messages_fts"),
         count(&engine, "SELECT count(*) FROM messages WHERE content <> ''")
     );
+    // The full-text index finds messages by their words (rows are indexed, not only stored).
+    let conn = Connection::open(&engine.config().db_path).unwrap();
+    let sample: Vec<(i64, String)> = conn
+        .prepare("SELECT message_id, content FROM messages WHERE message_id % 97 = 0 AND content <> ''")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    let mut checked = 0;
+    for (id, content) in &sample {
+        let Some(word) = content.split(|c: char| !c.is_ascii_alphanumeric()).find(|w| w.len() >= 6) else {
+            continue;
+        };
+        let hit: bool = conn
+            .query_row(
+                "SELECT EXISTS (SELECT 1 FROM messages_fts WHERE messages_fts MATCH ?1 AND rowid = ?2)",
+                params![format!("\"{word}\""), id],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert!(hit, "message {id} not found by {word:?}");
+        checked += 1;
+    }
+    assert!(checked >= 10, "only {checked} messages checked");
     // Dense ordinals 0..n-1 in each conversation, in message order.
     assert_eq!(
         count(

@@ -63,6 +63,7 @@ pub fn ingest(
              VALUES (?1, ?2, 'message', ?3, ?4)",
         )?;
 
+        let mut fts_rows: Vec<(i64, &str)> = Vec::with_capacity(messages.len());
         for m in messages {
             if let Some(entry) = m.entry_id.as_deref() {
                 if !seen.insert(entry) || exists.query_row(params![cid, entry], |_| Ok(())).optional()?.is_some() {
@@ -98,10 +99,16 @@ pub fn ingest(
                 ])?;
             }
             if !m.content.is_empty() {
-                insert_fts.execute(params![message_id, m.content])?;
+                fts_rows.push((message_id, m.content.as_str()));
             }
             insert_item.execute(params![cid, ordinal, message_id, now])?;
             inserted += 1;
+        }
+        // Full-text rows last: a statement that opens a savepoint (one firing the live-totals
+        // trigger does) makes FTS5 flush its pending rows to a new segment, so rows inserted
+        // between such statements would be written one segment at a time.
+        for (message_id, content) in fts_rows {
+            insert_fts.execute(params![message_id, content])?;
         }
     }
     if inserted > 0 {

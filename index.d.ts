@@ -377,6 +377,141 @@ export interface AssembleResult {
 }
 
 
+/** Options of `grep`. */
+export interface GrepOptions {
+  /**
+   * Words to find (all required; `"quoted phrases"` stay together). In `fts` mode FTS5's
+   * operators are plain text, so any text is a valid query. In `regex` mode, a Rust `regex`
+   * pattern (linear-time; no look-around or backreferences), at most 1024 bytes.
+   * At most 8 KiB and 64 terms.
+   */
+  query: string
+  /** `fts` (default): full-text words; `like`: substrings; `regex`: a regular expression. */
+  mode?: 'fts' | 'like' | 'regex'
+  scope?: 'messages' | 'summaries' | 'both'
+  /** Only items at or after this time (epoch ms or ISO-8601). */
+  since?: number | string
+  /** Only items before this time. */
+  until?: number | string
+  /** Most hits returned, 1–1000. Default 50. */
+  limit?: number
+  /** `recency` (default): newest first; `relevance`: best full-text rank first. */
+  sort?: 'recency' | 'relevance'
+}
+
+/** One `grep` match. */
+export interface GrepHit {
+  type: 'message' | 'summary'
+  messageId?: number
+  summaryId?: string
+  conversationId: number
+  /** Message: its role. */
+  role?: 'user' | 'assistant' | 'toolResult' | 'system'
+  /** Summary: its kind and depth. */
+  summaryKind?: 'leaf' | 'condensed'
+  depth?: number
+  /** Message: when it was written; summary: the end of the span it covers. ISO-8601 UTC. */
+  time: string
+  /** A one-line excerpt around the match. */
+  snippet: string
+  /** FTS5's bm25 rank (lower is better), for full-text matches. */
+  rank?: number
+  /** True when the item is itself in the live context. */
+  live: boolean
+  /** The live summary that covers the item when it is not live itself (`describe` it, `expand` it). */
+  coveredBy: string | null
+}
+
+export interface GrepResult {
+  hits: GrepHit[]
+  /** More matches exist than were returned, or a regex search stopped at its bound (200,000 rows per scope, 3 s). */
+  truncated: boolean
+  /**
+   * How each scope was searched: `fts`, `trigram` (CJK in summaries, terms of 3+ characters,
+   * where SQLite has the trigram tokenizer), `like` (`like` mode, and CJK otherwise) or `regex`.
+   */
+  searchedBy: { messages?: 'fts' | 'trigram' | 'like' | 'regex'; summaries?: 'fts' | 'trigram' | 'like' | 'regex' }
+  /** Rows a regex search read. */
+  rowsScanned?: number
+}
+
+/** A summary in a covering chain. */
+export interface ChainLink {
+  summaryId: string
+  kind: 'leaf' | 'condensed'
+  depth: number
+  live: boolean
+}
+
+/** `describe` of a summary. */
+export interface SummaryDescription extends SummaryRecord {
+  type: 'summary'
+  /** The span as shown to the model, in the configured timezone. */
+  range: string
+  fileIds: string[]
+  /** Condensed: its inputs, in order. */
+  inputs: { summaryId: string; kind: 'leaf' | 'condensed'; depth: number; tokenCount: number }[]
+  /** The messages it stands for (through its inputs for a condensed node), first and last in conversation order. */
+  coveredMessages: { count: number; firstMessageId: number | null; lastMessageId: number | null }
+  live: boolean
+  /** The condensed node that took it as an input. */
+  consumedBy: string | null
+  /** The live summary above it, when it is not live itself. */
+  liveSummary: string | null
+  /** The summaries above it, nearest first, up to the live one. */
+  chain: ChainLink[]
+}
+
+/** `describe` of a message. */
+export interface MessageDescription extends StoredMessage {
+  type: 'message'
+  conversationId: number
+  /** Its stored parts, in order. */
+  parts: { partId: string; partType: string; ordinal: number; toolCallId?: string; toolName?: string; blockType?: string }[]
+  /** True when no summary covers it: it is a live context item. */
+  live: boolean
+  liveSummary: string | null
+  /** The summaries that cover it, from its leaf up to the live one. */
+  chain: ChainLink[]
+}
+
+export type Description = SummaryDescription | MessageDescription
+
+export interface ExpandOptions {
+  /** Stored tokens of the entries returned, at most. Default 4000. */
+  tokenBudget?: number
+  /** Levels below the summary to walk (1 = its direct inputs or messages). Default: no limit. */
+  maxDepth?: number
+}
+
+/** An entry of an expansion: an input summary, or a message below a leaf. */
+export type ExpansionEntry =
+  | {
+      type: 'summary'
+      summaryId: string
+      /** The summary it was reached from. */
+      parentId: string
+      /** Levels below the expanded summary (1 = a direct input). */
+      level: number
+      kind: 'leaf' | 'condensed'
+      depth: number
+      tokenCount: number
+      earliestAt: string | null
+      latestAt: string | null
+      content: string
+    }
+  | { type: 'message'; messageId: number; parentId: string; level: number; tokenCount: number; message: AssembledMessage }
+
+export interface Expansion {
+  summaryId: string
+  /** Breadth first: every direct input (in order) before any of their inputs. */
+  entries: ExpansionEntry[]
+  /** Stored tokens of the entries. */
+  estimatedTokens: number
+  /** The budget ran out before everything below the summary (within `maxDepth`) was reached. */
+  truncated: boolean
+}
+
 /**
  * Which binding artifact the generated loader actually loaded: `'native'` for
  * a native addon, otherwise the `platformArchABI` of the WASI flavor. Every
@@ -442,6 +577,22 @@ export declare class LcmEngine {
   context(conversationId: number): Promise<ContextEntry[]>
   /** The threshold decision, the leaf trigger and the rolling-summary trigger. */
   evaluate(conversationId: number, options: { tokenBudget: number; observedTokens?: number }): Promise<Evaluation>
+  /**
+   * Finds messages and summaries by full text (default), regular expression or substring,
+   * in one conversation or, with `null`, in all of them. Each hit says whether it is live
+   * and which live summary covers it.
+   */
+  grep(conversationId: number | null, options: GrepOptions): Promise<GrepResult>
+  /**
+   * One summary (`"sum_…"`) or message (its id): its facts, and the summaries above it up
+   * to the live one.
+   */
+  describe(id: string | number): Promise<Description>
+  /**
+   * What a summary stands for: its inputs, breadth first, down to the messages, until
+   * `tokenBudget` (default 4000) is spent.
+   */
+  expand(summaryId: string, options?: ExpandOptions): Promise<Expansion>
   /**
    * Checks the invariants (coverage, dense ordinals, DAG facts, SQLite integrity) of one
    * conversation, or of all, and returns a digest of the stored contents.

@@ -1,6 +1,6 @@
 // lcm-native benchmarks (plain node). Prints a table per section and writes JSON.
 //
-//   node bench/run.mjs [--only ingest,migrate,compact,assemble] [--sizes 1000,10000,50000]
+//   node bench/run.mjs [--only ingest,migrate,compact,assemble,grep] [--sizes 1000,10000,50000]
 //                      [--legacy-sizes 10000,100000,1000000] [--out bench/out/results.json]
 //
 // Speed targets are measured here and reported, never asserted in `npm test`.
@@ -22,7 +22,7 @@ function arg(name, fallback) {
   const i = process.argv.indexOf(`--${name}`)
   return i > 0 ? process.argv[i + 1] : fallback
 }
-const only = arg('only', 'ingest,migrate,compact,assemble').split(',')
+const only = arg('only', 'ingest,migrate,compact,assemble,grep').split(',')
 const sizes = arg('sizes', '1000,10000,50000').split(',').map(Number)
 const legacySizes = arg('legacy-sizes', '10000,100000,1000000').split(',').map(Number)
 const outFile = arg('out', join(ROOT, 'bench', 'out', 'results.json'))
@@ -217,10 +217,56 @@ async function benchAssemble() {
   table('assemble (128k budget)', ['N', 'state', 'live items', 'messages out', 'tokens out', 'median ms', 'p99 ms', 'max loop delay ms'], rows)
 }
 
+async function benchGrep() {
+  results.grep = []
+  const rows = []
+  const n = Math.max(...sizes)
+  const dir = tmp()
+  const engine = await LcmEngine.open({ dbPath: join(dir, 'grep.db'), maxSweepIterations: 1_000_000, sweepDeadlineMs: 3_600_000 })
+  const messages = conversation(n, 47)
+  let conversationId = 0
+  for (let i = 0; i < n; i += 1000) ({ conversationId } = await engine.ingest({ sessionId: 'g' }, messages.slice(i, i + 1000)))
+  const stub = async (_p, r) => `STUB ${r.kind} d${r.depth} of ${r.inputCount} inputs about migration and schema.\nExpand for details about: stub.`
+  await engine.compact(conversationId, stub, { tokenBudget: 128000, force: true })
+  const cases = [
+    ['fts, common word', { query: 'migration' }],
+    ['fts, common word, relevance', { query: 'migration', sort: 'relevance' }],
+    ['fts, two words', { query: 'ENOENT timeout' }],
+    ['fts, phrase', { query: '"database index"' }],
+    ['fts, absent word', { query: 'zzzneedle' }],
+    ['fts, all conversations', { query: 'migration' }, null],
+    ['like, substring', { query: 'src/db/store.rs', mode: 'like' }],
+    ['like, absent (full scan)', { query: 'zzzneedle', mode: 'like' }],
+    ['CJK (like, full scan)', { query: '検索機能' }],
+    ['regex, frequent', { query: 'v\\d+\\.\\d+\\.\\d+', mode: 'regex' }],
+    ['regex, absent (full scan)', { query: 'needle\\d{3}', mode: 'regex' }],
+  ]
+  for (const [name, options, scope] of cases) {
+    const times = []
+    let last
+    const runs = /full scan/.test(name) ? 10 : 30
+    const [, maxDelay] = await withLoopDelay(async () => {
+      for (let i = 0; i < runs; i++) {
+        const t0 = process.hrtime.bigint()
+        last = await engine.grep(scope === null ? null : conversationId, options)
+        times.push(ms(process.hrtime.bigint() - t0))
+      }
+    })
+    times.sort((a, b) => a - b)
+    const by = Object.values(last.searchedBy).join('/')
+    results.grep.push({ n, name, options, medianMs: percentile(times, 50), p99Ms: percentile(times, 99), maxEventLoopDelayMs: maxDelay, hits: last.hits.length, searchedBy: last.searchedBy })
+    rows.push([name, by, last.hits.length, percentile(times, 50).toFixed(2), percentile(times, 99).toFixed(2), maxDelay.toFixed(1)])
+  }
+  await engine.close()
+  rmSync(dir, { recursive: true, force: true })
+  table(`grep (${n.toLocaleString('en-US')} messages, compacted, scope both, limit 50)`, ['query', 'searched by', 'hits', 'median ms', 'p99 ms', 'max loop delay ms'], rows)
+}
+
 if (only.includes('ingest')) await benchIngest()
 if (only.includes('migrate')) await benchMigrate()
 if (only.includes('compact')) await benchCompact()
 if (only.includes('assemble')) await benchAssemble()
+if (only.includes('grep')) await benchGrep()
 
 results.finishedAt = new Date().toISOString()
 mkdirSync(dirname(outFile), { recursive: true })

@@ -13,6 +13,7 @@ use crate::config::Config;
 use crate::db::{self, migrate::MigrationReport, pool::Pool};
 use crate::error::Result;
 use crate::prompts::{PromptDirs, PromptSet};
+use crate::recall;
 use crate::store::conversations::{self, ConversationInfo, SchemaFlags, Target};
 use crate::store::messages::{self, IngestOutcome, StoredMessage};
 use crate::store::normalize;
@@ -116,6 +117,23 @@ impl Engine {
         self.deps
             .pool
             .read(|conn| compaction::evaluate(conn, &self.deps.config, conversation_id, token_budget, observed))
+    }
+
+    /// Finds messages and summaries of one conversation (or all) by text, regex or substring.
+    pub fn grep(&self, conversation_id: Option<i64>, options: &recall::GrepOptions) -> Result<recall::GrepResult> {
+        self.deps.pool.read(|conn| recall::grep(conn, conversation_id, options))
+    }
+
+    /// One summary or message, and where it sits in the DAG.
+    pub fn describe(&self, id: &recall::ItemId) -> Result<recall::Description> {
+        self.deps
+            .pool
+            .read(|conn| recall::describe(conn, id, self.deps.config.zone))
+    }
+
+    /// What a summary stands for, walked down within a token budget.
+    pub fn expand(&self, summary_id: &str, options: &recall::ExpandOptions) -> Result<recall::Expansion> {
+        self.deps.pool.read(|conn| recall::expand(conn, summary_id, options))
     }
 
     /// Checks the invariants (of one conversation, or all) and digests the contents.

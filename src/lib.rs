@@ -11,6 +11,7 @@ pub mod db;
 pub mod engine;
 pub mod error;
 pub mod prompts;
+pub mod recall;
 pub mod store;
 pub mod summarizer;
 pub mod time;
@@ -704,6 +705,60 @@ impl LcmEngine {
             let budget = token_budget(&options)?;
             let observed = maybe_int(&options, "observedTokens", 0)?;
             to_json(&engine.evaluate(id, budget, observed)?)
+        })
+    }
+
+    /// Finds messages and summaries by full text (default), regular expression or substring,
+    /// in one conversation or, with `null`, in all of them. Each hit says whether it is live
+    /// and which live summary covers it.
+    #[napi(ts_return_type = "Promise<GrepResult>")]
+    pub fn grep(
+        &self,
+        #[napi(ts_arg_type = "number | null")] conversation_id: JsonArg,
+        #[napi(ts_arg_type = "GrepOptions")] options: JsonArg,
+    ) -> AsyncTask<CoreTask<JsonText>> {
+        let engine = self.inner.clone();
+        CoreTask::new(move || {
+            let id = match conversation_id.parse("conversationId")? {
+                None => None,
+                Some(v) => Some(parse_id(&v)?),
+            };
+            let options = recall::GrepOptions::from_json(&required(options, "options")?)?;
+            to_json(&engine.grep(id, &options)?)
+        })
+    }
+
+    /// One summary (`"sum_…"`) or message (its id): its facts, and the summaries above it up
+    /// to the live one.
+    #[napi(ts_return_type = "Promise<Description>")]
+    pub fn describe(&self, #[napi(ts_arg_type = "string | number")] id: JsonArg) -> AsyncTask<CoreTask<JsonText>> {
+        let engine = self.inner.clone();
+        CoreTask::new(move || {
+            let id = recall::ItemId::from_json(&required(id, "id")?)?;
+            to_json(&engine.describe(&id)?)
+        })
+    }
+
+    /// What a summary stands for: its inputs, breadth first, down to the messages, until
+    /// `tokenBudget` (default 4000) is spent.
+    #[napi(ts_return_type = "Promise<Expansion>")]
+    pub fn expand(
+        &self,
+        #[napi(ts_arg_type = "string")] summary_id: JsonArg,
+        #[napi(ts_arg_type = "ExpandOptions")] options: Option<JsonArg>,
+    ) -> AsyncTask<CoreTask<JsonText>> {
+        let engine = self.inner.clone();
+        CoreTask::new(move || {
+            let id = match required(summary_id, "summaryId")? {
+                Value::String(s) if !s.trim().is_empty() => s,
+                other => {
+                    return Err(LcmError::invalid_input(format!(
+                        "summaryId must be a string, got {other}"
+                    )))
+                }
+            };
+            let options = recall::ExpandOptions::from_json(optional(options, "options")?.as_ref())?;
+            to_json(&engine.expand(&id, &options)?)
         })
     }
 

@@ -132,6 +132,11 @@ pub fn to_iso_ms(dt: &DateTime<Utc>) -> String {
     dt.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
 }
 
+/// A stored timestamp as ISO-8601 UTC with milliseconds; text that does not parse is kept.
+pub fn iso_or_raw(raw: String) -> String {
+    parse_timestamp(&raw).map(|t| to_iso_ms(&t)).unwrap_or(raw)
+}
+
 /// The current time in SQLite's shape.
 pub fn now_sqlite() -> String {
     to_sqlite(&Utc::now())

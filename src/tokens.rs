@@ -15,7 +15,9 @@ fn quarters(c: char) -> u64 {
     }
 }
 
-fn is_cjk(cp: u32) -> bool {
+/// Code points the estimator (and recall's CJK search path) treats as CJK: Han, kana, Hangul
+/// and their punctuation and full-width forms.
+pub fn is_cjk(cp: u32) -> bool {
     matches!(cp,
         0x4E00..=0x9FFF
         | 0x3400..=0x4DBF

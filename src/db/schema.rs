@@ -184,6 +184,13 @@ pub const INDEXES: &[(&str, &str)] = &[
         "CREATE INDEX IF NOT EXISTS large_files_conv_idx ON large_files (conversation_id, created_at)",
     ),
     (
+        // Partial: only summary items. "Is this summary live?" (recall, describe) without
+        // scanning the context; messages are live exactly when nothing covers them.
+        "context_items_summary_idx",
+        "CREATE INDEX IF NOT EXISTS context_items_summary_idx ON context_items (summary_id)
+         WHERE summary_id IS NOT NULL",
+    ),
+    (
         "summary_messages_message_idx",
         "CREATE INDEX IF NOT EXISTS summary_messages_message_idx ON summary_messages (message_id)",
     ),

@@ -106,7 +106,10 @@ fn both_transcripts_ingest_completely_and_round_trip() {
         .collect();
     let mut checked = 0;
     for (id, content) in &sample {
-        let Some(word) = content.split(|c: char| !c.is_ascii_alphanumeric()).find(|w| w.len() >= 6) else {
+        let Some(word) = content
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .find(|w| w.len() >= 6)
+        else {
             continue;
         };
         let hit: bool = conn

@@ -291,9 +291,27 @@ pub fn load_parts(conn: &Connection, message_ids: &[i64]) -> Result<Vec<Vec<Stor
     Ok(out)
 }
 
+/// The columns `stored()` reads, in its order.
+const STORED_COLUMNS: &str = "message_id, seq, role, content, created_at, token_count, transcript_entry_id";
+
 /// Messages of a conversation in order, from `after_seq` (exclusive), at most `limit`.
 pub fn list(conn: &Connection, conversation_id: i64, after_seq: i64, limit: i64) -> Result<Vec<StoredMessage>> {
     conversations::get(conn, conversation_id)?;
+    let sql =
+        format!("SELECT {STORED_COLUMNS} FROM messages WHERE conversation_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3");
+    stored(conn, &sql, params![conversation_id, after_seq, limit])
+}
+
+/// The messages with these ids (those that exist), in the order given.
+pub fn by_ids(conn: &Connection, ids: &[i64]) -> Result<Vec<StoredMessage>> {
+    let sql = format!(
+        "SELECT {STORED_COLUMNS} FROM json_each(?1) j JOIN messages m ON m.message_id = j.value ORDER BY j.key"
+    );
+    stored(conn, &sql, params![serde_json::to_string(ids)?])
+}
+
+/// Runs a query selecting `STORED_COLUMNS` and rebuilds each message with its parts.
+fn stored(conn: &Connection, sql: &str, args: impl rusqlite::Params) -> Result<Vec<StoredMessage>> {
     struct Row {
         id: i64,
         seq: i64,
@@ -304,11 +322,8 @@ pub fn list(conn: &Connection, conversation_id: i64, after_seq: i64, limit: i64)
         entry: Option<String>,
     }
     let rows: Vec<Row> = conn
-        .prepare_cached(
-            "SELECT message_id, seq, role, content, created_at, token_count, transcript_entry_id
-             FROM messages WHERE conversation_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
-        )?
-        .query_map(params![conversation_id, after_seq, limit], |r| {
+        .prepare_cached(sql)?
+        .query_map(args, |r| {
             Ok(Row {
                 id: r.get(0)?,
                 seq: r.get(1)?,
@@ -332,9 +347,7 @@ pub fn list(conn: &Connection, conversation_id: i64, after_seq: i64, limit: i64)
                 seq: r.seq,
                 role: role.host(),
                 content: stored_content(role, &r.content, &parts),
-                created_at: time::parse_timestamp(&r.created_at)
-                    .map(|t| time::to_iso_ms(&t))
-                    .unwrap_or(r.created_at),
+                created_at: time::iso_or_raw(r.created_at),
                 token_count: r.tokens,
                 tool_call_id: if role == Role::ToolResult {
                     tool_call_id_of(&parts)

@@ -248,12 +248,14 @@ fn lossless_claw_database_keeps_its_extra_tables_and_skips_recorded_backfills() 
         !r.backfills.iter().any(|b| b.step == "backfillSummaryDepths"),
         "recorded backfill re-ran"
     );
-    // The plugin's schema stays untouched; the only additions are lcm-native's live totals.
-    let (ours, theirs): (Vec<_>, Vec<_>) = schema(&path)
-        .into_iter()
-        .partition(|(name, _)| name == totals::TABLE || totals::TRIGGER_NAMES.contains(&name.as_str()));
+    // The plugin's schema stays untouched; the only additions are lcm-native's live totals and
+    // the partial index on live summary items.
+    let (ours, theirs): (Vec<_>, Vec<_>) = schema(&path).into_iter().partition(|(name, _)| {
+        name == totals::TABLE || totals::TRIGGER_NAMES.contains(&name.as_str()) || name == "context_items_summary_idx"
+    });
     assert_eq!(theirs, schema_before, "the plugin's schema must stay untouched");
-    assert_eq!(ours.len(), 1 + totals::TRIGGER_NAMES.len(), "{ours:?}");
+    assert_eq!(ours.len(), 2 + totals::TRIGGER_NAMES.len(), "{ours:?}");
+    assert_eq!(r.indexes_created, ["context_items_summary_idx"]);
     assert!(r.live_totals_rebuilt);
     assert_eq!(summary_values(&path), values_before);
     let mut expected_counts = counts_before.clone();

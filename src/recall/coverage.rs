@@ -1,0 +1,111 @@
+//! Where an item sits in the DAG: whether it is live, and the chain of summaries above it up
+//! to the live one. A message is covered by its leaf summary (`summary_messages`); a summary
+//! by the condensed node that took it as an input (`summary_parents`).
+
+use rusqlite::{Connection, OptionalExtension};
+use serde::Serialize;
+
+use crate::error::Result;
+
+/// Longest chain followed (a DAG deeper than this is not one lcm-native or the plugin wrote;
+/// the bound also stops a cycle in a damaged database).
+const MAX_CHAIN: usize = 64;
+
+/// A summary in a covering chain.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ChainLink {
+    pub summary_id: String,
+    pub kind: String,
+    pub depth: i64,
+    pub live: bool,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Cover {
+    /// The item itself is a live context item.
+    pub live: bool,
+    /// The live summary above the item (None when the item is live, or when nothing live
+    /// covers it in a damaged database).
+    pub live_summary: Option<String>,
+    /// The summaries above the item, nearest first, up to and including the live one.
+    pub chain: Vec<ChainLink>,
+}
+
+fn is_live_summary(conn: &Connection, summary_id: &str) -> Result<bool> {
+    Ok(conn
+        .prepare_cached("SELECT 1 FROM context_items WHERE summary_id = ?1 LIMIT 1")?
+        .query_row([summary_id], |_| Ok(()))
+        .optional()?
+        .is_some())
+}
+
+fn link(conn: &Connection, summary_id: String) -> Result<Option<ChainLink>> {
+    let row = conn
+        .prepare_cached("SELECT kind, depth FROM summaries WHERE summary_id = ?1")?
+        .query_row([&summary_id], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
+        .optional()?;
+    let Some((kind, depth)) = row else { return Ok(None) };
+    let live = is_live_summary(conn, &summary_id)?;
+    Ok(Some(ChainLink {
+        summary_id,
+        kind,
+        depth,
+        live,
+    }))
+}
+
+/// Follows consumers from `first` (the nearest covering summary) up to a live one.
+fn climb(conn: &Connection, first: Option<String>) -> Result<Cover> {
+    let mut cover = Cover::default();
+    let mut next = first;
+    while let Some(id) = next.take() {
+        if cover.chain.len() >= MAX_CHAIN || cover.chain.iter().any(|l| l.summary_id == id) {
+            break;
+        }
+        let Some(l) = link(conn, id)? else { break };
+        let live = l.live;
+        let id = l.summary_id.clone();
+        cover.chain.push(l);
+        if live {
+            cover.live_summary = Some(id);
+            break;
+        }
+        next = conn
+            .prepare_cached(
+                "SELECT summary_id FROM summary_parents WHERE parent_summary_id = ?1 ORDER BY rowid LIMIT 1",
+            )?
+            .query_row([&id], |r| r.get(0))
+            .optional()?;
+    }
+    Ok(cover)
+}
+
+/// A message is live when no summary covers it (the lossless invariant: live or covered).
+pub fn of_message(conn: &Connection, message_id: i64) -> Result<Cover> {
+    let leaf: Option<String> = conn
+        .prepare_cached("SELECT summary_id FROM summary_messages WHERE message_id = ?1 ORDER BY rowid LIMIT 1")?
+        .query_row([message_id], |r| r.get(0))
+        .optional()?;
+    if leaf.is_none() {
+        return Ok(Cover {
+            live: true,
+            ..Cover::default()
+        });
+    }
+    climb(conn, leaf)
+}
+
+pub fn of_summary(conn: &Connection, summary_id: &str) -> Result<Cover> {
+    if is_live_summary(conn, summary_id)? {
+        return Ok(Cover {
+            live: true,
+            ..Cover::default()
+        });
+    }
+    let consumer: Option<String> = conn
+        .prepare_cached("SELECT summary_id FROM summary_parents WHERE parent_summary_id = ?1 ORDER BY rowid LIMIT 1")?
+        .query_row([summary_id], |r| r.get(0))
+        .optional()?;
+    climb(conn, consumer)
+}

@@ -1,0 +1,239 @@
+//! `describe`: everything known about one summary or one message, and where it sits in the DAG.
+
+use rusqlite::{params, Connection, OptionalExtension};
+use serde::Serialize;
+use serde_json::Value;
+
+use super::coverage::{self, ChainLink};
+use crate::error::{LcmError, Result};
+use crate::store::messages::{self, StoredMessage};
+use crate::store::summaries::{self, SummaryRecord};
+use crate::time::{self, DisplayZone};
+
+/// What `describe` was asked about: a summary id (`sum_…`) or a message id.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ItemId {
+    Summary(String),
+    Message(i64),
+}
+
+impl ItemId {
+    /// A number is a message id; a string is a summary id, or a message id written as digits.
+    pub fn from_json(v: &Value) -> Result<ItemId> {
+        match v {
+            Value::Number(n) => n
+                .as_i64()
+                .filter(|id| *id > 0)
+                .map(ItemId::Message)
+                .ok_or_else(|| LcmError::invalid_input(format!("a message id is a positive integer, got {v}"))),
+            Value::String(s) if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) => s
+                .parse()
+                .map(ItemId::Message)
+                .map_err(|_| LcmError::not_found("message", s)),
+            Value::String(s) if !s.trim().is_empty() => Ok(ItemId::Summary(s.trim().to_string())),
+            _ => Err(LcmError::invalid_input(format!(
+                "the id must be a summary id (\"sum_…\") or a message id (a positive integer), got {v}"
+            ))),
+        }
+    }
+}
+
+/// An input of a condensed summary.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InputRef {
+    pub summary_id: String,
+    pub kind: String,
+    pub depth: i64,
+    pub token_count: i64,
+}
+
+/// The messages a summary stands for, directly (leaf) or through its inputs (condensed).
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CoveredMessages {
+    pub count: i64,
+    /// The first and last of them in conversation order (the rolling-summary seed's start and
+    /// end message ids).
+    pub first_message_id: Option<i64>,
+    pub last_message_id: Option<i64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SummaryDescription {
+    #[serde(flatten)]
+    pub summary: SummaryRecord,
+    /// `earliestAt`–`latestAt` as shown to the model, in the configured timezone.
+    pub range: String,
+    pub file_ids: Vec<String>,
+    /// Condensed: its inputs, in order.
+    pub inputs: Vec<InputRef>,
+    pub covered_messages: CoveredMessages,
+    /// True when the summary is itself a live context item.
+    pub live: bool,
+    /// The condensed node that took this summary as an input, if any.
+    pub consumed_by: Option<String>,
+    /// The live summary above it, when it is not live itself.
+    pub live_summary: Option<String>,
+    /// The summaries above it, nearest first, up to the live one.
+    pub chain: Vec<ChainLink>,
+}
+
+/// A stored part of a message, as `describe` lists it.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PartInfo {
+    pub part_id: String,
+    pub part_type: String,
+    pub ordinal: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_name: Option<String>,
+    /// The block type the host sent, when it is not the part type's usual one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub block_type: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MessageDescription {
+    #[serde(flatten)]
+    pub message: StoredMessage,
+    pub conversation_id: i64,
+    pub parts: Vec<PartInfo>,
+    /// True when the message is itself a live context item (no summary covers it).
+    pub live: bool,
+    /// The live summary that covers it, when it is not live itself.
+    pub live_summary: Option<String>,
+    /// The summaries that cover it, from its leaf up to the live one.
+    pub chain: Vec<ChainLink>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum Description {
+    Summary(Box<SummaryDescription>),
+    Message(Box<MessageDescription>),
+}
+
+pub fn describe(conn: &Connection, id: &ItemId, zone: DisplayZone) -> Result<Description> {
+    let tx = conn.unchecked_transaction()?;
+    let conn: &Connection = &tx;
+    match id {
+        ItemId::Summary(sid) => Ok(Description::Summary(Box::new(describe_summary(conn, sid, zone)?))),
+        ItemId::Message(mid) => Ok(Description::Message(Box::new(describe_message(conn, *mid)?))),
+    }
+}
+
+fn describe_summary(conn: &Connection, summary_id: &str, zone: DisplayZone) -> Result<SummaryDescription> {
+    let summary = summaries::get(conn, summary_id)?;
+    let file_ids: String = conn
+        .prepare_cached("SELECT file_ids FROM summaries WHERE summary_id = ?1")?
+        .query_row([summary_id], |r| r.get(0))?;
+    let inputs = conn
+        .prepare_cached(
+            "SELECT s.summary_id, s.kind, s.depth, s.token_count FROM summary_parents p
+             JOIN summaries s ON s.summary_id = p.parent_summary_id
+             WHERE p.summary_id = ?1 ORDER BY p.ordinal",
+        )?
+        .query_map([summary_id], |r| {
+            Ok(InputRef {
+                summary_id: r.get(0)?,
+                kind: r.get(1)?,
+                depth: r.get(2)?,
+                token_count: r.get(3)?,
+            })
+        })?
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    let consumed_by: Option<String> = conn
+        .prepare_cached("SELECT summary_id FROM summary_parents WHERE parent_summary_id = ?1 ORDER BY rowid LIMIT 1")?
+        .query_row([summary_id], |r| r.get(0))
+        .optional()?;
+    let cover = coverage::of_summary(conn, summary_id)?;
+    let range = crate::assemble::render::range(summary.earliest_at.as_deref(), summary.latest_at.as_deref(), zone);
+    let summary = SummaryRecord {
+        earliest_at: summary.earliest_at.map(time::iso_or_raw),
+        latest_at: summary.latest_at.map(time::iso_or_raw),
+        created_at: time::iso_or_raw(summary.created_at),
+        ..summary
+    };
+    Ok(SummaryDescription {
+        range,
+        file_ids: serde_json::from_str(&file_ids).unwrap_or_default(),
+        inputs,
+        covered_messages: covered_messages(conn, summary_id)?,
+        live: cover.live,
+        consumed_by,
+        live_summary: cover.live_summary,
+        chain: cover.chain,
+        summary,
+    })
+}
+
+/// The messages under a summary: its own (leaf) and those of every summary below it.
+fn covered_messages(conn: &Connection, summary_id: &str) -> Result<CoveredMessages> {
+    Ok(conn
+        .prepare_cached(
+            "WITH RECURSIVE below(id, steps) AS (
+               SELECT ?1, 0
+               UNION
+               SELECT p.parent_summary_id, b.steps + 1 FROM summary_parents p JOIN below b ON p.summary_id = b.id
+               WHERE b.steps < 64
+             ),
+             covered AS (
+               SELECT DISTINCT m.message_id, m.seq FROM below b
+               JOIN summary_messages sm ON sm.summary_id = b.id
+               JOIN messages m ON m.message_id = sm.message_id
+             )
+             SELECT (SELECT count(*) FROM covered),
+                    (SELECT message_id FROM covered ORDER BY seq LIMIT 1),
+                    (SELECT message_id FROM covered ORDER BY seq DESC LIMIT 1)",
+        )?
+        .query_row(params![summary_id], |r| {
+            Ok(CoveredMessages {
+                count: r.get(0)?,
+                first_message_id: r.get(1)?,
+                last_message_id: r.get(2)?,
+            })
+        })?)
+}
+
+fn describe_message(conn: &Connection, message_id: i64) -> Result<MessageDescription> {
+    let conversation_id: i64 = conn
+        .prepare_cached("SELECT conversation_id FROM messages WHERE message_id = ?1")?
+        .query_row([message_id], |r| r.get(0))
+        .optional()?
+        .ok_or_else(|| LcmError::not_found("message", message_id))?;
+    let message = messages::by_ids(conn, &[message_id])?
+        .pop()
+        .ok_or_else(|| LcmError::not_found("message", message_id))?;
+    let parts = messages::load_parts(conn, &[message_id])?
+        .pop()
+        .unwrap_or_default()
+        .into_iter()
+        .enumerate()
+        .map(|(ordinal, p)| PartInfo {
+            block_type: p
+                .raw()
+                .and_then(|r| r.get("type"))
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            part_id: p.part_id,
+            part_type: p.part_type,
+            ordinal,
+            tool_call_id: p.tool_call_id,
+            tool_name: p.tool_name,
+        })
+        .collect();
+    let cover = coverage::of_message(conn, message_id)?;
+    Ok(MessageDescription {
+        message,
+        conversation_id,
+        parts,
+        live: cover.live,
+        live_summary: cover.live_summary,
+        chain: cover.chain,
+    })
+}

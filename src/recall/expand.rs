@@ -1,0 +1,184 @@
+//! `expand`: what a summary stands for, walking down the DAG (never up) to its inputs and, below
+//! the leaves, to the messages, until the token budget is spent.
+//!
+//! The walk is breadth first: all direct inputs (in order) before any of their inputs, so a
+//! small budget shows the whole span at the coarsest level instead of the first input in full.
+
+use std::collections::VecDeque;
+
+use rusqlite::Connection;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::assemble::render::host_message;
+use crate::error::{LcmError, Result};
+use crate::store::messages::load_parts;
+use crate::store::summaries;
+
+pub const DEFAULT_TOKEN_BUDGET: i64 = 4000;
+
+#[derive(Clone, Debug)]
+pub struct ExpandOptions {
+    pub token_budget: i64,
+    /// Levels below the summary to walk (1 = its direct inputs or messages); None = no limit.
+    pub max_depth: Option<i64>,
+}
+
+impl ExpandOptions {
+    /// Reads `{ tokenBudget?, maxDepth? }` (absent or null options take the defaults).
+    pub fn from_json(v: Option<&Value>) -> Result<ExpandOptions> {
+        let mut o = ExpandOptions {
+            token_budget: DEFAULT_TOKEN_BUDGET,
+            max_depth: None,
+        };
+        let Some(obj) = v.filter(|v| !v.is_null()) else {
+            return Ok(o);
+        };
+        let obj = obj
+            .as_object()
+            .ok_or_else(|| LcmError::invalid_input("expand options must be an object"))?;
+        for (key, value) in obj {
+            let n = || {
+                value
+                    .as_i64()
+                    .filter(|n| *n >= 1)
+                    .ok_or_else(|| LcmError::invalid_input(format!("`{key}` must be a positive integer, got {value}")))
+            };
+            match key.as_str() {
+                _ if value.is_null() => {}
+                "tokenBudget" => o.token_budget = n()?,
+                "maxDepth" => o.max_depth = Some(n()?),
+                _ => return Err(LcmError::invalid_input(format!("unknown expand option `{key}`"))),
+            }
+        }
+        Ok(o)
+    }
+}
+
+/// One node reached by the walk.
+#[derive(Clone, Debug, Serialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum Entry {
+    #[serde(rename_all = "camelCase")]
+    Summary {
+        summary_id: String,
+        /// The summary it was reached from.
+        parent_id: String,
+        /// Levels below the expanded summary (1 = a direct input).
+        level: i64,
+        kind: String,
+        depth: i64,
+        token_count: i64,
+        earliest_at: Option<String>,
+        latest_at: Option<String>,
+        content: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    Message {
+        message_id: i64,
+        parent_id: String,
+        level: i64,
+        token_count: i64,
+        /// The message as `assemble` presents it.
+        message: Value,
+    },
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Expansion {
+    pub summary_id: String,
+    pub entries: Vec<Entry>,
+    /// Stored tokens of the entries returned.
+    pub estimated_tokens: i64,
+    /// True when the budget ran out before the walk reached everything below the summary
+    /// (within `maxDepth`).
+    pub truncated: bool,
+}
+
+pub fn expand(conn: &Connection, summary_id: &str, o: &ExpandOptions) -> Result<Expansion> {
+    let tx = conn.unchecked_transaction()?;
+    let conn: &Connection = &tx;
+    summaries::get(conn, summary_id)?;
+    let mut out = Expansion {
+        summary_id: summary_id.to_string(),
+        entries: Vec::new(),
+        estimated_tokens: 0,
+        truncated: false,
+    };
+    // (summary to open, its level)
+    let mut queue: VecDeque<(String, i64)> = VecDeque::from([(summary_id.to_string(), 0)]);
+    let mut visited = std::collections::HashSet::new();
+    while let Some((id, level)) = queue.pop_front() {
+        if !visited.insert(id.clone()) {
+            continue;
+        }
+        if o.max_depth.is_some_and(|max| level >= max) {
+            continue;
+        }
+        let children = children(conn, &id, level + 1)?;
+        for child in children {
+            let tokens = match &child {
+                Entry::Summary { token_count, .. } | Entry::Message { token_count, .. } => *token_count,
+            };
+            if out.estimated_tokens + tokens > o.token_budget {
+                out.truncated = true;
+                return Ok(out);
+            }
+            out.estimated_tokens += tokens;
+            if let Entry::Summary { summary_id, .. } = &child {
+                queue.push_back((summary_id.clone(), level + 1));
+            }
+            out.entries.push(child);
+        }
+    }
+    Ok(out)
+}
+
+/// The inputs of a condensed summary, or the messages of a leaf, in order.
+fn children(conn: &Connection, id: &str, level: i64) -> Result<Vec<Entry>> {
+    let inputs: Vec<Entry> = conn
+        .prepare_cached(
+            "SELECT s.summary_id, s.kind, s.depth, s.token_count, s.earliest_at, s.latest_at, s.content
+             FROM summary_parents p JOIN summaries s ON s.summary_id = p.parent_summary_id
+             WHERE p.summary_id = ?1 ORDER BY p.ordinal",
+        )?
+        .query_map([id], |r| {
+            Ok(Entry::Summary {
+                summary_id: r.get(0)?,
+                parent_id: id.to_string(),
+                level,
+                kind: r.get(1)?,
+                depth: r.get(2)?,
+                token_count: r.get(3)?,
+                earliest_at: r.get::<_, Option<String>>(4)?.map(crate::time::iso_or_raw),
+                latest_at: r.get::<_, Option<String>>(5)?.map(crate::time::iso_or_raw),
+                content: r.get(6)?,
+            })
+        })?
+        .collect::<std::result::Result<_, _>>()?;
+    if !inputs.is_empty() {
+        return Ok(inputs);
+    }
+    let rows: Vec<(i64, String, String, i64)> = conn
+        .prepare_cached(
+            "SELECT m.message_id, m.role, m.content, m.token_count FROM summary_messages sm
+             JOIN messages m ON m.message_id = sm.message_id
+             WHERE sm.summary_id = ?1 ORDER BY sm.ordinal",
+        )?
+        .query_map([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+        .collect::<std::result::Result<_, _>>()?;
+    let ids: Vec<i64> = rows.iter().map(|r| r.0).collect();
+    let parts = load_parts(conn, &ids)?;
+    Ok(rows
+        .into_iter()
+        .zip(parts)
+        .map(|((message_id, role, content, token_count), parts)| Entry::Message {
+            message_id,
+            parent_id: id.to_string(),
+            level,
+            token_count,
+            message: host_message(0, &role, &content, &parts).to_json(),
+        })
+        .collect())
+}

@@ -1,0 +1,534 @@
+//! `grep`: find messages and summaries by full text, regular expression or substring, newest
+//! first or by relevance, in one conversation or all of them.
+
+use std::time::{Duration, Instant};
+
+use rusqlite::types::Value as SqlValue;
+use rusqlite::{params_from_iter, Connection};
+use serde::Serialize;
+use serde_json::Value;
+
+use super::coverage;
+use super::query;
+use crate::error::{LcmError, Result};
+use crate::store::conversations;
+use crate::store::normalize::Role;
+use crate::time;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    Fts,
+    Regex,
+    Like,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    Messages,
+    Summaries,
+    Both,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sort {
+    Recency,
+    Relevance,
+}
+
+#[derive(Clone, Debug)]
+pub struct GrepOptions {
+    pub query: String,
+    pub mode: Mode,
+    pub scope: Scope,
+    /// SQLite-format UTC bounds: `since` inclusive, `until` exclusive.
+    pub since: Option<String>,
+    pub until: Option<String>,
+    pub limit: usize,
+    pub sort: Sort,
+}
+
+pub const DEFAULT_LIMIT: usize = 50;
+pub const MAX_LIMIT: usize = 1000;
+/// Longest regular expression accepted, in bytes.
+pub const MAX_PATTERN_BYTES: usize = 1024;
+/// Compiled-program bound for a regular expression (the `regex` crate's size limit).
+const REGEX_SIZE_LIMIT: usize = 1 << 20;
+/// Rows a regex search reads per scope at most, and how long it may take.
+pub const REGEX_MAX_ROWS: usize = 200_000;
+const REGEX_DEADLINE: Duration = Duration::from_secs(3);
+
+impl GrepOptions {
+    /// Reads `{ query, mode?, scope?, since?, until?, limit?, sort? }`.
+    pub fn from_json(v: &Value) -> Result<GrepOptions> {
+        let obj = v
+            .as_object()
+            .ok_or_else(|| LcmError::invalid_input("grep options must be an object with a `query`"))?;
+        for key in obj.keys() {
+            if !["query", "mode", "scope", "since", "until", "limit", "sort"].contains(&key.as_str()) {
+                return Err(LcmError::invalid_input(format!("unknown grep option `{key}`")));
+            }
+        }
+        let query = match obj.get("query") {
+            Some(Value::String(q)) => q.clone(),
+            other => {
+                return Err(LcmError::invalid_input(format!(
+                    "`query` must be a string, got {}",
+                    other.map_or("nothing".to_string(), Value::to_string)
+                )))
+            }
+        };
+        let choice = |key: &str, allowed: &[&str], default: &'static str| -> Result<String> {
+            match obj.get(key) {
+                None | Some(Value::Null) => Ok(default.to_string()),
+                Some(Value::String(s)) if allowed.contains(&s.as_str()) => Ok(s.clone()),
+                Some(other) => Err(LcmError::invalid_input(format!(
+                    "`{key}` must be one of {}, got {other}",
+                    allowed
+                        .iter()
+                        .map(|a| format!("\"{a}\""))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))),
+            }
+        };
+        let mode = match choice("mode", &["fts", "regex", "like"], "fts")?.as_str() {
+            "regex" => Mode::Regex,
+            "like" => Mode::Like,
+            _ => Mode::Fts,
+        };
+        let scope = match choice("scope", &["messages", "summaries", "both"], "both")?.as_str() {
+            "messages" => Scope::Messages,
+            "summaries" => Scope::Summaries,
+            _ => Scope::Both,
+        };
+        let sort = match choice("sort", &["recency", "relevance"], "recency")?.as_str() {
+            "relevance" => Sort::Relevance,
+            _ => Sort::Recency,
+        };
+        let limit = match obj.get("limit") {
+            None | Some(Value::Null) => DEFAULT_LIMIT,
+            Some(v) => v
+                .as_u64()
+                .filter(|n| (1..=MAX_LIMIT as u64).contains(n))
+                .ok_or_else(|| {
+                    LcmError::invalid_input(format!("`limit` must be an integer from 1 to {MAX_LIMIT}, got {v}"))
+                })? as usize,
+        };
+        Ok(GrepOptions {
+            query,
+            mode,
+            scope,
+            since: bound(obj.get("since"), "since")?,
+            until: bound(obj.get("until"), "until")?,
+            limit,
+            sort,
+        })
+    }
+}
+
+/// A time bound: epoch milliseconds or an ISO-8601 string, as SQLite-format UTC.
+fn bound(v: Option<&Value>, key: &str) -> Result<Option<String>> {
+    let t = match v {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Number(n)) => n.as_f64().and_then(time::from_epoch_ms),
+        Some(Value::String(s)) => time::parse_timestamp(s),
+        Some(_) => None,
+    };
+    t.map(|t| Some(time::to_sqlite(&t))).ok_or_else(|| {
+        LcmError::invalid_input(format!(
+            "`{key}` must be epoch milliseconds or an ISO-8601 time, got {}",
+            v.unwrap()
+        ))
+    })
+}
+
+/// One match.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GrepHit {
+    /// `message` or `summary`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary_id: Option<String>,
+    pub conversation_id: i64,
+    /// Message: its role as the host knows it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<&'static str>,
+    /// Summary: `leaf` or `condensed`, and its depth.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary_kind: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub depth: Option<i64>,
+    /// Message: when it was written; summary: the end of the time it covers. ISO-8601 UTC.
+    pub time: String,
+    pub snippet: String,
+    /// FTS5's bm25 rank (lower is better), for full-text matches.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rank: Option<f64>,
+    /// True when the item is itself in the live context.
+    pub live: bool,
+    /// The live summary that covers the item, when it is not live itself.
+    pub covered_by: Option<String>,
+}
+
+/// How a scope was searched.
+#[derive(Clone, Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SearchedBy {
+    /// `fts`, `trigram`, `like` or `regex`; absent when the scope was not searched.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub messages: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summaries: Option<&'static str>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GrepResult {
+    pub hits: Vec<GrepHit>,
+    /// True when more matches exist than were returned (`limit`), or when a regex search
+    /// stopped at its row or time bound before reading everything.
+    pub truncated: bool,
+    pub searched_by: SearchedBy,
+    /// Rows a regex search read (it reads at most `REGEX_MAX_ROWS` per scope).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rows_scanned: Option<usize>,
+}
+
+/// A candidate before coverage is looked up: sort keys and what the hit shows.
+struct Found {
+    hit: GrepHit,
+    sort_time: String,
+}
+
+pub fn grep(conn: &Connection, conversation_id: Option<i64>, o: &GrepOptions) -> Result<GrepResult> {
+    if let Some(cid) = conversation_id {
+        conversations::get(conn, cid)?;
+    }
+    let tx = conn.unchecked_transaction()?;
+    let conn: &Connection = &tx;
+    let mut searched_by = SearchedBy::default();
+    let mut found: Vec<Found> = Vec::new();
+    let mut truncated = false;
+    let mut scanned = None;
+    let regex = if o.mode == Mode::Regex {
+        Some(compile(&o.query)?)
+    } else {
+        None
+    };
+    let terms = if o.mode == Mode::Regex {
+        Vec::new()
+    } else {
+        query::terms(&o.query)?
+    };
+    let filter = Filter {
+        conversation_id,
+        since: o.since.clone(),
+        until: o.until.clone(),
+    };
+    for table in [Table::Messages, Table::Summaries] {
+        let wanted = match table {
+            Table::Messages => o.scope != Scope::Summaries,
+            Table::Summaries => o.scope != Scope::Messages,
+        };
+        if !wanted {
+            continue;
+        }
+        let (rows, by, more) = match &regex {
+            Some(re) => {
+                let (rows, more, n) = search_regex(conn, table, &filter, re, o.limit)?;
+                *scanned.get_or_insert(0) += n;
+                (rows, "regex", more)
+            }
+            None => search_text(conn, table, &filter, &terms, o)?,
+        };
+        match table {
+            Table::Messages => searched_by.messages = Some(by),
+            Table::Summaries => searched_by.summaries = Some(by),
+        }
+        truncated |= more;
+        found.extend(rows);
+    }
+    // Merge the scopes: newest first, or best rank first (rankless matches after, newest first).
+    match o.sort {
+        Sort::Recency => found.sort_by(|a, b| b.sort_time.cmp(&a.sort_time)),
+        Sort::Relevance => found.sort_by(|a, b| {
+            let ra = a.hit.rank.unwrap_or(f64::INFINITY);
+            let rb = b.hit.rank.unwrap_or(f64::INFINITY);
+            ra.total_cmp(&rb).then_with(|| b.sort_time.cmp(&a.sort_time))
+        }),
+    }
+    if found.len() > o.limit {
+        found.truncate(o.limit);
+        truncated = true;
+    }
+    let mut hits = Vec::with_capacity(found.len());
+    for f in found {
+        let mut hit = f.hit;
+        let cover = match (hit.message_id, &hit.summary_id) {
+            (Some(mid), _) => coverage::of_message(conn, mid)?,
+            (None, Some(sid)) => coverage::of_summary(conn, sid)?,
+            _ => coverage::Cover::default(),
+        };
+        hit.live = cover.live;
+        hit.covered_by = cover.live_summary;
+        hits.push(hit);
+    }
+    Ok(GrepResult {
+        hits,
+        truncated,
+        searched_by,
+        rows_scanned: scanned,
+    })
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Table {
+    Messages,
+    Summaries,
+}
+
+struct Filter {
+    conversation_id: Option<i64>,
+    since: Option<String>,
+    until: Option<String>,
+}
+
+impl Table {
+    /// The columns every search reads: id, conversation, role or kind, depth, time, content.
+    fn select(self) -> &'static str {
+        match self {
+            Table::Messages => "m.message_id, m.conversation_id, m.role, NULL, m.created_at",
+            Table::Summaries => "s.summary_id, s.conversation_id, s.kind, s.depth, COALESCE(s.latest_at, s.created_at)",
+        }
+    }
+
+    fn alias(self) -> &'static str {
+        match self {
+            Table::Messages => "m",
+            Table::Summaries => "s",
+        }
+    }
+
+    /// Conversation and time filters on the table's alias, with their parameters appended.
+    /// The conversation test is written `+x = ?` so SQLite does not answer it from the
+    /// conversation index: scans must walk the table newest first and stop at the limit,
+    /// not collect and sort every row of the conversation.
+    fn filters(self, f: &Filter, params: &mut Vec<SqlValue>) -> String {
+        let a = self.alias();
+        let time = match self {
+            Table::Messages => "m.created_at",
+            Table::Summaries => "COALESCE(s.latest_at, s.created_at)",
+        };
+        let mut sql = String::new();
+        if let Some(cid) = f.conversation_id {
+            params.push(SqlValue::Integer(cid));
+            sql.push_str(&format!(" AND +{a}.conversation_id = ?{}", params.len()));
+        }
+        if let Some(since) = &f.since {
+            params.push(SqlValue::Text(since.clone()));
+            sql.push_str(&format!(" AND julianday({time}) >= julianday(?{})", params.len()));
+        }
+        if let Some(until) = &f.until {
+            params.push(SqlValue::Text(until.clone()));
+            sql.push_str(&format!(" AND julianday({time}) < julianday(?{})", params.len()));
+        }
+        sql
+    }
+
+    fn table_ref(self) -> &'static str {
+        match self {
+            Table::Messages => "messages m",
+            Table::Summaries => "summaries s",
+        }
+    }
+}
+
+/// Reads the common columns of a search row (the snippet and rank come after them).
+fn found_from_row(table: Table, r: &rusqlite::Row<'_>, snippet: String, rank: Option<f64>) -> rusqlite::Result<Found> {
+    let time = time::iso_or_raw(r.get(4)?);
+    let hit = match table {
+        Table::Messages => GrepHit {
+            kind: "message",
+            message_id: Some(r.get(0)?),
+            summary_id: None,
+            conversation_id: r.get(1)?,
+            role: Some(Role::from_db(&r.get::<_, String>(2)?).host()),
+            summary_kind: None,
+            depth: None,
+            time: time.clone(),
+            snippet,
+            rank,
+            live: false,
+            covered_by: None,
+        },
+        Table::Summaries => GrepHit {
+            kind: "summary",
+            message_id: None,
+            summary_id: Some(r.get(0)?),
+            conversation_id: r.get(1)?,
+            role: None,
+            summary_kind: Some(r.get(2)?),
+            depth: Some(r.get(3)?),
+            time: time.clone(),
+            snippet,
+            rank,
+            live: false,
+            covered_by: None,
+        },
+    };
+    Ok(Found { hit, sort_time: time })
+}
+
+/// Full-text (or, for CJK and `like` mode, trigram / LIKE) search of one table.
+fn search_text(
+    conn: &Connection,
+    table: Table,
+    f: &Filter,
+    terms: &[String],
+    o: &GrepOptions,
+) -> Result<(Vec<Found>, &'static str, bool)> {
+    let cjk = terms.iter().any(|t| query::has_cjk(t));
+    let trigram = table == Table::Summaries
+        && cjk
+        && query::trigram_ready(terms)
+        && conversations::SchemaFlags::read(conn)?.has_cjk_fts;
+    let via = match (o.mode, cjk) {
+        (Mode::Fts, false) => "fts",
+        (Mode::Fts, true) if trigram => "trigram",
+        _ => "like",
+    };
+    let fetch = o.limit + 1;
+    let mut params: Vec<SqlValue> = Vec::new();
+    let (fts_table, snippet_col) = match (table, via) {
+        (Table::Messages, "fts") => ("messages_fts", 0),
+        (Table::Summaries, "fts") => ("summaries_fts", 1),
+        (Table::Summaries, "trigram") => ("summaries_fts_cjk", 1),
+        _ => ("", 0),
+    };
+    let sql = if fts_table.is_empty() {
+        // LIKE over the stored text: every term required.
+        let mut conds = Vec::new();
+        for t in terms {
+            params.push(SqlValue::Text(query::like_pattern(t)));
+            conds.push(format!("{}.content LIKE ?{} ESCAPE '\\'", table.alias(), params.len()));
+        }
+        let filters = table.filters(f, &mut params);
+        params.push(SqlValue::Integer(fetch as i64));
+        format!(
+            "SELECT {}, {a}.content FROM {} WHERE {}{filters} ORDER BY {a}.rowid DESC LIMIT ?{}",
+            table.select(),
+            table.table_ref(),
+            conds.join(" AND "),
+            params.len(),
+            a = table.alias(),
+        )
+    } else {
+        params.push(SqlValue::Text(query::fts_match(terms)));
+        let matched = params.len();
+        let join = match table {
+            Table::Messages => "JOIN messages m ON m.message_id = f.rowid",
+            Table::Summaries => "JOIN summaries s ON s.summary_id = f.summary_id",
+        };
+        let filters = table.filters(f, &mut params);
+        params.push(SqlValue::Integer(fetch as i64));
+        let order = match o.sort {
+            Sort::Recency => "f.rowid DESC",
+            Sort::Relevance => "f.rank",
+        };
+        format!(
+            "SELECT {}, snippet({fts_table}, {snippet_col}, '', '', '…', 24), f.rank
+             FROM {fts_table} f {join}
+             WHERE {fts_table} MATCH ?{matched}{filters}
+             ORDER BY {order} LIMIT ?{}",
+            table.select(),
+            params.len(),
+        )
+    };
+    let mut stmt = conn.prepare(&sql)?;
+    let mut rows = stmt.query(params_from_iter(params.iter()))?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next()? {
+        let found = if fts_table.is_empty() {
+            let content: String = r.get(5)?;
+            let at = query::find_like(&content, terms).unwrap_or(0..0);
+            found_from_row(table, r, query::snippet_around(&content, at), None)?
+        } else {
+            found_from_row(table, r, query::one_line(&r.get::<_, String>(5)?), Some(r.get(6)?))?
+        };
+        out.push(found);
+    }
+    let more = out.len() > o.limit;
+    out.truncate(o.limit);
+    Ok((out, via, more))
+}
+
+/// Compiles a user's regular expression with bounds on its size. The `regex` crate matches in
+/// time linear in the text, so no pattern can make a search run away.
+fn compile(pattern: &str) -> Result<regex::Regex> {
+    if pattern.len() > MAX_PATTERN_BYTES {
+        return Err(LcmError::invalid_input(format!(
+            "the regular expression is {} bytes; at most {MAX_PATTERN_BYTES} are accepted",
+            pattern.len()
+        )));
+    }
+    if pattern.is_empty() {
+        return Err(LcmError::invalid_input("the regular expression is empty"));
+    }
+    regex::RegexBuilder::new(pattern)
+        .size_limit(REGEX_SIZE_LIMIT)
+        .dfa_size_limit(REGEX_SIZE_LIMIT * 4)
+        .build()
+        .map_err(|e| LcmError::invalid_input(format!("invalid regular expression: {e}")))
+}
+
+/// Reads rows newest first and keeps those the expression matches, up to `limit` + 1, within
+/// the row and time bounds. Returns (matches, more exist or bound reached, rows read).
+fn search_regex(
+    conn: &Connection,
+    table: Table,
+    f: &Filter,
+    re: &regex::Regex,
+    limit: usize,
+) -> Result<(Vec<Found>, bool, usize)> {
+    let mut params: Vec<SqlValue> = Vec::new();
+    let filters = table.filters(f, &mut params);
+    let sql = format!(
+        "SELECT {}, {a}.content FROM {} WHERE 1{filters} ORDER BY {a}.rowid DESC",
+        table.select(),
+        table.table_ref(),
+        a = table.alias(),
+    );
+    let started = Instant::now();
+    let mut stmt = conn.prepare(&sql)?;
+    let mut rows = stmt.query(params_from_iter(params.iter()))?;
+    let mut out = Vec::new();
+    let mut read = 0usize;
+    let mut bounded = false;
+    while let Some(r) = rows.next()? {
+        read += 1;
+        let content: String = r.get(5)?;
+        if let Some(m) = re.find(&content) {
+            out.push(found_from_row(
+                table,
+                r,
+                query::snippet_around(&content, m.range()),
+                None,
+            )?);
+            if out.len() > limit {
+                break;
+            }
+        }
+        if read >= REGEX_MAX_ROWS || (read.is_multiple_of(256) && started.elapsed() >= REGEX_DEADLINE) {
+            bounded = rows.next()?.is_some();
+            break;
+        }
+    }
+    let more = out.len() > limit || bounded;
+    out.truncate(limit);
+    Ok((out, more, read))
+}

@@ -307,6 +307,16 @@ export interface PromptSource {
   overridden: boolean
 }
 
+/** A template in effect, with the default it replaces (`showPrompt`). */
+export interface PromptText extends PromptSource {
+  /** The text in effect. */
+  text: string
+  /** The embedded default. */
+  embedded: string
+  /** Unified diff from the default to the override (empty when not overridden). */
+  diff: string
+}
+
 /** A live context item. */
 export interface ContextEntry {
   ordinal: number
@@ -512,6 +522,64 @@ export interface Expansion {
   truncated: boolean
 }
 
+/** Options of `rewrite`: exactly one of `summaryId`, `depth` and `all`. */
+export interface RewriteOptions {
+  summaryId?: string
+  depth?: number
+  all?: boolean
+  /** Write the new texts. Default false: a dry run that writes nothing. */
+  apply?: boolean
+  /** Prompt templates to use for this run (each file found there overrides one template). */
+  promptDir?: string
+  /** Show times in the source text. Default true. */
+  timestamps?: boolean
+  /** Recorded in `summaries.model` for rewritten summaries. */
+  model?: string
+  /** Cancels between two summaries: the promise rejects with E_ABORTED, what was applied stays. */
+  signal?: AbortSignal
+  /** Called before each summary. A throwing callback does not stop the run. */
+  onProgress?: (progress: RewriteProgress) => void
+}
+
+export interface RewriteProgress {
+  /** Summaries finished before this one. */
+  done: number
+  total: number
+  summaryId: string
+  depth: number
+}
+
+/** One summary of a rewrite. */
+export interface RewriteEntry {
+  summaryId: string
+  kind: 'leaf' | 'condensed'
+  depth: number
+  /** Inputs of a condensed summary, messages of a leaf. */
+  childCount: number
+  timeRange: string
+  oldTokens: number
+  newTokens: number
+  delta: number
+  oldContent: string
+  newContent: string
+  /** Unified diff of the old and new content (empty when equal). */
+  diff: string
+  /** How the new text was obtained; `fallback` means the summarizer gave nothing usable and the old text is kept. */
+  level: 'normal' | 'aggressive' | 'capped' | 'fallback'
+  /** True when the new text was written. */
+  applied: boolean
+}
+
+export interface RewriteResult {
+  conversationId: number
+  apply: boolean
+  /** Bottom-up by depth, chronological within a depth. */
+  entries: RewriteEntry[]
+  tokensBefore: number
+  tokensAfter: number
+  durationMs: number
+}
+
 /**
  * Which binding artifact the generated loader actually loaded: `'native'` for
  * a native addon, otherwise the `platformArchABI` of the WASI flavor. Every
@@ -568,6 +636,14 @@ export declare class LcmEngine {
    */
   compact(conversationId: number, summarize: Summarize, options: CompactOptions): Promise<SweepResult>
   /**
+   * Re-summarises existing summaries with the current (or `promptDir`'s) prompts, bottom-up
+   * and chronologically within a depth. A dry run unless `apply: true`: the report has the
+   * old and new text of each summary and a unified diff. `signal` cancels between two
+   * summaries (rejects with E_ABORTED; what was applied stays); `onProgress` is called
+   * before each summary.
+   */
+  rewrite(conversationId: number, summarize: Summarize, options?: RewriteOptions): Promise<RewriteResult>
+  /**
    * The context for the next turn within `tokenBudget`: the fresh tail always, older items
    * evicted oldest first, summaries presented as `<summary …>` XML (or one markdown
    * section), raw messages rebuilt in the host's shapes, tool calls and results paired.
@@ -615,6 +691,12 @@ export declare function configFromEnv(): Partial<LcmConfig>
  */
 export declare function estimateTokens(text: string): number
 
+/**
+ * Writes the four default templates into `dir` (default `~/.config/lcm-tui/prompts`, where
+ * lcm-native and lcm-tui both look), to edit there; resolves with the paths written.
+ */
+export declare function exportPrompts(dir?: string): Promise<string[]>
+
 /** Where each of the four templates comes from (`embedded` or the override's path). */
 export declare function listPrompts(options?: { promptDir?: string }): Promise<PromptSource[]>
 
@@ -630,3 +712,9 @@ export declare function migrate(dbPath: string, options?: { busyTimeoutMs?: numb
  * `~/.config/lcm-tui/prompts`, then the built-in default).
  */
 export declare function renderPrompt(name: string, vars?: Partial<PromptVars>, options?: { promptDir?: string }): Promise<string>
+
+/**
+ * One template in effect (override or default), with the default text and the unified diff
+ * from the default to the override.
+ */
+export declare function showPrompt(name: string, options?: { promptDir?: string }): Promise<PromptText>

@@ -1,30 +1,53 @@
 #!/usr/bin/env node
-// The lcm-native command line: demo, stats (and, as they land, rewrite and prompts).
+// The lcm-native command line: demo, stats, rewrite and prompts. Plain Node, no dependencies
+// beyond the addon. Exit codes: 0 done, 1 failed (one line on stderr), 2 bad arguments (usage).
 'use strict'
 
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 
-const { LcmEngine } = require('../index.js')
+const { LcmEngine, exportPrompts, listPrompts, renderPrompt, showPrompt } = require('../index.js')
+const { llmFromEnv } = require('./llm.cjs')
 
 const DEFAULT_TRANSCRIPT = path.join(__dirname, '..', 'data', 'transcripts', 'pi-coding-agent-theme-session.jsonl')
+
+const HELP = {
+  demo: `lcm-native demo [--transcript FILE] [--db PATH] [--budget N]
+    Ingest a real agent transcript into a SQLite file, compact it with the offline
+    summarizer, and show the DAG, the assembled context and the first summaries. No network.
+    Default transcript: the bundled pi-coding-agent theme session; default budget 16000.`,
+  stats: `lcm-native stats [--db PATH]
+    Conversations, messages, summaries per depth, fallback summaries and the file's size.`,
+  rewrite: `lcm-native rewrite <conversation_id> (--summary ID | --depth N | --all) [--apply] [--diff]
+                     [--prompt-dir DIR] [--model M] [--db PATH] [--no-timestamps]
+    Re-summarise summaries bottom-up with the current prompts. A dry run unless --apply.
+    The LLM: LCM_LLM_BASE_URL (+ LCM_LLM_API_KEY, LCM_LLM_MODEL) for an OpenAI-compatible
+    endpoint, or ANTHROPIC_API_KEY; with neither, the offline summarizer.`,
+  prompts: `lcm-native prompts (--list | --export [DIR] | --show NAME | --diff NAME | --render NAME)
+                     [--prompt-dir DIR] [--target-tokens N] [--previous-context TEXT]
+                     [--child-count N] [--time-range TEXT] [--source-text TEXT]
+    The four templates (leaf, condensed-d1, condensed-d2, condensed-d3): where each comes
+    from, write the defaults out to edit, show one, diff an override, render one.`,
+}
 
 const USAGE = `usage: lcm-native <command> [options]
 
 commands:
-  demo [--transcript FILE] [--db PATH] [--budget N]
-      Ingest a real agent transcript into a SQLite file and show what was stored.
-      Default transcript: the bundled pi-coding-agent theme session. No network.
-  stats --db PATH
-      Conversations, messages and summaries per depth of a database.
+  ${Object.values(HELP).join('\n  ')}
 
-Run 'lcm-native <command> --help' for details.`
+The database is --db, else LCM_DATABASE_PATH, else $OPENCLAW_STATE_DIR/lcm.db, else
+~/.openclaw/lcm.db. Run 'lcm-native <command> --help' for one command.`
 
-class UsageError extends Error {}
+class UsageError extends Error {
+  constructor(message, command) {
+    super(message)
+    this.command = command
+  }
+}
 
 /** Parses `--flag value` / `--flag=value` / `--switch` arguments against a spec. */
-function parseArgs(argv, spec) {
+function parseArgs(argv, spec, command) {
   const out = { _: [] }
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]
@@ -34,14 +57,18 @@ function parseArgs(argv, spec) {
     }
     const [name, inline] = arg.slice(2).split(/=(.*)/s)
     const kind = spec[name]
-    if (!kind) throw new UsageError(`unknown option --${name}`)
+    if (!kind) throw new UsageError(`unknown option --${name}`, command)
     if (kind === 'switch') {
       out[name] = true
+    } else if (kind === 'optional') {
+      // A value if one follows, else just the switch.
+      const next = inline ?? (argv[i + 1] !== undefined && !argv[i + 1].startsWith('--') ? argv[++i] : undefined)
+      out[name] = next ?? true
     } else {
       const value = inline ?? argv[++i]
-      if (value === undefined) throw new UsageError(`--${name} needs a value`)
+      if (value === undefined) throw new UsageError(`--${name} needs a value`, command)
       if (kind === 'int') {
-        if (!/^-?\d+$/.test(value)) throw new UsageError(`--${name} must be an integer, got ${value}`)
+        if (!/^\d+$/.test(value)) throw new UsageError(`--${name} must be a non-negative integer, got ${value}`, command)
         out[name] = Number(value)
       } else {
         out[name] = value
@@ -49,6 +76,31 @@ function parseArgs(argv, spec) {
     }
   }
   return out
+}
+
+function fmt(n) {
+  return n.toLocaleString('en-US')
+}
+
+function plural(n, word) {
+  return `${fmt(n)} ${word}${n === 1 ? '' : 's'}`
+}
+
+function signed(n) {
+  return n > 0 ? `+${fmt(n)}` : fmt(n)
+}
+
+function defaultDb() {
+  if (process.env.LCM_DATABASE_PATH) return process.env.LCM_DATABASE_PATH
+  const state = process.env.OPENCLAW_STATE_DIR || path.join(os.homedir(), '.openclaw')
+  return path.join(state, 'lcm.db')
+}
+
+/** The database of a command that reads an existing one: it must exist (open would create it). */
+function existingDb(args) {
+  const db = args.db ?? defaultDb()
+  if (!fs.existsSync(db)) throw new Error(`database not found: ${db}`)
+  return db
 }
 
 function readTranscript(file) {
@@ -71,28 +123,61 @@ function readTranscript(file) {
   })
 }
 
-function fmt(n) {
-  return n.toLocaleString('en-US')
+function oneLine(text, max) {
+  const t = text.replace(/\s+/g, ' ').trim()
+  return t.length > max ? `${t.slice(0, max - 1)}…` : t
+}
+
+/** The live context as a small tree: each live summary with the nodes beneath it. */
+async function printTree(engine, conversationId, maxChildren = 3) {
+  const context = await engine.context(conversationId)
+  const summaries = await engine.summaries(conversationId)
+  const byId = new Map(summaries.map((s) => [s.summaryId, s]))
+  const raw = context.filter((e) => e.kind === 'message').length
+  console.log(`live context: ${fmt(context.length)} items (${fmt(context.length - raw)} summaries, ${fmt(raw)} raw messages)`)
+  const lines = []
+  const walk = async (id, prefix, last, level) => {
+    const s = byId.get(id)
+    const d = await engine.describe(id)
+    const range = d.range ? `, ${d.range}` : ''
+    const below = s.kind === 'leaf' ? plural(d.coveredMessages.count, 'message') : plural(d.inputs.length, 'input')
+    lines.push(`${prefix}${last ? '└─' : '├─'} ${id} d${s.depth} (${below}${range}, ${fmt(s.tokenCount)}t)`)
+    if (level >= 2 || s.kind === 'leaf') return
+    const childPrefix = prefix + (last ? '   ' : '│  ')
+    const shown = d.inputs.slice(0, maxChildren)
+    for (const [i, input] of shown.entries()) {
+      await walk(input.summaryId, childPrefix, i === shown.length - 1 && d.inputs.length <= maxChildren, level + 1)
+    }
+    if (d.inputs.length > maxChildren) lines.push(`${childPrefix}└─ … ${d.inputs.length - maxChildren} more`)
+  }
+  const live = context.filter((e) => e.kind === 'summary')
+  for (const [i, e] of live.entries()) await walk(e.summaryId, '', i === live.length - 1 && raw === 0, 0)
+  if (raw) lines.push(`└─ ${fmt(raw)} raw messages (the newest, including the fresh tail)`)
+  for (const l of lines) console.log(`  ${l}`)
 }
 
 async function demo(argv) {
-  const args = parseArgs(argv, { transcript: 'string', db: 'string', budget: 'int', help: 'switch' })
-  if (args.help) return console.log('usage: lcm-native demo [--transcript FILE] [--db PATH] [--budget N]')
-  if (args._.length) throw new UsageError(`unexpected argument ${args._[0]}`)
+  const args = parseArgs(argv, { transcript: 'string', db: 'string', budget: 'int', help: 'switch' }, 'demo')
+  if (args.help) return console.log(`usage: ${HELP.demo}`)
+  if (args._.length) throw new UsageError(`unexpected argument ${args._[0]}`, 'demo')
   const transcript = args.transcript ?? DEFAULT_TRANSCRIPT
+  const budget = args.budget ?? 16_000
+  if (budget < 1) throw new UsageError('--budget must be at least 1', 'demo')
   const dbPath = args.db ?? path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'lcm-demo-')), 'lcm.db')
   if (!fs.existsSync(transcript)) throw new Error(`transcript not found: ${transcript}`)
 
   const messages = readTranscript(transcript)
-  const engine = await LcmEngine.open({ dbPath })
+  // Small chunks, so that a one-session transcript shows a DAG more than one level deep.
+  const engine = await LcmEngine.open({ dbPath, leafChunkTokens: 3000, leafTargetTokens: 400, maxSweepIterations: 1000 })
   try {
     console.log(`database   ${dbPath} (${engine.migration.summary})`)
     console.log(`transcript ${transcript} (${fmt(messages.length)} messages)`)
+    console.log('summarizer offline (the built-in extractive summarizer; no network)')
     const sessionId = path.basename(transcript, path.extname(transcript))
     let inserted = 0
     let skipped = 0
     let conversationId = 0
-    const started = process.hrtime.bigint()
+    let started = process.hrtime.bigint()
     // One call per turn, the way a host ingests.
     let turn = []
     const flush = async () => {
@@ -108,72 +193,213 @@ async function demo(argv) {
       turn.push(m)
     }
     await flush()
-    const ms = Number(process.hrtime.bigint() - started) / 1e6
-    console.log(`ingested   ${fmt(inserted)} new, ${fmt(skipped)} already stored, in ${ms.toFixed(1)} ms (conversation ${conversationId})`)
-    const stored = await engine.messages(conversationId, { limit: 100000 })
-    const byRole = {}
-    let tokens = 0
-    for (const m of stored) {
-      byRole[m.role] = (byRole[m.role] ?? 0) + 1
-      tokens += m.tokenCount
+    const ms = () => (Number(process.hrtime.bigint() - started) / 1e6).toFixed(1)
+    console.log(`ingested   ${fmt(inserted)} new, ${fmt(skipped)} already stored, in ${ms()} ms (conversation ${conversationId})`)
+
+    started = process.hrtime.bigint()
+    const sweep = await engine.compact(conversationId, 'offline', { tokenBudget: budget, force: true })
+    const condensed = Object.values(sweep.condensedPasses).reduce((a, b) => a + b, 0)
+    console.log(
+      `compacted  ${sweep.leafPasses} leaf + ${condensed} condensed passes in ${ms()} ms: ` +
+        `${fmt(sweep.tokensBefore)} → ${fmt(sweep.tokensAfter)} stored tokens (${sweep.stopReason})`,
+    )
+    const summaries = await engine.summaries(conversationId)
+    const perDepth = {}
+    for (const s of summaries) perDepth[s.depth] = (perDepth[s.depth] ?? 0) + 1
+    console.log(`\nDAG: ${Object.entries(perDepth).map(([d, n]) => `depth ${d}: ${n}`).join(', ')}`)
+    await printTree(engine, conversationId)
+
+    const a = await engine.assemble(conversationId, { tokenBudget: budget })
+    const s = a.stats
+    console.log(
+      `\nassembled for a ${fmt(budget)}-token budget: ${fmt(a.messages.length)} messages, ${fmt(a.estimatedTokens)} tokens ` +
+        `(${fmt(s.keptItems)} of ${fmt(s.totalContextItems)} live items kept, ${fmt(s.evictedItems)} evicted; ` +
+        `fresh tail ${fmt(s.freshTailItems)} messages)`,
+    )
+    const repairs = s.orphanResultsDropped + s.syntheticResults + s.duplicateCallsRemoved + s.emptyMessagesDropped
+    if (repairs) {
+      console.log(
+        `pairing repair: ${s.syntheticResults} synthetic results, ${s.orphanResultsDropped} orphan results dropped, ` +
+          `${s.emptyMessagesDropped} empty messages dropped, ${s.duplicateCallsRemoved} duplicate calls removed`,
+      )
     }
-    console.log(`stored     ${Object.entries(byRole).map(([r, n]) => `${fmt(n)} ${r}`).join(', ')}; ${fmt(tokens)} tokens`)
+    const shown = a.messages.filter((m) => typeof m.content === 'string' && m.content.startsWith('<summary ')).slice(0, 2)
+    if (shown.length) console.log(`\nfirst summaries, as the model sees them:`)
+    for (const m of shown) {
+      const text = m.content.length > 700 ? `${m.content.slice(0, 700)}…\n</summary>` : m.content
+      console.log(`\n${text}`)
+    }
+    console.log(`\nnext: lcm-native stats --db ${dbPath}`)
   } finally {
     await engine.close()
   }
 }
 
 async function stats(argv) {
-  const args = parseArgs(argv, { db: 'string', help: 'switch' })
-  if (args.help) return console.log('usage: lcm-native stats --db PATH')
-  if (!args.db) throw new UsageError('stats needs --db PATH')
-  if (!fs.existsSync(args.db)) throw new Error(`database not found: ${args.db}`)
-  const engine = await LcmEngine.open({ dbPath: args.db })
+  const args = parseArgs(argv, { db: 'string', help: 'switch' }, 'stats')
+  if (args.help) return console.log(`usage: ${HELP.stats}`)
+  if (args._.length) throw new UsageError(`unexpected argument ${args._[0]}`, 'stats')
+  const db = existingDb(args)
+  const engine = await LcmEngine.open({ dbPath: db })
   try {
-    console.log(`database ${args.db} (${fmt(fs.statSync(args.db).size)} bytes)`)
+    const size = ['', '-wal'].map((s) => (fs.existsSync(db + s) ? fs.statSync(db + s).size : 0))
+    console.log(`database ${db}: ${fmt(size[0])} bytes${size[1] ? ` (+ ${fmt(size[1])} bytes of WAL)` : ''}`)
     const conversations = await engine.conversations()
     if (!conversations.length) console.log('no conversations')
+    const total = { messages: 0, summaries: 0, fallback: 0, depths: {} }
     for (const c of conversations) {
       const sums = await engine.summaries(c.conversationId)
       const depths = {}
-      for (const s of sums) depths[s.depth] = (depths[s.depth] ?? 0) + 1
+      for (const s of sums) {
+        depths[s.depth] = (depths[s.depth] ?? 0) + 1
+        total.depths[s.depth] = (total.depths[s.depth] ?? 0) + 1
+      }
       const fallback = sums.filter((s) => s.model === 'lcm-native/fallback').length
+      total.messages += c.messageCount
+      total.summaries += sums.length
+      total.fallback += fallback
       const dtext = Object.entries(depths).map(([d, n]) => `d${d}: ${n}`).join(', ') || 'none'
       console.log(
         `conversation ${c.conversationId} (session ${c.sessionId}): ${fmt(c.messageCount)} messages, ` +
-          `${fmt(c.contextItemCount)} live items, summaries ${dtext}${fallback ? `, ${fallback} fallback` : ''}`,
+          `${fmt(c.contextItemCount)} live items, summaries ${dtext}, ${fallback} fallback`,
       )
+    }
+    if (conversations.length > 1) {
+      const dtext = Object.entries(total.depths).map(([d, n]) => `d${d}: ${n}`).join(', ') || 'none'
+      console.log(`total: ${conversations.length} conversations, ${fmt(total.messages)} messages, summaries ${dtext}, ${total.fallback} fallback`)
     }
   } finally {
     await engine.close()
   }
 }
 
+async function rewrite(argv) {
+  const spec = { summary: 'string', depth: 'int', all: 'switch', apply: 'switch', diff: 'switch', 'prompt-dir': 'string', model: 'string', db: 'string', 'no-timestamps': 'switch', help: 'switch' }
+  const args = parseArgs(argv, spec, 'rewrite')
+  if (args.help) return console.log(`usage: ${HELP.rewrite}`)
+  if (args._.length !== 1 || !/^\d+$/.test(args._[0]) || Number(args._[0]) < 1) {
+    throw new UsageError('rewrite needs one conversation id (a positive integer)', 'rewrite')
+  }
+  const chosen = ['summary', 'depth', 'all'].filter((k) => args[k] !== undefined)
+  if (chosen.length !== 1) throw new UsageError('choose exactly one of --summary ID, --depth N and --all', 'rewrite')
+  const conversationId = Number(args._[0])
+  const db = existingDb(args)
+  const llm = llmFromEnv(process.env, args.model)
+  console.log(
+    llm
+      ? `summarizer: ${llm.describe}`
+      : 'summarizer: offline (no LLM configured: set LCM_LLM_BASE_URL and LCM_LLM_MODEL, or ANTHROPIC_API_KEY)',
+  )
+  const engine = await LcmEngine.open({ dbPath: db })
+  const controller = new AbortController()
+  const onSigint = () => controller.abort()
+  process.once('SIGINT', onSigint)
+  const tty = process.stderr.isTTY
+  try {
+    const result = await engine.rewrite(conversationId, llm ? llm.summarize : 'offline', {
+      summaryId: args.summary,
+      depth: args.depth,
+      all: args.all,
+      apply: Boolean(args.apply),
+      promptDir: args['prompt-dir'],
+      timestamps: !args['no-timestamps'],
+      model: llm?.model,
+      signal: controller.signal,
+      onProgress: (p) => {
+        const line = `Rewriting ${p.done + 1}/${p.total}: ${p.summaryId} (d${p.depth})…`
+        if (tty) process.stderr.write(`\r\x1b[K${line}`)
+        else process.stderr.write(`${line}\n`)
+      },
+    })
+    if (tty) process.stderr.write('\r\x1b[K')
+    if (!result.entries.length) {
+      console.log('No summaries matched rewrite selection.')
+      return
+    }
+    for (const e of result.entries) {
+      console.log(
+        `\n${e.summaryId} (d${e.depth}, ${plural(e.childCount, e.depth === 0 ? 'message' : 'input')}, ${e.timeRange}): ` +
+          `${fmt(e.oldTokens)}t → ${fmt(e.newTokens)}t (${signed(e.delta)})` +
+          (e.level === 'fallback' ? ' [the summarizer gave nothing usable; kept as it was]' : ''),
+      )
+      if (args.diff) {
+        console.log(e.diff || '(no change)')
+      } else {
+        console.log(`--- before\n${e.oldContent}\n--- after\n${e.newContent}`)
+      }
+    }
+    console.log(
+      `\nRewrote ${fmt(result.entries.length)} summar${result.entries.length === 1 ? 'y' : 'ies'}. ` +
+        `Total: ${fmt(result.tokensBefore)}t → ${fmt(result.tokensAfter)}t (${signed(result.tokensAfter - result.tokensBefore)})`,
+    )
+    if (!result.apply) console.log('Dry run: nothing was written. Add --apply to write the new summaries.')
+  } finally {
+    process.removeListener('SIGINT', onSigint)
+    if (tty) process.stderr.write('\r\x1b[K')
+    await engine.close()
+  }
+}
+
+async function prompts(argv) {
+  const spec = { list: 'switch', export: 'optional', show: 'string', diff: 'string', render: 'string', 'prompt-dir': 'string', 'target-tokens': 'int', 'previous-context': 'string', 'child-count': 'int', 'time-range': 'string', 'source-text': 'string', help: 'switch' }
+  const args = parseArgs(argv, spec, 'prompts')
+  if (args.help) return console.log(`usage: ${HELP.prompts}`)
+  if (args._.length) throw new UsageError(`unexpected argument ${args._[0]}`, 'prompts')
+  const actions = ['list', 'export', 'show', 'diff', 'render'].filter((k) => args[k] !== undefined)
+  if (actions.length !== 1) throw new UsageError('choose exactly one of --list, --export, --show, --diff and --render', 'prompts')
+  const options = { promptDir: args['prompt-dir'] }
+  switch (actions[0]) {
+    case 'list':
+      for (const p of await listPrompts(options)) console.log(`${p.name.padEnd(20)} ${p.overridden ? p.source : 'embedded (default)'}`)
+      return
+    case 'export': {
+      const paths = await exportPrompts(args.export === true ? undefined : args.export)
+      for (const p of paths) console.log(`wrote ${p}`)
+      return
+    }
+    case 'show': {
+      const p = await showPrompt(args.show, options)
+      console.error(`# ${p.name}: ${p.overridden ? p.source : 'embedded (default)'}`)
+      process.stdout.write(p.text.endsWith('\n') ? p.text : `${p.text}\n`)
+      return
+    }
+    case 'diff': {
+      const p = await showPrompt(args.diff, options)
+      if (!p.overridden) throw new Error(`${p.name} is not overridden (no file in --prompt-dir or ~/.config/lcm-tui/prompts)`)
+      console.log(p.diff || `${p.source} is identical to the default`)
+      return
+    }
+    case 'render': {
+      const vars = {}
+      if (args['target-tokens'] !== undefined) vars.targetTokens = args['target-tokens']
+      if (args['previous-context'] !== undefined) vars.previousContext = args['previous-context']
+      if (args['child-count'] !== undefined) vars.childCount = args['child-count']
+      if (args['time-range'] !== undefined) vars.timeRange = args['time-range']
+      if (args['source-text'] !== undefined) vars.sourceText = args['source-text']
+      process.stdout.write(`${await renderPrompt(args.render, vars, options)}\n`)
+      return
+    }
+  }
+}
+
 async function main(argv) {
   const [command, ...rest] = argv
-  switch (command) {
-    case 'demo':
-      return demo(rest)
-    case 'stats':
-      return stats(rest)
-    case undefined:
-    case '--help':
-    case '-h':
-    case 'help':
-      console.log(USAGE)
-      if (command === undefined) process.exitCode = 2
-      return
-    default:
-      throw new UsageError(`unknown command ${command}`)
+  const commands = { demo, stats, rewrite, prompts }
+  if (commands[command]) return commands[command](rest)
+  if (command === undefined || command === '--help' || command === '-h' || command === 'help') {
+    console.log(USAGE)
+    if (command === undefined) process.exitCode = 2
+    return
   }
+  throw new UsageError(`unknown command ${command}`)
 }
 
 main(process.argv.slice(2)).catch((err) => {
   if (err instanceof UsageError) {
-    console.error(`lcm-native: ${err.message}\n\n${USAGE}`)
+    console.error(`lcm-native: ${err.message}\n\n${err.command ? `usage: ${HELP[err.command]}` : USAGE}`)
     process.exitCode = 2
   } else {
-    console.error(`lcm-native: ${err.code ? `${err.code}: ` : ''}${err.message}`)
+    console.error(`lcm-native: ${err.code ? `${err.code}: ` : ''}${oneLine(err.message, 2000)}`)
     process.exitCode = 1
   }
 })

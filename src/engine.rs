@@ -189,6 +189,23 @@ impl Engine {
         compaction::compact(&self.deps, conversation_id, summarizer, options).await
     }
 
+    /// Re-summarises the selected summaries bottom-up (a dry run unless `options.apply`);
+    /// waits for other mutating operations on the conversation.
+    pub async fn rewrite(
+        &self,
+        conversation_id: i64,
+        summarizer: Arc<dyn Summarizer>,
+        options: &crate::rewrite::RewriteOptions,
+        cancel: &std::sync::atomic::AtomicBool,
+        progress: &(dyn Fn(crate::rewrite::Progress) + Send + Sync),
+    ) -> Result<crate::rewrite::RewriteResult> {
+        let _turn = self
+            .locks
+            .acquire(conversation_id, self.deps.config.lock_timeout_ms)
+            .await?;
+        crate::rewrite::rewrite(&self.deps, conversation_id, summarizer, options, cancel, progress).await
+    }
+
     /// Closes the connections; later calls fail with E_CLOSED.
     pub fn close(&self) -> bool {
         self.deps.pool.close()

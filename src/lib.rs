@@ -8,16 +8,19 @@ pub mod assemble;
 pub mod compaction;
 pub mod config;
 pub mod db;
+pub mod diff;
 pub mod engine;
 pub mod error;
 pub mod prompts;
 pub mod recall;
+pub mod rewrite;
 pub mod store;
 pub mod summarizer;
 pub mod time;
 pub mod tokens;
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex};
 
 use napi::bindgen_prelude::*;
@@ -363,6 +366,59 @@ impl SummarizerArg {
     }
 }
 
+/// `onProgress`, called on Node's thread with one JSON argument.
+type ProgressTsfn = ThreadsafeFunction<JsonText, Unknown<'static>, JsonText, Status, false>;
+
+fn progress_callback(options: &Object<'_>) -> napi::Result<Option<ProgressTsfn>> {
+    let value: Unknown = options.get_named_property("onProgress")?;
+    match value.get_type()? {
+        ValueType::Undefined | ValueType::Null => Ok(None),
+        ValueType::Function => {
+            // SAFETY: checked to be a function.
+            let f: Function<JsonText, Unknown<'static>> =
+                unsafe { Function::from_napi_value(value.env(), value.raw())? };
+            Ok(Some(f.build_threadsafe_function().callee_handled::<false>().build()?))
+        }
+        other => Err(napi::Error::new(
+            Status::InvalidArg,
+            format!("onProgress must be a function, got {other:?}"),
+        )),
+    }
+}
+
+/// `EventTarget.prototype.addEventListener(type, listener, options)`.
+type AddEventListener<'a> = Function<'a, FnArgs<(&'a str, Function<'a, (), ()>, Object<'a>)>, Unknown<'a>>;
+
+/// Sets `cancel` when `options.signal` (an AbortSignal) is or becomes aborted.
+fn watch_abort(env: &Env, options: &Object<'_>, cancel: Arc<AtomicBool>) -> napi::Result<()> {
+    let value: Unknown = options.get_named_property("signal")?;
+    if !matches!(value.get_type()?, ValueType::Object) {
+        return Ok(());
+    }
+    // SAFETY: checked to be an object.
+    let signal = unsafe { Object::from_napi_value(env.raw(), value.raw())? };
+    let add: Unknown = signal.get_named_property("addEventListener")?;
+    if !matches!(add.get_type()?, ValueType::Function) {
+        return Err(napi::Error::new(Status::InvalidArg, "signal must be an AbortSignal"));
+    }
+    if signal.get_named_property::<Unknown>("aborted")?.get_type()? == ValueType::Boolean
+        && signal.get_named_property::<bool>("aborted")?
+    {
+        cancel.store(true, AtomicOrdering::SeqCst);
+        return Ok(());
+    }
+    let on_abort = env.create_function_from_closure("lcmNativeOnAbort", move |_| {
+        cancel.store(true, AtomicOrdering::SeqCst);
+        Ok(())
+    })?;
+    let mut once = Object::new(env)?;
+    once.set_named_property("once", true)?;
+    // SAFETY: checked to be a function.
+    let add: AddEventListener = unsafe { Function::from_napi_value(env.raw(), add.raw())? };
+    add.apply(signal, FnArgs::from(("abort", on_abort, once)))?;
+    Ok(())
+}
+
 fn pass_options(options: &Option<Value>) -> error::Result<PassOptions> {
     let get = |k: &str| options.as_ref().and_then(|o| o.get(k)).filter(|v| !v.is_null());
     Ok(PassOptions {
@@ -647,6 +703,48 @@ impl LcmEngine {
         })
     }
 
+    /// Re-summarises existing summaries with the current (or `promptDir`'s) prompts, bottom-up
+    /// and chronologically within a depth. A dry run unless `apply: true`: the report has the
+    /// old and new text of each summary and a unified diff. `signal` cancels between two
+    /// summaries (rejects with E_ABORTED; what was applied stays); `onProgress` is called
+    /// before each summary.
+    #[napi(ts_return_type = "Promise<RewriteResult>")]
+    pub fn rewrite<'env>(
+        &self,
+        env: &'env Env,
+        #[napi(ts_arg_type = "number")] conversation_id: JsonArg,
+        #[napi(ts_arg_type = "Summarize")] summarize: Unknown<'_>,
+        #[napi(ts_arg_type = "RewriteOptions")] options: Option<Unknown<'_>>,
+    ) -> napi::Result<PromiseRaw<'env, JsonText>> {
+        let engine = self.inner.clone();
+        let summarizer = SummarizerArg::from_js(summarize);
+        let cancel = Arc::new(AtomicBool::new(false));
+        let mut progress: Option<ProgressTsfn> = None;
+        let mut options_json = JsonArg::Absent;
+        if let Some(o) = options {
+            // SAFETY: `o` is the live argument of this call.
+            options_json = unsafe { JsonArg::from_napi_value(env.raw(), o.raw())? };
+            if let Ok(ValueType::Object) = o.get_type() {
+                // SAFETY: checked to be an object.
+                let obj = unsafe { Object::from_napi_value(env.raw(), o.raw())? };
+                watch_abort(env, &obj, cancel.clone())?;
+                progress = progress_callback(&obj)?;
+            }
+        }
+        spawn_coded(env, async move {
+            let id = parse_id(&required(conversation_id, "conversationId")?)?;
+            let opts = rewrite::RewriteOptions::from_json(options_json.parse("options")?.as_ref())?;
+            let summarizer = summarizer.into_summarizer(opts.model.clone())?;
+            let report = |p: rewrite::Progress| {
+                if let (Some(tsfn), Ok(text)) = (&progress, to_json(&p)) {
+                    // A throwing or slow progress callback must not stop the rewrite.
+                    let _ = tsfn.call_with_return_value(text, ThreadsafeFunctionCallMode::NonBlocking, |_, _| Ok(()));
+                }
+            };
+            to_json(&engine.rewrite(id, summarizer, &opts, &cancel, &report).await?)
+        })
+    }
+
     /// The context for the next turn within `tokenBudget`: the fresh tail always, older items
     /// evicted oldest first, summaries presented as `<summary …>` XML (or one markdown
     /// section), raw messages rebuilt in the host's shapes, tool calls and results paired.
@@ -800,11 +898,8 @@ pub fn render_prompt(
     #[napi(ts_arg_type = "{ promptDir?: string }")] options: Option<JsonArg>,
 ) -> AsyncTask<CoreTask<JsonText>> {
     CoreTask::new(move || {
-        let name = required(name, "name")?;
-        let name = name
-            .as_str()
-            .ok_or_else(|| LcmError::invalid_input("name must be a string"))?;
-        let canonical = prompts::canonical_name(name)?;
+        let name = template_name(name)?;
+        let canonical = prompts::canonical_name(&name)?;
         let depth = match canonical {
             "leaf" => 0,
             "condensed-d1" => 1,
@@ -822,9 +917,7 @@ pub fn render_prompt(
         }
         let vars: prompts::PromptVars =
             serde_json::from_value(merged).map_err(|e| LcmError::invalid_input(format!("prompt variables: {e}")))?;
-        let dir = prompt_dir_option(optional(options, "options")?)?;
-        let set = prompts::PromptSet::load(&prompts::PromptDirs::new(dir.as_deref()))?;
-        to_json(&set.render(canonical, &vars)?)
+        to_json(&prompt_set(options)?.render(canonical, &vars)?)
     })
 }
 
@@ -834,10 +927,56 @@ pub fn list_prompts(
     #[napi(ts_arg_type = "{ promptDir?: string }")] options: Option<JsonArg>,
 ) -> AsyncTask<CoreTask<JsonText>> {
     CoreTask::new(move || {
-        let dir = prompt_dir_option(optional(options, "options")?)?;
-        let set = prompts::PromptSet::load(&prompts::PromptDirs::new(dir.as_deref()))?;
-        to_json(&set.sources())
+        to_json(&prompt_set(options)?.sources())
     })
+}
+
+/// One template in effect (override or default), with the default text and the unified diff
+/// from the default to the override.
+#[napi(ts_return_type = "Promise<PromptText>")]
+pub fn show_prompt(
+    #[napi(ts_arg_type = "string")] name: JsonArg,
+    #[napi(ts_arg_type = "{ promptDir?: string }")] options: Option<JsonArg>,
+) -> AsyncTask<CoreTask<JsonText>> {
+    CoreTask::new(move || {
+        let name = template_name(name)?;
+        to_json(&prompt_set(options)?.show(&name)?)
+    })
+}
+
+/// Writes the four default templates into `dir` (default `~/.config/lcm-tui/prompts`, where
+/// lcm-native and lcm-tui both look), to edit there; resolves with the paths written.
+#[napi(ts_return_type = "Promise<string[]>")]
+pub fn export_prompts(#[napi(ts_arg_type = "string")] dir: Option<JsonArg>) -> AsyncTask<CoreTask<JsonText>> {
+    CoreTask::new(move || {
+        let dir = match optional(dir, "dir")? {
+            Some(Value::String(d)) if !d.trim().is_empty() => std::path::PathBuf::from(d),
+            None => std::env::var_os("HOME")
+                .filter(|h| !h.is_empty())
+                .map(|h| std::path::PathBuf::from(h).join(".config/lcm-tui/prompts"))
+                .ok_or_else(|| LcmError::invalid_input("HOME is not set: give the directory to export to"))?,
+            Some(v) => return Err(LcmError::invalid_input(format!("dir must be a string, got {v}"))),
+        };
+        let paths: Vec<String> = prompts::export(&dir)?
+            .into_iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        to_json(&paths)
+    })
+}
+
+/// A template name argument.
+fn template_name(name: JsonArg) -> error::Result<String> {
+    match required(name, "name")? {
+        Value::String(s) => Ok(s),
+        other => Err(LcmError::invalid_input(format!("name must be a string, got {other}"))),
+    }
+}
+
+/// The templates as `{ promptDir }` resolves them.
+fn prompt_set(options: Option<JsonArg>) -> error::Result<prompts::PromptSet> {
+    let dir = prompt_dir_option(optional(options, "options")?)?;
+    prompts::PromptSet::load(&prompts::PromptDirs::new(dir.as_deref()))
 }
 
 fn prompt_dir_option(options: Option<Value>) -> error::Result<Option<String>> {

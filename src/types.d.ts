@@ -307,6 +307,16 @@ export interface PromptSource {
   overridden: boolean
 }
 
+/** A template in effect, with the default it replaces (`showPrompt`). */
+export interface PromptText extends PromptSource {
+  /** The text in effect. */
+  text: string
+  /** The embedded default. */
+  embedded: string
+  /** Unified diff from the default to the override (empty when not overridden). */
+  diff: string
+}
+
 /** A live context item. */
 export interface ContextEntry {
   ordinal: number
@@ -510,4 +520,62 @@ export interface Expansion {
   estimatedTokens: number
   /** The budget ran out before everything below the summary (within `maxDepth`) was reached. */
   truncated: boolean
+}
+
+/** Options of `rewrite`: exactly one of `summaryId`, `depth` and `all`. */
+export interface RewriteOptions {
+  summaryId?: string
+  depth?: number
+  all?: boolean
+  /** Write the new texts. Default false: a dry run that writes nothing. */
+  apply?: boolean
+  /** Prompt templates to use for this run (each file found there overrides one template). */
+  promptDir?: string
+  /** Show times in the source text. Default true. */
+  timestamps?: boolean
+  /** Recorded in `summaries.model` for rewritten summaries. */
+  model?: string
+  /** Cancels between two summaries: the promise rejects with E_ABORTED, what was applied stays. */
+  signal?: AbortSignal
+  /** Called before each summary. A throwing callback does not stop the run. */
+  onProgress?: (progress: RewriteProgress) => void
+}
+
+export interface RewriteProgress {
+  /** Summaries finished before this one. */
+  done: number
+  total: number
+  summaryId: string
+  depth: number
+}
+
+/** One summary of a rewrite. */
+export interface RewriteEntry {
+  summaryId: string
+  kind: 'leaf' | 'condensed'
+  depth: number
+  /** Inputs of a condensed summary, messages of a leaf. */
+  childCount: number
+  timeRange: string
+  oldTokens: number
+  newTokens: number
+  delta: number
+  oldContent: string
+  newContent: string
+  /** Unified diff of the old and new content (empty when equal). */
+  diff: string
+  /** How the new text was obtained; `fallback` means the summarizer gave nothing usable and the old text is kept. */
+  level: 'normal' | 'aggressive' | 'capped' | 'fallback'
+  /** True when the new text was written. */
+  applied: boolean
+}
+
+export interface RewriteResult {
+  conversationId: number
+  apply: boolean
+  /** Bottom-up by depth, chronological within a depth. */
+  entries: RewriteEntry[]
+  tokensBefore: number
+  tokensAfter: number
+  durationMs: number
 }

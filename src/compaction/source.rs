@@ -29,7 +29,7 @@ fn max_message_chars(leaf_chunk_tokens: i64) -> usize {
     (leaf_chunk_tokens.max(1000) * 4) as usize
 }
 
-fn clip(text: &str, max: usize) -> String {
+pub(crate) fn clip(text: &str, max: usize) -> String {
     let n = text.chars().count();
     if n <= max {
         return text.to_string();

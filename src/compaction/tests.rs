@@ -105,7 +105,6 @@ pub(crate) fn engine_with(dir: &tempfile::TempDir, extra: Value) -> Engine {
     Engine::open(Config::from_options(&opts, None).unwrap()).unwrap()
 }
 
-/// `n` messages in turns of user / assistant+tool call / tool result / assistant.
 /// A forced sweep with the built-in offline summarizer.
 pub(crate) async fn compact_offline(engine: &Engine, cid: i64, token_budget: i64) -> SweepResult {
     engine
@@ -122,6 +121,7 @@ pub(crate) async fn compact_offline(engine: &Engine, cid: i64, token_budget: i64
         .unwrap()
 }
 
+/// `n` messages in turns of user / assistant+tool call / tool result / assistant.
 pub(crate) fn synthetic(n: usize, chars: usize) -> Vec<Value> {
     let body = |i: usize| format!("message {i}: {}", "lorem ipsum dolor sit amet ".repeat(chars / 27 + 1));
     (0..n)

@@ -251,6 +251,39 @@ impl PromptSet {
     }
 }
 
+/// One template in effect, with the default it replaces.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptText {
+    #[serde(flatten)]
+    pub source: PromptSource,
+    /// The text in effect (the override's, or the default).
+    pub text: String,
+    /// The embedded default.
+    pub embedded: String,
+    /// Unified diff from the default to the override (empty when not overridden or equal).
+    pub diff: String,
+}
+
+impl PromptSet {
+    /// The template `name` in effect, with its default and the difference.
+    pub fn show(&self, name: &str) -> Result<PromptText> {
+        let l = self.get(name)?;
+        let embedded = embedded(name)?.to_string();
+        Ok(PromptText {
+            diff: crate::diff::unified(
+                &format!("{} (embedded)", l.source.name),
+                &l.source.source,
+                &embedded,
+                &l.text,
+            ),
+            source: l.source.clone(),
+            text: l.text.clone(),
+            embedded,
+        })
+    }
+}
+
 /// The embedded default of `name`.
 pub fn embedded(name: &str) -> Result<&'static str> {
     let name = canonical_name(name)?;

@@ -168,6 +168,28 @@ fn overrides_resolve_per_file_explicit_dir_first() {
 }
 
 #[test]
+fn show_gives_the_text_in_effect_the_default_and_the_diff() {
+    let explicit = tempfile::tempdir().unwrap();
+    let custom = embedded("leaf")
+        .unwrap()
+        .replacen("conversation_segment", "CUSTOM_SEGMENT", 1);
+    std::fs::write(explicit.path().join("leaf.tmpl"), &custom).unwrap();
+    let set = PromptSet::load(&PromptDirs {
+        explicit: Some(explicit.path().to_path_buf()),
+        user: None,
+    })
+    .unwrap();
+    let leaf = set.show("leaf").unwrap();
+    assert!(leaf.source.overridden);
+    assert_eq!(leaf.text, custom);
+    assert_eq!(leaf.embedded, embedded("leaf").unwrap());
+    assert!(leaf.diff.starts_with("--- leaf.tmpl (embedded)\n+++ "), "{}", leaf.diff);
+    assert!(leaf.diff.contains("\n+") && leaf.diff.contains("CUSTOM_SEGMENT"));
+    let d1 = set.show("d1").unwrap();
+    assert!(!d1.source.overridden && d1.diff.is_empty() && d1.text == d1.embedded);
+}
+
+#[test]
 fn a_broken_template_is_e_prompt_naming_its_file() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("leaf.tmpl"), "Hello {{if .Depth}} unterminated").unwrap();

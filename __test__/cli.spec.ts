@@ -1,0 +1,216 @@
+// The command line: demo, stats, prompts, rewrite against a local OpenAI-shaped server, and
+// its exit codes (0 done, 1 one-line error, 2 usage).
+import { spawn } from 'node:child_process'
+import { readFileSync, writeFileSync } from 'node:fs'
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { join } from 'node:path'
+
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+
+import { LcmEngine } from '../index.js'
+import { ROOT, tempDir } from './helpers'
+
+const BIN = join(ROOT, 'bin', 'lcm-native.cjs')
+
+interface Run {
+  code: number | null
+  stdout: string
+  stderr: string
+}
+
+/** Runs the CLI in a child process (asynchronously: the test's own server must keep answering). */
+function cli(args: string[], env: Record<string, string> = {}): Promise<Run> {
+  const clean = Object.fromEntries(
+    Object.entries(process.env).filter(([k]) => !k.startsWith('LCM_') && !k.startsWith('ANTHROPIC_') && k !== 'OPENCLAW_STATE_DIR'),
+  )
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [BIN, ...args], { env: { ...clean, HOME: tempDir(), ...env } })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.on('data', (d) => (stdout += d))
+    child.stderr.on('data', (d) => (stderr += d))
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL')
+      reject(new Error(`lcm-native ${args.join(' ')} did not exit within 60 s\n${stdout}\n${stderr}`))
+    }, 60_000)
+    child.on('close', (code) => {
+      clearTimeout(timer)
+      resolve({ code, stdout, stderr })
+    })
+  })
+}
+
+let demoDb: string
+let demo: Run
+
+beforeAll(async () => {
+  demoDb = join(tempDir(), 'demo.db')
+  demo = await cli(['demo', '--db', demoDb])
+}, 120_000)
+
+describe('demo and stats', () => {
+  it('demo ingests the bundled transcript, compacts it offline and shows the DAG, the context and summaries', () => {
+    expect(demo.code, demo.stderr).toBe(0)
+    expect(demo.stdout).toMatch(/transcript .*pi-coding-agent-theme-session\.jsonl \(914 messages\)/)
+    expect(demo.stdout).toContain('summarizer offline')
+    expect(demo.stdout).toMatch(/ingested +914 new, 0 already stored/)
+    expect(demo.stdout).toMatch(/compacted +\d+ leaf \+ \d+ condensed passes/)
+    expect(demo.stdout).toMatch(/DAG: depth 0: \d+, depth 1: \d+/)
+    expect(demo.stdout).toMatch(/├─ sum_[0-9a-f]{16} d1 \(\d+ inputs/)
+    expect(demo.stdout).toMatch(/assembled for a 16,000-token budget: \d+ messages/)
+    expect(demo.stdout).toMatch(/<summary id="sum_[0-9a-f]{16}" range="[^"]+" depth="1" descendants="\d+">/)
+  })
+
+  it('stats shows conversations, messages, summaries per depth, fallbacks and the size', async () => {
+    const r = await cli(['stats', '--db', demoDb])
+    expect(r.code, r.stderr).toBe(0)
+    expect(r.stdout).toMatch(/^database .*demo\.db: [\d,]+ bytes/)
+    expect(r.stdout).toMatch(/conversation 1 \(session pi-coding-agent-theme-session\): 914 messages, \d+ live items, summaries d0: \d+, d1: \d+, 0 fallback/)
+  })
+})
+
+describe('exit codes', () => {
+  const usage: string[][] = [
+    [],
+    ['frobnicate'],
+    ['rewrite'],
+    ['rewrite', '1'],
+    ['rewrite', 'one', '--all'],
+    ['rewrite', '1', '--all', '--depth', '1'],
+    ['rewrite', '1', '--depth', 'x'],
+    ['prompts'],
+    ['prompts', '--list', '--show', 'leaf'],
+    ['stats', '--colour'],
+    ['demo', '--budget'],
+  ]
+  it.each(usage)('bad arguments %j print usage and exit 2', async (...args) => {
+    const r = await cli(args)
+    expect(r.code).toBe(2)
+    expect(r.stdout + r.stderr).toMatch(/usage: lcm-native/)
+  })
+
+  it('a missing database or conversation is a one-line error and exit 1', async () => {
+    for (const args of [
+      ['stats', '--db', join(tempDir(), 'missing.db')],
+      ['rewrite', '1', '--all', '--db', join(tempDir(), 'missing.db')],
+      ['rewrite', '42', '--all', '--db', demoDb],
+    ]) {
+      const r = await cli(args)
+      expect(r.code, args.join(' ')).toBe(1)
+      const lines = r.stderr.trim().split('\n')
+      expect(lines).toHaveLength(1)
+      expect(lines[0]).toMatch(/^lcm-native: (database not found: |E_NOT_FOUND: conversation 42 not found)/)
+    }
+  })
+})
+
+describe('prompts', () => {
+  it('lists, exports, diffs an override and renders', async () => {
+    const list = await cli(['prompts', '--list'])
+    expect(list.code).toBe(0)
+    expect(list.stdout.trim().split('\n')).toHaveLength(4)
+    expect(list.stdout).toMatch(/^leaf\.tmpl +embedded \(default\)/)
+    const dir = tempDir()
+    const exported = await cli(['prompts', '--export', dir])
+    expect(exported.stdout).toContain(`wrote ${join(dir, 'condensed-d2.tmpl')}`)
+    const leaf = join(dir, 'leaf.tmpl')
+    writeFileSync(leaf, readFileSync(leaf, 'utf8').replace('conversation_segment', 'my_segment'))
+    const diff = await cli(['prompts', '--diff', 'leaf', '--prompt-dir', dir])
+    expect(diff.code).toBe(0)
+    expect(diff.stdout).toContain(`--- leaf.tmpl (embedded)\n+++ ${leaf}`)
+    expect(diff.stdout).toContain('+<my_segment>')
+    const notOverridden = await cli(['prompts', '--diff', 'leaf'])
+    expect(notOverridden.code).toBe(1)
+    const render = await cli(['prompts', '--render', 'leaf', '--target-tokens', '321', '--prompt-dir', dir])
+    expect(render.stdout).toContain('about 321 tokens')
+    expect(render.stdout).toContain('<my_segment>')
+    const show = await cli(['prompts', '--show', 'd1'])
+    expect(show.stdout).toMatch(/^You are compacting/)
+  })
+})
+
+describe('rewrite against an OpenAI-compatible server', () => {
+  const requests: { auth?: string; body: { model: string; messages: { role: string; content: string }[]; max_tokens: number } }[] = []
+  let refuse = false
+  let base = ''
+  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    let body = ''
+    req.on('data', (d) => (body += d))
+    req.on('end', () => {
+      if (req.method !== 'POST' || req.url !== '/v1/chat/completions') {
+        res.writeHead(404).end('not found')
+        return
+      }
+      if (refuse) {
+        res.writeHead(401, { 'content-type': 'application/json' }).end('{"error":"bad key"}')
+        return
+      }
+      requests.push({ auth: req.headers.authorization, body: JSON.parse(body) })
+      const n = requests.length
+      res.writeHead(200, { 'content-type': 'application/json' }).end(
+        JSON.stringify({ choices: [{ message: { role: 'assistant', content: `SERVER SUMMARY ${n} qxyserverword${n}\nExpand for details about: server.` } }] }),
+      )
+    })
+  })
+  beforeAll(async () => {
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    base = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`
+  })
+  afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())))
+  const env = () => ({ LCM_LLM_BASE_URL: base, LCM_LLM_API_KEY: 'test-key', LCM_LLM_MODEL: 'test-model' })
+
+  it('a dry run previews every depth-0 summary and writes nothing', async () => {
+    const before = await LcmEngine.open({ dbPath: demoDb }).then(async (e) => {
+      const v = await e.verify()
+      await e.close()
+      return v.digest
+    })
+    const r = await cli(['rewrite', '1', '--depth', '0', '--db', demoDb], env())
+    expect(r.code, r.stderr).toBe(0)
+    expect(r.stdout).toContain(`summarizer: test-model at ${base} (OpenAI-compatible)`)
+    expect(r.stderr).toMatch(/Rewriting 1\/\d+: sum_[0-9a-f]{16} \(d0\)…/)
+    expect(r.stdout).toMatch(/\nsum_[0-9a-f]{16} \(d0, \d+ messages?, [^)]+\): [\d,]+t → [\d,]+t \([+-]?[\d,]+\)\n--- before\n/)
+    expect(r.stdout).toMatch(/Rewrote \d+ summaries\. Total: [\d,]+t → [\d,]+t \([+-]?[\d,]+\)/)
+    expect(r.stdout).toContain('Dry run: nothing was written')
+    expect(requests.length).toBeGreaterThan(0)
+    expect(requests.every((q) => q.auth === 'Bearer test-key' && q.body.model === 'test-model')).toBe(true)
+    expect(requests[0].body.messages[0].content).toMatch(/\[\d{4}-\d\d-\d\d \d\d:\d\d [A-Z]+\] \[(user|assistant|tool)\] /)
+    const after = await LcmEngine.open({ dbPath: demoDb })
+    expect((await after.verify()).digest).toBe(before)
+    await after.close()
+  })
+
+  it('--apply writes the new texts, and grep finds a word only they have', async () => {
+    requests.length = 0
+    const r = await cli(['rewrite', '1', '--depth', '0', '--apply', '--diff', '--db', demoDb], env())
+    expect(r.code, r.stderr).toBe(0)
+    expect(r.stdout).toMatch(/\n\+SERVER SUMMARY 1 qxyserverword1\n/)
+    expect(r.stdout).not.toContain('Dry run')
+    const engine = await LcmEngine.open({ dbPath: demoDb })
+    const hits = await engine.grep(1, { query: 'qxyserverword1', scope: 'summaries' })
+    expect(hits.hits).toHaveLength(1)
+    const leaves = await engine.summaries(1, { depth: 0 })
+    expect(leaves.every((s) => s.content.startsWith('SERVER SUMMARY') && s.model === 'test-model')).toBe(true)
+    expect((await engine.verify()).ok).toBe(true)
+    await engine.close()
+  })
+
+  it('a refused key is a one-line E_SUMMARIZER error and exit 1', async () => {
+    refuse = true
+    try {
+      const r = await cli(['rewrite', '1', '--all', '--db', demoDb], env())
+      expect(r.code).toBe(1)
+      const last = r.stderr.trim().split('\n').pop()!
+      expect(last).toMatch(/^lcm-native: E_SUMMARIZER: .*refused the credentials/)
+    } finally {
+      refuse = false
+    }
+  })
+
+  it('without an LLM configured the offline summarizer is used, and the output says so', async () => {
+    const r = await cli(['rewrite', '1', '--depth', '1', '--db', demoDb])
+    expect(r.code, r.stderr).toBe(0)
+    expect(r.stdout).toMatch(/^summarizer: offline \(no LLM configured/)
+  })
+})

@@ -1,0 +1,135 @@
+// rewrite through the JS surface: dry run, apply with fresh full text, order, AbortSignal,
+// onProgress, prompt overrides and failures.
+import { mkdtempSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+
+import { describe, expect, it } from 'vitest'
+
+import { LcmEngine, type SummarizeRequest } from '../index.js'
+import { THEME, hostMessages, rejection, tempDir } from './helpers'
+
+async function compacted() {
+  const engine = await LcmEngine.open({
+    dbPath: join(tempDir(), 'lcm.db'),
+    timezone: 'UTC',
+    leafChunkTokens: 3000,
+    leafTargetTokens: 300,
+    maxSweepIterations: 500,
+  })
+  const { conversationId } = await engine.ingest({ sessionId: 'theme' }, hostMessages(THEME))
+  await engine.compact(conversationId, 'offline', { tokenBudget: 8000, force: true })
+  return { engine, conversationId }
+}
+
+function marking() {
+  let n = 0
+  const calls: [string, SummarizeRequest][] = []
+  const summarize = async (prompt: string, r: SummarizeRequest) => {
+    calls.push([prompt, r])
+    n += 1
+    return `REWRITTEN d${r.depth} call${n} qzvword${n}\nExpand for details about: rewrite.`
+  }
+  return { summarize, calls }
+}
+
+describe('rewrite', () => {
+  it('a dry run writes nothing; apply writes, keeps the structure, and full text finds the new words', async () => {
+    const { engine, conversationId } = await compacted()
+    const before = await engine.verify()
+    const contextBefore = await engine.context(conversationId)
+    const dry = await engine.rewrite(conversationId, marking().summarize, { all: true })
+    expect(dry.apply).toBe(false)
+    expect((await engine.verify()).digest).toBe(before.digest)
+    const summaries = await engine.summaries(conversationId)
+    expect(dry.entries).toHaveLength(summaries.length)
+    const depths = dry.entries.map((e) => e.depth)
+    expect([...depths].sort((a, b) => a - b)).toEqual(depths)
+    for (const e of dry.entries) {
+      expect(e.diff).toMatch(new RegExp(`^--- ${e.summaryId} \\(old\\)\\n\\+\\+\\+ ${e.summaryId} \\(new\\)\\n@@`))
+      expect(e.applied).toBe(false)
+    }
+
+    const { summarize } = marking()
+    const applied = await engine.rewrite(conversationId, summarize, { all: true, apply: true, model: 'test-model' })
+    expect(applied.entries.every((e) => e.applied)).toBe(true)
+    const after = await engine.verify()
+    expect(after.ok).toBe(true)
+    expect(after.digest).not.toBe(before.digest)
+    expect(await engine.context(conversationId)).toEqual(
+      contextBefore.map((e) => (e.kind === 'summary' ? { ...e, tokens: applied.entries.find((x) => x.summaryId === e.summaryId)!.newTokens } : e)),
+    )
+    const stored = await engine.summaries(conversationId)
+    expect(stored.every((s) => s.content.startsWith('REWRITTEN') && s.model === 'test-model')).toBe(true)
+    const hits = await engine.grep(conversationId, { query: 'qzvword1', scope: 'summaries' })
+    expect(hits.hits.map((h) => h.summaryId)).toEqual([applied.entries[0].summaryId])
+    await engine.close()
+  })
+
+  it('an AbortSignal stops the run between summaries; what was applied stays consistent', async () => {
+    const { engine, conversationId } = await compacted()
+    const controller = new AbortController()
+    const progress: number[] = []
+    const err = await rejection(
+      engine.rewrite(conversationId, marking().summarize, {
+        all: true,
+        apply: true,
+        signal: controller.signal,
+        onProgress: (p) => {
+          progress.push(p.done)
+          if (p.done === 2) controller.abort()
+        },
+      }),
+    )
+    expect(err.code).toBe('E_ABORTED')
+    expect(progress).toEqual([0, 1, 2])
+    const rewritten = (await engine.summaries(conversationId)).filter((s) => s.content.startsWith('REWRITTEN'))
+    expect(rewritten).toHaveLength(3)
+    expect((await engine.verify()).ok).toBe(true)
+    // An already aborted signal: nothing runs.
+    const calls = marking()
+    const aborted = AbortSignal.abort()
+    expect((await rejection(engine.rewrite(conversationId, calls.summarize, { all: true, signal: aborted }))).code).toBe('E_ABORTED')
+    expect(calls.calls).toHaveLength(0)
+    await engine.close()
+  })
+
+  it('a throwing onProgress does not stop the run; a failing summarizer does, with a coded error', async () => {
+    const { engine, conversationId } = await compacted()
+    const r = await engine.rewrite(conversationId, marking().summarize, {
+      depth: 1,
+      onProgress: () => {
+        throw new Error('progress display broke')
+      },
+    })
+    expect(r.entries.length).toBeGreaterThan(0)
+    const err = await rejection(engine.rewrite(conversationId, async () => Promise.reject(new Error('provider down')), { all: true, apply: true }))
+    expect(err.code).toBe('E_SUMMARIZER')
+    expect(err.message).toMatch(/provider down/)
+    expect(err.message).toMatch(/0 of \d+ summaries/)
+    await engine.close()
+  })
+
+  it('a prompt override in a temp directory overrides exactly one depth', async () => {
+    const { engine, conversationId } = await compacted()
+    const dir = mkdtempSync(join(tmpdir(), 'lcm-prompts-'))
+    writeFileSync(join(dir, 'condensed-d1.tmpl'), 'OVERRIDDEN D1 ({{.ChildCount}} inputs)\n{{.SourceText}}')
+    const { summarize, calls } = marking()
+    await engine.rewrite(conversationId, summarize, { all: true, promptDir: dir })
+    expect(calls.some(([, r]) => r.depth === 1)).toBe(true)
+    for (const [prompt, r] of calls) expect(prompt.startsWith('OVERRIDDEN D1')).toBe(r.depth === 1)
+    await engine.close()
+  })
+
+  it('rejects bad selections and unknown ids with stable codes', async () => {
+    const { engine, conversationId } = await compacted()
+    const s = marking().summarize
+    for (const options of [{}, { all: true, depth: 1 }, { depth: -1 }, { all: true, apply: 'yes' }, { all: true, extra: 1 }]) {
+      expect((await rejection(engine.rewrite(conversationId, s, options as never))).code).toBe('E_INVALID_INPUT')
+    }
+    expect((await rejection(engine.rewrite(conversationId, s, { summaryId: 'sum_missing' }))).code).toBe('E_NOT_FOUND')
+    expect((await rejection(engine.rewrite(777, s, { all: true }))).code).toBe('E_NOT_FOUND')
+    expect((await rejection(engine.rewrite(conversationId, 'bogus' as never, { all: true }))).code).toBe('E_INVALID_INPUT')
+    await engine.close()
+  })
+})

@@ -1,0 +1,447 @@
+//! Re-summarising an existing DAG with (possibly new) prompts: the seed's rewrite tooling
+//! (lcm-tui `rewrite`). Summaries are rebuilt bottom-up, chronologically within a depth; each
+//! new text is seen by the summaries rebuilt after it, so a condensed node is rebuilt from its
+//! children's new content. A dry run (the default) writes nothing and previews exactly what
+//! `apply` would write. Apply updates content, token count, model and the full-text rows, one
+//! transaction per summary; ids, links and context items stay as they are.
+
+mod source;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use rusqlite::{params, Connection};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::compaction::escalation::{self, Level, PassError};
+use crate::compaction::Deps;
+use crate::error::{LcmError, Result};
+use crate::prompts::{PromptDirs, PromptSet, PromptVars};
+use crate::store::conversations;
+use crate::summarizer::{SummarizeRequest, Summarizer, SummaryKind};
+use crate::tokens;
+
+/// Which summaries to rewrite.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Selection {
+    Summary(String),
+    Depth(i64),
+    All,
+}
+
+#[derive(Clone, Debug)]
+pub struct RewriteOptions {
+    pub selection: Selection,
+    /// Write the new texts (default: a dry run that writes nothing).
+    pub apply: bool,
+    /// Prompt templates to use instead of the engine's for this run.
+    pub prompt_dir: Option<String>,
+    /// Show times in the source text (`[2026-02-17 15:37 UTC] [user] …`).
+    pub timestamps: bool,
+    /// Recorded in `summaries.model` for rewritten summaries (JS callbacks).
+    pub model: Option<String>,
+}
+
+impl RewriteOptions {
+    /// Reads `{ summaryId? | depth? | all?, apply?, promptDir?, timestamps?, model? }`; the
+    /// binding handles `signal` and `onProgress`, which JSON cannot carry.
+    pub fn from_json(v: Option<&Value>) -> Result<RewriteOptions> {
+        let empty = serde_json::Map::new();
+        let obj = match v {
+            None | Some(Value::Null) => &empty,
+            Some(Value::Object(o)) => o,
+            Some(other) => {
+                return Err(LcmError::invalid_input(format!(
+                    "rewrite options must be an object, got {other}"
+                )))
+            }
+        };
+        let mut selection = Vec::new();
+        let mut o = RewriteOptions {
+            selection: Selection::All,
+            apply: false,
+            prompt_dir: None,
+            timestamps: true,
+            model: None,
+        };
+        for (key, value) in obj {
+            if value.is_null() {
+                continue;
+            }
+            let bool_of = || {
+                value
+                    .as_bool()
+                    .ok_or_else(|| LcmError::invalid_input(format!("`{key}` must be a boolean, got {value}")))
+            };
+            let string_of = || {
+                value
+                    .as_str()
+                    .filter(|s| !s.trim().is_empty())
+                    .map(str::to_string)
+                    .ok_or_else(|| LcmError::invalid_input(format!("`{key}` must be a non-empty string, got {value}")))
+            };
+            match key.as_str() {
+                "summaryId" => selection.push(Selection::Summary(string_of()?)),
+                "depth" => selection.push(Selection::Depth(value.as_i64().filter(|d| *d >= 0).ok_or_else(
+                    || LcmError::invalid_input(format!("`depth` must be an integer ≥ 0, got {value}")),
+                )?)),
+                "all" => {
+                    if bool_of()? {
+                        selection.push(Selection::All)
+                    }
+                }
+                "apply" => o.apply = bool_of()?,
+                "promptDir" => o.prompt_dir = Some(string_of()?),
+                "timestamps" => o.timestamps = bool_of()?,
+                "model" => o.model = Some(string_of()?),
+                "signal" | "onProgress" => {}
+                _ => return Err(LcmError::invalid_input(format!("unknown rewrite option `{key}`"))),
+            }
+        }
+        o.selection = match selection.len() {
+            1 => selection.pop().unwrap_or(Selection::All),
+            0 => {
+                return Err(LcmError::invalid_input(
+                    "say which summaries to rewrite: `summaryId`, `depth` or `all: true`",
+                ))
+            }
+            _ => {
+                return Err(LcmError::invalid_input(
+                    "give only one of `summaryId`, `depth` and `all`",
+                ))
+            }
+        };
+        Ok(o)
+    }
+}
+
+/// Reported before each summary is rewritten.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Progress {
+    /// Summaries finished before this one.
+    pub done: usize,
+    pub total: usize,
+    pub summary_id: String,
+    pub depth: i64,
+}
+
+/// One rewritten summary.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RewriteEntry {
+    pub summary_id: String,
+    pub kind: String,
+    pub depth: i64,
+    /// Inputs of a condensed summary, messages of a leaf.
+    pub child_count: usize,
+    pub time_range: String,
+    pub old_tokens: i64,
+    pub new_tokens: i64,
+    pub delta: i64,
+    pub old_content: String,
+    pub new_content: String,
+    /// Unified diff of the old and new content.
+    pub diff: String,
+    /// `normal`, `aggressive` or `capped`; `fallback` when the summarizer gave nothing usable
+    /// (the old content is then kept).
+    pub level: &'static str,
+    /// True when the new content was written (apply, and not a fallback).
+    pub applied: bool,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RewriteResult {
+    pub conversation_id: i64,
+    pub apply: bool,
+    pub entries: Vec<RewriteEntry>,
+    pub tokens_before: i64,
+    pub tokens_after: i64,
+    pub duration_ms: f64,
+}
+
+/// A summary to rewrite, as selected.
+#[derive(Clone, Debug)]
+struct Target {
+    summary_id: String,
+    kind: String,
+    depth: i64,
+    content: String,
+    token_count: i64,
+    earliest_at: Option<String>,
+    latest_at: Option<String>,
+    created_at: String,
+}
+
+fn select(conn: &Connection, conversation_id: i64, selection: &Selection) -> Result<Vec<Target>> {
+    let (filter, arg) = match selection {
+        Selection::Summary(id) => ("AND summary_id = ?2", Value::from(id.clone())),
+        Selection::Depth(d) => ("AND depth = ?2", Value::from(*d)),
+        Selection::All => ("AND ?2 IS NULL", Value::Null),
+    };
+    let sql = format!(
+        "SELECT summary_id, kind, depth, content, token_count, earliest_at, latest_at, created_at FROM summaries
+         WHERE conversation_id = ?1 {filter}
+         ORDER BY depth, julianday(COALESCE(earliest_at, created_at)), julianday(created_at), summary_id"
+    );
+    let arg: rusqlite::types::Value = match arg {
+        Value::String(s) => s.into(),
+        Value::Number(n) => n.as_i64().unwrap_or(0).into(),
+        _ => rusqlite::types::Value::Null,
+    };
+    let targets = conn
+        .prepare(&sql)?
+        .query_map(params![conversation_id, arg], |r| {
+            Ok(Target {
+                summary_id: r.get(0)?,
+                kind: r.get(1)?,
+                depth: r.get(2)?,
+                content: r.get(3)?,
+                token_count: r.get(4)?,
+                earliest_at: r.get(5)?,
+                latest_at: r.get(6)?,
+                created_at: r.get(7)?,
+            })
+        })?
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    if let (Selection::Summary(id), true) = (selection, targets.is_empty()) {
+        return Err(LcmError::not_found(
+            "summary",
+            format!("{id} in conversation {conversation_id}"),
+        ));
+    }
+    Ok(targets)
+}
+
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    tokio::task::block_in_place(f)
+}
+
+/// Rewrites the selected summaries of a conversation. `cancel` is checked between summaries;
+/// `progress` is told before each one.
+pub async fn rewrite(
+    deps: &Deps,
+    conversation_id: i64,
+    summarizer: Arc<dyn Summarizer>,
+    options: &RewriteOptions,
+    cancel: &AtomicBool,
+    progress: &(dyn Fn(Progress) + Send + Sync),
+) -> Result<RewriteResult> {
+    let started = Instant::now();
+    let config = deps.config.clone();
+    let prompts: Arc<PromptSet> = match &options.prompt_dir {
+        Some(dir) => Arc::new(PromptSet::load(&PromptDirs::new(Some(dir)))?),
+        None => deps.prompts.clone(),
+    };
+    let targets = blocking(|| {
+        deps.pool.read(|conn| {
+            conversations::get(conn, conversation_id)?;
+            select(conn, conversation_id, &options.selection)
+        })
+    })?;
+    let total = targets.len();
+    let model = options.model.clone().unwrap_or_else(|| summarizer.model());
+    // New texts so far, seen by the summaries rebuilt after them (in a dry run too).
+    let mut rewritten: HashMap<String, String> = HashMap::new();
+    let mut result = RewriteResult {
+        conversation_id,
+        apply: options.apply,
+        entries: Vec::with_capacity(total),
+        tokens_before: 0,
+        tokens_after: 0,
+        duration_ms: 0.0,
+    };
+    let applied_so_far = |r: &RewriteResult| {
+        if options.apply {
+            format!(
+                "{} of {total} summaries were rewritten and written before this",
+                r.entries.iter().filter(|e| e.applied).count()
+            )
+        } else {
+            "nothing was written (dry run)".to_string()
+        }
+    };
+    for (done, target) in targets.into_iter().enumerate() {
+        if cancel.load(Ordering::SeqCst) {
+            return Err(LcmError::Aborted(format!(
+                "the rewrite was cancelled; {}",
+                applied_so_far(&result)
+            )));
+        }
+        progress(Progress {
+            done,
+            total,
+            summary_id: target.summary_id.clone(),
+            depth: target.depth,
+        });
+        let built = blocking(|| {
+            deps.pool.read(|conn| {
+                source::build(
+                    conn,
+                    &target,
+                    &rewritten,
+                    options.timestamps,
+                    config.zone,
+                    config.leaf_chunk_tokens,
+                )
+            })
+        })?;
+        let kind = if target.kind == "condensed" {
+            SummaryKind::Condensed
+        } else {
+            SummaryKind::Leaf
+        };
+        let vars = PromptVars {
+            target_tokens: 0,
+            previous_context: built.previous_context,
+            source_text: built.text.clone(),
+            child_count: built.child_count as i64,
+            time_range: built.time_range.clone(),
+            depth: target.depth,
+            aggressive: false,
+            custom_instructions: config.custom_instructions.clone(),
+        };
+        let request = SummarizeRequest {
+            kind,
+            depth: target.depth,
+            aggressive: false,
+            target_tokens: 0,
+            conversation_id,
+            input_tokens: 0,
+            input_count: built.child_count as i64,
+            time_range: built.time_range.clone(),
+            source_text: built.text,
+        };
+        let escalated = escalation::summarize(&summarizer, &prompts, &config, vars, request)
+            .await
+            .map_err(|e| match e {
+                PassError::Failed(e) => with_context(e, &applied_so_far(&result)),
+                PassError::Auth(m) => LcmError::Summarizer(format!(
+                    "the provider refused the credentials ({m}); {}",
+                    applied_so_far(&result)
+                )),
+            })?;
+        let keep_old = escalated.level == Level::Fallback;
+        let new_content = if keep_old {
+            target.content.clone()
+        } else {
+            escalated.content.clone()
+        };
+        let new_tokens = tokens::estimate(&new_content);
+        let applied = options.apply && !keep_old;
+        if applied {
+            let writer_model = if escalated.model == summarizer.model() {
+                model.clone()
+            } else {
+                escalated.model.clone()
+            };
+            blocking(|| {
+                deps.pool.write(|conn| {
+                    apply_one(
+                        conn,
+                        deps.flags.has_cjk_fts,
+                        &target,
+                        &new_content,
+                        new_tokens,
+                        &writer_model,
+                    )
+                })
+            })?;
+        }
+        rewritten.insert(target.summary_id.clone(), new_content.clone());
+        result.tokens_before += target.token_count;
+        result.tokens_after += new_tokens;
+        result.entries.push(RewriteEntry {
+            diff: crate::diff::unified(
+                &format!("{} (old)", target.summary_id),
+                &format!("{} (new)", target.summary_id),
+                &target.content,
+                &new_content,
+            ),
+            summary_id: target.summary_id,
+            kind: target.kind,
+            depth: target.depth,
+            child_count: built.child_count,
+            time_range: built.time_range,
+            old_tokens: target.token_count,
+            new_tokens,
+            delta: new_tokens - target.token_count,
+            old_content: target.content,
+            new_content,
+            level: escalated.level.as_str(),
+            applied,
+        });
+    }
+    result.duration_ms = started.elapsed().as_secs_f64() * 1000.0;
+    Ok(result)
+}
+
+/// The same error, its message extended with what happened to the run.
+fn with_context(e: LcmError, context: &str) -> LcmError {
+    match e {
+        LcmError::Summarizer(m) => LcmError::Summarizer(format!("{m}; {context}")),
+        LcmError::Timeout(_) => LcmError::Summarizer(format!("{e}; {context}")),
+        other => other,
+    }
+}
+
+/// Writes one rewritten summary: content, token count, model, its full-text rows, and the
+/// `descendant_token_count` of every summary above it (which sums the tokens below).
+fn apply_one(
+    conn: &mut Connection,
+    cjk: bool,
+    target: &Target,
+    content: &str,
+    token_count: i64,
+    model: &str,
+) -> Result<()> {
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let old: Option<i64> = tx
+        .query_row(
+            "SELECT token_count FROM summaries WHERE summary_id = ?1",
+            [&target.summary_id],
+            |r| r.get(0),
+        )
+        .ok();
+    let Some(old) = old else {
+        return Err(LcmError::not_found("summary", &target.summary_id));
+    };
+    tx.execute(
+        "UPDATE summaries SET content = ?2, token_count = ?3, model = ?4 WHERE summary_id = ?1",
+        params![target.summary_id, content, token_count, model],
+    )?;
+    let delta = token_count - old;
+    if delta != 0 {
+        tx.execute(
+            "WITH RECURSIVE above(id, steps) AS (
+               SELECT summary_id, 1 FROM summary_parents WHERE parent_summary_id = ?1
+               UNION
+               SELECT p.summary_id, a.steps + 1 FROM summary_parents p JOIN above a ON p.parent_summary_id = a.id
+               WHERE a.steps < 64
+             )
+             UPDATE summaries SET descendant_token_count = descendant_token_count + ?2
+             WHERE summary_id IN (SELECT id FROM above)",
+            params![target.summary_id, delta],
+        )?;
+    }
+    let mut tables = vec!["summaries_fts"];
+    if cjk {
+        tables.push("summaries_fts_cjk");
+    }
+    for t in tables {
+        tx.execute(&format!("DELETE FROM {t} WHERE summary_id = ?1"), [&target.summary_id])?;
+        tx.execute(
+            &format!("INSERT INTO {t} (summary_id, content) VALUES (?1, ?2)"),
+            params![target.summary_id, content],
+        )?;
+    }
+    tx.commit()?;
+    Ok(())
+}

@@ -1,0 +1,413 @@
+//! Rewrite tests on the theme transcript compacted to depth 1: dry run, apply, order, what a
+//! condensed node is rebuilt from, cancellation, failures and prompt overrides.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Mutex;
+
+use rusqlite::Connection;
+use serde_json::json;
+
+use super::*;
+use crate::compaction::tests::{compact_offline, engine_with, Act, Scripted};
+use crate::engine::tests::{transcript, THEME};
+use crate::engine::Engine;
+use crate::recall::grep::{GrepOptions, Mode, Scope, Sort};
+use crate::store::conversations::Target as ConversationTarget;
+
+async fn compacted() -> (tempfile::TempDir, Engine, i64) {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_with(
+        &dir,
+        json!({"leafChunkTokens": 3000, "leafTargetTokens": 300, "freshTailCount": 32}),
+    );
+    let cid = engine
+        .ingest(&ConversationTarget::Session("t".into()), &transcript(THEME))
+        .unwrap()
+        .conversation_id;
+    assert!(compact_offline(&engine, cid, 8000)
+        .await
+        .condensed_passes
+        .contains_key(&1));
+    (dir, engine, cid)
+}
+
+/// Answers `REWRITTEN <id-less marker> d<depth> #<call>` so each new text is unique and says
+/// which call made it.
+fn marking() -> Arc<Scripted> {
+    Scripted::new(|i, r| {
+        Act::Text(format!(
+            "REWRITTEN d{} call{i} zqxmarker{i}\nExpand for details about: rewrite.",
+            r.depth
+        ))
+    })
+}
+
+fn all(apply: bool) -> RewriteOptions {
+    RewriteOptions {
+        selection: Selection::All,
+        apply,
+        prompt_dir: None,
+        timestamps: true,
+        model: None,
+    }
+}
+
+async fn run(engine: &Engine, cid: i64, s: Arc<Scripted>, o: &RewriteOptions) -> Result<RewriteResult> {
+    engine.rewrite(cid, s, o, &AtomicBool::new(false), &|_| {}).await
+}
+
+/// The rows a rewrite must leave alone: links, context items, ids, depths.
+fn structure(engine: &Engine) -> Vec<String> {
+    let c = Connection::open(&engine.config().db_path).unwrap();
+    let mut out = Vec::new();
+    for sql in [
+        "SELECT summary_id || ':' || parent_summary_id || ':' || ordinal FROM summary_parents ORDER BY 1",
+        "SELECT summary_id || ':' || message_id || ':' || ordinal FROM summary_messages ORDER BY 1",
+        "SELECT conversation_id || ':' || ordinal || ':' || COALESCE(message_id, summary_id) FROM context_items ORDER BY 1",
+        "SELECT summary_id || ':' || depth || ':' || kind || ':' || descendant_count FROM summaries ORDER BY 1",
+    ] {
+        let mut stmt = c.prepare(sql).unwrap();
+        out.extend(stmt.query_map([], |r| r.get::<_, String>(0)).unwrap().map(|r| r.unwrap()));
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dry_run_writes_nothing_and_reports_each_summary_with_a_diff() {
+    let (_d, engine, cid) = compacted().await;
+    let before = engine.verify(None).unwrap();
+    let summaries = engine.summaries(cid, None).unwrap();
+    let r = run(&engine, cid, marking(), &all(false)).await.unwrap();
+    assert_eq!(
+        engine.verify(None).unwrap().digest,
+        before.digest,
+        "a dry run wrote something"
+    );
+    assert_eq!(r.entries.len(), summaries.len());
+    assert!(!r.apply);
+    for e in &r.entries {
+        let stored = summaries.iter().find(|s| s.summary_id == e.summary_id).unwrap();
+        assert_eq!(e.old_content, stored.content);
+        assert_eq!(e.old_tokens, stored.token_count);
+        assert!(e.new_content.starts_with("REWRITTEN"));
+        assert_eq!(e.delta, e.new_tokens - e.old_tokens);
+        assert!(e
+            .diff
+            .starts_with(&format!("--- {} (old)\n+++ {} (new)\n@@", e.summary_id, e.summary_id)));
+        assert!(!e.applied);
+        assert!(e.child_count > 0 && !e.time_range.is_empty());
+    }
+    assert_eq!(r.tokens_before, r.entries.iter().map(|e| e.old_tokens).sum::<i64>());
+    assert_eq!(r.tokens_after, r.entries.iter().map(|e| e.new_tokens).sum::<i64>());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn order_is_bottom_up_and_condensed_nodes_are_rebuilt_from_their_childrens_new_text() {
+    let (_d, engine, cid) = compacted().await;
+    let line = regex::Regex::new(r"\n\[\d{4}-\d\d-\d\d \d\d:\d\d UTC\] \[(user|assistant|tool|system)\] ").unwrap();
+    for apply in [false, true] {
+        let s = marking();
+        let r = run(&engine, cid, s.clone(), &all(apply)).await.unwrap();
+        let depths: Vec<i64> = r.entries.iter().map(|e| e.depth).collect();
+        assert!(depths.windows(2).all(|w| w[0] <= w[1]), "{depths:?}");
+        // Chronological within a depth.
+        let sums = engine.summaries(cid, None).unwrap();
+        let start = |id: &str| {
+            let s = sums.iter().find(|s| s.summary_id == id).unwrap();
+            s.earliest_at.clone().unwrap_or_else(|| s.created_at.clone())
+        };
+        for w in r.entries.windows(2).filter(|w| w[0].depth == w[1].depth) {
+            assert!(start(&w[0].summary_id) <= start(&w[1].summary_id));
+        }
+        // Each condensed prompt holds its inputs' new text, not their old one.
+        let calls = s.calls.lock().unwrap().clone();
+        let new_of: HashMap<&str, &str> = r
+            .entries
+            .iter()
+            .map(|e| (e.summary_id.as_str(), e.new_content.as_str()))
+            .collect();
+        let c = Connection::open(&engine.config().db_path).unwrap();
+        for (e, (prompt, _)) in r.entries.iter().zip(&calls) {
+            if e.depth == 0 {
+                assert!(line.is_match(prompt), "leaf source lines: {prompt:.600}");
+                continue;
+            }
+            let inputs: Vec<String> = c
+                .prepare("SELECT parent_summary_id FROM summary_parents WHERE summary_id = ?1 ORDER BY ordinal")
+                .unwrap()
+                .query_map([&e.summary_id], |r| r.get(0))
+                .unwrap()
+                .map(|r| r.unwrap())
+                .collect();
+            assert!(!inputs.is_empty());
+            for input in inputs {
+                let marker = new_of[input.as_str()].lines().next().unwrap();
+                assert!(
+                    prompt.contains(marker),
+                    "condensed {} lacks the new text of {input}",
+                    e.summary_id
+                );
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_updates_text_tokens_and_full_text_and_keeps_the_structure() {
+    let (_d, engine, cid) = compacted().await;
+    let shape = structure(&engine);
+    let old = engine.summaries(cid, Some(0)).unwrap();
+    // A word that only the old text of the first leaf has.
+    let grep_one = |q: &str| {
+        engine
+            .grep(
+                Some(cid),
+                &GrepOptions {
+                    query: q.into(),
+                    mode: Mode::Fts,
+                    scope: Scope::Summaries,
+                    since: None,
+                    until: None,
+                    limit: 1000,
+                    sort: Sort::Recency,
+                },
+            )
+            .unwrap()
+    };
+    let before_hits = grep_one("zqxmarker0");
+    assert!(before_hits.hits.is_empty());
+    let r = run(&engine, cid, marking(), &all(true)).await.unwrap();
+    assert!(r.entries.iter().all(|e| e.applied));
+    assert_eq!(structure(&engine), shape, "ids, links or context items changed");
+    let report = engine.verify(None).unwrap();
+    assert!(report.ok, "{:?}", report.problems);
+    for e in &r.entries {
+        let s =
+            crate::store::summaries::get(&Connection::open(&engine.config().db_path).unwrap(), &e.summary_id).unwrap();
+        assert_eq!(s.content, e.new_content);
+        assert_eq!(s.token_count, e.new_tokens);
+        assert_eq!(s.model, "scripted");
+    }
+    // Full text is fresh: the new words are found, in the summary that has them.
+    let hits = grep_one("zqxmarker0");
+    assert_eq!(hits.hits.len(), 1);
+    assert_eq!(
+        hits.hits[0].summary_id.as_deref(),
+        Some(r.entries[0].summary_id.as_str())
+    );
+    let old_word = old[0]
+        .content
+        .split_whitespace()
+        .find(|w| w.len() > 8 && w.chars().all(|c| c.is_ascii_alphabetic()))
+        .unwrap();
+    assert!(grep_one(old_word)
+        .hits
+        .iter()
+        .all(|h| h.summary_id.as_deref() != Some(old[0].summary_id.as_str())));
+    // descendant_token_count above the rewritten leaves follows their new tokens.
+    let c = Connection::open(&engine.config().db_path).unwrap();
+    let stale: i64 = c
+        .query_row(
+            "SELECT count(*) FROM summaries s WHERE s.kind = 'condensed' AND s.descendant_token_count <>
+               (SELECT SUM(i.token_count + i.descendant_token_count) FROM summary_parents p
+                JOIN summaries i ON i.summary_id = p.parent_summary_id WHERE p.summary_id = s.summary_id)",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(stale, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_in_the_middle_stops_between_summaries_and_leaves_a_consistent_database() {
+    let (_d, engine, cid) = compacted().await;
+    let cancel = AtomicBool::new(false);
+    let seen = Mutex::new(Vec::new());
+    let progress = |p: Progress| {
+        seen.lock().unwrap().push(p.done);
+        if p.done == 3 {
+            cancel.store(true, Ordering::SeqCst);
+        }
+    };
+    let err = engine
+        .rewrite(cid, marking(), &all(true), &cancel, &progress)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "E_ABORTED");
+    assert!(err.to_string().contains("4 of"), "{err}");
+    assert_eq!(*seen.lock().unwrap(), [0, 1, 2, 3]);
+    let changed = engine
+        .summaries(cid, None)
+        .unwrap()
+        .iter()
+        .filter(|s| s.content.starts_with("REWRITTEN"))
+        .count();
+    assert_eq!(changed, 4);
+    assert!(engine.verify(None).unwrap().ok);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failures_stop_the_run_and_keep_what_was_applied_and_fallbacks_keep_the_old_text() {
+    let (_d, engine, cid) = compacted().await;
+    let failing = Scripted::new(|i, _| {
+        if i < 2 {
+            Act::Text(format!("NEW {i}\nExpand for details about: x"))
+        } else {
+            Act::Fail
+        }
+    });
+    let err = run(&engine, cid, failing, &all(true)).await.unwrap_err();
+    assert_eq!(err.code(), "E_SUMMARIZER");
+    assert!(err.to_string().contains("2 of"), "{err}");
+    assert_eq!(
+        engine
+            .summaries(cid, None)
+            .unwrap()
+            .iter()
+            .filter(|s| s.content.starts_with("NEW "))
+            .count(),
+        2
+    );
+    let auth = Scripted::new(|_, _| Act::Auth);
+    assert_eq!(
+        run(&engine, cid, auth, &all(true)).await.unwrap_err().code(),
+        "E_SUMMARIZER"
+    );
+    // Empty answers: the deterministic fallback is not written over a summary.
+    let before = engine.verify(None).unwrap().digest;
+    let empty = Scripted::new(|_, _| Act::Empty);
+    let r = run(
+        &engine,
+        cid,
+        empty,
+        &RewriteOptions {
+            selection: Selection::Depth(1),
+            ..all(true)
+        },
+    )
+    .await
+    .unwrap();
+    assert!(r
+        .entries
+        .iter()
+        .all(|e| e.level == "fallback" && !e.applied && e.diff.is_empty()));
+    assert_eq!(engine.verify(None).unwrap().digest, before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_override_in_a_directory_changes_exactly_one_depth() {
+    let (_d, engine, cid) = compacted().await;
+    let prompts = tempfile::tempdir().unwrap();
+    std::fs::write(
+        prompts.path().join("condensed-d1.tmpl"),
+        "CUSTOM D1 PROMPT for {{.ChildCount}} inputs:\n{{.SourceText}}",
+    )
+    .unwrap();
+    let s = marking();
+    let o = RewriteOptions {
+        prompt_dir: Some(prompts.path().to_string_lossy().into_owned()),
+        ..all(false)
+    };
+    run(&engine, cid, s.clone(), &o).await.unwrap();
+    let calls = s.calls.lock().unwrap().clone();
+    assert!(calls.iter().any(|(_, r)| r.depth == 1));
+    for (prompt, r) in &calls {
+        assert_eq!(
+            prompt.starts_with("CUSTOM D1 PROMPT"),
+            r.depth == 1,
+            "depth {}",
+            r.depth
+        );
+    }
+    // The engine's own prompts are untouched for the next call.
+    let plain = marking();
+    run(&engine, cid, plain.clone(), &all(false)).await.unwrap();
+    assert!(plain.prompts().iter().all(|p| !p.contains("CUSTOM D1 PROMPT")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn selection_and_options() {
+    let (_d, engine, cid) = compacted().await;
+    let leaf = engine.summaries(cid, Some(0)).unwrap()[0].summary_id.clone();
+    let one = run(
+        &engine,
+        cid,
+        marking(),
+        &RewriteOptions {
+            selection: Selection::Summary(leaf.clone()),
+            ..all(false)
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(one.entries.len(), 1);
+    assert_eq!(one.entries[0].summary_id, leaf);
+    let d1 = run(
+        &engine,
+        cid,
+        marking(),
+        &RewriteOptions {
+            selection: Selection::Depth(1),
+            ..all(false)
+        },
+    )
+    .await
+    .unwrap();
+    assert!(!d1.entries.is_empty() && d1.entries.iter().all(|e| e.depth == 1));
+    let none = run(
+        &engine,
+        cid,
+        marking(),
+        &RewriteOptions {
+            selection: Selection::Depth(7),
+            ..all(false)
+        },
+    )
+    .await
+    .unwrap();
+    assert!(none.entries.is_empty());
+    let missing = run(
+        &engine,
+        cid,
+        marking(),
+        &RewriteOptions {
+            selection: Selection::Summary("sum_nope".into()),
+            ..all(false)
+        },
+    )
+    .await;
+    assert_eq!(missing.unwrap_err().code(), "E_NOT_FOUND");
+    assert_eq!(
+        run(&engine, 999, marking(), &all(false)).await.unwrap_err().code(),
+        "E_NOT_FOUND"
+    );
+    // Without timestamps the leaf source has no times.
+    let s = marking();
+    run(
+        &engine,
+        cid,
+        s.clone(),
+        &RewriteOptions {
+            selection: Selection::Summary(leaf),
+            timestamps: false,
+            ..all(false)
+        },
+    )
+    .await
+    .unwrap();
+    assert!(s.prompts()[0].contains("\n[user] ") || s.prompts()[0].contains("\n[assistant] "));
+    assert!(!s.prompts()[0].contains(" UTC] ["));
+
+    let parse = |v: serde_json::Value| RewriteOptions::from_json(Some(&v));
+    assert_eq!(parse(json!({"depth": 0})).unwrap().selection, Selection::Depth(0));
+    assert!(parse(json!({"all": true, "apply": true})).unwrap().apply);
+    for bad in [
+        json!({}),
+        json!({"all": true, "depth": 1}),
+        json!({"depth": -1}),
+        json!({"all": true, "apply": "yes"}),
+        json!({"all": true, "colour": 1}),
+    ] {
+        assert_eq!(parse(bad.clone()).unwrap_err().code(), "E_INVALID_INPUT", "{bad}");
+    }
+}

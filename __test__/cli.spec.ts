@@ -132,12 +132,21 @@ describe('prompts', () => {
 
 describe('rewrite against an OpenAI-compatible server', () => {
   const requests: { auth?: string; body: { model: string; messages: { role: string; content: string }[]; max_tokens: number } }[] = []
+  const anthropic: { key: string; version: string; body: { model: string; max_tokens: number } }[] = []
   let refuse = false
   let base = ''
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     let body = ''
     req.on('data', (d) => (body += d))
     req.on('end', () => {
+      if (req.method === 'POST' && req.url === '/v1/messages') {
+        // Anthropic's Messages API shape.
+        anthropic.push({ key: req.headers['x-api-key'] as string, version: req.headers['anthropic-version'] as string, body: JSON.parse(body) })
+        res.writeHead(200, { 'content-type': 'application/json' }).end(
+          JSON.stringify({ content: [{ type: 'text', text: 'ANTHROPIC SUMMARY' }, { type: 'text', text: ' qxyanthropic\nExpand for details about: a.' }] }),
+        )
+        return
+      }
       if (req.method !== 'POST' || req.url !== '/v1/chat/completions') {
         res.writeHead(404).end('not found')
         return
@@ -206,6 +215,17 @@ describe('rewrite against an OpenAI-compatible server', () => {
     } finally {
       refuse = false
     }
+  })
+
+  it('Anthropic is used when ANTHROPIC_API_KEY is set', async () => {
+    const origin = base.replace(/\/v1$/, '')
+    const r = await cli(['rewrite', '1', '--depth', '1', '--db', demoDb], { ANTHROPIC_API_KEY: 'ak-test', ANTHROPIC_BASE_URL: origin })
+    expect(r.code, r.stderr).toBe(0)
+    expect(r.stdout).toContain('summarizer: claude-sonnet-4-20250514 (Anthropic)')
+    expect(r.stdout).toContain('--- after\nANTHROPIC SUMMARY qxyanthropic')
+    expect(anthropic.length).toBeGreaterThan(0)
+    expect(anthropic.every((q) => q.key === 'ak-test' && q.version === '2023-06-01' && q.body.model === 'claude-sonnet-4-20250514')).toBe(true)
+    expect(anthropic[0].body.max_tokens).toBeGreaterThanOrEqual(256)
   })
 
   it('without an LLM configured the offline summarizer is used, and the output says so', async () => {

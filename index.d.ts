@@ -537,7 +537,7 @@ export interface RewriteOptions {
   model?: string
   /** Cancels between two summaries: the promise rejects with E_ABORTED, what was applied stays. */
   signal?: AbortSignal
-  /** Called before each summary. A throwing callback does not stop the run. */
+  /** Called before each summary, which starts once it has returned (aborting the signal inside it stops before that summary). A throwing callback does not stop the run. */
   onProgress?: (progress: RewriteProgress) => void
 }
 

@@ -9,7 +9,7 @@ import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 
 import { LcmEngine } from '../index.js'
-import { ROOT, tempDir } from './helpers'
+import { ROOT, copyFixture, tempDir } from './helpers'
 
 const BIN = join(ROOT, 'bin', 'lcm-native.cjs')
 
@@ -62,6 +62,15 @@ describe('demo and stats', () => {
     expect(demo.stdout).toMatch(/<summary id="sum_[0-9a-f]{16}" range="[^"]+" depth="1" descendants="\d+">/)
   })
 
+  it('says so when opening a lossless-claw database upgraded it', async () => {
+    const db = copyFixture('head-theme.db')
+    const first = await cli(['stats', '--db', db])
+    expect(first.code, first.stderr).toBe(0)
+    expect(first.stderr).toMatch(/^note: .*head-theme\.db was upgraded in place for lcm-native: /)
+    const again = await cli(['stats', '--db', db])
+    expect(again.stderr).toBe('')
+  })
+
   it('stats shows conversations, messages, summaries per depth, fallbacks and the size', async () => {
     const r = await cli(['stats', '--db', demoDb])
     expect(r.code, r.stderr).toBe(0)
@@ -83,6 +92,7 @@ describe('exit codes', () => {
     ['prompts', '--list', '--show', 'leaf'],
     ['stats', '--colour'],
     ['demo', '--budget'],
+    ['rewrite', '1', '--all', '--apply=false'],
   ]
   it.each(usage)('bad arguments %j print usage and exit 2', async (...args) => {
     const r = await cli(args)
@@ -181,7 +191,7 @@ describe('rewrite against an OpenAI-compatible server', () => {
     expect(r.stderr).toMatch(/Rewriting 1\/\d+: sum_[0-9a-f]{16} \(d0\)…/)
     expect(r.stdout).toMatch(/\nsum_[0-9a-f]{16} \(d0, \d+ messages?, [^)]+\): [\d,]+t → [\d,]+t \([+-]?[\d,]+\)\n--- before\n/)
     expect(r.stdout).toMatch(/Rewrote \d+ summaries\. Total: [\d,]+t → [\d,]+t \([+-]?[\d,]+\)/)
-    expect(r.stdout).toContain('Dry run: nothing was written')
+    expect(r.stdout).toContain('Dry run: no summary was changed')
     expect(requests.length).toBeGreaterThan(0)
     expect(requests.every((q) => q.auth === 'Bearer test-key' && q.body.model === 'test-model')).toBe(true)
     expect(requests[0].body.messages[0].content).toMatch(/\[\d{4}-\d\d-\d\d \d\d:\d\d [A-Z]+\] \[(user|assistant|tool)\] /)

@@ -82,9 +82,11 @@ describe('rewrite', () => {
       }),
     )
     expect(err.code).toBe('E_ABORTED')
+    // Aborted while told about the third summary: it is not started, two were applied.
     expect(progress).toEqual([0, 1, 2])
     const rewritten = (await engine.summaries(conversationId)).filter((s) => s.content.startsWith('REWRITTEN'))
-    expect(rewritten).toHaveLength(3)
+    expect(rewritten).toHaveLength(2)
+    expect(err.message).toMatch(/2 of \d+ summaries/)
     expect((await engine.verify()).ok).toBe(true)
     // An already aborted signal: nothing runs.
     const calls = marking()
@@ -118,6 +120,25 @@ describe('rewrite', () => {
     await engine.rewrite(conversationId, summarize, { all: true, promptDir: dir })
     expect(calls.some(([, r]) => r.depth === 1)).toBe(true)
     for (const [prompt, r] of calls) expect(prompt.startsWith('OVERRIDDEN D1')).toBe(r.depth === 1)
+    await engine.close()
+  })
+
+  it('a bad signal or onProgress rejects with E_INVALID_INPUT, and a reused signal collects no listeners', async () => {
+    const { engine, conversationId } = await compacted()
+    const s = marking().summarize
+    for (const bad of [{ onProgress: 'x' }, { signal: true }, { signal: {} }]) {
+      const p = engine.rewrite(conversationId, s, { depth: 1, ...bad } as never)
+      expect(p).toBeInstanceOf(Promise)
+      expect((await rejection(p)).code).toBe('E_INVALID_INPUT')
+    }
+    const warnings: string[] = []
+    const onWarning = (w: Error) => warnings.push(w.name)
+    process.on('warning', onWarning)
+    const shared = new AbortController()
+    for (let i = 0; i < 15; i++) await engine.rewrite(conversationId, s, { depth: 1, signal: shared.signal })
+    await new Promise((resolve) => setImmediate(resolve))
+    process.off('warning', onWarning)
+    expect(warnings.filter((w) => w === 'MaxListenersExceededWarning')).toEqual([])
     await engine.close()
   })
 

@@ -59,6 +59,7 @@ function parseArgs(argv, spec, command) {
     const kind = spec[name]
     if (!kind) throw new UsageError(`unknown option --${name}`, command)
     if (kind === 'switch') {
+      if (inline !== undefined) throw new UsageError(`--${name} takes no value (got --${name}=${inline})`, command)
       out[name] = true
     } else if (kind === 'optional') {
       // A value if one follows, else just the switch.
@@ -94,6 +95,11 @@ function defaultDb() {
   if (process.env.LCM_DATABASE_PATH) return process.env.LCM_DATABASE_PATH
   const state = process.env.OPENCLAW_STATE_DIR || path.join(os.homedir(), '.openclaw')
   return path.join(state, 'lcm.db')
+}
+
+/** Opening migrates a database written by lossless-claw or an older lcm-native: say so. */
+function reportMigration(engine, db) {
+  if (!engine.migration.upToDate) console.error(`note: ${db} was upgraded in place for lcm-native: ${engine.migration.summary}`)
 }
 
 /** The database of a command that reads an existing one: it must exist (open would create it). */
@@ -241,6 +247,7 @@ async function stats(argv) {
   if (args._.length) throw new UsageError(`unexpected argument ${args._[0]}`, 'stats')
   const db = existingDb(args)
   const engine = await LcmEngine.open({ dbPath: db })
+  reportMigration(engine, db)
   try {
     const size = ['', '-wal'].map((s) => (fs.existsSync(db + s) ? fs.statSync(db + s).size : 0))
     console.log(`database ${db}: ${fmt(size[0])} bytes${size[1] ? ` (+ ${fmt(size[1])} bytes of WAL)` : ''}`)
@@ -291,6 +298,7 @@ async function rewrite(argv) {
       : 'summarizer: offline (no LLM configured: set LCM_LLM_BASE_URL and LCM_LLM_MODEL, or ANTHROPIC_API_KEY)',
   )
   const engine = await LcmEngine.open({ dbPath: db })
+  reportMigration(engine, db)
   const controller = new AbortController()
   const onSigint = () => controller.abort()
   process.once('SIGINT', onSigint)
@@ -332,7 +340,7 @@ async function rewrite(argv) {
       `\nRewrote ${fmt(result.entries.length)} summar${result.entries.length === 1 ? 'y' : 'ies'}. ` +
         `Total: ${fmt(result.tokensBefore)}t → ${fmt(result.tokensAfter)}t (${signed(result.tokensAfter - result.tokensBefore)})`,
     )
-    if (!result.apply) console.log('Dry run: nothing was written. Add --apply to write the new summaries.')
+    if (!result.apply) console.log('Dry run: no summary was changed. Add --apply to write the new summaries.')
   } finally {
     process.removeListener('SIGINT', onSigint)
     if (tty) process.stderr.write('\r\x1b[K')

@@ -189,8 +189,8 @@ impl Engine {
         compaction::compact(&self.deps, conversation_id, summarizer, options).await
     }
 
-    /// Re-summarises the selected summaries bottom-up (a dry run unless `options.apply`);
-    /// waits for other mutating operations on the conversation.
+    /// Re-summarises the selected summaries bottom-up (a dry run unless `options.apply`). An
+    /// applying run waits for, and holds off, other mutating operations on the conversation.
     pub async fn rewrite(
         &self,
         conversation_id: i64,
@@ -199,10 +199,15 @@ impl Engine {
         cancel: &std::sync::atomic::AtomicBool,
         progress: &(dyn Fn(crate::rewrite::Progress) + Send + Sync),
     ) -> Result<crate::rewrite::RewriteResult> {
-        let _turn = self
-            .locks
-            .acquire(conversation_id, self.deps.config.lock_timeout_ms)
-            .await?;
+        // A dry run writes nothing: it must not hold compaction off for the length of its LLM calls.
+        let _turn = match options.apply {
+            true => Some(
+                self.locks
+                    .acquire(conversation_id, self.deps.config.lock_timeout_ms)
+                    .await?,
+            ),
+            false => None,
+        };
         crate::rewrite::rewrite(&self.deps, conversation_id, summarizer, options, cancel, progress).await
     }
 

@@ -182,9 +182,25 @@ fn spawn_coded<'env, F>(env: &'env Env, fut: F) -> napi::Result<PromiseRaw<'env,
 where
     F: Future<Output = error::Result<JsonText>> + Send + 'static,
 {
-    env.spawn_future_with_callback(async move { Ok(fut.await) }, |env, res| match res {
-        Ok(v) => Ok(v),
-        Err(e) => Err(js_error(env, e)),
+    spawn_coded_then(env, fut, |_| {})
+}
+
+/// `spawn_coded`, running `after` on Node's thread when the operation has ended, however it
+/// ended (to release what the call attached to JS objects).
+fn spawn_coded_then<'env, F>(
+    env: &'env Env,
+    fut: F,
+    after: impl FnOnce(&Env) + 'static,
+) -> napi::Result<PromiseRaw<'env, JsonText>>
+where
+    F: Future<Output = error::Result<JsonText>> + Send + 'static,
+{
+    env.spawn_future_with_callback(async move { Ok(fut.await) }, move |env, res| {
+        after(env);
+        match res {
+            Ok(v) => Ok(v),
+            Err(e) => Err(js_error(env, e)),
+        }
     })
 }
 
@@ -366,57 +382,105 @@ impl SummarizerArg {
     }
 }
 
+/// How long a rewrite waits for `onProgress` to return before going on.
+const PROGRESS_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// `onProgress`, called on Node's thread with one JSON argument.
 type ProgressTsfn = ThreadsafeFunction<JsonText, Unknown<'static>, JsonText, Status, false>;
 
-fn progress_callback(options: &Object<'_>) -> napi::Result<Option<ProgressTsfn>> {
-    let value: Unknown = options.get_named_property("onProgress")?;
-    match value.get_type()? {
+fn progress_callback(options: &Object<'_>) -> error::Result<Option<ProgressTsfn>> {
+    let napi_err = |e: napi::Error| LcmError::invalid_input(format!("onProgress: {}", e.reason));
+    let value: Unknown = options.get_named_property("onProgress").map_err(napi_err)?;
+    match value.get_type().map_err(napi_err)? {
         ValueType::Undefined | ValueType::Null => Ok(None),
         ValueType::Function => {
             // SAFETY: checked to be a function.
             let f: Function<JsonText, Unknown<'static>> =
-                unsafe { Function::from_napi_value(value.env(), value.raw())? };
-            Ok(Some(f.build_threadsafe_function().callee_handled::<false>().build()?))
+                unsafe { Function::from_napi_value(value.env(), value.raw()) }.map_err(napi_err)?;
+            Ok(Some(
+                f.build_threadsafe_function()
+                    .callee_handled::<false>()
+                    .build()
+                    .map_err(napi_err)?,
+            ))
         }
-        other => Err(napi::Error::new(
-            Status::InvalidArg,
-            format!("onProgress must be a function, got {other:?}"),
-        )),
+        other => Err(LcmError::invalid_input(format!(
+            "onProgress must be a function, got {other:?}"
+        ))),
     }
 }
 
 /// `EventTarget.prototype.addEventListener(type, listener, options)`.
 type AddEventListener<'a> = Function<'a, FnArgs<(&'a str, Function<'a, (), ()>, Object<'a>)>, Unknown<'a>>;
+/// `EventTarget.prototype.removeEventListener(type, listener)`.
+type RemoveEventListener<'a> = Function<'a, FnArgs<(&'a str, Function<'a, (), ()>)>, Unknown<'a>>;
+
+/// The abort listener a call attached to the caller's AbortSignal, removed when the call ends
+/// so that a long-lived signal does not collect one listener per call.
+struct AbortWatch {
+    signal: ObjectRef<false>,
+    listener: FunctionRef<(), ()>,
+}
+
+impl AbortWatch {
+    fn release(self, env: &Env) {
+        let remove = || -> napi::Result<()> {
+            let signal = self.signal.get_value(env)?;
+            let remove: Unknown = signal.get_named_property("removeEventListener")?;
+            if remove.get_type()? == ValueType::Function {
+                // SAFETY: checked to be a function.
+                let remove: RemoveEventListener = unsafe { Function::from_napi_value(env.raw(), remove.raw())? };
+                let listener = self.listener.borrow_back(env)?;
+                remove.apply(signal, FnArgs::from(("abort", listener)))?;
+            }
+            Ok(())
+        };
+        // Nothing to report to: the operation has already ended.
+        let _ = remove();
+        let _ = self.signal.unref(env);
+    }
+}
 
 /// Sets `cancel` when `options.signal` (an AbortSignal) is or becomes aborted.
-fn watch_abort(env: &Env, options: &Object<'_>, cancel: Arc<AtomicBool>) -> napi::Result<()> {
-    let value: Unknown = options.get_named_property("signal")?;
-    if !matches!(value.get_type()?, ValueType::Object) {
-        return Ok(());
+fn watch_abort(env: &Env, options: &Object<'_>, cancel: Arc<AtomicBool>) -> error::Result<Option<AbortWatch>> {
+    let napi_err = |e: napi::Error| LcmError::invalid_input(format!("signal: {}", e.reason));
+    let not_a_signal = || LcmError::invalid_input("signal must be an AbortSignal");
+    let value: Unknown = options.get_named_property("signal").map_err(napi_err)?;
+    match value.get_type().map_err(napi_err)? {
+        ValueType::Undefined | ValueType::Null => return Ok(None),
+        ValueType::Object => {}
+        _ => return Err(not_a_signal()),
     }
     // SAFETY: checked to be an object.
-    let signal = unsafe { Object::from_napi_value(env.raw(), value.raw())? };
-    let add: Unknown = signal.get_named_property("addEventListener")?;
-    if !matches!(add.get_type()?, ValueType::Function) {
-        return Err(napi::Error::new(Status::InvalidArg, "signal must be an AbortSignal"));
-    }
-    if signal.get_named_property::<Unknown>("aborted")?.get_type()? == ValueType::Boolean
-        && signal.get_named_property::<bool>("aborted")?
+    let signal = unsafe { Object::from_napi_value(env.raw(), value.raw()) }.map_err(napi_err)?;
+    let add: Unknown = signal.get_named_property("addEventListener").map_err(napi_err)?;
+    let aborted: Unknown = signal.get_named_property("aborted").map_err(napi_err)?;
+    if add.get_type().map_err(napi_err)? != ValueType::Function
+        || aborted.get_type().map_err(napi_err)? != ValueType::Boolean
     {
-        cancel.store(true, AtomicOrdering::SeqCst);
-        return Ok(());
+        return Err(not_a_signal());
     }
-    let on_abort = env.create_function_from_closure("lcmNativeOnAbort", move |_| {
+    if signal.get_named_property::<bool>("aborted").map_err(napi_err)? {
         cancel.store(true, AtomicOrdering::SeqCst);
-        Ok(())
-    })?;
-    let mut once = Object::new(env)?;
-    once.set_named_property("once", true)?;
-    // SAFETY: checked to be a function.
-    let add: AddEventListener = unsafe { Function::from_napi_value(env.raw(), add.raw())? };
-    add.apply(signal, FnArgs::from(("abort", on_abort, once)))?;
-    Ok(())
+        return Ok(None);
+    }
+    let attach = || -> napi::Result<AbortWatch> {
+        let on_abort = env.create_function_from_closure("lcmNativeOnAbort", move |_| {
+            cancel.store(true, AtomicOrdering::SeqCst);
+            Ok(())
+        })?;
+        let listener = on_abort.create_ref()?;
+        let mut once = Object::new(env)?;
+        once.set_named_property("once", true)?;
+        // SAFETY: checked to be a function.
+        let add: AddEventListener = unsafe { Function::from_napi_value(env.raw(), add.raw())? };
+        add.apply(signal, FnArgs::from(("abort", on_abort, once)))?;
+        Ok(AbortWatch {
+            signal: signal.create_ref::<false>()?,
+            listener,
+        })
+    };
+    attach().map(Some).map_err(napi_err)
 }
 
 fn pass_options(options: &Option<Value>) -> error::Result<PassOptions> {
@@ -720,6 +784,9 @@ impl LcmEngine {
         let summarizer = SummarizerArg::from_js(summarize);
         let cancel = Arc::new(AtomicBool::new(false));
         let mut progress: Option<ProgressTsfn> = None;
+        let mut watch: Option<AbortWatch> = None;
+        // A bad `signal` or `onProgress` rejects the promise like any bad option.
+        let mut invalid: Option<LcmError> = None;
         let mut options_json = JsonArg::Absent;
         if let Some(o) = options {
             // SAFETY: `o` is the live argument of this call.
@@ -727,21 +794,47 @@ impl LcmEngine {
             if let Ok(ValueType::Object) = o.get_type() {
                 // SAFETY: checked to be an object.
                 let obj = unsafe { Object::from_napi_value(env.raw(), o.raw())? };
-                watch_abort(env, &obj, cancel.clone())?;
-                progress = progress_callback(&obj)?;
+                match watch_abort(env, &obj, cancel.clone()) {
+                    Ok(w) => watch = w,
+                    Err(e) => invalid = Some(e),
+                }
+                match progress_callback(&obj) {
+                    Ok(p) => progress = p,
+                    Err(e) => invalid = invalid.or(Some(e)),
+                }
             }
         }
-        spawn_coded(env, async move {
+        let work = async move {
+            if let Some(e) = invalid {
+                return Err(e);
+            }
             let id = parse_id(&required(conversation_id, "conversationId")?)?;
             let opts = rewrite::RewriteOptions::from_json(options_json.parse("options")?.as_ref())?;
             let summarizer = summarizer.into_summarizer(opts.model.clone())?;
+            // The summary starts once onProgress has returned, so that an abort from inside it
+            // stops before that summary. A throwing callback does not stop the rewrite; one that
+            // does not return within PROGRESS_WAIT is not waited for.
             let report = |p: rewrite::Progress| {
                 if let (Some(tsfn), Ok(text)) = (&progress, to_json(&p)) {
-                    // A throwing or slow progress callback must not stop the rewrite.
-                    let _ = tsfn.call_with_return_value(text, ThreadsafeFunctionCallMode::NonBlocking, |_, _| Ok(()));
+                    let (tx, rx) = std::sync::mpsc::channel();
+                    let status =
+                        tsfn.call_with_return_value(text, ThreadsafeFunctionCallMode::NonBlocking, move |_, _| {
+                            let _ = tx.send(());
+                            Ok(())
+                        });
+                    if status == Status::Ok {
+                        tokio::task::block_in_place(|| {
+                            let _ = rx.recv_timeout(PROGRESS_WAIT);
+                        });
+                    }
                 }
             };
             to_json(&engine.rewrite(id, summarizer, &opts, &cancel, &report).await?)
+        };
+        spawn_coded_then(env, work, move |env| {
+            if let Some(w) = watch {
+                w.release(env);
+            }
         })
     }
 
@@ -926,9 +1019,7 @@ pub fn render_prompt(
 pub fn list_prompts(
     #[napi(ts_arg_type = "{ promptDir?: string }")] options: Option<JsonArg>,
 ) -> AsyncTask<CoreTask<JsonText>> {
-    CoreTask::new(move || {
-        to_json(&prompt_set(options)?.sources())
-    })
+    CoreTask::new(move || to_json(&prompt_set(options)?.sources()))
 }
 
 /// One template in effect (override or default), with the default text and the unified diff

@@ -201,6 +201,18 @@ fn cost(item: &crate::compaction::model::Item, config: &Config, presentation: Pr
     }
 }
 
+/// The user message put first when the kept messages begin inside a turn.
+fn turn_start_note() -> Msg {
+    Msg {
+        role: Role::User,
+        content: Value::from(TURN_START_NOTE),
+        tool_call_id: None,
+        tool_name: None,
+        is_error: None,
+        item: None,
+    }
+}
+
 /// Assembles the context of a conversation.
 pub fn assemble(
     conn: &Connection,
@@ -269,7 +281,13 @@ pub fn assemble(
                 continue;
             }
         }
-        if total > budget && start < tail {
+        // The note that will be put first counts against the budget too.
+        let note = if repaired.first().is_some_and(|m| m.role != Role::User) {
+            turn_start_note().tokens()
+        } else {
+            0
+        };
+        if total + note > budget && start < tail {
             start += 1;
             continue;
         }
@@ -281,14 +299,7 @@ pub fn assemble(
     let mut tokens = tokens;
     let turn_start_omitted = messages.first().is_some_and(|m| m.role != Role::User);
     if turn_start_omitted {
-        let note = Msg {
-            role: Role::User,
-            content: Value::from(TURN_START_NOTE),
-            tool_call_id: None,
-            tool_name: None,
-            is_error: None,
-            item: None,
-        };
+        let note = turn_start_note();
         tokens.insert(0, note.tokens());
         messages.insert(0, note);
     }
@@ -296,8 +307,9 @@ pub fn assemble(
     // Everything before `start` is evicted, read or not: the totals give what was not read.
     let kept_items = (live.items.len() - start) as i64;
     let kept_tokens: i64 = live.items[start..].iter().map(|i| i.tokens).sum();
+    let estimated: i64 = tokens.iter().sum();
     Ok(Assembled {
-        estimated_tokens: tokens.iter().sum(),
+        estimated_tokens: estimated,
         messages: messages.into_iter().zip(tokens).map(|(m, t)| m.into_json(t)).collect(),
         stats: AssembleStats {
             raw_message_count: totals.items - totals.summaries,
@@ -308,7 +320,8 @@ pub fn assemble(
             evicted_tokens: totals.tokens() - kept_tokens,
             fresh_tail_items: (live.items.len() - tail) as i64,
             fresh_tail_tokens: tail_cost,
-            fresh_tail_over_budget: tail_cost > budget,
+            // Over only when the tail (with the note it may need) cannot fit.
+            fresh_tail_over_budget: tail_cost > budget || estimated > budget,
             turn_start_omitted,
             repair: repair_stats,
         },

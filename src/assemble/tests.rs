@@ -409,3 +409,34 @@ fn assembly_runs_a_fixed_number_of_queries_whatever_the_context_size() {
     // parts, summaries).
     assert!(small <= 9, "{small} statements");
 }
+
+#[test]
+fn the_budget_holds_with_the_turn_start_note_included() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_with(&dir, json!({"freshTailCount": 3}));
+    // An agentic turn whose user message is not stored: the kept part starts with the agent.
+    let msgs: Vec<Value> = (0..12)
+        .flat_map(|i| {
+            [
+                json!({"role": "assistant", "content": [{"type": "toolCall", "id": format!("c{i}"), "name": "bash", "arguments": {"command": format!("step {i} {}", "x".repeat(40))}}]}),
+                json!({"role": "toolResult", "toolCallId": format!("c{i}"), "content": [{"type": "text", "text": format!("output {i} {}", "y".repeat(120))}]}),
+            ]
+        })
+        .collect();
+    let cid = engine
+        .ingest(&Target::Session("s".into()), &msgs)
+        .unwrap()
+        .conversation_id;
+    let mut noted = 0;
+    for budget in (20..1200).step_by(7) {
+        let a = engine.assemble(cid, &opts_tail(budget, 3)).unwrap();
+        validate(&a.messages).unwrap();
+        assert!(
+            a.estimated_tokens <= budget || a.stats.fresh_tail_over_budget,
+            "budget {budget}: {} tokens",
+            a.estimated_tokens
+        );
+        noted += a.stats.turn_start_omitted as usize;
+    }
+    assert!(noted > 50, "the note was needed in {noted} cases only");
+}

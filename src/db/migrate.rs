@@ -75,7 +75,8 @@ enum FtsState {
 struct Inspection {
     tables: HashSet<String>,
     indexes: HashSet<String>,
-    triggers: HashSet<String>,
+    /// Trigger name → its SQL as stored.
+    triggers: HashMap<String, String>,
     columns: HashMap<String, HashSet<String>>,
     steps: HashSet<(String, i64)>,
     fts: Vec<(&'static FtsTable, FtsState)>,
@@ -85,7 +86,7 @@ impl Inspection {
     fn read(conn: &Connection, trigram: bool) -> Result<Inspection> {
         let mut tables = HashSet::new();
         let mut indexes = HashSet::new();
-        let mut triggers = HashSet::new();
+        let mut triggers = HashMap::new();
         let mut sql_of: HashMap<String, String> = HashMap::new();
         {
             let mut stmt = conn.prepare("SELECT type, name, COALESCE(sql, '') FROM sqlite_master")?;
@@ -102,7 +103,7 @@ impl Inspection {
                         indexes.insert(name);
                     }
                     "trigger" => {
-                        triggers.insert(name);
+                        triggers.insert(name, r.get(2)?);
                     }
                     _ => {}
                 }
@@ -182,8 +183,13 @@ impl Inspection {
         }
     }
 
+    /// The totals table exists and every trigger is there with exactly the SQL this version
+    /// installs (a changed definition is reinstalled, and the totals recomputed).
     fn live_totals_ok(&self) -> bool {
-        self.tables.contains(totals::TABLE) && totals::TRIGGER_NAMES.iter().all(|t| self.triggers.contains(*t))
+        self.tables.contains(totals::TABLE)
+            && totals::triggers()
+                .iter()
+                .all(|(name, sql)| self.triggers.get(*name).is_some_and(|stored| stored == sql))
     }
 
     fn nothing_to_do(&self) -> bool {

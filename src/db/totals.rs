@@ -57,15 +57,17 @@ fn count_item(sign: char, row: &str) -> String {
     }
 }
 
-/// Follows a change of `token_count` on a live row of `table` (keyed by `key`) into `column`.
+/// Follows a change of `token_count` on a row of `table` (keyed by `key`) into `column` of
+/// every conversation whose live context references the row, once per reference (a damaged
+/// database may reference a row from another conversation, or twice).
 fn follow_tokens(name: &str, table: &str, key: &str, column: &str) -> String {
     format!(
         "CREATE TRIGGER {name} AFTER UPDATE OF token_count ON {table}
            WHEN NEW.token_count IS NOT OLD.token_count BEGIN
-           UPDATE lcm_context_totals SET {column} = {column} - OLD.token_count + NEW.token_count
-           WHERE conversation_id = NEW.conversation_id
-             AND EXISTS (SELECT 1 FROM context_items
-                         WHERE conversation_id = NEW.conversation_id AND {key} = NEW.{key});
+           UPDATE lcm_context_totals SET {column} = {column} + (NEW.token_count - OLD.token_count)
+             * (SELECT count(*) FROM context_items ci
+                WHERE ci.conversation_id = lcm_context_totals.conversation_id AND ci.{key} = NEW.{key})
+           WHERE conversation_id IN (SELECT conversation_id FROM context_items WHERE {key} = NEW.{key});
          END"
     )
 }
@@ -257,6 +259,22 @@ mod tests {
     }
 
     #[test]
+    fn a_row_referenced_from_another_conversation_or_twice_is_followed_everywhere() {
+        let (_dir, _path, conn) = fresh();
+        // A damaged database: conversation 2 shows conversation 1's summary, twice.
+        conn.execute_batch(
+            "INSERT INTO context_items (conversation_id, ordinal, item_type, summary_id) VALUES
+               (2, 1, 'summary', 'sum_a'), (2, 2, 'summary', 'sum_a');
+             UPDATE summaries SET token_count = 50 WHERE summary_id = 'sum_a';",
+        )
+        .unwrap();
+        for id in [1, 2] {
+            assert_eq!(drift(&conn, id).unwrap(), None);
+        }
+        assert_eq!(load(&conn, 2).unwrap().summary_tokens, 100);
+    }
+
+    #[test]
     fn a_deleted_conversation_leaves_no_totals_behind() {
         let (_dir, _path, conn) = fresh();
         conn.execute_batch("DELETE FROM conversations WHERE conversation_id = 2")
@@ -277,6 +295,26 @@ mod tests {
         )
         .unwrap();
         assert_eq!(load(&conn, 2).unwrap(), totals(1, 0, 4, 0));
+    }
+
+    #[test]
+    fn a_trigger_with_another_definition_is_replaced() {
+        let (_dir, path, mut conn) = fresh();
+        // An older or tampered definition that ignores token changes.
+        conn.execute_batch(
+            "DROP TRIGGER lcm_summaries_totals_token_count;
+             CREATE TRIGGER lcm_summaries_totals_token_count AFTER UPDATE OF token_count ON summaries BEGIN SELECT 1; END;",
+        )
+        .unwrap();
+        let report = migrate(&mut conn, &path).unwrap();
+        assert!(report.live_totals_rebuilt, "{report:?}");
+        conn.execute_batch(
+            "INSERT INTO context_items (conversation_id, ordinal, item_type, summary_id) VALUES (1, 3, 'summary', 'sum_a');
+             UPDATE summaries SET token_count = 77 WHERE summary_id = 'sum_a';",
+        )
+        .unwrap();
+        assert_eq!(drift(&conn, 1).unwrap(), None);
+        assert!(migrate(&mut conn, &path).unwrap().up_to_date);
     }
 
     #[test]

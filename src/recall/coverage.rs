@@ -2,6 +2,8 @@
 //! to the live one. A message is covered by its leaf summary (`summary_messages`); a summary
 //! by the condensed node that took it as an input (`summary_parents`).
 
+use std::collections::{HashMap, HashSet};
+
 use rusqlite::{Connection, OptionalExtension};
 use serde::Serialize;
 
@@ -81,19 +83,62 @@ fn climb(conn: &Connection, first: Option<String>) -> Result<Cover> {
     Ok(cover)
 }
 
-/// A message is live when no summary covers it (the lossless invariant: live or covered).
-pub fn of_message(conn: &Connection, message_id: i64) -> Result<Cover> {
-    let leaf: Option<String> = conn
+fn leaf_of(conn: &Connection, message_id: i64) -> Result<Option<String>> {
+    Ok(conn
         .prepare_cached("SELECT summary_id FROM summary_messages WHERE message_id = ?1 ORDER BY rowid LIMIT 1")?
         .query_row([message_id], |r| r.get(0))
-        .optional()?;
-    if leaf.is_none() {
-        return Ok(Cover {
-            live: true,
-            ..Cover::default()
-        });
+        .optional()?)
+}
+
+/// Which of `ids` (messages no summary covers) are live context items. Under the lossless
+/// invariant all are; seed-era compaction-event rows are neither. One scan of the live items
+/// of the conversations involved.
+fn live_among(conn: &Connection, ids: &[i64]) -> Result<HashSet<i64>> {
+    if ids.is_empty() {
+        return Ok(HashSet::new());
     }
-    climb(conn, leaf)
+    let json = serde_json::to_string(ids)?;
+    let live = conn
+        .prepare_cached(
+            "SELECT ci.message_id FROM context_items ci
+             WHERE ci.conversation_id IN (SELECT DISTINCT m.conversation_id FROM messages m
+                                          WHERE m.message_id IN (SELECT value FROM json_each(?1)))
+               AND ci.message_id IN (SELECT value FROM json_each(?1))",
+        )?
+        .query_map([json], |r| r.get(0))?
+        .collect::<std::result::Result<_, _>>()?;
+    Ok(live)
+}
+
+/// Where each of these messages sits: covered by a chain up to a live summary, or live itself.
+pub fn of_messages(conn: &Connection, ids: &[i64]) -> Result<HashMap<i64, Cover>> {
+    let mut out = HashMap::with_capacity(ids.len());
+    let mut uncovered = Vec::new();
+    for &id in ids {
+        match leaf_of(conn, id)? {
+            Some(leaf) => {
+                out.insert(id, climb(conn, Some(leaf))?);
+            }
+            None => uncovered.push(id),
+        }
+    }
+    let live = live_among(conn, &uncovered)?;
+    for id in uncovered {
+        out.insert(
+            id,
+            Cover {
+                live: live.contains(&id),
+                ..Cover::default()
+            },
+        );
+    }
+    Ok(out)
+}
+
+pub fn of_message(conn: &Connection, message_id: i64) -> Result<Cover> {
+    Ok(of_messages(conn, &[message_id])?
+        .remove(&message_id)
+        .unwrap_or_default())
 }
 
 pub fn of_summary(conn: &Connection, summary_id: &str) -> Result<Cover> {

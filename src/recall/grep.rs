@@ -266,11 +266,13 @@ pub fn grep(conn: &Connection, conversation_id: Option<i64>, o: &GrepOptions) ->
         found.truncate(o.limit);
         truncated = true;
     }
+    let message_ids: Vec<i64> = found.iter().filter_map(|f| f.hit.message_id).collect();
+    let mut message_covers = coverage::of_messages(conn, &message_ids)?;
     let mut hits = Vec::with_capacity(found.len());
     for f in found {
         let mut hit = f.hit;
         let cover = match (hit.message_id, &hit.summary_id) {
-            (Some(mid), _) => coverage::of_message(conn, mid)?,
+            (Some(mid), _) => message_covers.remove(&mid).unwrap_or_default(),
             (None, Some(sid)) => coverage::of_summary(conn, sid)?,
             _ => coverage::Cover::default(),
         };
@@ -315,9 +317,6 @@ impl Table {
     }
 
     /// Conversation and time filters on the table's alias, with their parameters appended.
-    /// The conversation test is written `+x = ?` so SQLite does not answer it from the
-    /// conversation index: scans must walk the table newest first and stop at the limit,
-    /// not collect and sort every row of the conversation.
     fn filters(self, f: &Filter, params: &mut Vec<SqlValue>) -> String {
         let a = self.alias();
         let time = match self {
@@ -327,7 +326,7 @@ impl Table {
         let mut sql = String::new();
         if let Some(cid) = f.conversation_id {
             params.push(SqlValue::Integer(cid));
-            sql.push_str(&format!(" AND +{a}.conversation_id = ?{}", params.len()));
+            sql.push_str(&format!(" AND {a}.conversation_id = ?{}", params.len()));
         }
         if let Some(since) = &f.since {
             params.push(SqlValue::Text(since.clone()));
@@ -338,6 +337,18 @@ impl Table {
             sql.push_str(&format!(" AND julianday({time}) < julianday(?{})", params.len()));
         }
         sql
+    }
+
+    /// Newest first, in an order an index gives, so that a scan stops after `limit` matches
+    /// instead of sorting every candidate: within one conversation its (conversation, seq) or
+    /// (conversation, created_at) index, across all of them the table's rowid.
+    fn scan_order(self, f: &Filter) -> &'static str {
+        match (self, f.conversation_id.is_some()) {
+            (Table::Messages, true) => "m.seq DESC",
+            (Table::Summaries, true) => "s.created_at DESC",
+            (Table::Messages, false) => "m.rowid DESC",
+            (Table::Summaries, false) => "s.rowid DESC",
+        }
     }
 
     fn table_ref(self) -> &'static str {
@@ -420,10 +431,11 @@ fn search_text(
         let filters = table.filters(f, &mut params);
         params.push(SqlValue::Integer(fetch as i64));
         format!(
-            "SELECT {}, {a}.content FROM {} WHERE {}{filters} ORDER BY {a}.rowid DESC LIMIT ?{}",
+            "SELECT {}, {a}.content FROM {} WHERE {}{filters} ORDER BY {} LIMIT ?{}",
             table.select(),
             table.table_ref(),
             conds.join(" AND "),
+            table.scan_order(f),
             params.len(),
             a = table.alias(),
         )
@@ -498,9 +510,10 @@ fn search_regex(
     let mut params: Vec<SqlValue> = Vec::new();
     let filters = table.filters(f, &mut params);
     let sql = format!(
-        "SELECT {}, {a}.content FROM {} WHERE 1{filters} ORDER BY {a}.rowid DESC",
+        "SELECT {}, {a}.content FROM {} WHERE 1{filters} ORDER BY {}",
         table.select(),
         table.table_ref(),
+        table.scan_order(f),
         a = table.alias(),
     );
     let started = Instant::now();
@@ -523,7 +536,7 @@ fn search_regex(
                 break;
             }
         }
-        if read >= REGEX_MAX_ROWS || (read.is_multiple_of(256) && started.elapsed() >= REGEX_DEADLINE) {
+        if read >= REGEX_MAX_ROWS || started.elapsed() >= REGEX_DEADLINE {
             bounded = rows.next()?.is_some();
             break;
         }

@@ -609,3 +609,51 @@ fn grep_options_are_validated() {
         );
     }
 }
+
+#[test]
+fn seed_era_compaction_events_are_neither_live_nor_covered() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seed.db");
+    std::fs::copy(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/seed-theme.db"),
+        &path,
+    )
+    .unwrap();
+    let mut perms = std::fs::metadata(&path).unwrap().permissions();
+    #[allow(clippy::permissions_set_readonly_false)]
+    perms.set_readonly(false);
+    std::fs::set_permissions(&path, perms).unwrap();
+    let config = crate::config::Config::from_options(&json!({"dbPath": path.to_str().unwrap()}), None).unwrap();
+    let engine = Engine::open(config).unwrap();
+    let r = engine
+        .grep(
+            Some(1),
+            &GrepOptions {
+                scope: Scope::Messages,
+                ..opts("\"LCM compaction leaf pass\"")
+            },
+        )
+        .unwrap();
+    assert!(!r.hits.is_empty());
+    for h in &r.hits {
+        assert!(!h.live && h.covered_by.is_none(), "{h:?}");
+    }
+    let Description::Message(d) = engine
+        .describe(&ItemId::Message(r.hits[0].message_id.unwrap()))
+        .unwrap()
+    else {
+        panic!()
+    };
+    assert!(!d.live && d.chain.is_empty());
+    // A covered message of the same database still has its chain.
+    let covered = engine
+        .grep(
+            Some(1),
+            &GrepOptions {
+                scope: Scope::Messages,
+                ..opts("renderer")
+            },
+        )
+        .unwrap();
+    assert!(covered.hits.iter().any(|h| h.covered_by.is_some()));
+}

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use rusqlite::{params, Connection};
+use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -269,18 +269,19 @@ pub async fn rewrite(
         }
     };
     for (done, target) in targets.into_iter().enumerate() {
-        if cancel.load(Ordering::SeqCst) {
-            return Err(LcmError::Aborted(format!(
-                "the rewrite was cancelled; {}",
-                applied_so_far(&result)
-            )));
-        }
+        // Progress first: a cancel from inside the progress callback stops before this summary.
         progress(Progress {
             done,
             total,
             summary_id: target.summary_id.clone(),
             depth: target.depth,
         });
+        if cancel.load(Ordering::SeqCst) {
+            return Err(LcmError::Aborted(format!(
+                "the rewrite was cancelled; {}",
+                applied_so_far(&result)
+            )));
+        }
         let built = blocking(|| {
             deps.pool.read(|conn| {
                 source::build(
@@ -334,7 +335,11 @@ pub async fn rewrite(
         } else {
             escalated.content.clone()
         };
-        let new_tokens = tokens::estimate(&new_content);
+        let new_tokens = if keep_old {
+            target.token_count
+        } else {
+            tokens::estimate(&new_content)
+        };
         let applied = options.apply && !keep_old;
         if applied {
             let writer_model = if escalated.model == summarizer.model() {
@@ -409,7 +414,7 @@ fn apply_one(
             [&target.summary_id],
             |r| r.get(0),
         )
-        .ok();
+        .optional()?;
     let Some(old) = old else {
         return Err(LcmError::not_found("summary", &target.summary_id));
     };
@@ -436,10 +441,21 @@ fn apply_one(
         tables.push("summaries_fts_cjk");
     }
     for t in tables {
-        tx.execute(&format!("DELETE FROM {t} WHERE summary_id = ?1"), [&target.summary_id])?;
+        // The row keeps its rowid: full-text searches list newest first by rowid, and a
+        // rewritten old summary must not turn up as the newest.
+        let rowid: Option<i64> = tx
+            .query_row(
+                &format!("SELECT rowid FROM {t} WHERE summary_id = ?1"),
+                [&target.summary_id],
+                |r| r.get(0),
+            )
+            .optional()?;
+        if let Some(rowid) = rowid {
+            tx.execute(&format!("DELETE FROM {t} WHERE rowid = ?1"), [rowid])?;
+        }
         tx.execute(
-            &format!("INSERT INTO {t} (summary_id, content) VALUES (?1, ?2)"),
-            params![target.summary_id, content],
+            &format!("INSERT INTO {t} (rowid, summary_id, content) VALUES (?1, ?2, ?3)"),
+            params![rowid, target.summary_id, content],
         )?;
     }
     tx.commit()?;

@@ -121,7 +121,10 @@ impl Engine {
 
     /// Finds messages and summaries of one conversation (or all) by text, regex or substring.
     pub fn grep(&self, conversation_id: Option<i64>, options: &recall::GrepOptions) -> Result<recall::GrepResult> {
-        self.deps.pool.read(|conn| recall::grep(conn, conversation_id, options))
+        let trigram = self.deps.flags.has_cjk_fts;
+        self.deps
+            .pool
+            .read(|conn| recall::grep(conn, trigram, conversation_id, options))
     }
 
     /// One summary or message, and where it sits in the DAG.

@@ -283,35 +283,24 @@ impl LiveContext {
     /// The oldest run of raw messages outside the tail, up to `leafChunkTokens` (a single
     /// larger message is taken alone).
     pub fn leaf_chunk(&self, config: &Config) -> Option<Chunk> {
-        let end = self.tail_start(config.fresh_tail_count);
-        let start = (0..end).find(|&i| self.items[i].is_message())?;
-        let mut tokens = 0;
-        let mut len = 0;
-        for item in &self.items[start..end] {
-            if !item.is_message() {
-                break;
-            }
-            if len > 0 && tokens + item.tokens > config.leaf_chunk_tokens {
-                break;
-            }
-            tokens += item.tokens;
-            len += 1;
-            if tokens >= config.leaf_chunk_tokens {
-                break;
-            }
-        }
-        Some(Chunk { start, len, tokens })
+        self.oldest_run(config, Item::is_message)
     }
 
     /// The oldest contiguous run of summaries at `depth` outside the tail, up to
     /// `leafChunkTokens` of input.
     pub fn run_at_depth(&self, config: &Config, depth: i64) -> Option<Chunk> {
+        self.oldest_run(config, |item| item.depth() == Some(depth))
+    }
+
+    /// The oldest contiguous run of items that are `wanted`, outside the tail, up to
+    /// `leafChunkTokens` (a first item larger than that is taken alone).
+    fn oldest_run(&self, config: &Config, wanted: impl Fn(&Item) -> bool) -> Option<Chunk> {
         let end = self.tail_start(config.fresh_tail_count);
-        let start = (0..end).find(|&i| self.items[i].depth() == Some(depth))?;
+        let start = (0..end).find(|&i| wanted(&self.items[i]))?;
         let mut tokens = 0;
         let mut len = 0;
         for item in &self.items[start..end] {
-            if item.depth() != Some(depth) {
+            if !wanted(item) {
                 break;
             }
             if len > 0 && tokens + item.tokens > config.leaf_chunk_tokens {

@@ -105,6 +105,18 @@ pub(crate) fn engine_with(dir: &tempfile::TempDir, extra: Value) -> Engine {
     Engine::open(Config::from_options(&opts, None).unwrap()).unwrap()
 }
 
+/// An engine (in a temp dir, kept alive by the first element) with `synthetic(n, chars)`
+/// ingested into session `s`.
+pub(crate) fn with_synthetic(extra: Value, n: usize, chars: usize) -> (tempfile::TempDir, Engine, i64) {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_with(&dir, extra);
+    let cid = engine
+        .ingest(&Target::Session("s".into()), &synthetic(n, chars))
+        .unwrap()
+        .conversation_id;
+    (dir, engine, cid)
+}
+
 /// A forced sweep with the built-in offline summarizer.
 pub(crate) async fn compact_offline(engine: &Engine, cid: i64, token_budget: i64) -> SweepResult {
     engine
@@ -233,12 +245,7 @@ async fn nothing_to_do_returns_none_and_unknown_ids_are_not_found() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn condensation_makes_the_next_depth_with_correct_dag_facts() {
-    let dir = tempfile::tempdir().unwrap();
-    let engine = engine_with(&dir, json!({"leafChunkTokens": 300, "leafMinFanout": 4}));
-    let cid = engine
-        .ingest(&Target::Session("s".into()), &synthetic(60, 200))
-        .unwrap()
-        .conversation_id;
+    let (_dir, engine, cid) = with_synthetic(json!({"leafChunkTokens": 300, "leafMinFanout": 4}), 60, 200);
     let stub = Scripted::stub();
     for _ in 0..6 {
         leaf(&engine, cid, stub.clone()).await.unwrap().unwrap();
@@ -275,12 +282,7 @@ async fn condensation_makes_the_next_depth_with_correct_dag_facts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn callback_failures_leave_the_database_exactly_as_it_was() {
-    let dir = tempfile::tempdir().unwrap();
-    let engine = engine_with(&dir, json!({"leafChunkTokens": 600, "summaryTimeoutMs": 150}));
-    let cid = engine
-        .ingest(&Target::Session("s".into()), &synthetic(40, 200))
-        .unwrap()
-        .conversation_id;
+    let (_dir, engine, cid) = with_synthetic(json!({"leafChunkTokens": 600, "summaryTimeoutMs": 150}), 40, 200);
     leaf(&engine, cid, Scripted::stub()).await.unwrap().unwrap();
     let before = assert_invariants(&engine, cid);
 
@@ -325,12 +327,7 @@ async fn callback_failures_leave_the_database_exactly_as_it_was() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn escalation_goes_aggressive_then_falls_back_and_marks_the_fallback() {
-    let dir = tempfile::tempdir().unwrap();
-    let engine = engine_with(&dir, json!({"leafChunkTokens": 600}));
-    let cid = engine
-        .ingest(&Target::Session("s".into()), &synthetic(40, 200))
-        .unwrap()
-        .conversation_id;
+    let (_dir, engine, cid) = with_synthetic(json!({"leafChunkTokens": 600}), 40, 200);
     let huge = "x ".repeat(5000);
     // Too long, then fine: accepted as aggressive.
     let s = Scripted::new(move |i, _| {
@@ -362,12 +359,7 @@ async fn escalation_goes_aggressive_then_falls_back_and_marks_the_fallback() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_accepted_summary_over_three_times_its_target_is_capped() {
-    let dir = tempfile::tempdir().unwrap();
-    let engine = engine_with(&dir, json!({"leafChunkTokens": 20000, "freshTailCount": 4}));
-    let cid = engine
-        .ingest(&Target::Session("s".into()), &synthetic(120, 1200))
-        .unwrap()
-        .conversation_id;
+    let (_dir, engine, cid) = with_synthetic(json!({"leafChunkTokens": 20000, "freshTailCount": 4}), 120, 1200);
     // Target is 1200 (0.35 × input capped); 4,000 tokens is below the input but over 3×.
     let long = format!("{}\nExpand for details about: everything", "detail ".repeat(2300));
     let r = leaf(&engine, cid, Scripted::new(move |_, _| Act::Text(long.clone())))
@@ -455,12 +447,7 @@ async fn messages_ingested_during_a_pass_are_kept_after_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sweeps_are_bounded_by_iterations_and_deadline() {
-    let dir = tempfile::tempdir().unwrap();
-    let engine = engine_with(&dir, json!({"leafChunkTokens": 300, "maxSweepIterations": 3}));
-    let cid = engine
-        .ingest(&Target::Session("s".into()), &synthetic(80, 200))
-        .unwrap()
-        .conversation_id;
+    let (_dir, engine, cid) = with_synthetic(json!({"leafChunkTokens": 300, "maxSweepIterations": 3}), 80, 200);
     let r = engine
         .compact(
             cid,
@@ -476,12 +463,7 @@ async fn sweeps_are_bounded_by_iterations_and_deadline() {
     assert_eq!((r.leaf_passes, r.stop_reason), (3, StopReason::MaxIterations));
     assert_invariants(&engine, cid);
 
-    let dir = tempfile::tempdir().unwrap();
-    let engine = engine_with(&dir, json!({"leafChunkTokens": 300, "sweepDeadlineMs": 150}));
-    let cid = engine
-        .ingest(&Target::Session("s".into()), &synthetic(80, 200))
-        .unwrap()
-        .conversation_id;
+    let (_dir, engine, cid) = with_synthetic(json!({"leafChunkTokens": 300, "sweepDeadlineMs": 150}), 80, 200);
     let slow = Scripted::new(|_, _| {
         std::thread::sleep(std::time::Duration::from_millis(60));
         Act::Stub
@@ -645,12 +627,7 @@ async fn many_rounds_of_ingest_and_compaction_keep_the_tree_balanced() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hard_trigger_relaxes_the_fanout() {
-    let dir = tempfile::tempdir().unwrap();
-    let engine = engine_with(&dir, json!({"leafChunkTokens": 300}));
-    let cid = engine
-        .ingest(&Target::Session("s".into()), &synthetic(30, 200))
-        .unwrap()
-        .conversation_id;
+    let (_dir, engine, cid) = with_synthetic(json!({"leafChunkTokens": 300}), 30, 200);
     for _ in 0..3 {
         leaf(&engine, cid, Scripted::stub()).await.unwrap().unwrap();
     }
@@ -680,15 +657,11 @@ async fn hard_trigger_relaxes_the_fanout() {
 async fn a_sweep_still_over_the_threshold_relaxes_the_fanout_to_converge() {
     // Leaf summaries of ~100 tokens and chunks of 300: at most 3 fit a condensation chunk,
     // never the leaf fanout of 8. The seed's sweep would stop over the budget.
-    let dir = tempfile::tempdir().unwrap();
-    let engine = engine_with(
-        &dir,
+    let (_dir, engine, cid) = with_synthetic(
         json!({"leafChunkTokens": 300, "freshTailCount": 2, "maxSweepIterations": 500}),
+        60,
+        200,
     );
-    let cid = engine
-        .ingest(&Target::Session("s".into()), &synthetic(60, 200))
-        .unwrap()
-        .conversation_id;
     let wordy = Scripted::new(|_, r| {
         Act::Text(format!(
             "{} {}\nExpand for details about: x",
@@ -719,15 +692,11 @@ async fn a_sweep_still_over_the_threshold_relaxes_the_fanout_to_converge() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn incremental_condensation_follows_a_leaf_pass() {
-    let dir = tempfile::tempdir().unwrap();
-    let engine = engine_with(
-        &dir,
+    let (_dir, engine, cid) = with_synthetic(
         json!({"leafChunkTokens": 300, "leafMinFanout": 3, "incrementalMaxDepth": 1}),
+        40,
+        200,
     );
-    let cid = engine
-        .ingest(&Target::Session("s".into()), &synthetic(40, 200))
-        .unwrap()
-        .conversation_id;
     let mut incremental = 0;
     for _ in 0..4 {
         let r = leaf(&engine, cid, Scripted::stub()).await.unwrap().unwrap();

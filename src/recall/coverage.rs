@@ -73,14 +73,17 @@ fn climb(conn: &Connection, first: Option<String>) -> Result<Cover> {
             cover.live_summary = Some(id);
             break;
         }
-        next = conn
-            .prepare_cached(
-                "SELECT summary_id FROM summary_parents WHERE parent_summary_id = ?1 ORDER BY rowid LIMIT 1",
-            )?
-            .query_row([&id], |r| r.get(0))
-            .optional()?;
+        next = consumer_of(conn, &id)?;
     }
     Ok(cover)
+}
+
+/// The condensed node that took `summary_id` as an input, if any.
+pub fn consumer_of(conn: &Connection, summary_id: &str) -> Result<Option<String>> {
+    Ok(conn
+        .prepare_cached("SELECT summary_id FROM summary_parents WHERE parent_summary_id = ?1 ORDER BY rowid LIMIT 1")?
+        .query_row([summary_id], |r| r.get(0))
+        .optional()?)
 }
 
 fn leaf_of(conn: &Connection, message_id: i64) -> Result<Option<String>> {
@@ -148,9 +151,5 @@ pub fn of_summary(conn: &Connection, summary_id: &str) -> Result<Cover> {
             ..Cover::default()
         });
     }
-    let consumer: Option<String> = conn
-        .prepare_cached("SELECT summary_id FROM summary_parents WHERE parent_summary_id = ?1 ORDER BY rowid LIMIT 1")?
-        .query_row([summary_id], |r| r.get(0))
-        .optional()?;
-    climb(conn, consumer)
+    climb(conn, consumer_of(conn, summary_id)?)
 }

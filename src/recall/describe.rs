@@ -147,10 +147,7 @@ fn describe_summary(conn: &Connection, summary_id: &str, zone: DisplayZone) -> R
             })
         })?
         .collect::<std::result::Result<Vec<_>, _>>()?;
-    let consumed_by: Option<String> = conn
-        .prepare_cached("SELECT summary_id FROM summary_parents WHERE parent_summary_id = ?1 ORDER BY rowid LIMIT 1")?
-        .query_row([summary_id], |r| r.get(0))
-        .optional()?;
+    let consumed_by = coverage::consumer_of(conn, summary_id)?;
     let cover = coverage::of_summary(conn, summary_id)?;
     let range = crate::assemble::render::range(summary.earliest_at.as_deref(), summary.latest_at.as_deref(), zone);
     let summary = SummaryRecord {

@@ -205,7 +205,13 @@ struct Found {
     sort_time: String,
 }
 
-pub fn grep(conn: &Connection, conversation_id: Option<i64>, o: &GrepOptions) -> Result<GrepResult> {
+/// `trigram_table`: the summaries' trigram table exists (the engine's schema flags).
+pub fn grep(
+    conn: &Connection,
+    trigram_table: bool,
+    conversation_id: Option<i64>,
+    o: &GrepOptions,
+) -> Result<GrepResult> {
     if let Some(cid) = conversation_id {
         conversations::get(conn, cid)?;
     }
@@ -244,7 +250,7 @@ pub fn grep(conn: &Connection, conversation_id: Option<i64>, o: &GrepOptions) ->
                 *scanned.get_or_insert(0) += n;
                 (rows, "regex", more)
             }
-            None => search_text(conn, table, &filter, &terms, o)?,
+            None => search_text(conn, table, &filter, &terms, o, trigram_table)?,
         };
         match table {
             Table::Messages => searched_by.messages = Some(by),
@@ -402,12 +408,10 @@ fn search_text(
     f: &Filter,
     terms: &[String],
     o: &GrepOptions,
+    trigram_table: bool,
 ) -> Result<(Vec<Found>, &'static str, bool)> {
     let cjk = terms.iter().any(|t| query::has_cjk(t));
-    let trigram = table == Table::Summaries
-        && cjk
-        && query::trigram_ready(terms)
-        && conversations::SchemaFlags::read(conn)?.has_cjk_fts;
+    let trigram = table == Table::Summaries && cjk && query::trigram_ready(terms) && trigram_table;
     let via = match (o.mode, cjk) {
         (Mode::Fts, false) => "fts",
         (Mode::Fts, true) if trigram => "trigram",

@@ -181,21 +181,16 @@ struct Target {
 }
 
 fn select(conn: &Connection, conversation_id: i64, selection: &Selection) -> Result<Vec<Target>> {
-    let (filter, arg) = match selection {
-        Selection::Summary(id) => ("AND summary_id = ?2", Value::from(id.clone())),
-        Selection::Depth(d) => ("AND depth = ?2", Value::from(*d)),
-        Selection::All => ("AND ?2 IS NULL", Value::Null),
+    let (filter, arg): (&str, rusqlite::types::Value) = match selection {
+        Selection::Summary(id) => ("AND summary_id = ?2", id.clone().into()),
+        Selection::Depth(d) => ("AND depth = ?2", (*d).into()),
+        Selection::All => ("AND ?2 IS NULL", rusqlite::types::Value::Null),
     };
     let sql = format!(
         "SELECT summary_id, kind, depth, content, token_count, earliest_at, latest_at, created_at FROM summaries
          WHERE conversation_id = ?1 {filter}
          ORDER BY depth, julianday(COALESCE(earliest_at, created_at)), julianday(created_at), summary_id"
     );
-    let arg: rusqlite::types::Value = match arg {
-        Value::String(s) => s.into(),
-        Value::Number(n) => n.as_i64().unwrap_or(0).into(),
-        _ => rusqlite::types::Value::Null,
-    };
     let targets = conn
         .prepare(&sql)?
         .query_map(params![conversation_id, arg], |r| {

@@ -41,8 +41,8 @@ pub enum LcmError {
     Summarizer(String),
 
     /// The summarizer did not answer in time.
-    #[error("summarizer did not answer within {0} ms; nothing was written")]
-    Timeout(u64),
+    #[error("{0}")]
+    Timeout(String),
 
     /// The inputs of a pass changed while the summarizer was running.
     #[error("{0}")]
@@ -95,6 +95,11 @@ impl LcmError {
 
     pub fn invalid_input(message: impl fmt::Display) -> Self {
         LcmError::InvalidInput(message.to_string())
+    }
+
+    /// The summarizer did not answer within `ms`.
+    pub fn timeout(ms: i64) -> Self {
+        LcmError::Timeout(format!("summarizer did not answer within {ms} ms; nothing was written"))
     }
 
     pub fn not_found(kind: &'static str, id: impl fmt::Display) -> Self {
@@ -155,7 +160,7 @@ mod tests {
             LcmError::not_found("conversation", 7).to_string(),
             "conversation 7 not found"
         );
-        assert_eq!(LcmError::Timeout(5).code(), "E_TIMEOUT");
+        assert_eq!(LcmError::timeout(5).code(), "E_TIMEOUT");
     }
 
     #[test]

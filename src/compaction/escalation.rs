@@ -104,7 +104,7 @@ async fn call(
 ) -> Result<String, PassError> {
     let fut = summarizer.summarize(prompt, request);
     match tokio::time::timeout(Duration::from_millis(timeout_ms.max(1) as u64), fut).await {
-        Err(_) => Err(PassError::Failed(LcmError::Timeout(timeout_ms as u64))),
+        Err(_) => Err(PassError::Failed(LcmError::timeout(timeout_ms))),
         Ok(Err(SummarizerFailure::Auth(m))) => Err(PassError::Auth(m)),
         Ok(Err(SummarizerFailure::Failed(m))) => Err(PassError::Failed(LcmError::Summarizer(format!(
             "the summarizer failed: {m}; nothing was written"

@@ -387,7 +387,7 @@ pub async fn rewrite(
 fn with_context(e: LcmError, context: &str) -> LcmError {
     match e {
         LcmError::Summarizer(m) => LcmError::Summarizer(format!("{m}; {context}")),
-        LcmError::Timeout(_) => LcmError::Summarizer(format!("{e}; {context}")),
+        LcmError::Timeout(m) => LcmError::Timeout(format!("{m}; {context}")),
         other => other,
     }
 }

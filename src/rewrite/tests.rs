@@ -285,6 +285,17 @@ async fn failures_stop_the_run_and_keep_what_was_applied_and_fallbacks_keep_the_
             .count(),
         2
     );
+    // A summarizer that never answers times out with its own code, after what was applied.
+    let hanging = Scripted::new(|i, _| {
+        if i < 1 {
+            Act::Text("NEW hang\nExpand for details about: x".into())
+        } else {
+            Act::Hang
+        }
+    });
+    let err = run(&fast_timeout(&engine), cid, hanging, &all(true)).await.unwrap_err();
+    assert_eq!(err.code(), "E_TIMEOUT");
+    assert!(err.to_string().contains("1 of"), "{err}");
     let auth = Scripted::new(|_, _| Act::Auth);
     assert_eq!(
         run(&engine, cid, auth, &all(true)).await.unwrap_err().code(),
@@ -427,4 +438,11 @@ async fn selection_and_options() {
     ] {
         assert_eq!(parse(bad.clone()).unwrap_err().code(), "E_INVALID_INPUT", "{bad}");
     }
+}
+
+/// The same database, opened with a 100 ms summary timeout.
+fn fast_timeout(engine: &Engine) -> Engine {
+    let mut config = engine.config().clone();
+    config.summary_timeout_ms = 100;
+    Engine::open(config).unwrap()
 }

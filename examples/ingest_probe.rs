@@ -1,5 +1,6 @@
 //! Ingest throughput of the Rust core alone (no napi), for profiling:
-//! `cargo run --release --example ingest_probe -- [single|batched] [messages]`.
+//! `cargo run --release --example ingest_probe -- [single|batched|tiny] [messages]`
+//! (`tiny`: one message of a few words per call, the cost of a commit itself).
 //! Build with `CARGO_PROFILE_RELEASE_STRIP=false CARGO_PROFILE_RELEASE_DEBUG=1` for perf.
 
 use std::time::Instant;
@@ -16,6 +17,9 @@ fn main() {
     let body = "lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor ".repeat(16);
     let messages: Vec<_> = (0..n)
         .map(|i| {
+            if mode == "tiny" {
+                return json!({"role": "user", "content": format!("hello there {i}")});
+            }
             json!({"role": "assistant", "entryId": format!("e{i}"), "content": [
                 {"type": "text", "text": format!("{body} {i}")},
                 {"type": "toolCall", "id": format!("c{i}"), "name": "read", "arguments": {"path": "x"}}
@@ -24,7 +28,7 @@ fn main() {
         .collect();
     let target = Target::Session("probe".into());
     let started = Instant::now();
-    if mode == "single" {
+    if mode != "batched" {
         for m in &messages {
             engine.ingest(&target, std::slice::from_ref(m)).unwrap();
         }

@@ -20,6 +20,8 @@ const WRITER_CHECKPOINT_PAGES: i32 = 4 * CHECKPOINT_PAGES;
 struct State {
     pending: bool,
     stop: bool,
+    /// Checkpoints the thread has run, for tests.
+    runs: u64,
 }
 
 /// Owns the checkpoint thread; dropping it stops and joins the thread.
@@ -40,11 +42,20 @@ impl Checkpointer {
             .spawn(move || run(conn, thread_shared))
             .map_err(|e| crate::error::LcmError::Internal(format!("cannot start checkpoint thread: {e}")))?;
         let hook_shared = shared.clone();
+        // The log's length when the thread was last woken. A passive checkpoint that ran while
+        // commits went on leaves the log unrestarted and longer than the threshold; waking the
+        // thread at every later commit would then checkpoint (and fsync twice) per commit.
+        let mut woken_at = 0;
         writer.wal_hook(Some(move |wal: &mut rusqlite::hooks::Wal, pages: i32| {
+            if pages < woken_at {
+                woken_at = 0; // the log restarted
+            }
             if pages >= WRITER_CHECKPOINT_PAGES {
                 // Never fail the commit over a checkpoint: a busy one is retried next time.
                 let _ = wal.checkpoint();
-            } else if pages >= CHECKPOINT_PAGES {
+                woken_at = 0;
+            } else if pages >= woken_at + CHECKPOINT_PAGES {
+                woken_at = pages;
                 let (lock, cv) = &*hook_shared;
                 lock.lock().unwrap_or_else(|e| e.into_inner()).pending = true;
                 cv.notify_one();
@@ -55,6 +66,11 @@ impl Checkpointer {
             shared,
             thread: Some(thread),
         })
+    }
+
+    /// How many checkpoints the background thread has run so far.
+    pub fn runs(&self) -> u64 {
+        self.shared.0.lock().unwrap_or_else(|e| e.into_inner()).runs
     }
 
     /// Stops the thread (after any checkpoint in progress) and closes its connection.
@@ -91,11 +107,13 @@ fn run(conn: Connection, shared: Arc<(Mutex<State>, Condvar)>) {
         }
         // PASSIVE copies what it can without waiting; a busy database just means "later".
         let _ = conn.wal_checkpoint_v2(Some(rusqlite::MAIN_DB), rusqlite::wal::CheckpointMode::PASSIVE);
+        lock.lock().unwrap_or_else(|e| e.into_inner()).runs += 1;
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::Checkpointer;
     use crate::config::Config;
     use crate::engine::Engine;
     use crate::store::conversations::Target;
@@ -126,5 +144,28 @@ mod tests {
         // 4,000 pages is where the writer takes over; allow one batch on top.
         assert!(largest < 24 << 20, "WAL grew to {largest} bytes");
         assert!(engine.close());
+    }
+
+    /// Small commits after the log has passed the threshold must not each wake the thread:
+    /// a passive checkpoint racing the writer rarely restarts the log, and one checkpoint (two
+    /// fsyncs) per commit made single-message ingest slower.
+    #[test]
+    fn small_commits_wake_the_thread_once_per_threshold() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.db");
+        let path = path.to_str().unwrap();
+        let mut writer = crate::db::open_configured(path, 1000).unwrap();
+        writer.execute_batch("CREATE TABLE t (body BLOB)").unwrap();
+        let mut cp = Checkpointer::start(path, 1000, &mut writer).unwrap();
+        let commits = 2000;
+        for _ in 0..commits {
+            // About five log frames per commit, 10,000 in all, paced like calls from Node.
+            writer.execute("INSERT INTO t VALUES (zeroblob(16000))", []).unwrap();
+            std::thread::sleep(std::time::Duration::from_micros(300));
+        }
+        cp.stop();
+        let runs = cp.runs();
+        // One wake per 1,000 new frames (and after each restart): a few dozen at most.
+        assert!((1..=100).contains(&runs), "{runs} checkpoints for {commits} commits");
     }
 }

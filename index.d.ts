@@ -68,6 +68,8 @@ export interface MigrationReport {
   indexesCreated: string[]
   backfills: BackfillReport[]
   ftsRebuilt: string[]
+  /** True when the live-context totals and their triggers were (re)installed and recomputed. */
+  liveTotalsRebuilt: boolean
   stepsRecorded: string[]
   durationMs: number
   /** One line saying what happened. */
@@ -120,6 +122,13 @@ export interface LcmConfig {
   customInstructions?: string
   /** How `assemble` presents summaries. Default "xml". */
   presentation?: 'xml' | 'markdown'
+  /**
+   * Open without writing anything: no migration (a file that needs one is refused with
+   * E_SCHEMA), no checkpoints; ingest, compaction and an applying rewrite reject with
+   * E_READ_ONLY. For inspecting a database another process owns, or one on a read-only file
+   * or mount. Default false.
+   */
+  readOnly?: boolean
 }
 
 /** Every option with its effective value. */

@@ -62,13 +62,35 @@ describe('demo and stats', () => {
     expect(demo.stdout).toMatch(/<summary id="sum_[0-9a-f]{16}" range="[^"]+" depth="1" descendants="\d+">/)
   })
 
-  it('says so when opening a lossless-claw database upgraded it', async () => {
+  it('stats never changes a lossless-claw database; migrate upgrades it, once', async () => {
     const db = copyFixture('head-theme.db')
-    const first = await cli(['stats', '--db', db])
+    const original = readFileSync(db)
+    const refused = await cli(['stats', '--db', db])
+    expect(refused.code).toBe(1)
+    expect(refused.stderr.trim().split('\n')).toHaveLength(1)
+    expect(refused.stderr).toMatch(/^lcm-native: E_SCHEMA: .*head-theme\.db needs a schema upgrade .*run 'lcm-native migrate --db .*head-theme\.db'/)
+    expect(readFileSync(db).equals(original)).toBe(true)
+    const dry = await cli(['rewrite', '1', '--all', '--db', db])
+    expect(dry.code).toBe(1)
+    expect(readFileSync(db).equals(original)).toBe(true)
+
+    const first = await cli(['migrate', '--db', db])
     expect(first.code, first.stderr).toBe(0)
-    expect(first.stderr).toMatch(/^note: .*head-theme\.db was upgraded in place for lcm-native: /)
-    const again = await cli(['stats', '--db', db])
-    expect(again.stderr).toBe('')
+    expect(first.stdout).toMatch(/head-theme\.db \(lossless-claw\): /)
+    expect(first.stdout).toMatch(/indexes created: .*\n  backfills: lcmNativeFtsBackfill v1/)
+    const again = await cli(['migrate', '--db', db])
+    expect(again.stdout).toMatch(/schema is up to date; nothing was done/)
+    const stats = await cli(['stats', '--db', db])
+    expect(stats.code, stats.stderr).toBe(0)
+    expect(stats.stderr).toBe('')
+    expect(stats.stdout).toMatch(/conversation 1 /)
+  })
+
+  it('rewrite --apply upgrades an old database first, and says so', async () => {
+    const db = copyFixture('head-theme.db')
+    const r = await cli(['rewrite', '1', '--depth', '1', '--apply', '--db', db])
+    expect(r.code, r.stderr).toBe(0)
+    expect(r.stderr).toMatch(/^note: .*head-theme\.db was upgraded in place for lcm-native: /m)
   })
 
   it('stats shows conversations, messages, summaries per depth, fallbacks and the size', async () => {

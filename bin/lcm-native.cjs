@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// The lcm-native command line: demo, stats, rewrite and prompts. Plain Node, no dependencies
+// The lcm-native command line: demo, stats, migrate, rewrite and prompts. Plain Node, no dependencies
 // beyond the addon. Exit codes: 0 done, 1 failed (one line on stderr), 2 bad arguments (usage).
 'use strict'
 
@@ -7,7 +7,7 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 
-const { LcmEngine, exportPrompts, listPrompts, renderPrompt, showPrompt } = require('../index.js')
+const { LcmEngine, exportPrompts, listPrompts, migrate: migrateFile, renderPrompt, showPrompt } = require('../index.js')
 const { llmFromEnv } = require('./llm.cjs')
 
 const DEFAULT_TRANSCRIPT = path.join(__dirname, '..', 'data', 'transcripts', 'pi-coding-agent-theme-session.jsonl')
@@ -18,10 +18,15 @@ const HELP = {
     summarizer, and show the DAG, the assembled context and the first summaries. No network.
     Default transcript: the bundled pi-coding-agent theme session; default budget 16000.`,
   stats: `lcm-native stats [--db PATH]
-    Conversations, messages, summaries per depth, fallback summaries and the file's size.`,
+    Conversations, messages, summaries per depth, fallback summaries and the file's size.
+    Reads only: the file is never changed (one that needs a schema upgrade is refused).`,
+  migrate: `lcm-native migrate [--db PATH]
+    Upgrade a lossless-claw (or older lcm-native) database in place, in one transaction, and
+    say what was done. A second run does nothing.`,
   rewrite: `lcm-native rewrite <conversation_id> (--summary ID | --depth N | --all) [--apply] [--diff]
                      [--prompt-dir DIR] [--model M] [--db PATH] [--no-timestamps]
-    Re-summarise summaries bottom-up with the current prompts. A dry run unless --apply.
+    Re-summarise summaries bottom-up with the current prompts. A dry run (which reads only)
+    unless --apply.
     The LLM: LCM_LLM_BASE_URL (+ LCM_LLM_API_KEY, LCM_LLM_MODEL) for an OpenAI-compatible
     endpoint, or ANTHROPIC_API_KEY; with neither, the offline summarizer.`,
   prompts: `lcm-native prompts (--list | --export [DIR] | --show NAME | --diff NAME | --render NAME)
@@ -100,6 +105,23 @@ function defaultDb() {
 /** Opening migrates a database written by lossless-claw or an older lcm-native: say so. */
 function reportMigration(engine, db) {
   if (!engine.migration.upToDate) console.error(`note: ${db} was upgraded in place for lcm-native: ${engine.migration.summary}`)
+}
+
+/** Opens `db` for reading only; a file that needs a schema upgrade says which command does it. */
+async function openReadOnly(db) {
+  try {
+    return await LcmEngine.open({ dbPath: db, readOnly: true })
+  } catch (err) {
+    if (err.code === 'E_SCHEMA' && /readOnly never writes/.test(err.message)) {
+      const upgrade = new Error(
+        `${db} needs a schema upgrade before lcm-native can read it; run 'lcm-native migrate --db ${db}' ` +
+          '(it upgrades the file in place, in one transaction). Nothing was changed.',
+      )
+      upgrade.code = 'E_SCHEMA'
+      throw upgrade
+    }
+    throw err
+  }
 }
 
 /** The database of a command that reads an existing one: it must exist (open would create it). */
@@ -246,8 +268,7 @@ async function stats(argv) {
   if (args.help) return console.log(`usage: ${HELP.stats}`)
   if (args._.length) throw new UsageError(`unexpected argument ${args._[0]}`, 'stats')
   const db = existingDb(args)
-  const engine = await LcmEngine.open({ dbPath: db })
-  reportMigration(engine, db)
+  const engine = await openReadOnly(db)
   try {
     const size = ['', '-wal'].map((s) => (fs.existsSync(db + s) ? fs.statSync(db + s).size : 0))
     console.log(`database ${db}: ${fmt(size[0])} bytes${size[1] ? ` (+ ${fmt(size[1])} bytes of WAL)` : ''}`)
@@ -280,6 +301,24 @@ async function stats(argv) {
   }
 }
 
+async function migrate(argv) {
+  const args = parseArgs(argv, { db: 'string', help: 'switch' }, 'migrate')
+  if (args.help) return console.log(`usage: ${HELP.migrate}`)
+  if (args._.length) throw new UsageError(`unexpected argument ${args._[0]}`, 'migrate')
+  const db = existingDb(args)
+  const report = await migrateFile(db)
+  console.log(`${db} (${report.era}): ${report.summary}`)
+  const lines = [
+    ['tables created', report.tablesCreated],
+    ['columns added', report.columnsAdded],
+    ['indexes created', report.indexesCreated],
+    ['backfills', report.backfills.map((b) => `${b.step} v${b.version}: ${plural(b.rows, 'row')}`)],
+    ['full-text tables rebuilt', report.ftsRebuilt],
+  ]
+  for (const [label, items] of lines) if (items.length) console.log(`  ${label}: ${items.join(', ')}`)
+  if (report.liveTotalsRebuilt) console.log('  live-context totals recomputed')
+}
+
 async function rewrite(argv) {
   const spec = { summary: 'string', depth: 'int', all: 'switch', apply: 'switch', diff: 'switch', 'prompt-dir': 'string', model: 'string', db: 'string', 'no-timestamps': 'switch', help: 'switch' }
   const args = parseArgs(argv, spec, 'rewrite')
@@ -297,8 +336,9 @@ async function rewrite(argv) {
       ? `summarizer: ${llm.describe}`
       : 'summarizer: offline (no LLM configured: set LCM_LLM_BASE_URL and LCM_LLM_MODEL, or ANTHROPIC_API_KEY)',
   )
-  const engine = await LcmEngine.open({ dbPath: db })
-  reportMigration(engine, db)
+  // A dry run reads only; --apply opens read-write, which upgrades an old file first.
+  const engine = args.apply ? await LcmEngine.open({ dbPath: db }) : await openReadOnly(db)
+  if (args.apply) reportMigration(engine, db)
   const controller = new AbortController()
   const onSigint = () => controller.abort()
   process.once('SIGINT', onSigint)
@@ -392,7 +432,7 @@ async function prompts(argv) {
 
 async function main(argv) {
   const [command, ...rest] = argv
-  const commands = { demo, stats, rewrite, prompts }
+  const commands = { demo, stats, migrate, rewrite, prompts }
   if (commands[command]) return commands[command](rest)
   if (command === undefined || command === '--help' || command === '-h' || command === 'help') {
     console.log(USAGE)

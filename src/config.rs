@@ -42,6 +42,8 @@ pub struct Config {
     pub prompt_dir: Option<String>,
     pub custom_instructions: String,
     pub presentation: Presentation,
+    /// Open without ever writing: no migration, no checkpoints; writes fail with E_READ_ONLY.
+    pub read_only: bool,
     /// Every option with its effective value, as the JS `config` getter shows it.
     resolved: Map<String, Value>,
 }
@@ -63,6 +65,7 @@ enum Kind {
     Zone,
     /// One of a fixed set of strings.
     Choice(&'static [&'static str]),
+    Bool,
 }
 
 struct OptionSpec {
@@ -78,6 +81,7 @@ enum Default {
     Int(i64),
     Number(f64),
     Text(&'static str),
+    Bool(bool),
     /// No default: absent means "not set".
     Unset,
     /// Required: absence is an error.
@@ -248,6 +252,13 @@ const OPTIONS: &[OptionSpec] = &[
         default: Default::Text("xml"),
         doc: "How `assemble` presents summaries: XML wrappers or one markdown section.",
     },
+    OptionSpec {
+        name: "readOnly",
+        env: None,
+        kind: Kind::Bool,
+        default: Default::Bool(false),
+        doc: "Open without writing anything: no migration (a file that needs one is refused with E_SCHEMA), and writes reject with E_READ_ONLY.",
+    },
 ];
 
 /// One row of the option table, for documentation and the binding's type hints.
@@ -269,6 +280,7 @@ pub fn option_docs() -> Vec<OptionDoc> {
                 Default::Int(i) => i.to_string(),
                 Default::Number(n) => n.to_string(),
                 Default::Text(t) => format!("\"{t}\""),
+                Default::Bool(b) => b.to_string(),
                 Default::Unset => "unset".into(),
                 Default::Required => "required".into(),
             },
@@ -319,6 +331,10 @@ fn check(spec: &OptionSpec, value: &Value, label: &str) -> Result<Value> {
                 Ok(value.clone())
             }
             _ => Err(bad(format!("expected a timezone name, got {}", describe(value)))),
+        },
+        Kind::Bool => match value {
+            Value::Bool(_) => Ok(value.clone()),
+            _ => Err(bad(format!("expected a boolean, got {}", describe(value)))),
         },
         Kind::Choice(choices) => match value {
             Value::String(s) if choices.contains(&s.as_str()) => Ok(value.clone()),
@@ -401,6 +417,9 @@ impl Config {
                     Default::Text(t) => {
                         resolved.insert(spec.name.into(), Value::from(t));
                     }
+                    Default::Bool(b) => {
+                        resolved.insert(spec.name.into(), Value::from(b));
+                    }
                     Default::Unset => {}
                     Default::Required => {
                         return Err(LcmError::invalid_config(spec.name, "is required"));
@@ -451,6 +470,7 @@ impl Config {
             prompt_dir: text("promptDir").filter(|s| !s.is_empty()),
             custom_instructions: text("customInstructions").unwrap_or_default(),
             presentation,
+            read_only: resolved["readOnly"].as_bool().expect("validated boolean"),
             resolved: resolved.clone(),
         })
     }

@@ -32,10 +32,25 @@ impl Engine {
     /// prompt templates (a broken one fails the open with E_PROMPT).
     pub fn open(config: Config) -> Result<Engine> {
         let prompts = PromptSet::load(&PromptDirs::new(config.prompt_dir.as_deref()))?;
-        let mut conn = db::open_connection(&config.db_path, config.busy_timeout_ms)?;
-        let migration = db::migrate::migrate(&mut conn, &config.db_path)?;
-        let flags = SchemaFlags::read(&conn)?;
-        let pool = Pool::new(&config.db_path, config.busy_timeout_ms, conn)?;
+        let (migration, flags, pool) = if config.read_only {
+            let conn = db::open_read_only(&config.db_path, config.busy_timeout_ms)?;
+            let migration = db::migrate::check_current(&conn, &config.db_path)?;
+            let flags = SchemaFlags::read(&conn)?;
+            (
+                migration,
+                flags,
+                Pool::read_only(&config.db_path, config.busy_timeout_ms, conn),
+            )
+        } else {
+            let mut conn = db::open_connection(&config.db_path, config.busy_timeout_ms)?;
+            let migration = db::migrate::migrate(&mut conn, &config.db_path)?;
+            let flags = SchemaFlags::read(&conn)?;
+            (
+                migration,
+                flags,
+                Pool::new(&config.db_path, config.busy_timeout_ms, conn)?,
+            )
+        };
         Ok(Engine {
             deps: Deps {
                 pool: Arc::new(pool),
@@ -64,6 +79,7 @@ impl Engine {
     /// Validates every message first (a malformed one rejects the call with its index and
     /// nothing is written), then stores them in one transaction.
     pub fn ingest(&self, target: &Target, messages: &[Value]) -> Result<IngestOutcome> {
+        self.deps.pool.check_writable()?;
         let normalized = messages
             .iter()
             .enumerate()
@@ -141,12 +157,9 @@ impl Engine {
 
     /// Checks the invariants (of one conversation, or all) and digests the contents.
     pub fn verify(&self, conversation_id: Option<i64>) -> Result<crate::compaction::verify::VerifyReport> {
-        if self.deps.pool.is_closed() {
-            return Err(crate::error::LcmError::Closed);
-        }
         // A fresh connection: SQLite's FTS5 integrity check reports a false checksum mismatch
         // on a connection whose cached index structure predates another connection's write.
-        let conn = db::open_configured(&self.deps.config.db_path, self.deps.config.busy_timeout_ms)?;
+        let conn = self.deps.pool.fresh_connection()?;
         crate::compaction::verify::verify(&conn, conversation_id)
     }
 
@@ -157,6 +170,7 @@ impl Engine {
         summarizer: Arc<dyn Summarizer>,
         options: PassOptions,
     ) -> Result<Option<PassResult>> {
+        self.deps.pool.check_writable()?;
         let _turn = self
             .locks
             .acquire(conversation_id, self.deps.config.lock_timeout_ms)
@@ -171,6 +185,7 @@ impl Engine {
         summarizer: Arc<dyn Summarizer>,
         options: PassOptions,
     ) -> Result<Option<PassResult>> {
+        self.deps.pool.check_writable()?;
         let _turn = self
             .locks
             .acquire(conversation_id, self.deps.config.lock_timeout_ms)
@@ -185,6 +200,7 @@ impl Engine {
         summarizer: Arc<dyn Summarizer>,
         options: SweepOptions,
     ) -> Result<SweepResult> {
+        self.deps.pool.check_writable()?;
         let _turn = self
             .locks
             .acquire(conversation_id, self.deps.config.lock_timeout_ms)
@@ -202,6 +218,9 @@ impl Engine {
         cancel: &std::sync::atomic::AtomicBool,
         progress: &(dyn Fn(crate::rewrite::Progress) + Send + Sync),
     ) -> Result<crate::rewrite::RewriteResult> {
+        if options.apply {
+            self.deps.pool.check_writable()?;
+        }
         // A dry run writes nothing: it must not hold compaction off for the length of its LLM calls.
         let _turn = match options.apply {
             true => Some(

@@ -48,6 +48,10 @@ pub enum LcmError {
     #[error("{0}")]
     Stale(String),
 
+    /// A write was asked of an engine opened with `readOnly`.
+    #[error("{0}")]
+    ReadOnly(String),
+
     /// The engine was closed; open a new one.
     #[error("the engine is closed; open a new LcmEngine to continue")]
     Closed,
@@ -79,6 +83,7 @@ impl LcmError {
             LcmError::Summarizer(_) => "E_SUMMARIZER",
             LcmError::Timeout(_) => "E_TIMEOUT",
             LcmError::Stale(_) => "E_STALE",
+            LcmError::ReadOnly(_) => "E_READ_ONLY",
             LcmError::Closed => "E_CLOSED",
             LcmError::Aborted(_) => "E_ABORTED",
             LcmError::Sqlite(_) => "E_SQLITE",

@@ -230,16 +230,12 @@ fn fts_health(conn: &Connection, t: &FtsTable, sql: &str, tables: &HashSet<Strin
     }
 }
 
-/// Whether this SQLite has the trigram tokenizer (3.34+; the bundled build does). Probed on
-/// the temp schema, so the main file is not written.
-fn has_trigram(conn: &Connection) -> bool {
-    let ok = conn
-        .execute_batch("CREATE VIRTUAL TABLE temp.lcm_trigram_probe USING fts5(x, tokenize='trigram')")
-        .is_ok();
-    if ok {
-        let _ = conn.execute_batch("DROP TABLE temp.lcm_trigram_probe");
-    }
-    ok
+/// Whether this SQLite has the trigram tokenizer (3.34+; the bundled build does). Probed on a
+/// private in-memory database, so the file (which may be open read-only) is not touched.
+fn has_trigram() -> bool {
+    Connection::open_in_memory()
+        .and_then(|c| c.execute_batch("CREATE VIRTUAL TABLE lcm_trigram_probe USING fts5(x, tokenize='trigram')"))
+        .is_ok()
 }
 
 /// Reads the file and refuses it if it belongs to a newer lcm-native. Writes nothing.
@@ -247,11 +243,39 @@ pub fn check_openable(conn: &Connection) -> Result<()> {
     Inspection::read(conn, true)?.check_version()
 }
 
+/// For a read-only open: inspects the file without writing and accepts it only when no
+/// migration step is missing (queries rely on the current schema). Otherwise E_SCHEMA, saying
+/// how to upgrade it.
+pub fn check_current(conn: &Connection, db_path: &str) -> Result<MigrationReport> {
+    let started = Instant::now();
+    let ins = Inspection::read(conn, has_trigram())?;
+    ins.check_version()?;
+    let era = ins.era();
+    if !ins.nothing_to_do() {
+        let what = match era {
+            "new" => "is empty (no lcm-native or lossless-claw schema)".to_string(),
+            era => format!("needs a schema upgrade (it is a {era} database)"),
+        };
+        return Err(LcmError::Schema(format!(
+            "the database {db_path} {what}, and readOnly never writes; open it without readOnly, \
+             or run migrate(dbPath) once, which upgrades it in place. Nothing was changed."
+        )));
+    }
+    Ok(MigrationReport {
+        db_path: db_path.to_string(),
+        era: era.to_string(),
+        up_to_date: true,
+        duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+        summary: "opened read-only; schema is up to date; nothing was done".into(),
+        ..Default::default()
+    })
+}
+
 /// Migrates the database behind `conn` (which must be open read-write; see
 /// [`super::open_connection`]). `conn` is left in WAL mode.
 pub fn migrate(conn: &mut Connection, db_path: &str) -> Result<MigrationReport> {
     let started = Instant::now();
-    let trigram = has_trigram(conn);
+    let trigram = has_trigram();
     let first = Inspection::read(conn, trigram)?;
     first.check_version()?;
     let mut report = MigrationReport {

@@ -16,21 +16,8 @@ use crate::error::{LcmError, Result};
 /// Opens `path` read-write without changing the file: no pragma that writes runs here, so a
 /// database we then refuse (not SQLite, newer schema) is left exactly as it was.
 pub fn open_connection(path: &str, busy_timeout_ms: i64) -> Result<Connection> {
-    if path.trim().is_empty() {
-        return Err(LcmError::invalid_config("dbPath", "must not be empty"));
-    }
-    if path == ":memory:" || path.starts_with("file:") {
-        return Err(LcmError::invalid_config(
-            "dbPath",
-            "must be a file path (in-memory and URI databases cannot be shared between connections)",
-        ));
-    }
+    check_path(path)?;
     let p = Path::new(path);
-    if p.is_dir() {
-        return Err(LcmError::Io(format!(
-            "dbPath {path} is a directory; give the path of a database file inside it"
-        )));
-    }
     if let Some(parent) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
         if !parent.is_dir() {
             return Err(LcmError::Io(format!(
@@ -45,12 +32,82 @@ pub fn open_connection(path: &str, busy_timeout_ms: i64) -> Result<Connection> {
     conn.pragma_update(None, "foreign_keys", "ON")?;
     if conn.is_readonly(rusqlite::MAIN_DB)? {
         return Err(LcmError::Io(format!(
-            "the database {path} is read-only; make the file and its directory writable"
+            "the database {path} is read-only; make the file and its directory writable, or open it with readOnly: true"
         )));
     }
     // Touch the header: a file that is not SQLite fails here with E_SCHEMA, before any write.
     conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get::<_, i64>(0))?;
     Ok(conn)
+}
+
+/// Rejects paths that cannot name a database file shared between connections.
+fn check_path(path: &str) -> Result<()> {
+    if path.trim().is_empty() {
+        return Err(LcmError::invalid_config("dbPath", "must not be empty"));
+    }
+    if path == ":memory:" || path.starts_with("file:") {
+        return Err(LcmError::invalid_config(
+            "dbPath",
+            "must be a file path (in-memory and URI databases cannot be shared between connections)",
+        ));
+    }
+    if Path::new(path).is_dir() {
+        return Err(LcmError::Io(format!(
+            "dbPath {path} is a directory; give the path of a database file inside it"
+        )));
+    }
+    Ok(())
+}
+
+/// Opens an existing file for reading only: nothing is created or written, not even the
+/// journal mode, so a file on a read-only mount or owned by someone else can be inspected.
+pub fn open_read_only(path: &str, busy_timeout_ms: i64) -> Result<Connection> {
+    check_path(path)?;
+    let p = Path::new(path);
+    if !p.is_file() {
+        return Err(LcmError::Io(format!(
+            "the database {path} does not exist; readOnly opens existing files only"
+        )));
+    }
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(p, flags)?;
+    conn.busy_timeout(Duration::from_millis(busy_timeout_ms.max(0) as u64))?;
+    let conn = match conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get::<_, i64>(0)) {
+        Ok(_) => conn,
+        Err(e) if cannot_share_wal_index(&e) && !Path::new(&format!("{path}-wal")).exists() => {
+            // A WAL database whose directory we cannot write: SQLite cannot create the shared
+            // index (`-shm`) readers coordinate through. With no log there is nothing pending,
+            // so the file itself is the whole database: read it as immutable.
+            drop(conn);
+            let uri = format!("file:{}?immutable=1", uri_path(path));
+            let conn = Connection::open_with_flags(uri, flags | OpenFlags::SQLITE_OPEN_URI)?;
+            conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get::<_, i64>(0))?;
+            conn
+        }
+        Err(e) if cannot_share_wal_index(&e) => {
+            return Err(LcmError::Io(format!(
+                "cannot read {path}: its write-ahead log has data but the shared index beside it \
+                 ({path}-shm) cannot be created; open it as a user who can write the directory"
+            )))
+        }
+        Err(e) => return Err(e.into()),
+    };
+    conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
+    conn.pragma_update(None, "temp_store", "MEMORY")?;
+    conn.pragma_update(None, "cache_size", -8192)?;
+    Ok(conn)
+}
+
+fn cannot_share_wal_index(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::ReadOnly | rusqlite::ErrorCode::CannotOpen)
+    )
+}
+
+/// `path` for a `file:` URI: the characters SQLite's URI parser treats specially, escaped.
+fn uri_path(path: &str) -> String {
+    path.replace('%', "%25").replace('?', "%3f").replace('#', "%23")
 }
 
 /// Switches the file to WAL (readers never wait for the writer) and sets the per-connection

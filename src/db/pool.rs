@@ -15,6 +15,8 @@ const IDLE_READERS: usize = 4;
 pub struct Pool {
     path: String,
     busy_timeout_ms: i64,
+    /// Opened with `readOnly`: there is no writer, and every connection is read-only.
+    read_only: bool,
     writer: Mutex<Option<Connection>>,
     readers: Mutex<Option<Vec<Connection>>>,
     checkpointer: Mutex<Option<Checkpointer>>,
@@ -34,10 +36,50 @@ impl Pool {
         Ok(Pool {
             path: path.to_string(),
             busy_timeout_ms,
+            read_only: false,
             writer: Mutex::new(Some(writer)),
             readers: Mutex::new(Some(Vec::new())),
             checkpointer: Mutex::new(Some(checkpointer)),
         })
+    }
+
+    /// A pool that never writes: `reader` (opened with [`super::open_read_only`]) becomes the
+    /// first idle reader, further readers are read-only too, and no checkpointer runs.
+    pub fn read_only(path: &str, busy_timeout_ms: i64, reader: Connection) -> Pool {
+        Pool {
+            path: path.to_string(),
+            busy_timeout_ms,
+            read_only: true,
+            writer: Mutex::new(None),
+            readers: Mutex::new(Some(vec![reader])),
+            checkpointer: Mutex::new(None),
+        }
+    }
+
+    /// E_READ_ONLY for a read-only pool, E_CLOSED for a closed one: checked before work that
+    /// would end in a write (a compaction pass asks the summarizer first).
+    pub fn check_writable(&self) -> Result<()> {
+        if self.is_closed() {
+            Err(LcmError::Closed)
+        } else if self.read_only {
+            Err(LcmError::ReadOnly(format!(
+                "the database {} was opened with readOnly: true, which never writes; open it without readOnly to change it",
+                self.path
+            )))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// A new connection outside the pool, of the pool's kind (read-only or not).
+    pub fn fresh_connection(&self) -> Result<Connection> {
+        if self.is_closed() {
+            return Err(LcmError::Closed);
+        }
+        match self.read_only {
+            true => super::open_read_only(&self.path, self.busy_timeout_ms),
+            false => super::open_configured(&self.path, self.busy_timeout_ms),
+        }
     }
 
     pub fn path(&self) -> &str {
@@ -47,6 +89,7 @@ impl Pool {
     /// Runs `f` with the writer connection. Writers are serialised in-process by the mutex
     /// and across processes by SQLite's lock (waiting up to the busy timeout).
     pub fn write<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
+        self.check_writable()?;
         let mut guard = lock(&self.writer);
         let conn = guard.as_mut().ok_or(LcmError::Closed)?;
         f(conn)
@@ -61,7 +104,7 @@ impl Pool {
         };
         let conn = match conn {
             Some(c) => c,
-            None => super::open_configured(&self.path, self.busy_timeout_ms)?,
+            None => self.fresh_connection()?,
         };
         let out = f(&conn);
         let mut guard = lock(&self.readers);
@@ -81,7 +124,7 @@ impl Pool {
         }
         let writer = lock(&self.writer).take();
         let readers = lock(&self.readers).take();
-        let was_open = writer.is_some();
+        let was_open = readers.is_some();
         if let Some(w) = writer {
             // Fold the WAL back so the file is self-contained; failure here is harmless.
             let _ = w.execute_batch("PRAGMA wal_checkpoint(PASSIVE); PRAGMA optimize;");
@@ -92,6 +135,6 @@ impl Pool {
     }
 
     pub fn is_closed(&self) -> bool {
-        lock(&self.writer).is_none()
+        lock(&self.readers).is_none()
     }
 }

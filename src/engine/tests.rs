@@ -283,3 +283,167 @@ fn entry_id_lookup_uses_the_partial_unique_index() {
         "plan: {details:?}"
     );
 }
+
+/// The bytes of the database file and of its log, if any.
+fn file_bytes(path: &str) -> (Vec<u8>, Option<Vec<u8>>) {
+    (std::fs::read(path).unwrap(), std::fs::read(format!("{path}-wal")).ok())
+}
+
+fn read_only(path: &str) -> Result<Engine> {
+    Engine::open(Config::from_options(&json!({"dbPath": path, "readOnly": true}), None).unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn read_only_engines_read_everything_and_write_nothing() {
+    use crate::compaction::tests::{compact_offline, with_synthetic, Scripted};
+    use crate::compaction::{PassOptions, SweepOptions};
+    let (dir, engine, cid) = with_synthetic(json!({}), 120, 400);
+    compact_offline(&engine, cid, 4000).await;
+    let digest = engine.verify(None).unwrap().digest;
+    let path = engine.config().db_path.clone();
+    assert!(engine.close());
+    let before = file_bytes(&path);
+
+    let ro = read_only(&path).unwrap();
+    assert!(ro.migration().up_to_date);
+    assert_eq!(ro.config().to_json()["readOnly"], json!(true));
+    // Every read works.
+    assert_eq!(ro.messages(cid, 0, 1000).unwrap().len(), 120);
+    assert_eq!(ro.conversations().unwrap().len(), 1);
+    assert!(!ro.summaries(cid, None).unwrap().is_empty());
+    let assembled = ro
+        .assemble(
+            cid,
+            &crate::assemble::AssembleOptions {
+                token_budget: 100_000,
+                fresh_tail_count: None,
+                presentation: None,
+            },
+        )
+        .unwrap();
+    assert!(!assembled.messages.is_empty());
+    let grep = crate::recall::GrepOptions::from_json(&json!({"query": "lorem"})).unwrap();
+    assert!(!ro.grep(Some(cid), &grep).unwrap().hits.is_empty());
+    let report = ro.verify(None).unwrap();
+    assert!(report.ok, "{:?}", report.problems);
+    assert_eq!(report.digest, digest);
+    let dry = crate::rewrite::RewriteOptions::from_json(Some(&json!({"all": true}))).unwrap();
+    let summarizer = Scripted::stub();
+    let flag = std::sync::atomic::AtomicBool::new(false);
+    assert!(!ro
+        .rewrite(cid, summarizer.clone(), &dry, &flag, &|_| {})
+        .await
+        .unwrap()
+        .entries
+        .is_empty());
+    let dry_calls = summarizer.calls.lock().unwrap().len();
+
+    // Every write is refused before any work, the summarizer included.
+    let code = |r: Result<_>| r.err().map(|e: crate::error::LcmError| e.code());
+    let msg = json!({"role": "user", "content": "not stored"});
+    assert_eq!(
+        code(ro.ingest(&Target::Session("s".into()), &[msg]).map(|_| ())),
+        Some("E_READ_ONLY")
+    );
+    let sweep = SweepOptions {
+        token_budget: 100,
+        force: true,
+        ..Default::default()
+    };
+    assert_eq!(
+        code(ro.compact(cid, summarizer.clone(), sweep).await.map(|_| ())),
+        Some("E_READ_ONLY")
+    );
+    let pass = PassOptions::default();
+    assert_eq!(
+        code(ro.leaf_pass(cid, summarizer.clone(), pass.clone()).await.map(|_| ())),
+        Some("E_READ_ONLY")
+    );
+    assert_eq!(
+        code(ro.condensed_pass(cid, summarizer.clone(), pass).await.map(|_| ())),
+        Some("E_READ_ONLY")
+    );
+    let apply = crate::rewrite::RewriteOptions::from_json(Some(&json!({"all": true, "apply": true}))).unwrap();
+    assert_eq!(
+        code(
+            ro.rewrite(cid, summarizer.clone(), &apply, &flag, &|_| {})
+                .await
+                .map(|_| ())
+        ),
+        Some("E_READ_ONLY")
+    );
+    assert_eq!(
+        summarizer.calls.lock().unwrap().len(),
+        dry_calls,
+        "no summarizer call for a refused write"
+    );
+    assert!(ro.close());
+    assert_eq!(code(ro.messages(cid, 0, 1).map(|_| ())), Some("E_CLOSED"));
+    assert_eq!(
+        code(ro.ingest(&Target::Session("s".into()), &[]).map(|_| ())),
+        Some("E_CLOSED")
+    );
+    let after = file_bytes(&path);
+    assert!(
+        after.0 == before.0,
+        "the database file changed under a read-only engine"
+    );
+    // SQLite's readers may create an empty log beside a WAL database; its contents stay as they were.
+    assert_eq!(
+        after.1.filter(|l| !l.is_empty()),
+        before.1,
+        "the log changed under a read-only engine"
+    );
+    drop(dir);
+}
+
+#[test]
+fn read_only_sees_what_a_writer_commits_meanwhile() {
+    let (_dir, writer) = temp_engine();
+    let target = Target::Session("live".into());
+    let cid = writer
+        .ingest(&target, &[json!({"role": "user", "content": "one"})])
+        .unwrap()
+        .conversation_id;
+    let ro = read_only(&writer.config().db_path).unwrap();
+    assert_eq!(ro.messages(cid, 0, 10).unwrap().len(), 1);
+    writer
+        .ingest(&target, &[json!({"role": "user", "content": "two"})])
+        .unwrap();
+    assert_eq!(ro.messages(cid, 0, 10).unwrap().len(), 2);
+}
+
+#[test]
+fn read_only_refuses_files_that_need_a_migration_or_do_not_exist() {
+    let dir = tempfile::tempdir().unwrap();
+    for fixture in ["legacy-pre-depth.db", "seed-theme.db", "newer-lcm-native.db"] {
+        let path = dir.path().join(fixture);
+        std::fs::copy(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(fixture),
+            &path,
+        )
+        .unwrap();
+        let path = path.to_string_lossy().into_owned();
+        let before = file_bytes(&path);
+        let err = read_only(&path).err().expect(fixture);
+        assert_eq!(err.code(), "E_SCHEMA", "{fixture}: {err}");
+        let expected = match fixture {
+            "newer-lcm-native.db" => "newer lcm-native",
+            _ => "needs a schema upgrade",
+        };
+        assert!(err.to_string().contains(expected), "{fixture}: {err}");
+        assert!(file_bytes(&path) == before, "{fixture} changed");
+    }
+    let missing = dir.path().join("nope.db").to_string_lossy().into_owned();
+    let err = read_only(&missing).err().unwrap();
+    assert_eq!(err.code(), "E_IO", "{err}");
+    assert!(!Path::new(&missing).exists());
+    let empty = dir.path().join("empty.db");
+    std::fs::write(&empty, b"").unwrap();
+    let err = read_only(empty.to_str().unwrap()).err().unwrap();
+    assert_eq!(
+        (err.code(), err.to_string().contains("is empty")),
+        ("E_SCHEMA", true),
+        "{err}"
+    );
+}

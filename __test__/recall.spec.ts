@@ -48,6 +48,22 @@ describe('grep', () => {
     expect(message).toMatchObject({ type: 'message', messageId: hit.messageId, live: false, liveSummary: hit.coveredBy })
   })
 
+  it('orders by relevance or by hybrid (rank discounted by age); an unknown order is E_INVALID_INPUT', async () => {
+    const query = { query: 'debugger', scope: 'messages', limit: 1000 } as const
+    const relevance = await engine.grep(conversationId, { ...query, sort: 'relevance' })
+    const hybrid = await engine.grep(conversationId, { ...query, sort: 'hybrid' })
+    const ranks = relevance.hits.map((h) => h.rank!)
+    expect([...ranks].sort((a, b) => a - b)).toEqual(ranks)
+    // The same matches; hybrid's order is rank / (1 + 0.001 × age in hours), recomputed here.
+    const ids = (r: typeof hybrid) => r.hits.map((h) => h.messageId).sort()
+    expect(ids(hybrid)).toEqual(ids(relevance))
+    const now = Date.now()
+    const score = (h: (typeof hybrid.hits)[number]) => h.rank! / (1 + Math.max(0, now - Date.parse(h.time)) / 3.6e6 * 0.001)
+    const scores = hybrid.hits.map(score)
+    for (let i = 1; i < scores.length; i++) expect(scores[i]).toBeGreaterThanOrEqual(scores[i - 1] - 1e-9)
+    expect((await rejection(engine.grep(conversationId, { query: 'x', sort: 'best' as never }))).code).toBe('E_INVALID_INPUT')
+  })
+
   it('searches every conversation with null, and substrings and regular expressions on request', async () => {
     const all = await engine.grep(null, { query: 'theme', scope: 'summaries' })
     expect(all.hits.every((h) => h.type === 'summary' && typeof h.depth === 'number')).toBe(true)

@@ -414,8 +414,11 @@ export interface GrepOptions {
   until?: number | string
   /** Most hits returned, 1–1000. Default 50. */
   limit?: number
-  /** `recency` (default): newest first; `relevance`: best full-text rank first. */
-  sort?: 'recency' | 'relevance'
+  /**
+   * `recency` (default): newest first; `relevance`: best full-text rank first; `hybrid`: rank
+   * divided by (1 + 0.001 × age in hours), as lossless-claw does.
+   */
+  sort?: 'recency' | 'relevance' | 'hybrid'
 }
 
 /** One `grep` match. */

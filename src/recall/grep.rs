@@ -33,8 +33,15 @@ pub enum Scope {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Sort {
     Recency,
+    /// Best full-text rank (bm25) first.
     Relevance,
+    /// lossless-claw's blend: rank ÷ (1 + age in hours × 0.001), so an old match needs a much
+    /// better rank to come before a recent one.
+    Hybrid,
 }
+
+/// Per-hour age discount of `Sort::Hybrid`.
+const HYBRID_AGE_WEIGHT_PER_HOUR: f64 = 0.001;
 
 #[derive(Clone, Debug)]
 pub struct GrepOptions {
@@ -102,8 +109,9 @@ impl GrepOptions {
             "summaries" => Scope::Summaries,
             _ => Scope::Both,
         };
-        let sort = match choice("sort", &["recency", "relevance"], "recency")?.as_str() {
+        let sort = match choice("sort", &["recency", "relevance", "hybrid"], "recency")?.as_str() {
             "relevance" => Sort::Relevance,
+            "hybrid" => Sort::Hybrid,
             _ => Sort::Recency,
         };
         let limit = match obj.get("limit") {
@@ -203,6 +211,8 @@ pub struct GrepResult {
 struct Found {
     hit: GrepHit,
     sort_time: String,
+    /// What `relevance` and `hybrid` order by (lower is better); None for rankless matches.
+    score: Option<f64>,
 }
 
 /// `trigram_table`: the summaries' trigram table exists (the engine's schema flags).
@@ -259,13 +269,13 @@ pub fn grep(
         truncated |= more;
         found.extend(rows);
     }
-    // Merge the scopes: newest first, or best rank first (rankless matches after, newest first).
+    // Merge the scopes: newest first, or best score first (rankless matches after, newest first).
     match o.sort {
         Sort::Recency => found.sort_by(|a, b| b.sort_time.cmp(&a.sort_time)),
-        Sort::Relevance => found.sort_by(|a, b| {
-            let ra = a.hit.rank.unwrap_or(f64::INFINITY);
-            let rb = b.hit.rank.unwrap_or(f64::INFINITY);
-            ra.total_cmp(&rb).then_with(|| b.sort_time.cmp(&a.sort_time))
+        Sort::Relevance | Sort::Hybrid => found.sort_by(|a, b| {
+            let sa = a.score.unwrap_or(f64::INFINITY);
+            let sb = b.score.unwrap_or(f64::INFINITY);
+            sa.total_cmp(&sb).then_with(|| b.sort_time.cmp(&a.sort_time))
         }),
     }
     if found.len() > o.limit {
@@ -322,13 +332,18 @@ impl Table {
         }
     }
 
+    /// The time a row is filtered and ordered by: a summary's newest covered message.
+    fn time(self) -> &'static str {
+        match self {
+            Table::Messages => "m.created_at",
+            Table::Summaries => "COALESCE(s.latest_at, s.created_at)",
+        }
+    }
+
     /// Conversation and time filters on the table's alias, with their parameters appended.
     fn filters(self, f: &Filter, params: &mut Vec<SqlValue>) -> String {
         let a = self.alias();
-        let time = match self {
-            Table::Messages => "m.created_at",
-            Table::Summaries => "COALESCE(s.latest_at, s.created_at)",
-        };
+        let time = self.time();
         let mut sql = String::new();
         if let Some(cid) = f.conversation_id {
             params.push(SqlValue::Integer(cid));
@@ -366,7 +381,13 @@ impl Table {
 }
 
 /// Reads the common columns of a search row (the snippet and rank come after them).
-fn found_from_row(table: Table, r: &rusqlite::Row<'_>, snippet: String, rank: Option<f64>) -> rusqlite::Result<Found> {
+fn found_from_row(
+    table: Table,
+    r: &rusqlite::Row<'_>,
+    snippet: String,
+    rank: Option<f64>,
+    score: Option<f64>,
+) -> rusqlite::Result<Found> {
     let time = time::iso_or_raw(r.get(4)?);
     let hit = match table {
         Table::Messages => GrepHit {
@@ -398,7 +419,11 @@ fn found_from_row(table: Table, r: &rusqlite::Row<'_>, snippet: String, rank: Op
             covered_by: None,
         },
     };
-    Ok(Found { hit, sort_time: time })
+    Ok(Found {
+        hit,
+        sort_time: time,
+        score,
+    })
 }
 
 /// Full-text (or, for CJK and `like` mode, trigram / LIKE) search of one table.
@@ -454,10 +479,18 @@ fn search_text(
         params.push(SqlValue::Integer(fetch as i64));
         let order = match o.sort {
             Sort::Recency => "f.rowid DESC",
-            Sort::Relevance => "f.rank",
+            Sort::Relevance | Sort::Hybrid => "score",
+        };
+        // The score: the rank, discounted by age for `hybrid` (a time in the future counts as now).
+        let score = match o.sort {
+            Sort::Hybrid => format!(
+                "f.rank / (1 + max(0, julianday('now') - julianday({})) * 24 * {HYBRID_AGE_WEIGHT_PER_HOUR})",
+                table.time()
+            ),
+            _ => "f.rank".to_string(),
         };
         format!(
-            "SELECT {}, snippet({fts_table}, {snippet_col}, '', '', '…', 24), f.rank
+            "SELECT {}, snippet({fts_table}, {snippet_col}, '', '', '…', 24), f.rank, {score} AS score
              FROM {fts_table} f {join}
              WHERE {fts_table} MATCH ?{matched}{filters}
              ORDER BY {order} LIMIT ?{}",
@@ -472,9 +505,10 @@ fn search_text(
         let found = if fts_table.is_empty() {
             let content: String = r.get(5)?;
             let at = query::find_like(&content, terms).unwrap_or(0..0);
-            found_from_row(table, r, query::snippet_around(&content, at), None)?
+            found_from_row(table, r, query::snippet_around(&content, at), None, None)?
         } else {
-            found_from_row(table, r, query::one_line(&r.get::<_, String>(5)?), Some(r.get(6)?))?
+            let snippet = query::one_line(&r.get::<_, String>(5)?);
+            found_from_row(table, r, snippet, Some(r.get(6)?), Some(r.get(7)?))?
         };
         out.push(found);
     }
@@ -534,6 +568,7 @@ fn search_regex(
                 table,
                 r,
                 query::snippet_around(&content, m.range()),
+                None,
                 None,
             )?);
             if out.len() > limit {

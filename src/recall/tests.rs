@@ -600,6 +600,7 @@ fn grep_options_are_validated() {
         json!({"query": "x", "limit": 1001}),
         json!({"query": "x", "since": "yesterday"}),
         json!({"query": "x", "colour": "red"}),
+        json!({"query": "x", "sort": "best"}),
         json!("x"),
     ] {
         assert_eq!(
@@ -656,4 +657,49 @@ fn seed_era_compaction_events_are_neither_live_nor_covered() {
         )
         .unwrap();
     assert!(covered.hits.iter().any(|h| h.covered_by.is_some()));
+}
+
+/// `hybrid` discounts rank by age (rank ÷ (1 + hours × 0.001)): a year-old message that
+/// mentions the word three times outranks a fresh one that mentions it once by relevance, and
+/// loses to it by hybrid.
+#[test]
+fn hybrid_sort_trades_rank_for_recency() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_with(&dir, json!({}));
+    let now = chrono::Utc::now();
+    let at = |days: i64| (now - chrono::Duration::days(days)).to_rfc3339();
+    let filler = "other words about the build and the cache ".repeat(3);
+    let msgs = vec![
+        json!({"role": "user", "content": format!("zebrafish zebrafish zebrafish {filler}"), "timestamp": at(365)}),
+        json!({"role": "user", "content": format!("zebrafish {filler}"), "timestamp": at(0)}),
+        json!({"role": "user", "content": format!("zebrafish {filler}"), "timestamp": at(30)}),
+    ];
+    let cid = engine
+        .ingest(&Target::Session("h".into()), &msgs)
+        .unwrap()
+        .conversation_id;
+    let order = |sort: Sort| -> Vec<i64> {
+        let o = GrepOptions {
+            sort,
+            ..opts("zebrafish")
+        };
+        let r = engine.grep(Some(cid), &o).unwrap();
+        r.hits.iter().map(|h| h.message_id.unwrap()).collect()
+    };
+    let ids: Vec<i64> = engine
+        .messages(cid, 0, 10)
+        .unwrap()
+        .iter()
+        .map(|m| m.message_id)
+        .collect();
+    let (old, fresh, month) = (ids[0], ids[1], ids[2]);
+    assert_eq!(order(Sort::Relevance)[0], old, "three mentions rank best");
+    assert_eq!(
+        order(Sort::Hybrid),
+        vec![fresh, month, old],
+        "by rank discounted by age"
+    );
+    assert_eq!(order(Sort::Recency), vec![fresh, month, old]);
+    let parsed = GrepOptions::from_json(&json!({"query": "x", "sort": "hybrid"})).unwrap();
+    assert_eq!(parsed.sort, Sort::Hybrid);
 }

@@ -22,7 +22,9 @@ interface Run {
 /** Runs the CLI in a child process (asynchronously: the test's own server must keep answering). */
 function cli(args: string[], env: Record<string, string> = {}): Promise<Run> {
   const clean = Object.fromEntries(
-    Object.entries(process.env).filter(([k]) => !k.startsWith('LCM_') && !k.startsWith('ANTHROPIC_') && k !== 'OPENCLAW_STATE_DIR'),
+    Object.entries(process.env).filter(
+      ([k]) => !k.startsWith('LCM_') && !k.startsWith('ANTHROPIC_') && !k.endsWith('_API_KEY') && k !== 'OPENCLAW_STATE_DIR' && k !== 'TZ',
+    ),
   )
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [BIN, ...args], { env: { ...clean, HOME: tempDir(), ...env } })
@@ -115,6 +117,9 @@ describe('exit codes', () => {
     ['stats', '--colour'],
     ['demo', '--budget'],
     ['rewrite', '1', '--all', '--apply=false'],
+    ['rewrite', '1', '--all', '--dry-run', '--apply'],
+    ['rewrite', '1', '--all', '--timestamps=maybe'],
+    ['rewrite', '1', '--all', '--timestamps', '--no-timestamps'],
   ]
   it.each(usage)('bad arguments %j print usage and exit 2', async (...args) => {
     const r = await cli(args)
@@ -258,6 +263,73 @@ describe('rewrite against an OpenAI-compatible server', () => {
     expect(anthropic.length).toBeGreaterThan(0)
     expect(anthropic.every((q) => q.key === 'ak-test' && q.version === '2023-06-01' && q.body.model === 'claude-sonnet-4-20250514')).toBe(true)
     expect(anthropic[0].body.max_tokens).toBeGreaterThanOrEqual(256)
+  })
+
+  it("chooses the LLM lcm-tui's way: flags, provider/model, LCM_SUMMARY_*, openclaw.json, <PROVIDER>_API_KEY", async () => {
+    const origin = base.replace(/\/v1$/, '')
+    requests.length = 0
+    anthropic.length = 0
+    const flags = await cli(['rewrite', '1', '--depth', '1', '--provider', 'openai', '--base-url', base, '--model', 'm-flag', '--db', demoDb], {
+      OPENAI_API_KEY: 'ok-openai',
+    })
+    expect(flags.code, flags.stderr).toBe(0)
+    expect(flags.stdout).toContain(`summarizer: m-flag at ${base} (OpenAI-compatible)`)
+    expect(requests.length).toBeGreaterThan(0)
+    expect(requests.every((q) => q.auth === 'Bearer ok-openai' && q.body.model === 'm-flag')).toBe(true)
+
+    const slash = await cli(['rewrite', '1', '--depth', '1', '--model', 'anthropic/claude-test', '--db', demoDb], {
+      ANTHROPIC_API_KEY: 'ak-2',
+      ANTHROPIC_BASE_URL: origin,
+    })
+    expect(slash.code, slash.stderr).toBe(0)
+    expect(anthropic.length).toBeGreaterThan(0)
+    expect(anthropic.every((q) => q.key === 'ak-2' && q.body.model === 'claude-test')).toBe(true)
+
+    requests.length = 0
+    const fromEnv = await cli(['rewrite', '1', '--depth', '1', '--db', demoDb], {
+      LCM_SUMMARY_PROVIDER: 'openai',
+      LCM_SUMMARY_MODEL: 'm-env',
+      LCM_SUMMARY_BASE_URL: base,
+    })
+    expect(fromEnv.code, fromEnv.stderr).toBe(0)
+    expect(requests.every((q) => q.auth === undefined && q.body.model === 'm-env')).toBe(true)
+
+    // An OpenClaw provider id: its baseUrl from openclaw.json, its key from <PROVIDER>_API_KEY.
+    const state = tempDir()
+    writeFileSync(join(state, 'openclaw.json'), JSON.stringify({ models: { providers: { 'My-Local': { baseUrl: base } } } }))
+    requests.length = 0
+    const openclaw = await cli(['rewrite', '1', '--depth', '1', '--provider', 'my-local', '--model', 'm-local', '--db', demoDb], {
+      OPENCLAW_STATE_DIR: state,
+      MY_LOCAL_API_KEY: 'k-local',
+    })
+    expect(openclaw.code, openclaw.stderr).toBe(0)
+    expect(requests.length).toBeGreaterThan(0)
+    expect(requests.every((q) => q.auth === 'Bearer k-local' && q.body.model === 'm-local')).toBe(true)
+
+    for (const [args, message] of [
+      [['--provider', 'anthropic'], /no API key for anthropic/],
+      [['--provider', 'nowhere', '--model', 'x'], /no base URL for provider nowhere/],
+      [['--base-url', base], /cannot tell which provider/],
+    ] as [string[], RegExp][]) {
+      const r = await cli(['rewrite', '1', '--depth', '1', ...args, '--db', demoDb])
+      expect(r.code, args.join(' ')).toBe(1)
+      expect(r.stderr.trim()).toMatch(message)
+    }
+  })
+
+  it('--tz sets the zone of the source times; --timestamps=false drops them', async () => {
+    const env = { LCM_LLM_BASE_URL: base, LCM_LLM_MODEL: 'm' }
+    requests.length = 0
+    const tokyo = await cli(['rewrite', '1', '--depth', '1', '--tz', 'Asia/Tokyo', '--db', demoDb], env)
+    expect(tokyo.code, tokyo.stderr).toBe(0)
+    expect(requests[0].body.messages[0].content).toMatch(/\[\d{4}-\d\d-\d\d \d\d:\d\d JST/)
+    requests.length = 0
+    const plain = await cli(['rewrite', '1', '--depth', '1', '--timestamps=false', '--db', demoDb], env)
+    expect(plain.code, plain.stderr).toBe(0)
+    expect(requests[0].body.messages[0].content).not.toMatch(/\[\d{4}-\d\d-\d\d \d\d:\d\d/)
+    const bad = await cli(['rewrite', '1', '--depth', '1', '--tz', 'Moon/Crater', '--db', demoDb], env)
+    expect(bad.code).toBe(1)
+    expect(bad.stderr).toMatch(/E_INVALID_CONFIG: .*timezone/)
   })
 
   it('without an LLM configured the offline summarizer is used, and the output says so', async () => {

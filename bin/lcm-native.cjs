@@ -8,7 +8,7 @@ const os = require('node:os')
 const path = require('node:path')
 
 const { LcmEngine, exportPrompts, listPrompts, migrate: migrateFile, renderPrompt, showPrompt } = require('../index.js')
-const { llmFromEnv } = require('./llm.cjs')
+const { resolveLlm } = require('./llm.cjs')
 
 const DEFAULT_TRANSCRIPT = path.join(__dirname, '..', 'data', 'transcripts', 'pi-coding-agent-theme-session.jsonl')
 
@@ -23,12 +23,15 @@ const HELP = {
   migrate: `lcm-native migrate [--db PATH]
     Upgrade a lossless-claw (or older lcm-native) database in place, in one transaction, and
     say what was done. A second run does nothing.`,
-  rewrite: `lcm-native rewrite <conversation_id> (--summary ID | --depth N | --all) [--apply] [--diff]
-                     [--prompt-dir DIR] [--model M] [--db PATH] [--no-timestamps]
+  rewrite: `lcm-native rewrite <conversation_id> (--summary ID | --depth N | --all) [--dry-run | --apply] [--diff]
+                     [--prompt-dir DIR] [--provider ID] [--model M] [--base-url URL] [--db PATH]
+                     [--timestamps[=true|false]] [--no-timestamps] [--tz ZONE]
     Re-summarise summaries bottom-up with the current prompts. A dry run (which reads only)
-    unless --apply.
-    The LLM: LCM_LLM_BASE_URL (+ LCM_LLM_API_KEY, LCM_LLM_MODEL) for an OpenAI-compatible
-    endpoint, or ANTHROPIC_API_KEY; with neither, the offline summarizer.`,
+    unless --apply. The LLM, as lcm-tui chooses it: --provider / --model (also
+    provider/model) / --base-url, else LCM_TUI_SUMMARY_* or LCM_SUMMARY_* (PROVIDER, MODEL,
+    BASE_URL), else LCM_LLM_BASE_URL (+ LCM_LLM_API_KEY, LCM_LLM_MODEL) for an
+    OpenAI-compatible endpoint, else ANTHROPIC_API_KEY; with none, the offline summarizer.
+    Keys: LCM_LLM_API_KEY, else <PROVIDER>_API_KEY. --tz: the zone of the source text's times.`,
   prompts: `lcm-native prompts (--list | --export [DIR] | --show NAME | --diff NAME | --render NAME)
                      [--prompt-dir DIR] [--target-tokens N] [--previous-context TEXT]
                      [--child-count N] [--time-range TEXT] [--source-text TEXT]
@@ -63,7 +66,13 @@ function parseArgs(argv, spec, command) {
     const [name, inline] = arg.slice(2).split(/=(.*)/s)
     const kind = spec[name]
     if (!kind) throw new UsageError(`unknown option --${name}`, command)
-    if (kind === 'switch') {
+    if (kind === 'bool') {
+      // `--flag`, `--flag=true` or `--flag=false` (lcm-tui's form).
+      if (inline !== undefined && inline !== 'true' && inline !== 'false') {
+        throw new UsageError(`--${name} takes true or false (got --${name}=${inline})`, command)
+      }
+      out[name] = inline !== 'false'
+    } else if (kind === 'switch') {
       if (inline !== undefined) throw new UsageError(`--${name} takes no value (got --${name}=${inline})`, command)
       out[name] = true
     } else if (kind === 'optional') {
@@ -108,9 +117,9 @@ function reportMigration(engine, db) {
 }
 
 /** Opens `db` for reading only; a file that needs a schema upgrade says which command does it. */
-async function openReadOnly(db) {
+async function openReadOnly(db, options = {}) {
   try {
-    return await LcmEngine.open({ dbPath: db, readOnly: true })
+    return await LcmEngine.open({ dbPath: db, readOnly: true, ...options })
   } catch (err) {
     if (err.code === 'E_SCHEMA' && /readOnly never writes/.test(err.message)) {
       const upgrade = new Error(
@@ -320,7 +329,23 @@ async function migrate(argv) {
 }
 
 async function rewrite(argv) {
-  const spec = { summary: 'string', depth: 'int', all: 'switch', apply: 'switch', diff: 'switch', 'prompt-dir': 'string', model: 'string', db: 'string', 'no-timestamps': 'switch', help: 'switch' }
+  const spec = {
+    summary: 'string',
+    depth: 'int',
+    all: 'switch',
+    apply: 'switch',
+    'dry-run': 'switch',
+    diff: 'switch',
+    'prompt-dir': 'string',
+    provider: 'string',
+    model: 'string',
+    'base-url': 'string',
+    db: 'string',
+    timestamps: 'bool',
+    'no-timestamps': 'switch',
+    tz: 'string',
+    help: 'switch',
+  }
   const args = parseArgs(argv, spec, 'rewrite')
   if (args.help) return console.log(`usage: ${HELP.rewrite}`)
   if (args._.length !== 1 || !/^\d+$/.test(args._[0]) || Number(args._[0]) < 1) {
@@ -328,16 +353,19 @@ async function rewrite(argv) {
   }
   const chosen = ['summary', 'depth', 'all'].filter((k) => args[k] !== undefined)
   if (chosen.length !== 1) throw new UsageError('choose exactly one of --summary ID, --depth N and --all', 'rewrite')
+  if (args.apply && args['dry-run']) throw new UsageError('--dry-run and --apply contradict each other; choose one', 'rewrite')
+  if (args['no-timestamps'] && args.timestamps !== undefined) throw new UsageError('give --timestamps or --no-timestamps, not both', 'rewrite')
   const conversationId = Number(args._[0])
   const db = existingDb(args)
-  const llm = llmFromEnv(process.env, args.model)
+  const llm = resolveLlm({ env: process.env, provider: args.provider, model: args.model, baseUrl: args['base-url'] })
   console.log(
     llm
       ? `summarizer: ${llm.describe}`
       : 'summarizer: offline (no LLM configured: set LCM_LLM_BASE_URL and LCM_LLM_MODEL, or ANTHROPIC_API_KEY)',
   )
   // A dry run reads only; --apply opens read-write, which upgrades an old file first.
-  const engine = args.apply ? await LcmEngine.open({ dbPath: db }) : await openReadOnly(db)
+  const zone = args.tz === undefined ? {} : { timezone: args.tz }
+  const engine = args.apply ? await LcmEngine.open({ dbPath: db, ...zone }) : await openReadOnly(db, zone)
   if (args.apply) reportMigration(engine, db)
   const controller = new AbortController()
   const onSigint = () => controller.abort()
@@ -350,7 +378,7 @@ async function rewrite(argv) {
       all: args.all,
       apply: Boolean(args.apply),
       promptDir: args['prompt-dir'],
-      timestamps: !args['no-timestamps'],
+      timestamps: args.timestamps ?? !args['no-timestamps'],
       model: llm?.model,
       signal: controller.signal,
       onProgress: (p) => {

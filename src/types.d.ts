@@ -292,7 +292,10 @@ export interface VerifyReport {
   summaries: number
   /** Every violation found; empty when `ok`. */
   problems: string[]
-  /** SHA-256 over every row of the core tables: equal digests mean equal contents. */
+  /**
+   * SHA-256 over every row of the core tables: equal digests mean equal contents. Empty (and
+   * the counts 0) when SQLite's integrity check finds the file damaged; `problems` says how.
+   */
   digest: string
 }
 

@@ -26,7 +26,8 @@ pub struct VerifyReport {
     pub summaries: i64,
     /// Human-readable descriptions of every violation found (empty when `ok`).
     pub problems: Vec<String>,
-    /// SHA-256 over every row of the core tables: equal digests mean equal contents.
+    /// SHA-256 over every row of the core tables: equal digests mean equal contents. Empty
+    /// (and the counts 0) when SQLite's integrity check finds the file damaged.
     pub digest: String,
 }
 
@@ -84,7 +85,16 @@ pub fn verify(conn: &Connection, only: Option<i64>) -> Result<VerifyReport> {
     let mut problems = Vec::new();
     let integrity: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0))?;
     if integrity != "ok" {
-        problems.push(format!("integrity_check: {integrity}"));
+        // A damaged file: the other checks would read the damaged pages and fail, and no
+        // digest of it means anything. Report the damage itself.
+        return Ok(VerifyReport {
+            ok: false,
+            conversations: 0,
+            messages: 0,
+            summaries: 0,
+            problems: vec![format!("integrity_check: {integrity}")],
+            digest: String::new(),
+        });
     }
     let fk: i64 = conn.query_row("SELECT count(*) FROM pragma_foreign_key_check", [], |r| r.get(0))?;
     if fk > 0 {

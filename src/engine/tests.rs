@@ -447,3 +447,49 @@ fn read_only_refuses_files_that_need_a_migration_or_do_not_exist() {
         "{err}"
     );
 }
+
+/// A damaged page: every call that reads it rejects with E_SCHEMA naming the corruption (no
+/// panic, no crash), calls that do not touch it go on, and verify reports the damage.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_damaged_file_gives_coded_errors_and_verify_reports_it() {
+    use crate::compaction::tests::{compact_offline, with_synthetic};
+    let (_dir, engine, cid) = with_synthetic(json!({}), 400, 600);
+    compact_offline(&engine, cid, 8000).await;
+    let path = engine.config().db_path.clone();
+    assert!(engine.close());
+    let root: i64 = Connection::open(&path)
+        .unwrap()
+        .query_row(
+            "SELECT rootpage FROM sqlite_master WHERE name = 'message_parts'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    {
+        use std::io::{Seek, SeekFrom, Write};
+        let mut f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        f.seek(SeekFrom::Start((root as u64 - 1) * 4096)).unwrap();
+        f.write_all(&[0x5a; 4096]).unwrap();
+    }
+    let engine = Engine::open(Config::with_db_path(&path)).unwrap();
+    let err = engine.messages(cid, 0, 10).unwrap_err();
+    assert_eq!(err.code(), "E_SCHEMA", "{err}");
+    assert!(err.to_string().contains("corrupt"), "{err}");
+    let err = engine
+        .ingest(
+            &Target::Session("s".into()),
+            &[json!({"role": "user", "content": "more"})],
+        )
+        .unwrap_err();
+    assert_eq!(err.code(), "E_SCHEMA", "{err}");
+    // Summaries do not live on that page.
+    assert!(!engine.summaries(cid, None).unwrap().is_empty());
+    let report = engine.verify(None).unwrap();
+    assert!(!report.ok);
+    assert!(report.digest.is_empty());
+    assert!(
+        report.problems.len() == 1 && report.problems[0].starts_with("integrity_check: "),
+        "{:?}",
+        report.problems
+    );
+}

@@ -45,9 +45,15 @@ pub fn estimate(text: &str) -> i64 {
 /// Estimated tokens of the JSON text of `value` (what the plugin estimates for block content),
 /// counted as it is serialized instead of materializing the string.
 pub fn estimate_json(value: &serde_json::Value) -> i64 {
+    use std::io::Write;
     let mut counter = QuarterCounter::default();
-    // Writing to the counter cannot fail, and a `Value` always serializes.
-    let _ = serde_json::to_writer(&mut counter, value);
+    {
+        // serde_json writes token by token; the buffer hands the counter large chunks.
+        let mut buffered = std::io::BufWriter::with_capacity(4096, &mut counter);
+        // Writing to the counter cannot fail, and a `Value` always serializes.
+        let _ = serde_json::to_writer(&mut buffered, value);
+        let _ = buffered.flush();
+    }
     counter.quarters.div_ceil(4) as i64
 }
 
@@ -61,6 +67,10 @@ struct QuarterCounter {
 
 impl QuarterCounter {
     fn count(&mut self, bytes: &[u8]) -> usize {
+        if bytes.is_ascii() {
+            self.quarters += bytes.len() as u64;
+            return bytes.len();
+        }
         match std::str::from_utf8(bytes) {
             Ok(text) => {
                 self.quarters += if text.is_ascii() {
@@ -148,6 +158,8 @@ mod tests {
             serde_json::json!([{"type": "text", "text": "plain"}]),
             serde_json::json!([{"type": "toolCall", "id": "c1", "name": "bash", "arguments": {"cmd": "echo \"中文\"\n😀\t\u{1}"}}]),
             serde_json::json!({"nested": [1, 2.5, null, true, "한국어 é"]}),
+            // Longer than the 4 KiB buffer, so code points straddle its flushes.
+            serde_json::json!([{"type": "text", "text": "ab中😀é\"".repeat(2000)}]),
         ];
         for v in &values {
             assert_eq!(estimate_json(v), estimate(&v.to_string()), "{v}");

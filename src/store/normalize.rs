@@ -283,7 +283,7 @@ pub fn normalize(index: usize, msg: &Value) -> Result<NewMessage> {
             let token_count = if blocks.is_empty() || lone_user_text {
                 tokens::estimate(&text)
             } else {
-                tokens::estimate(&serde_json::to_string(content)?)
+                tokens::estimate_json(content)
             };
             (text, token_count, parts)
         }

@@ -75,6 +75,11 @@ describe('demo and stats', () => {
     const dry = await cli(['rewrite', '1', '--all', '--db', db])
     expect(dry.code).toBe(1)
     expect(readFileSync(db).equals(original)).toBe(true)
+    const empty = join(tempDir(), 'empty.db')
+    writeFileSync(empty, '')
+    const none = await cli(['stats', '--db', empty])
+    expect(none.code).toBe(1)
+    expect(none.stderr).toMatch(/empty\.db is empty: not an lcm-native or lossless-claw database/)
 
     const first = await cli(['migrate', '--db', db])
     expect(first.code, first.stderr).toBe(0)
@@ -120,6 +125,7 @@ describe('exit codes', () => {
     ['rewrite', '1', '--all', '--dry-run', '--apply'],
     ['rewrite', '1', '--all', '--timestamps=maybe'],
     ['rewrite', '1', '--all', '--timestamps', '--no-timestamps'],
+    ['rewrite', '1', '--all', '--timestamps', 'false'],
   ]
   it.each(usage)('bad arguments %j print usage and exit 2', async (...args) => {
     const r = await cli(args)
@@ -306,15 +312,71 @@ describe('rewrite against an OpenAI-compatible server', () => {
     expect(requests.length).toBeGreaterThan(0)
     expect(requests.every((q) => q.auth === 'Bearer k-local' && q.body.model === 'm-local')).toBe(true)
 
-    for (const [args, message] of [
-      [['--provider', 'anthropic'], /no API key for anthropic/],
-      [['--provider', 'nowhere', '--model', 'x'], /no base URL for provider nowhere/],
-      [['--base-url', base], /cannot tell which provider/],
-    ] as [string[], RegExp][]) {
-      const r = await cli(['rewrite', '1', '--depth', '1', ...args, '--db', demoDb])
+    for (const [args, message, env] of [
+      [['--provider', 'anthropic'], /no API key for anthropic: set ANTHROPIC_API_KEY/, {}],
+      [['--provider', 'nowhere', '--model', 'x'], /no base URL for provider nowhere/, {}],
+      [['--base-url', base], /cannot tell which provider/, {}],
+      [[], /cannot tell which provider serves model llama3/, { LCM_SUMMARY_MODEL: 'llama3' }],
+    ] as [string[], RegExp, Record<string, string>][]) {
+      const r = await cli(['rewrite', '1', '--depth', '1', ...args, '--db', demoDb], env)
       expect(r.code, args.join(' ')).toBe(1)
       expect(r.stderr.trim()).toMatch(message)
     }
+  })
+
+  it('keeps model ids with slashes whole for OpenAI-compatible routers, and keys with their endpoints', async () => {
+    const origin = base.replace(/\/v1$/, '')
+    // An OpenRouter-style setup: the model id is `vendor/model`, the key is the router's.
+    requests.length = 0
+    anthropic.length = 0
+    const router = await cli(['rewrite', '1', '--depth', '1', '--db', demoDb], {
+      LCM_LLM_BASE_URL: base,
+      LCM_LLM_MODEL: 'anthropic/claude-3.5-sonnet',
+      LCM_LLM_API_KEY: 'router-key',
+      ANTHROPIC_API_KEY: 'vendor-key',
+    })
+    expect(router.code, router.stderr).toBe(0)
+    expect(anthropic).toHaveLength(0)
+    expect(requests.every((q) => q.auth === 'Bearer router-key' && q.body.model === 'anthropic/claude-3.5-sonnet')).toBe(true)
+    requests.length = 0
+    const named = await cli(['rewrite', '1', '--depth', '1', '--provider', 'router', '--base-url', base, '--model', 'meta/llama-3', '--db', demoDb], {
+      ROUTER_API_KEY: 'rk',
+    })
+    expect(named.code, named.stderr).toBe(0)
+    expect(requests.every((q) => q.auth === 'Bearer rk' && q.body.model === 'meta/llama-3')).toBe(true)
+    // The router's key never goes to Anthropic.
+    const vendor = await cli(['rewrite', '1', '--depth', '1', '--provider', 'anthropic', '--db', demoDb], {
+      LCM_LLM_API_KEY: 'router-key',
+      ANTHROPIC_API_KEY: 'vendor-key',
+      ANTHROPIC_BASE_URL: origin,
+    })
+    expect(vendor.code, vendor.stderr).toBe(0)
+    expect(anthropic.length).toBeGreaterThan(0)
+    expect(anthropic.every((q) => q.key === 'vendor-key')).toBe(true)
+  })
+
+  it('reads openclaw.json from OPENCLAW_CONFIG_PATH, honours api: anthropic-messages, and skips a JSON5 file', async () => {
+    const origin = base.replace(/\/v1$/, '')
+    const dir = tempDir()
+    const config = join(dir, 'custom.json')
+    writeFileSync(config, JSON.stringify({ models: { providers: { gateway: { baseUrl: origin, api: 'anthropic-messages' } } } }))
+    anthropic.length = 0
+    const messages = await cli(['rewrite', '1', '--depth', '1', '--model', 'gateway/claude-gw', '--db', demoDb], {
+      OPENCLAW_CONFIG_PATH: config,
+      GATEWAY_API_KEY: 'gw-key',
+    })
+    expect(messages.code, messages.stderr).toBe(0)
+    expect(anthropic.length).toBeGreaterThan(0)
+    expect(anthropic.every((q) => q.key === 'gw-key' && q.body.model === 'claude-gw')).toBe(true)
+
+    writeFileSync(join(dir, 'openclaw.json'), '{\n  // OpenClaw allows comments\n  models: { providers: {} },\n}\n')
+    const json5 = await cli(['rewrite', '1', '--depth', '1', '--model', 'claude-x', '--db', demoDb], {
+      OPENCLAW_STATE_DIR: dir,
+      ANTHROPIC_API_KEY: 'ak',
+      ANTHROPIC_BASE_URL: origin,
+    })
+    expect(json5.code, json5.stderr).toBe(0)
+    expect(json5.stderr).toMatch(/note: .*openclaw\.json is not plain JSON/)
   })
 
   it('--tz sets the zone of the source times; --timestamps=false drops them', async () => {

@@ -1,5 +1,5 @@
 // readOnly: an engine that reads everything and never writes, for inspecting a database that
-// another process owns or that sits on a read-only file.
+// another process owns or that sits on a read-only file (immutable: on a read-only directory).
 import { spawnSync } from 'node:child_process'
 import { chmodSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -71,7 +71,17 @@ describe('readOnly', () => {
       return JSON.parse(child.stdout)
     }
     expect(open({}).code).toBe('E_IO')
-    expect(open({ readOnly: true })).toEqual({ ok: true, conversations: 1 })
+    // SQLite cannot create the -shm a WAL database's readers share in that directory.
+    const shared = open({ readOnly: true })
+    expect(shared.code).toBe('E_IO')
+    expect(shared.message).toMatch(/-shm .*not writable.*immutable: true/)
+    expect(open({ readOnly: true, immutable: true })).toEqual({ ok: true, conversations: 1 })
+  })
+
+  it('immutable needs readOnly', async () => {
+    const err = await rejection(LcmEngine.open({ dbPath: join(tempDir(), 'x.db'), immutable: true }))
+    expect(err.code).toBe('E_INVALID_CONFIG')
+    expect(err.message).toMatch(/`immutable`: needs readOnly: true/)
   })
 
   it('refuses a database that needs a migration, and changes nothing', async () => {

@@ -31,7 +31,8 @@ const HELP = {
     provider/model) / --base-url, else LCM_TUI_SUMMARY_* or LCM_SUMMARY_* (PROVIDER, MODEL,
     BASE_URL), else LCM_LLM_BASE_URL (+ LCM_LLM_API_KEY, LCM_LLM_MODEL) for an
     OpenAI-compatible endpoint, else ANTHROPIC_API_KEY; with none, the offline summarizer.
-    Keys: LCM_LLM_API_KEY, else <PROVIDER>_API_KEY. --tz: the zone of the source text's times.`,
+    Keys: <PROVIDER>_API_KEY (LCM_LLM_API_KEY for LCM_LLM_BASE_URL). Details: README.
+    --tz: the zone of the source text's times.`,
   prompts: `lcm-native prompts (--list | --export [DIR] | --show NAME | --diff NAME | --render NAME)
                      [--prompt-dir DIR] [--target-tokens N] [--previous-context TEXT]
                      [--child-count N] [--time-range TEXT] [--source-text TEXT]
@@ -70,6 +71,9 @@ function parseArgs(argv, spec, command) {
       // `--flag`, `--flag=true` or `--flag=false` (lcm-tui's form).
       if (inline !== undefined && inline !== 'true' && inline !== 'false') {
         throw new UsageError(`--${name} takes true or false (got --${name}=${inline})`, command)
+      }
+      if (inline === undefined && (argv[i + 1] === 'true' || argv[i + 1] === 'false')) {
+        throw new UsageError(`write --${name}=${argv[i + 1]} (with =)`, command)
       }
       out[name] = inline !== 'false'
     } else if (kind === 'switch') {
@@ -121,6 +125,9 @@ async function openReadOnly(db, options = {}) {
   try {
     return await LcmEngine.open({ dbPath: db, readOnly: true, ...options })
   } catch (err) {
+    if (err.code === 'E_SCHEMA' && / is empty \(/.test(err.message)) {
+      throw Object.assign(new Error(`${db} is empty: not an lcm-native or lossless-claw database`), { code: 'E_SCHEMA' })
+    }
     if (err.code === 'E_SCHEMA' && /readOnly never writes/.test(err.message)) {
       const upgrade = new Error(
         `${db} needs a schema upgrade before lcm-native can read it; run 'lcm-native migrate --db ${db}' ` +
@@ -361,7 +368,7 @@ async function rewrite(argv) {
   console.log(
     llm
       ? `summarizer: ${llm.describe}`
-      : 'summarizer: offline (no LLM configured: set LCM_LLM_BASE_URL and LCM_LLM_MODEL, or ANTHROPIC_API_KEY)',
+      : 'summarizer: offline (no LLM configured: pass --provider/--model, or set LCM_SUMMARY_PROVIDER and LCM_SUMMARY_MODEL, LCM_LLM_BASE_URL, or ANTHROPIC_API_KEY)',
   )
   // A dry run reads only; --apply opens read-write, which upgrades an old file first.
   const zone = args.tz === undefined ? {} : { timezone: args.tz }

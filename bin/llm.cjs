@@ -47,20 +47,33 @@ const DEFAULT_MODELS = { anthropic: ANTHROPIC_DEFAULT_MODEL, openai: 'gpt-5.3-co
 /** Default endpoints; any other provider needs a base URL (flag, environment or openclaw.json). */
 const DEFAULT_BASE_URLS = { anthropic: 'https://api.anthropic.com', openai: 'https://api.openai.com/v1' }
 
-/** `models.providers[provider].baseUrl` of OpenClaw's config, if the file has one. */
-function openclawBaseUrl(env, home, provider) {
-  const file = path.join(env.OPENCLAW_STATE_DIR || path.join(home, '.openclaw'), 'openclaw.json')
-  let config
+/** A variable's value, or undefined when it is unset or blank. */
+function setting(env, name) {
+  const v = env[name]
+  return typeof v === 'string' && v.trim() ? v.trim() : undefined
+}
+
+/**
+ * `models.providers` of OpenClaw's config (OPENCLAW_CONFIG_PATH, else openclaw.json in the
+ * state directory), or {}. OpenClaw accepts JSON5; a file plain JSON cannot read is skipped
+ * with a note, so it never stands in the way of a key set in the environment.
+ */
+function openclawProviders(env, home, warn) {
+  const file =
+    setting(env, 'OPENCLAW_CONFIG_PATH') ?? path.join(setting(env, 'OPENCLAW_STATE_DIR') ?? path.join(home, '.openclaw'), 'openclaw.json')
+  let text
   try {
-    config = JSON.parse(fs.readFileSync(file, 'utf8'))
-  } catch (err) {
-    if (err.code === 'ENOENT') return undefined
-    throw new Error(`cannot read ${file}: ${err.message}`)
+    text = fs.readFileSync(file, 'utf8')
+  } catch {
+    return {}
   }
-  const providers = config?.models?.providers ?? {}
-  const key = Object.keys(providers).find((k) => k.toLowerCase() === provider.toLowerCase())
-  const url = key === undefined ? undefined : providers[key]?.baseUrl
-  return typeof url === 'string' && url.trim() ? url.trim() : undefined
+  try {
+    const providers = JSON.parse(text)?.models?.providers
+    return providers && typeof providers === 'object' ? providers : {}
+  } catch (err) {
+    warn(`note: ${file} is not plain JSON (${err.message}); its model providers are not used`)
+    return {}
+  }
 }
 
 /** The provider a bare model name implies, as lcm-tui infers it. */
@@ -72,45 +85,68 @@ function providerOfModel(model) {
 
 /**
  * The summarizer the flags and the environment choose, lcm-tui's way, or null for offline:
- * - provider: `--provider`, else the `provider/` of a `provider/model` model, else
- *   LCM_TUI_SUMMARY_PROVIDER, LCM_SUMMARY_PROVIDER, else
- *   `openai` when LCM_LLM_BASE_URL is set, else what a bare model name implies (claude… is
- *   anthropic, gpt… openai), else `anthropic` when ANTHROPIC_API_KEY is set;
+ * - provider: `--provider`, else LCM_TUI_SUMMARY_PROVIDER, LCM_SUMMARY_PROVIDER; else `openai`
+ *   when LCM_LLM_BASE_URL is set; else the prefix of a `provider/model` model when it names a
+ *   known provider (anthropic, openai, or one in openclaw.json; other slashes are part of the
+ *   model id, as on OpenRouter); else what a bare model name implies (claude… anthropic, gpt…
+ *   openai); else `anthropic` when ANTHROPIC_API_KEY is set;
  * - model: `--model`, else LCM_TUI_SUMMARY_MODEL, LCM_SUMMARY_MODEL, LCM_LLM_MODEL, else the
  *   provider's default (Claude Sonnet 4 for anthropic);
- * - base URL: `--base-url`, else LCM_TUI_SUMMARY_BASE_URL, LCM_SUMMARY_BASE_URL,
- *   LCM_LLM_BASE_URL (ANTHROPIC_BASE_URL for anthropic), else the provider's `baseUrl` in
- *   openclaw.json, else the provider's default;
- * - key: LCM_LLM_API_KEY, else `<PROVIDER>_API_KEY` (ANTHROPIC_API_KEY, OPENAI_API_KEY, …).
- * `anthropic` speaks Anthropic's Messages API; every other provider an OpenAI-compatible
- * chat-completions endpoint (the base URL as OpenAI's clients take it, ending in `/v1`).
+ * - base URL: `--base-url`, else LCM_TUI_SUMMARY_BASE_URL, LCM_SUMMARY_BASE_URL, else
+ *   ANTHROPIC_BASE_URL (anthropic) or LCM_LLM_BASE_URL (others), else the provider's `baseUrl`
+ *   in openclaw.json, else the provider's public API;
+ * - key: the provider's own `<PROVIDER>_API_KEY` (ANTHROPIC_API_KEY, OPENAI_API_KEY, …);
+ *   LCM_LLM_API_KEY goes only to LCM_LLM_BASE_URL, and first there.
+ * `anthropic` (or a provider whose openclaw.json entry has `api: "anthropic-messages"`) speaks
+ * Anthropic's Messages API; every other provider an OpenAI-compatible chat-completions endpoint
+ * (the base URL as OpenAI's clients take it, ending in `/v1`).
  */
-function resolveLlm({ env = process.env, home = os.homedir(), provider: flagProvider, model: flagModel, baseUrl: flagBaseUrl } = {}) {
-  let model = flagModel ?? env.LCM_TUI_SUMMARY_MODEL ?? env.LCM_SUMMARY_MODEL ?? env.LCM_LLM_MODEL
-  let provider = flagProvider
-  const slash = model?.indexOf('/') ?? -1
-  if (slash > 0) {
-    provider ??= model.slice(0, slash)
-    model = model.slice(slash + 1)
+function resolveLlm({ env = process.env, home = os.homedir(), provider: flagProvider, model: flagModel, baseUrl: flagBaseUrl, warn = console.error } = {}) {
+  let providers
+  const openclaw = () => (providers ??= openclawProviders(env, home, warn))
+  const entryOf = (p) => {
+    const key = Object.keys(openclaw()).find((k) => k.toLowerCase() === p.toLowerCase())
+    return key === undefined ? undefined : openclaw()[key]
   }
-  provider ??= env.LCM_TUI_SUMMARY_PROVIDER ?? env.LCM_SUMMARY_PROVIDER
-  if (!provider && env.LCM_LLM_BASE_URL) provider = 'openai'
+  let provider = flagProvider ?? setting(env, 'LCM_TUI_SUMMARY_PROVIDER') ?? setting(env, 'LCM_SUMMARY_PROVIDER')
+  let model = flagModel ?? setting(env, 'LCM_TUI_SUMMARY_MODEL') ?? setting(env, 'LCM_SUMMARY_MODEL') ?? setting(env, 'LCM_LLM_MODEL')
+  if (!provider && setting(env, 'LCM_LLM_BASE_URL')) provider = 'openai'
+  const slash = model?.indexOf('/') ?? -1
+  if (!provider && slash > 0) {
+    const prefix = model.slice(0, slash)
+    if (DEFAULT_BASE_URLS[prefix.toLowerCase()] || entryOf(prefix)) {
+      provider = prefix
+      model = model.slice(slash + 1)
+    }
+  }
   if (!provider && model) provider = providerOfModel(model)
-  if (!provider && env.ANTHROPIC_API_KEY) provider = 'anthropic'
+  if (!provider && setting(env, 'ANTHROPIC_API_KEY')) provider = 'anthropic'
   if (!provider) {
-    if (flagModel || flagBaseUrl) throw new Error('cannot tell which provider to use: pass --provider (anthropic, openai, or an OpenClaw provider id)')
+    if (model || flagBaseUrl) {
+      throw new Error(`cannot tell which provider serves ${model ? `model ${model}` : flagBaseUrl}: pass --provider or set LCM_SUMMARY_PROVIDER`)
+    }
     return null
   }
   provider = provider.toLowerCase()
   model ??= DEFAULT_MODELS[provider]
   if (!model) throw new Error(`no model for provider ${provider}: pass --model or set LCM_SUMMARY_MODEL`)
-  const envBase = env.LCM_TUI_SUMMARY_BASE_URL ?? env.LCM_SUMMARY_BASE_URL ?? (provider === 'anthropic' ? env.ANTHROPIC_BASE_URL : env.LCM_LLM_BASE_URL)
-  const base = (flagBaseUrl ?? envBase ?? openclawBaseUrl(env, home, provider) ?? DEFAULT_BASE_URLS[provider])?.replace(/\/+$/, '')
-  if (!base) throw new Error(`no base URL for provider ${provider}: pass --base-url, or set its baseUrl in openclaw.json`)
+  const entry = entryOf(provider)
+  const messagesApi = provider === 'anthropic' || entry?.api === 'anthropic-messages'
+  const legacyBase = messagesApi ? undefined : setting(env, 'LCM_LLM_BASE_URL')
+  const chosenBase =
+    flagBaseUrl ??
+    setting(env, 'LCM_TUI_SUMMARY_BASE_URL') ??
+    setting(env, 'LCM_SUMMARY_BASE_URL') ??
+    (provider === 'anthropic' ? setting(env, 'ANTHROPIC_BASE_URL') : legacyBase) ??
+    (typeof entry?.baseUrl === 'string' && entry.baseUrl.trim() ? entry.baseUrl.trim() : undefined) ??
+    DEFAULT_BASE_URLS[provider]
+  if (!chosenBase) throw new Error(`no base URL for provider ${provider}: pass --base-url, or set its baseUrl in openclaw.json`)
+  const base = chosenBase.replace(/\/+$/, '')
   const keyVar = `${provider.toUpperCase().replace(/[^A-Z0-9]/g, '_')}_API_KEY`
-  const key = env.LCM_LLM_API_KEY ?? env[keyVar]
-  if (provider === 'anthropic') {
-    if (!key) throw new Error('no API key for anthropic: set ANTHROPIC_API_KEY (or LCM_LLM_API_KEY)')
+  const ownKey = setting(env, keyVar)
+  const key = legacyBase !== undefined && chosenBase === legacyBase ? (setting(env, 'LCM_LLM_API_KEY') ?? ownKey) : ownKey
+  if (messagesApi) {
+    if (!key) throw new Error(`no API key for ${provider}: set ${keyVar}`)
     return anthropicLlm(base.replace(/\/v1$/, ''), model, key)
   }
   return openAiCompatibleLlm(base, model, key)

@@ -44,6 +44,8 @@ pub struct Config {
     pub presentation: Presentation,
     /// Open without ever writing: no migration, no checkpoints; writes fail with E_READ_ONLY.
     pub read_only: bool,
+    /// With `read_only`: trust that nobody writes the file (SQLite's immutable mode).
+    pub immutable: bool,
     /// Every option with its effective value, as the JS `config` getter shows it.
     resolved: Map<String, Value>,
 }
@@ -259,6 +261,13 @@ const OPTIONS: &[OptionSpec] = &[
         default: Default::Bool(false),
         doc: "Open without writing anything: no migration (a file that needs one is refused with E_SCHEMA), and writes reject with E_READ_ONLY.",
     },
+    OptionSpec {
+        name: "immutable",
+        env: None,
+        kind: Kind::Bool,
+        default: Default::Bool(false),
+        doc: "With `readOnly`: read the file as a snapshot nobody writes (SQLite's immutable mode, no locks), which opens even where its directory is not writable. Writes by another process then make reads fail or go stale.",
+    },
 ];
 
 /// One row of the option table, for documentation and the binding's type hints.
@@ -442,6 +451,14 @@ impl Config {
         let int = |k: &str| resolved[k].as_i64().expect("validated integer");
         let num = |k: &str| resolved[k].as_f64().expect("validated number");
         let text = |k: &str| resolved.get(k).and_then(|v| v.as_str()).map(str::to_string);
+        let read_only = resolved["readOnly"].as_bool().expect("validated boolean");
+        let immutable = resolved["immutable"].as_bool().expect("validated boolean");
+        if immutable && !read_only {
+            return Err(LcmError::invalid_config(
+                "immutable",
+                "needs readOnly: true (an immutable file cannot be written)",
+            ));
+        }
         let presentation = match text("presentation").as_deref() {
             Some("markdown") => Presentation::Markdown,
             _ => Presentation::Xml,
@@ -470,7 +487,8 @@ impl Config {
             prompt_dir: text("promptDir").filter(|s| !s.is_empty()),
             custom_instructions: text("customInstructions").unwrap_or_default(),
             presentation,
-            read_only: resolved["readOnly"].as_bool().expect("validated boolean"),
+            read_only,
+            immutable,
             resolved: resolved.clone(),
         })
     }

@@ -33,14 +33,11 @@ impl Engine {
     pub fn open(config: Config) -> Result<Engine> {
         let prompts = PromptSet::load(&PromptDirs::new(config.prompt_dir.as_deref()))?;
         let (migration, flags, pool) = if config.read_only {
-            let conn = db::open_read_only(&config.db_path, config.busy_timeout_ms)?;
-            let migration = db::migrate::check_current(&conn, &config.db_path)?;
+            let (path, busy) = (&config.db_path, config.busy_timeout_ms);
+            let conn = db::open_read_only(path, busy, config.immutable)?;
+            let migration = db::migrate::check_current(&conn, path)?;
             let flags = SchemaFlags::read(&conn)?;
-            (
-                migration,
-                flags,
-                Pool::read_only(&config.db_path, config.busy_timeout_ms, conn),
-            )
+            (migration, flags, Pool::read_only(path, busy, config.immutable, conn))
         } else {
             let mut conn = db::open_connection(&config.db_path, config.busy_timeout_ms)?;
             let migration = db::migrate::migrate(&mut conn, &config.db_path)?;

@@ -129,6 +129,13 @@ export interface LcmConfig {
    * or mount. Default false.
    */
   readOnly?: boolean
+  /**
+   * With `readOnly`: read the file as a snapshot nobody writes (SQLite's immutable mode: no
+   * locks, no `-shm`), which opens even where its directory is not writable (a read-only
+   * mount, a backup). Another process writing the file meanwhile makes reads fail or go stale;
+   * a file with a pending write-ahead log is refused with E_IO. Default false.
+   */
+  immutable?: boolean
 }
 
 /** Every option with its effective value. */

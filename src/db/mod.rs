@@ -59,9 +59,11 @@ fn check_path(path: &str) -> Result<()> {
     Ok(())
 }
 
-/// Opens an existing file for reading only: nothing is created or written, not even the
-/// journal mode, so a file on a read-only mount or owned by someone else can be inspected.
-pub fn open_read_only(path: &str, busy_timeout_ms: i64) -> Result<Connection> {
+/// Opens an existing file for reading only, without writing to it (not even the journal
+/// mode). SQLite may create the empty `-wal`/`-shm` side files a WAL database's readers share;
+/// where the directory is not writable it cannot, and then only an `immutable` open works: one
+/// that trusts nobody writes the file (a backup, a read-only mount) and takes no locks.
+pub fn open_read_only(path: &str, busy_timeout_ms: i64, immutable: bool) -> Result<Connection> {
     check_path(path)?;
     let p = Path::new(path);
     if !p.is_file() {
@@ -70,28 +72,33 @@ pub fn open_read_only(path: &str, busy_timeout_ms: i64) -> Result<Connection> {
         )));
     }
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let conn = Connection::open_with_flags(p, flags)?;
-    conn.busy_timeout(Duration::from_millis(busy_timeout_ms.max(0) as u64))?;
-    let conn = match conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get::<_, i64>(0)) {
-        Ok(_) => conn,
-        Err(e) if cannot_share_wal_index(&e) && !Path::new(&format!("{path}-wal")).exists() => {
-            // A WAL database whose directory we cannot write: SQLite cannot create the shared
-            // index (`-shm`) readers coordinate through. With no log there is nothing pending,
-            // so the file itself is the whole database: read it as immutable.
-            drop(conn);
-            let uri = format!("file:{}?immutable=1", uri_path(path));
-            let conn = Connection::open_with_flags(uri, flags | OpenFlags::SQLITE_OPEN_URI)?;
-            conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get::<_, i64>(0))?;
-            conn
-        }
-        Err(e) if cannot_share_wal_index(&e) => {
+    let conn = if immutable {
+        let log = std::fs::metadata(format!("{path}-wal")).map(|m| m.len()).unwrap_or(0);
+        if log > 0 {
             return Err(LcmError::Io(format!(
-                "cannot read {path}: its write-ahead log has data but the shared index beside it \
-                 ({path}-shm) cannot be created; open it as a user who can write the directory"
+                "{path} has a write-ahead log ({path}-wal, {log} bytes) that an immutable open would \
+                 not read; open it once without immutable, as a user who can write its directory, to fold it in"
+            )));
+        }
+        Connection::open_with_flags(
+            format!("{}?immutable=1", file_uri(path)),
+            flags | OpenFlags::SQLITE_OPEN_URI,
+        )?
+    } else {
+        Connection::open_with_flags(p, flags)?
+    };
+    conn.busy_timeout(Duration::from_millis(busy_timeout_ms.max(0) as u64))?;
+    match conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get::<_, i64>(0)) {
+        Ok(_) => {}
+        Err(e) if !immutable && cannot_share_wal_index(&e) => {
+            return Err(LcmError::Io(format!(
+                "cannot read {path}: SQLite needs to create {path}-shm (the index readers of a write-ahead \
+                 log share) and its directory is not writable. If nothing writes this file (a backup, a \
+                 read-only mount), open it with readOnly and immutable: true"
             )))
         }
         Err(e) => return Err(e.into()),
-    };
+    }
     conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
     conn.pragma_update(None, "temp_store", "MEMORY")?;
     conn.pragma_update(None, "cache_size", -8192)?;
@@ -105,9 +112,14 @@ fn cannot_share_wal_index(e: &rusqlite::Error) -> bool {
     )
 }
 
-/// `path` for a `file:` URI: the characters SQLite's URI parser treats specially, escaped.
-fn uri_path(path: &str) -> String {
-    path.replace('%', "%25").replace('?', "%3f").replace('#', "%23")
+/// A `file:` URI naming `path`, with the characters SQLite's URI parser treats specially
+/// escaped. An absolute path gets an empty authority (`file:///…`), so `//x` stays a path.
+fn file_uri(path: &str) -> String {
+    let escaped = path.replace('%', "%25").replace('?', "%3f").replace('#', "%23");
+    match escaped.starts_with('/') {
+        true => format!("file://{escaped}"),
+        false => format!("file:{escaped}"),
+    }
 }
 
 /// Switches the file to WAL (readers never wait for the writer) and sets the per-connection
@@ -178,5 +190,17 @@ mod tests {
         assert_eq!(mode, "wal");
         let fk: i64 = conn.query_row("PRAGMA foreign_keys", [], |r| r.get(0)).unwrap();
         assert_eq!(fk, 1);
+    }
+}
+
+#[cfg(test)]
+mod uri_tests {
+    use super::file_uri;
+
+    #[test]
+    fn file_uris_escape_what_sqlite_parses_and_keep_absolute_paths_paths() {
+        assert_eq!(file_uri("/tmp/a?b#c%d.db"), "file:///tmp/a%3fb%23c%25d.db");
+        assert_eq!(file_uri("//srv/x.db"), "file:////srv/x.db");
+        assert_eq!(file_uri("rel/x.db"), "file:rel/x.db");
     }
 }

@@ -17,6 +17,8 @@ pub struct Pool {
     busy_timeout_ms: i64,
     /// Opened with `readOnly`: there is no writer, and every connection is read-only.
     read_only: bool,
+    /// Read-only connections open the file as immutable (see [`super::open_read_only`]).
+    immutable: bool,
     writer: Mutex<Option<Connection>>,
     readers: Mutex<Option<Vec<Connection>>>,
     checkpointer: Mutex<Option<Checkpointer>>,
@@ -37,6 +39,7 @@ impl Pool {
             path: path.to_string(),
             busy_timeout_ms,
             read_only: false,
+            immutable: false,
             writer: Mutex::new(Some(writer)),
             readers: Mutex::new(Some(Vec::new())),
             checkpointer: Mutex::new(Some(checkpointer)),
@@ -45,11 +48,12 @@ impl Pool {
 
     /// A pool that never writes: `reader` (opened with [`super::open_read_only`]) becomes the
     /// first idle reader, further readers are read-only too, and no checkpointer runs.
-    pub fn read_only(path: &str, busy_timeout_ms: i64, reader: Connection) -> Pool {
+    pub fn read_only(path: &str, busy_timeout_ms: i64, immutable: bool, reader: Connection) -> Pool {
         Pool {
             path: path.to_string(),
             busy_timeout_ms,
             read_only: true,
+            immutable,
             writer: Mutex::new(None),
             readers: Mutex::new(Some(vec![reader])),
             checkpointer: Mutex::new(None),
@@ -77,7 +81,7 @@ impl Pool {
             return Err(LcmError::Closed);
         }
         match self.read_only {
-            true => super::open_read_only(&self.path, self.busy_timeout_ms),
+            true => super::open_read_only(&self.path, self.busy_timeout_ms, self.immutable),
             false => super::open_configured(&self.path, self.busy_timeout_ms),
         }
     }

@@ -493,3 +493,34 @@ async fn a_damaged_file_gives_coded_errors_and_verify_reports_it() {
         report.problems
     );
 }
+
+#[test]
+fn immutable_opens_read_a_snapshot_and_refuse_a_pending_log() {
+    let dir = tempfile::tempdir().unwrap();
+    // Characters a file: URI treats specially, in the file name.
+    let path = dir.path().join("odd?name#with%.db").to_string_lossy().into_owned();
+    let writer = Engine::open(Config::with_db_path(&path)).unwrap();
+    let cid = writer
+        .ingest(
+            &Target::Session("s".into()),
+            &[json!({"role": "user", "content": "kept"})],
+        )
+        .unwrap()
+        .conversation_id;
+    let open = || {
+        Engine::open(Config::from_options(&json!({"dbPath": path, "readOnly": true, "immutable": true}), None).unwrap())
+    };
+    // While the writer is open its log holds the commit: an immutable open would not see it.
+    assert!(std::fs::metadata(format!("{path}-wal")).unwrap().len() > 0);
+    let err = open().err().unwrap();
+    assert_eq!(err.code(), "E_IO", "{err}");
+    assert!(err.to_string().contains("write-ahead log"), "{err}");
+    assert!(writer.close());
+    let ro = open().unwrap();
+    assert_eq!(ro.messages(cid, 0, 10).unwrap().len(), 1);
+    assert!(ro.verify(None).unwrap().ok);
+    assert_eq!(
+        ro.ingest(&Target::Session("s".into()), &[]).unwrap_err().code(),
+        "E_READ_ONLY"
+    );
+}

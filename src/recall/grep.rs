@@ -481,10 +481,11 @@ fn search_text(
             Sort::Recency => "f.rowid DESC",
             Sort::Relevance | Sort::Hybrid => "score",
         };
-        // The score: the rank, discounted by age for `hybrid` (a time in the future counts as now).
+        // The score: the rank, discounted by age for `hybrid`. A time in the future, or one
+        // SQLite cannot read (stored times can be raw text), counts as now.
         let score = match o.sort {
             Sort::Hybrid => format!(
-                "f.rank / (1 + max(0, julianday('now') - julianday({})) * 24 * {HYBRID_AGE_WEIGHT_PER_HOUR})",
+                "f.rank / (1 + max(0, julianday('now') - COALESCE(julianday({}), julianday('now'))) * 24 * {HYBRID_AGE_WEIGHT_PER_HOUR})",
                 table.time()
             ),
             _ => "f.rank".to_string(),
@@ -508,7 +509,9 @@ fn search_text(
             found_from_row(table, r, query::snippet_around(&content, at), None, None)?
         } else {
             let snippet = query::one_line(&r.get::<_, String>(5)?);
-            found_from_row(table, r, snippet, Some(r.get(6)?), Some(r.get(7)?))?
+            let rank: f64 = r.get(6)?;
+            let score: Option<f64> = r.get(7)?;
+            found_from_row(table, r, snippet, Some(rank), Some(score.unwrap_or(rank)))?
         };
         out.push(found);
     }

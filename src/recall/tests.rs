@@ -702,4 +702,12 @@ fn hybrid_sort_trades_rank_for_recency() {
     assert_eq!(order(Sort::Recency), vec![fresh, month, old]);
     let parsed = GrepOptions::from_json(&json!({"query": "x", "sort": "hybrid"})).unwrap();
     assert_eq!(parsed.sort, Sort::Hybrid);
+    // A stored time SQLite cannot read (older writers stored raw text) counts as now.
+    conn(&engine)
+        .execute(
+            "UPDATE messages SET created_at = 'sometime' WHERE message_id = ?1",
+            [old],
+        )
+        .unwrap();
+    assert_eq!(order(Sort::Hybrid)[0], old, "an unreadable time has no age");
 }

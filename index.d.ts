@@ -160,6 +160,12 @@ export interface SummaryRecord {
   /** The summarizer's model id; `lcm-native/fallback` marks a deterministic fallback. */
   model: string
   createdAt: string
+  /**
+   * A deterministic fallback rather than a model's summary: lcm-native's own (model
+   * `lcm-native/fallback`) or lossless-claw's (ending in `[Truncated from N tokens]`, or with
+   * its `[LCM fallback summary…]` note). `rewrite` with `fallbacks: true` re-summarises them.
+   */
+  fallback: boolean
 }
 
 /** A conversation with its sizes. */
@@ -546,9 +552,12 @@ export interface Expansion {
 
 /** Options of `rewrite`: exactly one of `summaryId`, `depth` and `all`. */
 export interface RewriteOptions {
+  /** Exactly one of `summaryId`, `depth`, `all` and `fallbacks` chooses the summaries. */
   summaryId?: string
   depth?: number
   all?: boolean
+  /** The deterministic fallbacks a failed summarizer left (see `SummaryRecord.fallback`). */
+  fallbacks?: boolean
   /** Write the new texts. Default false: a dry run that writes nothing. */
   apply?: boolean
   /** Prompt templates to use for this run (each file found there overrides one template). */

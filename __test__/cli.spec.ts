@@ -126,6 +126,7 @@ describe('exit codes', () => {
     ['rewrite', '1', '--all', '--timestamps=maybe'],
     ['rewrite', '1', '--all', '--timestamps', '--no-timestamps'],
     ['rewrite', '1', '--all', '--timestamps', 'false'],
+    ['rewrite', '1', '--all', '--fallbacks'],
   ]
   it.each(usage)('bad arguments %j print usage and exit 2', async (...args) => {
     const r = await cli(args)
@@ -398,5 +399,9 @@ describe('rewrite against an OpenAI-compatible server', () => {
     const r = await cli(['rewrite', '1', '--depth', '1', '--db', demoDb])
     expect(r.code, r.stderr).toBe(0)
     expect(r.stdout).toMatch(/^summarizer: offline \(no LLM configured/)
+    // The offline demo left no fallbacks to redo.
+    const none = await cli(['rewrite', '1', '--fallbacks', '--db', demoDb])
+    expect(none.code, none.stderr).toBe(0)
+    expect(none.stdout).toContain('No summaries matched rewrite selection.')
   })
 })

@@ -153,4 +153,29 @@ describe('rewrite', () => {
     expect((await rejection(engine.rewrite(conversationId, 'bogus' as never, { all: true }))).code).toBe('E_INVALID_INPUT')
     await engine.close()
   })
+
+  it('fallbacks: true re-summarises the fallbacks an empty-answering summarizer left, and only those', async () => {
+    const engine = await LcmEngine.open({ dbPath: join(tempDir(), 'lcm.db'), timezone: 'UTC', leafChunkTokens: 3000, leafTargetTokens: 300, maxSweepIterations: 500 })
+    const { conversationId } = await engine.ingest({ sessionId: 'theme' }, hostMessages(THEME))
+    // Every third call answers nothing: those passes end in the deterministic fallback.
+    let n = 0
+    const flaky = async (_prompt: string, r: SummarizeRequest) => (++n % 3 === 0 ? '' : `summary ${n} d${r.depth}`)
+    await engine.compact(conversationId, flaky, { tokenBudget: 8000, force: true })
+    const before = await engine.summaries(conversationId)
+    const fallbacks = before.filter((s) => s.fallback)
+    expect(fallbacks.length).toBeGreaterThan(0)
+    expect(fallbacks.every((s) => s.model === 'lcm-native/fallback')).toBe(true)
+    expect(before.filter((s) => !s.fallback).every((s) => s.model !== 'lcm-native/fallback')).toBe(true)
+
+    const dry = await engine.rewrite(conversationId, marking().summarize, { fallbacks: true })
+    expect(dry.entries.map((e) => e.summaryId).sort()).toEqual(fallbacks.map((s) => s.summaryId).sort())
+    const applied = await engine.rewrite(conversationId, marking().summarize, { fallbacks: true, apply: true, model: 'fixed' })
+    expect(applied.entries.every((e) => e.applied)).toBe(true)
+    const after = await engine.summaries(conversationId)
+    expect(after.filter((s) => s.fallback)).toEqual([])
+    expect((await engine.rewrite(conversationId, marking().summarize, { fallbacks: true })).entries).toEqual([])
+    expect((await rejection(engine.rewrite(conversationId, flaky, { fallbacks: true, all: true }))).code).toBe('E_INVALID_INPUT')
+    expect((await engine.verify()).ok).toBe(true)
+    await engine.close()
+  })
 })

@@ -23,11 +23,12 @@ const HELP = {
   migrate: `lcm-native migrate [--db PATH]
     Upgrade a lossless-claw (or older lcm-native) database in place, in one transaction, and
     say what was done. A second run does nothing.`,
-  rewrite: `lcm-native rewrite <conversation_id> (--summary ID | --depth N | --all) [--dry-run | --apply] [--diff]
+  rewrite: `lcm-native rewrite <conversation_id> (--summary ID | --depth N | --all | --fallbacks) [--dry-run | --apply] [--diff]
                      [--prompt-dir DIR] [--provider ID] [--model M] [--base-url URL] [--db PATH]
                      [--timestamps[=true|false]] [--no-timestamps] [--tz ZONE]
-    Re-summarise summaries bottom-up with the current prompts. A dry run (which reads only)
-    unless --apply. The LLM, as lcm-tui chooses it: --provider / --model (also
+    Re-summarise summaries bottom-up with the current prompts (--fallbacks: the deterministic
+    fallbacks a failed summarizer left, lcm-native's or lossless-claw's). A dry run (which
+    reads only) unless --apply. The LLM, as lcm-tui chooses it: --provider / --model (also
     provider/model) / --base-url, else LCM_TUI_SUMMARY_* or LCM_SUMMARY_* (PROVIDER, MODEL,
     BASE_URL), else LCM_LLM_BASE_URL (+ LCM_LLM_API_KEY, LCM_LLM_MODEL) for an
     OpenAI-compatible endpoint, else ANTHROPIC_API_KEY; with none, the offline summarizer.
@@ -298,7 +299,7 @@ async function stats(argv) {
         depths[s.depth] = (depths[s.depth] ?? 0) + 1
         total.depths[s.depth] = (total.depths[s.depth] ?? 0) + 1
       }
-      const fallback = sums.filter((s) => s.model === 'lcm-native/fallback').length
+      const fallback = sums.filter((s) => s.fallback).length
       total.messages += c.messageCount
       total.summaries += sums.length
       total.fallback += fallback
@@ -340,6 +341,7 @@ async function rewrite(argv) {
     summary: 'string',
     depth: 'int',
     all: 'switch',
+    fallbacks: 'switch',
     apply: 'switch',
     'dry-run': 'switch',
     diff: 'switch',
@@ -358,8 +360,8 @@ async function rewrite(argv) {
   if (args._.length !== 1 || !/^\d+$/.test(args._[0]) || Number(args._[0]) < 1) {
     throw new UsageError('rewrite needs one conversation id (a positive integer)', 'rewrite')
   }
-  const chosen = ['summary', 'depth', 'all'].filter((k) => args[k] !== undefined)
-  if (chosen.length !== 1) throw new UsageError('choose exactly one of --summary ID, --depth N and --all', 'rewrite')
+  const chosen = ['summary', 'depth', 'all', 'fallbacks'].filter((k) => args[k] !== undefined)
+  if (chosen.length !== 1) throw new UsageError('choose exactly one of --summary ID, --depth N, --all and --fallbacks', 'rewrite')
   if (args.apply && args['dry-run']) throw new UsageError('--dry-run and --apply contradict each other; choose one', 'rewrite')
   if (args['no-timestamps'] && args.timestamps !== undefined) throw new UsageError('give --timestamps or --no-timestamps, not both', 'rewrite')
   const conversationId = Number(args._[0])
@@ -383,6 +385,7 @@ async function rewrite(argv) {
       summaryId: args.summary,
       depth: args.depth,
       all: args.all,
+      fallbacks: args.fallbacks,
       apply: Boolean(args.apply),
       promptDir: args['prompt-dir'],
       timestamps: args.timestamps ?? !args['no-timestamps'],

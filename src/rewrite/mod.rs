@@ -33,6 +33,9 @@ pub enum Selection {
     Summary(String),
     Depth(i64),
     All,
+    /// Deterministic fallbacks (lcm-native's and lossless-claw's), the summaries a failed
+    /// summarizer left in the DAG.
+    Fallbacks,
 }
 
 #[derive(Clone, Debug)]
@@ -49,7 +52,7 @@ pub struct RewriteOptions {
 }
 
 impl RewriteOptions {
-    /// Reads `{ summaryId? | depth? | all?, apply?, promptDir?, timestamps?, model? }`; the
+    /// Reads `{ summaryId? | depth? | all? | fallbacks?, apply?, promptDir?, timestamps?, model? }`; the
     /// binding handles `signal` and `onProgress`, which JSON cannot carry.
     pub fn from_json(v: Option<&Value>) -> Result<RewriteOptions> {
         let empty = serde_json::Map::new();
@@ -96,6 +99,11 @@ impl RewriteOptions {
                         selection.push(Selection::All)
                     }
                 }
+                "fallbacks" => {
+                    if bool_of()? {
+                        selection.push(Selection::Fallbacks)
+                    }
+                }
                 "apply" => o.apply = bool_of()?,
                 "promptDir" => o.prompt_dir = Some(string_of()?),
                 "timestamps" => o.timestamps = bool_of()?,
@@ -108,12 +116,12 @@ impl RewriteOptions {
             1 => selection.pop().unwrap_or(Selection::All),
             0 => {
                 return Err(LcmError::invalid_input(
-                    "say which summaries to rewrite: `summaryId`, `depth` or `all: true`",
+                    "say which summaries to rewrite: `summaryId`, `depth`, `all: true` or `fallbacks: true`",
                 ))
             }
             _ => {
                 return Err(LcmError::invalid_input(
-                    "give only one of `summaryId`, `depth` and `all`",
+                    "give only one of `summaryId`, `depth`, `all` and `fallbacks`",
                 ))
             }
         };
@@ -181,10 +189,12 @@ struct Target {
 }
 
 fn select(conn: &Connection, conversation_id: i64, selection: &Selection) -> Result<Vec<Target>> {
+    let fallbacks = format!("AND ?2 IS NULL AND {}", crate::store::summaries::FALLBACK_SQL);
     let (filter, arg): (&str, rusqlite::types::Value) = match selection {
         Selection::Summary(id) => ("AND summary_id = ?2", id.clone().into()),
         Selection::Depth(d) => ("AND depth = ?2", (*d).into()),
         Selection::All => ("AND ?2 IS NULL", rusqlite::types::Value::Null),
+        Selection::Fallbacks => (fallbacks.as_str(), rusqlite::types::Value::Null),
     };
     let sql = format!(
         "SELECT summary_id, kind, depth, content, token_count, earliest_at, latest_at, created_at FROM summaries

@@ -428,10 +428,15 @@ async fn selection_and_options() {
 
     let parse = |v: serde_json::Value| RewriteOptions::from_json(Some(&v));
     assert_eq!(parse(json!({"depth": 0})).unwrap().selection, Selection::Depth(0));
+    assert_eq!(
+        parse(json!({"fallbacks": true})).unwrap().selection,
+        Selection::Fallbacks
+    );
     assert!(parse(json!({"all": true, "apply": true})).unwrap().apply);
     for bad in [
         json!({}),
         json!({"all": true, "depth": 1}),
+        json!({"fallbacks": true, "all": true}),
         json!({"depth": -1}),
         json!({"all": true, "apply": "yes"}),
         json!({"all": true, "colour": 1}),
@@ -445,4 +450,79 @@ fn fast_timeout(engine: &Engine) -> Engine {
     let mut config = engine.config().clone();
     config.summary_timeout_ms = 100;
     Engine::open(config).unwrap()
+}
+
+/// `fallbacks: true` selects the summaries a failed summarizer left behind: lcm-native's own
+/// (model `lcm-native/fallback`) and lossless-claw's (`[Truncated from N tokens]` at the end,
+/// or its `[LCM fallback summary…]` note), bottom-up; once rewritten they are no longer
+/// selected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fallbacks_selects_deterministic_fallbacks_of_either_implementation() {
+    let (_d, engine, cid) = compacted().await;
+    let sums = engine.summaries(cid, None).unwrap();
+    assert!(
+        sums.iter().all(|s| !s.fallback),
+        "the offline summarizer's summaries are not fallbacks"
+    );
+    let leaves: Vec<&str> = sums
+        .iter()
+        .filter(|s| s.depth == 0)
+        .map(|s| s.summary_id.as_str())
+        .collect();
+    let condensed = sums.iter().find(|s| s.depth == 1).unwrap().summary_id.clone();
+    let c = Connection::open(&engine.config().db_path).unwrap();
+    c.execute(
+        "UPDATE summaries SET model = 'lcm-native/fallback' WHERE summary_id = ?1",
+        [&condensed],
+    )
+    .unwrap();
+    c.execute(
+        "UPDATE summaries SET content = content || char(10) || '[Truncated from 4321 tokens]' WHERE summary_id = ?1",
+        [leaves[3]],
+    )
+    .unwrap();
+    c.execute(
+        "UPDATE summaries SET content = content || char(10) || '[LCM fallback summary; truncated for context management]' WHERE summary_id = ?1",
+        [leaves[1]],
+    )
+    .unwrap();
+    // Neither marker in the middle of a model's text, nor a cap note, makes a fallback.
+    c.execute(
+        "UPDATE summaries SET content = content || ' [Truncated from 12 tokens] then more' || char(10) || '[Capped to ~300]' WHERE summary_id = ?1",
+        [leaves[2]],
+    )
+    .unwrap();
+    let flagged: Vec<String> = engine
+        .summaries(cid, None)
+        .unwrap()
+        .into_iter()
+        .filter(|s| s.fallback)
+        .map(|s| s.summary_id)
+        .collect();
+    let expected = vec![leaves[1].to_string(), leaves[3].to_string(), condensed.clone()];
+    let mut sorted = flagged.clone();
+    sorted.sort();
+    let mut want = expected.clone();
+    want.sort();
+    assert_eq!(sorted, want);
+
+    let fallbacks = RewriteOptions {
+        selection: Selection::Fallbacks,
+        ..all(true)
+    };
+    let r = run(&engine, cid, marking(), &fallbacks).await.unwrap();
+    let ids: Vec<&str> = r.entries.iter().map(|e| e.summary_id.as_str()).collect();
+    assert_eq!(
+        ids,
+        expected.iter().map(String::as_str).collect::<Vec<_>>(),
+        "bottom-up, chronological"
+    );
+    assert!(r.entries.iter().all(|e| e.applied));
+    assert!(engine.summaries(cid, None).unwrap().iter().all(|s| !s.fallback));
+    assert!(run(&engine, cid, marking(), &fallbacks)
+        .await
+        .unwrap()
+        .entries
+        .is_empty());
+    assert!(engine.verify(None).unwrap().ok);
 }

@@ -23,10 +23,19 @@ pub struct SummaryRecord {
     pub source_message_token_count: i64,
     pub model: String,
     pub created_at: String,
+    /// A deterministic fallback rather than a model's summary, to re-summarise (`rewrite`
+    /// with `fallbacks: true`); see [`FALLBACK_SQL`].
+    pub fallback: bool,
 }
 
-pub const SUMMARY_COLUMNS: &str =
-    "summary_id, conversation_id, kind, depth, content, token_count, earliest_at, latest_at,
+/// True for a summary that is a deterministic fallback: lcm-native marks its own with the
+/// model `lcm-native/fallback`; lossless-claw's end with `[Truncated from N tokens]` or carry
+/// its `[LCM fallback summary…]` note. Reads the `model` and `content` columns.
+pub const FALLBACK_SQL: &str = "(model = 'lcm-native/fallback' \
+     OR content GLOB '*[[]Truncated from [0-9]* tokens]' \
+     OR instr(content, '[LCM fallback summary') > 0)";
+
+const SUMMARY_COLUMNS: &str = "summary_id, conversation_id, kind, depth, content, token_count, earliest_at, latest_at,
      descendant_count, descendant_token_count, source_message_token_count, model, created_at";
 
 pub fn from_row(r: &Row<'_>) -> rusqlite::Result<SummaryRecord> {
@@ -44,6 +53,7 @@ pub fn from_row(r: &Row<'_>) -> rusqlite::Result<SummaryRecord> {
         source_message_token_count: r.get(10)?,
         model: r.get(11)?,
         created_at: r.get(12)?,
+        fallback: r.get(13)?,
     })
 }
 
@@ -51,7 +61,7 @@ pub fn from_row(r: &Row<'_>) -> rusqlite::Result<SummaryRecord> {
 pub fn list(conn: &Connection, conversation_id: i64, depth: Option<i64>) -> Result<Vec<SummaryRecord>> {
     conversations::get(conn, conversation_id)?;
     let sql = format!(
-        "SELECT {SUMMARY_COLUMNS} FROM summaries
+        "SELECT {SUMMARY_COLUMNS}, {FALLBACK_SQL} FROM summaries
          WHERE conversation_id = ?1 AND (?2 IS NULL OR depth = ?2) ORDER BY rowid"
     );
     let rows = conn
@@ -62,7 +72,7 @@ pub fn list(conn: &Connection, conversation_id: i64, depth: Option<i64>) -> Resu
 }
 
 pub fn get(conn: &Connection, summary_id: &str) -> Result<SummaryRecord> {
-    let sql = format!("SELECT {SUMMARY_COLUMNS} FROM summaries WHERE summary_id = ?1");
+    let sql = format!("SELECT {SUMMARY_COLUMNS}, {FALLBACK_SQL} FROM summaries WHERE summary_id = ?1");
     conn.prepare_cached(&sql)?
         .query_row([summary_id], from_row)
         .optional()?

@@ -142,5 +142,31 @@ describe('ingest', () => {
     expect(m.createdAt).toBe('2026-03-01T12:00:00.000Z')
     await engine.close()
   })
-})
 
+  it('concurrent calls (which may share a commit) each store all their messages, together and in order, or fail alone', async () => {
+    const engine = await openTemp()
+    const sessions = 6
+    const turnsOf = turns(hostMessages(THEME)).slice(0, 60)
+    const calls: Promise<unknown>[] = []
+    for (const [i, turn] of turnsOf.entries()) {
+      calls.push(engine.ingest({ sessionId: `s${i % sessions}` }, turn))
+      // Now and then a call to a conversation that does not exist, in among the others.
+      if (i % 17 === 0) calls.push(engine.ingest({ conversationId: 424242 }, turn).catch((e) => e.code))
+    }
+    const results = await Promise.all(calls)
+    expect(results.filter((r) => r === 'E_NOT_FOUND')).toHaveLength(Math.ceil(turnsOf.length / 17))
+    const conversations = await engine.conversations()
+    expect(conversations).toHaveLength(sessions)
+    for (const c of conversations) {
+      const s = Number(c.sessionId.slice(1))
+      // Calls in flight together are not ordered among themselves (await each to keep turn
+      // order); each call's messages are contiguous and in their order.
+      const key = (turn: { content: unknown }[]) => JSON.stringify(turn.map((m) => m.content))
+      const expected = turnsOf.filter((_, i) => i % sessions === s).map(key).sort()
+      const stored = await engine.messages(c.conversationId, { limit: 5000 })
+      expect(turns(stored).map(key).sort()).toEqual(expected)
+    }
+    expect((await engine.verify()).ok).toBe(true)
+    await engine.close()
+  })
+})

@@ -61,10 +61,12 @@ async function benchIngest() {
   for (const n of sizes) {
     const messages = conversation(n, 7)
     const chars = messages.reduce((a, m) => a + JSON.stringify(m.content).length, 0)
-    for (const mode of ['batched', 'single']) {
+    // `concurrent`: one message per call, eight sessions with a call each in flight at once
+    // (a gateway serving many agents); calls that meet share a commit.
+    for (const mode of ['batched', 'single', 'concurrent']) {
       const dir = tmp()
       const engine = await LcmEngine.open({ dbPath: join(dir, 'ingest.db') })
-      const batch = mode === 'batched' ? 500 : 1
+      const batch = mode === 'batched' ? 500 : mode === 'concurrent' ? 8 : 1
       // The synchronous part of each call (JSON.stringify of its messages on Node's thread).
       const onThread = []
       const t0 = process.hrtime.bigint()
@@ -72,7 +74,10 @@ async function benchIngest() {
         for (let i = 0; i < n; i += batch) {
           const chunk = messages.slice(i, i + batch)
           const s0 = process.hrtime.bigint()
-          const done = engine.ingest({ sessionId: 'bench' }, chunk)
+          const done =
+            mode === 'concurrent'
+              ? Promise.all(chunk.map((m, k) => engine.ingest({ sessionId: `bench-${k}` }, [m])))
+              : engine.ingest({ sessionId: 'bench' }, chunk)
           onThread.push(ms(process.hrtime.bigint() - s0))
           await done
         }
@@ -85,7 +90,7 @@ async function benchIngest() {
       const syncP50 = onThread[Math.floor((onThread.length - 1) / 2)]
       const syncMax = onThread[onThread.length - 1]
       results.ingest.push({ n, mode, batch, totalMs: total, perMessageMs: perMsg, maxEventLoopDelayMs: maxDelay, syncPartP50Ms: syncP50, syncPartMaxMs: syncMax, avgChars: Math.round(chars / n) })
-      rows.push([n.toLocaleString('en-US'), mode, batch, total.toFixed(0), perMsg.toFixed(4), maxDelay.toFixed(1), `${syncP50.toFixed(2)} / ${syncMax.toFixed(1)}`])
+      rows.push([n.toLocaleString('en-US'), mode, mode === 'concurrent' ? '1 (8 at once)' : batch, total.toFixed(0), perMsg.toFixed(4), maxDelay.toFixed(1), `${syncP50.toFixed(2)} / ${syncMax.toFixed(1)}`])
     }
   }
   table('ingest (synthetic agent conversation, avg ~1.3k chars/message)', ['N', 'mode', 'msgs/call', 'total ms', 'ms/message', 'max loop delay ms', 'on Node thread ms p50 / max'], rows)

@@ -2,6 +2,7 @@
 //! methods block (the binding runs them on libuv's pool); the async ones wait on the
 //! summarizer and run on tokio's runtime, doing their SQLite work with `block_in_place`.
 
+mod group_commit;
 mod locks;
 
 use std::sync::Arc;
@@ -19,12 +20,14 @@ use crate::store::messages::{self, IngestOutcome, StoredMessage};
 use crate::store::normalize;
 use crate::store::summaries::{self, SummaryRecord};
 use crate::summarizer::Summarizer;
+use group_commit::GroupCommit;
 use locks::ConversationLocks;
 
 pub struct Engine {
     deps: Deps,
     migration: MigrationReport,
     locks: ConversationLocks,
+    ingests: GroupCommit,
 }
 
 impl Engine {
@@ -57,6 +60,7 @@ impl Engine {
             },
             migration,
             locks: ConversationLocks::default(),
+            ingests: GroupCommit::default(),
         })
     }
 
@@ -77,14 +81,15 @@ impl Engine {
     /// nothing is written), then stores them in one transaction.
     pub fn ingest(&self, target: &Target, messages: &[Value]) -> Result<IngestOutcome> {
         self.deps.pool.check_writable()?;
+        // Announced before validating, so a concurrent writer can wait for this call to join it.
+        let arrival = self.ingests.arrive();
         let normalized = messages
             .iter()
             .enumerate()
             .map(|(i, m)| normalize::normalize(i, m))
             .collect::<Result<Vec<_>>>()?;
-        self.deps
-            .pool
-            .write(|conn| messages::ingest(conn, self.deps.flags, target, &normalized))
+        self.ingests
+            .ingest(arrival, &self.deps.pool, self.deps.flags, target.clone(), normalized)
     }
 
     /// Stored messages of a conversation, in order, with their content rebuilt.

@@ -6,7 +6,7 @@ use std::fmt;
 /// Result alias used throughout the core.
 pub type Result<T> = std::result::Result<T, LcmError>;
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum LcmError {
     /// A config option has the wrong type or an out-of-range value, or is unknown.
     #[error("invalid config option `{option}`: {reason}")]

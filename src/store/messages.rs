@@ -23,6 +23,12 @@ pub struct IngestOutcome {
     pub skipped: i64,
 }
 
+/// One caller's share of a group commit: where its messages go, and the messages.
+pub struct IngestJob<'a> {
+    pub target: &'a Target,
+    pub messages: &'a [NewMessage],
+}
+
 /// Stores `messages` in one transaction: rows in `messages`, `message_parts` and
 /// `messages_fts`, each appended to the live context. Messages whose `entry_id` is already in
 /// the conversation (or earlier in the same call) are skipped.
@@ -32,9 +38,57 @@ pub fn ingest(
     target: &Target,
     messages: &[NewMessage],
 ) -> Result<IngestOutcome> {
+    let mut outcomes = write_together(conn, flags, &[IngestJob { target, messages }])?;
+    Ok(outcomes.pop().expect("one outcome per job"))
+}
+
+/// Stores several callers' messages in one transaction, one result per job, each job atomic on
+/// its own: when any job fails (an unknown conversation, say), the shared transaction is
+/// rolled back and every job is written again in a transaction of its own, so only the
+/// failing one fails. One commit then pays for the log writes of every job.
+pub fn ingest_group(conn: &mut Connection, flags: SchemaFlags, jobs: &[IngestJob<'_>]) -> Vec<Result<IngestOutcome>> {
+    match write_together(conn, flags, jobs) {
+        Ok(outcomes) => outcomes.into_iter().map(Ok).collect(),
+        Err(e) if jobs.len() == 1 => vec![Err(e)],
+        Err(_) => jobs
+            .iter()
+            .map(|job| ingest(conn, flags, job.target, job.messages))
+            .collect(),
+    }
+}
+
+/// All `jobs` in one transaction, or none of them.
+fn write_together(conn: &mut Connection, flags: SchemaFlags, jobs: &[IngestJob<'_>]) -> Result<Vec<IngestOutcome>> {
     let now = time::now_sqlite();
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let conv = conversations::resolve_or_create(&tx, flags, target, &now)?;
+    let mut fts_rows: Vec<(i64, &str)> = Vec::new();
+    let outcomes = jobs
+        .iter()
+        .map(|job| ingest_in(&tx, flags, job, &now, &mut fts_rows))
+        .collect::<Result<Vec<_>>>()?;
+    // Full-text rows last: a statement that opens a savepoint (one firing the live-totals
+    // trigger does) makes FTS5 flush its pending rows to a new segment, so rows inserted
+    // between such statements would be written one segment at a time.
+    {
+        let mut insert_fts = tx.prepare_cached("INSERT INTO messages_fts (rowid, content) VALUES (?1, ?2)")?;
+        for (message_id, content) in fts_rows {
+            insert_fts.execute(params![message_id, content])?;
+        }
+    }
+    tx.commit()?;
+    Ok(outcomes)
+}
+
+/// Writes one job's rows except its full-text rows, which it appends to `fts_rows`.
+fn ingest_in<'a>(
+    tx: &Connection,
+    flags: SchemaFlags,
+    job: &IngestJob<'a>,
+    now: &str,
+    fts_rows: &mut Vec<(i64, &'a str)>,
+) -> Result<IngestOutcome> {
+    let (target, messages) = (job.target, job.messages);
+    let conv = conversations::resolve_or_create(tx, flags, target, now)?;
     let cid = conv.conversation_id;
     let mut seq: i64 = tx
         .prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM messages WHERE conversation_id = ?1")?
@@ -57,13 +111,11 @@ pub fn ingest(
                                         tool_call_id, tool_name, tool_input, tool_output, metadata)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
         )?;
-        let mut insert_fts = tx.prepare_cached("INSERT INTO messages_fts (rowid, content) VALUES (?1, ?2)")?;
         let mut insert_item = tx.prepare_cached(
             "INSERT INTO context_items (conversation_id, ordinal, item_type, message_id, created_at)
              VALUES (?1, ?2, 'message', ?3, ?4)",
         )?;
 
-        let mut fts_rows: Vec<(i64, &str)> = Vec::with_capacity(messages.len());
         for m in messages {
             if let Some(entry) = m.entry_id.as_deref() {
                 if !seen.insert(entry) || exists.query_row(params![cid, entry], |_| Ok(())).optional()?.is_some() {
@@ -80,7 +132,7 @@ pub fn ingest(
                 m.content,
                 m.token_count,
                 m.entry_id,
-                m.created_at.as_deref().unwrap_or(&now),
+                m.created_at.as_deref().unwrap_or(now),
             ])?;
             let message_id = tx.last_insert_rowid();
             for (i, p) in m.parts.iter().enumerate() {
@@ -104,19 +156,12 @@ pub fn ingest(
             insert_item.execute(params![cid, ordinal, message_id, now])?;
             inserted += 1;
         }
-        // Full-text rows last: a statement that opens a savepoint (one firing the live-totals
-        // trigger does) makes FTS5 flush its pending rows to a new segment, so rows inserted
-        // between such statements would be written one segment at a time.
-        for (message_id, content) in fts_rows {
-            insert_fts.execute(params![message_id, content])?;
-        }
     }
     if inserted > 0 {
         // Only when the second changed: an unchanged row still costs a page write per commit.
         tx.prepare_cached("UPDATE conversations SET updated_at = ?2 WHERE conversation_id = ?1 AND updated_at <> ?2")?
             .execute(params![cid, now])?;
     }
-    tx.commit()?;
     Ok(IngestOutcome {
         conversation_id: cid,
         inserted,

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::conversations::{self, SchemaFlags, Target};
 use super::normalize::{NewMessage, Role};
-use crate::error::Result;
+use crate::error::{LcmError, Result};
 use crate::time;
 
 /// What an ingest call did.
@@ -38,34 +38,75 @@ pub fn ingest(
     target: &Target,
     messages: &[NewMessage],
 ) -> Result<IngestOutcome> {
-    let mut outcomes = write_together(conn, flags, &[IngestJob { target, messages }])?;
-    Ok(outcomes.pop().expect("one outcome per job"))
+    match write_together(conn, flags, &[IngestJob { target, messages }]) {
+        Ok(mut outcomes) => Ok(outcomes.pop().expect("one outcome per job")),
+        Err(GroupFailure::Job(_, e) | GroupFailure::Transaction(e)) => Err(e),
+    }
 }
 
 /// Stores several callers' messages in one transaction, one result per job, each job atomic on
-/// its own: when any job fails (an unknown conversation, say), the shared transaction is
-/// rolled back and every job is written again in a transaction of its own, so only the
-/// failing one fails. One commit then pays for the log writes of every job.
+/// its own: when a job fails (an unknown conversation, say), the transaction is rolled back,
+/// that job gets its error, and the others are written again without it. A failure of the
+/// transaction itself (the database busy, the disk full) is every job's answer. One commit
+/// then pays for the log writes of every job.
 pub fn ingest_group(conn: &mut Connection, flags: SchemaFlags, jobs: &[IngestJob<'_>]) -> Vec<Result<IngestOutcome>> {
-    match write_together(conn, flags, jobs) {
-        Ok(outcomes) => outcomes.into_iter().map(Ok).collect(),
-        Err(e) if jobs.len() == 1 => vec![Err(e)],
-        Err(_) => jobs
+    let mut results: Vec<Option<Result<IngestOutcome>>> = jobs.iter().map(|_| None).collect();
+    let mut pending: Vec<usize> = (0..jobs.len()).collect();
+    while !pending.is_empty() {
+        let group: Vec<IngestJob<'_>> = pending
             .iter()
-            .map(|job| ingest(conn, flags, job.target, job.messages))
-            .collect(),
+            .map(|&i| IngestJob {
+                target: jobs[i].target,
+                messages: jobs[i].messages,
+            })
+            .collect();
+        match write_together(conn, flags, &group) {
+            Ok(outcomes) => {
+                for (&i, outcome) in pending.iter().zip(outcomes) {
+                    results[i] = Some(Ok(outcome));
+                }
+                break;
+            }
+            Err(GroupFailure::Job(k, e)) => {
+                results[pending.remove(k)] = Some(Err(e));
+            }
+            Err(GroupFailure::Transaction(e)) => {
+                for &i in &pending {
+                    results[i] = Some(Err(e.clone()));
+                }
+                break;
+            }
+        }
+    }
+    results.into_iter().map(|r| r.expect("every job answered")).collect()
+}
+
+/// Why a group was not written: one job's own error (its index in the group), or the
+/// transaction's.
+enum GroupFailure {
+    Job(usize, LcmError),
+    Transaction(LcmError),
+}
+
+impl<E: Into<LcmError>> From<E> for GroupFailure {
+    fn from(e: E) -> Self {
+        GroupFailure::Transaction(e.into())
     }
 }
 
 /// All `jobs` in one transaction, or none of them.
-fn write_together(conn: &mut Connection, flags: SchemaFlags, jobs: &[IngestJob<'_>]) -> Result<Vec<IngestOutcome>> {
+fn write_together(
+    conn: &mut Connection,
+    flags: SchemaFlags,
+    jobs: &[IngestJob<'_>],
+) -> std::result::Result<Vec<IngestOutcome>, GroupFailure> {
     let now = time::now_sqlite();
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let mut fts_rows: Vec<(i64, &str)> = Vec::new();
-    let outcomes = jobs
-        .iter()
-        .map(|job| ingest_in(&tx, flags, job, &now, &mut fts_rows))
-        .collect::<Result<Vec<_>>>()?;
+    let mut outcomes = Vec::with_capacity(jobs.len());
+    for (k, job) in jobs.iter().enumerate() {
+        outcomes.push(ingest_in(&tx, flags, job, &now, &mut fts_rows).map_err(|e| GroupFailure::Job(k, e))?);
+    }
     // Full-text rows last: a statement that opens a savepoint (one firing the live-totals
     // trigger does) makes FTS5 flush its pending rows to a new segment, so rows inserted
     // between such statements would be written one segment at a time.
@@ -403,4 +444,85 @@ fn stored(conn: &Connection, sql: &str, args: impl rusqlite::Params) -> Result<V
             }
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use rusqlite::Connection;
+    use serde_json::json;
+
+    use super::*;
+    use crate::store::normalize::normalize;
+
+    fn setup() -> (tempfile::TempDir, String, Connection, SchemaFlags) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g.db").to_string_lossy().into_owned();
+        let mut conn = crate::db::open_connection(&path, 100).unwrap();
+        crate::db::migrate::migrate(&mut conn, &path).unwrap();
+        let flags = SchemaFlags::read(&conn).unwrap();
+        (dir, path, conn, flags)
+    }
+
+    fn one(text: &str) -> Vec<NewMessage> {
+        vec![normalize(0, &json!({"role": "user", "content": text})).unwrap()]
+    }
+
+    #[test]
+    fn a_failing_job_fails_alone_and_the_others_commit_together() {
+        let (_dir, _path, mut conn, flags) = setup();
+        let (a, b, c) = (one("a"), one("b"), one("c"));
+        let (s, missing) = (Target::Session("s".into()), Target::Conversation(999));
+        let jobs = [
+            IngestJob {
+                target: &s,
+                messages: &a,
+            },
+            IngestJob {
+                target: &missing,
+                messages: &b,
+            },
+            IngestJob {
+                target: &s,
+                messages: &c,
+            },
+        ];
+        let results = ingest_group(&mut conn, flags, &jobs);
+        assert!(results[0].is_ok() && results[2].is_ok());
+        assert_eq!(results[1].as_ref().unwrap_err().code(), "E_NOT_FOUND");
+        let texts: Vec<String> = conn
+            .prepare("SELECT content FROM messages ORDER BY seq")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect();
+        assert_eq!(texts, ["a", "c"]);
+    }
+
+    /// A database another connection holds: every job gets E_BUSY after one busy wait, not
+    /// one wait per job.
+    #[test]
+    fn a_busy_database_answers_every_job_after_one_wait() {
+        let (_dir, path, mut conn, flags) = setup();
+        let holder = Connection::open(&path).unwrap();
+        holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let texts: Vec<Vec<NewMessage>> = (0..4).map(|i| one(&format!("m{i}"))).collect();
+        let s = Target::Session("s".into());
+        let jobs: Vec<IngestJob<'_>> = texts
+            .iter()
+            .map(|m| IngestJob {
+                target: &s,
+                messages: m,
+            })
+            .collect();
+        let started = Instant::now();
+        let results = ingest_group(&mut conn, flags, &jobs);
+        let waited = started.elapsed();
+        assert!(results.iter().all(|r| r.as_ref().unwrap_err().code() == "E_BUSY"));
+        // The busy timeout is 100 ms; four waits would take 400.
+        assert!(waited < Duration::from_millis(300), "{waited:?}");
+        holder.execute_batch("ROLLBACK").unwrap();
+    }
 }

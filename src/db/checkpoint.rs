@@ -42,25 +42,24 @@ impl Checkpointer {
             .spawn(move || run(conn, thread_shared))
             .map_err(|e| crate::error::LcmError::Internal(format!("cannot start checkpoint thread: {e}")))?;
         let hook_shared = shared.clone();
-        // The log's length when a checkpoint was last started. A passive checkpoint that ran
-        // while commits went on leaves the log unrestarted and past the threshold; starting
-        // one at every later commit would checkpoint (and fsync twice) per commit. So the
-        // thread is woken, and the writer checkpoints itself, once per CHECKPOINT_PAGES new
-        // frames. A log shorter than at the previous commit has restarted.
-        let (mut started_at, mut previous) = (0, 0);
+        // The log's length when the thread was last woken. A passive checkpoint that ran
+        // while commits went on leaves the log unrestarted and past the threshold; waking the
+        // thread at every later commit would checkpoint (and fsync twice) per commit, so it is
+        // woken once per CHECKPOINT_PAGES new frames. A log shorter than at the previous
+        // commit has restarted. Past WRITER_CHECKPOINT_PAGES the writer checkpoints at every
+        // commit, as SQLite's own auto-checkpoint does: that bound must hold even when the
+        // thread's checkpoint keeps losing the race.
+        let (mut woken_at, mut previous) = (0, 0);
         writer.wal_hook(Some(move |wal: &mut rusqlite::hooks::Wal, pages: i32| {
             if pages <= previous {
-                started_at = 0;
+                woken_at = 0;
             }
             previous = pages;
-            if pages < started_at + CHECKPOINT_PAGES {
-                return Ok(());
-            }
-            started_at = pages;
             if pages >= WRITER_CHECKPOINT_PAGES {
-                // Never fail the commit over a checkpoint: a busy one is retried later.
+                // Never fail the commit over a checkpoint: a busy one is retried next commit.
                 let _ = wal.checkpoint();
-            } else {
+            } else if pages >= woken_at + CHECKPOINT_PAGES {
+                woken_at = pages;
                 let (lock, cv) = &*hook_shared;
                 lock.lock().unwrap_or_else(|e| e.into_inner()).pending = true;
                 cv.notify_one();

@@ -40,15 +40,16 @@ describe('readOnly', () => {
     const dry = await engine.rewrite(conversationId, summarize, { depth: 1 })
     expect(dry.entries.length).toBeGreaterThan(0)
     const dryCalls = calls
-    const writes: [string, Promise<unknown>][] = [
-      ['ingest', engine.ingest({ sessionId: 'theme' }, [{ role: 'user', content: 'not stored' }])],
-      ['compact', engine.compact(conversationId, summarize, { tokenBudget: 100, force: true })],
-      ['leafPass', engine.leafPass(conversationId, summarize)],
-      ['condensedPass', engine.condensedPass(conversationId, summarize)],
-      ['rewrite --apply', engine.rewrite(conversationId, summarize, { depth: 1, apply: true })],
+    // Each rejection is caught as soon as the call is made (they all settle at once).
+    const writes: [string, Promise<Error & { code?: string }>][] = [
+      ['ingest', rejection(engine.ingest({ sessionId: 'theme' }, [{ role: 'user', content: 'not stored' }]))],
+      ['compact', rejection(engine.compact(conversationId, summarize, { tokenBudget: 100, force: true }))],
+      ['leafPass', rejection(engine.leafPass(conversationId, summarize))],
+      ['condensedPass', rejection(engine.condensedPass(conversationId, summarize))],
+      ['rewrite --apply', rejection(engine.rewrite(conversationId, summarize, { depth: 1, apply: true }))],
     ]
     for (const [name, p] of writes) {
-      const err = await rejection(p)
+      const err = await p
       expect(err.code, name).toBe('E_READ_ONLY')
       expect(err.message, name).toMatch(/readOnly.*open it without readOnly/)
     }
@@ -76,6 +77,19 @@ describe('readOnly', () => {
     expect(shared.code).toBe('E_IO')
     expect(shared.message).toMatch(/-shm .*not writable.*immutable: true/)
     expect(open({ readOnly: true, immutable: true })).toEqual({ ok: true, conversations: 1 })
+    // The command line: stats says to pass --immutable, and works with it.
+    const stats = (...extra: string[]) =>
+      spawnSync(process.execPath, [join(ROOT, 'bin/lcm-native.cjs'), 'stats', '--db', dbPath, ...extra], {
+        encoding: 'utf8',
+        env: { PATH: process.env.PATH ?? '', HOME: dir },
+        ...(asRoot ? { uid: 65534, gid: 65534 } : {}),
+      })
+    const refused = stats()
+    expect(refused.status).toBe(1)
+    expect(refused.stderr).toMatch(/^lcm-native: E_IO: .*-shm.*; pass --immutable\n$/)
+    const ok = stats('--immutable')
+    expect(ok.status, ok.stderr).toBe(0)
+    expect(ok.stdout).toMatch(/conversation 1 \(session theme\): 914 messages/)
   })
 
   it('immutable needs readOnly', async () => {

@@ -17,15 +17,17 @@ const HELP = {
     Ingest a real agent transcript into a SQLite file, compact it with the offline
     summarizer, and show the DAG, the assembled context and the first summaries. No network.
     Default transcript: the bundled pi-coding-agent theme session; default budget 16000.`,
-  stats: `lcm-native stats [--db PATH]
+  stats: `lcm-native stats [--db PATH] [--immutable]
     Conversations, messages, summaries per depth, fallback summaries and the file's size.
-    Reads only: the file is never changed (one that needs a schema upgrade is refused).`,
+    Reads only: the file is never changed (one that needs a schema upgrade is refused).
+    --immutable: read a file nobody writes where its directory is not writable (a read-only
+    mount, a backup) as a snapshot.`,
   migrate: `lcm-native migrate [--db PATH]
     Upgrade a lossless-claw (or older lcm-native) database in place, in one transaction, and
     say what was done. A second run does nothing.`,
   rewrite: `lcm-native rewrite <conversation_id> (--summary ID | --depth N | --all | --fallbacks) [--dry-run | --apply] [--diff]
                      [--prompt-dir DIR] [--provider ID] [--model M] [--base-url URL] [--db PATH]
-                     [--timestamps[=true|false]] [--no-timestamps] [--tz ZONE]
+                     [--timestamps[=true|false]] [--no-timestamps] [--tz ZONE] [--immutable]
     Re-summarise summaries bottom-up with the current prompts (--fallbacks: the deterministic
     fallbacks a failed summarizer left, lcm-native's or lossless-claw's). A dry run (which
     reads only) unless --apply. The LLM, as lcm-tui chooses it: --provider / --model (also
@@ -126,6 +128,10 @@ async function openReadOnly(db, options = {}) {
   try {
     return await LcmEngine.open({ dbPath: db, readOnly: true, ...options })
   } catch (err) {
+    if (err.code === 'E_IO' && /immutable: true/.test(err.message)) {
+      const hint = `${err.message.replace(/, open it with readOnly and immutable: true$/, '')}; pass --immutable`
+      throw Object.assign(new Error(hint), { code: 'E_IO' })
+    }
     if (err.code === 'E_SCHEMA' && / is empty \(/.test(err.message)) {
       throw Object.assign(new Error(`${db} is empty: not an lcm-native or lossless-claw database`), { code: 'E_SCHEMA' })
     }
@@ -281,11 +287,11 @@ async function demo(argv) {
 }
 
 async function stats(argv) {
-  const args = parseArgs(argv, { db: 'string', help: 'switch' }, 'stats')
+  const args = parseArgs(argv, { db: 'string', immutable: 'switch', help: 'switch' }, 'stats')
   if (args.help) return console.log(`usage: ${HELP.stats}`)
   if (args._.length) throw new UsageError(`unexpected argument ${args._[0]}`, 'stats')
   const db = existingDb(args)
-  const engine = await openReadOnly(db)
+  const engine = await openReadOnly(db, args.immutable ? { immutable: true } : {})
   try {
     const size = ['', '-wal'].map((s) => (fs.existsSync(db + s) ? fs.statSync(db + s).size : 0))
     console.log(`database ${db}: ${fmt(size[0])} bytes${size[1] ? ` (+ ${fmt(size[1])} bytes of WAL)` : ''}`)
@@ -353,6 +359,7 @@ async function rewrite(argv) {
     timestamps: 'bool',
     'no-timestamps': 'switch',
     tz: 'string',
+    immutable: 'switch',
     help: 'switch',
   }
   const args = parseArgs(argv, spec, 'rewrite')
@@ -363,6 +370,7 @@ async function rewrite(argv) {
   const chosen = ['summary', 'depth', 'all', 'fallbacks'].filter((k) => args[k] !== undefined)
   if (chosen.length !== 1) throw new UsageError('choose exactly one of --summary ID, --depth N, --all and --fallbacks', 'rewrite')
   if (args.apply && args['dry-run']) throw new UsageError('--dry-run and --apply contradict each other; choose one', 'rewrite')
+  if (args.apply && args.immutable) throw new UsageError('--immutable reads only; it cannot go with --apply', 'rewrite')
   if (args['no-timestamps'] && args.timestamps !== undefined) throw new UsageError('give --timestamps or --no-timestamps, not both', 'rewrite')
   const conversationId = Number(args._[0])
   const db = existingDb(args)
@@ -374,7 +382,9 @@ async function rewrite(argv) {
   )
   // A dry run reads only; --apply opens read-write, which upgrades an old file first.
   const zone = args.tz === undefined ? {} : { timezone: args.tz }
-  const engine = args.apply ? await LcmEngine.open({ dbPath: db, ...zone }) : await openReadOnly(db, zone)
+  const engine = args.apply
+    ? await LcmEngine.open({ dbPath: db, ...zone })
+    : await openReadOnly(db, { ...zone, ...(args.immutable ? { immutable: true } : {}) })
   if (args.apply) reportMigration(engine, db)
   const controller = new AbortController()
   const onSigint = () => controller.abort()

@@ -162,8 +162,9 @@ export interface SummaryRecord {
   createdAt: string
   /**
    * A deterministic fallback rather than a model's summary: lcm-native's own (model
-   * `lcm-native/fallback`) or lossless-claw's (ending in `[Truncated from N tokens]`, or with
-   * its `[LCM fallback summary…]` note). `rewrite` with `fallbacks: true` re-summarises them.
+   * `lcm-native/fallback`) or lossless-claw's (ending with its `[Truncated from N tokens]` or
+   * `[LCM fallback summary…]` note on a line of its own). `rewrite` with `fallbacks: true`
+   * re-summarises them.
    */
   fallback: boolean
 }
@@ -550,13 +551,17 @@ export interface Expansion {
   truncated: boolean
 }
 
-/** Options of `rewrite`: exactly one of `summaryId`, `depth` and `all`. */
+/** Options of `rewrite`: exactly one of `summaryId`, `depth`, `all` and `fallbacks`. */
 export interface RewriteOptions {
   /** Exactly one of `summaryId`, `depth`, `all` and `fallbacks` chooses the summaries. */
   summaryId?: string
   depth?: number
   all?: boolean
-  /** The deterministic fallbacks a failed summarizer left (see `SummaryRecord.fallback`). */
+  /**
+   * The deterministic fallbacks a failed summarizer left (see `SummaryRecord.fallback`).
+   * Applying this with `'offline'` is E_INVALID_INPUT: it would only swap one extractive text
+   * for another and unmark them.
+   */
   fallbacks?: boolean
   /** Write the new texts. Default false: a dry run that writes nothing. */
   apply?: boolean

@@ -51,7 +51,7 @@ impl Checkpointer {
         // thread's checkpoint keeps losing the race.
         let (mut woken_at, mut previous) = (0, 0);
         writer.wal_hook(Some(move |wal: &mut rusqlite::hooks::Wal, pages: i32| {
-            if pages <= previous {
+            if pages <= previous || pages < woken_at {
                 woken_at = 0;
             }
             previous = pages;

@@ -120,7 +120,10 @@ impl GroupCommit {
     fn lead(&self, pool: &Pool, flags: SchemaFlags) {
         // Steps down even if a write panics, failing whatever is still queued, so the next
         // caller can lead.
-        let _leader = Leader(self);
+        let mut leader = Leader {
+            group: self,
+            stepped_down: false,
+        };
         loop {
             let group: Vec<Queued> = {
                 let mut st = self.lock();
@@ -133,7 +136,10 @@ impl GroupCommit {
                     st = self.joined.wait_timeout(st, left).unwrap_or_else(|e| e.into_inner()).0;
                 }
                 if st.queued.is_empty() {
+                    // Under the same lock as the check: a call queued after it finds no leader
+                    // and leads itself.
                     st.leading = false;
+                    leader.stepped_down = true;
                     return;
                 }
                 let n = st.queued.len().min(MAX_GROUP);
@@ -167,14 +173,19 @@ impl GroupCommit {
     }
 }
 
-/// Resets the leader flag when the leader stops, normally or by a panic.
-struct Leader<'a>(&'a GroupCommit);
+/// Steps a leader down if it stops without doing so itself, that is, by a panic.
+struct Leader<'a> {
+    group: &'a GroupCommit,
+    /// Set, under the state lock, by a normal step-down; by then another call may already
+    /// lead, and its queue must be left alone.
+    stepped_down: bool,
+}
 
 impl Drop for Leader<'_> {
     fn drop(&mut self) {
-        let mut st = self.0.lock();
-        if st.leading {
-            // Only reached by unwinding: drop the queued jobs so their callers stop waiting.
+        if !self.stepped_down {
+            let mut st = self.group.lock();
+            // Drop the queued jobs so their callers stop waiting (they get E_INTERNAL).
             st.queued.clear();
             st.leading = false;
         }

@@ -240,6 +240,16 @@ pub async fn rewrite(
     progress: &(dyn Fn(Progress) + Send + Sync),
 ) -> Result<RewriteResult> {
     let started = Instant::now();
+    if options.apply
+        && options.selection == Selection::Fallbacks
+        && summarizer.model() == crate::summarizer::OFFLINE_MODEL
+    {
+        // The offline summary is extractive too: writing it would unmark the fallbacks
+        // without giving them a model's summary.
+        return Err(LcmError::invalid_input(
+            "re-summarising fallbacks needs a model: the offline summarizer would replace them with another extractive text and unmark them",
+        ));
+    }
     let config = deps.config.clone();
     let prompts: Arc<PromptSet> = match &options.prompt_dir {
         Some(dir) => Arc::new(PromptSet::load(&PromptDirs::new(Some(dir)))?),

@@ -486,9 +486,15 @@ async fn fallbacks_selects_deterministic_fallbacks_of_either_implementation() {
         [leaves[1]],
     )
     .unwrap();
-    // Neither marker in the middle of a model's text, nor a cap note, makes a fallback.
+    // The seed's fallback for an empty source is just the note.
     c.execute(
-        "UPDATE summaries SET content = content || ' [Truncated from 12 tokens] then more' || char(10) || '[Capped to ~300]' WHERE summary_id = ?1",
+        "UPDATE summaries SET content = '[Truncated from 0 tokens]' || char(10) WHERE summary_id = ?1",
+        [leaves[4]],
+    )
+    .unwrap();
+    // Neither note in the middle of a model's text, nor a cap note, makes a fallback.
+    c.execute(
+        "UPDATE summaries SET content = content || ' [Truncated from 12 tokens] and the [LCM fallback summary; truncated for context management] note' || char(10) || '[Capped to ~300]' WHERE summary_id = ?1",
         [leaves[2]],
     )
     .unwrap();
@@ -499,7 +505,12 @@ async fn fallbacks_selects_deterministic_fallbacks_of_either_implementation() {
         .filter(|s| s.fallback)
         .map(|s| s.summary_id)
         .collect();
-    let expected = vec![leaves[1].to_string(), leaves[3].to_string(), condensed.clone()];
+    let expected = vec![
+        leaves[1].to_string(),
+        leaves[3].to_string(),
+        leaves[4].to_string(),
+        condensed.clone(),
+    ];
     let mut sorted = flagged.clone();
     sorted.sort();
     let mut want = expected.clone();
@@ -510,12 +521,23 @@ async fn fallbacks_selects_deterministic_fallbacks_of_either_implementation() {
         selection: Selection::Fallbacks,
         ..all(true)
     };
+    let offline = engine
+        .rewrite(
+            cid,
+            Arc::new(crate::summarizer::offline::OfflineSummarizer),
+            &fallbacks,
+            &AtomicBool::new(false),
+            &|_| {},
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(offline.code(), "E_INVALID_INPUT", "{offline}");
     let r = run(&engine, cid, marking(), &fallbacks).await.unwrap();
-    // Bottom-up: the two leaves (in the rewrite's chronological order) before the condensed node.
+    // Bottom-up: the leaves (in the rewrite's chronological order) before the condensed node.
     let mut ids: Vec<String> = r.entries.iter().map(|e| e.summary_id.clone()).collect();
     assert_eq!(ids.pop().as_ref(), Some(&condensed), "bottom-up");
     ids.sort();
-    let mut leaves_wanted = vec![leaves[1].to_string(), leaves[3].to_string()];
+    let mut leaves_wanted = vec![leaves[1].to_string(), leaves[3].to_string(), leaves[4].to_string()];
     leaves_wanted.sort();
     assert_eq!(ids, leaves_wanted);
     assert!(r.entries.iter().all(|e| e.applied));

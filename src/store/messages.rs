@@ -45,8 +45,9 @@ pub fn ingest(
 }
 
 /// Stores several callers' messages in one transaction, one result per job, each job atomic on
-/// its own: when a job fails (an unknown conversation, say), the transaction is rolled back,
-/// that job gets its error, and the others are written again without it. A failure of the
+/// its own: when a job fails for a reason of its own (an unknown conversation), the
+/// transaction is rolled back, that job gets its error, and the others are written again
+/// without it. A failure of the
 /// transaction itself (the database busy, the disk full) is every job's answer. One commit
 /// then pays for the log writes of every job.
 pub fn ingest_group(conn: &mut Connection, flags: SchemaFlags, jobs: &[IngestJob<'_>]) -> Vec<Result<IngestOutcome>> {
@@ -105,7 +106,12 @@ fn write_together(
     let mut fts_rows: Vec<(i64, &str)> = Vec::new();
     let mut outcomes = Vec::with_capacity(jobs.len());
     for (k, job) in jobs.iter().enumerate() {
-        outcomes.push(ingest_in(&tx, flags, job, &now, &mut fts_rows).map_err(|e| GroupFailure::Job(k, e))?);
+        outcomes.push(ingest_in(&tx, flags, job, &now, &mut fts_rows).map_err(|e| match e {
+            // What a call itself can get wrong; anything else (disk full, I/O, corruption)
+            // is the transaction's, not this call's.
+            LcmError::NotFound { .. } | LcmError::InvalidInput(_) => GroupFailure::Job(k, e),
+            e => GroupFailure::Transaction(e),
+        })?);
     }
     // Full-text rows last: a statement that opens a savepoint (one firing the live-totals
     // trigger does) makes FTS5 flush its pending rows to a new segment, so rows inserted

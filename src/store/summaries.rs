@@ -29,11 +29,14 @@ pub struct SummaryRecord {
 }
 
 /// True for a summary that is a deterministic fallback: lcm-native marks its own with the
-/// model `lcm-native/fallback`; lossless-claw's end with `[Truncated from N tokens]` or carry
-/// its `[LCM fallback summary…]` note. Reads the `model` and `content` columns.
+/// model `lcm-native/fallback`; lossless-claw's end with its note on a line of its own,
+/// `[Truncated from N tokens]` or (seed, empty answer) `[LCM fallback summary; truncated for
+/// context management]`, or are just `[Truncated from 0 tokens]`. A model's text that merely
+/// mentions a note is not one. Reads the `model` and `content` columns.
 pub const FALLBACK_SQL: &str = "(model = 'lcm-native/fallback' \
-     OR content GLOB '*[[]Truncated from [0-9]* tokens]' \
-     OR instr(content, '[LCM fallback summary') > 0)";
+     OR rtrim(content, ' ' || char(9, 10, 13)) GLOB '[[]Truncated from [0-9]* tokens]' \
+     OR rtrim(content, ' ' || char(9, 10, 13)) GLOB '*' || char(10) || '[[]Truncated from [0-9]* tokens]' \
+     OR rtrim(content, ' ' || char(9, 10, 13)) GLOB '*' || char(10) || '[[]LCM fallback summary; truncated for context management]')";
 
 const SUMMARY_COLUMNS: &str = "summary_id, conversation_id, kind, depth, content, token_count, earliest_at, latest_at,
      descendant_count, descendant_token_count, source_message_token_count, model, created_at";

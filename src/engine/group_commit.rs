@@ -5,12 +5,14 @@
 //! [`messages::ingest_group`]): its messages are all stored or none are.
 //!
 //! The first caller to find no writer at work becomes the leader: it takes the queued jobs,
-//! writes them, hands every caller its result, and repeats while more arrived meanwhile.
+//! writes them and hands every caller its result; if more calls queued meanwhile, it passes
+//! the lead to the oldest of them and returns, so no caller waits on writes that are not its
+//! own.
 //! Calls announce themselves before validating their messages, and a leader about to write
 //! waits a little (at most [`GATHER_MAX`]) for announced calls to join, so that calls which
 //! start together commit together.
 
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -25,10 +27,18 @@ const MAX_GROUP: usize = 64;
 /// Longest a leader waits for announced calls still validating their messages.
 const GATHER_MAX: Duration = Duration::from_micros(500);
 
+/// What a queued caller is told: its result, or that it leads the next write.
+enum Reply {
+    Done(Result<IngestOutcome>),
+    Lead,
+}
+
 struct Queued {
     target: Target,
     messages: Vec<NewMessage>,
-    done: SyncSender<Result<IngestOutcome>>,
+    reply: SyncSender<Reply>,
+    #[cfg(test)]
+    owner: std::thread::ThreadId,
 }
 
 #[derive(Default)]
@@ -37,9 +47,10 @@ struct State {
     leading: bool,
     /// Calls announced but not queued yet.
     arriving: usize,
-    /// Transactions written, and the most calls one of them held.
+    /// Transactions written, the most calls one of them held, and how many were written by
+    /// a thread other than the oldest call's (a caller kept writing for others).
     #[cfg(test)]
-    counts: (usize, usize),
+    counts: (usize, usize, usize),
 }
 
 #[derive(Default)]
@@ -97,107 +108,121 @@ impl GroupCommit {
         target: Target,
         messages: Vec<NewMessage>,
     ) -> Result<IngestOutcome> {
-        let (done, outcome) = sync_channel(1);
+        // One message at a time: `Lead` is read before the caller writes, `Done` last.
+        let (reply, replies) = sync_channel(1);
         let lead = {
             let mut st = self.lock();
             arrival.settle(&mut st);
-            st.queued.push(Queued { target, messages, done });
+            st.queued.push(Queued {
+                target,
+                messages,
+                reply,
+                #[cfg(test)]
+                owner: std::thread::current().id(),
+            });
             !std::mem::replace(&mut st.leading, true)
         };
         if lead {
             self.lead(pool, flags);
         }
-        wait(outcome)
-    }
-
-    /// Transactions written so far, and the most calls one of them held.
-    #[cfg(test)]
-    fn counts(&self) -> (usize, usize) {
-        self.lock().counts
-    }
-
-    /// Writes queued jobs until none are left, then steps down.
-    fn lead(&self, pool: &Pool, flags: SchemaFlags) {
-        // Steps down even if a write panics, failing whatever is still queued, so the next
-        // caller can lead.
-        let mut leader = Leader {
-            group: self,
-            stepped_down: false,
-        };
         loop {
-            let group: Vec<Queued> = {
-                let mut st = self.lock();
-                let deadline = Instant::now() + GATHER_MAX;
-                while st.arriving > 0 && st.queued.len() < MAX_GROUP {
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        break;
-                    }
-                    st = self.joined.wait_timeout(st, left).unwrap_or_else(|e| e.into_inner()).0;
-                }
-                if st.queued.is_empty() {
-                    // Under the same lock as the check: a call queued after it finds no leader
-                    // and leads itself.
-                    st.leading = false;
-                    leader.stepped_down = true;
-                    return;
-                }
-                let n = st.queued.len().min(MAX_GROUP);
-                #[cfg(test)]
-                {
-                    st.counts = (st.counts.0 + 1, st.counts.1.max(n));
-                }
-                st.queued.drain(..n).collect()
-            };
-            let jobs: Vec<IngestJob<'_>> = group
-                .iter()
-                .map(|q| IngestJob {
-                    target: &q.target,
-                    messages: &q.messages,
-                })
-                .collect();
-            match pool.write(|conn| Ok(messages::ingest_group(conn, flags, &jobs))) {
-                Ok(results) => {
-                    for (q, r) in group.iter().zip(results) {
-                        let _ = q.done.send(r);
-                    }
-                }
-                // The pool refused (closed, read-only): the same answer for every call.
-                Err(e) => {
-                    for q in &group {
-                        let _ = q.done.send(Err(e.clone()));
-                    }
+            match replies.recv() {
+                Ok(Reply::Done(result)) => return result,
+                Ok(Reply::Lead) => self.lead(pool, flags),
+                Err(_) => {
+                    return Err(LcmError::Internal(
+                        "the ingest that was writing this call's messages stopped".into(),
+                    ))
                 }
             }
         }
     }
+
+    /// See `State::counts`.
+    #[cfg(test)]
+    fn counts(&self) -> (usize, usize, usize) {
+        self.lock().counts
+    }
+
+    /// Writes one group of queued jobs (the leader's own is the oldest, so it is in it), then
+    /// passes the lead to the oldest call still queued, or steps down.
+    fn lead(&self, pool: &Pool, flags: SchemaFlags) {
+        // If a write panics, the guard fails whatever is still queued and steps down, so the
+        // next caller can lead.
+        let mut leader = Leader {
+            group: self,
+            done: false,
+        };
+        let group: Vec<Queued> = {
+            let mut st = self.lock();
+            let deadline = Instant::now() + GATHER_MAX;
+            while st.arriving > 0 && st.queued.len() < MAX_GROUP {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                st = self.joined.wait_timeout(st, left).unwrap_or_else(|e| e.into_inner()).0;
+            }
+            let n = st.queued.len().min(MAX_GROUP);
+            #[cfg(test)]
+            {
+                let foreign = usize::from(
+                    st.queued
+                        .first()
+                        .is_some_and(|q| q.owner != std::thread::current().id()),
+                );
+                st.counts = (st.counts.0 + 1, st.counts.1.max(n), st.counts.2 + foreign);
+            }
+            st.queued.drain(..n).collect()
+        };
+        let jobs: Vec<IngestJob<'_>> = group
+            .iter()
+            .map(|q| IngestJob {
+                target: &q.target,
+                messages: &q.messages,
+            })
+            .collect();
+        let results = match pool.write(|conn| Ok(messages::ingest_group(conn, flags, &jobs))) {
+            Ok(results) => results,
+            // The pool refused (closed, read-only): the same answer for every call.
+            Err(e) => group.iter().map(|_| Err(e.clone())).collect(),
+        };
+        for (q, r) in group.iter().zip(results) {
+            let _ = q.reply.send(Reply::Done(r));
+        }
+        let mut st = self.lock();
+        // Under the state lock: a call queued after this finds either a leader or none.
+        while let Some(next) = st.queued.first() {
+            if next.reply.send(Reply::Lead).is_ok() {
+                leader.done = true;
+                return;
+            }
+            // Its caller is gone: nothing to write for it.
+            st.queued.remove(0);
+        }
+        st.leading = false;
+        leader.done = true;
+    }
 }
 
-/// Steps a leader down if it stops without doing so itself, that is, by a panic.
+/// Steps a leader down if it stops without handing on or stepping down itself, that is, by a
+/// panic.
 struct Leader<'a> {
     group: &'a GroupCommit,
-    /// Set, under the state lock, by a normal step-down; by then another call may already
-    /// lead, and its queue must be left alone.
-    stepped_down: bool,
+    /// Set, under the state lock, when the lead was passed on or given up; by then another
+    /// call may lead, and its queue must be left alone.
+    done: bool,
 }
 
 impl Drop for Leader<'_> {
     fn drop(&mut self) {
-        if !self.stepped_down {
+        if !self.done {
             let mut st = self.group.lock();
             // Drop the queued jobs so their callers stop waiting (they get E_INTERNAL).
             st.queued.clear();
             st.leading = false;
         }
     }
-}
-
-fn wait(outcome: Receiver<Result<IngestOutcome>>) -> Result<IngestOutcome> {
-    outcome.recv().unwrap_or_else(|_| {
-        Err(LcmError::Internal(
-            "the ingest that was writing this call's messages stopped".into(),
-        ))
-    })
 }
 
 #[cfg(test)]
@@ -265,11 +290,14 @@ mod tests {
             }
         }
         assert_eq!(stored, expected);
-        let (transactions, largest) = engine.ingests.counts();
+        let (transactions, largest, foreign) = engine.ingests.counts();
         assert!(
             largest > 1 && transactions < threads * rounds,
             "{transactions} transactions, largest {largest}"
         );
+        // Each group is written by the thread of its oldest call, which then passes the lead
+        // on: no caller is kept writing other calls' messages.
+        assert_eq!(foreign, 0, "{foreign} of {transactions} groups written for others");
         let report = engine.verify(None).unwrap();
         assert!(report.ok, "{:?}", report.problems);
     }

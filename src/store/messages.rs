@@ -47,9 +47,8 @@ pub fn ingest(
 /// Stores several callers' messages in one transaction, one result per job, each job atomic on
 /// its own: when a job fails for a reason of its own (an unknown conversation), the
 /// transaction is rolled back, that job gets its error, and the others are written again
-/// without it. A failure of the
-/// transaction itself (the database busy, the disk full) is every job's answer. One commit
-/// then pays for the log writes of every job.
+/// without it. A failure of the transaction itself (the database busy, the disk full) is
+/// every job's answer. One commit then pays for the log writes of every job.
 pub fn ingest_group(conn: &mut Connection, flags: SchemaFlags, jobs: &[IngestJob<'_>]) -> Vec<Result<IngestOutcome>> {
     let mut results: Vec<Option<Result<IngestOutcome>>> = jobs.iter().map(|_| None).collect();
     let mut pending: Vec<usize> = (0..jobs.len()).collect();

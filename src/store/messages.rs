@@ -29,23 +29,10 @@ pub struct IngestJob<'a> {
     pub messages: &'a [NewMessage],
 }
 
-/// Stores `messages` in one transaction: rows in `messages`, `message_parts` and
-/// `messages_fts`, each appended to the live context. Messages whose `entry_id` is already in
-/// the conversation (or earlier in the same call) are skipped.
-pub fn ingest(
-    conn: &mut Connection,
-    flags: SchemaFlags,
-    target: &Target,
-    messages: &[NewMessage],
-) -> Result<IngestOutcome> {
-    match write_together(conn, flags, &[IngestJob { target, messages }]) {
-        Ok(mut outcomes) => Ok(outcomes.pop().expect("one outcome per job")),
-        Err(GroupFailure::Job(_, e) | GroupFailure::Transaction(e)) => Err(e),
-    }
-}
-
-/// Stores several callers' messages in one transaction, one result per job, each job atomic on
-/// its own: when a job fails for a reason of its own (an unknown conversation), the
+/// Stores several callers' messages in one transaction: each job's messages become rows in
+/// `messages`, `message_parts` and `messages_fts`, appended to the live context, and messages
+/// whose `entry_id` is already in the conversation (or earlier in the same job) are skipped.
+/// One result per job, each job atomic on its own: when a job fails for a reason of its own (an unknown conversation), the
 /// transaction is rolled back, that job gets its error, and the others are written again
 /// without it. A failure of the transaction itself (the database busy, the disk full) is
 /// every job's answer. One commit then pays for the log writes of every job.

@@ -15,11 +15,16 @@ pub const CHECKPOINT_PAGES: i32 = 1000;
 /// Past this, the committing writer checkpoints itself, as SQLite would: the background
 /// thread is not keeping up (for example, long-lived readers pin the log).
 const WRITER_CHECKPOINT_PAGES: i32 = 4 * CHECKPOINT_PAGES;
+/// How long the writer's own checkpoint waits for one of the thread's to finish: two cannot
+/// run at once, and a passive one gives up at once when the other holds the lock.
+const WRITER_WAIT: std::time::Duration = std::time::Duration::from_millis(250);
 
 #[derive(Default)]
 struct State {
     pending: bool,
     stop: bool,
+    /// The thread is checkpointing.
+    running: bool,
     /// Checkpoints the thread has run, for tests.
     runs: u64,
 }
@@ -55,14 +60,21 @@ impl Checkpointer {
                 woken_at = 0;
             }
             previous = pages;
+            let (lock, cv) = &*hook_shared;
             if pages >= WRITER_CHECKPOINT_PAGES {
+                // Let a checkpoint of the thread's finish first: while it holds the checkpoint
+                // lock the writer's would do nothing, and under load that can go on for many
+                // commits while the log grows.
+                {
+                    let st = lock.lock().unwrap_or_else(|e| e.into_inner());
+                    let _ = cv.wait_timeout_while(st, WRITER_WAIT, |st| st.running);
+                }
                 // Never fail the commit over a checkpoint: a busy one is retried next commit.
                 let _ = wal.checkpoint();
             } else if pages >= woken_at + CHECKPOINT_PAGES {
                 woken_at = pages;
-                let (lock, cv) = &*hook_shared;
                 lock.lock().unwrap_or_else(|e| e.into_inner()).pending = true;
-                cv.notify_one();
+                cv.notify_all();
             }
             Ok(())
         }))?;
@@ -82,7 +94,7 @@ impl Checkpointer {
         {
             let (lock, cv) = &*self.shared;
             lock.lock().unwrap_or_else(|e| e.into_inner()).stop = true;
-            cv.notify_one();
+            cv.notify_all();
         }
         if let Some(t) = self.thread.take() {
             let _ = t.join();
@@ -108,10 +120,14 @@ fn run(conn: Connection, shared: Arc<(Mutex<State>, Condvar)>) {
                 return;
             }
             st.pending = false;
+            st.running = true;
         }
         // PASSIVE copies what it can without waiting; a busy database just means "later".
         let _ = conn.wal_checkpoint_v2(Some(rusqlite::MAIN_DB), rusqlite::wal::CheckpointMode::PASSIVE);
-        lock.lock().unwrap_or_else(|e| e.into_inner()).runs += 1;
+        let mut st = lock.lock().unwrap_or_else(|e| e.into_inner());
+        st.runs += 1;
+        st.running = false;
+        cv.notify_all();
     }
 }
 

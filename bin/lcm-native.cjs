@@ -136,12 +136,10 @@ async function openReadOnly(db, options = {}) {
       throw Object.assign(new Error(`${db} is empty: not an lcm-native or lossless-claw database`), { code: 'E_SCHEMA' })
     }
     if (err.code === 'E_SCHEMA' && /readOnly never writes/.test(err.message)) {
-      const upgrade = new Error(
+      const upgrade =
         `${db} needs a schema upgrade before lcm-native can read it; run 'lcm-native migrate --db ${db}' ` +
-          '(it upgrades the file in place, in one transaction). Nothing was changed.',
-      )
-      upgrade.code = 'E_SCHEMA'
-      throw upgrade
+        '(it upgrades the file in place, in one transaction). Nothing was changed.'
+      throw Object.assign(new Error(upgrade), { code: 'E_SCHEMA' })
     }
     throw err
   }

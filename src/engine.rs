@@ -35,21 +35,17 @@ impl Engine {
     /// prompt templates (a broken one fails the open with E_PROMPT).
     pub fn open(config: Config) -> Result<Engine> {
         let prompts = PromptSet::load(&PromptDirs::new(config.prompt_dir.as_deref()))?;
+        let (path, busy) = (&config.db_path, config.busy_timeout_ms);
         let (migration, flags, pool) = if config.read_only {
-            let (path, busy) = (&config.db_path, config.busy_timeout_ms);
             let conn = db::open_read_only(path, busy, config.immutable)?;
             let migration = db::migrate::check_current(&conn, path)?;
             let flags = SchemaFlags::read(&conn)?;
             (migration, flags, Pool::read_only(path, busy, config.immutable, conn))
         } else {
-            let mut conn = db::open_connection(&config.db_path, config.busy_timeout_ms)?;
-            let migration = db::migrate::migrate(&mut conn, &config.db_path)?;
+            let mut conn = db::open_connection(path, busy)?;
+            let migration = db::migrate::migrate(&mut conn, path)?;
             let flags = SchemaFlags::read(&conn)?;
-            (
-                migration,
-                flags,
-                Pool::new(&config.db_path, config.busy_timeout_ms, conn)?,
-            )
+            (migration, flags, Pool::new(path, busy, conn)?)
         };
         Ok(Engine {
             deps: Deps {

@@ -99,9 +99,7 @@ pub fn open_read_only(path: &str, busy_timeout_ms: i64, immutable: bool) -> Resu
         }
         Err(e) => return Err(e.into()),
     }
-    conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
-    conn.pragma_update(None, "temp_store", "MEMORY")?;
-    conn.pragma_update(None, "cache_size", -8192)?;
+    read_pragmas(&conn)?;
     Ok(conn)
 }
 
@@ -131,10 +129,16 @@ pub fn configure(conn: &Connection) -> Result<()> {
             "could not switch the database to WAL mode (got `{mode}`); the file system may not support shared memory"
         )));
     }
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    read_pragmas(conn)
+}
+
+/// The per-connection settings every connection uses, read-only ones included (none of
+/// them writes to the file).
+fn read_pragmas(conn: &Connection) -> Result<()> {
     // Stable query plans: with STAT4 compiled in, SQLite would otherwise recompile a cached
     // statement every time a parameter compared to an indexed column is re-bound.
     conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
-    conn.pragma_update(None, "synchronous", "NORMAL")?;
     conn.pragma_update(None, "temp_store", "MEMORY")?;
     // A modest cache: appends touch few pages, and SQLite scans the whole page cache at the
     // end of every write transaction, so a large one slows each commit down.

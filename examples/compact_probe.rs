@@ -74,6 +74,7 @@ fn main() {
                 token_budget: 128_000,
                 force: true,
                 pass: PassOptions::default(),
+                cancel: None,
             },
         ))
         .unwrap();

@@ -15,8 +15,8 @@ use crate::db::{self, migrate::MigrationReport, pool::Pool};
 use crate::error::Result;
 use crate::prompts::{PromptDirs, PromptSet};
 use crate::recall;
-use crate::store::conversations::{self, ConversationInfo, SchemaFlags, Target};
-use crate::store::messages::{self, IngestOutcome, StoredMessage};
+use crate::store::conversations::{self, ConversationInfo, SchemaFlags, SessionConversation, Target};
+use crate::store::messages::{self, IngestOptions, IngestOutcome, StoredMessage};
 use crate::store::normalize;
 use crate::store::summaries::{self, SummaryRecord};
 use crate::summarizer::Summarizer;
@@ -76,6 +76,11 @@ impl Engine {
     /// Validates every message first (a malformed one rejects the call with its index and
     /// nothing is written), then stores them in one transaction.
     pub fn ingest(&self, target: &Target, messages: &[Value]) -> Result<IngestOutcome> {
+        self.ingest_with(target, messages, IngestOptions::default())
+    }
+
+    /// `ingest`, with a turn's advancement key or as a one-time import (see `IngestOptions`).
+    pub fn ingest_with(&self, target: &Target, messages: &[Value], options: IngestOptions) -> Result<IngestOutcome> {
         self.deps.pool.check_writable()?;
         // Announced before validating, so a concurrent writer can wait for this call to join it.
         let arrival = self.ingests.arrive();
@@ -84,8 +89,20 @@ impl Engine {
             .enumerate()
             .map(|(i, m)| normalize::normalize(i, m))
             .collect::<Result<Vec<_>>>()?;
-        self.ingests
-            .ingest(arrival, &self.deps.pool, self.deps.flags, target.clone(), normalized)
+        self.ingests.ingest(
+            arrival,
+            &self.deps.pool,
+            self.deps.flags,
+            target.clone(),
+            normalized,
+            options,
+        )
+    }
+
+    /// The conversation a session maps to, if there is one (nothing is created).
+    pub fn find_conversation(&self, target: &Target) -> Result<Option<SessionConversation>> {
+        let flags = self.deps.flags;
+        self.deps.pool.read(|conn| conversations::lookup(conn, flags, target))
     }
 
     /// Stored messages of a conversation, in order, with their content rebuilt.
@@ -252,3 +269,6 @@ impl Engine {
 
 #[cfg(test)]
 pub(crate) mod tests;
+
+#[cfg(test)]
+mod host_tests;

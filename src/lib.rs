@@ -11,6 +11,7 @@ pub mod db;
 pub mod diff;
 pub mod engine;
 pub mod error;
+pub mod json_text;
 pub mod prompts;
 pub mod recall;
 pub mod rewrite;
@@ -96,12 +97,21 @@ impl JsonArg {
     /// The parsed value; `None` when the argument was undefined or null. `what` names the
     /// argument in errors.
     fn parse(self, what: &str) -> error::Result<Option<Value>> {
+        self.parse_repairing(what).map(|(v, _)| v)
+    }
+
+    /// `parse`, also saying how many lone UTF-16 surrogates (text JavaScript allows and UTF-8
+    /// cannot hold) were replaced with U+FFFD on the way.
+    fn parse_repairing(self, what: &str) -> error::Result<(Option<Value>, usize)> {
         match self {
-            JsonArg::Absent => Ok(None),
+            JsonArg::Absent => Ok((None, 0)),
             JsonArg::Invalid(why) => Err(LcmError::invalid_input(format!("{what} cannot be read as JSON: {why}"))),
-            JsonArg::Text(t) => serde_json::from_str(&t)
-                .map(Some)
-                .map_err(|e| LcmError::invalid_input(format!("{what} cannot be read as JSON: {e}"))),
+            JsonArg::Text(t) => {
+                let (text, replaced) = json_text::replace_lone_surrogates(&t);
+                serde_json::from_str(&text)
+                    .map(|v| (Some(v), replaced))
+                    .map_err(|e| LcmError::invalid_input(format!("{what} cannot be read as JSON: {e}")))
+            }
         }
     }
 }
@@ -509,13 +519,52 @@ fn to_json<T: serde::Serialize>(v: &T) -> error::Result<JsonText> {
 }
 
 fn parse_target(v: &Value) -> error::Result<Target> {
-    let bad = || LcmError::invalid_input("target must be { sessionId: string } or { conversationId: number }");
+    let bad = || {
+        LcmError::invalid_input(
+            "target must be { sessionId: string }, { sessionKey: string, sessionId?: string } or { conversationId: number }",
+        )
+    };
     let obj = v.as_object().ok_or_else(bad)?;
-    match (obj.get("sessionId"), obj.get("conversationId")) {
-        (Some(Value::String(s)), None) if !s.is_empty() => Ok(Target::Session(s.clone())),
-        (None, Some(id)) => Ok(Target::Conversation(parse_id(id)?)),
+    let text = |k: &str| match obj.get(k) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if !s.is_empty() => Ok(Some(s.clone())),
+        Some(_) => Err(bad()),
+    };
+    match (text("sessionKey")?, text("sessionId")?, obj.get("conversationId")) {
+        (Some(key), id, None) => Ok(Target::SessionKey {
+            session_id: id.unwrap_or_else(|| key.clone()),
+            key,
+        }),
+        (None, Some(id), None) => Ok(Target::Session(id)),
+        (None, None, Some(id)) => Ok(Target::Conversation(parse_id(id)?)),
         _ => Err(bad()),
     }
+}
+
+/// `ingest`'s options: `{ advancementKey?: string, bootstrap?: boolean }`.
+fn ingest_options(options: &Option<Value>) -> error::Result<store::messages::IngestOptions> {
+    let advancement_key = match options.as_ref().and_then(|o| o.get("advancementKey")) {
+        None | Some(Value::Null) => None,
+        Some(Value::String(k)) if !k.is_empty() => Some(k.clone()),
+        Some(v) => {
+            return Err(LcmError::invalid_input(format!(
+                "`advancementKey` must be a non-empty string, got {v}"
+            )))
+        }
+    };
+    let bootstrap = match options.as_ref().and_then(|o| o.get("bootstrap")) {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(v) => {
+            return Err(LcmError::invalid_input(format!(
+                "`bootstrap` must be a boolean, got {v}"
+            )))
+        }
+    };
+    Ok(store::messages::IngestOptions {
+        advancement_key,
+        bootstrap,
+    })
 }
 
 fn parse_id(v: &Value) -> error::Result<i64> {
@@ -635,19 +684,44 @@ impl LcmEngine {
     /// Stores messages in one transaction and appends them to the live context. Every message
     /// is validated first; a malformed one rejects with E_INVALID_INPUT naming its index, and
     /// nothing of the call is written. Messages whose `entryId` is already stored are skipped.
+    /// `advancementKey` stores the host's turn key in the same transaction (a key already
+    /// stored makes the call a no-op, `duplicate: true`); `bootstrap` imports only into a
+    /// conversation that holds no message yet. Lone UTF-16 surrogates are stored as U+FFFD
+    /// (`replacedSurrogates` counts them).
     #[napi(ts_return_type = "Promise<IngestResult>")]
     pub fn ingest(
         &self,
         #[napi(ts_arg_type = "ConversationTarget")] target: JsonArg,
         #[napi(ts_arg_type = "IngestMessage[]")] messages: JsonArg,
+        #[napi(ts_arg_type = "IngestOptions")] options: Option<JsonArg>,
     ) -> AsyncTask<CoreTask<JsonText>> {
         let engine = self.inner.clone();
         CoreTask::new(move || {
             let target = parse_target(&required(target, "target")?)?;
-            let Value::Array(messages) = required(messages, "messages")? else {
+            let (messages, replaced) = messages.parse_repairing("messages")?;
+            let Some(Value::Array(messages)) = messages else {
                 return Err(LcmError::invalid_input("messages must be an array"));
             };
-            to_json(&engine.ingest(&target, &messages)?)
+            let options = ingest_options(&optional(options, "options")?)?;
+            let outcome = engine.ingest_with(&target, &messages, options)?;
+            let mut json = serde_json::to_value(&outcome).map_err(|e| LcmError::Internal(e.to_string()))?;
+            json["replacedSurrogates"] = Value::from(replaced);
+            to_json(&json)
+        })
+    }
+
+    /// The conversation a session maps to (`{ sessionKey, sessionId? }` as lossless-claw maps
+    /// them, `{ sessionId }`, or `{ conversationId }`), or `null` when there is none. Creates
+    /// nothing.
+    #[napi(ts_return_type = "Promise<SessionConversation | null>")]
+    pub fn find_conversation(
+        &self,
+        #[napi(ts_arg_type = "ConversationTarget")] target: JsonArg,
+    ) -> AsyncTask<CoreTask<JsonText>> {
+        let engine = self.inner.clone();
+        CoreTask::new(move || {
+            let target = parse_target(&required(target, "target")?)?;
+            to_json(&engine.find_conversation(&target)?)
         })
     }
 
@@ -736,18 +810,36 @@ impl LcmEngine {
 
     /// A full sweep: leaf passes until no chunk or no progress, then condensation shallowest
     /// depth first, bounded by `maxSweepIterations` and `sweepDeadlineMs`. Runs only when
-    /// `force` or the stored tokens exceed `contextThreshold × tokenBudget`.
+    /// `force` or the stored tokens exceed `contextThreshold × tokenBudget`. `signal` (an
+    /// AbortSignal) stops it before its next pass (`stopReason: 'aborted'`; passes already
+    /// written stay).
     #[napi(ts_return_type = "Promise<SweepResult>")]
     pub fn compact<'env>(
         &self,
         env: &'env Env,
         #[napi(ts_arg_type = "number")] conversation_id: JsonArg,
         #[napi(ts_arg_type = "Summarize")] summarize: Unknown<'_>,
-        #[napi(ts_arg_type = "CompactOptions")] options: JsonArg,
+        #[napi(ts_arg_type = "CompactOptions")] options: Unknown<'_>,
     ) -> napi::Result<PromiseRaw<'env, JsonText>> {
         let engine = self.inner.clone();
         let summarizer = SummarizerArg::from_js(summarize);
-        spawn_coded(env, async move {
+        let cancel = Arc::new(AtomicBool::new(false));
+        let mut watch: Option<AbortWatch> = None;
+        let mut invalid: Option<LcmError> = None;
+        if let Ok(ValueType::Object) = options.get_type() {
+            // SAFETY: checked to be an object.
+            let obj = unsafe { Object::from_napi_value(env.raw(), options.raw())? };
+            match watch_abort(env, &obj, cancel.clone()) {
+                Ok(w) => watch = w,
+                Err(e) => invalid = Some(e),
+            }
+        }
+        // SAFETY: `options` is the live argument of this call.
+        let options = unsafe { JsonArg::from_napi_value(env.raw(), options.raw())? };
+        let work = async move {
+            if let Some(e) = invalid.take() {
+                return Err(e);
+            }
             let id = parse_id(&required(conversation_id, "conversationId")?)?;
             let options = Some(required(options, "options")?);
             let token_budget = token_budget(&options)?;
@@ -762,8 +854,14 @@ impl LcmEngine {
                 token_budget,
                 force,
                 pass,
+                cancel: Some(cancel),
             };
             to_json(&engine.compact(id, summarizer, sweep).await?)
+        };
+        spawn_coded_then(env, work, move |env| {
+            if let Some(w) = watch {
+                w.release(env);
+            }
         })
     }
 

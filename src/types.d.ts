@@ -13,9 +13,14 @@ export type ContentBlock =
 
 /** A message in the host's shape, as `ingest` accepts it. */
 export interface IngestMessage {
-  /** `tool` is accepted as an alias of `toolResult`. */
-  role: 'user' | 'assistant' | 'toolResult' | 'system' | 'tool'
-  content: string | ContentBlock[]
+  /**
+   * `tool` is accepted as an alias of `toolResult`. OpenClaw's other transcript kinds
+   * (`custom`, `bashExecution`, `branchSummary`, `compactionSummary`) are stored as user
+   * messages with their role and fields kept, and shown to the model as user messages.
+   */
+  role: 'user' | 'assistant' | 'toolResult' | 'system' | 'tool' | 'custom' | 'bashExecution' | 'branchSummary' | 'compactionSummary'
+  /** Required except for `bashExecution` (`command`, `output`) and the summary kinds (`summary`). */
+  content?: string | ContentBlock[]
   /** Required for `toolResult`: the id of the tool call it answers. */
   toolCallId?: string
   /** Epoch milliseconds or an ISO-8601 string; becomes `created_at` (UTC, seconds). `createdAt` is accepted too. */
@@ -25,15 +30,50 @@ export interface IngestMessage {
   [key: string]: unknown
 }
 
-/** Which conversation a call is about: a host session (created on first ingest) or a conversation id. */
-export type ConversationTarget = { sessionId: string } | { conversationId: number }
+/**
+ * Which conversation a call is about: a host session (created on first ingest), a session key
+ * (mapped as lossless-claw maps it: the key's active conversation, whose session id follows
+ * the host's; else the session id's; else a new one), or a conversation id.
+ */
+export type ConversationTarget =
+  | { sessionId: string }
+  | { sessionKey: string; sessionId?: string }
+  | { conversationId: number }
+
+/** Options of `ingest`. */
+export interface IngestOptions {
+  /**
+   * The host's key of the turn these messages complete, stored in the same transaction: a key
+   * already stored for the conversation makes the call a no-op (`duplicate: true`), also after
+   * a restart.
+   */
+  advancementKey?: string
+  /** Import a session's earlier transcript: only into a conversation with no message yet, once. */
+  bootstrap?: boolean
+}
 
 export interface IngestResult {
   conversationId: number
   /** Messages stored by this call. */
   inserted: number
-  /** Messages skipped because their `entryId` was already stored. */
+  /** Messages skipped because their `entryId` was already stored (all of them when nothing was written). */
   skipped: number
+  /** The `advancementKey` was already stored: nothing was written. */
+  duplicate: boolean
+  /** A `bootstrap` import found the conversation holding messages already: nothing was written. */
+  alreadyBootstrapped: boolean
+  /** Lone UTF-16 surrogates (half an emoji) stored as U+FFFD. */
+  replacedSurrogates: number
+}
+
+/** The conversation behind a session, as `findConversation` reports it. */
+export interface SessionConversation {
+  conversationId: number
+  sessionId: string
+  sessionKey: string | null
+  messageCount: number
+  /** When the session's earlier transcript was imported (or its first turn stored); null if never. */
+  bootstrappedAt: string | null
 }
 
 /** A stored message, content rebuilt from its parts exactly as it was ingested. */
@@ -218,6 +258,8 @@ export interface CompactOptions extends PassOptions {
   tokenBudget: number
   /** Sweep even when under the threshold. */
   force?: boolean
+  /** Stops the sweep before its next pass (`stopReason: 'aborted'`); passes already written stay. */
+  signal?: AbortSignal
 }
 
 /** The outcome of one pass. */
@@ -261,7 +303,7 @@ export interface SweepResult {
   /** Passes by how their summary was obtained. */
   passesByLevel: Partial<Record<'normal' | 'aggressive' | 'fallback' | 'capped', number>>
   fallbackSummaries: number
-  stopReason: 'below-threshold' | 'no-candidates' | 'no-progress' | 'max-iterations' | 'deadline' | 'auth-failure'
+  stopReason: 'below-threshold' | 'no-candidates' | 'no-progress' | 'max-iterations' | 'deadline' | 'auth-failure' | 'aborted'
   authFailure: boolean
   /**
    * True when the normal fanout found nothing to condense while the context was still over the

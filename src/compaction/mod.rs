@@ -121,6 +121,8 @@ pub enum StopReason {
     MaxIterations,
     Deadline,
     AuthFailure,
+    /// The caller's signal asked the sweep to stop (between two passes).
+    Aborted,
 }
 
 /// The outcome of `compact`.
@@ -582,6 +584,8 @@ pub struct SweepOptions {
     pub token_budget: i64,
     pub force: bool,
     pub pass: PassOptions,
+    /// Set by the caller to stop the sweep before its next pass (passes already written stay).
+    pub cancel: Option<Arc<std::sync::atomic::AtomicBool>>,
 }
 
 /// A full sweep: leaf passes until no chunk or no progress, then condensation, shallowest
@@ -647,6 +651,14 @@ pub async fn compact(
             }
             if Instant::now() >= deadline {
                 stop = Some(StopReason::Deadline);
+                break 'phases;
+            }
+            if options
+                .cancel
+                .as_ref()
+                .is_some_and(|c| c.load(std::sync::atomic::Ordering::SeqCst))
+            {
+                stop = Some(StopReason::Aborted);
                 break 'phases;
             }
             let before = run.live.stored_tokens();

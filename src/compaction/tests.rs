@@ -677,6 +677,7 @@ async fn a_sweep_still_over_the_threshold_relaxes_the_fanout_to_converge() {
                 token_budget: budget,
                 force: false,
                 pass: PassOptions::default(),
+                cancel: None,
             },
         )
     };
@@ -909,7 +910,7 @@ mod properties {
                             .map(|_| "pass"),
                         Op::Compact(force, hard) => engine
                             .compact(cid, summarizer.clone(), SweepOptions {
-                                token_budget: 500, force, pass: PassOptions { hard_trigger: hard, ..Default::default() },
+                                token_budget: 500, force, pass: PassOptions { hard_trigger: hard, ..Default::default() }, cancel: None,
                             })
                             .await
                             .map(|_| "sweep"),

@@ -16,6 +16,10 @@ pub const TABLES: &[(&str, &str)] = &[
         "CREATE TABLE IF NOT EXISTS conversations (
       conversation_id INTEGER PRIMARY KEY AUTOINCREMENT,
       session_id TEXT NOT NULL,
+      session_key TEXT,
+      active INTEGER NOT NULL DEFAULT 1,
+      archived_at TEXT,
+      archive_cause TEXT,
       title TEXT,
       bootstrapped_at TEXT,
       created_at TEXT NOT NULL DEFAULT (datetime('now')),
@@ -143,6 +147,18 @@ pub const TABLES: &[(&str, &str)] = &[
     )",
     ),
     (
+        // lcm-native's own: the host turns already stored, so that committing a turn twice
+        // (a replay after a crash, a retry) stores it once. lossless-claw ignores the table.
+        "lcm_native_turns",
+        "CREATE TABLE IF NOT EXISTS lcm_native_turns (
+      conversation_id INTEGER NOT NULL REFERENCES conversations(conversation_id) ON DELETE CASCADE,
+      advancement_key TEXT NOT NULL,
+      message_count INTEGER NOT NULL,
+      committed_at TEXT NOT NULL DEFAULT (datetime('now')),
+      PRIMARY KEY (conversation_id, advancement_key)
+    )",
+    ),
+    (
         "lcm_migration_state",
         "CREATE TABLE IF NOT EXISTS lcm_migration_state (
       step_name TEXT NOT NULL,
@@ -157,6 +173,10 @@ pub const TABLES: &[(&str, &str)] = &[
 /// the plugin uses, so a later plugin start finds them as it expects).
 pub const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
     ("conversations", "bootstrapped_at", "TEXT"),
+    ("conversations", "session_key", "TEXT"),
+    ("conversations", "active", "INTEGER NOT NULL DEFAULT 1"),
+    ("conversations", "archived_at", "TEXT"),
+    ("conversations", "archive_cause", "TEXT"),
     ("summaries", "depth", "INTEGER NOT NULL DEFAULT 0"),
     ("summaries", "earliest_at", "TEXT"),
     ("summaries", "latest_at", "TEXT"),
@@ -175,6 +195,23 @@ pub const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
 /// not create them on new files: each would be one more page written per ingest commit.
 /// Where the plugin made them they stay, and the plugin recreates them if it opens the file.
 pub const INDEXES: &[(&str, &str)] = &[
+    (
+        // lossless-claw 0.15's: at most one active conversation per session key.
+        "conversations_active_session_key_idx",
+        "CREATE UNIQUE INDEX IF NOT EXISTS conversations_active_session_key_idx
+         ON conversations (session_key)
+         WHERE session_key IS NOT NULL AND active = 1",
+    ),
+    (
+        "conversations_session_id_active_created_idx",
+        "CREATE INDEX IF NOT EXISTS conversations_session_id_active_created_idx
+         ON conversations (session_id, active, created_at)",
+    ),
+    (
+        "conversations_session_key_active_created_idx",
+        "CREATE INDEX IF NOT EXISTS conversations_session_key_active_created_idx
+         ON conversations (session_key, active, created_at)",
+    ),
     (
         "summaries_conv_created_idx",
         "CREATE INDEX IF NOT EXISTS summaries_conv_created_idx ON summaries (conversation_id, created_at)",

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use crate::db::pool::Pool;
 use crate::error::{LcmError, Result};
 use crate::store::conversations::{SchemaFlags, Target};
-use crate::store::messages::{self, IngestJob, IngestOutcome};
+use crate::store::messages::{self, IngestJob, IngestOptions, IngestOutcome};
 use crate::store::normalize::NewMessage;
 
 /// Most calls one transaction takes; more wait for the next one.
@@ -36,6 +36,7 @@ enum Reply {
 struct Queued {
     target: Target,
     messages: Vec<NewMessage>,
+    options: IngestOptions,
     reply: SyncSender<Reply>,
     #[cfg(test)]
     owner: std::thread::ThreadId,
@@ -107,6 +108,7 @@ impl GroupCommit {
         flags: SchemaFlags,
         target: Target,
         messages: Vec<NewMessage>,
+        options: IngestOptions,
     ) -> Result<IngestOutcome> {
         // One message at a time: `Lead` is read before the caller writes, `Done` last.
         let (reply, replies) = sync_channel(1);
@@ -116,6 +118,7 @@ impl GroupCommit {
             st.queued.push(Queued {
                 target,
                 messages,
+                options,
                 reply,
                 #[cfg(test)]
                 owner: std::thread::current().id(),
@@ -180,6 +183,7 @@ impl GroupCommit {
             .map(|q| IngestJob {
                 target: &q.target,
                 messages: &q.messages,
+                options: &q.options,
             })
             .collect();
         let results = match pool.write(|conn| Ok(messages::ingest_group(conn, flags, &jobs))) {

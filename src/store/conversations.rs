@@ -10,6 +10,13 @@ pub enum Target {
     /// The host's session id; the newest (active) conversation of that session, created on
     /// first ingest.
     Session(String),
+    /// The host's session key (stable across the session ids a key goes through) and its
+    /// current session id, mapped as lossless-claw maps them: the active conversation of the
+    /// key, else the active conversation of the id, else a new one.
+    SessionKey {
+        key: String,
+        session_id: String,
+    },
     Conversation(i64),
 }
 
@@ -19,6 +26,8 @@ pub struct SchemaFlags {
     /// lossless-claw 0.15 marks archived conversations with `active = 0`; new messages of a
     /// session must go to its active one.
     pub conversations_have_active: bool,
+    /// lossless-claw 0.15 (and lcm-native) record the host's session key.
+    pub conversations_have_session_key: bool,
     /// The trigram full-text table for summaries exists (SQLite with the trigram tokenizer).
     pub has_cjk_fts: bool,
 }
@@ -30,6 +39,11 @@ impl SchemaFlags {
             [],
             |r| r.get(0),
         )?;
+        let key: i64 = conn.query_row(
+            "SELECT count(*) FROM pragma_table_info('conversations') WHERE name = 'session_key'",
+            [],
+            |r| r.get(0),
+        )?;
         let cjk: i64 = conn.query_row(
             "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'summaries_fts_cjk'",
             [],
@@ -37,6 +51,7 @@ impl SchemaFlags {
         )?;
         Ok(SchemaFlags {
             conversations_have_active: active > 0,
+            conversations_have_session_key: key > 0,
             has_cjk_fts: cjk > 0,
         })
     }
@@ -78,11 +93,91 @@ pub fn find_by_session(conn: &Connection, flags: SchemaFlags, session_id: &str) 
         }))
 }
 
+/// The active conversation recorded under a session key.
+pub fn find_by_session_key(conn: &Connection, flags: SchemaFlags, key: &str) -> Result<Option<Conversation>> {
+    if !flags.conversations_have_session_key {
+        return Ok(None);
+    }
+    let sql = if flags.conversations_have_active {
+        "SELECT conversation_id, session_id FROM conversations WHERE session_key = ?1 AND active = 1
+         ORDER BY created_at DESC, conversation_id DESC LIMIT 1"
+    } else {
+        "SELECT conversation_id, session_id FROM conversations WHERE session_key = ?1
+         ORDER BY created_at DESC, conversation_id DESC LIMIT 1"
+    };
+    Ok(conn
+        .prepare_cached(sql)?
+        .query_row([key], |r| {
+            Ok(Conversation {
+                conversation_id: r.get(0)?,
+                session_id: r.get(1)?,
+            })
+        })
+        .optional()?)
+}
+
+/// Finds (or, with `create`, makes) the conversation of a session key: the key's active
+/// conversation (its session id updated when the host moved the key to a new one), else the
+/// session id's active conversation (the key recorded on it when it had none), else a new
+/// row with both.
+fn for_session_key(
+    conn: &Connection,
+    flags: SchemaFlags,
+    key: &str,
+    session_id: &str,
+    create: Option<&str>,
+) -> Result<Option<Conversation>> {
+    if let Some(c) = find_by_session_key(conn, flags, key)? {
+        if create.is_some() && c.session_id != session_id {
+            conn.prepare_cached("UPDATE conversations SET session_id = ?2 WHERE conversation_id = ?1")?
+                .execute(params![c.conversation_id, session_id])?;
+        }
+        return Ok(Some(c));
+    }
+    if let Some(c) = find_by_session(conn, flags, session_id)? {
+        let recorded: Option<String> = if flags.conversations_have_session_key {
+            conn.prepare_cached("SELECT session_key FROM conversations WHERE conversation_id = ?1")?
+                .query_row([c.conversation_id], |r| r.get(0))?
+        } else {
+            None
+        };
+        match recorded {
+            None => {
+                if create.is_some() && flags.conversations_have_session_key {
+                    conn.prepare_cached("UPDATE conversations SET session_key = ?2 WHERE conversation_id = ?1")?
+                        .execute(params![c.conversation_id, key])?;
+                }
+                return Ok(Some(c));
+            }
+            // The id's conversation belongs to another key: this key gets its own.
+            Some(other) if other != key => {}
+            Some(_) => return Ok(Some(c)),
+        }
+    }
+    let Some(now) = create else { return Ok(None) };
+    if flags.conversations_have_session_key {
+        conn.prepare_cached(
+            "INSERT INTO conversations (session_id, session_key, created_at, updated_at) VALUES (?1, ?2, ?3, ?3)",
+        )?
+        .execute(params![session_id, key, now])?;
+    } else {
+        conn.prepare_cached("INSERT INTO conversations (session_id, created_at, updated_at) VALUES (?1, ?2, ?2)")?
+            .execute(params![session_id, now])?;
+    }
+    Ok(Some(Conversation {
+        conversation_id: conn.last_insert_rowid(),
+        session_id: session_id.to_string(),
+    }))
+}
+
 /// Resolves a target; a session without a conversation gets one (inside the caller's
 /// transaction, so a failed ingest leaves no empty conversation behind).
 pub fn resolve_or_create(conn: &Connection, flags: SchemaFlags, target: &Target, now: &str) -> Result<Conversation> {
     match target {
         Target::Conversation(id) => get(conn, *id),
+        Target::SessionKey { key, session_id } => {
+            Ok(for_session_key(conn, flags, key, session_id, Some(now))?.expect("created when missing"))
+        }
         Target::Session(session_id) => {
             if let Some(c) = find_by_session(conn, flags, session_id)? {
                 return Ok(c);
@@ -102,7 +197,53 @@ pub fn resolve(conn: &Connection, flags: SchemaFlags, target: &Target) -> Result
     match target {
         Target::Conversation(id) => get(conn, *id),
         Target::Session(s) => find_by_session(conn, flags, s)?.ok_or_else(|| LcmError::not_found("session", s)),
+        Target::SessionKey { key, session_id } => {
+            for_session_key(conn, flags, key, session_id, None)?.ok_or_else(|| LcmError::not_found("session", key))
+        }
     }
+}
+
+/// What a host knows of the conversation behind a session, for deciding whether to import
+/// its earlier transcript.
+#[derive(Clone, Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionConversation {
+    pub conversation_id: i64,
+    pub session_id: String,
+    pub session_key: Option<String>,
+    pub message_count: i64,
+    /// When lcm-native (or lossless-claw) imported the session's earlier transcript.
+    pub bootstrapped_at: Option<String>,
+}
+
+/// The conversation a target names, without creating one; `None` when there is none.
+pub fn lookup(conn: &Connection, flags: SchemaFlags, target: &Target) -> Result<Option<SessionConversation>> {
+    let found = match resolve(conn, flags, target) {
+        Ok(c) => c,
+        Err(LcmError::NotFound { .. }) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let key_col = if flags.conversations_have_session_key {
+        "session_key"
+    } else {
+        "NULL"
+    };
+    let row = conn
+        .prepare_cached(&format!(
+            "SELECT {key_col}, bootstrapped_at,
+                    (SELECT count(*) FROM messages m WHERE m.conversation_id = c.conversation_id)
+             FROM conversations c WHERE c.conversation_id = ?1"
+        ))?
+        .query_row([found.conversation_id], |r| {
+            Ok(SessionConversation {
+                conversation_id: found.conversation_id,
+                session_id: found.session_id.clone(),
+                session_key: r.get(0)?,
+                bootstrapped_at: r.get(1)?,
+                message_count: r.get(2)?,
+            })
+        })?;
+    Ok(Some(row))
 }
 
 /// A conversation with its sizes, for listings.

@@ -19,14 +19,32 @@ pub struct IngestOutcome {
     pub conversation_id: i64,
     /// Messages stored by this call.
     pub inserted: i64,
-    /// Messages skipped because their `entryId` was already stored.
+    /// Messages skipped because their `entryId` was already stored (or, for a turn already
+    /// committed or a bootstrap of a conversation that has messages, every message).
     pub skipped: i64,
+    /// True when `advancementKey` was already committed: nothing was written.
+    pub duplicate: bool,
+    /// True when a `bootstrap` import found the conversation already holding messages:
+    /// nothing was written.
+    pub already_bootstrapped: bool,
 }
 
-/// One caller's share of a group commit: where its messages go, and the messages.
+/// How an ingest call is applied.
+#[derive(Clone, Debug, Default)]
+pub struct IngestOptions {
+    /// The host's key for the turn these messages complete: stored in the same transaction,
+    /// and a key already stored for the conversation makes the call a no-op (`duplicate`).
+    pub advancement_key: Option<String>,
+    /// An import of the session's earlier transcript: only into a conversation that holds
+    /// no message yet, once (`already_bootstrapped` otherwise).
+    pub bootstrap: bool,
+}
+
+/// One caller's share of a group commit: where its messages go, the messages, and how.
 pub struct IngestJob<'a> {
     pub target: &'a Target,
     pub messages: &'a [NewMessage],
+    pub options: &'a IngestOptions,
 }
 
 /// Stores several callers' messages in one transaction: each job's messages become rows in
@@ -45,6 +63,7 @@ pub fn ingest_group(conn: &mut Connection, flags: SchemaFlags, jobs: &[IngestJob
             .map(|&i| IngestJob {
                 target: jobs[i].target,
                 messages: jobs[i].messages,
+                options: jobs[i].options,
             })
             .collect();
         match write_together(conn, flags, &group) {
@@ -120,9 +139,44 @@ fn ingest_in<'a>(
     now: &str,
     fts_rows: &mut Vec<(i64, &'a str)>,
 ) -> Result<IngestOutcome> {
-    let (target, messages) = (job.target, job.messages);
+    let (target, messages, options) = (job.target, job.messages, job.options);
     let conv = conversations::resolve_or_create(tx, flags, target, now)?;
     let cid = conv.conversation_id;
+    let nothing = |duplicate: bool| IngestOutcome {
+        conversation_id: cid,
+        inserted: 0,
+        skipped: messages.len() as i64,
+        duplicate,
+        already_bootstrapped: !duplicate,
+    };
+    if options.bootstrap {
+        let has_messages = tx
+            .prepare_cached("SELECT 1 FROM messages WHERE conversation_id = ?1 LIMIT 1")?
+            .query_row([cid], |_| Ok(()))
+            .optional()?
+            .is_some();
+        if has_messages {
+            return Ok(nothing(false));
+        }
+    }
+    if let Some(key) = options.advancement_key.as_deref() {
+        let fresh = tx
+            .prepare_cached(
+                "INSERT OR IGNORE INTO lcm_native_turns (conversation_id, advancement_key, message_count, committed_at)
+                 VALUES (?1, ?2, ?3, ?4)",
+            )?
+            .execute(params![cid, key, messages.len() as i64, now])?;
+        if fresh == 0 {
+            return Ok(nothing(true));
+        }
+    }
+    if options.bootstrap || options.advancement_key.is_some() {
+        // The session's history is in lcm-native from here on: a later bootstrap imports nothing.
+        tx.prepare_cached(
+            "UPDATE conversations SET bootstrapped_at = ?2 WHERE conversation_id = ?1 AND bootstrapped_at IS NULL",
+        )?
+        .execute(params![cid, now])?;
+    }
     let mut seq: i64 = tx
         .prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM messages WHERE conversation_id = ?1")?
         .query_row([cid], |r| r.get(0))?;
@@ -199,6 +253,8 @@ fn ingest_in<'a>(
         conversation_id: cid,
         inserted,
         skipped,
+        duplicate: false,
+        already_bootstrapped: false,
     })
 }
 
@@ -466,18 +522,22 @@ mod tests {
         let (_dir, _path, mut conn, flags) = setup();
         let (a, b, c) = (one("a"), one("b"), one("c"));
         let (s, missing) = (Target::Session("s".into()), Target::Conversation(999));
+        let o = IngestOptions::default();
         let jobs = [
             IngestJob {
                 target: &s,
                 messages: &a,
+                options: &o,
             },
             IngestJob {
                 target: &missing,
                 messages: &b,
+                options: &o,
             },
             IngestJob {
                 target: &s,
                 messages: &c,
+                options: &o,
             },
         ];
         let results = ingest_group(&mut conn, flags, &jobs);
@@ -502,11 +562,13 @@ mod tests {
         holder.execute_batch("BEGIN IMMEDIATE").unwrap();
         let texts: Vec<Vec<NewMessage>> = (0..4).map(|i| one(&format!("m{i}"))).collect();
         let s = Target::Session("s".into());
+        let o = IngestOptions::default();
         let jobs: Vec<IngestJob<'_>> = texts
             .iter()
             .map(|m| IngestJob {
                 target: &s,
                 messages: m,
+                options: &o,
             })
             .collect();
         let started = Instant::now();

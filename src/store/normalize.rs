@@ -101,6 +101,28 @@ struct PartMeta<'a> {
     raw_type: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     raw: Option<&'a Value>,
+    #[serde(rename = "rawMessage", skip_serializing_if = "Option::is_none")]
+    raw_message: Option<&'a Value>,
+}
+
+/// Message kinds of OpenClaw's transcript that are not model roles (a plugin's custom message,
+/// a `!command` run by the user, summaries of branches and of the host's own compactions).
+/// They are stored, and shown to the model as user messages.
+pub const HOST_KINDS: &[&str] = &["custom", "bashExecution", "branchSummary", "compactionSummary"];
+
+/// The text of a host message kind that has no `content`.
+fn host_kind_text(kind: &str, obj: &serde_json::Map<String, Value>) -> String {
+    let field = |k: &str| obj.get(k).and_then(Value::as_str).unwrap_or("");
+    match kind {
+        "bashExecution" => {
+            let exit = match obj.get("exitCode").and_then(Value::as_i64) {
+                Some(code) => format!("\n[exit code {code}]"),
+                None => String::new(),
+            };
+            format!("$ {}\n{}{exit}", field("command"), field("output"))
+        }
+        _ => field("summary").to_string(),
+    }
 }
 
 /// `message_parts.part_type` of a content block type (the plugin's mapping).
@@ -150,11 +172,19 @@ pub fn normalize(index: usize, msg: &Value) -> Result<NewMessage> {
         .as_object()
         .ok_or_else(|| bad(format!("expected an object, got {}", kind_of(msg))))?;
     let role_value = obj.get("role").ok_or_else(|| bad("`role` is missing".into()))?;
-    let role = role_value.as_str().and_then(Role::parse).ok_or_else(|| {
-        bad(format!(
-            "`role` must be \"user\", \"assistant\", \"toolResult\" or \"system\", got {role_value}"
-        ))
-    })?;
+    let role_name = role_value.as_str().unwrap_or("");
+    // The host's own message kinds beyond the model's roles are stored as user messages (the
+    // schema's roles), their role and fields kept in the parts' metadata.
+    let host_kind = HOST_KINDS.contains(&role_name);
+    let role = Role::parse(role_name)
+        .or(host_kind.then_some(Role::User))
+        .ok_or_else(|| {
+            bad(format!(
+                "`role` must be \"user\", \"assistant\", \"toolResult\", \"system\" or one of the host's \
+                 message kinds ({}), got {role_value}",
+                HOST_KINDS.join(", ")
+            ))
+        })?;
 
     let message_call_id = str_field(obj, &["toolCallId", "tool_call_id"]);
     if role == Role::ToolResult && message_call_id.is_none() {
@@ -192,7 +222,7 @@ pub fn normalize(index: usize, msg: &Value) -> Result<NewMessage> {
         }
     };
 
-    let host_role = role.host();
+    let host_role = if host_kind { role_name } else { role.host() };
     let meta_call_id = (role == Role::ToolResult).then_some(message_call_id).flatten();
     // A tool result's name and error flag, kept so assembly can hand them back.
     let result_name = (role == Role::ToolResult)
@@ -204,7 +234,17 @@ pub fn normalize(index: usize, msg: &Value) -> Result<NewMessage> {
         Some(Value::Bool(_)) => None,
         Some(other) => return Err(bad(format!("`isError` must be a boolean, got {}", kind_of(other)))),
     };
-    let content = obj.get("content").ok_or_else(|| bad("`content` is missing".into()))?;
+    let synthesized = if host_kind && obj.get("content").is_none_or(Value::is_null) {
+        Some(Value::from(host_kind_text(role_name, obj)))
+    } else {
+        None
+    };
+    let content = synthesized
+        .as_ref()
+        .or_else(|| obj.get("content"))
+        .ok_or_else(|| bad("`content` is missing".into()))?;
+    // The whole host message, for kinds whose fields the parts do not hold.
+    let raw_message = host_kind.then_some(msg);
     let (text, token_count, parts) = match content {
         Value::String(s) => {
             let meta = PartMeta {
@@ -214,6 +254,7 @@ pub fn normalize(index: usize, msg: &Value) -> Result<NewMessage> {
                 is_error,
                 raw_type: None,
                 raw: None,
+                raw_message,
             };
             let part = PartRow {
                 part_type: "text",
@@ -263,6 +304,7 @@ pub fn normalize(index: usize, msg: &Value) -> Result<NewMessage> {
                     is_error,
                     raw_type: Some(btype),
                     raw: (!plain_text).then_some(block),
+                    raw_message: raw_message.filter(|_| bi == 0),
                 };
                 parts.push(PartRow {
                     part_type,

@@ -243,18 +243,22 @@ fn lossless_claw_database_keeps_its_extra_tables_and_skips_recorded_backfills() 
     let r = run(&path).unwrap();
     assert_eq!(r.era, "lossless-claw");
     assert!(r.columns_added.is_empty(), "{r:?}");
-    assert!(r.tables_created.is_empty(), "{r:?}");
+    // Only lcm-native's own table is new: the plugin's schema already has everything else.
+    assert_eq!(r.tables_created, ["lcm_native_turns"], "{r:?}");
     assert!(
         !r.backfills.iter().any(|b| b.step == "backfillSummaryDepths"),
         "recorded backfill re-ran"
     );
-    // The plugin's schema stays untouched; the only additions are lcm-native's live totals and
-    // the partial index on live summary items.
+    // The plugin's schema stays untouched; the only additions are lcm-native's live totals,
+    // its table of committed host turns and the partial index on live summary items.
     let (ours, theirs): (Vec<_>, Vec<_>) = schema(&path).into_iter().partition(|(name, _)| {
-        name == totals::TABLE || totals::TRIGGER_NAMES.contains(&name.as_str()) || name == "context_items_summary_idx"
+        name == totals::TABLE
+            || totals::TRIGGER_NAMES.contains(&name.as_str())
+            || name == "context_items_summary_idx"
+            || name.starts_with("lcm_native_turns")
     });
-    assert_eq!(theirs, schema_before, "the plugin's schema must stay untouched");
-    assert_eq!(ours.len(), 2 + totals::TRIGGER_NAMES.len(), "{ours:?}");
+    assert!(theirs == schema_before, "the plugin's schema must stay untouched");
+    assert_eq!(ours.len(), 3 + totals::TRIGGER_NAMES.len(), "{ours:?}");
     assert_eq!(r.indexes_created, ["context_items_summary_idx"]);
     assert!(r.live_totals_rebuilt);
     assert_eq!(summary_values(&path), values_before);

@@ -1,0 +1,212 @@
+//! What a host adapter relies on: sessions mapped by key, turns stored once by their
+//! advancement key, one-time imports, the host's extra message kinds, and sweeps that stop
+//! when asked.
+
+use std::sync::atomic::AtomicBool;
+
+use rusqlite::Connection;
+use serde_json::{json, Value};
+
+use super::tests::temp_engine;
+use super::*;
+
+fn turn(n: usize) -> Vec<Value> {
+    vec![
+        json!({"role": "user", "content": format!("question {n}")}),
+        json!({"role": "assistant", "content": [{"type": "text", "text": format!("answer {n}")}]}),
+    ]
+}
+
+fn key(k: &str, id: &str) -> Target {
+    Target::SessionKey {
+        key: k.into(),
+        session_id: id.into(),
+    }
+}
+
+fn commit(engine: &Engine, target: &Target, advancement: &str, msgs: &[Value]) -> IngestOutcome {
+    let options = IngestOptions {
+        advancement_key: Some(advancement.into()),
+        bootstrap: false,
+    };
+    engine.ingest_with(target, msgs, options).unwrap()
+}
+
+#[test]
+fn a_session_key_keeps_its_conversation_when_the_session_id_changes() {
+    let (_dir, engine) = temp_engine();
+    let first = engine.ingest(&key("agent:main:main", "s1"), &turn(1)).unwrap();
+    // The host moved the key to a new session id (a /new, a restart): same conversation,
+    // whose session id follows the host's.
+    let second = engine.ingest(&key("agent:main:main", "s2"), &turn(2)).unwrap();
+    assert_eq!(first.conversation_id, second.conversation_id);
+    let found = engine
+        .find_conversation(&Target::Session("s2".into()))
+        .unwrap()
+        .unwrap();
+    assert_eq!(found.conversation_id, first.conversation_id);
+    assert_eq!(found.session_key.as_deref(), Some("agent:main:main"));
+    assert_eq!(found.message_count, 4);
+    // Another key gets its own conversation.
+    let other = engine.ingest(&key("agent:main:explicit:x", "s3"), &turn(1)).unwrap();
+    assert_ne!(other.conversation_id, first.conversation_id);
+    // Looking up never creates.
+    assert!(engine
+        .find_conversation(&key("agent:main:none", "s9"))
+        .unwrap()
+        .is_none());
+    assert_eq!(engine.conversations().unwrap().len(), 2);
+}
+
+#[test]
+fn a_conversation_stored_by_session_id_is_adopted_by_its_key() {
+    let (_dir, engine) = temp_engine();
+    let by_id = engine.ingest(&Target::Session("s1".into()), &turn(1)).unwrap();
+    let by_key = engine.ingest(&key("agent:main:main", "s1"), &turn(2)).unwrap();
+    assert_eq!(by_id.conversation_id, by_key.conversation_id);
+    let found = engine
+        .find_conversation(&key("agent:main:main", "other"))
+        .unwrap()
+        .unwrap();
+    assert_eq!(found.conversation_id, by_id.conversation_id);
+}
+
+#[test]
+fn a_turn_is_stored_once_by_its_advancement_key() {
+    let (dir, engine) = temp_engine();
+    let target = key("agent:main:main", "s1");
+    let first = commit(&engine, &target, "turn-1", &turn(1));
+    assert_eq!((first.inserted, first.duplicate), (2, false));
+    let again = commit(&engine, &target, "turn-1", &turn(1));
+    assert_eq!((again.inserted, again.skipped, again.duplicate), (0, 2, true));
+    commit(&engine, &target, "turn-2", &turn(2));
+    let path = engine.config().db_path.clone();
+    drop(engine);
+    // Also after a restart.
+    let engine = Engine::open(Config::with_db_path(&path)).unwrap();
+    assert!(commit(&engine, &target, "turn-2", &turn(2)).duplicate);
+    let conn = Connection::open(dir.path().join("lcm.db")).unwrap();
+    let keys: Vec<(String, i64)> = conn
+        .prepare("SELECT advancement_key, message_count FROM lcm_native_turns ORDER BY advancement_key")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    assert_eq!(keys, [("turn-1".to_string(), 2), ("turn-2".to_string(), 2)]);
+    let messages: i64 = conn
+        .query_row("SELECT count(*) FROM messages", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(messages, 4);
+}
+
+#[test]
+fn a_failed_turn_leaves_no_advancement_key_behind() {
+    let (_dir, engine) = temp_engine();
+    let target = key("k", "s");
+    let bad = vec![
+        json!({"role": "user", "content": "ok"}),
+        json!({"role": "nobody", "content": "x"}),
+    ];
+    let options = IngestOptions {
+        advancement_key: Some("t1".into()),
+        bootstrap: false,
+    };
+    assert_eq!(
+        engine.ingest_with(&target, &bad, options).unwrap_err().code(),
+        "E_INVALID_INPUT"
+    );
+    // The same key then commits: the failed call wrote nothing.
+    assert!(!commit(&engine, &target, "t1", &turn(1)).duplicate);
+}
+
+#[test]
+fn a_bootstrap_imports_only_into_an_empty_conversation() {
+    let (_dir, engine) = temp_engine();
+    let target = key("agent:main:explicit:a", "a");
+    let history: Vec<Value> = (1..=3).flat_map(turn).collect();
+    let boot = IngestOptions {
+        bootstrap: true,
+        ..Default::default()
+    };
+    let first = engine.ingest_with(&target, &history, boot.clone()).unwrap();
+    assert_eq!((first.inserted, first.already_bootstrapped), (6, false));
+    let again = engine.ingest_with(&target, &history, boot.clone()).unwrap();
+    assert_eq!((again.inserted, again.already_bootstrapped), (0, true));
+    let found = engine.find_conversation(&target).unwrap().unwrap();
+    assert!(found.bootstrapped_at.is_some());
+    // A session whose first turn lcm-native stored needs no import either.
+    let fresh = key("agent:main:explicit:b", "b");
+    commit(&engine, &fresh, "t1", &turn(1));
+    assert!(engine.ingest_with(&fresh, &turn(1), boot).unwrap().already_bootstrapped);
+}
+
+#[test]
+fn the_hosts_other_message_kinds_are_stored_and_shown_as_user_messages() {
+    let (_dir, engine) = temp_engine();
+    let msgs = vec![
+        json!({"role": "user", "content": "run it"}),
+        json!({"role": "custom", "customType": "memory-note", "display": true, "content": "remember the port",
+               "details": {"n": 1}, "timestamp": 1_763_900_000_000_i64}),
+        json!({"role": "bashExecution", "command": "ls", "output": "a.txt", "exitCode": 0,
+               "cancelled": false, "truncated": false}),
+        json!({"role": "compactionSummary", "summary": "earlier work", "tokensBefore": 10}),
+    ];
+    let out = engine.ingest(&key("k", "s"), &msgs).unwrap();
+    assert_eq!(out.inserted, 4);
+    let assembled = engine
+        .assemble(
+            out.conversation_id,
+            &crate::assemble::AssembleOptions {
+                token_budget: 10_000,
+                fresh_tail_count: None,
+                presentation: None,
+            },
+        )
+        .unwrap();
+    let shown: Vec<(String, String)> = assembled
+        .messages
+        .iter()
+        .map(|m| (m["role"].as_str().unwrap().to_string(), m["content"].to_string()))
+        .collect();
+    assert_eq!(shown[1], ("user".into(), "\"remember the port\"".into()));
+    assert_eq!(shown[2], ("user".into(), "\"$ ls\\na.txt\\n[exit code 0]\"".into()));
+    assert_eq!(shown[3], ("user".into(), "\"earlier work\"".into()));
+    // Nothing of the host's message is lost: its role and fields are in the parts.
+    let conn = Connection::open(&engine.config().db_path).unwrap();
+    let meta: String = conn
+        .query_row(
+            "SELECT metadata FROM message_parts p JOIN messages m USING (message_id) WHERE m.seq = 2",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let meta: Value = serde_json::from_str(&meta).unwrap();
+    assert_eq!(meta["originalRole"], "custom");
+    assert_eq!(meta["rawMessage"]["customType"], "memory-note");
+    assert_eq!(meta["rawMessage"]["details"]["n"], 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sweep_asked_to_stop_stops_before_its_next_pass() {
+    let (_dir, engine) = temp_engine();
+    let msgs: Vec<Value> = (0..80).flat_map(turn).collect();
+    let cid = engine.ingest(&key("k", "s"), &msgs).unwrap().conversation_id;
+    let summarizer: Arc<dyn Summarizer> = Arc::new(crate::summarizer::offline::OfflineSummarizer);
+    let stopped = engine
+        .compact(
+            cid,
+            summarizer,
+            SweepOptions {
+                token_budget: 100,
+                force: true,
+                cancel: Some(Arc::new(AtomicBool::new(true))),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(stopped.stop_reason, compaction::StopReason::Aborted);
+    assert_eq!(stopped.leaf_passes, 0);
+    assert!(engine.summaries(cid, None).unwrap().is_empty());
+}

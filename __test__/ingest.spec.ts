@@ -161,7 +161,7 @@ describe('ingest', () => {
       const s = Number(c.sessionId.slice(1))
       // Calls in flight together are not ordered among themselves (await each to keep turn
       // order); each call's messages are contiguous and in their order.
-      const key = (turn: { content: unknown }[]) => JSON.stringify(turn.map((m) => m.content))
+      const key = (turn: { content?: unknown }[]) => JSON.stringify(turn.map((m) => m.content))
       const expected = turnsOf.filter((_, i) => i % sessions === s).map(key).sort()
       const stored = await engine.messages(c.conversationId, { limit: 5000 })
       expect(turns(stored).map(key).sort()).toEqual(expected)

@@ -176,28 +176,28 @@ const OPTIONS: &[OptionSpec] = &[
     },
     OptionSpec {
         name: "maxSweepIterations",
-        env: None,
+        env: Some("LCM_MAX_SWEEP_ITERATIONS"),
         kind: Kind::Int { min: 1, max: I32 },
         default: Default::Int(12),
         doc: "Most passes one `compact` sweep may run.",
     },
     OptionSpec {
         name: "sweepDeadlineMs",
-        env: None,
+        env: Some("LCM_SWEEP_DEADLINE_MS"),
         kind: Kind::Int { min: 1, max: I32 },
         default: Default::Int(120_000),
         doc: "Wall-clock bound of one `compact` sweep.",
     },
     OptionSpec {
         name: "summaryTimeoutMs",
-        env: None,
+        env: Some("LCM_SUMMARY_TIMEOUT_MS"),
         kind: Kind::Int { min: 1, max: I32 },
         default: Default::Int(60_000),
         doc: "How long one summarizer call may take before the pass fails with E_TIMEOUT.",
     },
     OptionSpec {
         name: "summaryMaxOverageFactor",
-        env: None,
+        env: Some("LCM_SUMMARY_MAX_OVERAGE_FACTOR"),
         kind: Kind::Number {
             min_exclusive: 0.999,
             max: 100.0,
@@ -228,7 +228,7 @@ const OPTIONS: &[OptionSpec] = &[
     },
     OptionSpec {
         name: "maxExpandTokens",
-        env: None,
+        env: Some("LCM_MAX_EXPAND_TOKENS"),
         kind: Kind::Int { min: 1, max: I32 },
         default: Default::Int(4000),
         doc: "Default token budget of `expand`.",
@@ -242,7 +242,7 @@ const OPTIONS: &[OptionSpec] = &[
     },
     OptionSpec {
         name: "customInstructions",
-        env: None,
+        env: Some("LCM_CUSTOM_INSTRUCTIONS"),
         kind: Kind::Text,
         default: Default::Text(""),
         doc: "Operator instructions passed to every prompt as `CustomInstructions`.",

@@ -1,0 +1,236 @@
+// @ts-check
+'use strict'
+// The plugin's configuration: OpenClaw's `plugins.entries["lcm-native"].config` (validated by
+// the host against openclaw.plugin.json's configSchema), then lossless-claw's environment
+// variables over it, then defaults. The engine options are checked again by
+// `LcmEngine.open`, which names the option it refuses.
+
+const { homedir } = require('node:os')
+const { dirname, extname, join } = require('node:path')
+
+/** Options handed to `LcmEngine.open` as they are (lossless-claw's names). */
+const ENGINE_KEYS = [
+  'contextThreshold',
+  'freshTailCount',
+  'leafMinFanout',
+  'condensedMinFanout',
+  'condensedMinFanoutHard',
+  'incrementalMaxDepth',
+  'leafChunkTokens',
+  'leafTargetTokens',
+  'condensedTargetTokens',
+  'timezone',
+  'maxSweepIterations',
+  'sweepDeadlineMs',
+  'summaryTimeoutMs',
+  'summaryMaxOverageFactor',
+  'busyTimeoutMs',
+  'lockTimeoutMs',
+  'maxExpandTokens',
+  'promptDir',
+  'customInstructions',
+  'presentation',
+]
+
+/**
+ * @typedef {object} PluginSettings
+ * @property {boolean} enabled
+ * @property {string} dbPath            resolved path of the (global) database file
+ * @property {'global' | 'agent'} databaseScope
+ * @property {string[]} ignoreSessionPatterns
+ * @property {string[]} statelessSessionPatterns
+ * @property {boolean} skipStatelessSessions
+ * @property {string} summaryModel      `provider/model`, or '' for the session's model
+ * @property {'session' | 'all'} recallScope
+ * @property {number} recallMaxTokens
+ * @property {number} defaultTokenBudget
+ * @property {() => Record<string, unknown>} engineOptions  options for `LcmEngine.open` (without
+ *   dbPath): the plugin config's, with lossless-claw's LCM_* variables over them, read on first use
+ */
+
+/** An invalid option: one message naming it. */
+class ConfigError extends Error {
+  /** @param {string} option @param {string} why */
+  constructor(option, why) {
+    super(`lcm-native: invalid config option \`${option}\`: ${why}`)
+    this.name = 'ConfigError'
+    this.code = 'E_INVALID_CONFIG'
+    this.option = option
+  }
+}
+
+/** @param {unknown} v */
+function isRecord(v) {
+  return typeof v === 'object' && v !== null && !Array.isArray(v)
+}
+
+/**
+ * A comma-separated environment list (lossless-claw's format), or undefined when unset.
+ * @param {string | undefined} raw
+ */
+function envList(raw) {
+  if (raw === undefined || raw.trim() === '') return undefined
+  return raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)
+}
+
+/**
+ * lossless-claw's boolean variables: exactly "true" is true (LCM_ENABLED: anything but "false").
+ * @param {string | undefined} raw @param {boolean} loose
+ */
+function envBool(raw, loose) {
+  if (raw === undefined || raw.trim() === '') return undefined
+  return loose ? raw.trim().toLowerCase() !== 'false' : raw.trim().toLowerCase() === 'true'
+}
+
+/**
+ * @param {Record<string, unknown>} cfg @param {string} key
+ * @returns {string[] | undefined}
+ */
+function stringList(cfg, key) {
+  const v = cfg[key]
+  if (v === undefined || v === null) return undefined
+  if (!Array.isArray(v) || v.some((s) => typeof s !== 'string')) throw new ConfigError(key, 'expected an array of strings')
+  return /** @type {string[]} */ (v)
+}
+
+/**
+ * @param {Record<string, unknown>} cfg @param {string} key @param {readonly string[]} allowed
+ */
+function oneOf(cfg, key, allowed) {
+  const v = cfg[key]
+  if (v === undefined || v === null) return undefined
+  if (typeof v !== 'string' || !allowed.includes(v)) {
+    throw new ConfigError(key, `expected one of ${allowed.map((a) => JSON.stringify(a)).join(', ')}, got ${JSON.stringify(v)}`)
+  }
+  return v
+}
+
+/** @param {Record<string, unknown>} cfg @param {string} key */
+function text(cfg, key) {
+  const v = cfg[key]
+  if (v === undefined || v === null) return undefined
+  if (typeof v !== 'string') throw new ConfigError(key, `expected a string, got ${typeof v}`)
+  return v
+}
+
+/** @param {Record<string, unknown>} cfg @param {string} key */
+function bool(cfg, key) {
+  const v = cfg[key]
+  if (v === undefined || v === null) return undefined
+  if (typeof v !== 'boolean') throw new ConfigError(key, `expected a boolean, got ${typeof v}`)
+  return v
+}
+
+/** @param {Record<string, unknown>} cfg @param {string} key @param {number} min */
+function int(cfg, key, min) {
+  const v = cfg[key]
+  if (v === undefined || v === null) return undefined
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < min) throw new ConfigError(key, `expected an integer >= ${min}, got ${JSON.stringify(v)}`)
+  return v
+}
+
+/**
+ * OpenClaw's state directory, where lossless-claw keeps `lcm.db`.
+ * @param {NodeJS.ProcessEnv} env
+ */
+function stateDir(env) {
+  const dir = env.OPENCLAW_STATE_DIR
+  return dir && dir.trim() !== '' ? dir : join(env.HOME || homedir(), '.openclaw')
+}
+
+/**
+ * Resolves the plugin's settings. Throws ConfigError naming the option (or the variable).
+ * @param {unknown} pluginConfig  `api.pluginConfig`
+ * @param {NodeJS.ProcessEnv} env
+ * @param {(() => Record<string, unknown>) | undefined} engineEnv  the addon's `configFromEnv`
+ *   (lossless-claw's LCM_* variables for engine options); loaded lazily by the caller
+ * @returns {PluginSettings}
+ */
+function resolveSettings(pluginConfig, env, engineEnv) {
+  if (pluginConfig !== undefined && pluginConfig !== null && !isRecord(pluginConfig)) {
+    throw new ConfigError('config', 'expected an object')
+  }
+  const cfg = /** @type {Record<string, unknown>} */ (pluginConfig ?? {})
+  const known = Object.keys(require('../openclaw.plugin.json').configSchema.properties)
+  for (const key of Object.keys(cfg)) {
+    if (!known.includes(key)) throw new ConfigError(key, `unknown option (known: ${known.join(', ')})`)
+  }
+
+  /** @type {Record<string, unknown>} */
+  const engine = {}
+  for (const key of ENGINE_KEYS) {
+    if (cfg[key] !== undefined && cfg[key] !== null) engine[key] = cfg[key]
+  }
+  // lossless-claw 0.15's name of incrementalMaxDepth.
+  if (cfg.sweepMaxDepth !== undefined && cfg.incrementalMaxDepth === undefined) engine.incrementalMaxDepth = cfg.sweepMaxDepth
+  // lossless-claw reads LCM_SWEEP_MAX_DEPTH before LCM_INCREMENTAL_MAX_DEPTH.
+  const sweepDepthEnv = env.LCM_SWEEP_MAX_DEPTH
+  /** @type {number | undefined} */
+  let sweepDepth
+  if (sweepDepthEnv !== undefined && sweepDepthEnv.trim() !== '') {
+    sweepDepth = Number(sweepDepthEnv)
+    if (!Number.isInteger(sweepDepth) || sweepDepth < -1) throw new ConfigError('sweepMaxDepth (from LCM_SWEEP_MAX_DEPTH)', `${JSON.stringify(sweepDepthEnv)} is not an integer >= -1`)
+  }
+  /** @type {Record<string, unknown> | undefined} */
+  let merged
+  const engineOptions = () => {
+    if (merged) return merged
+    let fromEnv = {}
+    if (engineEnv) {
+      try {
+        fromEnv = engineEnv()
+      } catch (err) {
+        const e = /** @type {{ message?: string }} */ (err)
+        throw new ConfigError('environment', String(e?.message ?? err))
+      }
+    }
+    merged = { ...engine, ...fromEnv, ...(sweepDepth !== undefined ? { incrementalMaxDepth: sweepDepth } : {}) }
+    delete merged.dbPath
+    return merged
+  }
+
+  const dbEnv = env.LCM_DATABASE_PATH?.trim() || undefined
+  const dbPath = dbEnv ?? text(cfg, 'dbPath') ?? text(cfg, 'databasePath') ?? join(stateDir(env), 'lcm.db')
+  if (dbPath.trim() === '') throw new ConfigError('dbPath', 'must not be empty')
+
+  return {
+    enabled: envBool(env.LCM_ENABLED, true) ?? bool(cfg, 'enabled') ?? true,
+    dbPath,
+    databaseScope: /** @type {'global' | 'agent'} */ (oneOf(cfg, 'databaseScope', ['global', 'agent']) ?? 'global'),
+    ignoreSessionPatterns: envList(env.LCM_IGNORE_SESSION_PATTERNS) ?? stringList(cfg, 'ignoreSessionPatterns') ?? [],
+    statelessSessionPatterns: envList(env.LCM_STATELESS_SESSION_PATTERNS) ?? stringList(cfg, 'statelessSessionPatterns') ?? [],
+    skipStatelessSessions: envBool(env.LCM_SKIP_STATELESS_SESSIONS, false) ?? bool(cfg, 'skipStatelessSessions') ?? true,
+    summaryModel: (env.LCM_SUMMARY_MODEL?.trim() || undefined) ?? text(cfg, 'summaryModel') ?? '',
+    recallScope: /** @type {'session' | 'all'} */ (oneOf(cfg, 'recallScope', ['session', 'all']) ?? 'session'),
+    recallMaxTokens: int(cfg, 'recallMaxTokens', 200) ?? 4000,
+    defaultTokenBudget: int(cfg, 'defaultTokenBudget', 1000) ?? 128000,
+    engineOptions,
+  }
+}
+
+/**
+ * The database file of an agent: the configured file, or with `databaseScope: "agent"` one
+ * file per agent beside it (`lcm.db` → `lcm.<agent>.db`), so agents do not share a write lock.
+ * @param {PluginSettings} settings @param {string} agentId
+ */
+function databaseFor(settings, agentId) {
+  if (settings.databaseScope !== 'agent') return settings.dbPath
+  const safe = agentId.replace(/[^A-Za-z0-9_.-]/g, '_') || 'main'
+  const ext = extname(settings.dbPath)
+  const base = ext ? settings.dbPath.slice(0, -ext.length) : settings.dbPath
+  return join(dirname(settings.dbPath), `${base.slice(dirname(settings.dbPath).length + 1)}.${safe}${ext || '.db'}`)
+}
+
+/**
+ * The agent a session key belongs to (`agent:<id>:…`), else `main`.
+ * @param {string | undefined} sessionKey
+ */
+function agentOf(sessionKey) {
+  const parts = (sessionKey ?? '').split(':')
+  return parts[0] === 'agent' && parts[1] ? parts[1] : 'main'
+}
+
+module.exports = { ConfigError, ENGINE_KEYS, agentOf, databaseFor, resolveSettings, stateDir }

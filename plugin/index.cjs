@@ -1,0 +1,63 @@
+// @ts-check
+'use strict'
+// The OpenClaw plugin entry (package.json → openclaw.extensions). `register` is synchronous
+// and cheap: it reads the configuration and registers the context engine `lcm-native` and the
+// recall tools. The addon is loaded and the database opened on first use.
+
+const { ConfigError, resolveSettings } = require('./config.cjs')
+const { LcmNativeContextEngine } = require('./context-engine.cjs')
+const { SessionRules } = require('./sessions.cjs')
+const { addon, logOnce } = require('./shared.cjs')
+const { TOOL_NAMES, recallTools } = require('./tools.cjs')
+
+const PLUGIN_ID = 'lcm-native'
+
+/**
+ * The part of OpenClaw's plugin API this plugin uses (see openclaw/plugin-sdk/plugin-entry).
+ * @typedef {object} PluginApi
+ * @property {string} [registrationMode]
+ * @property {unknown} [pluginConfig]
+ * @property {{ info: (m: string) => void, warn: (m: string) => void, error: (m: string) => void, debug?: (m: string) => void }} logger
+ * @property {{ llm?: { complete: (params: Record<string, unknown>) => Promise<unknown> } }} [runtime]
+ * @property {(id: string, factory: (ctx: unknown) => unknown) => void} registerContextEngine
+ * @property {(tool: unknown, opts?: { name?: string, names?: string[] }) => void} [registerTool]
+ */
+
+/** @param {PluginApi} api */
+function register(api) {
+  const logger = api.logger ?? console
+  if (api.registrationMode === 'cli-metadata') return
+  /** @type {import('./config.cjs').PluginSettings | undefined} */
+  let settings
+  /** @type {Error | undefined} */
+  let invalid
+  try {
+    // The addon reads lossless-claw's LCM_* variables of the engine options on first use
+    // (loading it is deferred), so only the plugin's own options are checked here.
+    settings = resolveSettings(api.pluginConfig, process.env, () => /** @type {Record<string, unknown>} */ (addon().configFromEnv()))
+  } catch (err) {
+    invalid = err instanceof Error ? err : new Error(String(err))
+    logOnce(logger, `config:${invalid.message}`, 'error', `${invalid.message}. OpenClaw's built-in engine is used until it is fixed.`)
+  }
+
+  api.registerContextEngine(PLUGIN_ID, () => {
+    // A factory that throws makes the host use its built-in engine for this turn (and says
+    // so); the configuration error was logged once at registration.
+    if (!settings) throw invalid ?? new ConfigError('config', 'unreadable')
+    return new LcmNativeContextEngine({ settings, rules: new SessionRules(settings), logger, llm: api.runtime?.llm })
+  })
+
+  if (settings && typeof api.registerTool === 'function') {
+    const s = settings
+    for (const [i, name] of TOOL_NAMES.entries()) {
+      api.registerTool((/** @type {any} */ ctx) => recallTools(s, ctx ?? {})[i], { name })
+    }
+  }
+}
+
+module.exports = {
+  id: PLUGIN_ID,
+  name: 'Lossless Context Management (lcm-native)',
+  description: "Keeps every message in SQLite, summarises old ones into a DAG of summaries, and assembles each turn's context within the model's budget; continues lossless-claw's database.",
+  register,
+}

@@ -1,0 +1,113 @@
+// @ts-check
+'use strict'
+// OpenClaw's transcript messages → lcm-native's ingest shapes. The engine stores the host's
+// shapes as they are (content blocks, tool calls, its own kinds such as `custom`); this only
+// leaves out what the host re-creates every turn, and wraps kinds it does not know so that
+// one new message kind can never make a turn uncommittable.
+
+/** Roles and message kinds the engine stores as they are. */
+const STORED_ROLES = new Set([
+  'user',
+  'assistant',
+  'toolResult',
+  'tool',
+  'system',
+  'custom',
+  'bashExecution',
+  'branchSummary',
+  'compactionSummary',
+])
+
+/** The host's per-turn runtime context: re-injected each turn, and stripped from history by the host itself. */
+const RUNTIME_CONTEXT_TYPE = 'openclaw.runtime-context'
+
+/** @param {unknown} v @returns {v is Record<string, any>} */
+function isRecord(v) {
+  return typeof v === 'object' && v !== null && !Array.isArray(v)
+}
+
+/**
+ * JSON text of any value, never throwing (cycles, BigInts, throwing getters).
+ * @param {unknown} v
+ */
+function safeJson(v) {
+  try {
+    const seen = new WeakSet()
+    return (
+      JSON.stringify(v, (_k, x) => {
+        if (typeof x === 'bigint') return x.toString()
+        if (typeof x === 'object' && x !== null) {
+          if (seen.has(x)) return '[cycle]'
+          seen.add(x)
+        }
+        return x
+      }) ?? String(v)
+    )
+  } catch {
+    try {
+      return String(v)
+    } catch {
+      return '[unreadable value]'
+    }
+  }
+}
+
+/**
+ * The messages of a turn as the engine takes them. Runtime-context messages are left out;
+ * anything that is not a message object, or of a kind the engine does not know, is kept as a
+ * `custom` message holding its JSON.
+ * @param {readonly unknown[]} messages
+ * @returns {Record<string, unknown>[]}
+ */
+function toIngest(messages) {
+  /** @type {Record<string, unknown>[]} */
+  const out = []
+  for (const m of Array.isArray(messages) ? messages : []) {
+    if (isRecord(m) && m.role === 'custom' && m.customType === RUNTIME_CONTEXT_TYPE) continue
+    if (isRecord(m) && typeof m.role === 'string' && STORED_ROLES.has(m.role)) {
+      out.push(m)
+      continue
+    }
+    const role = isRecord(m) && typeof m.role === 'string' ? m.role : typeof m
+    out.push({
+      role: 'custom',
+      customType: `lcm-native.unknown:${role}`,
+      content: safeJson(m),
+      ...(isRecord(m) && (typeof m.timestamp === 'number' || typeof m.timestamp === 'string') ? { timestamp: m.timestamp } : {}),
+    })
+  }
+  return out
+}
+
+/**
+ * A last resort for a batch the engine refused: every message as a plain text message of a
+ * role the engine always takes, so the turn is still stored (verbatim, as JSON).
+ * @param {readonly Record<string, unknown>[]} messages
+ */
+function asPlainText(messages) {
+  return messages.map((m) => ({
+    role: m.role === 'assistant' ? 'assistant' : 'user',
+    content: [{ type: 'text', text: safeJson(m) }],
+  }))
+}
+
+/**
+ * lossless-claw's heartbeat rule: a turn whose assistant reply is exactly HEARTBEAT_OK and
+ * that mentions heartbeat.md, or a poll message, is noise that is never stored.
+ * @param {readonly unknown[]} messages
+ */
+function isHeartbeatTurn(messages) {
+  const text = (/** @type {unknown} */ m) => {
+    if (!isRecord(m)) return ''
+    if (typeof m.content === 'string') return m.content
+    if (Array.isArray(m.content)) return m.content.map((b) => (isRecord(b) && typeof b.text === 'string' ? b.text : '')).join('\n')
+    return ''
+  }
+  const list = Array.isArray(messages) ? messages : []
+  if (list.length === 0) return false
+  if (list.every((m) => isRecord(m) && m.role === 'user' && text(m).trim().toLowerCase() === '[openclaw heartbeat poll]')) return true
+  const ack = list.some((m) => isRecord(m) && m.role === 'assistant' && text(m).trim().toLowerCase() === 'heartbeat_ok')
+  return ack && list.some((m) => text(m).toLowerCase().includes('heartbeat.md'))
+}
+
+module.exports = { asPlainText, isHeartbeatTurn, isRecord, safeJson, toIngest, RUNTIME_CONTEXT_TYPE }

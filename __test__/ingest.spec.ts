@@ -40,9 +40,9 @@ describe('ingest', () => {
     const engine = await openTemp()
     const messages = hostMessages(THEME)
     const first = await engine.ingest({ sessionId: 's' }, messages)
-    expect(first).toEqual({ conversationId: first.conversationId, inserted: 914, skipped: 0 })
+    expect(first).toEqual({ conversationId: first.conversationId, inserted: 914, skipped: 0, duplicate: false, alreadyBootstrapped: false, replacedSurrogates: 0 })
     const second = await engine.ingest({ sessionId: 's' }, messages)
-    expect(second).toEqual({ conversationId: first.conversationId, inserted: 0, skipped: 914 })
+    expect(second).toEqual({ conversationId: first.conversationId, inserted: 0, skipped: 914, duplicate: false, alreadyBootstrapped: false, replacedSurrogates: 0 })
     const third = await engine.ingest({ conversationId: first.conversationId }, [
       ...messages.slice(-3),
       { role: 'user', content: 'new', entryId: 'new-1' },
@@ -73,6 +73,23 @@ describe('ingest', () => {
     expect(back[1].createdAt).toBe('2026-02-17T23:37:05.000Z')
     expect(back[5].toolCallId).toBe('c2')
     expect(back[1].tokenCount).toBe(estimateTokens('Look at this'))
+    await engine.close()
+  })
+
+  it('stores text holding lone UTF-16 surrogates, replacing each with U+FFFD, and says how many', async () => {
+    const engine = await openTemp()
+    const r = await engine.ingest({ sessionId: 's' }, [
+      { role: 'user', content: 'half an emoji \uD83D here' },
+      { role: 'assistant', content: [{ type: 'toolCall', id: 'c1', name: 'echo', arguments: { text: '\uDE00 tail' } }] },
+      { role: 'toolResult', toolCallId: 'c1', content: [{ type: 'text', text: 'whole 😀 emoji' }] },
+    ])
+    expect(r).toMatchObject({ inserted: 3, replacedSurrogates: 2 })
+    const back = await engine.messages(r.conversationId)
+    expect(back[0].content).toBe('half an emoji \uFFFD here')
+    expect(JSON.stringify(back[1].content)).toContain('\uFFFD tail')
+    expect(JSON.stringify(back[2].content)).toContain('😀')
+    const hits = await engine.grep(r.conversationId, { query: 'half \uD83D', mode: 'like' })
+    expect(hits.hits).toHaveLength(1)
     await engine.close()
   })
 

@@ -102,7 +102,8 @@ describe('migrate', () => {
     const report = await migrate(dbPath)
     expect(report.era).toBe('lossless-claw')
     expect(report.columnsAdded).toEqual([])
-    expect(report.tablesCreated).toEqual([])
+    // Only lcm-native's own table of committed host turns is new.
+    expect(report.tablesCreated).toEqual(['lcm_native_turns'])
     expect(report.backfills.map((b) => b.step)).not.toContain('backfillSummaryDepths')
     const summaries = await summariesOf(dbPath)
     expect(summaries).toHaveLength(174)

@@ -9,7 +9,9 @@
 const { agentOf, databaseFor } = require('./config.cjs')
 const { isHeartbeatTurn, safeJson, toIngest, asPlainText } = require('./messages.cjs')
 const { describeFailure, makeSummarizer } = require('./summarizer.cjs')
-const { addon, drainSpool, engineFor, logOnce, settleInflight, shared, spool, track } = require('./shared.cjs')
+const { existsSync } = require('node:fs')
+
+const { addon, drainSpool, engineFor, logOnce, settleInflight, shared, spool, spoolPath, track } = require('./shared.cjs')
 
 const VERSION = require('../package.json').version
 
@@ -125,10 +127,10 @@ class LcmNativeContextEngine {
   async engineOf(s) {
     const path = this.dbPathOf(s)
     const engine = await engineFor(path, this.settings.engineOptions())
-    const state = shared()
-    if (!state.logged.has(`opened:${path}`)) {
-      this.logOnce(`opened:${path}`, 'info', `lcm-native: using ${path} (${engine.migration.summary})`)
-      await drainSpool(path, engine).catch((e) => this.report('storing spooled turns', e))
+    this.logOnce(`opened:${path}`, 'info', `lcm-native: using ${path} (${engine.migration.summary})`)
+    if (existsSync(spoolPath(path))) {
+      const stored = await drainSpool(path, engine).catch((e) => this.report('storing spooled turns', e))
+      if (stored) this.logger.info(`lcm-native: stored ${stored} spooled turn(s)`)
     }
     return engine
   }
@@ -190,23 +192,27 @@ class LcmNativeContextEngine {
     const target = targetOf(s)
     const batch = toIngest(messages)
     const options = advancementKey ? { advancementKey } : undefined
-    const engine = await this.engineOf(s)
     /** @type {unknown} */
     let last
+    /** @type {LcmEngine | undefined} */
+    let engine
     for (let attempt = 1; attempt <= COMMIT_ATTEMPTS; attempt++) {
       try {
+        // Opened inside the loop: a database that cannot be opened now (busy, damaged,
+        // unreadable) spools the turn like a failed write.
+        engine = await this.engineOf(s)
         const r = await engine.ingest(/** @type {any} */ (target), /** @type {any} */ (batch), options)
         if (r.replacedSurrogates > 0) this.logger.warn(`lcm-native: stored ${r.replacedSurrogates} broken UTF-16 character(s) as U+FFFD`)
         return { inserted: r.inserted, duplicate: r.duplicate, spooled: false }
       } catch (err) {
         last = err
         const code = describeFailure(err).code
-        if (code === 'E_INVALID_INPUT') {
+        if (code === 'E_INVALID_INPUT' && engine) {
           this.report('storing a turn as the host sent it (stored as text instead)', err)
           const r = await engine.ingest(/** @type {any} */ (target), /** @type {any} */ (asPlainText(batch)), options)
           return { inserted: r.inserted, duplicate: r.duplicate, spooled: false }
         }
-        if (code !== 'E_BUSY' && code !== 'E_SQLITE' && code !== 'E_IO') break
+        if (code !== 'E_BUSY' && code !== 'E_SQLITE') break
         await new Promise((r) => setTimeout(r, 200 * attempt))
       }
     }

@@ -16,16 +16,22 @@ const TOOL_NAMES = ['lcm_grep', 'lcm_describe', 'lcm_expand']
  * @param {string[]} lines @param {number} maxTokens
  */
 function bounded(lines, maxTokens) {
+  const cost = (/** @type {string} */ line) => addon().estimateTokens(line) + 1
   const out = []
   let used = 0
   for (let i = 0; i < lines.length; i++) {
-    const cost = addon().estimateTokens(lines[i]) + 1
-    if (used + cost > maxTokens && out.length > 0) {
-      out.push(`… ${lines.length - i} more line(s) not shown (output limited to ${maxTokens} tokens)`)
-      break
+    const left = maxTokens - used
+    if (cost(lines[i]) <= left) {
+      out.push(lines[i])
+      used += cost(lines[i])
+      continue
     }
-    out.push(used + cost > maxTokens ? lines[i].slice(0, maxTokens * 3) : lines[i])
-    used += cost
+    // The line that does not fit is cut to what is left (code points, never half of one).
+    let cut = [...lines[i]].slice(0, Math.max(0, left * 4))
+    while (cut.length > 0 && cost(`${cut.join('')}…`) > left) cut = cut.slice(0, Math.floor(cut.length * 0.8))
+    if (cut.length > 0) out.push(`${cut.join('')}…`)
+    out.push(`… output limited to ${maxTokens} tokens; ${lines.length - i - (cut.length > 0 ? 1 : 0)} more line(s) not shown`)
+    break
   }
   return out.join('\n')
 }
@@ -196,7 +202,9 @@ function recallTools(settings, ctx) {
       }
       if (!visible(d.conversationId, conversationId)) return result(`${p.summaryId}: not found in this conversation's history.`, { found: false })
       const budget = Math.min(max, Math.max(100, Number(p.tokenBudget) || max))
-      const x = await engine.expand(p.summaryId, { tokenBudget: budget, ...(p.maxDepth ? { maxDepth: Number(p.maxDepth) } : {}) })
+      // The engine skips an entry larger than what is left of its budget; asking for more
+      // than is shown keeps a small budget from showing nothing. The text is bounded below.
+      const x = await engine.expand(p.summaryId, { tokenBudget: Math.max(budget, 4 * max), ...(p.maxDepth ? { maxDepth: Number(p.maxDepth) } : {}) })
       const lines = [`${p.summaryId} expanded (${x.entries.length} entries, ${x.estimatedTokens} tokens${x.truncated ? ', more below the budget' : ''}):`]
       for (const e of x.entries) {
         if (e.type === 'summary') {

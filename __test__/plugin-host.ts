@@ -1,0 +1,184 @@
+// A recording fake of the OpenClaw plugin API, with the parameter shapes of openclaw@2026.9.6
+// (openclaw/plugin-sdk: ContextEngine, OpenClawPluginApi, llm.complete), for contract tests.
+import { mkdtempSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+
+import plugin from '../plugin/index.cjs'
+
+/** OpenClaw's `llm.complete` parameters (the direct form). */
+export interface LlmCompleteParams {
+  messages: { role: 'system' | 'user' | 'assistant'; content: string }[]
+  systemPrompt?: string
+  maxTokens?: number
+  model?: string
+  purpose?: string
+  signal?: AbortSignal
+}
+
+export type Complete = (params: LlmCompleteParams) => Promise<unknown>
+
+/** The host's view of a context engine (openclaw/plugin-sdk/agent-harness-runtime `ContextEngine`). */
+export interface HostContextEngine {
+  readonly info: {
+    id: string
+    name: string
+    version?: string
+    ownsCompaction?: boolean
+    turnMaintenanceMode?: 'foreground' | 'background'
+    transcriptSemantics?: { currentTurnFence?: string; turnAdvancementIdempotency?: string }
+  }
+  bootstrap(p: { sessionId: string; sessionKey?: string; sessionFile: string; runtimeContext?: Record<string, unknown> }): Promise<{
+    bootstrapped: boolean
+    importedMessages?: number
+    reason?: string
+  }>
+  maintain(p: {
+    sessionId: string
+    sessionKey?: string
+    sessionFile: string
+    runtimeContext?: Record<string, unknown>
+    abortSignal?: AbortSignal
+  }): Promise<{ changed: boolean; bytesFreed: number; rewrittenEntries: number; reason?: string }>
+  ingest(p: { sessionId: string; sessionKey?: string; message: unknown; isHeartbeat?: boolean }): Promise<{ ingested: boolean }>
+  ingestBatch(p: { sessionId: string; sessionKey?: string; messages: unknown[]; isHeartbeat?: boolean }): Promise<{ ingestedCount: number }>
+  afterTurn(p: {
+    sessionId: string
+    sessionKey?: string
+    sessionFile: string
+    messages: unknown[]
+    prePromptMessageCount: number
+    isHeartbeat?: boolean
+    tokenBudget?: number
+    runtimeContext?: Record<string, unknown>
+  }): Promise<void>
+  commitTurn(p: {
+    advancementKey: string
+    messages: unknown[]
+    sessionId: string
+    sessionKey?: string
+    isHeartbeat?: boolean
+    runtimeContext?: Record<string, unknown>
+  }): Promise<{ status: 'committed' | 'duplicate' }>
+  assemble(p: {
+    sessionId: string
+    sessionKey?: string
+    messages: unknown[]
+    tokenBudget?: number
+    availableTools?: Set<string>
+    prompt?: string
+  }): Promise<{ messages: any[]; estimatedTokens: number; systemPromptAddition?: string }>
+  compact(p: {
+    sessionId: string
+    sessionKey: string
+    tokenBudget?: number
+    force?: boolean
+    currentTokenCount?: number
+    compactionTarget?: 'budget' | 'threshold'
+    customInstructions?: string
+    runtimeContext?: Record<string, unknown>
+    abortSignal?: AbortSignal
+  }): Promise<{
+    ok: boolean
+    compacted: boolean
+    reason?: string
+    result?: { tokensBefore: number; tokensAfter?: number; details?: unknown }
+  }>
+  dispose(): Promise<void>
+}
+
+export interface HostTool {
+  name: string
+  description: string
+  parameters: { type: 'object'; properties: Record<string, unknown>; required?: string[] }
+  execute(toolCallId: string, params: unknown): Promise<{ content: { type: 'text'; text: string }[]; details: unknown }>
+}
+
+export interface FakeHost {
+  dir: string
+  dbPath: string
+  logs: { level: string; message: string }[]
+  llmCalls: LlmCompleteParams[]
+  engine(): HostContextEngine
+  tool(name: string, ctx: { sessionKey?: string; sessionId?: string }): HostTool
+  factoryCount: number
+}
+
+/**
+ * Registers the plugin with a fake API. `complete` answers the plugin's `llm.complete` calls
+ * (default: a short summary naming the prompt's size).
+ */
+export function fakeHost(config: Record<string, unknown> = {}, complete?: Complete): FakeHost {
+  const dir = mkdtempSync(join(tmpdir(), 'lcm-plugin-'))
+  const dbPath = (config.dbPath as string | undefined) ?? join(dir, 'lcm.db')
+  const logs: FakeHost['logs'] = []
+  const llmCalls: LlmCompleteParams[] = []
+  let factory: ((ctx: unknown) => unknown) | undefined
+  const tools = new Map<string, (ctx: unknown) => unknown>()
+  const answer: Complete =
+    complete ??
+    (async (p) => ({
+      text: `FAKE summary (${p.messages[0].content.length} chars)\nExpand for details about: the fake details`,
+      stopReason: 'stop',
+      provider: 'fake',
+      model: 'fake-model',
+    }))
+  const host: FakeHost = {
+    dir,
+    dbPath,
+    logs,
+    llmCalls,
+    factoryCount: 0,
+    engine() {
+      if (!factory) throw new Error('no context engine was registered')
+      host.factoryCount++
+      return factory({ agentDir: dir, workspaceDir: dir }) as HostContextEngine
+    },
+    tool(name, ctx) {
+      const make = tools.get(name)
+      if (!make) throw new Error(`no tool ${name} was registered`)
+      return make(ctx) as HostTool
+    },
+  }
+  const log = (level: string) => (message: string) => void logs.push({ level, message })
+  plugin.register({
+    registrationMode: 'full',
+    pluginConfig: { dbPath, ...config },
+    logger: { info: log('info'), warn: log('warn'), error: log('error'), debug: log('debug') },
+    runtime: {
+      llm: {
+        complete: async (p: Record<string, unknown>) => {
+          llmCalls.push(p as unknown as LlmCompleteParams)
+          return answer(p as unknown as LlmCompleteParams)
+        },
+      },
+    },
+    registerContextEngine(id: string, f: (ctx: unknown) => unknown) {
+      if (id !== 'lcm-native') throw new Error(`unexpected engine id ${id}`)
+      factory = f
+    },
+    registerTool(t: unknown, opts?: { name?: string }) {
+      if (typeof t !== 'function' || !opts?.name) throw new Error('expected a tool factory with a name')
+      tools.set(opts.name, t as (ctx: unknown) => unknown)
+    },
+  })
+  return host
+}
+
+/** One user/assistant turn as OpenClaw commits it. */
+export function turn(i: number, words = 40): unknown[] {
+  const now = Date.now()
+  return [
+    { role: 'user', content: `question ${i}: ${'lorem ipsum dolor '.repeat(words)}`, timestamp: now },
+    {
+      role: 'assistant',
+      content: [{ type: 'text', text: `answer ${i} mentions zebra-${i}` }],
+      api: 'openai-completions',
+      provider: 'fake',
+      model: 'fake-model',
+      usage: { input: 1, output: 1, cacheRead: 0, cacheWrite: 0, totalTokens: 2, cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 } },
+      stopReason: 'stop',
+      timestamp: now,
+    },
+  ]
+}

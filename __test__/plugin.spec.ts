@@ -1,0 +1,401 @@
+// Contract tests of the OpenClaw plugin (plugin/) against a recording fake host: the calls
+// OpenClaw 2026.9 makes, in its order and shapes, and what the plugin answers.
+import { spawn, spawnSync } from 'node:child_process'
+import { existsSync, readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+
+import { afterAll, describe, expect, it } from 'vitest'
+
+import { LcmEngine } from '../index.js'
+import { ROOT, copyFixture } from './helpers'
+import { fakeHost, turn, type FakeHost } from './plugin-host'
+
+// The plugin keeps one engine per file on globalThis; closed when the suite ends.
+afterAll(async () => {
+  await require('../plugin/shared.cjs').closeAll()
+})
+
+const session = (name: string) => ({ sessionId: `sid-${name}`, sessionKey: `agent:main:explicit:${name}`, sessionFile: `agent:main:explicit:${name}` })
+
+async function readDb<T>(host: FakeHost, fn: (engine: LcmEngine) => Promise<T>): Promise<T> {
+  const engine = await LcmEngine.open({ dbPath: host.dbPath, readOnly: true })
+  try {
+    return await fn(engine)
+  } finally {
+    await engine.close()
+  }
+}
+
+describe('registration', () => {
+  it('registers the engine and the recall tools without loading the addon or opening the database', () => {
+    const script = `
+      const plugin = require(${JSON.stringify(join(ROOT, 'plugin/index.cjs'))})
+      const seen = { engines: [], tools: [] }
+      plugin.register({ registrationMode: 'full', pluginConfig: { dbPath: '/nonexistent/dir/lcm.db' },
+        logger: { info() {}, warn() {}, error(m) { seen.error = m } },
+        registerContextEngine: (id) => seen.engines.push(id), registerTool: (t, o) => seen.tools.push(o.name) })
+      seen.addonLoaded = Object.keys(require.cache).some((k) => k.endsWith('.node'))
+      seen.id = plugin.id
+      console.log(JSON.stringify(seen))`
+    const out = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8' })
+    expect(out.status, out.stderr).toBe(0)
+    const seen = JSON.parse(out.stdout)
+    expect(seen).toEqual({ engines: ['lcm-native'], tools: ['lcm_grep', 'lcm_describe', 'lcm_expand'], addonLoaded: false, id: 'lcm-native' })
+    expect(existsSync('/nonexistent/dir')).toBe(false)
+  })
+
+  it('declares what OpenClaw requires of an engine that owns its turns and compaction', () => {
+    const engine = fakeHost().engine()
+    expect(engine.info).toMatchObject({
+      id: 'lcm-native',
+      ownsCompaction: true,
+      turnMaintenanceMode: 'background',
+      transcriptSemantics: { currentTurnFence: 'before-current-turn-entry-v1', turnAdvancementIdempotency: 'atomic-idempotent-v1' },
+    })
+    for (const m of ['bootstrap', 'maintain', 'ingest', 'ingestBatch', 'afterTurn', 'commitTurn', 'assemble', 'compact', 'dispose'] as const) {
+      expect(typeof engine[m]).toBe('function')
+    }
+  })
+
+  it('the manifest lists every registered tool and the config schema every option the plugin reads', () => {
+    const manifest = JSON.parse(readFileSync(join(ROOT, 'openclaw.plugin.json'), 'utf8'))
+    const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'))
+    expect(manifest).toMatchObject({ id: 'lcm-native', kind: 'context-engine', contracts: { tools: ['lcm_grep', 'lcm_describe', 'lcm_expand'] } })
+    expect(pkg.openclaw.extensions).toEqual(['./plugin/index.cjs'])
+    expect(pkg.files).toEqual(expect.arrayContaining(['plugin/', 'openclaw.plugin.json']))
+    const props = Object.keys(manifest.configSchema.properties)
+    for (const key of ['dbPath', 'contextThreshold', 'freshTailCount', 'leafChunkTokens', 'leafMinFanout', 'condensedMinFanout', 'summaryModel', 'customInstructions', 'ignoreSessionPatterns', 'statelessSessionPatterns', 'databaseScope']) {
+      expect(props).toContain(key)
+    }
+    // Every engine option the plugin passes on is in the schema.
+    const { ENGINE_KEYS } = require('../plugin/config.cjs')
+    for (const key of ENGINE_KEYS) expect(props).toContain(key)
+  })
+
+  it('an invalid option is one clear message naming it, and turns go to the built-in engine', () => {
+    for (const [config, option] of [
+      [{ databaseScope: 'planet' }, 'databaseScope'],
+      [{ freshTailCunt: 3 }, 'freshTailCunt'],
+      [{ ignoreSessionPatterns: 'agent:*' }, 'ignoreSessionPatterns'],
+    ] as const) {
+      const host = fakeHost(config)
+      const errors = host.logs.filter((l) => l.level === 'error')
+      expect(errors).toHaveLength(1)
+      expect(errors[0].message).toContain(`\`${option}\``)
+      expect(() => host.engine()).toThrow(option)
+    }
+  })
+
+  it('an engine option the addon refuses is reported once, and no lifecycle method throws', async () => {
+    const host = fakeHost({ freshTailCount: -5 })
+    const engine = host.engine()
+    const s = session('bad-option')
+    const one = turn(1)
+    const assembled = await engine.assemble({ ...s, messages: one })
+    expect(assembled.messages).toBe(one)
+    const maintained = await engine.maintain(s)
+    expect(maintained.changed).toBe(false)
+    const compacted = await engine.compact({ ...s, tokenBudget: 1000 })
+    expect(compacted).toMatchObject({ ok: false, compacted: false })
+    const errors = host.logs.filter((l) => l.level === 'error' && l.message.includes('freshTailCount'))
+    expect(errors).toHaveLength(1)
+  })
+})
+
+describe('turns', () => {
+  it('commitTurn stores a turn once per advancement key, also across engine instances and restarts', async () => {
+    const host = fakeHost()
+    const s = session('commit')
+    expect(await host.engine().commitTurn({ ...s, advancementKey: 'turn-1', messages: turn(1) })).toEqual({ status: 'committed' })
+    // A replay after a restart: a new engine instance, the same key.
+    expect(await host.engine().commitTurn({ ...s, advancementKey: 'turn-1', messages: turn(1) })).toEqual({ status: 'duplicate' })
+    expect(await host.engine().commitTurn({ ...s, advancementKey: 'turn-2', messages: turn(2) })).toEqual({ status: 'committed' })
+    const stored = await readDb(host, async (e) => {
+      const conv = await e.findConversation({ sessionKey: s.sessionKey })
+      return { conv, messages: await e.messages(conv!.conversationId) }
+    })
+    expect(stored.conv).toMatchObject({ sessionId: s.sessionId, sessionKey: s.sessionKey, messageCount: 4 })
+    expect(stored.messages.map((m) => m.role)).toEqual(['user', 'assistant', 'user', 'assistant'])
+    expect(stored.messages[1].content).toEqual([{ type: 'text', text: 'answer 1 mentions zebra-1' }])
+  })
+
+  it('keeps whatever a turn holds: custom messages, unknown kinds, half an emoji; leaves out the runtime context', async () => {
+    const host = fakeHost()
+    const s = session('odd')
+    const messages = [
+      { role: 'user', content: 'half an emoji \uD83D here', timestamp: Date.now() },
+      { role: 'custom', customType: 'openclaw.runtime-context', content: 'Runtime: agent=main', display: false, timestamp: Date.now() },
+      { role: 'custom', customType: 'memory-note', content: 'remember port 8080', display: true, timestamp: Date.now() },
+      { role: 'hologram', beams: 3, timestamp: Date.now() },
+      { role: 'assistant', content: [{ type: 'text', text: 'done' }], timestamp: Date.now() },
+    ]
+    expect(await host.engine().commitTurn({ ...s, advancementKey: 'odd-1', messages })).toEqual({ status: 'committed' })
+    const stored = await readDb(host, async (e) => e.messages((await e.findConversation({ sessionKey: s.sessionKey }))!.conversationId))
+    expect(stored.map((m) => m.content)).toEqual([
+      'half an emoji \uFFFD here',
+      'remember port 8080',
+      '{"role":"hologram","beams":3,"timestamp":' + (messages[3] as { timestamp: number }).timestamp + '}',
+      [{ type: 'text', text: 'done' }],
+    ])
+  })
+
+  it('heartbeat turns and ignored sessions are not stored; stateless sessions read but never write', async () => {
+    const host = fakeHost({ ignoreSessionPatterns: ['agent:*:cron:**'], statelessSessionPatterns: ['agent:*:peek:*'] })
+    const engine = host.engine()
+    const beat = [
+      { role: 'user', content: 'Read heartbeat.md and reply HEARTBEAT_OK if nothing needs attention', timestamp: Date.now() },
+      { role: 'assistant', content: [{ type: 'text', text: 'HEARTBEAT_OK' }], timestamp: Date.now() },
+    ]
+    const s = session('beats')
+    await engine.commitTurn({ ...s, advancementKey: 'b1', messages: beat })
+    await engine.commitTurn({ ...s, advancementKey: 'b2', messages: turn(1), isHeartbeat: true })
+    const cron = { sessionId: 'c', sessionKey: 'agent:main:cron:nightly:run-7' }
+    expect(await engine.commitTurn({ ...cron, advancementKey: 'c1', messages: turn(1) })).toEqual({ status: 'committed' })
+    const five = turn(5)
+    const passed = await engine.assemble({ ...cron, messages: five })
+    expect(passed.messages).toBe(five)
+    const peek = { sessionId: 'p', sessionKey: 'agent:main:peek:x' }
+    await engine.commitTurn({ ...peek, advancementKey: 'p1', messages: turn(1) })
+    await engine.assemble({ ...peek, messages: turn(2) })
+    const conversations = await readDb(host, (e) => e.conversations())
+    expect(conversations).toEqual([])
+  })
+})
+
+describe('assemble', () => {
+  it('returns the host messages unchanged for a session LCM does not know, and imports a history once', async () => {
+    const host = fakeHost()
+    const s = session('imported')
+    const engine = host.engine()
+    expect(await engine.assemble({ ...s, messages: [] })).toEqual({ messages: [], estimatedTokens: expect.any(Number) })
+    // A session that began on OpenClaw's built-in engine: its history arrives with assemble.
+    const history = [...turn(1), ...turn(2)]
+    const first = await engine.assemble({ ...s, messages: history, tokenBudget: 50_000 })
+    expect(first.messages.map((m) => m.role)).toEqual(['user', 'assistant', 'user', 'assistant'])
+    await host.engine().assemble({ ...s, messages: history, tokenBudget: 50_000 })
+    await host.engine().commitTurn({ ...s, advancementKey: 't3', messages: turn(3) })
+    const stored = await readDb(host, async (e) => e.messages((await e.findConversation({ sessionKey: s.sessionKey }))!.conversationId))
+    expect(stored.map((m) => (typeof m.content === 'string' ? m.content.slice(0, 10) : m.role))).toEqual([
+      'question 1',
+      'assistant',
+      'question 2',
+      'assistant',
+      'question 3',
+      'assistant',
+    ])
+  })
+
+  it('presents summaries within the budget, with a system prompt addition that explains them and the tools', async () => {
+    const host = fakeHost({ freshTailCount: 4, leafChunkTokens: 600, contextThreshold: 0.5 })
+    const s = session('summaries')
+    for (let i = 1; i <= 12; i++) {
+      await host.engine().commitTurn({ ...s, advancementKey: `k${i}`, messages: turn(i) })
+      await host.engine().maintain({ ...s, runtimeContext: { tokenBudget: 3000 } })
+    }
+    expect(host.llmCalls.length).toBeGreaterThan(0)
+    // The summarizer is told the transcript is data, not instructions.
+    expect(host.llmCalls[0].systemPrompt).toMatch(/UNTRUSTED DATA/)
+    expect(host.llmCalls[0].purpose).toBe('lcm-native compaction summary')
+    const out = await host.engine().assemble({ ...s, messages: [], tokenBudget: 3000, availableTools: new Set(['lcm_grep', 'read']) })
+    expect(out.estimatedTokens).toBeLessThanOrEqual(3000)
+    expect(out.messages[0].content).toMatch(/^<summary id="sum_[0-9a-f]{16}"/)
+    expect(out.systemPromptAddition).toMatch(/<summary/)
+    expect(out.systemPromptAddition).toMatch(/lcm_grep/)
+    const noTools = await host.engine().assemble({ ...s, messages: [], tokenBudget: 3000, availableTools: new Set(['read']) })
+    expect(noTools.systemPromptAddition).not.toMatch(/lcm_grep/)
+    const summaries = await readDb(host, async (e) => e.summaries((await e.findConversation({ sessionKey: s.sessionKey }))!.conversationId))
+    expect(summaries[0].content).toMatch(/^FAKE summary/)
+  })
+})
+
+describe('compaction', () => {
+  async function grown(config: Record<string, unknown> = {}, complete?: Parameters<typeof fakeHost>[1]) {
+    const host = fakeHost({ freshTailCount: 4, ...config }, complete)
+    const s = session('grown')
+    for (let i = 1; i <= 16; i++) await host.engine().commitTurn({ ...s, advancementKey: `k${i}`, messages: turn(i) })
+    return { host, s }
+  }
+
+  it('a preflight reports compacted when LCM context fits, even though the host counted more', async () => {
+    const { host, s } = await grown()
+    const r = await host.engine().compact({ ...s, tokenBudget: 100_000, compactionTarget: 'budget', currentTokenCount: 250_000 })
+    expect(r).toMatchObject({ ok: true, compacted: true, result: { tokensBefore: 250_000 } })
+    expect(host.llmCalls).toHaveLength(0)
+  })
+
+  it('overflow recovery compacts until the context fits and says so; a budget it cannot reach is reported', async () => {
+    const { host, s } = await grown()
+    const r = await host.engine().compact({ ...s, tokenBudget: 1500, force: true, compactionTarget: 'budget', currentTokenCount: 999_999 })
+    expect(r.ok).toBe(true)
+    expect(r.compacted).toBe(true)
+    expect(r.result!.tokensAfter).toBeLessThanOrEqual(1500)
+    expect(host.llmCalls.length).toBeGreaterThan(0)
+    const tiny = await host.engine().compact({ ...s, tokenBudget: 10, force: true, compactionTarget: 'budget' })
+    expect(tiny).toMatchObject({ ok: true, compacted: false })
+    expect(tiny.reason).toMatch(/still over budget/)
+  })
+
+  it('manual compaction passes the operator instructions to the summarizer', async () => {
+    const { host, s } = await grown()
+    const r = await host.engine().compact({ ...s, tokenBudget: 4000, force: true, compactionTarget: 'threshold', customInstructions: 'Keep every port number.' })
+    expect(r).toMatchObject({ ok: true, compacted: true })
+    expect(host.llmCalls.every((c) => c.messages[0].content.includes('Keep every port number.'))).toBe(true)
+  })
+
+  it('an auth failure aborts the pass with nothing written', async () => {
+    const { host, s } = await grown({}, async () => {
+      throw Object.assign(new Error('401 Unauthorized: invalid api key'), { status: 401 })
+    })
+    const r = await host.engine().compact({ ...s, tokenBudget: 1500, force: true })
+    expect(r).toMatchObject({ ok: false, compacted: false })
+    expect(await readDb(host, async (e) => (await e.summaries(1)).length)).toBe(0)
+  })
+
+  it('a model that never answers gets the fallback summary after summaryTimeoutMs, marked for repair', async () => {
+    const { host, s } = await grown({ summaryTimeoutMs: 1000, maxSweepIterations: 1 }, () => new Promise(() => {}))
+    const started = Date.now()
+    const r = await host.engine().compact({ ...s, tokenBudget: 1500, force: true })
+    expect(Date.now() - started).toBeLessThan(10_000)
+    expect(r.ok).toBe(true)
+    const summaries = await readDb(host, (e) => e.summaries(1))
+    expect(summaries.length).toBe(1)
+    expect(summaries[0].fallback).toBe(true)
+  })
+
+  it('a summarizer that rejects with a Symbol, a Proxy or throwing getters fails the pass, not the host', async () => {
+    const hostile: unknown[] = [
+      Symbol('nope'),
+      new Proxy({}, { get() { throw new Error('trap') } }),
+      Object.defineProperty({}, 'message', { get() { throw new Error('getter') } }),
+      5,
+    ]
+    for (const value of hostile) {
+      const { host, s } = await grown({}, () => Promise.reject(value))
+      const maintained = await host.engine().maintain({ ...s, runtimeContext: { tokenBudget: 1500 } })
+      expect(maintained.changed).toBe(false)
+      const compacted = await host.engine().compact({ ...s, tokenBudget: 1500, force: true })
+      expect(compacted.ok).toBe(false)
+      expect(compacted.reason).toMatch(/llm.complete failed/)
+      expect(await readDb(host, async (e) => (await e.summaries(1)).length)).toBe(0)
+    }
+  })
+
+  it('maintain stops between passes when its abort signal fires, and dispose waits for it', async () => {
+    let release!: () => void
+    const gate = new Promise<void>((r) => (release = r))
+    let calls = 0
+    const { host, s } = await grown({ leafChunkTokens: 300 }, async (p) => {
+      calls++
+      if (calls === 1) await gate
+      return { text: `summary ${p.messages[0].content.length}` }
+    })
+    const controller = new AbortController()
+    const engine = host.engine()
+    const work = engine.maintain({ ...s, runtimeContext: { tokenBudget: 100_000 }, abortSignal: controller.signal })
+    await new Promise((r) => setTimeout(r, 100))
+    controller.abort()
+    let disposed = false
+    const disposing = engine.dispose().then(() => (disposed = true))
+    await new Promise((r) => setTimeout(r, 50))
+    expect(disposed).toBe(false)
+    release()
+    const r = await work
+    await disposing
+    expect(r.reason).toMatch(/aborted/)
+    expect(calls).toBe(1)
+    expect(await readDb(host, async (e) => (await e.summaries(1)).length)).toBe(1)
+  })
+})
+
+describe('recall tools', () => {
+  it('lcm_grep, lcm_describe and lcm_expand read the calling session only, with bounded output', async () => {
+    const host = fakeHost({ freshTailCount: 2, recallMaxTokens: 300 })
+    const a = session('tools-a')
+    const b = session('tools-b')
+    for (let i = 1; i <= 8; i++) await host.engine().commitTurn({ ...a, advancementKey: `a${i}`, messages: turn(i, 120) })
+    await host.engine().commitTurn({ ...b, advancementKey: 'b1', messages: turn(99) })
+    await host.engine().compact({ ...a, tokenBudget: 2000, force: true })
+
+    const grep = await host.tool('lcm_grep', a).execute('call-1', { query: 'zebra-3' })
+    expect(grep.content[0].text).toMatch(/1 hit\(s\)/)
+    expect(grep.content[0].text).toMatch(/covered by sum_/)
+    const other = await host.tool('lcm_grep', b).execute('call-2', { query: 'zebra-3' })
+    expect(other.content[0].text).toMatch(/^0 hit/)
+
+    const sumId = /covered by (sum_[0-9a-f]+)/.exec(grep.content[0].text)![1]
+    const described = await host.tool('lcm_describe', a).execute('call-3', { id: sumId })
+    expect(described.content[0].text).toContain(sumId)
+    expect((await host.tool('lcm_describe', b).execute('call-4', { id: sumId })).content[0].text).toMatch(/not found/)
+
+    const expanded = await host.tool('lcm_expand', a).execute('call-5', { summaryId: sumId })
+    expect(expanded.content[0].text).toMatch(/\[message \d+ user\] question/)
+    const { estimateTokens } = require('../index.js')
+    expect(estimateTokens(expanded.content[0].text)).toBeLessThanOrEqual(330)
+    expect((await host.tool('lcm_expand', b).execute('call-6', { summaryId: sumId })).content[0].text).toMatch(/not found/)
+    await expect(host.tool('lcm_grep', a).execute('call-7', { query: '' })).rejects.toThrow(/query/)
+    const none = await host.tool('lcm_grep', session('tools-none')).execute('call-8', { query: 'zebra' })
+    expect(none.content[0].text).toMatch(/No stored history/)
+  })
+})
+
+describe('the database', () => {
+  it('continues a lossless-claw database: the session key finds its conversation', async () => {
+    const dbPath = copyFixture('head-theme.db')
+    const host = fakeHost({ dbPath })
+    const s = { sessionId: 'new-session-id', sessionKey: 'agent:main:main' }
+    const out = await host.engine().assemble({ ...s, messages: [], tokenBudget: 20_000 })
+    expect(out.messages.some((m) => typeof m.content === 'string' && m.content.startsWith('<summary id="sum_'))).toBe(true)
+    expect(await host.engine().commitTurn({ ...s, advancementKey: 'after-switch', messages: turn(1) })).toEqual({ status: 'committed' })
+    const conv = await readDb(host, (e) => e.findConversation({ sessionKey: 'agent:main:main' }))
+    expect(conv).toMatchObject({ conversationId: 1, messageCount: 916, sessionId: 'new-session-id' })
+  })
+
+  it('databaseScope "agent" gives each agent its own file', async () => {
+    const host = fakeHost({ databaseScope: 'agent' })
+    await host.engine().commitTurn({ sessionId: 'x', sessionKey: 'agent:ops:main', advancementKey: 'o1', messages: turn(1) })
+    await host.engine().commitTurn({ sessionId: 'y', sessionKey: 'agent:main:main', advancementKey: 'm1', messages: turn(1) })
+    expect(existsSync(join(host.dir, 'lcm.ops.db'))).toBe(true)
+    expect(existsSync(join(host.dir, 'lcm.main.db'))).toBe(true)
+  })
+
+  it('a damaged file is reported once; turns are spooled beside it and stored once it is readable again', async () => {
+    const host = fakeHost()
+    writeFileSync(host.dbPath, 'this is not a database'.repeat(300))
+    const s = session('damaged')
+    const engine = host.engine()
+    expect(await engine.commitTurn({ ...s, advancementKey: 'd1', messages: turn(1) })).toEqual({ status: 'committed' })
+    const one = turn(1)
+    expect((await engine.assemble({ ...s, messages: one })).messages).toBe(one)
+    expect(host.logs.filter((l) => l.level === 'error' && l.message.includes('E_SCHEMA')).length).toBe(1)
+    expect(existsSync(`${host.dbPath}.lcm-native-pending.jsonl`)).toBe(true)
+    // Repaired (here: replaced); the next call stores the spooled turn, once.
+    writeFileSync(host.dbPath, '')
+    expect(await host.engine().commitTurn({ ...s, advancementKey: 'd2', messages: turn(2) })).toEqual({ status: 'committed' })
+    expect(await host.engine().commitTurn({ ...s, advancementKey: 'd1', messages: turn(1) })).toEqual({ status: 'duplicate' })
+    const stored = await readDb(host, async (e) => e.messages((await e.findConversation({ sessionKey: s.sessionKey }))!.conversationId))
+    expect(stored).toHaveLength(4)
+    expect(existsSync(`${host.dbPath}.lcm-native-pending.jsonl`)).toBe(false)
+  })
+
+  it('a second module instance of the plugin shares the addon and the open databases', () => {
+    const first = require('../plugin/shared.cjs')
+    for (const k of Object.keys(require.cache)) if (k.startsWith(join(ROOT, 'plugin'))) delete require.cache[k]
+    const second = require('../plugin/shared.cjs')
+    expect(second).not.toBe(first)
+    expect(second.shared()).toBe(first.shared())
+    expect(second.addon()).toBe(first.addon())
+  })
+
+  it('a busy database: the turn waits, then is spooled, and nothing is lost', async () => {
+    const host = fakeHost({ busyTimeoutMs: 100 })
+    const s = session('busy')
+    await host.engine().commitTurn({ ...s, advancementKey: 'first', messages: turn(1) })
+    const holder = spawn('python3', ['-c', 'import sqlite3,sys,time; c=sqlite3.connect(sys.argv[1], isolation_level=None); c.execute("BEGIN IMMEDIATE"); print("locked", flush=True); time.sleep(2.5)', host.dbPath])
+    await new Promise<void>((resolve) => holder.stdout.once('data', () => resolve()))
+    expect(await host.engine().commitTurn({ ...s, advancementKey: 'busy-1', messages: turn(2) })).toEqual({ status: 'committed' })
+    await new Promise((r) => holder.once('exit', r))
+    await host.engine().commitTurn({ ...s, advancementKey: 'after', messages: turn(3) })
+    const stored = await readDb(host, async (e) => e.messages((await e.findConversation({ sessionKey: s.sessionKey }))!.conversationId))
+    expect(stored).toHaveLength(6)
+  })
+})

@@ -67,9 +67,12 @@ describe('registration', () => {
     for (const key of ['dbPath', 'contextThreshold', 'freshTailCount', 'leafChunkTokens', 'leafMinFanout', 'condensedMinFanout', 'summaryModel', 'customInstructions', 'ignoreSessionPatterns', 'statelessSessionPatterns', 'databaseScope']) {
       expect(props).toContain(key)
     }
-    // Every engine option the plugin passes on is in the schema.
+    // Every engine option the plugin passes on is in the schema, and the README lists them all.
     const { ENGINE_KEYS } = require('../plugin/config.cjs')
     for (const key of ENGINE_KEYS) expect(props).toContain(key)
+    const readme = readFileSync(join(ROOT, 'README.md'), 'utf8')
+    const table = readme.slice(readme.indexOf('### Plugin configuration'), readme.indexOf('### Switching from lossless-claw'))
+    for (const key of props) expect(table).toContain(`| \`${key}\` |`)
   })
 
   it('an invalid option is one clear message naming it, and turns go to the built-in engine', () => {

@@ -9,11 +9,33 @@
 const { agentOf, databaseFor } = require('./config.cjs')
 const { isHeartbeatTurn, safeJson, toIngest, asPlainText } = require('./messages.cjs')
 const { describeFailure, makeSummarizer } = require('./summarizer.cjs')
-const { existsSync } = require('node:fs')
+const { appendFileSync, existsSync } = require('node:fs')
 
 const { addon, drainSpool, engineFor, logOnce, settleInflight, shared, spool, spoolPath, track } = require('./shared.cjs')
 
 const VERSION = require('../package.json').version
+
+/**
+ * `LCM_NATIVE_TIMINGS=<file>` appends one JSON line per lifecycle call (operation, session,
+ * milliseconds): the plugin's own cost inside a host, as bench/RESULTS.md reports it.
+ * @template T @param {string} op @param {Record<string, any>} p @param {() => Promise<T>} fn
+ * @returns {Promise<T>}
+ */
+async function timed(op, p, fn) {
+  const file = process.env.LCM_NATIVE_TIMINGS
+  if (!file) return fn()
+  const started = performance.now()
+  try {
+    return await fn()
+  } finally {
+    const ms = performance.now() - started
+    try {
+      appendFileSync(file, `${JSON.stringify({ op, sessionKey: p?.sessionKey ?? p?.sessionId, ms: Math.round(ms * 1000) / 1000 })}\n`)
+    } catch {
+      // Timings are diagnostics: never a reason to fail a call.
+    }
+  }
+}
 
 /** How long `dispose` waits for background maintenance (OpenClaw's cleanup deadline is 10 s). */
 const DISPOSE_WAIT_MS = 8000
@@ -260,7 +282,12 @@ class LcmNativeContextEngine {
    * the host's messages unchanged when LCM does not know the session.
    * @param {Record<string, any>} p
    */
-  async assemble(p) {
+  assemble(p) {
+    return timed('assemble', p, () => this.assembleNow(p))
+  }
+
+  /** @param {Record<string, any>} p */
+  async assembleNow(p) {
     const hostMessages = Array.isArray(p?.messages) ? p.messages : []
     const s = { sessionId: p?.sessionId, sessionKey: p?.sessionKey }
     const passthrough = (/** @type {string} */ why) => {
@@ -309,7 +336,12 @@ class LcmNativeContextEngine {
    * be spooled (it is stored at the next call).
    * @param {Record<string, any>} p
    */
-  async commitTurn(p) {
+  commitTurn(p) {
+    return timed('commitTurn', p, () => this.commitNow(p))
+  }
+
+  /** @param {Record<string, any>} p */
+  async commitNow(p) {
     const s = { sessionId: p?.sessionId, sessionKey: p?.sessionKey }
     try {
       if (this.policy(s) !== 'keep') return { status: /** @type {const} */ ('committed') }

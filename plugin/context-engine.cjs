@@ -48,7 +48,7 @@ const COMMIT_ATTEMPTS = 3
  * @typedef {import('./shared.cjs').Logger} Logger
  * @typedef {import('../index.js').LcmEngine} LcmEngine
  * @typedef {{ sessionId?: string, sessionKey?: string }} SessionRef
- * @typedef {{ complete: (params: Record<string, unknown>) => Promise<unknown> }} LlmLike
+ * @typedef {import('./summarizer.cjs').LlmLike} LlmLike
  */
 
 /** @param {unknown} v @returns {Record<string, any>} */

@@ -18,9 +18,9 @@ const PLUGIN_ID = 'lcm-native'
  * @property {string} [registrationMode]
  * @property {unknown} [pluginConfig]
  * @property {{ info: (m: string) => void, warn: (m: string) => void, error: (m: string) => void, debug?: (m: string) => void }} logger
- * @property {{ llm?: { complete: (params: Record<string, unknown>) => Promise<unknown> } }} [runtime]
- * @property {(id: string, factory: (ctx: unknown) => unknown) => void} registerContextEngine
- * @property {(tool: unknown, opts?: { name?: string, names?: string[] }) => void} [registerTool]
+ * @property {{ llm?: import('./summarizer.cjs').LlmLike }} [runtime]
+ * @property {(id: string, factory: (ctx: unknown) => InstanceType<typeof LcmNativeContextEngine>) => void} registerContextEngine
+ * @property {(tool: (ctx: any) => ReturnType<typeof recallTools>[number], opts?: { name?: string }) => void} [registerTool]
  */
 
 /** @param {PluginApi} api */

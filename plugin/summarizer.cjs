@@ -59,7 +59,10 @@ function isAuthFailure(f) {
 }
 
 /**
- * @typedef {{ complete: (params: Record<string, unknown>) => Promise<unknown> }} LlmLike
+ * What the plugin sends to OpenClaw's `llm.complete` (its direct form).
+ * @typedef {{ messages: { role: 'system' | 'user' | 'assistant', content: string }[], systemPrompt?: string,
+ *   maxTokens?: number, purpose?: string, model?: string, signal?: AbortSignal }} LlmCompleteParams
+ * @typedef {{ complete: (params: LlmCompleteParams) => Promise<unknown> }} LlmLike
  * @typedef {{ info: (m: string) => void, warn: (m: string) => void, error: (m: string) => void, debug?: (m: string) => void }} Logger
  */
 

@@ -165,6 +165,69 @@ describe('turns', () => {
   })
 })
 
+describe('hosts that hand over messages with ingest, ingestBatch or afterTurn', () => {
+  it('stores them, imports the history before the turn once, and skips heartbeats', async () => {
+    const host = fakeHost()
+    const engine = host.engine()
+    const a = session('ingest-one')
+    const [q, r] = turn(1)
+    expect(await engine.ingest({ ...a, message: q })).toEqual({ ingested: true })
+    expect(await engine.ingest({ ...a, message: r, isHeartbeat: true })).toEqual({ ingested: false })
+    expect(await engine.ingestBatch({ ...a, messages: turn(2) })).toEqual({ ingestedCount: 2 })
+    const b = session('after-turn')
+    const history = [...turn(1), ...turn(2)]
+    await engine.afterTurn({ ...b, messages: [...history, ...turn(3)], prePromptMessageCount: 4, tokenBudget: 50_000 })
+    await engine.afterTurn({ ...b, messages: [...history, ...turn(3), ...turn(4)], prePromptMessageCount: 6, tokenBudget: 50_000 })
+    const counts = await readDb(host, async (e) => {
+      const one = await e.findConversation({ sessionKey: a.sessionKey })
+      const two = await e.findConversation({ sessionKey: b.sessionKey })
+      return [one?.messageCount, two?.messageCount]
+    })
+    expect(counts).toEqual([3, 8])
+  })
+})
+
+describe('the summary model', () => {
+  it('summaryModel is asked for; when the host refuses the override, the session model is used (logged once)', async () => {
+    const seen: (string | undefined)[] = []
+    const host = fakeHost({ summaryModel: 'other/model', freshTailCount: 4 }, async (p) => {
+      seen.push(p.model)
+      if (p.model) throw Object.assign(new Error('model override is not allowed for this plugin'), { name: 'LlmCompleteError', code: 'LLM_COMPLETION_NOT_AUTHORIZED' })
+      return { text: 'summary by the session model' }
+    })
+    const s = session('model')
+    for (let i = 1; i <= 12; i++) await host.engine().commitTurn({ ...s, advancementKey: `m${i}`, messages: turn(i) })
+    const r = await host.engine().compact({ ...s, tokenBudget: 1500, force: true })
+    expect(r.compacted).toBe(true)
+    expect(seen[0]).toBe('other/model')
+    expect(seen.slice(2).every((m) => m === undefined)).toBe(true)
+    expect(host.logs.filter((l) => l.message.includes('allowModelOverride'))).toHaveLength(1)
+  })
+
+  it('with no llm.complete at all, the offline summarizer writes summaries (logged once)', async () => {
+    const plugin = require('../plugin/index.cjs')
+    const { mkdtempSync } = require('node:fs')
+    const dbPath = join(mkdtempSync(join(require('node:os').tmpdir(), 'lcm-plugin-')), 'lcm.db')
+    let factory: ((ctx: unknown) => any) | undefined
+    const logs: string[] = []
+    plugin.register({
+      pluginConfig: { dbPath, freshTailCount: 4 },
+      logger: { info: () => {}, warn: (m: string) => logs.push(m), error: (m: string) => logs.push(m) },
+      registerContextEngine: (_id: string, f: (ctx: unknown) => any) => (factory = f),
+    })
+    const s = session('offline')
+    for (let i = 1; i <= 12; i++) await factory!({}).commitTurn({ ...s, advancementKey: `o${i}`, messages: turn(i) })
+    expect((await factory!({}).compact({ ...s, tokenBudget: 1500, force: true })).compacted).toBe(true)
+    expect((await factory!({}).compact({ ...s, tokenBudget: 1000, force: true })).ok).toBe(true)
+    expect(logs.filter((m) => m.includes('offline summarizer'))).toHaveLength(1)
+    const engine = await LcmEngine.open({ dbPath, readOnly: true })
+    const summaries = await engine.summaries(1)
+    await engine.close()
+    expect(summaries.length).toBeGreaterThan(0)
+    expect(summaries.every((x) => x.model !== 'lcm-native/fallback')).toBe(true)
+  })
+})
+
 describe('assemble', () => {
   it('returns the host messages unchanged for a session LCM does not know, and imports a history once', async () => {
     const host = fakeHost()
@@ -378,6 +441,20 @@ describe('the database', () => {
     const stored = await readDb(host, async (e) => e.messages((await e.findConversation({ sessionKey: s.sessionKey }))!.conversationId))
     expect(stored).toHaveLength(4)
     expect(existsSync(`${host.dbPath}.lcm-native-pending.jsonl`)).toBe(false)
+  })
+
+  it('a database written by a newer lcm-native is reported once and left unchanged', async () => {
+    const dbPath = copyFixture('newer-lcm-native.db')
+    const before = readFileSync(dbPath)
+    const host = fakeHost({ dbPath })
+    const s = session('newer')
+    const one = turn(1)
+    expect((await host.engine().assemble({ ...s, messages: one })).messages).toBe(one)
+    expect((await host.engine().assemble({ ...s, messages: one })).messages).toBe(one)
+    const reports = host.logs.filter((l) => l.level === 'error' && l.message.includes('E_SCHEMA'))
+    expect(reports).toHaveLength(1)
+    expect(reports[0].message).toMatch(/newer lcm-native/)
+    expect(readFileSync(dbPath).equals(before)).toBe(true)
   })
 
   it('a second module instance of the plugin shares the addon and the open databases', () => {

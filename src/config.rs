@@ -652,8 +652,13 @@ mod readme_tests {
     #[test]
     fn readme_documents_every_option() {
         let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+        // The engine's table, not the OpenClaw plugin's (which comes earlier).
+        let section = readme
+            .split_once("\n## Configuration\n")
+            .expect("README has a Configuration section")
+            .1;
         for o in option_docs() {
-            let row = readme
+            let row = section
                 .lines()
                 .find(|l| l.starts_with(&format!("| `{}` |", o.name)))
                 .unwrap_or_else(|| panic!("README has no row for `{}`", o.name));

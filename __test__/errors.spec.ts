@@ -81,6 +81,24 @@ describe('errors', () => {
     expect(existsSync(dbPath)).toBe(false)
   })
 
+  it('a summarizer that rejects with anything (a Symbol, a Proxy, throwing getters, 5) fails the pass, never the process', () => {
+    const out = spawnSync(process.execPath, [join(ROOT, '__test__/child/hostile-summarizer.cjs')], { encoding: 'utf8', timeout: 60_000 })
+    expect(out.stderr).toBe('')
+    expect(out.status).toBe(0)
+    const lines = out.stdout.trim().split('\n').map((l) => JSON.parse(l))
+    expect(lines.at(-1)).toEqual({ done: true })
+    const byCase = Object.fromEntries(lines.slice(0, -1).map((l) => [l.case, l]))
+    for (const l of Object.values(byCase)) {
+      expect(l.code, l.case).toBe('E_SUMMARIZER')
+      expect(l.summaries, l.case).toBe(0)
+    }
+    expect(byCase['rejects with a Symbol'].message).toMatch(/a Symbol/)
+    expect(byCase['throws a Symbol'].message).toMatch(/a Symbol/)
+    expect(byCase['rejects with 5'].message).toMatch(/number 5/)
+    expect(byCase['resolves with 42'].message).toMatch(/resolved with number 42/)
+    expect(byCase['rejects with an object whose getters throw'].message).toMatch(/no readable message/)
+  })
+
   it('calls on a closed engine are E_CLOSED', async () => {
     const engine = await LcmEngine.open({ dbPath: join(tempDir(), 'c.db') })
     await engine.close()

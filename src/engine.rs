@@ -175,7 +175,9 @@ impl Engine {
         // A fresh connection: SQLite's FTS5 integrity check reports a false checksum mismatch
         // on a connection whose cached index structure predates another connection's write.
         let conn = self.deps.pool.fresh_connection()?;
-        crate::compaction::verify::verify(&conn, conversation_id)
+        // One read transaction: every check sees the same snapshot, whatever writers do meanwhile.
+        let snapshot = conn.unchecked_transaction()?;
+        crate::compaction::verify::verify(&snapshot, conversation_id)
     }
 
     /// One leaf pass; waits for other mutating operations on the conversation.

@@ -227,39 +227,95 @@ fn settle(tx: &Settle, result: std::result::Result<String, SummarizerFailure>) {
     }
 }
 
-/// Sorts a rejection: `code === 'LCM_AUTH'` or `name === 'LcmProviderAuthError'` is an auth
-/// failure (the pass is aborted and reported); anything else fails the pass.
-fn classify_rejection(value: Unknown<'_>) -> SummarizerFailure {
-    let text = |v: Unknown<'_>| -> Option<String> {
-        match v.get_type().ok()? {
-            ValueType::String => unsafe { String::from_napi_value(v.env(), v.raw()).ok() },
-            _ => None,
+/// Clears a JS exception left pending by a failed napi call (a Proxy trap, a throwing getter,
+/// `String(symbol)`): left pending, it would surface as an uncaught exception and, with no
+/// handler, end the process.
+fn clear_pending_exception(env: napi::sys::napi_env) {
+    let mut pending = false;
+    // SAFETY: plain N-API calls on the live env of the current callback.
+    unsafe {
+        if napi::sys::napi_is_exception_pending(env, &mut pending) == napi::sys::Status::napi_ok && pending {
+            let mut exception = std::ptr::null_mut();
+            napi::sys::napi_get_and_clear_last_exception(env, &mut exception);
+        }
+    }
+}
+
+/// A string property of an object, or `None` (missing, not a string, or its getter threw).
+fn string_property(obj: &Object<'_>, env: napi::sys::napi_env, key: &str) -> Option<String> {
+    let value = match obj.get_named_property::<Unknown>(key) {
+        Ok(v) => v,
+        Err(_) => {
+            clear_pending_exception(env);
+            return None;
         }
     };
+    match value.get_type() {
+        // SAFETY: checked to be a string.
+        Ok(ValueType::String) => unsafe { String::from_napi_value(env, value.raw()).ok() },
+        _ => None,
+    }
+}
+
+/// What can be said of any JS value without running code that might throw: its type, and its
+/// text for primitives (`5`, `true`) and strings.
+fn describe_value(value: Unknown<'_>) -> String {
+    let env = value.env();
+    let coerced = || -> Option<String> {
+        let s = value
+            .coerce_to_string()
+            .ok()
+            .and_then(|s| s.into_utf8().ok()?.into_owned().ok());
+        if s.is_none() {
+            clear_pending_exception(env);
+        }
+        s
+    };
+    match value.get_type() {
+        Ok(ValueType::Symbol) => "a Symbol".into(),
+        Ok(ValueType::String) => unsafe { String::from_napi_value(env, value.raw()) }
+            .map(|s| format!("the string {s:?}"))
+            .unwrap_or_else(|_| "a string".into()),
+        Ok(t @ (ValueType::Number | ValueType::Boolean | ValueType::BigInt)) => {
+            let kind = format!("{t:?}").to_lowercase();
+            coerced().map_or(format!("a {kind}"), |s| format!("{kind} {s}"))
+        }
+        Ok(ValueType::Undefined) => "undefined".into(),
+        Ok(ValueType::Null) => "null".into(),
+        Ok(ValueType::Function) => "a function".into(),
+        Ok(_) => "an object".into(),
+        Err(_) => {
+            clear_pending_exception(env);
+            "a value of unknown type".into()
+        }
+    }
+}
+
+/// Sorts a rejection: `code === 'LCM_AUTH'` or `name === 'LcmProviderAuthError'` is an auth
+/// failure (the pass is aborted and reported); anything else fails the pass. Whatever the
+/// value (a Symbol, a Proxy whose traps throw, an object whose getters throw), no JS
+/// exception is left pending.
+fn classify_rejection(value: Unknown<'_>) -> SummarizerFailure {
+    let env = value.env();
     if let Ok(ValueType::Object) = value.get_type() {
-        if let Ok(obj) = unsafe { Object::from_napi_value(value.env(), value.raw()) } {
-            let prop = |k: &str| obj.get_named_property::<Unknown>(k).ok().and_then(text);
-            let message = prop("message")
-                .or_else(|| {
-                    value
-                        .coerce_to_string()
-                        .ok()
-                        .and_then(|s| s.into_utf8().ok()?.into_owned().ok())
-                })
-                .unwrap_or_else(|| "unknown error".into());
-            if prop("code").as_deref() == Some("LCM_AUTH") || prop("name").as_deref() == Some("LcmProviderAuthError") {
+        // SAFETY: checked to be an object.
+        if let Ok(obj) = unsafe { Object::from_napi_value(env, value.raw()) } {
+            let message = string_property(&obj, env, "message").unwrap_or_else(|| {
+                format!(
+                    "it rejected with {} that has no readable message",
+                    describe_value(value)
+                )
+            });
+            if string_property(&obj, env, "code").as_deref() == Some("LCM_AUTH")
+                || string_property(&obj, env, "name").as_deref() == Some("LcmProviderAuthError")
+            {
                 return SummarizerFailure::Auth(message);
             }
             return SummarizerFailure::Failed(message);
         }
+        clear_pending_exception(env);
     }
-    SummarizerFailure::Failed(
-        value
-            .coerce_to_string()
-            .ok()
-            .and_then(|s| s.into_utf8().ok()?.into_owned().ok())
-            .unwrap_or_else(|| "unknown rejection".into()),
-    )
+    SummarizerFailure::Failed(format!("it rejected with {}", describe_value(value)))
 }
 
 /// What the callback returned: a string is taken as is, a promise is awaited; anything else
@@ -267,7 +323,16 @@ fn classify_rejection(value: Unknown<'_>) -> SummarizerFailure {
 fn on_returned(ret: napi::Result<Unknown<'static>>, env: Env, tx: Settle) {
     let value = match ret {
         Ok(v) => v,
-        Err(e) => return settle(&tx, Err(SummarizerFailure::Failed(format!("it threw: {}", e.reason)))),
+        Err(e) => {
+            // napi-rs turned the thrown value into this error; nothing may stay pending.
+            clear_pending_exception(env.raw());
+            let what = if e.reason.is_empty() {
+                "it threw a value with no message (a Symbol, or an object that cannot be read)".to_string()
+            } else {
+                format!("it threw: {}", e.reason)
+            };
+            return settle(&tx, Err(SummarizerFailure::Failed(what)));
+        }
     };
     match value.get_type() {
         Ok(ValueType::String) => {
@@ -275,11 +340,21 @@ fn on_returned(ret: napi::Result<Unknown<'static>>, env: Env, tx: Settle) {
             settle(&tx, s.map_err(|e| SummarizerFailure::Failed(e.reason)));
         }
         Ok(ValueType::Object) => {
-            let promise: PromiseRaw<String> = PromiseRaw::new(env.raw(), value.raw());
+            let promise: PromiseRaw<Unknown> = PromiseRaw::new(env.raw(), value.raw());
             let (ok_tx, err_tx) = (tx.clone(), tx.clone());
             let chained = promise
-                .then(move |ctx| {
-                    settle(&ok_tx, Ok(ctx.value));
+                .then(move |ctx: CallbackContext<Unknown>| {
+                    let resolved = ctx.value;
+                    let answer = match resolved.get_type() {
+                        // SAFETY: checked to be a string.
+                        Ok(ValueType::String) => unsafe { String::from_napi_value(resolved.env(), resolved.raw()) }
+                            .map_err(|e| SummarizerFailure::Failed(e.reason)),
+                        _ => Err(SummarizerFailure::Failed(format!(
+                            "it resolved with {}, expected a string",
+                            describe_value(resolved)
+                        ))),
+                    };
+                    settle(&ok_tx, answer);
                     Ok(())
                 })
                 .and_then(|p| {
@@ -289,6 +364,7 @@ fn on_returned(ret: napi::Result<Unknown<'static>>, env: Env, tx: Settle) {
                     })
                 });
             if chained.is_err() {
+                clear_pending_exception(env.raw());
                 settle(
                     &tx,
                     Err(SummarizerFailure::Failed(
@@ -297,13 +373,17 @@ fn on_returned(ret: napi::Result<Unknown<'static>>, env: Env, tx: Settle) {
                 );
             }
         }
-        Ok(other) => settle(
+        Ok(_) => settle(
             &tx,
             Err(SummarizerFailure::Failed(format!(
-                "it returned {other:?}, expected Promise<string>"
+                "it returned {}, expected Promise<string>",
+                describe_value(value)
             ))),
         ),
-        Err(e) => settle(&tx, Err(SummarizerFailure::Failed(e.reason))),
+        Err(e) => {
+            clear_pending_exception(env.raw());
+            settle(&tx, Err(SummarizerFailure::Failed(e.reason)))
+        }
     }
 }
 

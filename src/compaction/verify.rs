@@ -81,6 +81,51 @@ struct SummaryRow {
 }
 
 /// Checks the invariants of one conversation (or all) and digests the database.
+/// Every cycle of the input graph (`summary` → its inputs), each as the path that closes it
+/// (`[a, b, a]`), found by one iterative depth-first search: linear in the edges, no recursion.
+fn cycles(parents: &HashMap<String, Vec<String>>) -> Vec<Vec<String>> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        OnPath,
+        Done,
+    }
+    let mut mark: HashMap<&str, Mark> = HashMap::new();
+    let mut found = Vec::new();
+    let mut roots: Vec<&String> = parents.keys().collect();
+    roots.sort();
+    for root in roots {
+        if mark.contains_key(root.as_str()) {
+            continue;
+        }
+        // The path from `root`, each node with the index of its next input to visit.
+        let mut path: Vec<(&str, usize)> = vec![(root.as_str(), 0)];
+        mark.insert(root.as_str(), Mark::OnPath);
+        while let Some((node, next)) = path.last_mut() {
+            let inputs = parents.get(*node).map(Vec::as_slice).unwrap_or(&[]);
+            if let Some(child) = inputs.get(*next) {
+                *next += 1;
+                match mark.get(child.as_str()) {
+                    None => {
+                        mark.insert(child.as_str(), Mark::OnPath);
+                        path.push((child.as_str(), 0));
+                    }
+                    Some(Mark::OnPath) => {
+                        let start = path.iter().position(|(n, _)| *n == child.as_str()).unwrap_or(0);
+                        let mut cycle: Vec<String> = path[start..].iter().map(|(n, _)| n.to_string()).collect();
+                        cycle.push(child.clone());
+                        found.push(cycle);
+                    }
+                    Some(Mark::Done) => {}
+                }
+            } else {
+                mark.insert(*node, Mark::Done);
+                path.pop();
+            }
+        }
+    }
+    found
+}
+
 pub fn verify(conn: &Connection, only: Option<i64>) -> Result<VerifyReport> {
     let mut problems = Vec::new();
     let integrity: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0))?;
@@ -137,6 +182,19 @@ pub fn verify(conn: &Connection, only: Option<i64>) -> Result<VerifyReport> {
         let mut rows = stmt.query([])?;
         while let Some(r) = rows.next()? {
             leaf_messages.entry(r.get(0)?).or_default().push(r.get(1)?);
+        }
+    }
+
+    // A cycle in summary_parents (a damaged or hand-edited file) would make every walk below
+    // endless; it is reported, and the walks below never enter a node twice.
+    for cycle in cycles(&parents) {
+        let in_scope = only.is_none_or(|c| {
+            cycle
+                .iter()
+                .any(|id| summaries.get(id).is_some_and(|s| s.conversation_id == c))
+        });
+        if in_scope {
+            problems.push(format!("summary_parents has a cycle: {}", cycle.join(" → ")));
         }
     }
 
@@ -225,10 +283,15 @@ pub fn verify(conn: &Connection, only: Option<i64>) -> Result<VerifyReport> {
             if kind == "message" {
                 covered.extend(mid.iter().copied());
             } else if let Some(sid) = sid {
-                // Walk down to the messages, inputs in order.
+                // Walk down to the messages, inputs in order, entering each node once.
                 let mut stack = vec![sid.clone()];
+                let mut seen: HashSet<String> = HashSet::new();
                 let mut msgs = Vec::new();
                 while let Some(s) = stack.pop() {
+                    if !seen.insert(s.clone()) {
+                        problems.push(format!("conversation {cid}: {s} is reached twice below {sid}"));
+                        continue;
+                    }
                     if let Some(ms) = leaf_messages.get(&s) {
                         msgs.extend(ms.iter().copied());
                     }
@@ -278,4 +341,65 @@ pub fn verify(conn: &Connection, only: Option<i64>) -> Result<VerifyReport> {
         problems,
         digest: digest(conn)?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use rusqlite::Connection;
+
+    use crate::config::Config;
+    use crate::engine::Engine;
+
+    /// A copy of lossless-claw's head-theme.db in which a depth-2 summary is made an input of
+    /// one of its own inputs: `verify` reports the cycle at once instead of walking forever.
+    #[test]
+    fn a_cycle_in_summary_parents_is_reported_not_walked() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lcm.db");
+        std::fs::copy(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/head-theme.db"), &path).unwrap();
+        let path = path.to_string_lossy().into_owned();
+        let engine = Engine::open(Config::with_db_path(&path)).unwrap();
+        let conn = Connection::open(&path).unwrap();
+        let (top, input): (String, String) = conn
+            .query_row(
+                "SELECT p.summary_id, p.parent_summary_id FROM summary_parents p
+                 JOIN summaries s ON s.summary_id = p.summary_id WHERE s.depth = 2 LIMIT 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        conn.execute(
+            "INSERT INTO summary_parents (summary_id, parent_summary_id, ordinal) VALUES (?1, ?2, 99)",
+            [&input, &top],
+        )
+        .unwrap();
+        let started = Instant::now();
+        let report = engine.verify(Some(1)).unwrap();
+        assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+        assert!(!report.ok);
+        let cycle = report
+            .problems
+            .iter()
+            .find(|p| p.starts_with("summary_parents has a cycle"))
+            .unwrap_or_else(|| panic!("{:?}", report.problems));
+        assert!(cycle.contains(&top) && cycle.contains(&input), "{cycle}");
+    }
+
+    #[test]
+    fn cycles_finds_each_loop_once_and_nothing_in_a_dag() {
+        let graph = |edges: &[(&str, &str)]| {
+            let mut g = std::collections::HashMap::<String, Vec<String>>::new();
+            for (a, b) in edges {
+                g.entry(a.to_string()).or_default().push(b.to_string());
+            }
+            g
+        };
+        // A diamond is no cycle.
+        assert!(super::cycles(&graph(&[("a", "b"), ("a", "c"), ("b", "d"), ("c", "d")])).is_empty());
+        assert_eq!(super::cycles(&graph(&[("a", "a")])), vec![vec!["a", "a"]]);
+        let found = super::cycles(&graph(&[("a", "b"), ("b", "c"), ("c", "a"), ("x", "y")]));
+        assert_eq!(found, vec![vec!["a", "b", "c", "a"]]);
+    }
 }

@@ -16,6 +16,9 @@ struct Spec {
     precision: Option<usize>,
 }
 
+/// Go's bound on a width or precision (`fmt`'s `tooLarge`).
+const MAX_WIDTH: usize = 1_000_000;
+
 /// The template function: `printf FORMAT ARGS...`.
 pub fn printf(args: &[Value]) -> Result<Value, FuncError> {
     let Some(Value::String(format)) = args.first() else {
@@ -61,12 +64,29 @@ pub fn sprintf(format: &str, args: &[Value]) -> String {
             while *i < chars.len() && chars[*i].is_ascii_digit() {
                 *i += 1;
             }
-            (start < *i).then(|| chars[start..*i].iter().collect::<String>().parse().unwrap_or(0))
+            // Too many digits for a usize is too large as well.
+            (start < *i).then(|| {
+                chars[start..*i]
+                    .iter()
+                    .collect::<String>()
+                    .parse()
+                    .unwrap_or(usize::MAX)
+            })
         };
         spec.width = read_num(&mut i, &mut next);
+        // Go refuses widths and precisions over a million (`%!(BADWIDTH)`), which also keeps a
+        // template from asking for gigabytes of padding.
+        if spec.width.is_some_and(|w| w > MAX_WIDTH) {
+            out.push_str("%!(BADWIDTH)");
+            spec.width = None;
+        }
         if i < chars.len() && chars[i] == '.' {
             i += 1;
             spec.precision = Some(read_num(&mut i, &mut next).unwrap_or(0));
+            if spec.precision.is_some_and(|p| p > MAX_WIDTH) {
+                out.push_str("%!(BADPREC)");
+                spec.precision = None;
+            }
         }
         if spec.minus {
             spec.zero = false;
@@ -370,6 +390,19 @@ mod tests {
 
     fn n(i: i64) -> Value {
         Value::from(i)
+    }
+
+    /// Go's answer to a width or precision over a million; the template renders at once
+    /// instead of allocating gigabytes.
+    #[test]
+    fn huge_widths_and_precisions_are_refused_as_go_does() {
+        let started = std::time::Instant::now();
+        assert_eq!(sprintf("%999999999d", &[n(1)]), "%!(BADWIDTH)1");
+        assert_eq!(sprintf("%.999999999f|", &[Value::from(1.5)]), "%!(BADPREC)1.500000|");
+        assert_eq!(sprintf("%*d", &[n(2_000_000_000), n(7)]), "%!(BADWIDTH)7");
+        assert_eq!(sprintf("%99999999999999999999999d", &[n(3)]), "%!(BADWIDTH)3");
+        assert_eq!(sprintf("%1000000d", &[n(3)]).len(), 1_000_000);
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
     }
 
     /// Expected strings are Go's `fmt.Sprintf` output for the same format and arguments.

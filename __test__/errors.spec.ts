@@ -85,7 +85,7 @@ describe('errors', () => {
     const out = spawnSync(process.execPath, [join(ROOT, '__test__/child/hostile-summarizer.cjs')], { encoding: 'utf8', timeout: 60_000 })
     expect(out.stderr).toBe('')
     expect(out.status).toBe(0)
-    const lines = out.stdout.trim().split('\n').map((l) => JSON.parse(l))
+    const lines: any[] = out.stdout.trim().split('\n').map((l) => JSON.parse(l))
     expect(lines.at(-1)).toEqual({ done: true })
     const byCase = Object.fromEntries(lines.slice(0, -1).map((l) => [l.case, l]))
     for (const l of Object.values(byCase)) {

@@ -87,7 +87,7 @@ describe('errors', () => {
     expect(out.status).toBe(0)
     const lines: any[] = out.stdout.trim().split('\n').map((l) => JSON.parse(l))
     expect(lines.at(-1)).toEqual({ done: true })
-    const byCase = Object.fromEntries(lines.slice(0, -1).map((l) => [l.case, l]))
+    const byCase: Record<string, any> = Object.fromEntries(lines.slice(0, -1).map((l) => [l.case, l]))
     for (const l of Object.values(byCase)) {
       expect(l.code, l.case).toBe('E_SUMMARIZER')
       expect(l.summaries, l.case).toBe(0)

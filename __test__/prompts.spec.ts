@@ -60,6 +60,43 @@ describe('prompts', () => {
     expect((await rejection(listPrompts({ promptDir: dir }))).code).toBe('E_PROMPT')
   })
 
+  it('a hostile override renders within bounds or fails with E_PROMPT naming the file, never taking the process down', () => {
+    const cases: Record<string, (dir: string) => void> = {
+      recursion: (d) => writeFileSync(join(d, 'leaf.tmpl'), '{{define "r"}}{{template "r" .}}{{end}}{{template "r" .}}'),
+      'mutual recursion': (d) => writeFileSync(join(d, 'leaf.tmpl'), '{{define "a"}}{{template "b" .}}{{end}}{{define "b"}}{{template "a" .}}{{end}}{{template "a" .}}'),
+      'huge printf width': (d) => writeFileSync(join(d, 'leaf.tmpl'), '{{printf "%999999999d" 1}}'),
+      'output past the cap': (d) => writeFileSync(join(d, 'leaf.tmpl'), `{{$a := printf "%1000000d" 1}}${'{{$a}}'.repeat(200)}`),
+      'a directory': (d) => mkdirSync(join(d, 'leaf.tmpl')),
+      'a FIFO': (d) => spawnSync('mkfifo', [join(d, 'leaf.tmpl')]),
+      'a huge file': (d) => writeFileSync(join(d, 'leaf.tmpl'), 'x'.repeat(300 * 1024)),
+    }
+    for (const [name, make] of Object.entries(cases)) {
+      const dir = tempDir()
+      make(dir)
+      const script = `
+        const { renderPrompt, LcmEngine } = require(${JSON.stringify(join(ROOT, 'index.js'))})
+        const out = {}
+        renderPrompt('leaf', {}, { promptDir: ${JSON.stringify(dir)} })
+          .then((t) => (out.text = t.length), (e) => { out.code = e.code; out.message = e.message })
+          .then(() => LcmEngine.open({ dbPath: ${JSON.stringify(join(dir, 'x.db'))}, promptDir: ${JSON.stringify(dir)} }))
+          .then(() => (out.open = 'opened'), (e) => (out.open = e.code))
+          .then(() => console.log(JSON.stringify(out)))`
+      const started = Date.now()
+      const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 20_000 })
+      expect(r.status, `${name}: ${r.stderr}`).toBe(0)
+      expect(Date.now() - started, name).toBeLessThan(15_000)
+      const out = JSON.parse(r.stdout)
+      if (name === 'huge printf width') {
+        expect(out.text, name).toBe('%!(BADWIDTH)1'.length)
+        expect(out.open, name).toBe('opened')
+        continue
+      }
+      expect(out.code, name).toBe('E_PROMPT')
+      expect(out.message, name).toContain(join(dir, 'leaf.tmpl'))
+      expect(out.open, name).toBe('E_PROMPT')
+    }
+  })
+
   it('honours ~/.config/lcm-tui/prompts after promptDir', () => {
     const home = tempDir()
     const user = join(home, '.config', 'lcm-tui', 'prompts')

@@ -15,6 +15,7 @@ use serde::Serialize;
 
 use crate::error::{LcmError, Result};
 
+mod bounds;
 mod printf;
 
 /// The four templates, by name, with their embedded defaults.
@@ -158,6 +159,25 @@ fn read_override(dirs: &PromptDirs, name: &str) -> Result<Option<(PathBuf, Strin
             continue;
         }
         let path = dir.join(format!("{name}.tmpl"));
+        // Looked at before it is opened: a FIFO or a device would block or never end.
+        match std::fs::metadata(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Ok(m) if !m.is_file() => {
+                return Err(LcmError::Prompt(format!(
+                    "prompt template {} is not a regular file",
+                    path.display()
+                )))
+            }
+            Ok(m) if m.len() > bounds::MAX_TEMPLATE_BYTES => {
+                return Err(LcmError::Prompt(format!(
+                    "prompt template {} is {} bytes; templates are limited to {} bytes",
+                    path.display(),
+                    m.len(),
+                    bounds::MAX_TEMPLATE_BYTES
+                )))
+            }
+            _ => {}
+        }
         match std::fs::read_to_string(&path) {
             Ok(text) => return Ok(Some((path, text))),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
@@ -181,7 +201,19 @@ fn go_template(text: &str) -> std::result::Result<gtmpl::Template, String> {
     Ok(t)
 }
 
+/// Renders with the bounds of `bounds`: the output stops at its cap.
+fn render_bounded(t: &gtmpl::Template, text: &str, vars: &PromptVars) -> std::result::Result<String, String> {
+    let vars_len =
+        vars.previous_context.len() + vars.source_text.len() + vars.time_range.len() + vars.custom_instructions.len();
+    let mut out = bounds::CappedWriter::new(bounds::max_rendered_bytes(text.len(), vars_len));
+    t.execute(&mut out, &gtmpl::Context::from(vars.to_go()))
+        .map_err(|e| e.to_string())?;
+    String::from_utf8(out.buf).map_err(|e| e.to_string())
+}
+
 fn parse(name: &str, text: &str, origin: &str) -> Result<gtmpl::Template> {
+    bounds::check_structure(text)
+        .map_err(|why| LcmError::Prompt(format!("prompt template {origin} is refused: {why}")))?;
     let t = go_template(text).map_err(|e| LcmError::Prompt(format!("prompt template {origin} does not parse: {e}")))?;
     // Catch references to unknown variables now rather than in the middle of a pass.
     let depth = match name {
@@ -190,7 +222,7 @@ fn parse(name: &str, text: &str, origin: &str) -> Result<gtmpl::Template> {
         "condensed-d2" => 2,
         _ => 3,
     };
-    t.render(&gtmpl::Context::from(PromptVars::sample(depth).to_go()))
+    render_bounded(&t, text, &PromptVars::sample(depth))
         .map_err(|e| LcmError::Prompt(format!("prompt template {origin} does not render: {e}")))?;
     Ok(t)
 }
@@ -235,8 +267,7 @@ impl PromptSet {
     /// Renders template `name` with `vars`.
     pub fn render(&self, name: &str, vars: &PromptVars) -> Result<String> {
         let l = self.get(name)?;
-        l.template
-            .render(&gtmpl::Context::from(vars.to_go()))
+        render_bounded(&l.template, &l.text, vars)
             .map_err(|e| LcmError::Prompt(format!("prompt template {} failed to render: {e}", l.source.source)))
     }
 

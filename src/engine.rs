@@ -28,6 +28,9 @@ pub struct Engine {
     migration: MigrationReport,
     locks: ConversationLocks,
     ingests: GroupCommit,
+    /// Turns true at `close`: operations waiting on a summarizer or on another operation's
+    /// lock end at once with E_CLOSED.
+    closed: tokio::sync::watch::Sender<bool>,
 }
 
 impl Engine {
@@ -57,6 +60,7 @@ impl Engine {
             migration,
             locks: ConversationLocks::default(),
             ingests: GroupCommit::default(),
+            closed: tokio::sync::watch::Sender::new(false),
         })
     }
 
@@ -188,11 +192,8 @@ impl Engine {
         options: PassOptions,
     ) -> Result<Option<PassResult>> {
         self.deps.pool.check_writable()?;
-        let _turn = self
-            .locks
-            .acquire(conversation_id, self.deps.config.lock_timeout_ms)
-            .await?;
-        compaction::leaf_pass(&self.deps, conversation_id, summarizer, options).await
+        let _turn = self.turn(conversation_id).await?;
+        compaction::leaf_pass(&self.deps, conversation_id, self.until_closed(summarizer), options).await
     }
 
     /// One condensed pass; waits for other mutating operations on the conversation.
@@ -203,11 +204,8 @@ impl Engine {
         options: PassOptions,
     ) -> Result<Option<PassResult>> {
         self.deps.pool.check_writable()?;
-        let _turn = self
-            .locks
-            .acquire(conversation_id, self.deps.config.lock_timeout_ms)
-            .await?;
-        compaction::condensed_pass(&self.deps, conversation_id, summarizer, options).await
+        let _turn = self.turn(conversation_id).await?;
+        compaction::condensed_pass(&self.deps, conversation_id, self.until_closed(summarizer), options).await
     }
 
     /// A bounded full sweep; waits for other mutating operations on the conversation.
@@ -218,11 +216,8 @@ impl Engine {
         options: SweepOptions,
     ) -> Result<SweepResult> {
         self.deps.pool.check_writable()?;
-        let _turn = self
-            .locks
-            .acquire(conversation_id, self.deps.config.lock_timeout_ms)
-            .await?;
-        compaction::compact(&self.deps, conversation_id, summarizer, options).await
+        let _turn = self.turn(conversation_id).await?;
+        compaction::compact(&self.deps, conversation_id, self.until_closed(summarizer), options).await
     }
 
     /// Re-summarises the selected summaries bottom-up (a dry run unless `options.apply`). An
@@ -240,18 +235,34 @@ impl Engine {
         }
         // A dry run writes nothing: it must not hold compaction off for the length of its LLM calls.
         let _turn = match options.apply {
-            true => Some(
-                self.locks
-                    .acquire(conversation_id, self.deps.config.lock_timeout_ms)
-                    .await?,
-            ),
+            true => Some(self.turn(conversation_id).await?),
             false => None,
         };
+        let summarizer = self.until_closed(summarizer);
         crate::rewrite::rewrite(&self.deps, conversation_id, summarizer, options, cancel, progress).await
     }
 
-    /// Closes the connections; later calls fail with E_CLOSED.
+    /// The conversation's operation lock, waited for until `lockTimeoutMs` (E_BUSY) or until
+    /// the engine closes (E_CLOSED).
+    async fn turn(&self, conversation_id: i64) -> Result<tokio::sync::OwnedMutexGuard<()>> {
+        let mut closed = self.closed.subscribe();
+        tokio::select! {
+            guard = self.locks.acquire(conversation_id, self.deps.config.lock_timeout_ms) => guard,
+            _ = closed.wait_for(|c| *c) => Err(crate::error::LcmError::Closed),
+        }
+    }
+
+    fn until_closed(&self, summarizer: Arc<dyn Summarizer>) -> Arc<dyn Summarizer> {
+        Arc::new(crate::summarizer::UntilClosed {
+            inner: summarizer,
+            closed: self.closed.subscribe(),
+        })
+    }
+
+    /// Closes the connections; later calls fail with E_CLOSED, and calls in flight end with
+    /// E_CLOSED at their next wait (a summarizer call, another operation's lock).
     pub fn close(&self) -> bool {
+        self.closed.send_replace(true);
         self.deps.pool.close()
     }
 }

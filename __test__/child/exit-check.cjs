@@ -25,6 +25,24 @@ async function main() {
     await engine.leafPass(conversationId, summarize).catch(() => {})
     await engine.compact(conversationId, summarize, { tokenBudget: 100, force: true }).catch(() => {})
   }
+  if (mode === 'close-in-flight') {
+    // A summarizer that never answers, a second operation waiting for the conversation's
+    // lock: close() ends both with E_CLOSED, at once, and nothing keeps Node alive.
+    const msgs = Array.from({ length: 30 }, (_, i) => ({ role: i % 2 ? 'assistant' : 'user', content: `m${i} ${'w '.repeat(200)}` }))
+    const slow = await LcmEngine.open({ dbPath, freshTailCount: 4, summaryTimeoutMs: 600000, lockTimeoutMs: 600000 })
+    const { conversationId } = await slow.ingest({ sessionId: 's' }, msgs)
+    const hang = () => new Promise(() => {})
+    const started = Date.now()
+    const first = slow.leafPass(conversationId, hang).then(() => 'resolved', (e) => e.code)
+    await new Promise((r) => setTimeout(r, 100))
+    const second = slow.compact(conversationId, hang, { tokenBudget: 100, force: true }).then(() => 'resolved', (e) => e.code)
+    await new Promise((r) => setTimeout(r, 100))
+    await slow.close()
+    const codes = await Promise.all([first, second])
+    if (codes.join() !== 'E_CLOSED,E_CLOSED' || Date.now() - started > 3000) throw new Error(`in-flight calls: ${codes} after ${Date.now() - started} ms`)
+    const summaries = await (await LcmEngine.open({ dbPath, readOnly: true })).summaries(conversationId)
+    if (summaries.length !== 0) throw new Error('a pass ended by close() wrote a summary')
+  }
   if (mode === 'error') {
     await engine.ingest({ conversationId: 999 }, [{ role: 'user', content: 'x' }]).catch(() => {})
   }

@@ -106,6 +106,7 @@ async fn call(
     match tokio::time::timeout(Duration::from_millis(timeout_ms.max(1) as u64), fut).await {
         Err(_) => Err(PassError::Failed(LcmError::timeout(timeout_ms))),
         Ok(Err(SummarizerFailure::Auth(m))) => Err(PassError::Auth(m)),
+        Ok(Err(SummarizerFailure::Closed)) => Err(PassError::Failed(LcmError::Closed)),
         Ok(Err(SummarizerFailure::Failed(m))) => Err(PassError::Failed(LcmError::Summarizer(format!(
             "the summarizer failed: {m}; nothing was written"
         )))),

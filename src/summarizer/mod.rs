@@ -55,6 +55,8 @@ pub enum SummarizerFailure {
     Auth(String),
     /// Threw, rejected, or returned something that is not a string.
     Failed(String),
+    /// The engine was closed while the call was in flight: its answer no longer matters.
+    Closed,
 }
 
 pub type SummaryFuture = Pin<Box<dyn Future<Output = Result<String, SummarizerFailure>> + Send>>;
@@ -71,3 +73,28 @@ pub trait Summarizer: Send + Sync {
 pub const FALLBACK_MODEL: &str = "lcm-native/fallback";
 /// `summaries.model` when the host asked for the offline summarizer.
 pub const OFFLINE_MODEL: &str = "lcm-native/offline";
+
+/// A summarizer whose calls end (with `SummarizerFailure::Closed`) as soon as `closed` turns
+/// true, so that closing an engine never waits on, or keeps alive, a callback that does not
+/// answer.
+pub struct UntilClosed {
+    pub inner: std::sync::Arc<dyn Summarizer>,
+    pub closed: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Summarizer for UntilClosed {
+    fn summarize(&self, prompt: String, request: &SummarizeRequest) -> SummaryFuture {
+        let call = self.inner.summarize(prompt, request);
+        let mut closed = self.closed.clone();
+        Box::pin(async move {
+            tokio::select! {
+                answer = call => answer,
+                _ = closed.wait_for(|c| *c) => Err(SummarizerFailure::Closed),
+            }
+        })
+    }
+
+    fn model(&self) -> String {
+        self.inner.model()
+    }
+}

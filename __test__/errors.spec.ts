@@ -99,6 +99,24 @@ describe('errors', () => {
     expect(byCase['rejects with an object whose getters throw'].message).toMatch(/no readable message/)
   })
 
+  it('a cycle in the summary DAG: verify reports it and every other walk stays bounded', () => {
+    const out = spawnSync(process.execPath, [join(ROOT, '__test__/child/cyclic-dag.cjs'), join(FIXTURES, 'head-theme.db')], {
+      encoding: 'utf8',
+      timeout: 30_000,
+    })
+    expect(out.error, 'an operation did not finish').toBeUndefined()
+    expect(out.status, out.stderr).toBe(0)
+    const lines: any[] = out.stdout.trim().split('\n').map((l) => JSON.parse(l))
+    expect(lines.map((l) => l.op)).toEqual(['open', 'verify', 'describe', 'describeInput', 'expand', 'rewriteAll', 'rewriteOne', 'assemble', 'grep', 'condensedPass', 'compact'])
+    for (const l of lines) {
+      expect(l.ms, l.op).toBeLessThan(5000)
+      // Either an answer or a coded error, never an uncoded one.
+      if (!l.ok) expect(l.code, l.op).toMatch(/^E_[A-Z_]+$/)
+    }
+    const verify = lines.find((l) => l.op === 'verify')
+    expect(verify.problems.some((p: string) => p.startsWith('summary_parents has a cycle'))).toBe(true)
+  })
+
   it('calls on a closed engine are E_CLOSED', async () => {
     const engine = await LcmEngine.open({ dbPath: join(tempDir(), 'c.db') })
     await engine.close()

@@ -60,8 +60,10 @@ impl Write for CappedWriter {
 }
 
 /// The actions (`{{ … }}`) of a template, trimmed of `-` markers and spaces, comments left
-/// out. Quoted strings inside an action may hold `}}`.
-fn actions(text: &str) -> Vec<&str> {
+/// out. Quoted strings inside an action may hold `}}`. An action that is never closed is an
+/// error with its byte offset (Go's "unclosed action"; gtmpl 0.7's lexer loops forever on
+/// one that ends in a space, so it must never see one).
+fn actions(text: &str) -> Result<Vec<&str>, usize> {
     let bytes = text.as_bytes();
     let mut out = Vec::new();
     let mut i = 0;
@@ -84,7 +86,7 @@ fn actions(text: &str) -> Vec<&str> {
             }
             j += 1;
         }
-        let Some(close) = close else { break };
+        let Some(close) = close else { return Err(open) };
         let inner = text[open + 2..close]
             .trim_start_matches('-')
             .trim_end_matches('-')
@@ -94,7 +96,7 @@ fn actions(text: &str) -> Vec<&str> {
         }
         i = close + 2;
     }
-    out
+    Ok(out)
 }
 
 /// The quoted name after a keyword (`define "x"` → `x`).
@@ -116,7 +118,8 @@ pub fn check_structure(text: &str) -> Result<(), String> {
     calls.insert(String::new(), Vec::new());
     // Open blocks: Some(name) for a define/block, None for if/range/with.
     let mut open: Vec<Option<String>> = Vec::new();
-    for action in actions(text) {
+    let actions = actions(text).map_err(|at| format!("unclosed action: the `{{{{` at byte {at} has no `}}}}`"))?;
+    for action in actions {
         let (word, rest) = action.split_once(char::is_whitespace).unwrap_or((action, ""));
         let owner = open.iter().rev().find_map(|o| o.clone()).unwrap_or_default();
         match word {
@@ -226,6 +229,15 @@ mod tests {
         for (_, text) in crate::prompts::TEMPLATES {
             assert_eq!(check_structure(text), Ok(()));
         }
+    }
+
+    #[test]
+    fn an_unclosed_action_is_refused_before_the_parser_sees_it() {
+        for text in ["{{ ", "a {{text ", "{{-", "{{.Depth}}{{ .X", "{{printf \"}}\" "] {
+            let err = check_structure(text).unwrap_err();
+            assert!(err.starts_with("unclosed action"), "{text:?}: {err}");
+        }
+        assert_eq!(check_structure("{{/* a */}} b }} c"), Ok(()));
     }
 
     #[test]

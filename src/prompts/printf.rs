@@ -281,7 +281,7 @@ fn format_float(verb: char, spec: Spec, f: f64) -> String {
         "Inf".to_string()
     } else {
         match verb {
-            'f' | 'F' => format!("{:.*}", spec.precision.unwrap_or(6), a),
+            'f' | 'F' => fixed(a, spec.precision.unwrap_or(6)),
             'e' | 'E' => go_exp(a, spec.precision.unwrap_or(6), verb == 'E'),
             _ => go_g(a, spec.precision, verb == 'G'),
         }
@@ -294,9 +294,30 @@ fn format_float(verb: char, spec: Spec, f: f64) -> String {
     pad(spec, s, f.is_finite())
 }
 
+/// Digits an f64's exact decimal expansion can need (it has at most 767 significant digits
+/// and 1,074 after the point). Rust's formatter refuses (panics on) a precision over 65,535;
+/// past this many digits every further digit is 0, so those are written as zeros.
+const EXACT_DIGITS: usize = 1_100;
+
+/// `{:.prec}` for any precision.
+fn fixed(a: f64, prec: usize) -> String {
+    let mut s = format!("{:.*}", prec.min(EXACT_DIGITS), a);
+    s.extend(std::iter::repeat_n('0', prec.saturating_sub(EXACT_DIGITS)));
+    s
+}
+
+/// `{:.prec e}` for any precision.
+fn scientific(a: f64, prec: usize) -> String {
+    let s = format!("{:.*e}", prec.min(EXACT_DIGITS), a);
+    match s.split_once('e') {
+        Some((mant, exp)) if prec > EXACT_DIGITS => format!("{mant}{}e{exp}", "0".repeat(prec - EXACT_DIGITS)),
+        _ => s,
+    }
+}
+
 /// `%e`: mantissa with `prec` decimals and a signed exponent of at least two digits.
 fn go_exp(a: f64, prec: usize, upper: bool) -> String {
-    let s = format!("{a:.prec$e}");
+    let s = scientific(a, prec);
     let (mant, exp) = s.split_once('e').expect("rust {:e} has an exponent");
     let exp: i32 = exp.parse().unwrap_or(0);
     let e = if upper { 'E' } else { 'e' };
@@ -310,7 +331,7 @@ fn go_g(a: f64, prec: Option<usize>, upper: bool) -> String {
         return "0".into();
     }
     let sci = match prec {
-        Some(p) => format!("{:.*e}", p.max(1) - 1, a),
+        Some(p) => scientific(a, p.max(1) - 1),
         None => format!("{a:e}"),
     };
     let (mant, exp) = sci.split_once('e').expect("exponent");
@@ -402,6 +423,22 @@ mod tests {
         assert_eq!(sprintf("%*d", &[n(2_000_000_000), n(7)]), "%!(BADWIDTH)7");
         assert_eq!(sprintf("%99999999999999999999999d", &[n(3)]), "%!(BADWIDTH)3");
         assert_eq!(sprintf("%1000000d", &[n(3)]).len(), 1_000_000);
+        // Past Rust's own limit of 65,535 (which panics), digits beyond an f64's exact
+        // expansion are zeros, as in Go.
+        let f = sprintf("%.286011f", &[Value::from(1.5)]);
+        assert_eq!((f.len(), &f[..6]), (286_013, "1.5000"));
+        assert!(f[2..].bytes().skip(1).all(|b| b == b'0'));
+        let e = sprintf("%.70000e", &[Value::from(1.5)]);
+        assert!(
+            e.starts_with("1.5000") && e.ends_with("e+00") && e.len() == 70_006,
+            "{}",
+            &e[e.len() - 10..]
+        );
+        assert_eq!(sprintf("%.70000g", &[Value::from(1.5)]), "1.5");
+        assert_eq!(
+            sprintf("%.3f|%.2e", &[Value::from(0.1), Value::from(12345.678)]),
+            "0.100|1.23e+04"
+        );
         assert!(started.elapsed() < std::time::Duration::from_secs(2));
     }
 

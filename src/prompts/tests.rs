@@ -243,3 +243,75 @@ fn an_unreadable_override_file_is_an_error_but_a_missing_directory_is_not() {
     assert_eq!(err.code(), "E_PROMPT");
     assert!(err.to_string().contains("leaf.tmpl"));
 }
+
+/// Fuzzing what users control: any template built from Go-template pieces (defines, calls,
+/// blocks, conditionals, ranges, printf with any width, variables, stray delimiters) is either
+/// refused (E_PROMPT's reasons) or renders within its bounds, without a panic, in bounded
+/// time. The pieces can build recursion, fan-out, huge padding and output past the cap.
+mod fuzz {
+    use std::time::{Duration, Instant};
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn piece() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just("text ".to_string()),
+            Just("{{.SourceText}}".to_string()),
+            Just("{{.TargetTokens}}".to_string()),
+            Just("{{.Missing}}".to_string()),
+            (0u8..3).prop_map(|k| format!("{{{{define \"t{k}\"}}}}")),
+            (0u8..3).prop_map(|k| format!("{{{{template \"t{k}\" .}}}}")),
+            (0u8..3).prop_map(|k| format!("{{{{block \"t{k}\" .}}}}")),
+            Just("{{end}}".to_string()),
+            Just("{{if .Aggressive}}".to_string()),
+            Just("{{else}}".to_string()),
+            Just("{{range .SourceText}}".to_string()),
+            Just("{{with .TimeRange}}".to_string()),
+            (0u32..3_000_000).prop_map(|w| format!("{{{{printf \"%{w}d\" 1}}}}")),
+            (0u32..3_000_000).prop_map(|w| format!("{{{{printf \"%.{w}f\" 1.5}}}}")),
+            Just("{{printf \"%*d\" 999999999 1}}".to_string()),
+            Just("{{$a := printf \"%900000d\" 1}}".to_string()),
+            Just("{{$a}}{{$a}}{{$a}}{{$a}}".to_string()),
+            Just("{{/* comment {{template \"t0\"}} */}}".to_string()),
+            Just("{{- .Depth -}}".to_string()),
+            Just("{{len .SourceText}}".to_string()),
+            Just("{{index .SourceText 99}}".to_string()),
+            Just("{{printf \"%s}}\" .SourceText}}".to_string()),
+            Just("{{".to_string()),
+            Just("}}".to_string()),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 600, ..ProptestConfig::default() })]
+        #[test]
+        fn any_template_is_refused_or_renders_within_bounds(pieces in prop::collection::vec(piece(), 0..40)) {
+            let text = pieces.concat();
+            let started = Instant::now();
+            // On a thread of its own, so that a case that never ends fails the test (naming
+            // its template) instead of hanging it.
+            let (tx, rx) = std::sync::mpsc::channel();
+            let input = text.clone();
+            std::thread::spawn(move || {
+                let outcome = std::panic::catch_unwind(|| {
+                    if bounds::check_structure(&input).is_err() {
+                        return None;
+                    }
+                    let t = go_template(&input).ok()?;
+                    render_bounded(&t, &input, &PromptVars::sample(1)).ok().map(|s| s.len())
+                });
+                let _ = tx.send(outcome.map_err(|_| ()));
+            });
+            let outcome = rx.recv_timeout(Duration::from_secs(5));
+            prop_assert!(outcome.is_ok(), "no answer within 5 s for {text:?}");
+            let outcome = outcome.unwrap();
+            prop_assert!(outcome.is_ok(), "panicked on {text:?}");
+            if let Ok(Some(len)) = outcome {
+                prop_assert!(len <= bounds::max_rendered_bytes(text.len(), 200));
+            }
+            prop_assert!(started.elapsed() < Duration::from_secs(5), "{:?} on {text:?}", started.elapsed());
+        }
+    }
+}

@@ -331,7 +331,9 @@ fn rebuild_block(p: &StoredPart) -> Value {
 pub fn stored_content(role: Role, content_text: &str, parts: &[StoredPart]) -> Value {
     match parts {
         [] => {
-            if content_text.is_empty() && role != Role::User {
+            // String content always has a part, so a message with none was ingested as an
+            // empty array (or written without parts by an older plugin, with its text here).
+            if content_text.is_empty() {
                 Value::Array(vec![])
             } else if role == Role::User || role == Role::System {
                 Value::from(content_text)

@@ -284,4 +284,6 @@ impl Engine {
 pub(crate) mod tests;
 
 #[cfg(test)]
+mod damage_tests;
+#[cfg(test)]
 mod host_tests;

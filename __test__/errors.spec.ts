@@ -88,6 +88,9 @@ describe('errors', () => {
     const lines: any[] = out.stdout.trim().split('\n').map((l) => JSON.parse(l))
     expect(lines.at(-1)).toEqual({ done: true })
     const byCase: Record<string, any> = Object.fromEntries(lines.slice(0, -1).map((l) => [l.case, l]))
+    // A thrown Error is sorted like a rejection: an auth error aborts the pass, reported.
+    expect(byCase['throws an auth error']).toMatchObject({ code: null, authFailure: true, summaries: 0 })
+    delete byCase['throws an auth error']
     for (const l of Object.values(byCase)) {
       expect(l.code, l.case).toBe('E_SUMMARIZER')
       expect(l.summaries, l.case).toBe(0)

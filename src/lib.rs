@@ -326,12 +326,25 @@ fn on_returned(ret: napi::Result<Unknown<'static>>, env: Env, tx: Settle) {
         Err(e) => {
             // napi-rs turned the thrown value into this error; nothing may stay pending.
             clear_pending_exception(env.raw());
-            let what = if e.reason.is_empty() {
-                "it threw a value with no message (a Symbol, or an object that cannot be read)".to_string()
-            } else {
-                format!("it threw: {}", e.reason)
+            let reason = e.reason.clone();
+            // The thrown value itself, when napi-rs kept it: sorted like a rejection, so a
+            // synchronously thrown auth error is an auth failure too.
+            // napi-rs keeps a thrown Error object (not a thrown primitive or Symbol).
+            let thrown = JsError::from(e).into_unknown(env);
+            let failure = classify_rejection(thrown);
+            clear_pending_exception(env.raw());
+            let failure = match failure {
+                SummarizerFailure::Failed(_) if reason.is_empty() => SummarizerFailure::Failed(
+                    "it threw something that is not a readable Error (a Symbol, a number, a Proxy…); \
+                     throw an Error or return a rejected promise"
+                        .into(),
+                ),
+                SummarizerFailure::Failed(m) => {
+                    SummarizerFailure::Failed(format!("it threw: {}", m.trim_start_matches("it rejected with ")))
+                }
+                other => other,
             };
-            return settle(&tx, Err(SummarizerFailure::Failed(what)));
+            return settle(&tx, Err(failure));
         }
     };
     match value.get_type() {

@@ -16,6 +16,9 @@ const cases = {
   'rejects with an object whose getters throw': () =>
     Promise.reject(Object.defineProperty({}, 'message', { get() { throw new Error('getter') } })),
   'rejects with 5': () => Promise.reject(5),
+  'throws an auth error': () => {
+    throw Object.assign(new Error('401 bad key'), { code: 'LCM_AUTH' })
+  },
   'resolves with 42': async () => 42,
   'returns a thenable that throws': () => ({ then() { throw new Error('bad thenable') } }),
   'returns a Proxy': () => new Proxy({}, { get() { throw new Error('trap') } }),
@@ -28,8 +31,8 @@ const cases = {
   for (const [name, summarize] of Object.entries(cases)) {
     let out
     try {
-      await engine.leafPass(conversationId, summarize)
-      out = { case: name, code: null }
+      const r = await engine.leafPass(conversationId, summarize)
+      out = { case: name, code: null, authFailure: r ? r.authFailure : null }
     } catch (err) {
       out = { case: name, code: err.code, message: err.message }
     }

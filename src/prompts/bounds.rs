@@ -21,6 +21,9 @@ use std::io::Write;
 pub const MAX_TEMPLATE_BYTES: u64 = 256 * 1024;
 /// Templates one render may invoke, counting every call site along every path.
 pub const MAX_INVOCATIONS: u64 = 1_000;
+/// Native stack of the render thread: room for gtmpl's own depth limit (100,000 nested
+/// template calls, ~6 KB each), the backstop should a recursion get past `check_structure`.
+pub const RENDER_STACK_BYTES: usize = 1 << 30;
 /// The absolute cap on a rendered prompt.
 pub const MAX_RENDERED_BYTES: usize = 32 * 1024 * 1024;
 
@@ -60,21 +63,32 @@ impl Write for CappedWriter {
 }
 
 /// The actions (`{{ … }}`) of a template, trimmed of `-` markers and spaces, comments left
-/// out. Quoted strings inside an action may hold `}}`. An action that is never closed is an
-/// error with its byte offset (Go's "unclosed action"; gtmpl 0.7's lexer loops forever on
-/// one that ends in a space, so it must never see one).
+/// out. Quoted strings and character constants inside an action may hold `}}`; a comment runs
+/// to `*/` whatever it holds. An action that is never closed is an error with its byte offset
+/// (Go's "unclosed action"; gtmpl 0.7's lexer loops forever on one that ends in a space, so it
+/// must never see one).
 fn actions(text: &str) -> Result<Vec<&str>, usize> {
     let bytes = text.as_bytes();
     let mut out = Vec::new();
     let mut i = 0;
     while let Some(open) = text[i..].find("{{").map(|p| p + i) {
         let mut j = open + 2;
+        if text[j..].starts_with("- ") {
+            j += 2;
+        }
+        if text[j..].starts_with("/*") {
+            // A comment: to its `*/`, then the action's close.
+            let end = text[j + 2..].find("*/").map(|p| p + j + 4).ok_or(open)?;
+            let close = text[end..].find("}}").map(|p| p + end).ok_or(open)?;
+            i = close + 2;
+            continue;
+        }
         let mut quote: Option<u8> = None;
         let mut close = None;
         while j < bytes.len() {
             let c = bytes[j];
             match quote {
-                Some(b'"') if c == b'\\' => j += 1,
+                Some(b'"' | b'\'') if c == b'\\' => j += 1,
                 Some(q) if c == q => quote = None,
                 Some(_) => {}
                 None if c == b'"' || c == b'`' || c == b'\'' => quote = Some(c),
@@ -91,23 +105,57 @@ fn actions(text: &str) -> Result<Vec<&str>, usize> {
             .trim_start_matches('-')
             .trim_end_matches('-')
             .trim();
-        if !inner.starts_with("/*") {
-            out.push(inner);
-        }
+        out.push(inner);
         i = close + 2;
     }
     Ok(out)
 }
 
-/// The quoted name after a keyword (`define "x"` → `x`).
+/// The name after a keyword (`define "x"` → `x`), unquoted as Go (and gtmpl) unquote it, so
+/// that `"\x72"` and `"r"` name the same template.
 fn quoted_name(rest: &str) -> Option<String> {
     let rest = rest.trim_start();
-    let q = rest.chars().next()?;
-    if q != '"' && q != '`' {
-        return None;
+    let mut chars = rest.chars();
+    match chars.next()? {
+        '`' => {
+            let body = &rest[1..];
+            body.find('`').map(|end| body[..end].to_string())
+        }
+        '"' => {
+            let mut out = String::new();
+            let hex = |chars: &mut std::str::Chars<'_>, n: usize| -> Option<char> {
+                let digits: String = chars.by_ref().take(n).collect();
+                char::from_u32(u32::from_str_radix(&digits, 16).ok()?)
+            };
+            loop {
+                match chars.next()? {
+                    '"' => return Some(out),
+                    '\\' => {
+                        let c = match chars.next()? {
+                            'n' => '\n',
+                            't' => '\t',
+                            'r' => '\r',
+                            'a' => '\u{7}',
+                            'b' => '\u{8}',
+                            'f' => '\u{c}',
+                            'v' => '\u{b}',
+                            'x' => hex(&mut chars, 2)?,
+                            'u' => hex(&mut chars, 4)?,
+                            'U' => hex(&mut chars, 8)?,
+                            d @ '0'..='7' => {
+                                let rest: String = chars.by_ref().take(2).collect();
+                                char::from_u32(u32::from_str_radix(&format!("{d}{rest}"), 8).ok()?)?
+                            }
+                            other => other,
+                        };
+                        out.push(c);
+                    }
+                    c => out.push(c),
+                }
+            }
+        }
+        _ => None,
     }
-    let body = &rest[1..];
-    body.find(q).map(|end| body[..end].to_string())
 }
 
 /// Refuses a template that calls itself (directly or through others) or whose render would
@@ -238,6 +286,23 @@ mod tests {
             assert!(err.starts_with("unclosed action"), "{text:?}: {err}");
         }
         assert_eq!(check_structure("{{/* a */}} b }} c"), Ok(()));
+    }
+
+    #[test]
+    fn comments_character_constants_and_escaped_names_are_read_as_go_reads_them() {
+        // An apostrophe in a comment opens nothing.
+        assert_eq!(check_structure("{{/* don't */}}{{.Depth}}"), Ok(()));
+        assert_eq!(check_structure("{{- /* it's }} fine */ -}}x"), Ok(()));
+        // A character constant may hold an escaped quote.
+        assert_eq!(check_structure(r#"{{if eq .Depth '\''}}x{{end}}"#), Ok(()));
+        // A comment must not hide what follows it.
+        let hidden = r#"{{/* don't */}}{{define "r"}}{{template "r" .}}{{end}}{{template "r" .}}"#;
+        assert!(check_structure(hidden).unwrap_err().contains("calls itself"));
+        // The same template under an escaped name.
+        let escaped = r#"{{define "r"}}{{template "\x72" .}}{{end}}{{template "r" .}}"#;
+        assert!(check_structure(escaped).unwrap_err().contains("calls itself"));
+        let octal = r#"{{define "r"}}{{template "\162" .}}{{end}}{{template `r` .}}"#;
+        assert!(check_structure(octal).unwrap_err().contains("calls itself"));
     }
 
     #[test]

@@ -206,8 +206,23 @@ fn render_bounded(t: &gtmpl::Template, text: &str, vars: &PromptVars) -> std::re
     let vars_len =
         vars.previous_context.len() + vars.source_text.len() + vars.time_range.len() + vars.custom_instructions.len();
     let mut out = bounds::CappedWriter::new(bounds::max_rendered_bytes(text.len(), vars_len));
-    t.execute(&mut out, &gtmpl::Context::from(vars.to_go()))
-        .map_err(|e| e.to_string())?;
+    // A backstop for a recursion `check_structure` did not see: gtmpl stops at a template
+    // depth of 100,000, which needs ~600 MB of native stack. On a thread whose stack can grow
+    // that far (reserved, not allocated), such a template ends with an error, not with the
+    // process. Every template that passed the check uses a few kilobytes of it.
+    let rendered = std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name("lcm-prompt-render".into())
+            .stack_size(bounds::RENDER_STACK_BYTES)
+            .spawn_scoped(scope, || {
+                t.execute(&mut out, &gtmpl::Context::from(vars.to_go()))
+                    .map_err(|e| e.to_string())
+            })
+            .map_err(|e| format!("cannot start the render thread: {e}"))?
+            .join()
+            .map_err(|_| "the template engine failed while rendering".to_string())?
+    });
+    rendered?;
     String::from_utf8(out.buf).map_err(|e| e.to_string())
 }
 

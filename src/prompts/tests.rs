@@ -315,3 +315,13 @@ mod fuzz {
         }
     }
 }
+
+/// The backstop: a recursion the structure check would not see ends with gtmpl's depth error
+/// on the render thread's large stack, not with a stack overflow of the process.
+#[test]
+fn a_recursion_past_the_check_ends_with_an_error() {
+    let text = r#"{{define "r"}}{{template "r" .}}{{end}}{{template "r" .}}"#;
+    let t = go_template(text).unwrap();
+    let err = render_bounded(&t, text, &PromptVars::sample(0)).unwrap_err();
+    assert!(err.to_lowercase().contains("depth"), "{err}");
+}

@@ -317,8 +317,12 @@ describe('compaction', () => {
     expect(await readDb(host, async (e) => (await e.summaries(1)).length)).toBe(0)
   })
 
-  it('a model that never answers gets the fallback summary after summaryTimeoutMs, marked for repair', async () => {
-    const { host, s } = await grown({ summaryTimeoutMs: 1000, maxSweepIterations: 1 }, () => new Promise(() => {}))
+  it('a model that never answers gets the fallback summary after summaryTimeoutMs, marked for repair; its call is aborted', async () => {
+    const signals: AbortSignal[] = []
+    const { host, s } = await grown({ summaryTimeoutMs: 1000, maxSweepIterations: 1 }, (p) => {
+      if (p.signal) signals.push(p.signal)
+      return new Promise(() => {})
+    })
     const started = Date.now()
     const r = await host.engine().compact({ ...s, tokenBudget: 1500, force: true })
     expect(Date.now() - started).toBeLessThan(10_000)
@@ -326,6 +330,8 @@ describe('compaction', () => {
     const summaries = await readDb(host, (e) => e.summaries(1))
     expect(summaries.length).toBe(1)
     expect(summaries[0].fallback).toBe(true)
+    expect(signals.length).toBeGreaterThan(0)
+    expect(signals.every((x) => x.aborted)).toBe(true)
   })
 
   it('a summarizer that rejects with a Symbol, a Proxy or throwing getters fails the pass, not the host', async () => {
@@ -414,6 +420,33 @@ describe('the database', () => {
     expect(await host.engine().commitTurn({ ...s, advancementKey: 'after-switch', messages: turn(1) })).toEqual({ status: 'committed' })
     const conv = await readDb(host, (e) => e.findConversation({ sessionKey: 'agent:main:main' }))
     expect(conv).toMatchObject({ conversationId: 1, messageCount: 916, sessionId: 'new-session-id' })
+  })
+
+  it('databaseScope "agent" names files beside the configured one, whatever the path', () => {
+    const { databaseFor } = require('../plugin/config.cjs')
+    const agent = (dbPath: string) => databaseFor({ databaseScope: 'agent', dbPath }, 'work')
+    expect([agent('lcm.db'), agent('/lcm.db'), agent('/a/b/lcm.db'), agent('/a/b/memory')]).toEqual([
+      'lcm.work.db',
+      '/lcm.work.db',
+      '/a/b/lcm.work.db',
+      '/a/b/memory.work.db',
+    ])
+    expect(databaseFor({ databaseScope: 'global', dbPath: '/a/lcm.db' }, 'work')).toBe('/a/lcm.db')
+  })
+
+  it('turns left in a spool file a crashed drain had taken are stored at the next call, once', async () => {
+    const host = fakeHost()
+    const s = session('stale-spool')
+    // Left by an earlier process that crashed while draining (the same entry twice: a turn
+    // spooled again after a failed attempt), with a torn last line.
+    const stale = `${host.dbPath}.lcm-native-pending.jsonl.99999.1.draining`
+    const entry = { target: { sessionKey: s.sessionKey, sessionId: s.sessionId }, messages: turn(1), advancementKey: 'spooled' }
+    writeFileSync(stale, `${JSON.stringify(entry)}\n${JSON.stringify(entry)}\n{"torn`)
+    await host.engine().commitTurn({ ...s, advancementKey: 'second', messages: turn(2) })
+    await host.engine().commitTurn({ ...s, advancementKey: 'third', messages: turn(3) })
+    expect(existsSync(stale)).toBe(false)
+    const stored = await readDb(host, async (e) => e.messages((await e.findConversation({ sessionKey: s.sessionKey }))!.conversationId))
+    expect(stored).toHaveLength(6)
   })
 
   it('databaseScope "agent" gives each agent its own file', async () => {

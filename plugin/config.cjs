@@ -6,7 +6,7 @@
 // `LcmEngine.open`, which names the option it refuses.
 
 const { homedir } = require('node:os')
-const { dirname, extname, join } = require('node:path')
+const { basename, dirname, extname, join } = require('node:path')
 
 /** Options handed to `LcmEngine.open` as they are (lossless-claw's names). */
 const ENGINE_KEYS = [
@@ -220,8 +220,7 @@ function databaseFor(settings, agentId) {
   if (settings.databaseScope !== 'agent') return settings.dbPath
   const safe = agentId.replace(/[^A-Za-z0-9_.-]/g, '_') || 'main'
   const ext = extname(settings.dbPath)
-  const base = ext ? settings.dbPath.slice(0, -ext.length) : settings.dbPath
-  return join(dirname(settings.dbPath), `${base.slice(dirname(settings.dbPath).length + 1)}.${safe}${ext || '.db'}`)
+  return join(dirname(settings.dbPath), `${basename(settings.dbPath, ext)}.${safe}${ext || '.db'}`)
 }
 
 /**

@@ -150,7 +150,12 @@ class LcmNativeContextEngine {
     const path = this.dbPathOf(s)
     const engine = await engineFor(path, this.settings.engineOptions())
     this.logOnce(`opened:${path}`, 'info', `lcm-native: using ${path} (${engine.migration.summary})`)
-    if (existsSync(spoolPath(path))) {
+    // The spool when there is one, and once per process whatever is there (a drain a crash
+    // interrupted leaves its taken file behind).
+    const state = shared()
+    state.drained ??= new Set()
+    if (!state.drained.has(path) || existsSync(spoolPath(path))) {
+      state.drained.add(path)
       const stored = await drainSpool(path, engine).catch((e) => this.report('storing spooled turns', e))
       if (stored) this.logger.info(`lcm-native: stored ${stored} spooled turn(s)`)
     }
@@ -231,8 +236,13 @@ class LcmNativeContextEngine {
         const code = describeFailure(err).code
         if (code === 'E_INVALID_INPUT' && engine) {
           this.report('storing a turn as the host sent it (stored as text instead)', err)
-          const r = await engine.ingest(/** @type {any} */ (target), /** @type {any} */ (asPlainText(batch)), options)
-          return { inserted: r.inserted, duplicate: r.duplicate, spooled: false }
+          try {
+            const r = await engine.ingest(/** @type {any} */ (target), /** @type {any} */ (asPlainText(batch)), options)
+            return { inserted: r.inserted, duplicate: r.duplicate, spooled: false }
+          } catch (again) {
+            last = again
+            break
+          }
         }
         if (code !== 'E_BUSY' && code !== 'E_SQLITE') break
         await new Promise((r) => setTimeout(r, 200 * attempt))
@@ -311,7 +321,14 @@ class LcmNativeContextEngine {
         // A session that began before lcm-native (on OpenClaw's built-in engine, or another):
         // its earlier turns are imported once, before this turn is committed.
         const history = toIngest(hostMessages)
-        const r = await engine.ingest(/** @type {any} */ (target), /** @type {any} */ (history), { bootstrap: true })
+        const r = await engine
+          .ingest(/** @type {any} */ (target), /** @type {any} */ (history), { bootstrap: true })
+          .catch((err) => {
+            // A message the engine refuses must not cost the session its history: stored as text.
+            if (describeFailure(err).code !== 'E_INVALID_INPUT') throw err
+            this.report('importing the earlier history as the host sent it (stored as text instead)', err)
+            return engine.ingest(/** @type {any} */ (target), /** @type {any} */ (asPlainText(history)), { bootstrap: true })
+          })
         if (r.inserted > 0) this.logger.info(`lcm-native: imported ${r.inserted} earlier message(s) of ${s.sessionKey ?? s.sessionId}`)
         conv = await engine.findConversation(/** @type {any} */ (target))
       }
@@ -480,8 +497,8 @@ class LcmNativeContextEngine {
   async ingest(p) {
     const s = { sessionId: p?.sessionId, sessionKey: p?.sessionKey }
     try {
-      if (this.policy(s) !== 'keep' || p?.isHeartbeat === true) return { ingested: false }
-      const r = await this.store(s, [p?.message], undefined)
+      if (this.policy(s) !== 'keep' || p?.isHeartbeat === true || p?.message === undefined) return { ingested: false }
+      const r = await this.store(s, [p.message], undefined)
       return { ingested: r.inserted > 0 || r.spooled }
     } catch (err) {
       this.report('ingest', err)
@@ -514,9 +531,18 @@ class LcmNativeContextEngine {
       const messages = Array.isArray(p?.messages) ? p.messages : []
       if (this.policy(s) !== 'keep' || p?.isHeartbeat === true) return
       const start = Math.max(0, Math.min(messages.length, Number(p?.prePromptMessageCount) || 0))
-      const engine = await this.engineOf(s)
       if (start > 0) {
-        await engine.ingest(/** @type {any} */ (targetOf(s)), /** @type {any} */ (toIngest(messages.slice(0, start))), { bootstrap: true })
+        // The history before this turn, once; a failure here must not keep the turn itself
+        // from being stored (or spooled) below.
+        try {
+          const engine = await this.engineOf(s)
+          const conv = await engine.findConversation(/** @type {any} */ (targetOf(s)))
+          if (!conv || conv.messageCount === 0) {
+            await engine.ingest(/** @type {any} */ (targetOf(s)), /** @type {any} */ (toIngest(messages.slice(0, start))), { bootstrap: true })
+          }
+        } catch (err) {
+          this.report('importing the earlier history', err)
+        }
       }
       const turn = messages.slice(start)
       if (!isHeartbeatTurn(turn)) await this.store(s, turn, undefined)
@@ -529,7 +555,7 @@ class LcmNativeContextEngine {
   /** Waits for this engine's background work (bounded), so nothing is cut off mid-pass. */
   async dispose() {
     if (this.mine.size === 0) return
-    await settleInflight(DISPOSE_WAIT_MS)
+    await settleInflight(DISPOSE_WAIT_MS, [...this.mine])
   }
 }
 

@@ -5,8 +5,10 @@
 // must exist once lives on globalThis: the loaded addon, one open engine per database file,
 // work in flight, and notes of what was already logged.
 
-const { appendFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync } = require('node:fs')
-const { dirname } = require('node:path')
+const { appendFileSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync } = require('node:fs')
+const { basename, dirname, join } = require('node:path')
+
+const { asPlainText } = require('./messages.cjs')
 
 const KEY = Symbol.for('lcm-native.openclaw.shared')
 
@@ -22,6 +24,8 @@ const KEY = Symbol.for('lcm-native.openclaw.shared')
  * @property {Map<string, number>} budgets                  last token budget seen per session
  * @property {{ modelOverrideRefused?: boolean }} memory
  * @property {boolean} exitHook
+ * @property {number} [drains]                          drains started (names their files)
+ * @property {Set<string>} [drained]                     database files whose spool was drained once
  */
 
 /** @returns {Shared} */
@@ -104,17 +108,21 @@ function track(work) {
   return work
 }
 
-/** Waits for tracked work, at most `ms`. @param {number} ms */
-async function settleInflight(ms) {
+/**
+ * Waits for tracked work (or the given part of it), at most `ms`.
+ * @param {number} ms @param {Promise<unknown>[]} [works]
+ */
+async function settleInflight(ms, works) {
   const s = shared()
-  if (s.inflight.size === 0) return
+  const waiting = works ?? [...s.inflight]
+  if (waiting.length === 0) return
   /** @type {ReturnType<typeof setTimeout> | undefined} */
   let timer
   const limit = new Promise((resolve) => {
     timer = setTimeout(resolve, ms)
     timer.unref?.()
   })
-  await Promise.race([Promise.allSettled([...s.inflight]), limit])
+  await Promise.race([Promise.allSettled(waiting), limit])
   clearTimeout(timer)
 }
 
@@ -139,30 +147,65 @@ function spool(dbPath, turn) {
  */
 async function drainSpool(dbPath, engine) {
   const file = spoolPath(dbPath)
-  if (!existsSync(file)) return 0
-  // Take the file first: turns spooled meanwhile go to a new one.
-  const taken = `${file}.${process.pid}.draining`
-  renameSync(file, taken)
-  /** @type {SpooledTurn[]} */
-  const turns = []
-  for (const line of readFileSync(taken, 'utf8').split('\n')) {
-    if (line.trim() === '') continue
+  // Files taken by a drain that did not finish (a crash, a kill) are drained again: their
+  // turns carry advancement keys, so a turn stored before the crash is not stored twice.
+  const dir = dirname(file)
+  const stale = readdirSync(dir)
+    .filter((n) => n.startsWith(`${basename(file)}.`) && n.endsWith('.draining'))
+    .map((n) => join(dir, n))
+  if (!existsSync(file) && stale.length === 0) return 0
+  const s = shared()
+  s.drains = (s.drains ?? 0) + 1
+  /** @type {string[]} */
+  const taken = []
+  if (existsSync(file)) {
+    // Take the file first (a name of this drain's own): turns spooled meanwhile go to a new one.
+    const mine = `${file}.${process.pid}.${s.drains}.draining`
     try {
-      turns.push(JSON.parse(line))
+      renameSync(file, mine)
+      taken.push(mine)
     } catch {
-      // A torn last line (a crash while appending) holds no complete turn.
+      // Another process took it first.
     }
   }
+  taken.push(...stale.filter((f) => !taken.includes(f)))
   let stored = 0
-  for (const t of turns) {
+  for (const path of taken) {
+    /** @type {SpooledTurn[]} */
+    const turns = []
+    let text = ''
     try {
-      await engine.ingest(/** @type {any} */ (t.target), /** @type {any} */ (t.messages), t.advancementKey ? { advancementKey: t.advancementKey } : undefined)
-      stored++
+      text = readFileSync(path, 'utf8')
     } catch {
-      spool(dbPath, t)
+      continue // drained by another process meanwhile
     }
+    for (const line of text.split('\n')) {
+      if (line.trim() === '') continue
+      try {
+        turns.push(JSON.parse(line))
+      } catch {
+        // A torn last line (a crash while appending) holds no complete turn.
+      }
+    }
+    for (const t of turns) {
+      const options = t.advancementKey ? { advancementKey: t.advancementKey } : undefined
+      try {
+        await engine.ingest(/** @type {any} */ (t.target), /** @type {any} */ (t.messages), options)
+        stored++
+      } catch (err) {
+        const code = /** @type {{ code?: string }} */ (err)?.code
+        try {
+          // A batch the engine refuses as input is stored as text rather than kept forever.
+          if (code !== 'E_INVALID_INPUT') throw err
+          await engine.ingest(/** @type {any} */ (t.target), /** @type {any} */ (asPlainText(/** @type {any} */ (t.messages))), options)
+          stored++
+        } catch {
+          spool(dbPath, t)
+        }
+      }
+    }
+    rmSync(path, { force: true })
   }
-  rmSync(taken, { force: true })
   return stored
 }
 

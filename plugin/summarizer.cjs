@@ -90,6 +90,9 @@ function makeSummarizer(o) {
     const content = extra ? `${prompt}\n\nAdditional operator instructions for this compaction: ${extra}` : prompt
     const target = typeof request?.targetTokens === 'number' ? request.targetTokens : 1200
     const useModel = o.summaryModel !== '' && !o.memory.modelOverrideRefused
+    // Aborted when the summary is given up on (the deadline) or the operation is.
+    const giveUp = new AbortController()
+    const signal = o.signal ? AbortSignal.any([o.signal, giveUp.signal]) : giveUp.signal
     /** @param {boolean} withModel */
     const call = (withModel) =>
       complete({
@@ -98,7 +101,7 @@ function makeSummarizer(o) {
         maxTokens: Math.max(256, Math.ceil(target * 2)),
         purpose: 'lcm-native compaction summary',
         ...(withModel ? { model: o.summaryModel } : {}),
-        ...(o.signal ? { signal: o.signal } : {}),
+        signal,
       })
     /** @type {ReturnType<typeof setTimeout> | undefined} */
     let timer
@@ -129,6 +132,7 @@ function makeSummarizer(o) {
     try {
       const result = await Promise.race([attempt(), deadline])
       if (result === timedOut) {
+        giveUp.abort()
         o.logger.warn(`lcm-native: the summary model did not answer within ${o.timeoutMs} ms; writing the fallback summary`)
         return ''
       }

@@ -44,11 +44,12 @@ const oneLine = (s) => s.replace(/\s+/g, ' ').trim()
 
 /**
  * @param {import('./config.cjs').PluginSettings} settings
- * @param {{ sessionKey?: string, sessionId?: string, agentId?: string }} ctx
+ * @param {{ sessionKey?: string, sessionId?: string }} ctx
  */
 function sessionScope(settings, ctx) {
   const session = { sessionKey: ctx.sessionKey, sessionId: ctx.sessionId }
-  const dbPath = databaseFor(settings, ctx.agentId ?? agentOf(ctx.sessionKey))
+  // The same file the engine writes for this session (the agent of its key).
+  const dbPath = databaseFor(settings, agentOf(ctx.sessionKey))
   return {
     /** The engine and this session's conversation id (null when LCM has none yet). */
     async open() {

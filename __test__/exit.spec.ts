@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest'
 import { ROOT, tempDir } from './helpers'
 
 describe('clean exit', () => {
-  it.each(['migrate', 'open', 'ingest', 'error', 'no-close', 'leafPass', 'timeout', 'auth', 'offline', 'close-in-flight'])('exits after %s', (mode) => {
+  it.each(['migrate', 'open', 'ingest', 'error', 'no-close', 'leafPass', 'timeout', 'auth', 'offline', 'close-in-flight', 'exit-during-reads'])('exits after %s', (mode) => {
     const started = Date.now()
     const child = spawnSync(process.execPath, [join(ROOT, '__test__/child/exit-check.cjs'), mode, join(tempDir(), 'e.db')], {
       encoding: 'utf8',

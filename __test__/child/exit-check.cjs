@@ -43,6 +43,24 @@ async function main() {
     const summaries = await (await LcmEngine.open({ dbPath, readOnly: true })).summaries(conversationId)
     if (summaries.length !== 0) throw new Error('a pass ended by close() wrote a summary')
   }
+  if (mode === 'exit-during-reads') {
+    // process.exit() while a verify and a regex scan over ~20,000 messages are running on the
+    // thread pool: the process ends at once.
+    for (let b = 0; b < 40; b++) {
+      const batch = Array.from({ length: 500 }, (_, i) => ({ role: i % 2 ? 'assistant' : 'user', content: `m${i} ${'w '.repeat(150)}` }))
+      await engine.ingest({ sessionId: `s${b % 4}` }, batch)
+    }
+    engine.verify()
+    engine.grep(null, { query: 'w.*w.*x', mode: 'regex' })
+    const asked = Date.now()
+    setTimeout(() => {
+      console.log('done')
+      process.on('exit', () => process.stderr.write(''))
+      process.exitCode = Date.now() - asked > 1000 ? 1 : 0
+      process.exit()
+    }, 5)
+    await new Promise(() => {})
+  }
   if (mode === 'error') {
     await engine.ingest({ conversationId: 999 }, [{ role: 'user', content: 'x' }]).catch(() => {})
   }

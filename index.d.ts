@@ -33,7 +33,8 @@ export interface IngestMessage {
 /**
  * Which conversation a call is about: a host session (created on first ingest), a session key
  * (mapped as lossless-claw maps it: the key's active conversation, whose session id follows
- * the host's; else the session id's; else a new one), or a conversation id.
+ * the host's; else the session id's; else a new one; without `sessionId` the recorded id is
+ * kept), or a conversation id.
  */
 export type ConversationTarget =
   | { sessionId: string }

@@ -440,13 +440,16 @@ describe('the database', () => {
     // Left by an earlier process that crashed while draining (the same entry twice: a turn
     // spooled again after a failed attempt), with a torn last line.
     const stale = `${host.dbPath}.lcm-native-pending.jsonl.99999.1.draining`
-    const entry = { target: { sessionKey: s.sessionKey, sessionId: s.sessionId }, messages: turn(1), advancementKey: 'spooled' }
+    const entry = { target: { sessionKey: s.sessionKey, sessionId: 'an-old-session-id' }, messages: turn(1), advancementKey: 'spooled' }
     writeFileSync(stale, `${JSON.stringify(entry)}\n${JSON.stringify(entry)}\n{"torn`)
     await host.engine().commitTurn({ ...s, advancementKey: 'second', messages: turn(2) })
     await host.engine().commitTurn({ ...s, advancementKey: 'third', messages: turn(3) })
     expect(existsSync(stale)).toBe(false)
     const stored = await readDb(host, async (e) => e.messages((await e.findConversation({ sessionKey: s.sessionKey }))!.conversationId))
     expect(stored).toHaveLength(6)
+    // The replayed turn did not set the conversation back to the session id it was spooled with.
+    const conv = await readDb(host, (e) => e.findConversation({ sessionKey: s.sessionKey }))
+    expect(conv!.sessionId).toBe(s.sessionId)
   })
 
   it('databaseScope "agent" gives each agent its own file', async () => {

@@ -189,6 +189,8 @@ async function drainSpool(dbPath, engine) {
     }
     for (const t of turns) {
       const options = t.advancementKey ? { advancementKey: t.advancementKey } : undefined
+      // By key alone: the session id it was spooled with may be an old one by now.
+      if (t.target?.sessionKey) t.target = { sessionKey: t.target.sessionKey }
       try {
         await engine.ingest(/** @type {any} */ (t.target), /** @type {any} */ (t.messages), options)
         stored++

@@ -624,10 +624,7 @@ fn parse_target(v: &Value) -> error::Result<Target> {
         Some(_) => Err(bad()),
     };
     match (text("sessionKey")?, text("sessionId")?, obj.get("conversationId")) {
-        (Some(key), id, None) => Ok(Target::SessionKey {
-            session_id: id.unwrap_or_else(|| key.clone()),
-            key,
-        }),
+        (Some(key), session_id, None) => Ok(Target::SessionKey { key, session_id }),
         (None, Some(id), None) => Ok(Target::Session(id)),
         (None, None, Some(id)) => Ok(Target::Conversation(parse_id(id)?)),
         _ => Err(bad()),

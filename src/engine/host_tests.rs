@@ -20,7 +20,7 @@ fn turn(n: usize) -> Vec<Value> {
 fn key(k: &str, id: &str) -> Target {
     Target::SessionKey {
         key: k.into(),
-        session_id: id.into(),
+        session_id: Some(id.into()),
     }
 }
 
@@ -50,12 +50,42 @@ fn a_session_key_keeps_its_conversation_when_the_session_id_changes() {
     // Another key gets its own conversation.
     let other = engine.ingest(&key("agent:main:explicit:x", "s3"), &turn(1)).unwrap();
     assert_ne!(other.conversation_id, first.conversation_id);
+    // A call that knows only the key keeps the recorded session id.
+    engine
+        .ingest(
+            &Target::SessionKey {
+                key: "agent:main:main".into(),
+                session_id: None,
+            },
+            &turn(3),
+        )
+        .unwrap();
+    let found = engine
+        .find_conversation(&key("agent:main:main", "other"))
+        .unwrap()
+        .unwrap();
+    assert_eq!((found.session_id.as_str(), found.message_count), ("s2", 6));
     // Looking up never creates.
     assert!(engine
         .find_conversation(&key("agent:main:none", "s9"))
         .unwrap()
         .is_none());
     assert_eq!(engine.conversations().unwrap().len(), 2);
+    // A new key with no session id: the key stands for it.
+    let fresh = engine
+        .ingest(
+            &Target::SessionKey {
+                key: "agent:ops:main".into(),
+                session_id: None,
+            },
+            &turn(1),
+        )
+        .unwrap();
+    let found = engine
+        .find_conversation(&Target::Conversation(fresh.conversation_id))
+        .unwrap()
+        .unwrap();
+    assert_eq!(found.session_id, "agent:ops:main");
 }
 
 #[test]

@@ -15,7 +15,8 @@ pub enum Target {
     /// key, else the active conversation of the id, else a new one.
     SessionKey {
         key: String,
-        session_id: String,
+        /// None when the caller does not know it: the conversation's recorded id is kept.
+        session_id: Option<String>,
     },
     Conversation(i64),
 }
@@ -124,17 +125,20 @@ fn for_session_key(
     conn: &Connection,
     flags: SchemaFlags,
     key: &str,
-    session_id: &str,
+    session_id: Option<&str>,
     create: Option<&str>,
 ) -> Result<Option<Conversation>> {
     if let Some(c) = find_by_session_key(conn, flags, key)? {
-        if create.is_some() && c.session_id != session_id {
+        if let (Some(_), Some(session_id)) = (create, session_id.filter(|id| *id != c.session_id)) {
             conn.prepare_cached("UPDATE conversations SET session_id = ?2 WHERE conversation_id = ?1")?
                 .execute(params![c.conversation_id, session_id])?;
         }
         return Ok(Some(c));
     }
-    if let Some(c) = find_by_session(conn, flags, session_id)? {
+    if let Some(c) = match session_id {
+        Some(id) => find_by_session(conn, flags, id)?,
+        None => None,
+    } {
         let recorded: Option<String> = if flags.conversations_have_session_key {
             conn.prepare_cached("SELECT session_key FROM conversations WHERE conversation_id = ?1")?
                 .query_row([c.conversation_id], |r| r.get(0))?
@@ -155,6 +159,8 @@ fn for_session_key(
         }
     }
     let Some(now) = create else { return Ok(None) };
+    // A new conversation needs a session id; without one the key stands for it.
+    let session_id = session_id.unwrap_or(key);
     if flags.conversations_have_session_key {
         conn.prepare_cached(
             "INSERT INTO conversations (session_id, session_key, created_at, updated_at) VALUES (?1, ?2, ?3, ?3)",
@@ -176,7 +182,7 @@ pub fn resolve_or_create(conn: &Connection, flags: SchemaFlags, target: &Target,
     match target {
         Target::Conversation(id) => get(conn, *id),
         Target::SessionKey { key, session_id } => {
-            Ok(for_session_key(conn, flags, key, session_id, Some(now))?.expect("created when missing"))
+            Ok(for_session_key(conn, flags, key, session_id.as_deref(), Some(now))?.expect("created when missing"))
         }
         Target::Session(session_id) => {
             if let Some(c) = find_by_session(conn, flags, session_id)? {
@@ -197,9 +203,8 @@ pub fn resolve(conn: &Connection, flags: SchemaFlags, target: &Target) -> Result
     match target {
         Target::Conversation(id) => get(conn, *id),
         Target::Session(s) => find_by_session(conn, flags, s)?.ok_or_else(|| LcmError::not_found("session", s)),
-        Target::SessionKey { key, session_id } => {
-            for_session_key(conn, flags, key, session_id, None)?.ok_or_else(|| LcmError::not_found("session", key))
-        }
+        Target::SessionKey { key, session_id } => for_session_key(conn, flags, key, session_id.as_deref(), None)?
+            .ok_or_else(|| LcmError::not_found("session", key)),
     }
 }
 

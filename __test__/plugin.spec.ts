@@ -352,6 +352,19 @@ describe('compaction', () => {
     }
   })
 
+  it("a compaction the host asks for stops the session's background maintenance instead of waiting behind it", async () => {
+    const { host, s } = await grown({ lockTimeoutMs: 1500 }, async (p) => {
+      await new Promise((r) => setTimeout(r, 400))
+      return { text: `slow summary ${p.messages[0].content.length}` }
+    })
+    // Over its threshold: maintenance runs a whole sweep, holding the conversation.
+    const background = host.engine().maintain({ ...s, runtimeContext: { tokenBudget: 1500 } })
+    await new Promise((r) => setTimeout(r, 100))
+    const r = await host.engine().compact({ ...s, tokenBudget: 1500, force: true, compactionTarget: 'budget' })
+    expect(r.ok, r.reason).toBe(true)
+    expect((await background).reason).toMatch(/aborted/)
+  })
+
   it('maintain stops between passes when its abort signal fires, and dispose waits for it', async () => {
     let release!: () => void
     const gate = new Promise<void>((r) => (release = r))

@@ -385,11 +385,20 @@ class LcmNativeContextEngine {
     const s = { sessionId: p?.sessionId, sessionKey: p?.sessionKey }
     const result = { changed: false, bytesFreed: 0, rewrittenEntries: 0, reason: 'nothing to do' }
     if (this.policy(s) !== 'keep') return { ...result, reason: 'session not kept by lcm-native' }
+    // Stopped (between passes) by the host's signal, or by a compaction the host asks for,
+    // which should not wait behind background work.
+    const own = new AbortController()
+    const signal = p?.abortSignal instanceof AbortSignal ? AbortSignal.any([p.abortSignal, own.signal]) : own.signal
+    const key = s.sessionKey || s.sessionId || ''
+    const maintaining = (shared().maintaining ??= new Map())
+    maintaining.set(key, own)
     try {
-      result.reason = await this.background(() => this.compactIfDue(s, p))
+      result.reason = await this.background(() => this.compactIfDue(s, { ...p, abortSignal: signal }))
     } catch (err) {
       this.report('maintenance', err)
       result.reason = 'maintenance failed (see the log)'
+    } finally {
+      if (maintaining.get(key) === own) maintaining.delete(key)
     }
     return result
   }
@@ -451,6 +460,9 @@ class LcmNativeContextEngine {
       }
       const { summarize, model } = this.summarizerFor(p, typeof p.customInstructions === 'string' ? p.customInstructions : undefined)
       const force = p.force === true || target === 'budget'
+      // Background maintenance of this session stops after its current pass instead of
+      // holding the conversation while the host waits.
+      shared().maintaining?.get(s.sessionKey || s.sessionId || '')?.abort()
       const sweep = await this.background(() =>
         engine.compact(conv.conversationId, summarize, { tokenBudget, force, model, ...(signal ? { signal } : {}) }),
       )

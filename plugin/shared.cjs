@@ -26,6 +26,7 @@ const KEY = Symbol.for('lcm-native.openclaw.shared')
  * @property {boolean} exitHook
  * @property {number} [drains]                          drains started (names their files)
  * @property {Set<string>} [drained]                     database files whose spool was drained once
+ * @property {Map<string, AbortController>} [maintaining]  background maintenance in flight, by session
  */
 
 /** @returns {Shared} */

@@ -57,6 +57,15 @@ const obj = (v) => (typeof v === 'object' && v !== null ? /** @type {Record<stri
 /** @param {unknown} v */
 const positive = (v) => (typeof v === 'number' && Number.isFinite(v) && v > 0 ? Math.floor(v) : undefined)
 
+/** The session a lifecycle call is about. @param {Record<string, any>} p @returns {SessionRef} */
+const sessionOf = (p) => ({ sessionId: p?.sessionId, sessionKey: p?.sessionKey })
+
+/** One string naming a session, for per-session state. @param {SessionRef} s */
+const keyOf = (s) => s.sessionKey || s.sessionId || ''
+
+/** The call's AbortSignal, if it has one. @param {Record<string, any>} p */
+const signalOf = (p) => (p?.abortSignal instanceof AbortSignal ? /** @type {AbortSignal} */ (p.abortSignal) : undefined)
+
 /**
  * The engine target of a session: its key (lossless-claw's identity), else its id.
  * @param {SessionRef} s
@@ -174,7 +183,7 @@ class LcmNativeContextEngine {
    * @param {SessionRef} s @param {Record<string, any>} p
    */
   budgetOf(s, p) {
-    const key = s.sessionKey || s.sessionId || ''
+    const key = keyOf(s)
     const seen =
       positive(p.tokenBudget) ??
       positive(obj(p.runtimeContext).tokenBudget) ??
@@ -200,7 +209,7 @@ class LcmNativeContextEngine {
       // Answer (with the fallback) before the engine itself gives up on the call.
       timeoutMs: Math.max(100, Math.floor(Number(this.settings.engineOptions().summaryTimeoutMs ?? 60000) * 0.9)),
       customInstructions,
-      signal: p.abortSignal instanceof AbortSignal ? p.abortSignal : undefined,
+      signal: signalOf(p),
       memory: shared().memory,
       logOnce: (k, level, m) => this.logOnce(k, level, m),
       logger: this.logger,
@@ -273,7 +282,7 @@ class LcmNativeContextEngine {
    * @param {Record<string, any>} p
    */
   async bootstrap(p) {
-    const s = { sessionId: p?.sessionId, sessionKey: p?.sessionKey }
+    const s = sessionOf(p)
     try {
       const policy = this.policy(s)
       if (policy !== 'keep') return { bootstrapped: false, importedMessages: 0, reason: `${policy} session` }
@@ -299,7 +308,7 @@ class LcmNativeContextEngine {
   /** @param {Record<string, any>} p */
   async assembleNow(p) {
     const hostMessages = Array.isArray(p?.messages) ? p.messages : []
-    const s = { sessionId: p?.sessionId, sessionKey: p?.sessionKey }
+    const s = sessionOf(p)
     const passthrough = (/** @type {string} */ why) => {
       let estimatedTokens = 0
       try {
@@ -359,7 +368,7 @@ class LcmNativeContextEngine {
 
   /** @param {Record<string, any>} p */
   async commitNow(p) {
-    const s = { sessionId: p?.sessionId, sessionKey: p?.sessionKey }
+    const s = sessionOf(p)
     try {
       if (this.policy(s) !== 'keep') return { status: /** @type {const} */ ('committed') }
       const messages = Array.isArray(p?.messages) ? p.messages : []
@@ -382,14 +391,15 @@ class LcmNativeContextEngine {
    * @param {Record<string, any>} p
    */
   async maintain(p) {
-    const s = { sessionId: p?.sessionId, sessionKey: p?.sessionKey }
+    const s = sessionOf(p)
     const result = { changed: false, bytesFreed: 0, rewrittenEntries: 0, reason: 'nothing to do' }
     if (this.policy(s) !== 'keep') return { ...result, reason: 'session not kept by lcm-native' }
     // Stopped (between passes) by the host's signal, or by a compaction the host asks for,
     // which should not wait behind background work.
     const own = new AbortController()
-    const signal = p?.abortSignal instanceof AbortSignal ? AbortSignal.any([p.abortSignal, own.signal]) : own.signal
-    const key = s.sessionKey || s.sessionId || ''
+    const hostSignal = signalOf(p)
+    const signal = hostSignal ? AbortSignal.any([hostSignal, own.signal]) : own.signal
+    const key = keyOf(s)
     const maintaining = (shared().maintaining ??= new Map())
     maintaining.set(key, own)
     try {
@@ -408,7 +418,7 @@ class LcmNativeContextEngine {
    * @returns {Promise<string>}
    */
   async compactIfDue(s, p) {
-    const signal = p.abortSignal instanceof AbortSignal ? p.abortSignal : undefined
+    const signal = signalOf(p)
     const engine = await this.engineOf(s)
     const conv = await engine.findConversation(/** @type {any} */ (targetOf(s)))
     if (!conv) return 'no conversation yet'
@@ -439,13 +449,13 @@ class LcmNativeContextEngine {
    * @param {Record<string, any>} p
    */
   async compact(p) {
-    const s = { sessionId: p?.sessionId, sessionKey: p?.sessionKey }
+    const s = sessionOf(p)
     const tokensBefore = positive(p?.currentTokenCount) ?? positive(obj(p?.runtimeContext).currentTokenCount) ?? 0
     try {
       const policy = this.policy(s)
       if (policy !== 'keep') return { ok: true, compacted: false, reason: `${policy} session: lcm-native does not compact it` }
       const tokenBudget = this.budgetOf(s, p)
-      const signal = p.abortSignal instanceof AbortSignal ? p.abortSignal : undefined
+      const signal = signalOf(p)
       const engine = await this.engineOf(s)
       const conv = await engine.findConversation(/** @type {any} */ (targetOf(s)))
       if (!conv || conv.messageCount === 0) return { ok: true, compacted: false, reason: 'no lcm-native history for this session' }
@@ -462,7 +472,7 @@ class LcmNativeContextEngine {
       const force = p.force === true || target === 'budget'
       // Background maintenance of this session stops after its current pass instead of
       // holding the conversation while the host waits.
-      shared().maintaining?.get(s.sessionKey || s.sessionId || '')?.abort()
+      shared().maintaining?.get(keyOf(s))?.abort()
       const sweep = await this.background(() =>
         engine.compact(conv.conversationId, summarize, { tokenBudget, force, model, ...(signal ? { signal } : {}) }),
       )
@@ -507,7 +517,7 @@ class LcmNativeContextEngine {
    * @param {Record<string, any>} p
    */
   async ingest(p) {
-    const s = { sessionId: p?.sessionId, sessionKey: p?.sessionKey }
+    const s = sessionOf(p)
     try {
       if (this.policy(s) !== 'keep' || p?.isHeartbeat === true || p?.message === undefined) return { ingested: false }
       const r = await this.store(s, [p.message], undefined)
@@ -520,7 +530,7 @@ class LcmNativeContextEngine {
 
   /** @param {Record<string, any>} p */
   async ingestBatch(p) {
-    const s = { sessionId: p?.sessionId, sessionKey: p?.sessionKey }
+    const s = sessionOf(p)
     try {
       const messages = Array.isArray(p?.messages) ? p.messages : []
       if (this.policy(s) !== 'keep' || p?.isHeartbeat === true || isHeartbeatTurn(messages)) return { ingestedCount: 0 }
@@ -538,7 +548,7 @@ class LcmNativeContextEngine {
    * @param {Record<string, any>} p
    */
   async afterTurn(p) {
-    const s = { sessionId: p?.sessionId, sessionKey: p?.sessionKey }
+    const s = sessionOf(p)
     try {
       const messages = Array.isArray(p?.messages) ? p.messages : []
       if (this.policy(s) !== 'keep' || p?.isHeartbeat === true) return

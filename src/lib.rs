@@ -295,17 +295,13 @@ fn describe_value(value: Unknown<'_>) -> String {
 /// failure (the pass is aborted and reported); anything else fails the pass. Whatever the
 /// value (a Symbol, a Proxy whose traps throw, an object whose getters throw), no JS
 /// exception is left pending.
-fn classify_rejection(value: Unknown<'_>) -> SummarizerFailure {
+fn classify_rejection(value: Unknown<'_>, how: &str) -> SummarizerFailure {
     let env = value.env();
     if let Ok(ValueType::Object) = value.get_type() {
         // SAFETY: checked to be an object.
         if let Ok(obj) = unsafe { Object::from_napi_value(env, value.raw()) } {
-            let message = string_property(&obj, env, "message").unwrap_or_else(|| {
-                format!(
-                    "it rejected with {} that has no readable message",
-                    describe_value(value)
-                )
-            });
+            let message = string_property(&obj, env, "message")
+                .unwrap_or_else(|| format!("it {how} {} that has no readable message", describe_value(value)));
             if string_property(&obj, env, "code").as_deref() == Some("LCM_AUTH")
                 || string_property(&obj, env, "name").as_deref() == Some("LcmProviderAuthError")
             {
@@ -315,7 +311,7 @@ fn classify_rejection(value: Unknown<'_>) -> SummarizerFailure {
         }
         clear_pending_exception(env);
     }
-    SummarizerFailure::Failed(format!("it rejected with {}", describe_value(value)))
+    SummarizerFailure::Failed(format!("it {how} {}", describe_value(value)))
 }
 
 /// What the callback returned: a string is taken as is, a promise is awaited; anything else
@@ -331,7 +327,7 @@ fn on_returned(ret: napi::Result<Unknown<'static>>, env: Env, tx: Settle) {
             // synchronously thrown auth error is an auth failure too.
             // napi-rs keeps a thrown Error object (not a thrown primitive or Symbol).
             let thrown = JsError::from(e).into_unknown(env);
-            let failure = classify_rejection(thrown);
+            let failure = classify_rejection(thrown, "threw");
             clear_pending_exception(env.raw());
             let failure = match failure {
                 SummarizerFailure::Failed(_) if reason.is_empty() => SummarizerFailure::Failed(
@@ -339,9 +335,7 @@ fn on_returned(ret: napi::Result<Unknown<'static>>, env: Env, tx: Settle) {
                      throw an Error or return a rejected promise"
                         .into(),
                 ),
-                SummarizerFailure::Failed(m) => {
-                    SummarizerFailure::Failed(format!("it threw: {}", m.trim_start_matches("it rejected with ")))
-                }
+                SummarizerFailure::Failed(m) => SummarizerFailure::Failed(format!("it threw: {m}")),
                 other => other,
             };
             return settle(&tx, Err(failure));
@@ -372,7 +366,7 @@ fn on_returned(ret: napi::Result<Unknown<'static>>, env: Env, tx: Settle) {
                 })
                 .and_then(|p| {
                     p.catch(move |ctx: CallbackContext<Unknown>| {
-                        settle(&err_tx, Err(classify_rejection(ctx.value)));
+                        settle(&err_tx, Err(classify_rejection(ctx.value, "rejected with")));
                         Ok(())
                     })
                 });
@@ -589,12 +583,7 @@ fn watch_abort(env: &Env, options: &Object<'_>, cancel: Arc<AtomicBool>) -> erro
 fn pass_options(options: &Option<Value>) -> error::Result<PassOptions> {
     let get = |k: &str| options.as_ref().and_then(|o| o.get(k)).filter(|v| !v.is_null());
     Ok(PassOptions {
-        hard_trigger: match get("hardTrigger") {
-            None => false,
-            Some(v) => v
-                .as_bool()
-                .ok_or_else(|| LcmError::invalid_input(format!("`hardTrigger` must be a boolean, got {v}")))?,
-        },
+        hard_trigger: opt_bool(options, "hardTrigger")?,
         depth: match get("depth") {
             None => None,
             Some(_) => Some(opt_int(options, "depth", 0, 0)?),
@@ -642,18 +631,9 @@ fn ingest_options(options: &Option<Value>) -> error::Result<store::messages::Ing
             )))
         }
     };
-    let bootstrap = match options.as_ref().and_then(|o| o.get("bootstrap")) {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
-        Some(v) => {
-            return Err(LcmError::invalid_input(format!(
-                "`bootstrap` must be a boolean, got {v}"
-            )))
-        }
-    };
     Ok(store::messages::IngestOptions {
         advancement_key,
-        bootstrap,
+        bootstrap: opt_bool(options, "bootstrap")?,
     })
 }
 
@@ -674,6 +654,15 @@ fn optional(arg: Option<JsonArg>, what: &str) -> error::Result<Option<Value>> {
     match arg {
         Some(a) => a.parse(what),
         None => Ok(None),
+    }
+}
+
+/// An optional boolean option: false when absent or null.
+fn opt_bool(options: &Option<Value>, key: &str) -> error::Result<bool> {
+    match options.as_ref().and_then(|o| o.get(key)) {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(v) => Err(LcmError::invalid_input(format!("`{key}` must be a boolean, got {v}"))),
     }
 }
 
@@ -933,11 +922,7 @@ impl LcmEngine {
             let id = parse_id(&required(conversation_id, "conversationId")?)?;
             let options = Some(required(options, "options")?);
             let token_budget = token_budget(&options)?;
-            let force = match options.as_ref().and_then(|o| o.get("force")) {
-                None | Some(Value::Null) => false,
-                Some(Value::Bool(b)) => *b,
-                Some(v) => return Err(LcmError::invalid_input(format!("`force` must be a boolean, got {v}"))),
-            };
+            let force = opt_bool(&options, "force")?;
             let pass = pass_options(&options)?;
             let summarizer = summarizer.into_summarizer(pass.model.clone())?;
             let sweep = SweepOptions {

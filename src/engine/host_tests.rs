@@ -40,6 +40,16 @@ fn a_session_key_keeps_its_conversation_when_the_session_id_changes() {
     // whose session id follows the host's.
     let second = engine.ingest(&key("agent:main:main", "s2"), &turn(2)).unwrap();
     assert_eq!(first.conversation_id, second.conversation_id);
+    // The parts written after the move carry the new id.
+    let part_session: String = Connection::open(&engine.config().db_path)
+        .unwrap()
+        .query_row(
+            "SELECT p.session_id FROM message_parts p JOIN messages m USING (message_id) ORDER BY m.seq DESC LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(part_session, "s2");
     let found = engine
         .find_conversation(&Target::Session("s2".into()))
         .unwrap()

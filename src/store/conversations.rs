@@ -128,10 +128,12 @@ fn for_session_key(
     session_id: Option<&str>,
     create: Option<&str>,
 ) -> Result<Option<Conversation>> {
-    if let Some(c) = find_by_session_key(conn, flags, key)? {
+    if let Some(mut c) = find_by_session_key(conn, flags, key)? {
         if let (Some(_), Some(session_id)) = (create, session_id.filter(|id| *id != c.session_id)) {
             conn.prepare_cached("UPDATE conversations SET session_id = ?2 WHERE conversation_id = ?1")?
                 .execute(params![c.conversation_id, session_id])?;
+            // What is written next (message_parts.session_id) carries the host's current id.
+            c.session_id = session_id.to_string();
         }
         return Ok(Some(c));
     }

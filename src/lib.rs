@@ -11,6 +11,7 @@ pub mod db;
 pub mod diff;
 pub mod engine;
 pub mod error;
+pub mod fidelity;
 pub mod json_text;
 pub mod prompts;
 pub mod recall;

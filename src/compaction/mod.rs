@@ -28,6 +28,7 @@ use crate::db::totals;
 use crate::error::{LcmError, Result};
 use crate::prompts::{PromptSet, PromptVars};
 use crate::store::conversations::{self, SchemaFlags};
+use crate::summarizer::entries::SourceEntry;
 use crate::summarizer::{SummarizeRequest, Summarizer, SummaryKind};
 use crate::time;
 use crate::tokens;
@@ -241,7 +242,15 @@ impl<'a> Run<'a> {
         }
     }
 
-    fn request(&self, kind: SummaryKind, depth: i64, source: String, count: usize, range: &str) -> SummarizeRequest {
+    fn request(
+        &self,
+        kind: SummaryKind,
+        depth: i64,
+        source: String,
+        entries: Vec<SourceEntry>,
+        count: usize,
+        range: &str,
+    ) -> SummarizeRequest {
         SummarizeRequest {
             kind,
             depth,
@@ -252,6 +261,7 @@ impl<'a> Run<'a> {
             input_count: count as i64,
             time_range: range.to_string(),
             source_text: source,
+            entries: Arc::new(entries),
         }
     }
 
@@ -348,7 +358,7 @@ impl<'a> Run<'a> {
         let previous = self.previous_context(chunk.start, None)?;
         let range = source::range_text(src.earliest, src.latest, zone);
         let base = self.base_vars(&src.text, previous, chunk.len, &range, 0);
-        let request = self.request(SummaryKind::Leaf, 0, src.text.clone(), chunk.len, &range);
+        let request = self.request(SummaryKind::Leaf, 0, src.text.clone(), src.entries, chunk.len, &range);
         let input_tokens = tokens::estimate(&src.text);
         let before = self.live.stored_tokens();
         let e = match escalation::summarize(&self.summarizer, &self.deps.prompts, self.config(), base, request).await {
@@ -409,6 +419,7 @@ impl<'a> Run<'a> {
             .zip(contents.iter().map(|(c, _)| c.as_str()))
             .collect();
         let text = source::condensed_source(&pairs, zone);
+        let entries = source::condensed_entries(&pairs, zone);
         let ranges: Vec<_> = facts.iter().map(|f| source::summary_range(f)).collect();
         let earliest = ranges.iter().filter_map(|r| r.0).min();
         let latest = ranges.iter().filter_map(|r| r.1).max();
@@ -421,7 +432,14 @@ impl<'a> Run<'a> {
         };
         let out_depth = depth + 1;
         let base = self.base_vars(&text, previous, chunk.len, &range, out_depth);
-        let request = self.request(SummaryKind::Condensed, out_depth, text.clone(), chunk.len, &range);
+        let request = self.request(
+            SummaryKind::Condensed,
+            out_depth,
+            text.clone(),
+            entries,
+            chunk.len,
+            &range,
+        );
         let input_tokens = tokens::estimate(&text);
         let before = self.live.stored_tokens();
         let e = match escalation::summarize(&self.summarizer, &self.deps.prompts, self.config(), base, request).await {

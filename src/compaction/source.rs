@@ -12,6 +12,7 @@ use serde_json::Value;
 use super::model::SummaryFacts;
 use crate::error::Result;
 use crate::store::messages::{load_parts, StoredPart};
+use crate::summarizer::entries::{SourceEntry, SourcePart};
 use crate::time::{self, DisplayZone};
 
 /// The source of a leaf pass.
@@ -21,6 +22,8 @@ pub struct LeafSource {
     pub latest: Option<DateTime<Utc>>,
     /// `file_…` ids mentioned in the messages, first seen first.
     pub file_ids: Vec<String>,
+    /// The messages with their structure, for the offline summarizer and the fidelity score.
+    pub entries: Vec<SourceEntry>,
 }
 
 /// Longest rendering of one message in a source text; longer content is cut with a marker
@@ -78,6 +81,52 @@ fn render_part(p: &StoredPart) -> Option<String> {
     }
 }
 
+/// One content part with its structure. Reasoning is left out, as in the text.
+fn entry_part(p: &StoredPart, role: &str) -> Option<SourcePart> {
+    let raw_type = p.meta_str("rawType").unwrap_or(p.part_type.as_str());
+    if role == "tool" && p.part_type != "reasoning" {
+        let text = render_part(p)?;
+        return Some(SourcePart::ToolResult {
+            call_id: p.tool_call_id.clone(),
+            name: p.tool_name.clone(),
+            text,
+            is_error: p
+                .metadata
+                .as_ref()
+                .and_then(|m| m.get("isError"))
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+        });
+    }
+    match (p.part_type.as_str(), raw_type) {
+        ("reasoning", _) => None,
+        ("tool", "toolCall" | "tool_use" | "toolUse" | "tool-use" | "functionCall" | "function_call") => {
+            let args = p.tool_input.as_deref().unwrap_or("");
+            Some(SourcePart::ToolCall {
+                id: p.tool_call_id.clone(),
+                name: p.tool_name.clone().unwrap_or_else(|| "tool".into()),
+                arguments: serde_json::from_str(args).unwrap_or_else(|_| Value::String(args.to_string())),
+            })
+        }
+        ("file", _) => render_part(p).map(SourcePart::Attachment),
+        _ => {
+            if let Some(raw) = p
+                .raw()
+                .filter(|_| p.text_content.as_deref().is_none_or(|t| t.trim().is_empty()))
+            {
+                if let Some(cmd) = raw.get("command").and_then(Value::as_str) {
+                    let output = raw.get("output").and_then(Value::as_str).unwrap_or("");
+                    return Some(SourcePart::Shell {
+                        command: cmd.to_string(),
+                        output: output.to_string(),
+                    });
+                }
+            }
+            render_part(p).map(SourcePart::Text)
+        }
+    }
+}
+
 /// Collects `file_<16 hex>` ids from `text`, in order, without repeats.
 pub fn file_ids_in(text: &str, out: &mut Vec<String>) {
     let bytes = text.as_bytes();
@@ -124,6 +173,7 @@ pub fn leaf_source(
     let mut entries = Vec::with_capacity(message_ids.len());
     let (mut earliest, mut latest): (Option<DateTime<Utc>>, Option<DateTime<Utc>>) = (None, None);
     let mut file_ids = Vec::new();
+    let mut structured = Vec::with_capacity(message_ids.len());
     for (id, parts) in message_ids.iter().zip(&parts) {
         let Some((role, content, created_at)) = rows.get(id) else {
             continue;
@@ -142,17 +192,30 @@ pub fn leaf_source(
         if body.trim().is_empty() {
             continue;
         }
-        let header = match at {
-            Some(at) => format!("[{} | {role}]", time::format_timestamp(&at, zone)),
-            None => format!("[{role}]"),
+        let stamp = at.map(|at| time::format_timestamp(&at, zone)).unwrap_or_default();
+        let header = if stamp.is_empty() {
+            format!("[{role}]")
+        } else {
+            format!("[{stamp} | {role}]")
         };
         entries.push(format!("{header}\n{}", clip(body.trim(), max_chars)));
+        let parts: Vec<SourcePart> = if parts.is_empty() {
+            vec![SourcePart::Text(content.trim().to_string())]
+        } else {
+            parts.iter().filter_map(|p| entry_part(p, role)).collect()
+        };
+        structured.push(SourceEntry {
+            role: role.clone(),
+            stamp,
+            parts,
+        });
     }
     Ok(LeafSource {
         text: entries.join("\n\n"),
         earliest,
         latest,
         file_ids,
+        entries: structured,
     })
 }
 
@@ -174,6 +237,17 @@ pub fn range_text(earliest: Option<DateTime<Utc>>, latest: Option<DateTime<Utc>>
     }
 }
 
+/// The structure of a condensed pass's source: one `summary` entry per input.
+pub fn condensed_entries(inputs: &[(&SummaryFacts, &str)], zone: DisplayZone) -> Vec<SourceEntry> {
+    inputs
+        .iter()
+        .map(|(facts, content)| {
+            let (a, b) = summary_range(facts);
+            SourceEntry::text("summary", &range_text(a, b, zone), content.trim())
+        })
+        .collect()
+}
+
 /// Builds the source of a condensed pass: `[time range]\ncontent` per input.
 pub fn condensed_source(inputs: &[(&SummaryFacts, &str)], zone: DisplayZone) -> String {
     inputs
@@ -189,6 +263,46 @@ pub fn condensed_source(inputs: &[(&SummaryFacts, &str)], zone: DisplayZone) -> 
         })
         .collect::<Vec<_>>()
         .join("\n\n")
+}
+
+/// The structure of a stored summary's source, as its pass saw it: its messages (leaf) or its
+/// inputs (condensed). For scoring old summaries.
+pub fn summary_entries(
+    conn: &Connection,
+    summary_id: &str,
+    zone: DisplayZone,
+    leaf_chunk_tokens: i64,
+) -> Result<Vec<SourceEntry>> {
+    let inputs: Vec<(SummaryFacts, String)> = conn
+        .prepare_cached(
+            "SELECT s.depth, s.earliest_at, s.latest_at, s.created_at, s.content
+             FROM summary_parents p JOIN summaries s ON s.summary_id = p.parent_summary_id
+             WHERE p.summary_id = ?1 ORDER BY p.ordinal",
+        )?
+        .query_map([summary_id], |r| {
+            Ok((
+                SummaryFacts {
+                    depth: r.get(0)?,
+                    earliest_at: r.get(1)?,
+                    latest_at: r.get(2)?,
+                    created_at: r.get(3)?,
+                    descendant_count: 0,
+                    descendant_token_count: 0,
+                    source_message_token_count: 0,
+                },
+                r.get(4)?,
+            ))
+        })?
+        .collect::<std::result::Result<_, _>>()?;
+    if !inputs.is_empty() {
+        let pairs: Vec<(&SummaryFacts, &str)> = inputs.iter().map(|(f, c)| (f, c.as_str())).collect();
+        return Ok(condensed_entries(&pairs, zone));
+    }
+    let ids: Vec<i64> = conn
+        .prepare_cached("SELECT message_id FROM summary_messages WHERE summary_id = ?1 ORDER BY ordinal")?
+        .query_map([summary_id], |r| r.get(0))?
+        .collect::<std::result::Result<_, _>>()?;
+    Ok(leaf_source(conn, &ids, zone, leaf_chunk_tokens)?.entries)
 }
 
 /// Contents of the given summaries (one query).

@@ -19,7 +19,7 @@ use serde::Serialize;
 
 use super::schema::{
     FtsTable, ADDED_COLUMNS, FTS_SHADOW_SUFFIXES, FTS_TABLES, INDEXES, NATIVE_SCHEMA_STEP, NATIVE_SCHEMA_VERSION,
-    TABLES,
+    READ_OPTIONAL_TABLES, TABLES,
 };
 use super::totals;
 use crate::error::{LcmError, Result};
@@ -192,9 +192,13 @@ impl Inspection {
                 .all(|(name, sql)| self.triggers.get(*name).is_some_and(|stored| stored == sql))
     }
 
-    fn nothing_to_do(&self) -> bool {
+    /// Nothing to migrate; `reading`: for a read-only open, which does without the tables
+    /// of `READ_OPTIONAL_TABLES`.
+    fn nothing_to_do(&self, reading: bool) -> bool {
         self.live_totals_ok()
-            && TABLES.iter().all(|(t, _)| self.tables.contains(*t))
+            && TABLES
+                .iter()
+                .all(|(t, _)| self.tables.contains(*t) || reading && READ_OPTIONAL_TABLES.contains(t))
             && ADDED_COLUMNS.iter().all(|(t, c, _)| self.has_column(t, c))
             && INDEXES.iter().all(|(i, _)| self.indexes.contains(*i))
             && [STEP_DEPTHS, STEP_METADATA, STEP_FTS_FILL, STEP_SCHEMA]
@@ -251,7 +255,7 @@ pub fn check_current(conn: &Connection, db_path: &str) -> Result<MigrationReport
     let ins = Inspection::read(conn, has_trigram())?;
     ins.check_version()?;
     let era = ins.era();
-    if !ins.nothing_to_do() {
+    if !ins.nothing_to_do(true) {
         let what = match era {
             "new" => "is empty (no lcm-native or lossless-claw schema)".to_string(),
             era => format!("needs a schema upgrade (it is a {era} database)"),
@@ -284,7 +288,7 @@ pub fn migrate(conn: &mut Connection, db_path: &str) -> Result<MigrationReport> 
         ..Default::default()
     };
     super::configure(conn)?;
-    if first.nothing_to_do() {
+    if first.nothing_to_do(false) {
         report.up_to_date = true;
         report.duration_ms = started.elapsed().as_secs_f64() * 1000.0;
         report.summary = "schema is up to date; nothing was done".into();

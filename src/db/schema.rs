@@ -159,6 +159,25 @@ pub const TABLES: &[(&str, &str)] = &[
     )",
     ),
     (
+        // lcm-native's own: the fidelity score of each summary (see `fidelity`), and whether a
+        // summary is marked for repair because it stayed under `minFidelity`. lossless-claw
+        // ignores the table; deleting a summary deletes its row.
+        "lcm_native_summary_fidelity",
+        "CREATE TABLE IF NOT EXISTS lcm_native_summary_fidelity (
+      summary_id TEXT PRIMARY KEY REFERENCES summaries(summary_id) ON DELETE CASCADE,
+      score REAL,
+      salient_score REAL,
+      identifiers INTEGER NOT NULL,
+      kept INTEGER NOT NULL,
+      salient INTEGER NOT NULL,
+      salient_kept INTEGER NOT NULL,
+      missing_salient TEXT NOT NULL DEFAULT '[]',
+      needs_repair INTEGER NOT NULL DEFAULT 0,
+      extractor_version INTEGER NOT NULL,
+      computed_at TEXT NOT NULL DEFAULT (datetime('now'))
+    )",
+    ),
+    (
         "lcm_migration_state",
         "CREATE TABLE IF NOT EXISTS lcm_migration_state (
       step_name TEXT NOT NULL,
@@ -168,6 +187,10 @@ pub const TABLES: &[(&str, &str)] = &[
     )",
     ),
 ];
+
+/// lcm-native tables a read-only open does without (their readers treat a missing table as
+/// empty), so a file migrated by an earlier lcm-native still opens read-only.
+pub const READ_OPTIONAL_TABLES: &[&str] = &["lcm_native_summary_fidelity"];
 
 /// Columns that older eras lack, added with `ALTER TABLE … ADD COLUMN` (same declarations as
 /// the plugin uses, so a later plugin start finds them as it expects).

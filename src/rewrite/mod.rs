@@ -334,6 +334,7 @@ pub async fn rewrite(
             input_count: built.child_count as i64,
             time_range: built.time_range.clone(),
             source_text: built.text,
+            entries: Arc::new(built.entries),
         };
         let escalated = escalation::summarize(&summarizer, &prompts, &config, vars, request)
             .await

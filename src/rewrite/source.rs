@@ -8,9 +8,10 @@ use rusqlite::{params, Connection};
 
 use super::Target;
 use crate::compaction::model::SummaryFacts;
-use crate::compaction::source::{clip, condensed_source, range_text, summary_range};
+use crate::compaction::source::{clip, condensed_entries, condensed_source, leaf_source, range_text, summary_range};
 use crate::error::Result;
 use crate::store::messages::load_parts;
+use crate::summarizer::entries::SourceEntry;
 use crate::time::{self, DisplayZone};
 
 pub struct Built {
@@ -19,6 +20,8 @@ pub struct Built {
     pub time_range: String,
     /// The one or two summaries of the same depth just before this one (leaf and depth 1).
     pub previous_context: String,
+    /// The source's structure (messages, or the inputs with their new texts).
+    pub entries: Vec<SourceEntry>,
 }
 
 /// A message's text for the source: its stored text, else what its parts hold.
@@ -86,19 +89,19 @@ pub fn build(
             ))
         })?
         .collect::<std::result::Result<_, _>>()?;
-    let (text, child_count) = if !inputs.is_empty() {
+    let (text, child_count, entries) = if !inputs.is_empty() {
         let current: Vec<(&SummaryFacts, String)> = inputs
             .iter()
             .map(|(f, id, content)| (f, rewritten.get(id).cloned().unwrap_or_else(|| content.clone())))
             .filter(|(_, c)| !c.trim().is_empty())
             .collect();
+        let refs: Vec<(&SummaryFacts, &str)> = current.iter().map(|(f, c)| (*f, c.as_str())).collect();
         let text = if timestamps {
-            let refs: Vec<(&SummaryFacts, &str)> = current.iter().map(|(f, c)| (*f, c.as_str())).collect();
             condensed_source(&refs, zone)
         } else {
             current.iter().map(|(_, c)| c.trim()).collect::<Vec<_>>().join("\n\n")
         };
-        (text, inputs.len())
+        (text, inputs.len(), condensed_entries(&refs, zone))
     } else {
         let rows: Vec<(i64, String, String, String)> = conn
             .prepare_cached(
@@ -129,7 +132,8 @@ pub fn build(
                 }
             })
             .collect();
-        (lines.join("\n"), rows.len())
+        let entries = leaf_source(conn, &ids, zone, leaf_chunk_tokens)?.entries;
+        (lines.join("\n"), rows.len(), entries)
     };
     let previous_context = if target.depth <= 1 {
         previous(conn, target, rewritten)?
@@ -141,6 +145,7 @@ pub fn build(
         child_count,
         time_range,
         previous_context,
+        entries,
     })
 }
 

@@ -31,6 +31,8 @@ pub struct SchemaFlags {
     pub conversations_have_session_key: bool,
     /// The trigram full-text table for summaries exists (SQLite with the trigram tokenizer).
     pub has_cjk_fts: bool,
+    /// lcm-native's fidelity table exists (a read-only open of an older file may lack it).
+    pub has_fidelity: bool,
 }
 
 impl SchemaFlags {
@@ -45,15 +47,19 @@ impl SchemaFlags {
             [],
             |r| r.get(0),
         )?;
-        let cjk: i64 = conn.query_row(
-            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'summaries_fts_cjk'",
-            [],
-            |r| r.get(0),
-        )?;
+        let table = |name: &str| -> Result<bool> {
+            let n: i64 = conn.query_row(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
+                [name],
+                |r| r.get(0),
+            )?;
+            Ok(n > 0)
+        };
         Ok(SchemaFlags {
             conversations_have_active: active > 0,
             conversations_have_session_key: key > 0,
-            has_cjk_fts: cjk > 0,
+            has_cjk_fts: table("summaries_fts_cjk")?,
+            has_fidelity: table(crate::fidelity::store::TABLE)?,
         })
     }
 }

@@ -2,6 +2,7 @@
 //! turns a prompt into text. The host's JavaScript callback is one implementation (in the
 //! binding); the offline extractive summarizer here is the other, and also the fallback.
 
+pub mod entries;
 pub mod offline;
 
 use std::future::Future;
@@ -46,6 +47,10 @@ pub struct SummarizeRequest {
     /// The source text itself, for in-process summarizers; not sent to JavaScript.
     #[serde(skip)]
     pub source_text: String,
+    /// The structure of the source (messages with their tool calls and results, or input
+    /// summaries), for the offline summarizer and the fidelity score.
+    #[serde(skip)]
+    pub entries: std::sync::Arc<Vec<entries::SourceEntry>>,
 }
 
 /// Why a summarizer call produced no text.

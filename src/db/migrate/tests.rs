@@ -243,8 +243,12 @@ fn lossless_claw_database_keeps_its_extra_tables_and_skips_recorded_backfills() 
     let r = run(&path).unwrap();
     assert_eq!(r.era, "lossless-claw");
     assert!(r.columns_added.is_empty(), "{r:?}");
-    // Only lcm-native's own table is new: the plugin's schema already has everything else.
-    assert_eq!(r.tables_created, ["lcm_native_turns"], "{r:?}");
+    // Only lcm-native's own tables are new: the plugin's schema already has everything else.
+    assert_eq!(
+        r.tables_created,
+        ["lcm_native_turns", "lcm_native_summary_fidelity"],
+        "{r:?}"
+    );
     assert!(
         !r.backfills.iter().any(|b| b.step == "backfillSummaryDepths"),
         "recorded backfill re-ran"
@@ -256,9 +260,10 @@ fn lossless_claw_database_keeps_its_extra_tables_and_skips_recorded_backfills() 
             || totals::TRIGGER_NAMES.contains(&name.as_str())
             || name == "context_items_summary_idx"
             || name.starts_with("lcm_native_turns")
+            || name.starts_with("lcm_native_summary_fidelity")
     });
     assert!(theirs == schema_before, "the plugin's schema must stay untouched");
-    assert_eq!(ours.len(), 3 + totals::TRIGGER_NAMES.len(), "{ours:?}");
+    assert_eq!(ours.len(), 4 + totals::TRIGGER_NAMES.len(), "{ours:?}");
     assert_eq!(r.indexes_created, ["context_items_summary_idx"]);
     assert!(r.live_totals_rebuilt);
     assert_eq!(summary_values(&path), values_before);

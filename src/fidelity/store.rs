@@ -1,0 +1,169 @@
+//! The fidelity table (`lcm_native_summary_fidelity`): one row per scored summary. Readers
+//! treat a missing table (a read-only open of a file an earlier lcm-native migrated) as empty.
+
+use std::collections::HashMap;
+
+use rusqlite::{params, Connection, OptionalExtension};
+use serde::Serialize;
+
+use super::{Fidelity, EXTRACTOR_VERSION};
+use crate::error::Result;
+
+pub const TABLE: &str = "lcm_native_summary_fidelity";
+
+/// A stored score.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoredFidelity {
+    #[serde(flatten)]
+    pub fidelity: Fidelity,
+    /// Stayed under `minFidelity` after the retry: `rewrite` with `lowFidelity` re-summarises it.
+    pub needs_repair: bool,
+    pub extractor_version: i64,
+    pub computed_at: String,
+}
+
+/// Writes (or replaces) the score of `summary_id`.
+pub fn put(conn: &Connection, summary_id: &str, f: &Fidelity, needs_repair: bool) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT OR REPLACE INTO lcm_native_summary_fidelity
+           (summary_id, score, salient_score, identifiers, kept, salient, salient_kept, missing_salient,
+            needs_repair, extractor_version, computed_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))",
+    )?
+    .execute(params![
+        summary_id,
+        f.score,
+        f.salient_score,
+        f.identifiers,
+        f.kept,
+        f.salient,
+        f.salient_kept,
+        serde_json::to_string(&f.missing_salient)?,
+        needs_repair,
+        EXTRACTOR_VERSION,
+    ])?;
+    Ok(())
+}
+
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<StoredFidelity> {
+    let missing: String = r.get(7)?;
+    Ok(StoredFidelity {
+        fidelity: Fidelity {
+            score: r.get(1)?,
+            salient_score: r.get(2)?,
+            identifiers: r.get(3)?,
+            kept: r.get(4)?,
+            salient: r.get(5)?,
+            salient_kept: r.get(6)?,
+            missing_salient: serde_json::from_str(&missing).unwrap_or_default(),
+        },
+        needs_repair: r.get(8)?,
+        extractor_version: r.get(9)?,
+        computed_at: r.get(10)?,
+    })
+}
+
+const COLUMNS: &str = "f.summary_id, f.score, f.salient_score, f.identifiers, f.kept, f.salient, f.salient_kept, \
+                       f.missing_salient, f.needs_repair, f.extractor_version, f.computed_at";
+
+pub fn exists(conn: &Connection) -> Result<bool> {
+    let n: i64 = conn.query_row(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
+        [TABLE],
+        |r| r.get(0),
+    )?;
+    Ok(n > 0)
+}
+
+pub fn get(conn: &Connection, summary_id: &str) -> Result<Option<StoredFidelity>> {
+    if !exists(conn)? {
+        return Ok(None);
+    }
+    let sql = format!("SELECT {COLUMNS} FROM lcm_native_summary_fidelity f WHERE f.summary_id = ?1");
+    Ok(conn.prepare_cached(&sql)?.query_row([summary_id], row).optional()?)
+}
+
+/// The scores of a conversation's summaries, by summary id.
+pub fn for_conversation(conn: &Connection, conversation_id: i64) -> Result<HashMap<String, StoredFidelity>> {
+    let mut out = HashMap::new();
+    if !exists(conn)? {
+        return Ok(out);
+    }
+    let sql = format!(
+        "SELECT {COLUMNS} FROM lcm_native_summary_fidelity f
+         JOIN summaries s ON s.summary_id = f.summary_id WHERE s.conversation_id = ?1"
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let mut rows = stmt.query([conversation_id])?;
+    while let Some(r) = rows.next()? {
+        out.insert(r.get(0)?, row(r)?);
+    }
+    Ok(out)
+}
+
+/// Summaries of a conversation without a score from this extractor, oldest first (depth
+/// order, so a condensed node is scored after its inputs).
+pub fn unscored(conn: &Connection, conversation_id: i64, all: bool) -> Result<Vec<String>> {
+    let table = exists(conn)?;
+    let sql = if all || !table {
+        "SELECT summary_id FROM summaries WHERE conversation_id = ?1 ORDER BY depth, created_at, summary_id".to_string()
+    } else {
+        format!(
+            "SELECT s.summary_id FROM summaries s LEFT JOIN lcm_native_summary_fidelity f ON f.summary_id = s.summary_id
+             WHERE s.conversation_id = ?1 AND (f.summary_id IS NULL OR f.extractor_version <> {EXTRACTOR_VERSION})
+             ORDER BY s.depth, s.created_at, s.summary_id"
+        )
+    };
+    let ids = conn
+        .prepare_cached(&sql)?
+        .query_map([conversation_id], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(ids)
+}
+
+/// Whether `summary_id` is marked for repair.
+pub fn needs_repair(conn: &Connection, summary_id: &str) -> Result<bool> {
+    Ok(get(conn, summary_id)?.is_some_and(|f| f.needs_repair))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db;
+
+    #[test]
+    fn put_get_and_cascade_with_the_summary() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.db");
+        let mut conn = db::open_connection(path.to_str().unwrap(), 1000).unwrap();
+        db::migrate::migrate(&mut conn, path.to_str().unwrap()).unwrap();
+        conn.execute("INSERT INTO conversations (session_id) VALUES ('s')", [])
+            .unwrap();
+        conn.execute(
+            "INSERT INTO summaries (summary_id, conversation_id, kind, content, token_count) VALUES ('sum_1', 1, 'leaf', 'x', 1)",
+            [],
+        )
+        .unwrap();
+        assert_eq!(unscored(&conn, 1, false).unwrap(), ["sum_1"]);
+        let f = Fidelity {
+            score: Some(0.5),
+            salient_score: None,
+            identifiers: 4,
+            kept: 2,
+            salient: 0,
+            salient_kept: 0,
+            missing_salient: vec!["a.ts".into()],
+        };
+        put(&conn, "sum_1", &f, true).unwrap();
+        let got = get(&conn, "sum_1").unwrap().unwrap();
+        assert_eq!(got.fidelity, f);
+        assert!(got.needs_repair && needs_repair(&conn, "sum_1").unwrap());
+        assert!(unscored(&conn, 1, false).unwrap().is_empty());
+        assert_eq!(unscored(&conn, 1, true).unwrap(), ["sum_1"]);
+        assert_eq!(for_conversation(&conn, 1).unwrap().len(), 1);
+        conn.execute("DELETE FROM summaries WHERE summary_id = 'sum_1'", [])
+            .unwrap();
+        assert_eq!(get(&conn, "sum_1").unwrap(), None, "the row goes with its summary");
+    }
+}

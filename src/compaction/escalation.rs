@@ -115,10 +115,10 @@ async fn call(
 }
 
 /// The deterministic summary used when the summarizer gives nothing usable.
-pub fn fallback(source: &str, target: i64, input_tokens: i64) -> Escalated {
+pub fn fallback(request: &SummarizeRequest, target: i64, input_tokens: i64) -> Escalated {
     let budget = target.min((input_tokens / 2).max(24));
     Escalated {
-        content: offline::summarize_text(source, budget),
+        content: offline::summarize(&request.entries, &request.source_text, budget),
         level: Level::Fallback,
         model: FALLBACK_MODEL.to_string(),
         calls: 0,
@@ -139,7 +139,7 @@ pub async fn summarize(
     request.input_tokens = input_tokens;
     let normal_target = target_tokens(config, request.kind, input_tokens, false);
     if request.source_text.trim().is_empty() {
-        return Ok(fallback(&request.source_text, normal_target, input_tokens));
+        return Ok(fallback(&request, normal_target, input_tokens));
     }
     let template = name_for_depth(request.depth);
     let mut calls = 0;
@@ -179,7 +179,7 @@ pub async fn summarize(
             });
         }
     }
-    let mut out = fallback(&request.source_text, normal_target, input_tokens);
+    let mut out = fallback(&request, normal_target, input_tokens);
     out.calls = calls;
     out.summarizer_ms = waited;
     Ok(out)

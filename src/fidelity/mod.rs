@@ -117,7 +117,7 @@ fn condensed_identifiers(entries: &[SourceEntry]) -> IdentifierSet {
             let mut s = IdentifierSet::default();
             for part in &e.parts {
                 if let SourcePart::Text(t) = part {
-                    extract::extract(t, false, &mut s);
+                    extract::extract(&without_footer_notes(t), false, &mut s);
                 }
             }
             s
@@ -131,6 +131,29 @@ fn condensed_identifiers(entries: &[SourceEntry]) -> IdentifierSet {
         }
     }
     set
+}
+
+/// An input's text without the counts its footer gives of what it left out (`full text of 9
+/// messages`, `output of 5 tool calls`, `12 more lines`): they describe the input, they are
+/// not identifiers of the conversation.
+fn without_footer_notes(text: &str) -> String {
+    const FOOTER: &str = "Expand for details about:";
+    text.lines()
+        .map(|line| match line.trim_start().strip_prefix(FOOTER) {
+            Some(rest) => {
+                let topics: Vec<&str> = rest
+                    .split(", ")
+                    .map(str::trim)
+                    .filter(|t| {
+                        !(t.starts_with("full text of ") || t.starts_with("output of ") || t.ends_with(" more lines"))
+                    })
+                    .collect();
+                format!("{FOOTER} {}", topics.join(", "))
+            }
+            None => line.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Scores `summary` against the identifiers of its source.

@@ -20,7 +20,9 @@ async fn compacted() -> (tempfile::TempDir, Engine) {
     let dir = tempfile::tempdir().unwrap();
     let engine = engine_with(
         &dir,
-        json!({"leafChunkTokens": 3000, "leafTargetTokens": 300, "freshTailCount": 32, "timezone": "UTC"}),
+        // A fanout of 8 keeps the sweep from condensing the five depth-1 nodes further: the
+        // tests below want a live depth-1 node over leaves.
+        json!({"leafChunkTokens": 3000, "leafTargetTokens": 300, "freshTailCount": 32, "timezone": "UTC", "condensedMinFanout": 8, "condensedMinFanoutHard": 8}),
     );
     for name in [THEME, REFACTOR] {
         let cid = engine

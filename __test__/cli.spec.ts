@@ -223,7 +223,7 @@ describe('rewrite against an OpenAI-compatible server', () => {
     expect(r.code, r.stderr).toBe(0)
     expect(r.stdout).toContain(`summarizer: test-model at ${base} (OpenAI-compatible)`)
     expect(r.stderr).toMatch(/Rewriting 1\/\d+: sum_[0-9a-f]{16} \(d0\)…/)
-    expect(r.stdout).toMatch(/\nsum_[0-9a-f]{16} \(d0, \d+ messages?, [^)]+\): [\d,]+t → [\d,]+t \([+-]?[\d,]+\)\n--- before\n/)
+    expect(r.stdout).toMatch(/\nsum_[0-9a-f]{16} \(d0, \d+ messages?, [^)]+\): [\d,]+t → [\d,]+t \([+-]?[\d,]+\)(, fidelity \d\.\d\d)?\n--- before\n/)
     expect(r.stdout).toMatch(/Rewrote \d+ summaries\. Total: [\d,]+t → [\d,]+t \([+-]?[\d,]+\)/)
     expect(r.stdout).toContain('Dry run: no summary was changed')
     expect(requests.length).toBeGreaterThan(0)

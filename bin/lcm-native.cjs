@@ -18,18 +18,24 @@ const HELP = {
     summarizer, and show the DAG, the assembled context and the first summaries. No network.
     Default transcript: the bundled pi-coding-agent theme session; default budget 16000.`,
   stats: `lcm-native stats [--db PATH] [--immutable]
-    Conversations, messages, summaries per depth, fallback summaries and the file's size.
+    Conversations, messages, summaries per depth, fallback summaries, the fidelity scores
+    per depth and the file's size.
     Reads only: the file is never changed (one that needs a schema upgrade is refused).
     --immutable: read a file nobody writes where its directory is not writable (a read-only
     mount, a backup) as a snapshot.`,
+  fidelity: `lcm-native fidelity [--db PATH] [--conversation N] [--all]
+    Score the summaries that have no fidelity score yet (written before scores existed, or
+    by lossless-claw; --all: every summary again) and show the scores per depth. The score
+    is the share of a summary's source identifiers it keeps (README: Summary fidelity).`,
   migrate: `lcm-native migrate [--db PATH]
     Upgrade a lossless-claw (or older lcm-native) database in place, in one transaction, and
     say what was done. A second run does nothing.`,
-  rewrite: `lcm-native rewrite <conversation_id> (--summary ID | --depth N | --all | --fallbacks) [--dry-run | --apply] [--diff]
+  rewrite: `lcm-native rewrite <conversation_id> (--summary ID | --depth N | --all | --fallbacks | --low-fidelity) [--dry-run | --apply] [--diff]
                      [--prompt-dir DIR] [--provider ID] [--model M] [--base-url URL] [--db PATH]
                      [--timestamps[=true|false]] [--no-timestamps] [--tz ZONE] [--immutable]
     Re-summarise summaries bottom-up with the current prompts (--fallbacks: the deterministic
-    fallbacks a failed summarizer left, lcm-native's or lossless-claw's). A dry run (which
+    fallbacks a failed summarizer left, lcm-native's or lossless-claw's; --low-fidelity: the
+    summaries that stayed under minFidelity). A dry run (which
     reads only) unless --apply. The LLM, as lcm-tui chooses it: --provider / --model (also
     provider/model) / --base-url, else LCM_TUI_SUMMARY_* or LCM_SUMMARY_* (PROVIDER, MODEL,
     BASE_URL), else LCM_LLM_BASE_URL (+ LCM_LLM_API_KEY, LCM_LLM_MODEL) for an
@@ -253,6 +259,7 @@ async function demo(argv) {
         `${fmt(sweep.tokensBefore)} → ${fmt(sweep.tokensAfter)} stored tokens (${sweep.stopReason})`,
     )
     const summaries = await engine.summaries(conversationId)
+    printFidelity(await engine.fidelity(conversationId), '')
     const perDepth = {}
     for (const s of summaries) perDepth[s.depth] = (perDepth[s.depth] ?? 0) + 1
     console.log(`\nDAG: ${Object.entries(perDepth).map(([d, n]) => `depth ${d}: ${n}`).join(', ')}`)
@@ -312,10 +319,46 @@ async function stats(argv) {
         `conversation ${c.conversationId} (session ${c.sessionId}): ${fmt(c.messageCount)} messages, ` +
           `${fmt(c.contextItemCount)} live items, summaries ${dtext}, ${fallback} fallback`,
       )
+      if (sums.length) printFidelity(await engine.fidelity(c.conversationId), '  ')
     }
     if (conversations.length > 1) {
       const dtext = Object.entries(total.depths).map(([d, n]) => `d${d}: ${n}`).join(', ') || 'none'
       console.log(`total: ${conversations.length} conversations, ${fmt(total.messages)} messages, summaries ${dtext}, ${total.fallback} fallback`)
+    }
+  } finally {
+    await engine.close()
+  }
+}
+
+/** The fidelity distribution, one line per depth. */
+function printFidelity(byDepth, indent) {
+  const f = (x) => (x === null ? '–' : x.toFixed(2))
+  for (const d of byDepth) {
+    const unscored = d.summaries - d.scored
+    const figures = d.mean === null ? 'no score' : `mean ${f(d.mean)}, median ${f(d.median)}, p10 ${f(d.p10)}, min ${f(d.min)}`
+    const notes = [
+      unscored ? `${fmt(unscored)} not scored (lcm-native fidelity)` : '',
+      d.withoutIdentifiers ? `${fmt(d.withoutIdentifiers)} with no identifiers to keep` : '',
+      d.lowFidelity ? `${fmt(d.lowFidelity)} under minFidelity (rewrite --low-fidelity)` : '',
+    ].filter(Boolean)
+    console.log(`${indent}fidelity d${d.depth}: ${figures} over ${fmt(d.scored - d.withoutIdentifiers)} of ${fmt(d.summaries)}${notes.length ? `; ${notes.join('; ')}` : ''}`)
+  }
+}
+
+async function fidelity(argv) {
+  const args = parseArgs(argv, { db: 'string', conversation: 'int', all: 'switch', help: 'switch' }, 'fidelity')
+  if (args.help) return console.log(`usage: ${HELP.fidelity}`)
+  if (args._.length) throw new UsageError(`unexpected argument ${args._[0]}`, 'fidelity')
+  const db = existingDb(args)
+  const engine = await LcmEngine.open({ dbPath: db })
+  try {
+    reportMigration(engine, db)
+    const ids = args.conversation !== undefined ? [args.conversation] : (await engine.conversations()).map((c) => c.conversationId)
+    if (!ids.length) console.log('no conversations')
+    for (const id of ids) {
+      const r = await engine.scoreFidelity(id, { all: Boolean(args.all) })
+      console.log(`conversation ${id}: ${fmt(r.scored)} ${r.scored === 1 ? 'summary' : 'summaries'} scored`)
+      printFidelity(r.byDepth, '  ')
     }
   } finally {
     await engine.close()
@@ -346,6 +389,7 @@ async function rewrite(argv) {
     depth: 'int',
     all: 'switch',
     fallbacks: 'switch',
+    'low-fidelity': 'switch',
     apply: 'switch',
     'dry-run': 'switch',
     diff: 'switch',
@@ -365,8 +409,10 @@ async function rewrite(argv) {
   if (args._.length !== 1 || !/^\d+$/.test(args._[0]) || Number(args._[0]) < 1) {
     throw new UsageError('rewrite needs one conversation id (a positive integer)', 'rewrite')
   }
-  const chosen = ['summary', 'depth', 'all', 'fallbacks'].filter((k) => args[k] !== undefined)
-  if (chosen.length !== 1) throw new UsageError('choose exactly one of --summary ID, --depth N, --all and --fallbacks', 'rewrite')
+  const chosen = ['summary', 'depth', 'all', 'fallbacks', 'low-fidelity'].filter((k) => args[k] !== undefined)
+  if (chosen.length !== 1) {
+    throw new UsageError('choose exactly one of --summary ID, --depth N, --all, --fallbacks and --low-fidelity', 'rewrite')
+  }
   if (args.apply && args['dry-run']) throw new UsageError('--dry-run and --apply contradict each other; choose one', 'rewrite')
   if (args.apply && args.immutable) throw new UsageError('--immutable reads only; it cannot go with --apply', 'rewrite')
   if (args['no-timestamps'] && args.timestamps !== undefined) throw new UsageError('give --timestamps or --no-timestamps, not both', 'rewrite')
@@ -394,6 +440,7 @@ async function rewrite(argv) {
       depth: args.depth,
       all: args.all,
       fallbacks: args.fallbacks,
+      lowFidelity: args['low-fidelity'],
       apply: Boolean(args.apply),
       promptDir: args['prompt-dir'],
       timestamps: args.timestamps ?? !args['no-timestamps'],
@@ -414,6 +461,8 @@ async function rewrite(argv) {
       console.log(
         `\n${e.summaryId} (d${e.depth}, ${plural(e.childCount, e.depth === 0 ? 'message' : 'input')}, ${e.timeRange}): ` +
           `${fmt(e.oldTokens)}t → ${fmt(e.newTokens)}t (${signed(e.delta)})` +
+          (e.fidelity !== null ? `, fidelity ${e.fidelity.toFixed(2)}` : '') +
+          (e.needsRepair ? ' [still under minFidelity; stays marked]' : '') +
           (e.level === 'fallback' ? ' [the summarizer gave nothing usable; kept as it was]' : ''),
       )
       if (args.diff) {
@@ -478,7 +527,7 @@ async function prompts(argv) {
 
 async function main(argv) {
   const [command, ...rest] = argv
-  const commands = { demo, stats, migrate, rewrite, prompts }
+  const commands = { demo, stats, fidelity, migrate, rewrite, prompts }
   if (commands[command]) return commands[command](rest)
   if (command === undefined || command === '--help' || command === '-h' || command === 'help') {
     console.log(USAGE)

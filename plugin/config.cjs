@@ -24,6 +24,7 @@ const ENGINE_KEYS = [
   'sweepDeadlineMs',
   'summaryTimeoutMs',
   'summaryMaxOverageFactor',
+  'minFidelity',
   'busyTimeoutMs',
   'lockTimeoutMs',
   'maxExpandTokens',

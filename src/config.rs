@@ -35,6 +35,8 @@ pub struct Config {
     pub sweep_deadline_ms: i64,
     pub summary_timeout_ms: i64,
     pub summary_max_overage_factor: f64,
+    /// A host summary whose fidelity score is under this is retried once, then marked.
+    pub min_fidelity: Option<f64>,
     pub messages_per_summary: i64,
     pub busy_timeout_ms: i64,
     pub lock_timeout_ms: i64,
@@ -204,6 +206,16 @@ const OPTIONS: &[OptionSpec] = &[
         },
         default: Default::Number(3.0),
         doc: "An accepted summary longer than this × its target is capped.",
+    },
+    OptionSpec {
+        name: "minFidelity",
+        env: Some("LCM_MIN_FIDELITY"),
+        kind: Kind::Number {
+            min_exclusive: 0.0,
+            max: 1.0,
+        },
+        default: Default::Unset,
+        doc: "Off unless set: a host summary scoring under it is asked for once more, then marked for repair.",
     },
     OptionSpec {
         name: "messagesPerSummary",
@@ -480,6 +492,7 @@ impl Config {
             sweep_deadline_ms: int("sweepDeadlineMs"),
             summary_timeout_ms: int("summaryTimeoutMs"),
             summary_max_overage_factor: num("summaryMaxOverageFactor"),
+            min_fidelity: resolved.get("minFidelity").and_then(Value::as_f64),
             messages_per_summary: int("messagesPerSummary"),
             busy_timeout_ms: int("busyTimeoutMs"),
             lock_timeout_ms: int("lockTimeoutMs"),

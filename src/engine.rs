@@ -128,6 +128,23 @@ impl Engine {
             .read(|conn| summaries::list(conn, conversation_id, depth))
     }
 
+    /// Per-depth distribution of a conversation's stored fidelity scores.
+    pub fn fidelity(&self, conversation_id: i64) -> Result<Vec<crate::fidelity::survey::DepthFidelity>> {
+        self.deps.pool.read(|conn| {
+            conversations::get(conn, conversation_id)?;
+            crate::fidelity::survey::distribution(conn, conversation_id)
+        })
+    }
+
+    /// Scores the summaries without a score (all of them with `all`) and stores the scores.
+    pub fn score_fidelity(&self, conversation_id: i64, all: bool) -> Result<crate::fidelity::survey::ScoreReport> {
+        self.deps.pool.check_writable()?;
+        let zone = self.deps.config.zone;
+        self.deps
+            .pool
+            .write(|conn| crate::fidelity::survey::score_conversation(conn, conversation_id, all, zone))
+    }
+
     /// The context for the next turn, within `options.token_budget`.
     pub fn assemble(
         &self,

@@ -846,6 +846,34 @@ impl LcmEngine {
         })
     }
 
+    /// Per-depth distribution of the stored fidelity scores of a conversation's summaries
+    /// (share of their source's identifiers they keep; see the README).
+    #[napi(ts_return_type = "Promise<DepthFidelity[]>")]
+    pub fn fidelity(&self, #[napi(ts_arg_type = "number")] conversation_id: JsonArg) -> AsyncTask<CoreTask<JsonText>> {
+        let engine = self.inner.clone();
+        CoreTask::new(move || {
+            let id = parse_id(&required(conversation_id, "conversationId")?)?;
+            to_json(&engine.fidelity(id)?)
+        })
+    }
+
+    /// Scores the summaries that have no fidelity score yet (written before scores existed,
+    /// or by lossless-claw), or every summary with `all: true`, and stores the scores.
+    #[napi(ts_return_type = "Promise<ScoreFidelityReport>")]
+    pub fn score_fidelity(
+        &self,
+        #[napi(ts_arg_type = "number")] conversation_id: JsonArg,
+        #[napi(ts_arg_type = "{ all?: boolean }")] options: Option<JsonArg>,
+    ) -> AsyncTask<CoreTask<JsonText>> {
+        let engine = self.inner.clone();
+        CoreTask::new(move || {
+            let id = parse_id(&required(conversation_id, "conversationId")?)?;
+            let options = optional(options, "options")?;
+            let all = opt_bool(&options, "all")?;
+            to_json(&engine.score_fidelity(id, all)?)
+        })
+    }
+
     /// Summarises the oldest chunk of raw messages outside the fresh tail into a leaf summary
     /// (then condenses up to `incrementalMaxDepth`). Resolves `null` when there is nothing to
     /// do. A summarizer failure rejects (E_SUMMARIZER, E_TIMEOUT) with nothing written; an

@@ -149,6 +149,13 @@ export interface LcmConfig {
   summaryTimeoutMs?: number
   /** Accepted summaries longer than this × their target are capped. Default 3. */
   summaryMaxOverageFactor?: number
+  /**
+   * Off unless set (0 < x ≤ 1). A summary from the host's summarizer whose fidelity score is
+   * under it is asked for once more, with the identifiers it left out listed in the prompt
+   * (`MissingIdentifiers`); if it still scores under, it is kept and marked for repair
+   * (`SummaryRecord.lowFidelity`, `rewrite` with `lowFidelity: true`).
+   */
+  minFidelity?: number
   /** Rolling trigger: summarise once this many messages arrived since the last summary (0 disables). Default 20. */
   messagesPerSummary?: number
   /** SQLite busy timeout. Default 30000. */
@@ -208,6 +215,58 @@ export interface SummaryRecord {
    * re-summarises them.
    */
   fallback: boolean
+  /**
+   * Its stored fidelity score: the share of its source's identifiers it keeps, salient ones
+   * counted twice (see the README). `null` when not scored yet (`scoreFidelity`) or when its
+   * source names no identifier.
+   */
+  fidelity: number | null
+  /** Stayed under `minFidelity` after the retry: `rewrite` with `lowFidelity: true` re-summarises it. */
+  lowFidelity: boolean
+}
+
+/** A summary's fidelity: what of its source's identifiers it keeps. */
+export interface FidelityScore {
+  /** (kept + salient kept) / (identifiers + salient); null when the source names nothing. */
+  score: number | null
+  /** Salient kept / salient; null when nothing is salient. */
+  salientScore: number | null
+  identifiers: number
+  kept: number
+  /** Identifiers the user named or a tool call used (in a condensed node: named by two or more inputs). */
+  salient: number
+  salientKept: number
+  /** The salient identifiers it left out, first seen first (at most 40). */
+  missingSalient: string[]
+  needsRepair: boolean
+  extractorVersion: number
+  /** When it was stored (ISO-8601); empty when computed on demand. */
+  computedAt: string
+  /** False when computed for this call (not scored yet, or a read-only engine). */
+  stored: boolean
+}
+
+/** The fidelity scores of one depth of a conversation. */
+export interface DepthFidelity {
+  depth: number
+  summaries: number
+  /** Summaries with a stored score. */
+  scored: number
+  /** Scored summaries whose source names no identifier. */
+  withoutIdentifiers: number
+  mean: number | null
+  min: number | null
+  p10: number | null
+  median: number | null
+  /** Marked for repair (`minFidelity`). */
+  lowFidelity: number
+}
+
+export interface ScoreFidelityReport {
+  conversationId: number
+  /** Summaries scored by this call. */
+  scored: number
+  byDepth: DepthFidelity[]
 }
 
 /** A conversation with its sizes. */
@@ -542,6 +601,8 @@ export interface SummaryDescription extends SummaryRecord {
   liveSummary: string | null
   /** The summaries above it, nearest first, up to the live one. */
   chain: ChainLink[]
+  /** Its fidelity in detail (`fidelity` is the score alone): the stored one, else computed now (`stored: false`). */
+  fidelityDetail: FidelityScore
 }
 
 /** `describe` of a message. */
@@ -596,7 +657,7 @@ export interface Expansion {
 
 /** Options of `rewrite`: exactly one of `summaryId`, `depth`, `all` and `fallbacks`. */
 export interface RewriteOptions {
-  /** Exactly one of `summaryId`, `depth`, `all` and `fallbacks` chooses the summaries. */
+  /** Exactly one of `summaryId`, `depth`, `all`, `fallbacks` and `lowFidelity` chooses the summaries. */
   summaryId?: string
   depth?: number
   all?: boolean
@@ -606,6 +667,11 @@ export interface RewriteOptions {
    * for another and unmark them.
    */
   fallbacks?: boolean
+  /**
+   * The summaries marked for repair because they stayed under `minFidelity`. Applying this
+   * with `'offline'` is E_INVALID_INPUT, as for `fallbacks`.
+   */
+  lowFidelity?: boolean
   /** Write the new texts. Default false: a dry run that writes nothing. */
   apply?: boolean
   /** Prompt templates to use for this run (each file found there overrides one template). */
@@ -647,6 +713,10 @@ export interface RewriteEntry {
   level: 'normal' | 'aggressive' | 'capped' | 'fallback'
   /** True when the new text was written. */
   applied: boolean
+  /** The new text's fidelity score; null when the old text is kept or names nothing. */
+  fidelity: number | null
+  /** The new text stayed under `minFidelity` after the retry (it stays marked). */
+  needsRepair: boolean
 }
 
 export interface RewriteResult {

@@ -10,8 +10,11 @@ use serde::Serialize;
 
 use crate::config::Config;
 use crate::error::LcmError;
+use crate::fidelity::{self, extract::IdentifierSet, Fidelity};
 use crate::prompts::{name_for_depth, PromptSet, PromptVars};
-use crate::summarizer::{offline, SummarizeRequest, Summarizer, SummarizerFailure, SummaryKind, FALLBACK_MODEL};
+use crate::summarizer::{
+    offline, SummarizeRequest, Summarizer, SummarizerFailure, SummaryKind, FALLBACK_MODEL, OFFLINE_MODEL,
+};
 use crate::tokens;
 
 /// How a summary was obtained.
@@ -44,6 +47,10 @@ pub struct Escalated {
     pub calls: u32,
     /// Time spent waiting for the summarizer.
     pub summarizer_ms: f64,
+    /// The summary's fidelity score against its source.
+    pub fidelity: Fidelity,
+    /// Stayed under `minFidelity` after the retry.
+    pub needs_repair: bool,
 }
 
 /// Why a pass ended without a summary.
@@ -115,15 +122,43 @@ async fn call(
 }
 
 /// The deterministic summary used when the summarizer gives nothing usable.
-pub fn fallback(request: &SummarizeRequest, target: i64, input_tokens: i64) -> Escalated {
+pub fn fallback(request: &SummarizeRequest, identifiers: &IdentifierSet, target: i64, input_tokens: i64) -> Escalated {
     let budget = target.min((input_tokens / 2).max(24));
+    let content = offline::summarize(&request.entries, &request.source_text, budget);
     Escalated {
-        content: offline::summarize(&request.entries, &request.source_text, budget),
+        fidelity: fidelity::score(identifiers, &content),
+        content,
         level: Level::Fallback,
         model: FALLBACK_MODEL.to_string(),
         calls: 0,
         summarizer_ms: 0.0,
+        needs_repair: false,
     }
+}
+
+/// The paragraph a retry prompt ends with when its template does not use
+/// `MissingIdentifiers` itself.
+fn retry_note(missing: &str) -> String {
+    format!(
+        "\n\nYour previous summary of this segment left out identifiers that matter. Keep each of these \
+         verbatim (in the summary or its \"Expand for details about:\" line): {missing}"
+    )
+}
+
+/// The identifiers a retry asks for: the salient ones left out, else any left out.
+fn missing_for_retry(identifiers: &IdentifierSet, f: &Fidelity, content: &str) -> String {
+    if !f.missing_salient.is_empty() {
+        return f.missing_salient.join(", ");
+    }
+    let hay = fidelity::extract::Haystack::new(content);
+    identifiers
+        .items()
+        .iter()
+        .filter(|i| !fidelity::extract::kept_in(&hay, i))
+        .take(fidelity::MAX_MISSING_LISTED)
+        .map(|i| i.text.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Runs the escalation for one pass. `base` holds the prompt variables that do not depend on
@@ -138,8 +173,9 @@ pub async fn summarize(
     let input_tokens = tokens::estimate(&request.source_text).max(1);
     request.input_tokens = input_tokens;
     let normal_target = target_tokens(config, request.kind, input_tokens, false);
+    let identifiers = fidelity::source_identifiers(&request.entries);
     if request.source_text.trim().is_empty() {
-        return Ok(fallback(&request, normal_target, input_tokens));
+        return Ok(fallback(&request, &identifiers, normal_target, input_tokens));
     }
     let template = name_for_depth(request.depth);
     let mut calls = 0;
@@ -163,23 +199,55 @@ pub async fn summarize(
         }
         if tokens::estimate(&text) < input_tokens {
             let max = (target as f64 * config.summary_max_overage_factor).ceil() as i64;
-            let (content, level) = if tokens::estimate(&text) > max {
-                (cap(&text, max), Level::Capped)
-            } else if aggressive {
-                (text, Level::Aggressive)
-            } else {
-                (text, Level::Normal)
+            let accept = |text: String| {
+                if tokens::estimate(&text) > max {
+                    (cap(&text, max), Level::Capped)
+                } else if aggressive {
+                    (text, Level::Aggressive)
+                } else {
+                    (text, Level::Normal)
+                }
             };
+            let (mut content, mut level) = accept(text);
+            let mut score = fidelity::score(&identifiers, &content);
+            let mut needs_repair = false;
+            // `minFidelity`: a host summary that keeps too little is asked for once more, with
+            // what it left out listed; if it still scores under, it is kept and marked.
+            if score.is_under(config.min_fidelity) && summarizer.model() != OFFLINE_MODEL {
+                let missing = missing_for_retry(&identifiers, &score, &content);
+                let retry_vars = PromptVars {
+                    missing_identifiers: missing.clone(),
+                    ..vars.clone()
+                };
+                let mut prompt = prompts.render(template, &retry_vars)?;
+                if !prompts.mentions(template, "MissingIdentifiers")? {
+                    prompt.push_str(&retry_note(&missing));
+                }
+                let started = std::time::Instant::now();
+                let again = call(summarizer, prompt, &request, config.summary_timeout_ms).await?;
+                waited += started.elapsed().as_secs_f64() * 1000.0;
+                calls += 1;
+                if !again.is_empty() && tokens::estimate(&again) < input_tokens {
+                    let (c, l) = accept(again);
+                    let s = fidelity::score(&identifiers, &c);
+                    if s.score >= score.score {
+                        (content, level, score) = (c, l, s);
+                    }
+                }
+                needs_repair = score.is_under(config.min_fidelity);
+            }
             return Ok(Escalated {
                 content,
                 level,
                 model: summarizer.model(),
                 calls,
                 summarizer_ms: waited,
+                fidelity: score,
+                needs_repair,
             });
         }
     }
-    let mut out = fallback(&request, normal_target, input_tokens);
+    let mut out = fallback(&request, &identifiers, normal_target, input_tokens);
     out.calls = calls;
     out.summarizer_ms = waited;
     Ok(out)

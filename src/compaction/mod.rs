@@ -239,6 +239,7 @@ impl<'a> Run<'a> {
             depth,
             aggressive: false,
             custom_instructions: self.config().custom_instructions.clone(),
+            missing_identifiers: String::new(),
         }
     }
 
@@ -389,6 +390,8 @@ impl<'a> Run<'a> {
             messages: message_ids,
             parents: Vec::new(),
             content: e.content.clone(),
+            fidelity: Some(e.fidelity.clone()),
+            needs_repair: e.needs_repair,
         };
         Ok(Some(self.finish(summary, &chunk, before, &e, input_tokens)))
     }
@@ -482,6 +485,8 @@ impl<'a> Run<'a> {
             messages: Vec::new(),
             parents: ids,
             content: e.content.clone(),
+            fidelity: Some(e.fidelity.clone()),
+            needs_repair: e.needs_repair,
         };
         Ok(Some(self.finish(summary, &chunk, before, &e, input_tokens)))
     }

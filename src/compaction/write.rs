@@ -32,6 +32,10 @@ pub struct NewSummary {
     pub messages: Vec<i64>,
     /// Condensed: the input summaries, in order.
     pub parents: Vec<String>,
+    /// Its fidelity score, written with it.
+    pub fidelity: Option<crate::fidelity::Fidelity>,
+    /// Stayed under `minFidelity` after the retry.
+    pub needs_repair: bool,
 }
 
 /// `sum_` + 16 hex of SHA-256(content ‖ random nonce).
@@ -151,6 +155,9 @@ pub fn write_passes(
             }
             for (i, p) in s.parents.iter().enumerate() {
                 link_parent.execute(params![s.summary_id, p, i as i64])?;
+            }
+            if let (Some(f), true) = (&s.fidelity, flags.has_fidelity) {
+                crate::fidelity::store::put(&tx, &s.summary_id, f, s.needs_repair)?;
             }
         }
     }

@@ -7,7 +7,10 @@ pub mod extract;
 pub mod junk;
 #[cfg(test)]
 mod report;
+#[cfg(test)]
+mod retry_tests;
 pub mod store;
+pub mod survey;
 
 use serde::Serialize;
 use serde_json::Value;
@@ -185,7 +188,7 @@ pub fn score(identifiers: &IdentifierSet, summary: &str) -> Fidelity {
     }
 }
 
-fn round4(x: f64) -> f64 {
+pub(crate) fn round4(x: f64) -> f64 {
     (x * 10_000.0).round() / 10_000.0
 }
 

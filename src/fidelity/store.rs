@@ -21,6 +21,9 @@ pub struct StoredFidelity {
     pub needs_repair: bool,
     pub extractor_version: i64,
     pub computed_at: String,
+    /// False when computed on demand for `describe` and not written (a summary not yet
+    /// scored, or a read-only engine).
+    pub stored: bool,
 }
 
 /// Writes (or replaces) the score of `summary_id`.
@@ -61,6 +64,7 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<StoredFidelity> {
         needs_repair: r.get(8)?,
         extractor_version: r.get(9)?,
         computed_at: r.get(10)?,
+        stored: true,
     })
 }
 

@@ -70,6 +70,10 @@ pub struct PromptVars {
     pub depth: i64,
     pub aggressive: bool,
     pub custom_instructions: String,
+    /// On a `minFidelity` retry: the salient identifiers the first answer left out, comma
+    /// separated; empty otherwise.
+    #[serde(default)]
+    pub missing_identifiers: String,
 }
 
 impl PromptVars {
@@ -83,6 +87,7 @@ impl PromptVars {
         m.insert("Depth".into(), self.depth.into());
         m.insert("Aggressive".into(), self.aggressive.into());
         m.insert("CustomInstructions".into(), self.custom_instructions.clone().into());
+        m.insert("MissingIdentifiers".into(), self.missing_identifiers.clone().into());
         GoValue::Object(m)
     }
 
@@ -97,6 +102,7 @@ impl PromptVars {
             depth,
             aggressive: false,
             custom_instructions: String::new(),
+            missing_identifiers: String::new(),
         }
     }
 }
@@ -203,8 +209,11 @@ fn go_template(text: &str) -> std::result::Result<gtmpl::Template, String> {
 
 /// Renders with the bounds of `bounds`: the output stops at its cap.
 fn render_bounded(t: &gtmpl::Template, text: &str, vars: &PromptVars) -> std::result::Result<String, String> {
-    let vars_len =
-        vars.previous_context.len() + vars.source_text.len() + vars.time_range.len() + vars.custom_instructions.len();
+    let vars_len = vars.previous_context.len()
+        + vars.source_text.len()
+        + vars.time_range.len()
+        + vars.custom_instructions.len()
+        + vars.missing_identifiers.len();
     let mut out = bounds::CappedWriter::new(bounds::max_rendered_bytes(text.len(), vars_len));
     // A backstop for a recursion `check_structure` did not see: gtmpl stops at a template
     // depth of 100,000, which needs ~600 MB of native stack. On a thread whose stack can grow
@@ -280,6 +289,12 @@ impl PromptSet {
     }
 
     /// Renders template `name` with `vars`.
+    /// Whether template `name` refers to variable `var` (for `MissingIdentifiers`, which a
+    /// template that does not use it gets appended on a retry).
+    pub fn mentions(&self, name: &str, var: &str) -> Result<bool> {
+        Ok(self.get(name)?.text.contains(var))
+    }
+
     pub fn render(&self, name: &str, vars: &PromptVars) -> Result<String> {
         let l = self.get(name)?;
         render_bounded(&l.template, &l.text, vars)

@@ -78,6 +78,9 @@ pub struct SummaryDescription {
     pub live_summary: Option<String>,
     /// The summaries above it, nearest first, up to the live one.
     pub chain: Vec<ChainLink>,
+    /// Its fidelity score in detail (`fidelity` is the score alone): the stored one, else
+    /// computed now (`stored: false`).
+    pub fidelity_detail: crate::fidelity::store::StoredFidelity,
 }
 
 /// A stored part of a message, as `describe` lists it.
@@ -165,6 +168,7 @@ fn describe_summary(conn: &Connection, summary_id: &str, zone: DisplayZone) -> R
         consumed_by,
         live_summary: cover.live_summary,
         chain: cover.chain,
+        fidelity_detail: crate::fidelity::survey::of_summary(conn, summary_id, zone)?,
         summary,
     })
 }

@@ -36,6 +36,8 @@ pub enum Selection {
     /// Deterministic fallbacks (lcm-native's and lossless-claw's), the summaries a failed
     /// summarizer left in the DAG.
     Fallbacks,
+    /// Summaries marked for repair because they stayed under `minFidelity`.
+    LowFidelity,
 }
 
 #[derive(Clone, Debug)]
@@ -52,7 +54,7 @@ pub struct RewriteOptions {
 }
 
 impl RewriteOptions {
-    /// Reads `{ summaryId? | depth? | all? | fallbacks?, apply?, promptDir?, timestamps?, model? }`; the
+    /// Reads `{ summaryId? | depth? | all? | fallbacks? | lowFidelity?, apply?, promptDir?, timestamps?, model? }`; the
     /// binding handles `signal` and `onProgress`, which JSON cannot carry.
     pub fn from_json(v: Option<&Value>) -> Result<RewriteOptions> {
         let empty = serde_json::Map::new();
@@ -104,6 +106,11 @@ impl RewriteOptions {
                         selection.push(Selection::Fallbacks)
                     }
                 }
+                "lowFidelity" => {
+                    if bool_of()? {
+                        selection.push(Selection::LowFidelity)
+                    }
+                }
                 "apply" => o.apply = bool_of()?,
                 "promptDir" => o.prompt_dir = Some(string_of()?),
                 "timestamps" => o.timestamps = bool_of()?,
@@ -116,12 +123,12 @@ impl RewriteOptions {
             1 => selection.pop().unwrap_or(Selection::All),
             0 => {
                 return Err(LcmError::invalid_input(
-                    "say which summaries to rewrite: `summaryId`, `depth`, `all: true` or `fallbacks: true`",
+                    "say which summaries to rewrite: `summaryId`, `depth`, `all: true`, `fallbacks: true` or `lowFidelity: true`",
                 ))
             }
             _ => {
                 return Err(LcmError::invalid_input(
-                    "give only one of `summaryId`, `depth`, `all` and `fallbacks`",
+                    "give only one of `summaryId`, `depth`, `all`, `fallbacks` and `lowFidelity`",
                 ))
             }
         };
@@ -162,6 +169,10 @@ pub struct RewriteEntry {
     pub level: &'static str,
     /// True when the new content was written (apply, and not a fallback).
     pub applied: bool,
+    /// The new content's fidelity score; `None` when the old content is kept.
+    pub fidelity: Option<f64>,
+    /// Still under `minFidelity` after the retry.
+    pub needs_repair: bool,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -195,6 +206,11 @@ fn select(conn: &Connection, conversation_id: i64, selection: &Selection) -> Res
         Selection::Depth(d) => ("AND depth = ?2", (*d).into()),
         Selection::All => ("AND ?2 IS NULL", rusqlite::types::Value::Null),
         Selection::Fallbacks => (fallbacks.as_str(), rusqlite::types::Value::Null),
+        Selection::LowFidelity if !crate::fidelity::store::exists(conn)? => ("AND 0", rusqlite::types::Value::Null),
+        Selection::LowFidelity => (
+            "AND ?2 IS NULL AND summary_id IN (SELECT summary_id FROM lcm_native_summary_fidelity WHERE needs_repair = 1)",
+            rusqlite::types::Value::Null,
+        ),
     };
     let sql = format!(
         "SELECT summary_id, kind, depth, content, token_count, earliest_at, latest_at, created_at FROM summaries
@@ -241,13 +257,13 @@ pub async fn rewrite(
 ) -> Result<RewriteResult> {
     let started = Instant::now();
     if options.apply
-        && options.selection == Selection::Fallbacks
+        && matches!(options.selection, Selection::Fallbacks | Selection::LowFidelity)
         && summarizer.model() == crate::summarizer::OFFLINE_MODEL
     {
         // The offline summary is extractive too: writing it would unmark the fallbacks
         // without giving them a model's summary.
         return Err(LcmError::invalid_input(
-            "re-summarising fallbacks needs a model: the offline summarizer would replace them with another extractive text and unmark them",
+            "re-summarising fallbacks or low-fidelity summaries needs a model: the offline summarizer would replace them with an extractive text and unmark them",
         ));
     }
     let config = deps.config.clone();
@@ -323,6 +339,7 @@ pub async fn rewrite(
             depth: target.depth,
             aggressive: false,
             custom_instructions: config.custom_instructions.clone(),
+            missing_identifiers: String::new(),
         };
         let request = SummarizeRequest {
             kind,
@@ -367,11 +384,12 @@ pub async fn rewrite(
                 deps.pool.write(|conn| {
                     apply_one(
                         conn,
-                        deps.flags.has_cjk_fts,
+                        deps.flags,
                         &target,
                         &new_content,
                         new_tokens,
                         &writer_model,
+                        (&escalated.fidelity, escalated.needs_repair),
                     )
                 })
             })?;
@@ -398,6 +416,8 @@ pub async fn rewrite(
             new_content,
             level: escalated.level.as_str(),
             applied,
+            fidelity: if keep_old { None } else { escalated.fidelity.score },
+            needs_repair: !keep_old && escalated.needs_repair,
         });
     }
     result.duration_ms = started.elapsed().as_secs_f64() * 1000.0;
@@ -417,11 +437,12 @@ fn with_context(e: LcmError, context: &str) -> LcmError {
 /// `descendant_token_count` of every summary above it (which sums the tokens below).
 fn apply_one(
     conn: &mut Connection,
-    cjk: bool,
+    flags: crate::store::conversations::SchemaFlags,
     target: &Target,
     content: &str,
     token_count: i64,
     model: &str,
+    (fidelity, needs_repair): (&crate::fidelity::Fidelity, bool),
 ) -> Result<()> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let old: Option<i64> = tx
@@ -452,8 +473,11 @@ fn apply_one(
             params![target.summary_id, delta],
         )?;
     }
+    if flags.has_fidelity {
+        crate::fidelity::store::put(&tx, &target.summary_id, fidelity, needs_repair)?;
+    }
     let mut tables = vec!["summaries_fts"];
-    if cjk {
+    if flags.has_cjk_fts {
         tables.push("summaries_fts_cjk");
     }
     for t in tables {

@@ -26,6 +26,10 @@ pub struct SummaryRecord {
     /// A deterministic fallback rather than a model's summary, to re-summarise (`rewrite`
     /// with `fallbacks: true`); see [`FALLBACK_SQL`].
     pub fallback: bool,
+    /// Its stored fidelity score (`None`: not scored yet, or its source names nothing).
+    pub fidelity: Option<f64>,
+    /// Stayed under `minFidelity`: re-summarise with `rewrite` `lowFidelity: true`.
+    pub low_fidelity: bool,
 }
 
 /// True for a summary that is a deterministic fallback: lcm-native marks its own with the
@@ -57,6 +61,8 @@ pub fn from_row(r: &Row<'_>) -> rusqlite::Result<SummaryRecord> {
         model: r.get(11)?,
         created_at: r.get(12)?,
         fallback: r.get(13)?,
+        fidelity: None,
+        low_fidelity: false,
     })
 }
 
@@ -67,17 +73,30 @@ pub fn list(conn: &Connection, conversation_id: i64, depth: Option<i64>) -> Resu
         "SELECT {SUMMARY_COLUMNS}, {FALLBACK_SQL} FROM summaries
          WHERE conversation_id = ?1 AND (?2 IS NULL OR depth = ?2) ORDER BY rowid"
     );
-    let rows = conn
+    let mut rows = conn
         .prepare_cached(&sql)?
         .query_map(params![conversation_id, depth], from_row)?
         .collect::<std::result::Result<Vec<_>, _>>()?;
+    let scores = crate::fidelity::store::for_conversation(conn, conversation_id)?;
+    for r in &mut rows {
+        if let Some(f) = scores.get(&r.summary_id) {
+            r.fidelity = f.fidelity.score;
+            r.low_fidelity = f.needs_repair;
+        }
+    }
     Ok(rows)
 }
 
 pub fn get(conn: &Connection, summary_id: &str) -> Result<SummaryRecord> {
     let sql = format!("SELECT {SUMMARY_COLUMNS}, {FALLBACK_SQL} FROM summaries WHERE summary_id = ?1");
-    conn.prepare_cached(&sql)?
+    let mut record = conn
+        .prepare_cached(&sql)?
         .query_row([summary_id], from_row)
         .optional()?
-        .ok_or_else(|| LcmError::not_found("summary", summary_id))
+        .ok_or_else(|| LcmError::not_found("summary", summary_id))?;
+    if let Some(f) = crate::fidelity::store::get(conn, summary_id)? {
+        record.fidelity = f.fidelity.score;
+        record.low_fidelity = f.needs_repair;
+    }
+    Ok(record)
 }

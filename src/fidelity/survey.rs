@@ -1,0 +1,130 @@
+//! Scores on demand and their distribution: scoring the summaries written before scores
+//! existed (or by lossless-claw), and the per-depth figures `stats` shows.
+
+use rusqlite::{Connection, TransactionBehavior};
+use serde::Serialize;
+
+use super::store::{self, StoredFidelity};
+use super::{score, source_identifiers, EXTRACTOR_VERSION};
+use crate::compaction::source::summary_entries;
+use crate::error::Result;
+use crate::time::DisplayZone;
+
+/// Source texts are clipped per message only in the prompt; the structure is whole, so the
+/// chunk size does not change a score.
+const CHUNK_TOKENS: i64 = 20_000;
+
+/// The stored score of a summary, else one computed now (`stored: false`).
+pub fn of_summary(conn: &Connection, summary_id: &str, zone: DisplayZone) -> Result<StoredFidelity> {
+    if let Some(f) = store::get(conn, summary_id)? {
+        return Ok(f);
+    }
+    let content: String = conn
+        .prepare_cached("SELECT content FROM summaries WHERE summary_id = ?1")?
+        .query_row([summary_id], |r| r.get(0))?;
+    let entries = summary_entries(conn, summary_id, zone, CHUNK_TOKENS)?;
+    Ok(StoredFidelity {
+        fidelity: score(&source_identifiers(&entries), &content),
+        needs_repair: false,
+        extractor_version: EXTRACTOR_VERSION,
+        computed_at: String::new(),
+        stored: false,
+    })
+}
+
+/// What `scoreFidelity` did.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScoreReport {
+    pub conversation_id: i64,
+    /// Summaries scored by this call.
+    pub scored: usize,
+    pub by_depth: Vec<DepthFidelity>,
+}
+
+/// The scores of one depth of a conversation.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DepthFidelity {
+    pub depth: i64,
+    pub summaries: usize,
+    /// Summaries with a stored score (the rest are not scored yet).
+    pub scored: usize,
+    /// Scored summaries whose source names no identifier (no score).
+    pub without_identifiers: usize,
+    pub mean: Option<f64>,
+    pub min: Option<f64>,
+    pub p10: Option<f64>,
+    pub median: Option<f64>,
+    /// Marked for repair (`minFidelity`).
+    pub low_fidelity: usize,
+}
+
+/// Scores the summaries of a conversation that have no score from this extractor (every
+/// summary with `all`), in one transaction, and returns the distribution.
+pub fn score_conversation(
+    conn: &mut Connection,
+    conversation_id: i64,
+    all: bool,
+    zone: DisplayZone,
+) -> Result<ScoreReport> {
+    crate::store::conversations::get(conn, conversation_id)?;
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let ids = store::unscored(&tx, conversation_id, all)?;
+    for id in &ids {
+        let content: String = tx
+            .prepare_cached("SELECT content FROM summaries WHERE summary_id = ?1")?
+            .query_row([id], |r| r.get(0))?;
+        let entries = summary_entries(&tx, id, zone, CHUNK_TOKENS)?;
+        let keep_mark = store::needs_repair(&tx, id)?;
+        store::put(&tx, id, &score(&source_identifiers(&entries), &content), keep_mark)?;
+    }
+    tx.commit()?;
+    Ok(ScoreReport {
+        conversation_id,
+        scored: ids.len(),
+        by_depth: distribution(conn, conversation_id)?,
+    })
+}
+
+/// Per-depth distribution of the stored scores.
+pub fn distribution(conn: &Connection, conversation_id: i64) -> Result<Vec<DepthFidelity>> {
+    let scores = store::for_conversation(conn, conversation_id)?;
+    let rows: Vec<(String, i64)> = conn
+        .prepare_cached("SELECT summary_id, depth FROM summaries WHERE conversation_id = ?1 ORDER BY depth")?
+        .query_map([conversation_id], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut out: Vec<DepthFidelity> = Vec::new();
+    let mut values: Vec<Vec<f64>> = Vec::new();
+    for (id, depth) in rows {
+        if out.last().is_none_or(|d| d.depth != depth) {
+            out.push(DepthFidelity {
+                depth,
+                ..Default::default()
+            });
+            values.push(Vec::new());
+        }
+        let d = out.last_mut().expect("pushed");
+        d.summaries += 1;
+        if let Some(f) = scores.get(&id) {
+            d.scored += 1;
+            d.low_fidelity += f.needs_repair as usize;
+            match f.fidelity.score {
+                Some(s) => values.last_mut().expect("pushed").push(s),
+                None => d.without_identifiers += 1,
+            }
+        }
+    }
+    for (d, mut v) in out.iter_mut().zip(values) {
+        if v.is_empty() {
+            continue;
+        }
+        v.sort_by(f64::total_cmp);
+        let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
+        d.mean = Some(super::round4(v.iter().sum::<f64>() / v.len() as f64));
+        d.min = Some(v[0]);
+        d.p10 = Some(at(0.1));
+        d.median = Some(at(0.5));
+    }
+    Ok(out)
+}

@@ -260,10 +260,10 @@ pub async fn rewrite(
         && matches!(options.selection, Selection::Fallbacks | Selection::LowFidelity)
         && summarizer.model() == crate::summarizer::OFFLINE_MODEL
     {
-        // The offline summary is extractive too: writing it would unmark the fallbacks
+        // The offline summary is deterministic too: writing it would unmark the fallbacks
         // without giving them a model's summary.
         return Err(LcmError::invalid_input(
-            "re-summarising fallbacks or low-fidelity summaries needs a model: the offline summarizer would replace them with an extractive text and unmark them",
+            "re-summarising fallbacks or low-fidelity summaries needs a model: the offline summarizer would replace them with another deterministic text and unmark them",
         ));
     }
     let config = deps.config.clone();

@@ -1,0 +1,194 @@
+//! The JSON bridge between JS and the core: arguments cross as JSON text (stringified by V8
+//! on Node's thread, parsed off it), results go back as JSON text for V8's `JSON.parse`, core
+//! work runs on libuv's pool or napi's tokio runtime, and core errors become JS errors with
+//! their stable `code`.
+
+use std::future::Future;
+
+use napi::bindgen_prelude::*;
+use serde_json::Value;
+
+use crate::error::{self, LcmError};
+use crate::json_text;
+
+/// A JS `Error` with `code` set to the core error's stable code.
+pub(crate) fn js_error(env: &Env, err: LcmError) -> napi::Error {
+    let js = JsError::from(napi::Error::new(err.code(), err.to_string())).into_unknown(*env);
+    napi::Error::from(js)
+}
+
+/// Calls `JSON.<name>` with one argument on Node's thread.
+pub(crate) fn call_json(env: &Env, name: &str, arg: Unknown<'_>) -> napi::Result<napi::sys::napi_value> {
+    let json: Object = env.get_global()?.get_named_property("JSON")?;
+    let f: Function<Unknown, Unknown> = json.get_named_property(name)?;
+    Ok(f.call(arg)?.raw())
+}
+
+/// A JS argument carried to the worker as JSON text. V8's `JSON.stringify` on Node's thread is
+/// much cheaper than converting an object graph property by property through napi, and the
+/// text is parsed off-thread. A value JSON cannot represent (a cycle, a BigInt) becomes
+/// E_INVALID_INPUT when the call runs, so it rejects the promise rather than throwing.
+pub enum JsonArg {
+    Text(String),
+    Absent,
+    Invalid(String),
+}
+
+impl FromNapiValue for JsonArg {
+    unsafe fn from_napi_value(raw_env: napi::sys::napi_env, value: napi::sys::napi_value) -> napi::Result<Self> {
+        let env = Env::from_raw(raw_env);
+        // SAFETY: `value` is the live argument napi handed us for this call.
+        let arg = unsafe { Unknown::from_raw_unchecked(raw_env, value) };
+        if matches!(arg.get_type()?, ValueType::Undefined | ValueType::Null) {
+            return Ok(JsonArg::Absent);
+        }
+        match call_json(&env, "stringify", arg) {
+            Err(e) => Ok(JsonArg::Invalid(e.reason)),
+            Ok(out) => {
+                // SAFETY: `out` was just returned by JSON.stringify in this scope.
+                let out = unsafe { Unknown::from_raw_unchecked(raw_env, out) };
+                match out.get_type()? {
+                    // SAFETY: checked to be a string.
+                    ValueType::String => Ok(JsonArg::Text(unsafe { String::from_napi_value(raw_env, out.raw())? })),
+                    _ => Ok(JsonArg::Absent),
+                }
+            }
+        }
+    }
+}
+
+impl TypeName for JsonArg {
+    fn type_name() -> &'static str {
+        "unknown"
+    }
+    fn value_type() -> ValueType {
+        ValueType::Unknown
+    }
+}
+
+impl ValidateNapiValue for JsonArg {}
+
+impl JsonArg {
+    /// The parsed value; `None` when the argument was undefined or null. `what` names the
+    /// argument in errors.
+    pub(crate) fn parse(self, what: &str) -> error::Result<Option<Value>> {
+        self.parse_repairing(what).map(|(v, _)| v)
+    }
+
+    /// `parse`, also saying how many lone UTF-16 surrogates (text JavaScript allows and UTF-8
+    /// cannot hold) were replaced with U+FFFD on the way.
+    pub(crate) fn parse_repairing(self, what: &str) -> error::Result<(Option<Value>, usize)> {
+        match self {
+            JsonArg::Absent => Ok((None, 0)),
+            JsonArg::Invalid(why) => Err(LcmError::invalid_input(format!("{what} cannot be read as JSON: {why}"))),
+            JsonArg::Text(t) => {
+                let (text, replaced) = json_text::replace_lone_surrogates(&t);
+                serde_json::from_str(&text)
+                    .map(|v| (Some(v), replaced))
+                    .map_err(|e| LcmError::invalid_input(format!("{what} cannot be read as JSON: {e}")))
+            }
+        }
+    }
+}
+
+/// A result handed to JS as JSON text and turned into objects by V8's `JSON.parse` (the
+/// serialisation already happened on the worker).
+pub struct JsonText(pub(crate) String);
+
+impl ToNapiValue for JsonText {
+    unsafe fn to_napi_value(raw_env: napi::sys::napi_env, val: Self) -> napi::Result<napi::sys::napi_value> {
+        let env = Env::from_raw(raw_env);
+        let text = env.create_string(&val.0)?;
+        // SAFETY: `text` is a live JS string created just above.
+        call_json(&env, "parse", unsafe {
+            Unknown::from_raw_unchecked(raw_env, text.raw())
+        })
+    }
+}
+
+impl TypeName for JsonText {
+    fn type_name() -> &'static str {
+        "Object"
+    }
+    fn value_type() -> ValueType {
+        ValueType::Object
+    }
+}
+
+/// Blocking core work (SQLite) run on libuv's thread pool: one hop out and one back, the
+/// cheapest way off Node's thread for short calls. A core error is kept aside and turned
+/// into a coded JS error on the JS thread.
+pub struct CoreTask<T> {
+    work: Option<Box<dyn FnOnce() -> error::Result<T> + Send>>,
+    failure: Option<LcmError>,
+}
+
+impl<T> CoreTask<T> {
+    pub(crate) fn new(work: impl FnOnce() -> error::Result<T> + Send + 'static) -> AsyncTask<CoreTask<T>>
+    where
+        CoreTask<T>: Task,
+    {
+        AsyncTask::new(CoreTask {
+            work: Some(Box::new(work)),
+            failure: None,
+        })
+    }
+}
+
+impl<T: ToNapiValue + TypeName + Send + 'static> Task for CoreTask<T> {
+    type Output = T;
+    type JsValue = T;
+
+    fn compute(&mut self) -> napi::Result<T> {
+        let work = self.work.take().expect("a task runs once");
+        work().map_err(|e| {
+            let reason = e.to_string();
+            self.failure = Some(e);
+            napi::Error::from_reason(reason)
+        })
+    }
+
+    fn resolve(&mut self, _env: Env, output: T) -> napi::Result<T> {
+        Ok(output)
+    }
+
+    fn reject(&mut self, env: Env, err: napi::Error) -> napi::Result<T> {
+        let e = self
+            .failure
+            .take()
+            .unwrap_or_else(|| LcmError::Internal(err.reason.clone()));
+        Err(js_error(&env, e))
+    }
+}
+
+/// Runs `fut` on napi's tokio runtime (operations that wait on the summarizer) and settles a
+/// JS promise with its result, rejecting with a coded error on failure.
+pub(crate) fn spawn_coded<'env, F>(env: &'env Env, fut: F) -> napi::Result<PromiseRaw<'env, JsonText>>
+where
+    F: Future<Output = error::Result<JsonText>> + Send + 'static,
+{
+    spawn_coded_then(env, fut, |_| {})
+}
+
+/// `spawn_coded`, running `after` on Node's thread when the operation has ended, however it
+/// ended (to release what the call attached to JS objects).
+pub(crate) fn spawn_coded_then<'env, F>(
+    env: &'env Env,
+    fut: F,
+    after: impl FnOnce(&Env) + 'static,
+) -> napi::Result<PromiseRaw<'env, JsonText>>
+where
+    F: Future<Output = error::Result<JsonText>> + Send + 'static,
+{
+    env.spawn_future_with_callback(async move { Ok(fut.await) }, move |env, res| {
+        after(env);
+        match res {
+            Ok(v) => Ok(v),
+            Err(e) => Err(js_error(env, e)),
+        }
+    })
+}
+
+pub(crate) fn to_json<T: serde::Serialize>(v: &T) -> error::Result<JsonText> {
+    Ok(JsonText(serde_json::to_string(v)?))
+}

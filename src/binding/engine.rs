@@ -1,0 +1,476 @@
+//! `LcmEngine`, the exported class: each method translates its arguments and runs the core
+//! engine's operation off Node's thread.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use napi::bindgen_prelude::*;
+use napi::threadsafe_function::ThreadsafeFunctionCallMode;
+use napi_derive::napi;
+use serde_json::Value;
+
+use super::args::*;
+use super::bridge::*;
+use super::signals::*;
+use super::summarize::*;
+use crate::compaction::SweepOptions;
+use crate::config::{self, Config};
+use crate::engine::Engine;
+use crate::error::LcmError;
+use crate::{assemble, recall, rewrite};
+
+/// One lcm database. Create it with `LcmEngine.open`; every method returns a Promise and does
+/// its work off Node's main thread.
+#[napi]
+pub struct LcmEngine {
+    inner: Arc<Engine>,
+}
+
+#[napi]
+impl LcmEngine {
+    /// Opens (and creates or migrates) the database at `options.dbPath`. Invalid options
+    /// reject with E_INVALID_CONFIG naming the option.
+    #[napi(ts_return_type = "Promise<LcmEngine>")]
+    pub fn open(#[napi(ts_arg_type = "LcmConfig")] options: JsonArg) -> AsyncTask<CoreTask<LcmEngine>> {
+        CoreTask::new(move || {
+            let options = options.parse("options")?.unwrap_or(Value::Null);
+            let config = Config::from_options(&options, std::env::var("TZ").ok().as_deref())?;
+            Ok(LcmEngine {
+                inner: Arc::new(Engine::open(config)?),
+            })
+        })
+    }
+
+    /// The resolved configuration (every option with its effective value).
+    #[napi(getter, ts_return_type = "ResolvedConfig")]
+    pub fn config(&self) -> Value {
+        self.inner.config().to_json()
+    }
+
+    /// What the migration run by `open` did.
+    #[napi(getter, ts_return_type = "MigrationReport")]
+    pub fn migration(&self) -> napi::Result<Value> {
+        serde_json::to_value(self.inner.migration()).map_err(napi::Error::from)
+    }
+
+    /// Stores messages in one transaction and appends them to the live context. Every message
+    /// is validated first; a malformed one rejects with E_INVALID_INPUT naming its index, and
+    /// nothing of the call is written. Messages whose `entryId` is already stored are skipped.
+    /// `advancementKey` stores the host's turn key in the same transaction (a key already
+    /// stored makes the call a no-op, `duplicate: true`); `bootstrap` imports only into a
+    /// conversation that holds no message yet. Lone UTF-16 surrogates are stored as U+FFFD
+    /// (`replacedSurrogates` counts them).
+    #[napi(ts_return_type = "Promise<IngestResult>")]
+    pub fn ingest(
+        &self,
+        #[napi(ts_arg_type = "ConversationTarget")] target: JsonArg,
+        #[napi(ts_arg_type = "IngestMessage[]")] messages: JsonArg,
+        #[napi(ts_arg_type = "IngestOptions")] options: Option<JsonArg>,
+    ) -> AsyncTask<CoreTask<JsonText>> {
+        let engine = self.inner.clone();
+        CoreTask::new(move || {
+            let target = parse_target(&required(target, "target")?)?;
+            let (messages, replaced) = messages.parse_repairing("messages")?;
+            let Some(Value::Array(messages)) = messages else {
+                return Err(LcmError::invalid_input("messages must be an array"));
+            };
+            let options = ingest_options(&optional(options, "options")?)?;
+            let outcome = engine.ingest_with(&target, &messages, options)?;
+            let mut json = serde_json::to_value(&outcome).map_err(|e| LcmError::Internal(e.to_string()))?;
+            json["replacedSurrogates"] = Value::from(replaced);
+            to_json(&json)
+        })
+    }
+
+    /// The conversation a session maps to (`{ sessionKey, sessionId? }` as lossless-claw maps
+    /// them, `{ sessionId }`, or `{ conversationId }`), or `null` when there is none. Creates
+    /// nothing.
+    #[napi(ts_return_type = "Promise<SessionConversation | null>")]
+    pub fn find_conversation(
+        &self,
+        #[napi(ts_arg_type = "ConversationTarget")] target: JsonArg,
+    ) -> AsyncTask<CoreTask<JsonText>> {
+        let engine = self.inner.clone();
+        CoreTask::new(move || {
+            let target = parse_target(&required(target, "target")?)?;
+            to_json(&engine.find_conversation(&target)?)
+        })
+    }
+
+    /// Stored messages of a conversation in order, content blocks rebuilt exactly as ingested.
+    #[napi(ts_return_type = "Promise<StoredMessage[]>")]
+    pub fn messages(
+        &self,
+        #[napi(ts_arg_type = "number")] conversation_id: JsonArg,
+        #[napi(ts_arg_type = "{ afterSeq?: number; limit?: number }")] options: Option<JsonArg>,
+    ) -> AsyncTask<CoreTask<JsonText>> {
+        let engine = self.inner.clone();
+        CoreTask::new(move || {
+            let id = parse_id(&required(conversation_id, "conversationId")?)?;
+            let options = optional(options, "options")?;
+            let after = opt_int(&options, "afterSeq", 0, 0)?;
+            let limit = opt_int(&options, "limit", 1000, 1)?;
+            to_json(&engine.messages(id, after, limit)?)
+        })
+    }
+
+    /// Every conversation, oldest first, with its message, summary and context-item counts.
+    #[napi(ts_return_type = "Promise<ConversationInfo[]>")]
+    pub fn conversations(&self) -> AsyncTask<CoreTask<JsonText>> {
+        let engine = self.inner.clone();
+        CoreTask::new(move || to_json(&engine.conversations()?))
+    }
+
+    /// Summaries of a conversation in creation order (leaves and condensed nodes), optionally
+    /// of one depth only.
+    #[napi(ts_return_type = "Promise<SummaryRecord[]>")]
+    pub fn summaries(
+        &self,
+        #[napi(ts_arg_type = "number")] conversation_id: JsonArg,
+        #[napi(ts_arg_type = "{ depth?: number }")] options: Option<JsonArg>,
+    ) -> AsyncTask<CoreTask<JsonText>> {
+        let engine = self.inner.clone();
+        CoreTask::new(move || {
+            let id = parse_id(&required(conversation_id, "conversationId")?)?;
+            let options = optional(options, "options")?;
+            let depth = maybe_int(&options, "depth", 0)?;
+            to_json(&engine.summaries(id, depth)?)
+        })
+    }
+
+    /// Per-depth distribution of the stored fidelity scores of a conversation's summaries
+    /// (share of their source's identifiers they keep; see the README).
+    #[napi(ts_return_type = "Promise<DepthFidelity[]>")]
+    pub fn fidelity(&self, #[napi(ts_arg_type = "number")] conversation_id: JsonArg) -> AsyncTask<CoreTask<JsonText>> {
+        let engine = self.inner.clone();
+        CoreTask::new(move || {
+            let id = parse_id(&required(conversation_id, "conversationId")?)?;
+            to_json(&engine.fidelity(id)?)
+        })
+    }
+
+    /// Scores the summaries that have no fidelity score yet (written before scores existed,
+    /// or by lossless-claw), or every summary with `all: true`, and stores the scores.
+    #[napi(ts_return_type = "Promise<ScoreFidelityReport>")]
+    pub fn score_fidelity(
+        &self,
+        #[napi(ts_arg_type = "number")] conversation_id: JsonArg,
+        #[napi(ts_arg_type = "{ all?: boolean }")] options: Option<JsonArg>,
+    ) -> AsyncTask<CoreTask<JsonText>> {
+        let engine = self.inner.clone();
+        CoreTask::new(move || {
+            let id = parse_id(&required(conversation_id, "conversationId")?)?;
+            let options = optional(options, "options")?;
+            let all = opt_bool(&options, "all")?;
+            to_json(&engine.score_fidelity(id, all)?)
+        })
+    }
+
+    /// Summarises the oldest chunk of raw messages outside the fresh tail into a leaf summary
+    /// (then condenses up to `incrementalMaxDepth`). Resolves `null` when there is nothing to
+    /// do. A summarizer failure rejects (E_SUMMARIZER, E_TIMEOUT) with nothing written; an
+    /// `LCM_AUTH` rejection resolves with `authFailure: true`, also with nothing written.
+    #[napi(ts_return_type = "Promise<PassResult | null>")]
+    pub fn leaf_pass<'env>(
+        &self,
+        env: &'env Env,
+        #[napi(ts_arg_type = "number")] conversation_id: JsonArg,
+        #[napi(ts_arg_type = "Summarize")] summarize: Unknown<'_>,
+        #[napi(ts_arg_type = "PassOptions")] options: Option<JsonArg>,
+    ) -> napi::Result<PromiseRaw<'env, JsonText>> {
+        let engine = self.inner.clone();
+        let summarizer = SummarizerArg::from_js(summarize);
+        spawn_coded(env, async move {
+            let id = parse_id(&required(conversation_id, "conversationId")?)?;
+            let opts = pass_options(&optional(options, "options")?)?;
+            let summarizer = summarizer.into_summarizer(opts.model.clone())?;
+            to_json(&engine.leaf_pass(id, summarizer, opts).await?)
+        })
+    }
+
+    /// Condenses the shallowest eligible run of same-depth summaries (or the run at
+    /// `options.depth`) into one node a level deeper. Resolves `null` when none is eligible.
+    #[napi(ts_return_type = "Promise<PassResult | null>")]
+    pub fn condensed_pass<'env>(
+        &self,
+        env: &'env Env,
+        #[napi(ts_arg_type = "number")] conversation_id: JsonArg,
+        #[napi(ts_arg_type = "Summarize")] summarize: Unknown<'_>,
+        #[napi(ts_arg_type = "PassOptions")] options: Option<JsonArg>,
+    ) -> napi::Result<PromiseRaw<'env, JsonText>> {
+        let engine = self.inner.clone();
+        let summarizer = SummarizerArg::from_js(summarize);
+        spawn_coded(env, async move {
+            let id = parse_id(&required(conversation_id, "conversationId")?)?;
+            let opts = pass_options(&optional(options, "options")?)?;
+            let summarizer = summarizer.into_summarizer(opts.model.clone())?;
+            to_json(&engine.condensed_pass(id, summarizer, opts).await?)
+        })
+    }
+
+    /// A full sweep: leaf passes until no chunk or no progress, then condensation shallowest
+    /// depth first, bounded by `maxSweepIterations` and `sweepDeadlineMs`. Runs only when
+    /// `force` or the stored tokens exceed `contextThreshold × tokenBudget`. `signal` (an
+    /// AbortSignal) stops it before its next pass (`stopReason: 'aborted'`; passes already
+    /// written stay).
+    #[napi(ts_return_type = "Promise<SweepResult>")]
+    pub fn compact<'env>(
+        &self,
+        env: &'env Env,
+        #[napi(ts_arg_type = "number")] conversation_id: JsonArg,
+        #[napi(ts_arg_type = "Summarize")] summarize: Unknown<'_>,
+        #[napi(ts_arg_type = "CompactOptions")] options: Unknown<'_>,
+    ) -> napi::Result<PromiseRaw<'env, JsonText>> {
+        let engine = self.inner.clone();
+        let summarizer = SummarizerArg::from_js(summarize);
+        let cancel = Arc::new(AtomicBool::new(false));
+        let mut watch: Option<AbortWatch> = None;
+        let mut invalid: Option<LcmError> = None;
+        if let Ok(ValueType::Object) = options.get_type() {
+            // SAFETY: checked to be an object.
+            let obj = unsafe { Object::from_napi_value(env.raw(), options.raw())? };
+            match watch_abort(env, &obj, cancel.clone()) {
+                Ok(w) => watch = w,
+                Err(e) => invalid = Some(e),
+            }
+        }
+        // SAFETY: `options` is the live argument of this call.
+        let options = unsafe { JsonArg::from_napi_value(env.raw(), options.raw())? };
+        let work = async move {
+            if let Some(e) = invalid.take() {
+                return Err(e);
+            }
+            let id = parse_id(&required(conversation_id, "conversationId")?)?;
+            let options = Some(required(options, "options")?);
+            let token_budget = token_budget(&options)?;
+            let force = opt_bool(&options, "force")?;
+            let pass = pass_options(&options)?;
+            let summarizer = summarizer.into_summarizer(pass.model.clone())?;
+            let sweep = SweepOptions {
+                token_budget,
+                force,
+                pass,
+                cancel: Some(cancel),
+            };
+            to_json(&engine.compact(id, summarizer, sweep).await?)
+        };
+        spawn_coded_then(env, work, move |env| {
+            if let Some(w) = watch {
+                w.release(env);
+            }
+        })
+    }
+
+    /// Re-summarises existing summaries with the current (or `promptDir`'s) prompts, bottom-up
+    /// and chronologically within a depth. A dry run unless `apply: true`: the report has the
+    /// old and new text of each summary and a unified diff. `signal` cancels between two
+    /// summaries (rejects with E_ABORTED; what was applied stays); `onProgress` is called
+    /// before each summary.
+    #[napi(ts_return_type = "Promise<RewriteResult>")]
+    pub fn rewrite<'env>(
+        &self,
+        env: &'env Env,
+        #[napi(ts_arg_type = "number")] conversation_id: JsonArg,
+        #[napi(ts_arg_type = "Summarize")] summarize: Unknown<'_>,
+        #[napi(ts_arg_type = "RewriteOptions")] options: Option<Unknown<'_>>,
+    ) -> napi::Result<PromiseRaw<'env, JsonText>> {
+        let engine = self.inner.clone();
+        let summarizer = SummarizerArg::from_js(summarize);
+        let cancel = Arc::new(AtomicBool::new(false));
+        let mut progress: Option<ProgressTsfn> = None;
+        let mut watch: Option<AbortWatch> = None;
+        // A bad `signal` or `onProgress` rejects the promise like any bad option.
+        let mut invalid: Option<LcmError> = None;
+        let mut options_json = JsonArg::Absent;
+        if let Some(o) = options {
+            // SAFETY: `o` is the live argument of this call.
+            options_json = unsafe { JsonArg::from_napi_value(env.raw(), o.raw())? };
+            if let Ok(ValueType::Object) = o.get_type() {
+                // SAFETY: checked to be an object.
+                let obj = unsafe { Object::from_napi_value(env.raw(), o.raw())? };
+                match watch_abort(env, &obj, cancel.clone()) {
+                    Ok(w) => watch = w,
+                    Err(e) => invalid = Some(e),
+                }
+                match progress_callback(&obj) {
+                    Ok(p) => progress = p,
+                    Err(e) => invalid = invalid.or(Some(e)),
+                }
+            }
+        }
+        let work = async move {
+            if let Some(e) = invalid {
+                return Err(e);
+            }
+            let id = parse_id(&required(conversation_id, "conversationId")?)?;
+            let opts = rewrite::RewriteOptions::from_json(options_json.parse("options")?.as_ref())?;
+            let summarizer = summarizer.into_summarizer(opts.model.clone())?;
+            // The summary starts once onProgress has returned, so that an abort from inside it
+            // stops before that summary. A throwing callback does not stop the rewrite; one that
+            // does not return within PROGRESS_WAIT is not waited for.
+            let report = |p: rewrite::Progress| {
+                if let (Some(tsfn), Ok(text)) = (&progress, to_json(&p)) {
+                    let (tx, rx) = std::sync::mpsc::channel();
+                    let status =
+                        tsfn.call_with_return_value(text, ThreadsafeFunctionCallMode::NonBlocking, move |_, _| {
+                            let _ = tx.send(());
+                            Ok(())
+                        });
+                    if status == Status::Ok {
+                        tokio::task::block_in_place(|| {
+                            let _ = rx.recv_timeout(PROGRESS_WAIT);
+                        });
+                    }
+                }
+            };
+            to_json(&engine.rewrite(id, summarizer, &opts, &cancel, &report).await?)
+        };
+        spawn_coded_then(env, work, move |env| {
+            if let Some(w) = watch {
+                w.release(env);
+            }
+        })
+    }
+
+    /// The context for the next turn within `tokenBudget`: the fresh tail always, older items
+    /// evicted oldest first, summaries presented as `<summary …>` XML (or one markdown
+    /// section), raw messages rebuilt in the host's shapes, tool calls and results paired.
+    #[napi(ts_return_type = "Promise<AssembleResult>")]
+    pub fn assemble(
+        &self,
+        #[napi(ts_arg_type = "number")] conversation_id: JsonArg,
+        #[napi(ts_arg_type = "AssembleOptions")] options: JsonArg,
+    ) -> AsyncTask<CoreTask<JsonText>> {
+        let engine = self.inner.clone();
+        CoreTask::new(move || {
+            let id = parse_id(&required(conversation_id, "conversationId")?)?;
+            let options = Some(required(options, "options")?);
+            let token_budget = token_budget(&options)?;
+            let fresh_tail_count = maybe_int(&options, "freshTailCount", 0)?;
+            let presentation = match options.as_ref().and_then(|o| o.get("presentation")) {
+                None | Some(Value::Null) => None,
+                Some(Value::String(p)) if p == "xml" => Some(config::Presentation::Xml),
+                Some(Value::String(p)) if p == "markdown" => Some(config::Presentation::Markdown),
+                Some(v) => {
+                    return Err(LcmError::invalid_input(format!(
+                        "`presentation` must be \"xml\" or \"markdown\", got {v}"
+                    )))
+                }
+            };
+            let opts = assemble::AssembleOptions {
+                token_budget,
+                fresh_tail_count,
+                presentation,
+            };
+            to_json(&engine.assemble(id, &opts)?)
+        })
+    }
+
+    /// The live context items (what the model sees, before assembly) in order.
+    #[napi(ts_return_type = "Promise<ContextEntry[]>")]
+    pub fn context(&self, #[napi(ts_arg_type = "number")] conversation_id: JsonArg) -> AsyncTask<CoreTask<JsonText>> {
+        let engine = self.inner.clone();
+        CoreTask::new(move || {
+            let id = parse_id(&required(conversation_id, "conversationId")?)?;
+            to_json(&engine.context(id)?)
+        })
+    }
+
+    /// The threshold decision, the leaf trigger and the rolling-summary trigger.
+    #[napi(ts_return_type = "Promise<Evaluation>")]
+    pub fn evaluate(
+        &self,
+        #[napi(ts_arg_type = "number")] conversation_id: JsonArg,
+        #[napi(ts_arg_type = "{ tokenBudget: number; observedTokens?: number }")] options: JsonArg,
+    ) -> AsyncTask<CoreTask<JsonText>> {
+        let engine = self.inner.clone();
+        CoreTask::new(move || {
+            let id = parse_id(&required(conversation_id, "conversationId")?)?;
+            let options = Some(required(options, "options")?);
+            let budget = token_budget(&options)?;
+            let observed = maybe_int(&options, "observedTokens", 0)?;
+            to_json(&engine.evaluate(id, budget, observed)?)
+        })
+    }
+
+    /// Finds messages and summaries by full text (default), regular expression or substring,
+    /// in one conversation or, with `null`, in all of them. Each hit says whether it is live
+    /// and which live summary covers it.
+    #[napi(ts_return_type = "Promise<GrepResult>")]
+    pub fn grep(
+        &self,
+        #[napi(ts_arg_type = "number | null")] conversation_id: JsonArg,
+        #[napi(ts_arg_type = "GrepOptions")] options: JsonArg,
+    ) -> AsyncTask<CoreTask<JsonText>> {
+        let engine = self.inner.clone();
+        CoreTask::new(move || {
+            let id = match conversation_id.parse("conversationId")? {
+                None => None,
+                Some(v) => Some(parse_id(&v)?),
+            };
+            let options = recall::GrepOptions::from_json(&required(options, "options")?)?;
+            to_json(&engine.grep(id, &options)?)
+        })
+    }
+
+    /// One summary (`"sum_…"`) or message (its id): its facts, and the summaries above it up
+    /// to the live one.
+    #[napi(ts_return_type = "Promise<Description>")]
+    pub fn describe(&self, #[napi(ts_arg_type = "string | number")] id: JsonArg) -> AsyncTask<CoreTask<JsonText>> {
+        let engine = self.inner.clone();
+        CoreTask::new(move || {
+            let id = recall::ItemId::from_json(&required(id, "id")?)?;
+            to_json(&engine.describe(&id)?)
+        })
+    }
+
+    /// What a summary stands for: its inputs, breadth first, down to the messages, until
+    /// `tokenBudget` (default 4000) is spent.
+    #[napi(ts_return_type = "Promise<Expansion>")]
+    pub fn expand(
+        &self,
+        #[napi(ts_arg_type = "string")] summary_id: JsonArg,
+        #[napi(ts_arg_type = "ExpandOptions")] options: Option<JsonArg>,
+    ) -> AsyncTask<CoreTask<JsonText>> {
+        let engine = self.inner.clone();
+        CoreTask::new(move || {
+            let id = match required(summary_id, "summaryId")? {
+                Value::String(s) if !s.trim().is_empty() => s,
+                other => {
+                    return Err(LcmError::invalid_input(format!(
+                        "summaryId must be a string, got {other}"
+                    )))
+                }
+            };
+            let options = recall::ExpandOptions::from_json(optional(options, "options")?.as_ref())?;
+            to_json(&engine.expand(&id, &options)?)
+        })
+    }
+
+    /// Checks the invariants (coverage, dense ordinals, DAG facts, SQLite integrity) of one
+    /// conversation, or of all, and returns a digest of the stored contents.
+    #[napi(ts_return_type = "Promise<VerifyReport>")]
+    pub fn verify(
+        &self,
+        #[napi(ts_arg_type = "number")] conversation_id: Option<JsonArg>,
+    ) -> AsyncTask<CoreTask<JsonText>> {
+        let engine = self.inner.clone();
+        CoreTask::new(move || {
+            let id = match optional(conversation_id, "conversationId")? {
+                None => None,
+                Some(v) => Some(parse_id(&v)?),
+            };
+            to_json(&engine.verify(id)?)
+        })
+    }
+
+    /// Closes the database. Later calls reject with E_CLOSED; closing twice is harmless.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn close(&self) -> AsyncTask<CoreTask<()>> {
+        let engine = self.inner.clone();
+        CoreTask::new(move || {
+            engine.close();
+            Ok(())
+        })
+    }
+}

@@ -56,25 +56,8 @@ pub fn render_prompt(
 ) -> AsyncTask<CoreTask<JsonText>> {
     CoreTask::new(move || {
         let name = template_name(name)?;
-        let canonical = prompts::canonical_name(&name)?;
-        let depth = match canonical {
-            "leaf" => 0,
-            "condensed-d1" => 1,
-            "condensed-d2" => 2,
-            _ => 3,
-        };
-        let mut merged = serde_json::to_value(prompts::PromptVars::sample(depth))?;
-        if let Some(Value::Object(given)) = optional(vars, "vars")? {
-            for (k, v) in given {
-                if merged.get(&k).is_none() {
-                    return Err(LcmError::invalid_input(format!("unknown prompt variable `{k}`")));
-                }
-                merged[k] = v;
-            }
-        }
-        let vars: prompts::PromptVars =
-            serde_json::from_value(merged).map_err(|e| LcmError::invalid_input(format!("prompt variables: {e}")))?;
-        to_json(&prompt_set(options)?.render(canonical, &vars)?)
+        let vars = optional(vars, "vars")?;
+        to_json(&prompt_set(options)?.render_with(&name, vars.as_ref())?)
     })
 }
 
@@ -105,14 +88,11 @@ pub fn show_prompt(
 pub fn export_prompts(#[napi(ts_arg_type = "string")] dir: Option<JsonArg>) -> AsyncTask<CoreTask<JsonText>> {
     CoreTask::new(move || {
         let dir = match optional(dir, "dir")? {
-            Some(Value::String(d)) if !d.trim().is_empty() => std::path::PathBuf::from(d),
-            None => std::env::var_os("HOME")
-                .filter(|h| !h.is_empty())
-                .map(|h| std::path::PathBuf::from(h).join(".config/lcm-tui/prompts"))
-                .ok_or_else(|| LcmError::invalid_input("HOME is not set: give the directory to export to"))?,
+            Some(Value::String(d)) if !d.trim().is_empty() => Some(std::path::PathBuf::from(d)),
+            None => None,
             Some(v) => return Err(LcmError::invalid_input(format!("dir must be a string, got {v}"))),
         };
-        let paths: Vec<String> = prompts::export(&dir)?
+        let paths: Vec<String> = prompts::export(dir.as_deref())?
             .into_iter()
             .map(|p| p.display().to_string())
             .collect();

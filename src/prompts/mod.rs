@@ -36,6 +36,19 @@ pub fn name_for_depth(depth: i64) -> &'static str {
     }
 }
 
+/// The depth a template is for: `leaf` 0, `condensed-dN` N (the inverse of `name_for_depth`).
+pub fn depth_of(canonical: &str) -> i64 {
+    (0..=3).find(|&d| name_for_depth(d) == canonical).unwrap_or(3)
+}
+
+/// `$HOME/.config/lcm-tui/prompts`: where lcm-native and lcm-tui both look for overrides, and
+/// where `export` writes by default.
+pub fn user_dir() -> Option<PathBuf> {
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(|h| PathBuf::from(h).join(".config/lcm-tui/prompts"))
+}
+
 /// Accepts `leaf`, `leaf.tmpl`, `condensed-d2`, `d2`, …; returns the canonical name.
 pub fn canonical_name(name: &str) -> Result<&'static str> {
     let n = name.trim().to_ascii_lowercase();
@@ -142,9 +155,7 @@ impl PromptDirs {
     pub fn new(prompt_dir: Option<&str>) -> PromptDirs {
         PromptDirs {
             explicit: prompt_dir.filter(|d| !d.is_empty()).map(expand_home),
-            user: std::env::var_os("HOME")
-                .filter(|h| !h.is_empty())
-                .map(|h| PathBuf::from(h).join(".config/lcm-tui/prompts")),
+            user: user_dir(),
         }
     }
 }
@@ -295,6 +306,24 @@ impl PromptSet {
         Ok(self.get(name)?.text.contains(var))
     }
 
+    /// Renders template `name` (any name `canonical_name` accepts) with the sample variables
+    /// of its depth, each overridden by `given` (a JSON object; an unknown name is refused).
+    pub fn render_with(&self, name: &str, given: Option<&serde_json::Value>) -> Result<String> {
+        let canonical = canonical_name(name)?;
+        let mut merged = serde_json::to_value(PromptVars::sample(depth_of(canonical)))?;
+        if let Some(serde_json::Value::Object(given)) = given {
+            for (k, v) in given {
+                if merged.get(k).is_none() {
+                    return Err(LcmError::invalid_input(format!("unknown prompt variable `{k}`")));
+                }
+                merged[k] = v.clone();
+            }
+        }
+        let vars: PromptVars =
+            serde_json::from_value(merged).map_err(|e| LcmError::invalid_input(format!("prompt variables: {e}")))?;
+        self.render(canonical, &vars)
+    }
+
     pub fn render(&self, name: &str, vars: &PromptVars) -> Result<String> {
         let l = self.get(name)?;
         render_bounded(&l.template, &l.text, vars)
@@ -352,7 +381,11 @@ pub fn embedded(name: &str) -> Result<&'static str> {
 }
 
 /// Writes the embedded defaults into `dir` (created if missing); returns the paths written.
-pub fn export(dir: &Path) -> Result<Vec<PathBuf>> {
+pub fn export(dir: Option<&Path>) -> Result<Vec<PathBuf>> {
+    let default = user_dir();
+    let dir = dir
+        .or(default.as_deref())
+        .ok_or_else(|| LcmError::invalid_input("HOME is not set: give the directory to export to"))?;
     std::fs::create_dir_all(dir)
         .map_err(|e| LcmError::Io(format!("cannot create prompt directory {}: {e}", dir.display())))?;
     TEMPLATES

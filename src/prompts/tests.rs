@@ -217,7 +217,7 @@ fn names_are_accepted_in_several_spellings() {
 fn export_writes_the_defaults() {
     let dir = tempfile::tempdir().unwrap();
     let target = dir.path().join("nested/prompts");
-    let written = export(&target).unwrap();
+    let written = export(Some(&target)).unwrap();
     assert_eq!(written.len(), 4);
     assert_eq!(
         std::fs::read_to_string(target.join("leaf.tmpl")).unwrap(),
@@ -324,4 +324,24 @@ fn a_recursion_past_the_check_ends_with_an_error() {
     let t = go_template(text).unwrap();
     let err = render_bounded(&t, text, &PromptVars::sample(0)).unwrap_err();
     assert!(err.to_lowercase().contains("depth"), "{err}");
+}
+
+#[test]
+fn depth_of_is_the_inverse_of_name_for_depth() {
+    for d in 0..=3 {
+        assert_eq!(depth_of(name_for_depth(d)), d);
+    }
+}
+
+#[test]
+fn render_with_overrides_the_sample_and_refuses_unknown_names() {
+    let set = PromptSet::load(&PromptDirs::default()).unwrap();
+    let out = set
+        .render_with("d2", Some(&serde_json::json!({"sourceText": "SRC-X", "targetTokens": 77})))
+        .unwrap();
+    assert!(out.contains("SRC-X") && out.contains("77"), "{out}");
+    let err = set
+        .render_with("leaf", Some(&serde_json::json!({"nope": 1})))
+        .unwrap_err();
+    assert_eq!(err.code(), "E_INVALID_INPUT");
 }

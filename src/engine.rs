@@ -19,7 +19,7 @@ use crate::store::conversations::{self, ConversationInfo, SchemaFlags, SessionCo
 use crate::store::messages::{self, IngestOptions, IngestOutcome, StoredMessage};
 use crate::store::normalize;
 use crate::store::summaries::{self, SummaryRecord};
-use crate::summarizer::Summarizer;
+use crate::summarizer::{Summarizer, SummaryKind};
 use group_commit::GroupCommit;
 use locks::ConversationLocks;
 
@@ -201,28 +201,22 @@ impl Engine {
         crate::compaction::verify::verify(&snapshot, conversation_id)
     }
 
-    /// One leaf pass; waits for other mutating operations on the conversation.
-    pub async fn leaf_pass(
+    /// One pass: a leaf pass (with incremental condensation up to `incrementalMaxDepth`) or a
+    /// condensed pass; waits for other mutating operations on the conversation.
+    pub async fn pass(
         &self,
         conversation_id: i64,
+        kind: SummaryKind,
         summarizer: Arc<dyn Summarizer>,
         options: PassOptions,
     ) -> Result<Option<PassResult>> {
-        self.deps.pool.check_writable()?;
-        let _turn = self.turn(conversation_id).await?;
-        compaction::leaf_pass(&self.deps, conversation_id, self.until_closed(summarizer), options).await
-    }
-
-    /// One condensed pass; waits for other mutating operations on the conversation.
-    pub async fn condensed_pass(
-        &self,
-        conversation_id: i64,
-        summarizer: Arc<dyn Summarizer>,
-        options: PassOptions,
-    ) -> Result<Option<PassResult>> {
-        self.deps.pool.check_writable()?;
-        let _turn = self.turn(conversation_id).await?;
-        compaction::condensed_pass(&self.deps, conversation_id, self.until_closed(summarizer), options).await
+        let (_turn, summarizer) = self.mutation(conversation_id, summarizer).await?;
+        match kind {
+            SummaryKind::Leaf => compaction::leaf_pass(&self.deps, conversation_id, summarizer, options).await,
+            SummaryKind::Condensed => {
+                compaction::condensed_pass(&self.deps, conversation_id, summarizer, options).await
+            }
+        }
     }
 
     /// A bounded full sweep; waits for other mutating operations on the conversation.
@@ -232,9 +226,20 @@ impl Engine {
         summarizer: Arc<dyn Summarizer>,
         options: SweepOptions,
     ) -> Result<SweepResult> {
+        let (_turn, summarizer) = self.mutation(conversation_id, summarizer).await?;
+        compaction::compact(&self.deps, conversation_id, summarizer, options).await
+    }
+
+    /// What every mutating operation starts with: a writable file, the conversation's lock,
+    /// and a summarizer whose calls end when the engine closes.
+    async fn mutation(
+        &self,
+        conversation_id: i64,
+        summarizer: Arc<dyn Summarizer>,
+    ) -> Result<(tokio::sync::OwnedMutexGuard<()>, Arc<dyn Summarizer>)> {
         self.deps.pool.check_writable()?;
-        let _turn = self.turn(conversation_id).await?;
-        compaction::compact(&self.deps, conversation_id, self.until_closed(summarizer), options).await
+        let turn = self.turn(conversation_id).await?;
+        Ok((turn, self.until_closed(summarizer)))
     }
 
     /// Re-summarises the selected summaries bottom-up (a dry run unless `options.apply`). An

@@ -13,6 +13,7 @@ use crate::compaction::PassOptions;
 use crate::engine::tests::{transcript, REFACTOR, THEME};
 use crate::engine::Engine;
 use crate::store::conversations::Target;
+use crate::summarizer::SummaryKind;
 
 fn fixture_engine(db: &str) -> (tempfile::TempDir, Engine) {
     let dir = tempfile::tempdir().unwrap();
@@ -304,18 +305,18 @@ async fn summaries_are_presented_as_xml_or_markdown_in_the_configured_zone() {
     let s = Scripted::new(move |_, _| crate::compaction::tests::Act::Text(evil.into()));
     for _ in 0..4 {
         engine
-            .leaf_pass(cid, s.clone(), PassOptions::default())
+            .pass(cid, SummaryKind::Leaf, s.clone(), PassOptions::default())
             .await
             .unwrap()
             .unwrap();
     }
     engine
-        .condensed_pass(cid, s.clone(), PassOptions::default())
+        .pass(cid, SummaryKind::Condensed, s.clone(), PassOptions::default())
         .await
         .unwrap()
         .unwrap();
     engine
-        .leaf_pass(cid, s.clone(), PassOptions::default())
+        .pass(cid, SummaryKind::Leaf, s.clone(), PassOptions::default())
         .await
         .unwrap()
         .unwrap();

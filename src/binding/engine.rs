@@ -17,6 +17,7 @@ use crate::compaction::SweepOptions;
 use crate::config::{self, Config};
 use crate::engine::Engine;
 use crate::error::LcmError;
+use crate::summarizer::SummaryKind;
 use crate::{assemble, recall, rewrite};
 
 /// One lcm database. Create it with `LcmEngine.open`; every method returns a Promise and does
@@ -24,6 +25,27 @@ use crate::{assemble, recall, rewrite};
 #[napi]
 pub struct LcmEngine {
     inner: Arc<Engine>,
+}
+
+impl LcmEngine {
+    /// `leafPass` and `condensedPass`: one pass of `kind`.
+    fn pass<'env>(
+        &self,
+        env: &'env Env,
+        kind: SummaryKind,
+        conversation_id: JsonArg,
+        summarize: Unknown<'_>,
+        options: Option<JsonArg>,
+    ) -> napi::Result<PromiseRaw<'env, JsonText>> {
+        let engine = self.inner.clone();
+        let summarizer = SummarizerArg::from_js(summarize);
+        spawn_coded(env, async move {
+            let id = parse_id(&required(conversation_id, "conversationId")?)?;
+            let opts = pass_options(&optional(options, "options")?)?;
+            let summarizer = summarizer.into_summarizer(opts.model.clone())?;
+            to_json(&engine.pass(id, kind, summarizer, opts).await?)
+        })
+    }
 }
 
 #[napi]
@@ -178,14 +200,7 @@ impl LcmEngine {
         #[napi(ts_arg_type = "Summarize")] summarize: Unknown<'_>,
         #[napi(ts_arg_type = "PassOptions")] options: Option<JsonArg>,
     ) -> napi::Result<PromiseRaw<'env, JsonText>> {
-        let engine = self.inner.clone();
-        let summarizer = SummarizerArg::from_js(summarize);
-        spawn_coded(env, async move {
-            let id = parse_id(&required(conversation_id, "conversationId")?)?;
-            let opts = pass_options(&optional(options, "options")?)?;
-            let summarizer = summarizer.into_summarizer(opts.model.clone())?;
-            to_json(&engine.leaf_pass(id, summarizer, opts).await?)
-        })
+        self.pass(env, SummaryKind::Leaf, conversation_id, summarize, options)
     }
 
     /// Condenses the shallowest eligible run of same-depth summaries (or the run at
@@ -198,14 +213,7 @@ impl LcmEngine {
         #[napi(ts_arg_type = "Summarize")] summarize: Unknown<'_>,
         #[napi(ts_arg_type = "PassOptions")] options: Option<JsonArg>,
     ) -> napi::Result<PromiseRaw<'env, JsonText>> {
-        let engine = self.inner.clone();
-        let summarizer = SummarizerArg::from_js(summarize);
-        spawn_coded(env, async move {
-            let id = parse_id(&required(conversation_id, "conversationId")?)?;
-            let opts = pass_options(&optional(options, "options")?)?;
-            let summarizer = summarizer.into_summarizer(opts.model.clone())?;
-            to_json(&engine.condensed_pass(id, summarizer, opts).await?)
-        })
+        self.pass(env, SummaryKind::Condensed, conversation_id, summarize, options)
     }
 
     /// A full sweep: leaf passes until no chunk or no progress, then condensation shallowest

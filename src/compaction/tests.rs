@@ -10,6 +10,7 @@ use super::*;
 use crate::engine::Engine;
 use crate::store::conversations::Target;
 use crate::summarizer::offline::OfflineSummarizer;
+use crate::summarizer::SummaryKind;
 use crate::summarizer::{SummarizerFailure, SummaryFuture, FALLBACK_MODEL, OFFLINE_MODEL};
 
 /// What a scripted summarizer does on a call.
@@ -176,7 +177,7 @@ fn deps(engine: &Engine) -> Deps {
 }
 
 async fn leaf(engine: &Engine, cid: i64, s: Arc<dyn Summarizer>) -> Result<Option<PassResult>> {
-    engine.leaf_pass(cid, s, PassOptions::default()).await
+    engine.pass(cid, SummaryKind::Leaf, s, PassOptions::default()).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -233,7 +234,12 @@ async fn nothing_to_do_returns_none_and_unknown_ids_are_not_found() {
         .unwrap()
         .is_none());
     assert!(engine
-        .condensed_pass(out.conversation_id, Scripted::stub(), PassOptions::default())
+        .pass(
+            out.conversation_id,
+            SummaryKind::Condensed,
+            Scripted::stub(),
+            PassOptions::default()
+        )
         .await
         .unwrap()
         .is_none());
@@ -251,7 +257,7 @@ async fn condensation_makes_the_next_depth_with_correct_dag_facts() {
         leaf(&engine, cid, stub.clone()).await.unwrap().unwrap();
     }
     let r = engine
-        .condensed_pass(cid, stub.clone(), PassOptions::default())
+        .pass(cid, SummaryKind::Condensed, stub.clone(), PassOptions::default())
         .await
         .unwrap()
         .expect("4+ leaves are eligible");
@@ -392,7 +398,7 @@ async fn a_pass_whose_inputs_changed_meanwhile_fails_stale_and_writes_nothing() 
                     .enable_all()
                     .build()
                     .unwrap();
-                rt.block_on(o.leaf_pass(cid, Scripted::stub(), PassOptions::default()))
+                rt.block_on(o.pass(cid, SummaryKind::Leaf, Scripted::stub(), PassOptions::default()))
                     .unwrap();
             })
             .join()
@@ -633,13 +639,14 @@ async fn hard_trigger_relaxes_the_fanout() {
     }
     // Three leaves: below the leaf fanout of 8, but enough for the hard fanout of 2.
     assert!(engine
-        .condensed_pass(cid, Scripted::stub(), PassOptions::default())
+        .pass(cid, SummaryKind::Condensed, Scripted::stub(), PassOptions::default())
         .await
         .unwrap()
         .is_none());
     let r = engine
-        .condensed_pass(
+        .pass(
             cid,
+            SummaryKind::Condensed,
             Scripted::stub(),
             PassOptions {
                 hard_trigger: true,
@@ -728,9 +735,9 @@ async fn one_mutating_operation_per_conversation_at_a_time() {
     });
     let (e1, e2) = (engine.clone(), engine.clone());
     let (s1, s2) = (slow.clone(), slow.clone());
-    let a = tokio::spawn(async move { e1.leaf_pass(cid, s1, PassOptions::default()).await });
+    let a = tokio::spawn(async move { e1.pass(cid, SummaryKind::Leaf, s1, PassOptions::default()).await });
     tokio::time::sleep(std::time::Duration::from_millis(30)).await;
-    let b = tokio::spawn(async move { e2.leaf_pass(cid, s2, PassOptions::default()).await });
+    let b = tokio::spawn(async move { e2.pass(cid, SummaryKind::Leaf, s2, PassOptions::default()).await });
     // Reads are not blocked while the summarizer runs.
     let t = std::time::Instant::now();
     engine.messages(cid, 0, 10).unwrap();
@@ -766,7 +773,7 @@ fn evaluate_reports_threshold_leaf_and_rolling_triggers() {
         .enable_all()
         .build()
         .unwrap();
-    rt.block_on(engine.leaf_pass(cid, Scripted::stub(), PassOptions::default()))
+    rt.block_on(engine.pass(cid, SummaryKind::Leaf, Scripted::stub(), PassOptions::default()))
         .unwrap()
         .unwrap();
     let e = engine.evaluate(cid, 1000, None).unwrap();
@@ -903,9 +910,9 @@ mod properties {
                         Op::Ingest(n) => {
                             engine.ingest(&Target::Conversation(cid), &messages(total, n, &sizes)).map(|_| "ingest")
                         }
-                        Op::Leaf => engine.leaf_pass(cid, summarizer.clone(), PassOptions::default()).await.map(|_| "pass"),
+                        Op::Leaf => engine.pass(cid, SummaryKind::Leaf, summarizer.clone(), PassOptions::default()).await.map(|_| "pass"),
                         Op::Condensed(hard) => engine
-                            .condensed_pass(cid, summarizer.clone(), PassOptions { hard_trigger: hard, ..Default::default() })
+                            .pass(cid, SummaryKind::Condensed, summarizer.clone(), PassOptions { hard_trigger: hard, ..Default::default() })
                             .await
                             .map(|_| "pass"),
                         Op::Compact(force, hard) => engine

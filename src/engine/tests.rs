@@ -134,6 +134,7 @@ fn both_transcripts_ingest_completely_and_round_trip() {
     );
 }
 
+use crate::summarizer::SummaryKind;
 use chrono::Timelike;
 
 #[test]
@@ -356,11 +357,19 @@ async fn read_only_engines_read_everything_and_write_nothing() {
     );
     let pass = PassOptions::default();
     assert_eq!(
-        code(ro.leaf_pass(cid, summarizer.clone(), pass.clone()).await.map(|_| ())),
+        code(
+            ro.pass(cid, SummaryKind::Leaf, summarizer.clone(), pass.clone())
+                .await
+                .map(|_| ())
+        ),
         Some("E_READ_ONLY")
     );
     assert_eq!(
-        code(ro.condensed_pass(cid, summarizer.clone(), pass).await.map(|_| ())),
+        code(
+            ro.pass(cid, SummaryKind::Condensed, summarizer.clone(), pass)
+                .await
+                .map(|_| ())
+        ),
         Some("E_READ_ONLY")
     );
     let apply = crate::rewrite::RewriteOptions::from_json(Some(&json!({"all": true, "apply": true}))).unwrap();

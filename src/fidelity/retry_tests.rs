@@ -13,6 +13,7 @@ use crate::engine::Engine;
 use crate::fidelity::store;
 use crate::rewrite::RewriteOptions;
 use crate::store::conversations::Target;
+use crate::summarizer::SummaryKind;
 
 fn conversation() -> Vec<Value> {
     vec![
@@ -58,7 +59,7 @@ async fn a_summary_under_min_fidelity_is_asked_for_again_with_what_it_left_out()
     let (_d, engine, cid) = setup(json!({"minFidelity": 0.5}));
     let s = Scripted::new(|i, _| Act::Text(if i == 0 { VAGUE } else { PRECISE }.into()));
     let pass = engine
-        .leaf_pass(cid, s.clone(), PassOptions::default())
+        .pass(cid, SummaryKind::Leaf, s.clone(), PassOptions::default())
         .await
         .unwrap()
         .unwrap();
@@ -84,7 +85,7 @@ async fn without_min_fidelity_there_is_no_retry_but_the_score_is_stored() {
     let (_d, engine, cid) = setup(json!({}));
     let s = Scripted::new(|_, _| Act::Text(VAGUE.into()));
     let pass = engine
-        .leaf_pass(cid, s.clone(), PassOptions::default())
+        .pass(cid, SummaryKind::Leaf, s.clone(), PassOptions::default())
         .await
         .unwrap()
         .unwrap();
@@ -99,7 +100,7 @@ async fn still_under_after_the_retry_it_is_kept_marked_and_rewrite_low_fidelity_
     let (_d, engine, cid) = setup(json!({"minFidelity": 0.5}));
     let vague = Scripted::new(|_, _| Act::Text(VAGUE.into()));
     let pass = engine
-        .leaf_pass(cid, vague.clone(), PassOptions::default())
+        .pass(cid, SummaryKind::Leaf, vague.clone(), PassOptions::default())
         .await
         .unwrap()
         .unwrap();
@@ -143,7 +144,7 @@ async fn a_template_that_uses_missing_identifiers_gets_them_and_no_appended_note
     let (_d, engine, cid) = setup(json!({"minFidelity": 0.5, "promptDir": prompts.path().to_string_lossy()}));
     let s = Scripted::new(|i, _| Act::Text(if i == 0 { VAGUE } else { PRECISE }.into()));
     engine
-        .leaf_pass(cid, s.clone(), PassOptions::default())
+        .pass(cid, SummaryKind::Leaf, s.clone(), PassOptions::default())
         .await
         .unwrap()
         .unwrap();
@@ -162,7 +163,7 @@ async fn old_summaries_are_scored_on_demand() {
     let (_d, engine, cid) = setup(json!({}));
     let s = Scripted::new(|_, _| Act::Text(PRECISE.into()));
     let id = engine
-        .leaf_pass(cid, s, PassOptions::default())
+        .pass(cid, SummaryKind::Leaf, s, PassOptions::default())
         .await
         .unwrap()
         .unwrap()

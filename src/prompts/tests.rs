@@ -337,7 +337,10 @@ fn depth_of_is_the_inverse_of_name_for_depth() {
 fn render_with_overrides_the_sample_and_refuses_unknown_names() {
     let set = PromptSet::load(&PromptDirs::default()).unwrap();
     let out = set
-        .render_with("d2", Some(&serde_json::json!({"sourceText": "SRC-X", "targetTokens": 77})))
+        .render_with(
+            "d2",
+            Some(&serde_json::json!({"sourceText": "SRC-X", "targetTokens": 77})),
+        )
         .unwrap();
     assert!(out.contains("SRC-X") && out.contains("77"), "{out}");
     let err = set

@@ -14,6 +14,7 @@ use crate::compaction::PassOptions;
 use crate::engine::tests::{transcript, REFACTOR, THEME};
 use crate::engine::Engine;
 use crate::store::conversations::Target;
+use crate::summarizer::SummaryKind;
 
 /// Both transcripts ingested (theme = 1, refactor = 2) and compacted to depth 1.
 async fn compacted() -> (tempfile::TempDir, Engine) {
@@ -294,7 +295,7 @@ async fn cjk_text_is_found_through_the_trigram_table_or_like() {
         Act::Text("長い会議の要約です。検索機能を設計した。\nExpand for details about: 検索".into())
     });
     engine
-        .leaf_pass(cid, summarizer, PassOptions::default())
+        .pass(cid, SummaryKind::Leaf, summarizer, PassOptions::default())
         .await
         .unwrap()
         .unwrap();

@@ -11,11 +11,11 @@ use serde_json::Value;
 
 use crate::compaction::{self, Deps, Evaluation, PassOptions, PassResult, SweepOptions, SweepResult};
 use crate::config::Config;
-use crate::db::{self, migrate::MigrationReport, pool::Pool};
+use crate::db::{self, migrate::MigrationReport, pool::Pool, SchemaFlags};
 use crate::error::Result;
 use crate::prompts::{PromptDirs, PromptSet};
 use crate::recall;
-use crate::store::conversations::{self, ConversationInfo, SchemaFlags, SessionConversation, Target};
+use crate::store::conversations::{self, ConversationInfo, SessionConversation, Target};
 use crate::store::messages::{self, IngestOptions, IngestOutcome, StoredMessage};
 use crate::store::normalize;
 use crate::store::summaries::{self, SummaryRecord};

@@ -8,8 +8,8 @@ use rusqlite::{params, Connection, TransactionBehavior};
 use sha2::{Digest, Sha256};
 
 use super::model::{ItemRef, LiveContext};
+use crate::db::SchemaFlags;
 use crate::error::{LcmError, Result};
-use crate::store::conversations::SchemaFlags;
 use crate::summarizer::SummaryKind;
 use crate::time;
 

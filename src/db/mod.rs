@@ -1,10 +1,13 @@
 //! Opening SQLite files the way lcm-native needs them, and the schema migration.
 
 pub mod checkpoint;
+mod flags;
 pub mod migrate;
 pub mod pool;
 pub mod schema;
 pub mod totals;
+
+pub use flags::SchemaFlags;
 
 use std::path::Path;
 use std::time::Duration;

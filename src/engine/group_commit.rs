@@ -17,8 +17,9 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::db::pool::Pool;
+use crate::db::SchemaFlags;
 use crate::error::{LcmError, Result};
-use crate::store::conversations::{SchemaFlags, Target};
+use crate::store::conversations::Target;
 use crate::store::messages::{self, IngestJob, IngestOptions, IngestOutcome};
 use crate::store::normalize::NewMessage;
 

@@ -299,9 +299,7 @@ async fn cjk_text_is_found_through_the_trigram_table_or_like() {
         .await
         .unwrap()
         .unwrap();
-    let has_trigram = crate::store::conversations::SchemaFlags::read(&conn(&engine))
-        .unwrap()
-        .has_cjk_fts;
+    let has_trigram = crate::db::SchemaFlags::read(&conn(&engine)).unwrap().has_cjk_fts;
 
     let long = engine.grep(Some(cid), &opts("検索機能")).unwrap();
     assert_eq!(long.searched_by.messages, Some("like"));

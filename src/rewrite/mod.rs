@@ -437,7 +437,7 @@ fn with_context(e: LcmError, context: &str) -> LcmError {
 /// `descendant_token_count` of every summary above it (which sums the tokens below).
 fn apply_one(
     conn: &mut Connection,
-    flags: crate::store::conversations::SchemaFlags,
+    flags: crate::db::SchemaFlags,
     target: &Target,
     content: &str,
     token_count: i64,

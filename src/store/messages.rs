@@ -7,8 +7,9 @@ use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::conversations::{self, SchemaFlags, Target};
+use super::conversations::{self, Target};
 use super::normalize::{NewMessage, Role};
+use crate::db::SchemaFlags;
 use crate::error::{LcmError, Result};
 use crate::time;
 

@@ -327,11 +327,14 @@ async fn summaries_are_presented_as_xml_or_markdown_in_the_configured_zone() {
     assert!(
         first.starts_with(&format!(
             "<summary id=\"{}\" range=\"2026-02-28 16:00–",
-            node.summary_id
+            node.fields.summary_id
         )),
         "{first}"
     );
-    assert!(first.contains(&format!("depth=\"1\" descendants=\"{}\">\n", node.descendant_count)));
+    assert!(first.contains(&format!(
+        "depth=\"1\" descendants=\"{}\">\n",
+        node.fields.descendant_count
+    )));
     assert!(first.ends_with("\n</summary>"));
     assert_eq!(
         first.matches("</summary").count(),

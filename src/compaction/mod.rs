@@ -29,13 +29,14 @@ use crate::db::SchemaFlags;
 use crate::error::{LcmError, Result};
 use crate::prompts::{PromptSet, PromptVars};
 use crate::store::conversations;
+use crate::store::summaries::{NewSummary, SummaryFields};
 use crate::summarizer::entries::SourceEntry;
 use crate::summarizer::{SummarizeRequest, Summarizer, SummaryKind};
 use crate::time;
 use crate::tokens;
 use escalation::{Escalated, Level, PassError};
 use model::{Item, ItemRef, LiveContext};
-use write::{Baseline, NewSummary};
+use write::Baseline;
 
 /// Write a group once it holds this many passes, or once its first pass waited this long, or
 /// four times as long as the last write took: a write rewrites every context row after the
@@ -286,23 +287,22 @@ impl<'a> Run<'a> {
         let item = write::summary_item(&summary);
         self.live.replace(chunk, item);
         let after = self.live.stored_tokens();
-        self.contents.insert(
-            summary.summary_id.clone(),
-            (summary.content.clone(), summary.file_ids.clone()),
-        );
+        let f = &summary.fields;
+        self.contents
+            .insert(f.summary_id.clone(), (f.content.clone(), summary.file_ids.clone()));
         let result = PassResult {
-            kind: summary.kind,
-            summary_id: Some(summary.summary_id.clone()),
-            depth: summary.depth,
+            kind: f.kind,
+            summary_id: Some(f.summary_id.clone()),
+            depth: f.depth,
             level: Some(e.level),
-            model: Some(summary.model.clone()),
+            model: Some(f.model.clone()),
             input_count: chunk.len as i64,
             input_tokens,
-            output_tokens: summary.token_count,
+            output_tokens: f.token_count,
             tokens_before: before,
             tokens_after: after,
-            earliest_at: summary.earliest_at.clone(),
-            latest_at: summary.latest_at.clone(),
+            earliest_at: f.earliest_at.clone(),
+            latest_at: f.latest_at.clone(),
             summarizer_calls: e.calls,
             summarizer_ms: e.summarizer_ms,
             auth_failure: false,
@@ -377,20 +377,22 @@ impl<'a> Run<'a> {
             Err(PassError::Failed(err)) => return Err(err),
         };
         let summary = NewSummary {
-            summary_id: write::new_summary_id(&e.content),
-            kind: SummaryKind::Leaf,
-            depth: 0,
-            token_count: tokens::estimate(&e.content),
-            earliest_at: src.earliest.map(|t| time::to_iso_ms(&t)),
-            latest_at: src.latest.map(|t| time::to_iso_ms(&t)),
-            descendant_count: 0,
-            descendant_token_count: 0,
-            source_message_token_count: message_tokens,
-            model: self.model_name(&e),
+            fields: SummaryFields {
+                summary_id: write::new_summary_id(&e.content),
+                kind: SummaryKind::Leaf,
+                depth: 0,
+                token_count: tokens::estimate(&e.content),
+                earliest_at: src.earliest.map(|t| time::to_iso_ms(&t)),
+                latest_at: src.latest.map(|t| time::to_iso_ms(&t)),
+                descendant_count: 0,
+                descendant_token_count: 0,
+                source_message_token_count: message_tokens,
+                model: self.model_name(&e),
+                content: e.content.clone(),
+            },
             file_ids: src.file_ids,
             messages: message_ids,
             parents: Vec::new(),
-            content: e.content.clone(),
             fidelity: Some(e.fidelity.clone()),
             needs_repair: e.needs_repair,
         };
@@ -469,23 +471,25 @@ impl<'a> Run<'a> {
             source::file_ids_in(content, &mut file_ids);
         }
         let summary = NewSummary {
-            summary_id: write::new_summary_id(&e.content),
-            kind: SummaryKind::Condensed,
-            depth: out_depth,
-            token_count: tokens::estimate(&e.content),
-            earliest_at: earliest.map(|t| time::to_iso_ms(&t)),
-            latest_at: latest.map(|t| time::to_iso_ms(&t)),
-            descendant_count: facts.iter().map(|f| f.descendant_count.max(0) + 1).sum(),
-            descendant_token_count: inputs
-                .iter()
-                .map(|i| i.tokens + i.summary.as_ref().map_or(0, |f| f.descendant_token_count))
-                .sum(),
-            source_message_token_count: facts.iter().map(|f| f.source_message_token_count).sum(),
-            model: self.model_name(&e),
+            fields: SummaryFields {
+                summary_id: write::new_summary_id(&e.content),
+                kind: SummaryKind::Condensed,
+                depth: out_depth,
+                token_count: tokens::estimate(&e.content),
+                earliest_at: earliest.map(|t| time::to_iso_ms(&t)),
+                latest_at: latest.map(|t| time::to_iso_ms(&t)),
+                descendant_count: facts.iter().map(|f| f.descendant_count.max(0) + 1).sum(),
+                descendant_token_count: inputs
+                    .iter()
+                    .map(|i| i.tokens + i.summary.as_ref().map_or(0, |f| f.descendant_token_count))
+                    .sum(),
+                source_message_token_count: facts.iter().map(|f| f.source_message_token_count).sum(),
+                model: self.model_name(&e),
+                content: e.content.clone(),
+            },
             file_ids,
             messages: Vec::new(),
             parents: ids,
-            content: e.content.clone(),
             fidelity: Some(e.fidelity.clone()),
             needs_repair: e.needs_repair,
         };

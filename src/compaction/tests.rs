@@ -212,15 +212,18 @@ async fn a_leaf_pass_summarises_the_oldest_chunk_with_headers_and_lineage() {
 
     let sums = engine.summaries(cid, None).unwrap();
     assert_eq!(sums.len(), 1);
-    assert_eq!(sums[0].summary_id, r.summary_id.clone().unwrap());
-    assert_eq!(sums[0].model, "scripted");
-    assert!(sums[0].source_message_token_count > 0);
+    assert_eq!(sums[0].fields.summary_id, r.summary_id.clone().unwrap());
+    assert_eq!(sums[0].fields.model, "scripted");
+    assert!(sums[0].fields.source_message_token_count > 0);
     assert_invariants(&engine, cid);
 
     // The second pass gets the first summary as previous context.
     leaf(&engine, cid, stub.clone()).await.unwrap().unwrap();
     let prompts = stub.prompts();
-    assert!(prompts[1].contains(&format!("<previous_context>\n{}\n</previous_context>", sums[0].content)));
+    assert!(prompts[1].contains(&format!(
+        "<previous_context>\n{}\n</previous_context>",
+        sums[0].fields.content
+    )));
     assert_invariants(&engine, cid);
 }
 
@@ -269,19 +272,19 @@ async fn condensation_makes_the_next_depth_with_correct_dag_facts() {
     let node = engine.summaries(cid, Some(1)).unwrap().into_iter().next().unwrap();
     let leaves = engine.summaries(cid, Some(0)).unwrap();
     let inputs: Vec<_> = leaves.iter().take(r.input_count as usize).collect();
-    assert_eq!(node.descendant_count, r.input_count);
-    assert_eq!(node.earliest_at, inputs.first().unwrap().earliest_at);
-    assert_eq!(node.latest_at, inputs.last().unwrap().latest_at);
+    assert_eq!(node.fields.descendant_count, r.input_count);
+    assert_eq!(node.fields.earliest_at, inputs.first().unwrap().fields.earliest_at);
+    assert_eq!(node.fields.latest_at, inputs.last().unwrap().fields.latest_at);
     assert_eq!(
-        node.descendant_token_count,
+        node.fields.descendant_token_count,
         inputs
             .iter()
-            .map(|s| s.token_count + s.descendant_token_count)
+            .map(|s| s.fields.token_count + s.fields.descendant_token_count)
             .sum::<i64>()
     );
     assert_eq!(
-        node.source_message_token_count,
-        inputs.iter().map(|s| s.source_message_token_count).sum::<i64>()
+        node.fields.source_message_token_count,
+        inputs.iter().map(|s| s.fields.source_message_token_count).sum::<i64>()
     );
     assert_invariants(&engine, cid);
 }
@@ -359,7 +362,12 @@ async fn escalation_goes_aggressive_then_falls_back_and_marks_the_fallback() {
         "no aggressive retry after an empty answer"
     );
     let sums = engine.summaries(cid, None).unwrap();
-    assert!(sums.last().unwrap().content.contains("Expand for details about:"));
+    assert!(sums
+        .last()
+        .unwrap()
+        .fields
+        .content
+        .contains("Expand for details about:"));
     assert_invariants(&engine, cid);
 }
 
@@ -375,7 +383,9 @@ async fn an_accepted_summary_over_three_times_its_target_is_capped() {
     assert_eq!(r.level, Some(Level::Capped));
     assert!(r.output_tokens <= 3600, "{}", r.output_tokens);
     let s = engine.summaries(cid, None).unwrap().pop().unwrap();
-    assert!(s.content.contains("[Capped from") && s.content.ends_with("Expand for details about: everything"));
+    assert!(
+        s.fields.content.contains("[Capped from") && s.fields.content.ends_with("Expand for details about: everything")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -528,7 +538,7 @@ fn assert_balanced(engine: &Engine, cid: i64, config: &Config, relaxed: bool) {
         .summaries(cid, None)
         .unwrap()
         .into_iter()
-        .map(|s| (s.summary_id, s.depth))
+        .map(|s| (s.fields.summary_id, s.fields.depth))
         .collect();
     for (id, inputs) in &parents {
         let d = sums[&inputs[0]];
@@ -585,8 +595,10 @@ async fn the_real_transcripts_compact_to_a_balanced_dag_with_the_offline_summari
         let sums = engine.summaries(cid, None).unwrap();
         assert!(sums
             .iter()
-            .all(|s| s.model == OFFLINE_MODEL || s.model == FALLBACK_MODEL));
-        assert!(sums.iter().all(|s| s.content.contains("Expand for details about:")));
+            .all(|s| s.fields.model == OFFLINE_MODEL || s.fields.model == FALLBACK_MODEL));
+        assert!(sums
+            .iter()
+            .all(|s| s.fields.content.contains("Expand for details about:")));
         assert_balanced(&engine, cid, engine.config(), r.relaxed_fanout);
         assert_invariants(&engine, cid);
         // Lossless: every message is exactly as it was.
@@ -624,7 +636,12 @@ async fn many_rounds_of_ingest_and_compaction_keep_the_tree_balanced() {
         assert_invariants(&engine, cid);
         assert_balanced(&engine, cid, engine.config(), relaxed);
     }
-    let depths: Vec<i64> = engine.summaries(cid, None).unwrap().iter().map(|s| s.depth).collect();
+    let depths: Vec<i64> = engine
+        .summaries(cid, None)
+        .unwrap()
+        .iter()
+        .map(|s| s.fields.depth)
+        .collect();
     assert!(
         depths.iter().max().copied().unwrap_or(0) >= 2,
         "expected depth 2 after 600 messages: {depths:?}"

@@ -10,33 +10,8 @@ use sha2::{Digest, Sha256};
 use super::model::{ItemRef, LiveContext};
 use crate::db::SchemaFlags;
 use crate::error::{LcmError, Result};
-use crate::summarizer::SummaryKind;
+use crate::store::summaries::{self, NewSummary};
 use crate::time;
-
-/// A summary made by a pass, with its lineage.
-#[derive(Clone, Debug)]
-pub struct NewSummary {
-    pub summary_id: String,
-    pub kind: SummaryKind,
-    pub depth: i64,
-    pub content: String,
-    pub token_count: i64,
-    pub earliest_at: Option<String>,
-    pub latest_at: Option<String>,
-    pub descendant_count: i64,
-    pub descendant_token_count: i64,
-    pub source_message_token_count: i64,
-    pub model: String,
-    pub file_ids: Vec<String>,
-    /// Leaf: the covered messages, in order.
-    pub messages: Vec<i64>,
-    /// Condensed: the input summaries, in order.
-    pub parents: Vec<String>,
-    /// Its fidelity score, written with it.
-    pub fidelity: Option<crate::fidelity::Fidelity>,
-    /// Stayed under `minFidelity` after the retry.
-    pub needs_repair: bool,
-}
 
 /// `sum_` + 16 hex of SHA-256(content ‖ random nonce).
 pub fn new_summary_id(content: &str) -> String {
@@ -69,7 +44,7 @@ impl Baseline {
     }
 }
 
-/// Writes `summaries` and rewrites the context to `ctx` (the model after the passes), in one
+/// Writes `new` and rewrites the context to `ctx` (the model after the passes), in one
 /// transaction. `baseline` is the state the passes were planned on. On success `ctx` is in
 /// sync with the database (dense ordinals).
 pub fn write_passes(
@@ -77,9 +52,9 @@ pub fn write_passes(
     flags: SchemaFlags,
     baseline: &Baseline,
     ctx: &mut LiveContext,
-    summaries: &[NewSummary],
+    new: &[NewSummary],
 ) -> Result<()> {
-    if summaries.is_empty() {
+    if new.is_empty() {
         return Ok(());
     }
     let cid = ctx.conversation_id;
@@ -120,47 +95,8 @@ pub fn write_passes(
         }
     }
 
-    // 2. Summary rows and lineage.
-    {
-        let mut insert = tx.prepare_cached(
-            "INSERT INTO summaries (summary_id, conversation_id, kind, depth, content, token_count, earliest_at,
-                                    latest_at, descendant_count, descendant_token_count, source_message_token_count,
-                                    created_at, file_ids, model)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
-        )?;
-        let mut link_message =
-            tx.prepare_cached("INSERT INTO summary_messages (summary_id, message_id, ordinal) VALUES (?1, ?2, ?3)")?;
-        let mut link_parent = tx.prepare_cached(
-            "INSERT INTO summary_parents (summary_id, parent_summary_id, ordinal) VALUES (?1, ?2, ?3)",
-        )?;
-        for s in summaries {
-            insert.execute(params![
-                s.summary_id,
-                cid,
-                s.kind.as_str(),
-                s.depth,
-                s.content,
-                s.token_count,
-                s.earliest_at,
-                s.latest_at,
-                s.descendant_count,
-                s.descendant_token_count,
-                s.source_message_token_count,
-                now,
-                serde_json::to_string(&s.file_ids)?,
-                s.model,
-            ])?;
-            for (i, m) in s.messages.iter().enumerate() {
-                link_message.execute(params![s.summary_id, m, i as i64])?;
-            }
-            for (i, p) in s.parents.iter().enumerate() {
-                link_parent.execute(params![s.summary_id, p, i as i64])?;
-            }
-            if let (Some(f), true) = (&s.fidelity, flags.has_fidelity) {
-                crate::fidelity::store::put(&tx, &s.summary_id, f, s.needs_repair)?;
-            }
-        }
-    }
+    // 2. Summary rows, lineage and scores.
+    summaries::insert(&tx, flags, cid, &now, new)?;
 
     // 3. The context, rewritten in place so that only real changes touch rows (and fire the
     //    live-totals triggers): every item from `first_changed` on moves to a negative
@@ -201,18 +137,8 @@ pub fn write_passes(
             }
         }
     }
-    // 4. Full-text rows last: statements that open a savepoint (multi-row updates, trigger
-    //    firings) make FTS5 flush its pending rows, one segment each time.
-    {
-        let mut fts = tx.prepare_cached("INSERT INTO summaries_fts (summary_id, content) VALUES (?1, ?2)")?;
-        for s in summaries {
-            fts.execute(params![s.summary_id, s.content])?;
-            if flags.has_cjk_fts {
-                tx.prepare_cached("INSERT INTO summaries_fts_cjk (summary_id, content) VALUES (?1, ?2)")?
-                    .execute(params![s.summary_id, s.content])?;
-            }
-        }
-    }
+    // 4. Full-text rows last (see `summaries::insert_fts`).
+    summaries::insert_fts(&tx, flags, new)?;
     tx.commit()?;
 
     for (i, item) in ctx.items.iter_mut().enumerate() {
@@ -268,7 +194,8 @@ fn stale(cid: i64) -> LcmError {
 }
 
 /// Appends created items' facts: an `Item` for a new summary, as the model holds it.
-pub fn summary_item(s: &NewSummary) -> super::model::Item {
+pub fn summary_item(new: &NewSummary) -> super::model::Item {
+    let s = &new.fields;
     super::model::Item {
         r: ItemRef::Summary(s.summary_id.clone()),
         tokens: s.token_count,

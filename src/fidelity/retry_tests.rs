@@ -73,7 +73,7 @@ async fn a_summary_under_min_fidelity_is_asked_for_again_with_what_it_left_out()
     }
     let id = pass.summary_id.unwrap();
     let summary = &engine.summaries(cid, None).unwrap()[0];
-    assert_eq!(summary.content, PRECISE);
+    assert_eq!(summary.fields.content, PRECISE);
     let f = stored(&engine, &id);
     assert!(f.fidelity.score.unwrap() >= 0.5 && !f.needs_repair, "{f:?}");
     assert_eq!(summary.fidelity, f.fidelity.score);
@@ -108,7 +108,7 @@ async fn still_under_after_the_retry_it_is_kept_marked_and_rewrite_low_fidelity_
     let id = pass.summary_id.unwrap();
     assert!(stored(&engine, &id).needs_repair);
     let listed = &engine.summaries(cid, None).unwrap()[0];
-    assert_eq!(listed.content, VAGUE, "kept, not dropped");
+    assert_eq!(listed.fields.content, VAGUE, "kept, not dropped");
     assert!(listed.low_fidelity);
 
     let options = RewriteOptions::from_json(Some(&json!({"lowFidelity": true, "apply": true}))).unwrap();

@@ -7,7 +7,7 @@ use serde_json::Value;
 use super::coverage::{self, ChainLink};
 use crate::error::{LcmError, Result};
 use crate::store::messages::{self, StoredMessage};
-use crate::store::summaries::{self, SummaryRecord};
+use crate::store::summaries::{self, SummaryFields, SummaryRecord};
 use crate::time::{self, DisplayZone};
 
 /// What `describe` was asked about: a summary id (`sum_…`) or a message id.
@@ -152,10 +152,14 @@ fn describe_summary(conn: &Connection, summary_id: &str, zone: DisplayZone) -> R
         .collect::<std::result::Result<Vec<_>, _>>()?;
     let consumed_by = coverage::consumer_of(conn, summary_id)?;
     let cover = coverage::of_summary(conn, summary_id)?;
-    let range = crate::assemble::render::range(summary.earliest_at.as_deref(), summary.latest_at.as_deref(), zone);
+    let f = &summary.fields;
+    let range = crate::assemble::render::range(f.earliest_at.as_deref(), f.latest_at.as_deref(), zone);
     let summary = SummaryRecord {
-        earliest_at: summary.earliest_at.map(time::iso_or_raw),
-        latest_at: summary.latest_at.map(time::iso_or_raw),
+        fields: SummaryFields {
+            earliest_at: summary.fields.earliest_at.map(time::iso_or_raw),
+            latest_at: summary.fields.latest_at.map(time::iso_or_raw),
+            ..summary.fields
+        },
         created_at: time::iso_or_raw(summary.created_at),
         ..summary
     };

@@ -402,9 +402,9 @@ async fn describe_tells_what_a_summary_covers_and_where_it_sits() {
     let Description::Summary(d) = engine.describe(&ItemId::Summary(node.clone())).unwrap() else {
         panic!()
     };
-    assert_eq!(d.summary.depth, 1);
+    assert_eq!(d.summary.fields.depth, 1);
     assert!(d.live && d.live_summary.is_none() && d.consumed_by.is_none() && d.chain.is_empty());
-    assert_eq!(d.inputs.len() as i64, d.summary.descendant_count);
+    assert_eq!(d.inputs.len() as i64, d.summary.fields.descendant_count);
     assert_eq!(d.inputs[0].summary_id, input);
     assert!(d.range.ends_with("UTC"), "{}", d.range);
     // The covered messages are the inputs' messages, first to last.

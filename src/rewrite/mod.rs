@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, Connection};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -382,10 +382,10 @@ pub async fn rewrite(
             };
             blocking(|| {
                 deps.pool.write(|conn| {
-                    apply_one(
+                    crate::store::summaries::replace_content(
                         conn,
                         deps.flags,
-                        &target,
+                        &target.summary_id,
                         &new_content,
                         new_tokens,
                         &writer_model,
@@ -431,73 +431,4 @@ fn with_context(e: LcmError, context: &str) -> LcmError {
         LcmError::Timeout(m) => LcmError::Timeout(format!("{m}; {context}")),
         other => other,
     }
-}
-
-/// Writes one rewritten summary: content, token count, model, its full-text rows, and the
-/// `descendant_token_count` of every summary above it (which sums the tokens below).
-fn apply_one(
-    conn: &mut Connection,
-    flags: crate::db::SchemaFlags,
-    target: &Target,
-    content: &str,
-    token_count: i64,
-    model: &str,
-    (fidelity, needs_repair): (&crate::fidelity::Fidelity, bool),
-) -> Result<()> {
-    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-    let old: Option<i64> = tx
-        .query_row(
-            "SELECT token_count FROM summaries WHERE summary_id = ?1",
-            [&target.summary_id],
-            |r| r.get(0),
-        )
-        .optional()?;
-    let Some(old) = old else {
-        return Err(LcmError::not_found("summary", &target.summary_id));
-    };
-    tx.execute(
-        "UPDATE summaries SET content = ?2, token_count = ?3, model = ?4 WHERE summary_id = ?1",
-        params![target.summary_id, content, token_count, model],
-    )?;
-    let delta = token_count - old;
-    if delta != 0 {
-        tx.execute(
-            "WITH RECURSIVE above(id, steps) AS (
-               SELECT summary_id, 1 FROM summary_parents WHERE parent_summary_id = ?1
-               UNION
-               SELECT p.summary_id, a.steps + 1 FROM summary_parents p JOIN above a ON p.parent_summary_id = a.id
-               WHERE a.steps < 64
-             )
-             UPDATE summaries SET descendant_token_count = descendant_token_count + ?2
-             WHERE summary_id IN (SELECT id FROM above)",
-            params![target.summary_id, delta],
-        )?;
-    }
-    if flags.has_fidelity {
-        crate::fidelity::store::put(&tx, &target.summary_id, fidelity, needs_repair)?;
-    }
-    let mut tables = vec!["summaries_fts"];
-    if flags.has_cjk_fts {
-        tables.push("summaries_fts_cjk");
-    }
-    for t in tables {
-        // The row keeps its rowid: full-text searches list newest first by rowid, and a
-        // rewritten old summary must not turn up as the newest.
-        let rowid: Option<i64> = tx
-            .query_row(
-                &format!("SELECT rowid FROM {t} WHERE summary_id = ?1"),
-                [&target.summary_id],
-                |r| r.get(0),
-            )
-            .optional()?;
-        if let Some(rowid) = rowid {
-            tx.execute(&format!("DELETE FROM {t} WHERE rowid = ?1"), [rowid])?;
-        }
-        tx.execute(
-            &format!("INSERT INTO {t} (rowid, summary_id, content) VALUES (?1, ?2, ?3)"),
-            params![rowid, target.summary_id, content],
-        )?;
-    }
-    tx.commit()?;
-    Ok(())
 }

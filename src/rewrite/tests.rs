@@ -86,9 +86,9 @@ async fn a_dry_run_writes_nothing_and_reports_each_summary_with_a_diff() {
     assert_eq!(r.entries.len(), summaries.len());
     assert!(!r.apply);
     for e in &r.entries {
-        let stored = summaries.iter().find(|s| s.summary_id == e.summary_id).unwrap();
-        assert_eq!(e.old_content, stored.content);
-        assert_eq!(e.old_tokens, stored.token_count);
+        let stored = summaries.iter().find(|s| s.fields.summary_id == e.summary_id).unwrap();
+        assert_eq!(e.old_content, stored.fields.content);
+        assert_eq!(e.old_tokens, stored.fields.token_count);
         assert!(e.new_content.starts_with("REWRITTEN"));
         assert_eq!(e.delta, e.new_tokens - e.old_tokens);
         assert!(e
@@ -113,8 +113,8 @@ async fn order_is_bottom_up_and_condensed_nodes_are_rebuilt_from_their_childrens
         // Chronological within a depth.
         let sums = engine.summaries(cid, None).unwrap();
         let start = |id: &str| {
-            let s = sums.iter().find(|s| s.summary_id == id).unwrap();
-            s.earliest_at.clone().unwrap_or_else(|| s.created_at.clone())
+            let s = sums.iter().find(|s| s.fields.summary_id == id).unwrap();
+            s.fields.earliest_at.clone().unwrap_or_else(|| s.created_at.clone())
         };
         for w in r.entries.windows(2).filter(|w| w[0].depth == w[1].depth) {
             assert!(start(&w[0].summary_id) <= start(&w[1].summary_id));
@@ -198,9 +198,9 @@ async fn apply_updates_text_tokens_and_full_text_and_keeps_the_structure() {
     for e in &r.entries {
         let s =
             crate::store::summaries::get(&Connection::open(&engine.config().db_path).unwrap(), &e.summary_id).unwrap();
-        assert_eq!(s.content, e.new_content);
-        assert_eq!(s.token_count, e.new_tokens);
-        assert_eq!(s.model, "scripted");
+        assert_eq!(s.fields.content, e.new_content);
+        assert_eq!(s.fields.token_count, e.new_tokens);
+        assert_eq!(s.fields.model, "scripted");
     }
     // Full text is fresh: the new words are found, in the summary that has them.
     let hits = grep_one("zqxmarker0");
@@ -210,6 +210,7 @@ async fn apply_updates_text_tokens_and_full_text_and_keeps_the_structure() {
         Some(r.entries[0].summary_id.as_str())
     );
     let old_word = old[0]
+        .fields
         .content
         .split_whitespace()
         .find(|w| w.len() > 8 && w.chars().all(|c| c.is_ascii_alphabetic()))
@@ -217,7 +218,7 @@ async fn apply_updates_text_tokens_and_full_text_and_keeps_the_structure() {
     assert!(grep_one(old_word)
         .hits
         .iter()
-        .all(|h| h.summary_id.as_deref() != Some(old[0].summary_id.as_str())));
+        .all(|h| h.summary_id.as_deref() != Some(old[0].fields.summary_id.as_str())));
     // Rows keep their full-text rowid (newest-first search orders by it): same ids, same rowids.
     assert_eq!(fts_rows(&engine), fts_before);
     // descendant_token_count above the rewritten leaves follows their new tokens.
@@ -257,7 +258,7 @@ async fn a_cancel_in_the_middle_stops_between_summaries_and_leaves_a_consistent_
         .summaries(cid, None)
         .unwrap()
         .iter()
-        .filter(|s| s.content.starts_with("REWRITTEN"))
+        .filter(|s| s.fields.content.starts_with("REWRITTEN"))
         .count();
     assert_eq!(changed, 3);
     assert!(engine.verify(None).unwrap().ok);
@@ -281,7 +282,7 @@ async fn failures_stop_the_run_and_keep_what_was_applied_and_fallbacks_keep_the_
             .summaries(cid, None)
             .unwrap()
             .iter()
-            .filter(|s| s.content.starts_with("NEW "))
+            .filter(|s| s.fields.content.starts_with("NEW "))
             .count(),
         2
     );
@@ -356,7 +357,7 @@ async fn a_prompt_override_in_a_directory_changes_exactly_one_depth() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn selection_and_options() {
     let (_d, engine, cid) = compacted().await;
-    let leaf = engine.summaries(cid, Some(0)).unwrap()[0].summary_id.clone();
+    let leaf = engine.summaries(cid, Some(0)).unwrap()[0].fields.summary_id.clone();
     let one = run(
         &engine,
         cid,
@@ -466,10 +467,16 @@ async fn fallbacks_selects_deterministic_fallbacks_of_either_implementation() {
     );
     let leaves: Vec<&str> = sums
         .iter()
-        .filter(|s| s.depth == 0)
-        .map(|s| s.summary_id.as_str())
+        .filter(|s| s.fields.depth == 0)
+        .map(|s| s.fields.summary_id.as_str())
         .collect();
-    let condensed = sums.iter().find(|s| s.depth == 1).unwrap().summary_id.clone();
+    let condensed = sums
+        .iter()
+        .find(|s| s.fields.depth == 1)
+        .unwrap()
+        .fields
+        .summary_id
+        .clone();
     let c = Connection::open(&engine.config().db_path).unwrap();
     c.execute(
         "UPDATE summaries SET model = 'lcm-native/fallback' WHERE summary_id = ?1",
@@ -503,7 +510,7 @@ async fn fallbacks_selects_deterministic_fallbacks_of_either_implementation() {
         .unwrap()
         .into_iter()
         .filter(|s| s.fallback)
-        .map(|s| s.summary_id)
+        .map(|s| s.fields.summary_id)
         .collect();
     let expected = vec![
         leaves[1].to_string(),

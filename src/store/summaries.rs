@@ -1,18 +1,22 @@
-//! Summary rows: reading them back, and the columns every writer must fill.
+//! Summary rows: the one module that writes `summaries`, `summary_messages`,
+//! `summary_parents` and their full-text rows, and reads them back.
 
-use rusqlite::{params, Connection, OptionalExtension, Row};
+use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};
 use serde::Serialize;
 
 use super::conversations;
+use crate::db::SchemaFlags;
 use crate::error::{LcmError, Result};
+use crate::fidelity::{self, Fidelity};
+use crate::summarizer::SummaryKind;
 
-/// A summary row as the API shows it.
+/// A summary's own columns: what a pass writes (`NewSummary`) and a read returns
+/// (`SummaryRecord`) share them.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
-pub struct SummaryRecord {
+pub struct SummaryFields {
     pub summary_id: String,
-    pub conversation_id: i64,
-    pub kind: String,
+    pub kind: SummaryKind,
     pub depth: i64,
     pub content: String,
     pub token_count: i64,
@@ -22,6 +26,30 @@ pub struct SummaryRecord {
     pub descendant_token_count: i64,
     pub source_message_token_count: i64,
     pub model: String,
+}
+
+/// A summary made by a pass, with its lineage, before it is written.
+#[derive(Clone, Debug)]
+pub struct NewSummary {
+    pub fields: SummaryFields,
+    pub file_ids: Vec<String>,
+    /// Leaf: the covered messages, in order.
+    pub messages: Vec<i64>,
+    /// Condensed: the input summaries, in order.
+    pub parents: Vec<String>,
+    /// Its fidelity score, written with it.
+    pub fidelity: Option<Fidelity>,
+    /// Stayed under `minFidelity` after the retry.
+    pub needs_repair: bool,
+}
+
+/// A summary row as the API shows it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SummaryRecord {
+    #[serde(flatten)]
+    pub fields: SummaryFields,
+    pub conversation_id: i64,
     pub created_at: String,
     /// A deterministic fallback rather than a model's summary, to re-summarise (`rewrite`
     /// with `fallbacks: true`); see [`FALLBACK_SQL`].
@@ -46,19 +74,26 @@ const SUMMARY_COLUMNS: &str = "summary_id, conversation_id, kind, depth, content
      descendant_count, descendant_token_count, source_message_token_count, model, created_at";
 
 pub fn from_row(r: &Row<'_>) -> rusqlite::Result<SummaryRecord> {
+    let kind: String = r.get(2)?;
     Ok(SummaryRecord {
-        summary_id: r.get(0)?,
+        fields: SummaryFields {
+            summary_id: r.get(0)?,
+            kind: if kind == "condensed" {
+                SummaryKind::Condensed
+            } else {
+                SummaryKind::Leaf
+            },
+            depth: r.get(3)?,
+            content: r.get(4)?,
+            token_count: r.get(5)?,
+            earliest_at: r.get(6)?,
+            latest_at: r.get(7)?,
+            descendant_count: r.get(8)?,
+            descendant_token_count: r.get(9)?,
+            source_message_token_count: r.get(10)?,
+            model: r.get(11)?,
+        },
         conversation_id: r.get(1)?,
-        kind: r.get(2)?,
-        depth: r.get(3)?,
-        content: r.get(4)?,
-        token_count: r.get(5)?,
-        earliest_at: r.get(6)?,
-        latest_at: r.get(7)?,
-        descendant_count: r.get(8)?,
-        descendant_token_count: r.get(9)?,
-        source_message_token_count: r.get(10)?,
-        model: r.get(11)?,
         created_at: r.get(12)?,
         fallback: r.get(13)?,
         fidelity: None,
@@ -79,7 +114,7 @@ pub fn list(conn: &Connection, conversation_id: i64, depth: Option<i64>) -> Resu
         .collect::<std::result::Result<Vec<_>, _>>()?;
     let scores = crate::fidelity::store::for_conversation(conn, conversation_id)?;
     for r in &mut rows {
-        if let Some(f) = scores.get(&r.summary_id) {
+        if let Some(f) = scores.get(&r.fields.summary_id) {
             r.fidelity = f.fidelity.score;
             r.low_fidelity = f.needs_repair;
         }
@@ -99,4 +134,139 @@ pub fn get(conn: &Connection, summary_id: &str) -> Result<SummaryRecord> {
         record.low_fidelity = f.needs_repair;
     }
     Ok(record)
+}
+
+/// Inserts new summaries with their lineage links and fidelity scores, in the caller's
+/// transaction. Their full-text rows come separately (`insert_fts`), last in a pass's
+/// transaction.
+pub fn insert(
+    tx: &Connection,
+    flags: SchemaFlags,
+    conversation_id: i64,
+    created_at: &str,
+    summaries: &[NewSummary],
+) -> Result<()> {
+    let mut insert = tx.prepare_cached(
+        "INSERT INTO summaries (summary_id, conversation_id, kind, depth, content, token_count, earliest_at,
+                                latest_at, descendant_count, descendant_token_count, source_message_token_count,
+                                created_at, file_ids, model)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+    )?;
+    let mut link_message =
+        tx.prepare_cached("INSERT INTO summary_messages (summary_id, message_id, ordinal) VALUES (?1, ?2, ?3)")?;
+    let mut link_parent =
+        tx.prepare_cached("INSERT INTO summary_parents (summary_id, parent_summary_id, ordinal) VALUES (?1, ?2, ?3)")?;
+    for s in summaries {
+        let f = &s.fields;
+        insert.execute(params![
+            f.summary_id,
+            conversation_id,
+            f.kind.as_str(),
+            f.depth,
+            f.content,
+            f.token_count,
+            f.earliest_at,
+            f.latest_at,
+            f.descendant_count,
+            f.descendant_token_count,
+            f.source_message_token_count,
+            created_at,
+            serde_json::to_string(&s.file_ids)?,
+            f.model,
+        ])?;
+        for (i, m) in s.messages.iter().enumerate() {
+            link_message.execute(params![f.summary_id, m, i as i64])?;
+        }
+        for (i, p) in s.parents.iter().enumerate() {
+            link_parent.execute(params![f.summary_id, p, i as i64])?;
+        }
+        if let (Some(score), true) = (&s.fidelity, flags.has_fidelity) {
+            fidelity::store::put(tx, &f.summary_id, score, s.needs_repair)?;
+        }
+    }
+    Ok(())
+}
+
+/// The full-text rows of new summaries. FTS5 flushes its pending rows at every savepoint
+/// (multi-row updates, trigger firings), one segment each time, so a pass adds them last.
+pub fn insert_fts(tx: &Connection, flags: SchemaFlags, summaries: &[NewSummary]) -> Result<()> {
+    let mut fts = tx.prepare_cached("INSERT INTO summaries_fts (summary_id, content) VALUES (?1, ?2)")?;
+    for s in summaries {
+        fts.execute(params![s.fields.summary_id, s.fields.content])?;
+        if flags.has_cjk_fts {
+            tx.prepare_cached("INSERT INTO summaries_fts_cjk (summary_id, content) VALUES (?1, ?2)")?
+                .execute(params![s.fields.summary_id, s.fields.content])?;
+        }
+    }
+    Ok(())
+}
+
+/// Replaces a summary's text in one transaction: content, token count, model, its fidelity
+/// score, its full-text rows (keeping their rowids), and the `descendant_token_count` of every
+/// summary above it (which sums the tokens below).
+pub fn replace_content(
+    conn: &mut Connection,
+    flags: SchemaFlags,
+    summary_id: &str,
+    content: &str,
+    token_count: i64,
+    model: &str,
+    (score, needs_repair): (&Fidelity, bool),
+) -> Result<()> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let old: Option<i64> = tx
+        .query_row(
+            "SELECT token_count FROM summaries WHERE summary_id = ?1",
+            [summary_id],
+            |r| r.get(0),
+        )
+        .optional()?;
+    let Some(old) = old else {
+        return Err(LcmError::not_found("summary", summary_id));
+    };
+    tx.execute(
+        "UPDATE summaries SET content = ?2, token_count = ?3, model = ?4 WHERE summary_id = ?1",
+        params![summary_id, content, token_count, model],
+    )?;
+    let delta = token_count - old;
+    if delta != 0 {
+        tx.execute(
+            "WITH RECURSIVE above(id, steps) AS (
+               SELECT summary_id, 1 FROM summary_parents WHERE parent_summary_id = ?1
+               UNION
+               SELECT p.summary_id, a.steps + 1 FROM summary_parents p JOIN above a ON p.parent_summary_id = a.id
+               WHERE a.steps < 64
+             )
+             UPDATE summaries SET descendant_token_count = descendant_token_count + ?2
+             WHERE summary_id IN (SELECT id FROM above)",
+            params![summary_id, delta],
+        )?;
+    }
+    if flags.has_fidelity {
+        fidelity::store::put(&tx, summary_id, score, needs_repair)?;
+    }
+    let mut tables = vec!["summaries_fts"];
+    if flags.has_cjk_fts {
+        tables.push("summaries_fts_cjk");
+    }
+    for t in tables {
+        // The row keeps its rowid: full-text searches list newest first by rowid, and a
+        // rewritten old summary must not turn up as the newest.
+        let rowid: Option<i64> = tx
+            .query_row(
+                &format!("SELECT rowid FROM {t} WHERE summary_id = ?1"),
+                [summary_id],
+                |r| r.get(0),
+            )
+            .optional()?;
+        if let Some(rowid) = rowid {
+            tx.execute(&format!("DELETE FROM {t} WHERE rowid = ?1"), [rowid])?;
+        }
+        tx.execute(
+            &format!("INSERT INTO {t} (rowid, summary_id, content) VALUES (?1, ?2, ?3)"),
+            params![rowid, summary_id, content],
+        )?;
+    }
+    tx.commit()?;
+    Ok(())
 }

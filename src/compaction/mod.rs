@@ -8,7 +8,9 @@
 //! together (renumbering the context once per group, not once per pass).
 
 pub mod escalation;
+mod evaluate;
 pub mod model;
+mod results;
 pub mod source;
 pub mod verify;
 pub mod write;
@@ -20,11 +22,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
-
 use crate::config::Config;
 use crate::db::pool::Pool;
-use crate::db::totals;
 use crate::db::SchemaFlags;
 use crate::error::{LcmError, Result};
 use crate::prompts::{PromptSet, PromptVars};
@@ -37,6 +36,9 @@ use crate::tokens;
 use escalation::{Escalated, Level, PassError};
 use model::{Item, ItemRef, LiveContext};
 use write::Baseline;
+
+pub use evaluate::{evaluate, Evaluation, LeafTrigger, RollingTrigger};
+pub use results::{PassFailure, PassOptions, PassResult, StopReason, SweepOptions, SweepResult};
 
 /// Write a group once it holds this many passes, or once its first pass waited this long, or
 /// four times as long as the last write took: a write rewrites every context row after the
@@ -58,99 +60,6 @@ pub struct Deps {
 /// Runs blocking SQLite work from async code without stalling the runtime's other tasks.
 fn blocking<T>(f: impl FnOnce() -> T) -> T {
     tokio::task::block_in_place(f)
-}
-
-/// Options of one pass or sweep.
-#[derive(Clone, Debug, Default)]
-pub struct PassOptions {
-    /// Condense with `condensedMinFanoutHard`.
-    pub hard_trigger: bool,
-    /// Condense only runs whose inputs have this depth.
-    pub depth: Option<i64>,
-    /// Recorded in `summaries.model` for summaries the callback wrote.
-    pub model: Option<String>,
-}
-
-/// The outcome of one pass.
-#[derive(Clone, Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PassResult {
-    pub kind: SummaryKind,
-    /// Absent when the pass was aborted by an auth failure.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub summary_id: Option<String>,
-    pub depth: i64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub level: Option<Level>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
-    pub input_count: i64,
-    pub input_tokens: i64,
-    pub output_tokens: i64,
-    pub tokens_before: i64,
-    pub tokens_after: i64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub earliest_at: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub latest_at: Option<String>,
-    pub summarizer_calls: u32,
-    /// Time spent waiting for the summarizer (the rest of the pass is bookkeeping).
-    pub summarizer_ms: f64,
-    /// True when the provider refused the credentials; nothing was written.
-    pub auth_failure: bool,
-    /// Condensations run right after a leaf pass (`incrementalMaxDepth`).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub incremental: Vec<PassResult>,
-    /// Why the incremental condensation after a leaf pass stopped early (the leaf pass itself
-    /// was written).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub incremental_error: Option<PassFailure>,
-}
-
-/// A failure reported inside a result instead of rejecting the call.
-#[derive(Clone, Debug, Serialize)]
-pub struct PassFailure {
-    pub code: &'static str,
-    pub message: String,
-}
-
-/// Why a sweep stopped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum StopReason {
-    BelowThreshold,
-    NoCandidates,
-    NoProgress,
-    MaxIterations,
-    Deadline,
-    AuthFailure,
-    /// The caller's signal asked the sweep to stop (between two passes).
-    Aborted,
-}
-
-/// The outcome of `compact`.
-#[derive(Clone, Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SweepResult {
-    pub action_taken: bool,
-    pub tokens_before: i64,
-    pub tokens_after: i64,
-    pub threshold: i64,
-    pub leaf_passes: i64,
-    /// Condensed passes by the depth they produced (`{ "1": 3, "2": 1 }`).
-    pub condensed_passes: BTreeMap<i64, i64>,
-    pub created_summary_ids: Vec<String>,
-    /// Passes by how their summary was obtained (`normal`, `aggressive`, `fallback`, `capped`).
-    pub passes_by_level: BTreeMap<&'static str, i64>,
-    pub fallback_summaries: i64,
-    pub stop_reason: StopReason,
-    pub auth_failure: bool,
-    /// True when the normal fanout found nothing to condense while the context was still over
-    /// the threshold, and the sweep went on with `condensedMinFanoutHard`.
-    pub relaxed_fanout: bool,
-    pub duration_ms: f64,
-    /// Time spent waiting for the summarizer; `durationMs − summarizerMs` is bookkeeping.
-    pub summarizer_ms: f64,
 }
 
 /// One run of passes over a conversation: the model, the passes not yet written, and the
@@ -606,16 +515,6 @@ pub async fn condensed_pass(
     Ok(result)
 }
 
-/// Options of a sweep.
-#[derive(Clone, Debug, Default)]
-pub struct SweepOptions {
-    pub token_budget: i64,
-    pub force: bool,
-    pub pass: PassOptions,
-    /// Set by the caller to stop the sweep before its next pass (passes already written stay).
-    pub cancel: Option<Arc<std::sync::atomic::AtomicBool>>,
-}
-
 /// A full sweep: leaf passes until no chunk or no progress, then condensation, shallowest
 /// depth first, until no candidate or no progress; bounded by `maxSweepIterations` and
 /// `sweepDeadlineMs`.
@@ -730,110 +629,4 @@ pub async fn compact(
     result.tokens_after = run.live.stored_tokens();
     result.duration_ms = started.elapsed().as_secs_f64() * 1000.0;
     Ok(result)
-}
-
-/// The decisions `evaluate` reports.
-#[derive(Clone, Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Evaluation {
-    /// Σ stored `token_count` of the live items.
-    pub stored_tokens: i64,
-    /// max(stored, observed).
-    pub current_tokens: i64,
-    pub threshold: i64,
-    pub should_compact: bool,
-    /// `threshold` or `none`.
-    pub reason: &'static str,
-    pub leaf_trigger: LeafTrigger,
-    pub rolling: RollingTrigger,
-    pub live_items: i64,
-    pub raw_messages: i64,
-    pub summaries: i64,
-}
-
-#[derive(Clone, Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct LeafTrigger {
-    pub raw_tokens_outside_tail: i64,
-    pub threshold: i64,
-    pub should_compact: bool,
-}
-
-/// The rolling-summary seed's trigger: summarise once `messagesPerSummary` messages arrived
-/// since the last summary, keeping the fresh tail verbatim.
-#[derive(Clone, Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RollingTrigger {
-    pub messages_since_last_summary: i64,
-    pub messages_per_summary: i64,
-    /// Messages already covered by summaries.
-    pub covered_messages: i64,
-    /// Raw messages outside the fresh tail (what a summary would cover now).
-    pub summarizable_messages: i64,
-    pub should_summarize: bool,
-}
-
-/// Threshold, leaf-trigger and rolling-trigger decisions for a conversation.
-pub fn evaluate(
-    conn: &rusqlite::Connection,
-    config: &Config,
-    conversation_id: i64,
-    token_budget: i64,
-    observed_tokens: Option<i64>,
-) -> Result<Evaluation> {
-    // Cost O(fresh tail): the newest items are read only until the tail is known; everything
-    // else comes from the live totals the triggers keep. One snapshot for all of it.
-    let snapshot = conn.unchecked_transaction()?;
-    let conn: &rusqlite::Connection = &snapshot;
-    conversations::get(conn, conversation_id)?;
-    let totals = totals::load(conn, conversation_id)?;
-    let tail_count = config.fresh_tail_count;
-    let (mut counted, mut user_seen) = (0i64, false);
-    let (newest, _) = LiveContext::load_newest(conn, conversation_id, |item| {
-        if item.is_message() {
-            counted += 1;
-            user_seen |= item.role.as_deref() == Some("user");
-        }
-        tail_count > 0 && !(counted >= tail_count && user_seen)
-    })?;
-    let tail = newest.tail_start(tail_count);
-    let (tail_messages, tail_tokens) = newest.items[tail..]
-        .iter()
-        .filter(|i| i.is_message())
-        .fold((0i64, 0i64), |(n, t), i| (n + 1, t + i.tokens));
-    let stored = totals.tokens();
-    let current = stored.max(observed_tokens.unwrap_or(0).max(0));
-    let threshold = (config.context_threshold * token_budget as f64).floor() as i64;
-    let raw_messages = totals.items - totals.summaries;
-    let raw_outside = totals.message_tokens - tail_tokens;
-    let summarizable = raw_messages - tail_messages;
-    let total_messages: i64 = conn
-        .prepare_cached("SELECT count(*) FROM messages WHERE conversation_id = ?1")?
-        .query_row([conversation_id], |r| r.get(0))?;
-    // Messages no longer live are covered by a summary (the lossless invariant; a seed-era
-    // database's compaction-event rows, never live, count here too).
-    let covered = (total_messages - raw_messages).max(0);
-    let n = config.messages_per_summary;
-    Ok(Evaluation {
-        stored_tokens: stored,
-        current_tokens: current,
-        threshold,
-        should_compact: current > threshold,
-        reason: if current > threshold { "threshold" } else { "none" },
-        leaf_trigger: LeafTrigger {
-            raw_tokens_outside_tail: raw_outside,
-            threshold: config.leaf_chunk_tokens,
-            should_compact: raw_outside >= config.leaf_chunk_tokens,
-        },
-        rolling: RollingTrigger {
-            messages_since_last_summary: raw_messages,
-            messages_per_summary: n,
-            covered_messages: covered,
-            summarizable_messages: summarizable,
-            should_summarize: n > 0 && raw_messages >= n && summarizable > 0,
-        },
-        live_items: totals.items,
-        raw_messages,
-        summaries: totals.summaries,
-    })
 }

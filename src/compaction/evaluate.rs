@@ -1,0 +1,116 @@
+//! `evaluate`: the threshold, leaf-trigger and rolling-trigger decisions for a conversation,
+//! read from the live totals and the fresh tail only.
+
+use serde::Serialize;
+
+use super::model::LiveContext;
+use crate::config::Config;
+use crate::db::totals;
+use crate::error::Result;
+use crate::store::conversations;
+
+/// The decisions `evaluate` reports.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Evaluation {
+    /// Σ stored `token_count` of the live items.
+    pub stored_tokens: i64,
+    /// max(stored, observed).
+    pub current_tokens: i64,
+    pub threshold: i64,
+    pub should_compact: bool,
+    /// `threshold` or `none`.
+    pub reason: &'static str,
+    pub leaf_trigger: LeafTrigger,
+    pub rolling: RollingTrigger,
+    pub live_items: i64,
+    pub raw_messages: i64,
+    pub summaries: i64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeafTrigger {
+    pub raw_tokens_outside_tail: i64,
+    pub threshold: i64,
+    pub should_compact: bool,
+}
+
+/// The rolling-summary seed's trigger: summarise once `messagesPerSummary` messages arrived
+/// since the last summary, keeping the fresh tail verbatim.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RollingTrigger {
+    pub messages_since_last_summary: i64,
+    pub messages_per_summary: i64,
+    /// Messages already covered by summaries.
+    pub covered_messages: i64,
+    /// Raw messages outside the fresh tail (what a summary would cover now).
+    pub summarizable_messages: i64,
+    pub should_summarize: bool,
+}
+
+/// Threshold, leaf-trigger and rolling-trigger decisions for a conversation.
+pub fn evaluate(
+    conn: &rusqlite::Connection,
+    config: &Config,
+    conversation_id: i64,
+    token_budget: i64,
+    observed_tokens: Option<i64>,
+) -> Result<Evaluation> {
+    // Cost O(fresh tail): the newest items are read only until the tail is known; everything
+    // else comes from the live totals the triggers keep. One snapshot for all of it.
+    let snapshot = conn.unchecked_transaction()?;
+    let conn: &rusqlite::Connection = &snapshot;
+    conversations::get(conn, conversation_id)?;
+    let totals = totals::load(conn, conversation_id)?;
+    let tail_count = config.fresh_tail_count;
+    let (mut counted, mut user_seen) = (0i64, false);
+    let (newest, _) = LiveContext::load_newest(conn, conversation_id, |item| {
+        if item.is_message() {
+            counted += 1;
+            user_seen |= item.role.as_deref() == Some("user");
+        }
+        tail_count > 0 && !(counted >= tail_count && user_seen)
+    })?;
+    let tail = newest.tail_start(tail_count);
+    let (tail_messages, tail_tokens) = newest.items[tail..]
+        .iter()
+        .filter(|i| i.is_message())
+        .fold((0i64, 0i64), |(n, t), i| (n + 1, t + i.tokens));
+    let stored = totals.tokens();
+    let current = stored.max(observed_tokens.unwrap_or(0).max(0));
+    let threshold = (config.context_threshold * token_budget as f64).floor() as i64;
+    let raw_messages = totals.items - totals.summaries;
+    let raw_outside = totals.message_tokens - tail_tokens;
+    let summarizable = raw_messages - tail_messages;
+    let total_messages: i64 = conn
+        .prepare_cached("SELECT count(*) FROM messages WHERE conversation_id = ?1")?
+        .query_row([conversation_id], |r| r.get(0))?;
+    // Messages no longer live are covered by a summary (the lossless invariant; a seed-era
+    // database's compaction-event rows, never live, count here too).
+    let covered = (total_messages - raw_messages).max(0);
+    let n = config.messages_per_summary;
+    Ok(Evaluation {
+        stored_tokens: stored,
+        current_tokens: current,
+        threshold,
+        should_compact: current > threshold,
+        reason: if current > threshold { "threshold" } else { "none" },
+        leaf_trigger: LeafTrigger {
+            raw_tokens_outside_tail: raw_outside,
+            threshold: config.leaf_chunk_tokens,
+            should_compact: raw_outside >= config.leaf_chunk_tokens,
+        },
+        rolling: RollingTrigger {
+            messages_since_last_summary: raw_messages,
+            messages_per_summary: n,
+            covered_messages: covered,
+            summarizable_messages: summarizable,
+            should_summarize: n > 0 && raw_messages >= n && summarizable > 0,
+        },
+        live_items: totals.items,
+        raw_messages,
+        summaries: totals.summaries,
+    })
+}

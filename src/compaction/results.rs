@@ -1,0 +1,112 @@
+//! What callers give a pass or a sweep, and what they get back.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use super::escalation::Level;
+use crate::summarizer::SummaryKind;
+
+/// Options of one pass or sweep.
+#[derive(Clone, Debug, Default)]
+pub struct PassOptions {
+    /// Condense with `condensedMinFanoutHard`.
+    pub hard_trigger: bool,
+    /// Condense only runs whose inputs have this depth.
+    pub depth: Option<i64>,
+    /// Recorded in `summaries.model` for summaries the callback wrote.
+    pub model: Option<String>,
+}
+
+/// The outcome of one pass.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PassResult {
+    pub kind: SummaryKind,
+    /// Absent when the pass was aborted by an auth failure.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary_id: Option<String>,
+    pub depth: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub level: Option<Level>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    pub input_count: i64,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub tokens_before: i64,
+    pub tokens_after: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub earliest_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latest_at: Option<String>,
+    pub summarizer_calls: u32,
+    /// Time spent waiting for the summarizer (the rest of the pass is bookkeeping).
+    pub summarizer_ms: f64,
+    /// True when the provider refused the credentials; nothing was written.
+    pub auth_failure: bool,
+    /// Condensations run right after a leaf pass (`incrementalMaxDepth`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub incremental: Vec<PassResult>,
+    /// Why the incremental condensation after a leaf pass stopped early (the leaf pass itself
+    /// was written).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub incremental_error: Option<PassFailure>,
+}
+
+/// A failure reported inside a result instead of rejecting the call.
+#[derive(Clone, Debug, Serialize)]
+pub struct PassFailure {
+    pub code: &'static str,
+    pub message: String,
+}
+
+/// Why a sweep stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StopReason {
+    BelowThreshold,
+    NoCandidates,
+    NoProgress,
+    MaxIterations,
+    Deadline,
+    AuthFailure,
+    /// The caller's signal asked the sweep to stop (between two passes).
+    Aborted,
+}
+
+/// The outcome of `compact`.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SweepResult {
+    pub action_taken: bool,
+    pub tokens_before: i64,
+    pub tokens_after: i64,
+    pub threshold: i64,
+    pub leaf_passes: i64,
+    /// Condensed passes by the depth they produced (`{ "1": 3, "2": 1 }`).
+    pub condensed_passes: BTreeMap<i64, i64>,
+    pub created_summary_ids: Vec<String>,
+    /// Passes by how their summary was obtained (`normal`, `aggressive`, `fallback`, `capped`).
+    pub passes_by_level: BTreeMap<&'static str, i64>,
+    pub fallback_summaries: i64,
+    pub stop_reason: StopReason,
+    pub auth_failure: bool,
+    /// True when the normal fanout found nothing to condense while the context was still over
+    /// the threshold, and the sweep went on with `condensedMinFanoutHard`.
+    pub relaxed_fanout: bool,
+    pub duration_ms: f64,
+    /// Time spent waiting for the summarizer; `durationMs − summarizerMs` is bookkeeping.
+    pub summarizer_ms: f64,
+}
+
+/// Options of a sweep.
+#[derive(Clone, Debug, Default)]
+pub struct SweepOptions {
+    pub token_budget: i64,
+    pub force: bool,
+    pub pass: PassOptions,
+    /// Set by the caller to stop the sweep before its next pass (passes already written stay).
+    pub cancel: Option<Arc<std::sync::atomic::AtomicBool>>,
+}

@@ -13,44 +13,64 @@ pub enum LcmError {
     InvalidConfig { option: String, reason: String },
 
     /// The database's schema cannot be used: not SQLite, corrupt, or written by a newer version.
-    #[error("{0}")]
-    Schema(String),
+    #[error("{message}")]
+    Schema {
+        /// The database file, when known.
+        path: Option<String>,
+        /// SQLite's extended result code, when SQLite reported it.
+        sqlite: Option<i32>,
+        message: String,
+    },
 
     /// An id (conversation, summary, message) does not exist.
     #[error("{kind} {id} not found")]
     NotFound { kind: &'static str, id: String },
 
-    /// The database or a conversation is locked by someone else for longer than we may wait.
-    #[error("{0}")]
-    Busy(String),
+    /// The database (SQLite's lock: `sqlite` set) or a conversation (another operation of this
+    /// engine: `conversation_id` set) stayed busy for longer than we may wait.
+    #[error("{message}")]
+    Busy {
+        sqlite: Option<i32>,
+        conversation_id: Option<i64>,
+        message: String,
+    },
 
     /// The file system refused: missing directory, read-only file, disk full.
-    #[error("{0}")]
-    Io(String),
+    #[error("{message}")]
+    Io {
+        /// The file or directory concerned, when known.
+        path: Option<String>,
+        sqlite: Option<i32>,
+        message: String,
+    },
 
     /// The caller passed data we cannot store or act on.
     #[error("{0}")]
     InvalidInput(String),
 
     /// A prompt template is missing or does not parse/render.
-    #[error("{0}")]
-    Prompt(String),
+    #[error("{message}")]
+    Prompt {
+        /// Where the template came from (a path, or `embedded:<name>`), when known.
+        template: Option<String>,
+        message: String,
+    },
 
     /// The summarizer callback threw, rejected, or returned something that is not a string.
     #[error("{0}")]
     Summarizer(String),
 
     /// The summarizer did not answer in time.
-    #[error("{0}")]
-    Timeout(String),
+    #[error("{message}")]
+    Timeout { ms: i64, message: String },
 
     /// The inputs of a pass changed while the summarizer was running.
-    #[error("{0}")]
-    Stale(String),
+    #[error("{message}")]
+    Stale { conversation_id: i64, message: String },
 
     /// A write was asked of an engine opened with `readOnly`.
-    #[error("{0}")]
-    ReadOnly(String),
+    #[error("{message}")]
+    ReadOnly { path: String, message: String },
 
     /// The engine was closed; open a new one.
     #[error("the engine is closed; open a new LcmEngine to continue")]
@@ -61,8 +81,8 @@ pub enum LcmError {
     Aborted(String),
 
     /// SQLite reported something we do not classify further.
-    #[error("sqlite error: {0}")]
-    Sqlite(String),
+    #[error("sqlite error: {message}")]
+    Sqlite { code: Option<i32>, message: String },
 
     /// A bug or an unexpected state inside lcm-native.
     #[error("internal error: {0}")]
@@ -74,21 +94,47 @@ impl LcmError {
     pub fn code(&self) -> &'static str {
         match self {
             LcmError::InvalidConfig { .. } => "E_INVALID_CONFIG",
-            LcmError::Schema(_) => "E_SCHEMA",
+            LcmError::Schema { .. } => "E_SCHEMA",
             LcmError::NotFound { .. } => "E_NOT_FOUND",
-            LcmError::Busy(_) => "E_BUSY",
-            LcmError::Io(_) => "E_IO",
+            LcmError::Busy { .. } => "E_BUSY",
+            LcmError::Io { .. } => "E_IO",
             LcmError::InvalidInput(_) => "E_INVALID_INPUT",
-            LcmError::Prompt(_) => "E_PROMPT",
+            LcmError::Prompt { .. } => "E_PROMPT",
             LcmError::Summarizer(_) => "E_SUMMARIZER",
-            LcmError::Timeout(_) => "E_TIMEOUT",
-            LcmError::Stale(_) => "E_STALE",
-            LcmError::ReadOnly(_) => "E_READ_ONLY",
+            LcmError::Timeout { .. } => "E_TIMEOUT",
+            LcmError::Stale { .. } => "E_STALE",
+            LcmError::ReadOnly { .. } => "E_READ_ONLY",
             LcmError::Closed => "E_CLOSED",
             LcmError::Aborted(_) => "E_ABORTED",
-            LcmError::Sqlite(_) => "E_SQLITE",
+            LcmError::Sqlite { .. } => "E_SQLITE",
             LcmError::Internal(_) => "E_INTERNAL",
         }
+    }
+
+    /// SQLite's extended result code behind the error, if SQLite reported it.
+    pub fn sqlite_code(&self) -> Option<i32> {
+        match self {
+            LcmError::Schema { sqlite, .. } | LcmError::Busy { sqlite, .. } | LcmError::Io { sqlite, .. } => *sqlite,
+            LcmError::Sqlite { code, .. } => *code,
+            _ => None,
+        }
+    }
+
+    /// The file or directory the error is about, if known.
+    pub fn path(&self) -> Option<&str> {
+        match self {
+            LcmError::Schema { path, .. } | LcmError::Io { path, .. } => path.as_deref(),
+            LcmError::ReadOnly { path, .. } => Some(path),
+            _ => None,
+        }
+    }
+
+    /// Names `path` on a file-system or schema error that does not name one yet.
+    pub fn with_path(mut self, p: &str) -> Self {
+        if let LcmError::Schema { path, .. } | LcmError::Io { path, .. } = &mut self {
+            path.get_or_insert_with(|| p.to_string());
+        }
+        self
     }
 
     pub fn invalid_config(option: impl Into<String>, reason: impl fmt::Display) -> Self {
@@ -102,9 +148,38 @@ impl LcmError {
         LcmError::InvalidInput(message.to_string())
     }
 
+    /// A file-system error about `path`.
+    pub fn io(path: impl fmt::Display, message: impl fmt::Display) -> Self {
+        LcmError::Io {
+            path: Some(path.to_string()),
+            sqlite: None,
+            message: message.to_string(),
+        }
+    }
+
+    /// A schema error about the database at `path`.
+    pub fn schema(path: impl fmt::Display, message: impl fmt::Display) -> Self {
+        LcmError::Schema {
+            path: Some(path.to_string()),
+            sqlite: None,
+            message: message.to_string(),
+        }
+    }
+
+    /// A template error; `template` is where the template came from.
+    pub fn prompt(template: Option<&str>, message: impl fmt::Display) -> Self {
+        LcmError::Prompt {
+            template: template.map(str::to_string),
+            message: message.to_string(),
+        }
+    }
+
     /// The summarizer did not answer within `ms`.
     pub fn timeout(ms: i64) -> Self {
-        LcmError::Timeout(format!("summarizer did not answer within {ms} ms; nothing was written"))
+        LcmError::Timeout {
+            ms,
+            message: format!("summarizer did not answer within {ms} ms; nothing was written"),
+        }
     }
 
     pub fn not_found(kind: &'static str, id: impl fmt::Display) -> Self {
@@ -120,30 +195,47 @@ impl From<rusqlite::Error> for LcmError {
         use rusqlite::ErrorCode as C;
         if let rusqlite::Error::SqliteFailure(e, ref msg) = err {
             let detail = msg.clone().unwrap_or_else(|| e.to_string());
+            let sqlite = Some(e.extended_code);
+            let io = |message: String| LcmError::Io {
+                path: None,
+                sqlite,
+                message,
+            };
+            let schema = |message: String| LcmError::Schema {
+                path: None,
+                sqlite,
+                message,
+            };
             return match e.code {
-                C::DatabaseBusy | C::DatabaseLocked => LcmError::Busy(format!(
-                    "the database is locked by another connection or process ({detail}); retry later or raise busyTimeoutMs"
-                )),
-                C::ReadOnly => LcmError::Io(format!(
+                C::DatabaseBusy | C::DatabaseLocked => LcmError::Busy {
+                    sqlite,
+                    conversation_id: None,
+                    message: format!(
+                        "the database is locked by another connection or process ({detail}); retry later or raise busyTimeoutMs"
+                    ),
+                },
+                C::ReadOnly => io(format!(
                     "the database is read-only ({detail}); make the file and its directory writable"
                 )),
-                C::NotADatabase => LcmError::Schema(format!(
-                    "the file is not a SQLite database ({detail}); check dbPath"
-                )),
-                C::DatabaseCorrupt => LcmError::Schema(format!(
+                C::NotADatabase => schema(format!("the file is not a SQLite database ({detail}); check dbPath")),
+                C::DatabaseCorrupt => schema(format!(
                     "the database file is corrupt ({detail}); restore it from a backup"
                 )),
-                C::CannotOpen => LcmError::Io(format!(
+                C::CannotOpen => io(format!(
                     "cannot open the database file ({detail}); check that the path exists and is accessible"
                 )),
-                C::DiskFull => LcmError::Io(format!("the disk is full ({detail})")),
-                C::SystemIoFailure | C::PermissionDenied => {
-                    LcmError::Io(format!("I/O error on the database ({detail})"))
-                }
-                _ => LcmError::Sqlite(detail),
+                C::DiskFull => io(format!("the disk is full ({detail})")),
+                C::SystemIoFailure | C::PermissionDenied => io(format!("I/O error on the database ({detail})")),
+                _ => LcmError::Sqlite {
+                    code: sqlite,
+                    message: detail,
+                },
             };
         }
-        LcmError::Sqlite(err.to_string())
+        LcmError::Sqlite {
+            code: None,
+            message: err.to_string(),
+        }
     }
 }
 
@@ -173,6 +265,15 @@ mod tests {
         let e = rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY), None);
         assert_eq!(LcmError::from(e).code(), "E_BUSY");
         let e = rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_NOTADB), None);
-        assert_eq!(LcmError::from(e).code(), "E_SCHEMA");
+        let e = LcmError::from(e);
+        assert_eq!(e.code(), "E_SCHEMA");
+        assert_eq!(e.sqlite_code(), Some(rusqlite::ffi::SQLITE_NOTADB));
+        assert_eq!(e.path(), None);
+        assert_eq!(e.clone().with_path("/x/lcm.db").path(), Some("/x/lcm.db"));
+        assert_eq!(
+            e.to_string(),
+            e.clone().with_path("/x/lcm.db").to_string(),
+            "the message stays"
+        );
     }
 }

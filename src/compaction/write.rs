@@ -187,10 +187,13 @@ impl RewritePlan {
 }
 
 fn stale(cid: i64) -> LcmError {
-    LcmError::Stale(format!(
-        "the live context of conversation {cid} changed while the summarizer was running (another process compacted it?); \
-         nothing was written, retry the pass"
-    ))
+    LcmError::Stale {
+        conversation_id: cid,
+        message: format!(
+            "the live context of conversation {cid} changed while the summarizer was running (another process \
+             compacted it?); nothing was written, retry the pass"
+        ),
+    }
 }
 
 /// Appends created items' facts: an `Item` for a new summary, as the model holds it.

@@ -175,10 +175,14 @@ impl Inspection {
             .map(|(_, v)| *v)
             .max();
         match newest {
-            Some(v) if v > NATIVE_SCHEMA_VERSION => Err(LcmError::Schema(format!(
-                "this database was migrated by a newer lcm-native (schema version {v}; this build knows {NATIVE_SCHEMA_VERSION}); \
-                 upgrade lcm-native to open it. Nothing was changed."
-            ))),
+            Some(v) if v > NATIVE_SCHEMA_VERSION => Err(LcmError::Schema {
+                path: None,
+                sqlite: None,
+                message: format!(
+                    "this database was migrated by a newer lcm-native (schema version {v}; this build knows \
+                     {NATIVE_SCHEMA_VERSION}); upgrade lcm-native to open it. Nothing was changed."
+                ),
+            }),
             _ => Ok(()),
         }
     }
@@ -253,17 +257,20 @@ pub fn check_openable(conn: &Connection) -> Result<()> {
 pub fn check_current(conn: &Connection, db_path: &str) -> Result<MigrationReport> {
     let started = Instant::now();
     let ins = Inspection::read(conn, has_trigram())?;
-    ins.check_version()?;
+    ins.check_version().map_err(|e| e.with_path(db_path))?;
     let era = ins.era();
     if !ins.nothing_to_do(true) {
         let what = match era {
             "new" => "is empty (no lcm-native or lossless-claw schema)".to_string(),
             era => format!("needs a schema upgrade (it is a {era} database)"),
         };
-        return Err(LcmError::Schema(format!(
-            "the database {db_path} {what}, and readOnly never writes; open it without readOnly, \
+        return Err(LcmError::schema(
+            db_path,
+            format!(
+                "the database {db_path} {what}, and readOnly never writes; open it without readOnly, \
              or run migrate(dbPath) once, which upgrades it in place. Nothing was changed."
-        )));
+            ),
+        ));
     }
     Ok(MigrationReport {
         db_path: db_path.to_string(),
@@ -281,7 +288,7 @@ pub fn migrate(conn: &mut Connection, db_path: &str) -> Result<MigrationReport> 
     let started = Instant::now();
     let trigram = has_trigram();
     let first = Inspection::read(conn, trigram)?;
-    first.check_version()?;
+    first.check_version().map_err(|e| e.with_path(db_path))?;
     let mut report = MigrationReport {
         db_path: db_path.to_string(),
         era: first.era().to_string(),

@@ -19,14 +19,21 @@ use crate::error::{LcmError, Result};
 /// Opens `path` read-write without changing the file: no pragma that writes runs here, so a
 /// database we then refuse (not SQLite, newer schema) is left exactly as it was.
 pub fn open_connection(path: &str, busy_timeout_ms: i64) -> Result<Connection> {
+    open_read_write(path, busy_timeout_ms).map_err(|e| e.with_path(path))
+}
+
+fn open_read_write(path: &str, busy_timeout_ms: i64) -> Result<Connection> {
     check_path(path)?;
     let p = Path::new(path);
     if let Some(parent) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
         if !parent.is_dir() {
-            return Err(LcmError::Io(format!(
-                "the directory {} does not exist; create it or choose another dbPath",
-                parent.display()
-            )));
+            return Err(LcmError::io(
+                parent.display(),
+                format!(
+                    "the directory {} does not exist; create it or choose another dbPath",
+                    parent.display()
+                ),
+            ));
         }
     }
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
@@ -34,9 +41,12 @@ pub fn open_connection(path: &str, busy_timeout_ms: i64) -> Result<Connection> {
     conn.busy_timeout(Duration::from_millis(busy_timeout_ms.max(0) as u64))?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
     if conn.is_readonly(rusqlite::MAIN_DB)? {
-        return Err(LcmError::Io(format!(
+        return Err(LcmError::io(
+            path,
+            format!(
             "the database {path} is read-only; make the file and its directory writable, or open it with readOnly: true"
-        )));
+        ),
+        ));
     }
     // Touch the header: a file that is not SQLite fails here with E_SCHEMA, before any write.
     conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get::<_, i64>(0))?;
@@ -55,9 +65,10 @@ fn check_path(path: &str) -> Result<()> {
         ));
     }
     if Path::new(path).is_dir() {
-        return Err(LcmError::Io(format!(
-            "dbPath {path} is a directory; give the path of a database file inside it"
-        )));
+        return Err(LcmError::io(
+            path,
+            format!("dbPath {path} is a directory; give the path of a database file inside it"),
+        ));
     }
     Ok(())
 }
@@ -67,21 +78,29 @@ fn check_path(path: &str) -> Result<()> {
 /// where the directory is not writable it cannot, and then only an `immutable` open works: one
 /// that trusts nobody writes the file (a backup, a read-only mount) and takes no locks.
 pub fn open_read_only(path: &str, busy_timeout_ms: i64, immutable: bool) -> Result<Connection> {
+    open_reading(path, busy_timeout_ms, immutable).map_err(|e| e.with_path(path))
+}
+
+fn open_reading(path: &str, busy_timeout_ms: i64, immutable: bool) -> Result<Connection> {
     check_path(path)?;
     let p = Path::new(path);
     if !p.is_file() {
-        return Err(LcmError::Io(format!(
-            "the database {path} does not exist; readOnly opens existing files only"
-        )));
+        return Err(LcmError::io(
+            path,
+            format!("the database {path} does not exist; readOnly opens existing files only"),
+        ));
     }
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = if immutable {
         let log = std::fs::metadata(format!("{path}-wal")).map(|m| m.len()).unwrap_or(0);
         if log > 0 {
-            return Err(LcmError::Io(format!(
-                "{path} has a write-ahead log ({path}-wal, {log} bytes) that an immutable open would \
+            return Err(LcmError::io(
+                path,
+                format!(
+                    "{path} has a write-ahead log ({path}-wal, {log} bytes) that an immutable open would \
                  not read; open it once without immutable, as a user who can write its directory, to fold it in"
-            )));
+                ),
+            ));
         }
         Connection::open_with_flags(
             format!("{}?immutable=1", file_uri(path)),
@@ -94,11 +113,14 @@ pub fn open_read_only(path: &str, busy_timeout_ms: i64, immutable: bool) -> Resu
     match conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get::<_, i64>(0)) {
         Ok(_) => {}
         Err(e) if !immutable && cannot_share_wal_index(&e) => {
-            return Err(LcmError::Io(format!(
-                "cannot read {path}: SQLite needs to create {path}-shm (the index readers of a write-ahead \
+            return Err(LcmError::io(
+                path,
+                format!(
+                    "cannot read {path}: SQLite needs to create {path}-shm (the index readers of a write-ahead \
                  log share) and its directory is not writable. If nothing writes this file (a backup, a \
                  read-only mount), open it with readOnly and immutable: true"
-            )))
+                ),
+            ))
         }
         Err(e) => return Err(e.into()),
     }
@@ -128,9 +150,13 @@ fn file_uri(path: &str) -> String {
 pub fn configure(conn: &Connection) -> Result<()> {
     let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
     if !mode.eq_ignore_ascii_case("wal") {
-        return Err(LcmError::Io(format!(
-            "could not switch the database to WAL mode (got `{mode}`); the file system may not support shared memory"
-        )));
+        return Err(LcmError::Io {
+            path: None,
+            sqlite: None,
+            message: format!(
+                "could not switch the database to WAL mode (got `{mode}`); the file system may not support shared memory"
+            ),
+        });
     }
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     read_pragmas(conn)
@@ -159,6 +185,28 @@ pub fn open_configured(path: &str, busy_timeout_ms: i64) -> Result<Connection> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn errors_carry_the_path_and_sqlites_code() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("not-sqlite.db");
+        std::fs::write(&path, vec![b'x'; 4096]).unwrap();
+        let path = path.to_str().unwrap();
+        for err in [
+            open_connection(path, 100).unwrap_err(),
+            open_read_only(path, 100, false).unwrap_err(),
+        ] {
+            assert_eq!(err.code(), "E_SCHEMA");
+            assert_eq!(err.path(), Some(path));
+            assert_eq!(err.sqlite_code(), Some(rusqlite::ffi::SQLITE_NOTADB));
+            assert!(
+                err.to_string().starts_with("the file is not a SQLite database"),
+                "{err}"
+            );
+        }
+        let missing = open_connection("/definitely/not/here/x.db", 100).unwrap_err();
+        assert_eq!(missing.path(), Some("/definitely/not/here"));
+    }
 
     #[test]
     fn missing_directory_is_e_io() {

@@ -66,10 +66,13 @@ impl Pool {
         if self.is_closed() {
             Err(LcmError::Closed)
         } else if self.read_only {
-            Err(LcmError::ReadOnly(format!(
-                "the database {} was opened with readOnly: true, which never writes; open it without readOnly to change it",
-                self.path
-            )))
+            Err(LcmError::ReadOnly {
+                path: self.path.clone(),
+                message: format!(
+                    "the database {} was opened with readOnly: true, which never writes; open it without readOnly to change it",
+                    self.path
+                ),
+            })
         } else {
             Ok(())
         }

@@ -27,11 +27,13 @@ impl ConversationLocks {
             .clone();
         tokio::time::timeout(Duration::from_millis(timeout_ms.max(0) as u64), lock.lock_owned())
             .await
-            .map_err(|_| {
-                LcmError::Busy(format!(
+            .map_err(|_| LcmError::Busy {
+                sqlite: None,
+                conversation_id: Some(conversation_id),
+                message: format!(
                     "another operation on conversation {conversation_id} is still running after {timeout_ms} ms; \
-                     retry later or raise lockTimeoutMs"
-                ))
+                         retry later or raise lockTimeoutMs"
+                ),
             })
     }
 }

@@ -180,18 +180,21 @@ fn read_override(dirs: &PromptDirs, name: &str) -> Result<Option<(PathBuf, Strin
         match std::fs::metadata(&path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Ok(m) if !m.is_file() => {
-                return Err(LcmError::Prompt(format!(
-                    "prompt template {} is not a regular file",
-                    path.display()
-                )))
+                return Err(LcmError::prompt(
+                    Some(&path.display().to_string()),
+                    format!("prompt template {} is not a regular file", path.display()),
+                ))
             }
             Ok(m) if m.len() > bounds::MAX_TEMPLATE_BYTES => {
-                return Err(LcmError::Prompt(format!(
-                    "prompt template {} is {} bytes; templates are limited to {} bytes",
-                    path.display(),
-                    m.len(),
-                    bounds::MAX_TEMPLATE_BYTES
-                )))
+                return Err(LcmError::prompt(
+                    Some(&path.display().to_string()),
+                    format!(
+                        "prompt template {} is {} bytes; templates are limited to {} bytes",
+                        path.display(),
+                        m.len(),
+                        bounds::MAX_TEMPLATE_BYTES
+                    ),
+                ))
             }
             _ => {}
         }
@@ -199,10 +202,10 @@ fn read_override(dirs: &PromptDirs, name: &str) -> Result<Option<(PathBuf, Strin
             Ok(text) => return Ok(Some((path, text))),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => {
-                return Err(LcmError::Prompt(format!(
-                    "cannot read prompt template {}: {e}",
-                    path.display()
-                )))
+                return Err(LcmError::prompt(
+                    Some(&path.display().to_string()),
+                    format!("cannot read prompt template {}: {e}", path.display()),
+                ))
             }
         }
     }
@@ -248,17 +251,12 @@ fn render_bounded(t: &gtmpl::Template, text: &str, vars: &PromptVars) -> std::re
 
 fn parse(name: &str, text: &str, origin: &str) -> Result<gtmpl::Template> {
     bounds::check_structure(text)
-        .map_err(|why| LcmError::Prompt(format!("prompt template {origin} is refused: {why}")))?;
-    let t = go_template(text).map_err(|e| LcmError::Prompt(format!("prompt template {origin} does not parse: {e}")))?;
+        .map_err(|why| LcmError::prompt(Some(origin), format!("prompt template {origin} is refused: {why}")))?;
+    let t = go_template(text)
+        .map_err(|e| LcmError::prompt(Some(origin), format!("prompt template {origin} does not parse: {e}")))?;
     // Catch references to unknown variables now rather than in the middle of a pass.
-    let depth = match name {
-        "leaf" => 0,
-        "condensed-d1" => 1,
-        "condensed-d2" => 2,
-        _ => 3,
-    };
-    render_bounded(&t, text, &PromptVars::sample(depth))
-        .map_err(|e| LcmError::Prompt(format!("prompt template {origin} does not render: {e}")))?;
+    render_bounded(&t, text, &PromptVars::sample(depth_of(name)))
+        .map_err(|e| LcmError::prompt(Some(origin), format!("prompt template {origin} does not render: {e}")))?;
     Ok(t)
 }
 
@@ -326,8 +324,12 @@ impl PromptSet {
 
     pub fn render(&self, name: &str, vars: &PromptVars) -> Result<String> {
         let l = self.get(name)?;
-        render_bounded(&l.template, &l.text, vars)
-            .map_err(|e| LcmError::Prompt(format!("prompt template {} failed to render: {e}", l.source.source)))
+        render_bounded(&l.template, &l.text, vars).map_err(|e| {
+            LcmError::prompt(
+                Some(&l.source.source),
+                format!("prompt template {} failed to render: {e}", l.source.source),
+            )
+        })
     }
 
     /// Where each template came from.
@@ -386,13 +388,18 @@ pub fn export(dir: Option<&Path>) -> Result<Vec<PathBuf>> {
     let dir = dir
         .or(default.as_deref())
         .ok_or_else(|| LcmError::invalid_input("HOME is not set: give the directory to export to"))?;
-    std::fs::create_dir_all(dir)
-        .map_err(|e| LcmError::Io(format!("cannot create prompt directory {}: {e}", dir.display())))?;
+    std::fs::create_dir_all(dir).map_err(|e| {
+        LcmError::io(
+            dir.display(),
+            format!("cannot create prompt directory {}: {e}", dir.display()),
+        )
+    })?;
     TEMPLATES
         .iter()
         .map(|(name, text)| {
             let path = dir.join(format!("{name}.tmpl"));
-            std::fs::write(&path, text).map_err(|e| LcmError::Io(format!("cannot write {}: {e}", path.display())))?;
+            std::fs::write(&path, text)
+                .map_err(|e| LcmError::io(path.display(), format!("cannot write {}: {e}", path.display())))?;
             Ok(path)
         })
         .collect()

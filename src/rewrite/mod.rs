@@ -428,7 +428,10 @@ pub async fn rewrite(
 fn with_context(e: LcmError, context: &str) -> LcmError {
     match e {
         LcmError::Summarizer(m) => LcmError::Summarizer(format!("{m}; {context}")),
-        LcmError::Timeout(m) => LcmError::Timeout(format!("{m}; {context}")),
+        LcmError::Timeout { ms, message } => LcmError::Timeout {
+            ms,
+            message: format!("{message}; {context}"),
+        },
         other => other,
     }
 }

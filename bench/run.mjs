@@ -242,6 +242,7 @@ async function benchGrep() {
   for (let i = 0; i < n; i += 1000) ({ conversationId } = await engine.ingest({ sessionId: 'g' }, messages.slice(i, i + 1000)))
   const stub = async (_p, r) => `STUB ${r.kind} d${r.depth} of ${r.inputCount} inputs about migration and schema.\nExpand for details about: stub.`
   await engine.compact(conversationId, stub, { tokenBudget: 128000, force: true })
+  /** @type {[string, import('../index.js').GrepOptions, null?][]} */
   const cases = [
     ['fts, common word', { query: 'migration' }],
     ['fts, common word, relevance', { query: 'migration', sort: 'relevance' }],

@@ -49,6 +49,7 @@ export function conversation(n, seed = 42) {
     push({ role: 'user', content: text(rand, 50, 1200) })
     const calls = 1 + Math.floor(rand() * 3)
     const ids = []
+    /** @type {object[]} */
     const blocks = [{ type: 'text', text: text(rand, 50, 600) }]
     for (let i = 0; i < calls; i++) {
       const id = `toolu_${seed}_${call++}`

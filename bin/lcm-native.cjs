@@ -372,6 +372,7 @@ async function migrate(argv) {
   const db = existingDb(args)
   const report = await migrateFile(db)
   console.log(`${db} (${report.era}): ${report.summary}`)
+  /** @type {[string, string[]][]} */
   const lines = [
     ['tables created', report.tablesCreated],
     ['columns added', report.columnsAdded],

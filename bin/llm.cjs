@@ -100,6 +100,7 @@ function providerOfModel(model) {
  * `anthropic` (or a provider whose openclaw.json entry has `api: "anthropic-messages"`) speaks
  * Anthropic's Messages API; every other provider an OpenAI-compatible chat-completions endpoint
  * (the base URL as OpenAI's clients take it, ending in `/v1`).
+ * @param {{ env?: NodeJS.ProcessEnv, home?: string, provider?: string, model?: string, baseUrl?: string, warn?: (message: string) => void }} [options]
  */
 function resolveLlm({ env = process.env, home = os.homedir(), provider: flagProvider, model: flagModel, baseUrl: flagBaseUrl, warn = console.error } = {}) {
   let providers

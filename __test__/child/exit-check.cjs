@@ -14,8 +14,9 @@ async function main() {
     await engine.messages(1)
   }
   if (mode === 'leafPass' || mode === 'timeout' || mode === 'auth' || mode === 'offline') {
-    const msgs = Array.from({ length: 30 }, (_, i) => ({ role: i % 2 ? 'assistant' : 'user', content: `m${i} ${'w '.repeat(200)}` }))
+    const msgs = Array.from({ length: 30 }, (_, i) => ({ role: /** @type {'assistant' | 'user'} */ (i % 2 ? 'assistant' : 'user'), content: `m${i} ${'w '.repeat(200)}` }))
     const { conversationId } = await engine.ingest({ sessionId: 's' }, msgs)
+    /** @type {any} a hostile or hanging summarizer, by mode */
     const summarize = {
       leafPass: async () => 'short\nExpand for details about: x',
       timeout: () => new Promise(() => {}),
@@ -28,7 +29,7 @@ async function main() {
   if (mode === 'close-in-flight') {
     // A summarizer that never answers, a second operation waiting for the conversation's
     // lock: close() ends both with E_CLOSED, at once, and nothing keeps Node alive.
-    const msgs = Array.from({ length: 30 }, (_, i) => ({ role: i % 2 ? 'assistant' : 'user', content: `m${i} ${'w '.repeat(200)}` }))
+    const msgs = Array.from({ length: 30 }, (_, i) => ({ role: /** @type {'assistant' | 'user'} */ (i % 2 ? 'assistant' : 'user'), content: `m${i} ${'w '.repeat(200)}` }))
     const slow = await LcmEngine.open({ dbPath, freshTailCount: 4, summaryTimeoutMs: 600000, lockTimeoutMs: 600000 })
     const { conversationId } = await slow.ingest({ sessionId: 's' }, msgs)
     const hang = () => new Promise(() => {})
@@ -47,7 +48,7 @@ async function main() {
     // process.exit() while a verify and a regex scan over ~20,000 messages are running on the
     // thread pool: the process ends at once.
     for (let b = 0; b < 40; b++) {
-      const batch = Array.from({ length: 500 }, (_, i) => ({ role: i % 2 ? 'assistant' : 'user', content: `m${i} ${'w '.repeat(150)}` }))
+      const batch = Array.from({ length: 500 }, (_, i) => ({ role: /** @type {'assistant' | 'user'} */ (i % 2 ? 'assistant' : 'user'), content: `m${i} ${'w '.repeat(150)}` }))
       await engine.ingest({ sessionId: `s${b % 4}` }, batch)
     }
     engine.verify()

@@ -176,7 +176,7 @@ const REPLACEMENTS = [
 const NOT_ARRAYS = [
   () => ['messages {}', {}], () => ['messages "x"', 'x'], () => ['messages null', null], () => ['messages undefined', undefined],
   () => ['messages 5', 5], () => ['messages {0: msg, length: 1}', { 0: { role: 'user', content: 'x' }, length: 1 }],
-  () => ['messages toJSON throws', { toJSON() { throw new Error('toJSON') } }], () => ['messages cyclic array', (() => { const a = [{ role: 'user', content: 'x' }]; a.push(a); return a })()],
+  () => ['messages toJSON throws', { toJSON() { throw new Error('toJSON') } }], () => ['messages cyclic array', (() => { const a = /** @type {any[]} */ ([{ role: 'user', content: 'x' }]); a.push(a); return a })()],
 ]
 
 function malformedBatch(r) {
@@ -274,12 +274,13 @@ async function main() {
           )
         : null,
     ])
+    /** @type {any} */
     const sweepOutcome = settled.pop()
     if (sweepOutcome?.sweepError) problems.push(`the offline sweep beside the calls rejected: ${sweepOutcome.sweepError}`)
     const after = await snapshot()
 
     const out = calls.map((c, j) => {
-      const s = settled[j]
+      const s = /** @type {any} */ (settled[j])
       const line = { session: c.session, kind: c.kind, mustFail: c.mustFail, mustPass: c.mustPass, mutations: c.mutations, n: Array.isArray(c.messages) ? c.messages.length : null, outcome: s.outcome }
       if (s.outcome === 'ok') {
         Object.assign(line, { inserted: s.res.inserted, skipped: s.res.skipped, duplicate: s.res.duplicate, replaced: s.res.replacedSurrogates })

@@ -73,6 +73,7 @@ function errors(r) {
 
 function objects(r, depth) {
   const nested = (n) => {
+    /** @type {any} */
     let o = { leaf: text(r, 3) }
     for (let i = 0; i < n; i++) o = r.chance(0.5) ? { [`k${i}`]: o, n: i } : [o, i, null]
     return o
@@ -82,7 +83,7 @@ function objects(r, depth) {
     () => v('{message: "x"}', () => ({ message: 'x' })),
     () => { const n = r.int(1, 40); return v(`nested(${n})`, () => nested(n)) },
     () => v('cyclic object', () => { const o = { a: 1 }; o.self = o; return o }),
-    () => v('cyclic array', () => { const a = [1]; a.push(a); return a }),
+    () => v('cyclic array', () => { const a = /** @type {any[]} */ ([1]); a.push(a); return a }),
     () => v('[]', () => []),
     () => v("['summary']", () => ['summary']),
     () => v('sparse array(1e6)', () => new Array(1_000_000)),
@@ -218,7 +219,7 @@ async function main() {
   const sessions = ['a', 'b', 'c']
   let fed = 0
   const feed = async (session, r) => {
-    const msgs = Array.from({ length: 3 }, () => ({ role: fed++ % 2 ? 'assistant' : 'user', content: `${words(r, 90)} ${fed}` }))
+    const msgs = Array.from({ length: 3 }, () => ({ role: /** @type {'assistant' | 'user'} */ (fed++ % 2 ? 'assistant' : 'user'), content: `${words(r, 90)} ${fed}` }))
     return (await engine.ingest({ sessionId: session }, msgs)).conversationId
   }
   for (let i = 0; i < CASES; i++) {
@@ -243,7 +244,7 @@ async function main() {
           ? await engine.leafPass(cid, summarize)
           : await engine.compact(cid, summarize, { tokenBudget: 400, force: true })
       line.outcome = res === null ? 'null' : res.authFailure ? 'auth' : 'ok'
-      if (res && op === 'compact') line.created = res.createdSummaryIds.length
+      if (res && 'createdSummaryIds' in res) line.created = res.createdSummaryIds.length
       if (res && op === 'leafPass' && !res.authFailure) line.created = 1
     } catch (err) {
       line.outcome = 'rejected'

@@ -8,7 +8,7 @@ const { LcmEngine } = require('../../index.js')
 async function main() {
   const dbPath = join(mkdtempSync(join(tmpdir(), 'lcm-gc-')), 'gc.db')
   const engine = await LcmEngine.open({ dbPath, leafChunkTokens: 300, freshTailCount: 4, summaryTimeoutMs: 400 })
-  const msgs = Array.from({ length: 30 }, (_, i) => ({ role: i % 2 ? 'assistant' : 'user', content: `m${i} ${'w '.repeat(200)}` }))
+  const msgs = Array.from({ length: 30 }, (_, i) => ({ role: /** @type {'assistant' | 'user'} */ (i % 2 ? 'assistant' : 'user'), content: `m${i} ${'w '.repeat(200)}` }))
   const { conversationId } = await engine.ingest({ sessionId: 's' }, msgs)
   const timer = setInterval(() => global.gc(), 10)
   const outcome = await engine.leafPass(conversationId, () => new Promise(() => {})).then(

@@ -6,6 +6,7 @@ const { tmpdir } = require('node:os')
 const { join } = require('node:path')
 const { LcmEngine } = require('../../index.js')
 
+/** @type {Record<string, any>} summarizers that misbehave on purpose */
 const cases = {
   'rejects with a Symbol': () => Promise.reject(Symbol('nope')),
   'throws a Symbol': () => {
@@ -26,7 +27,7 @@ const cases = {
 
 ;(async () => {
   const engine = await LcmEngine.open({ dbPath: join(mkdtempSync(join(tmpdir(), 'lcm-hostile-')), 'lcm.db'), freshTailCount: 2, summaryTimeoutMs: 2000 })
-  const messages = Array.from({ length: 40 }, (_, i) => ({ role: i % 2 ? 'assistant' : 'user', content: `message ${i} `.repeat(150) }))
+  const messages = Array.from({ length: 40 }, (_, i) => ({ role: /** @type {'assistant' | 'user'} */ (i % 2 ? 'assistant' : 'user'), content: `message ${i} `.repeat(150) }))
   const { conversationId } = await engine.ingest({ sessionId: 's' }, messages)
   for (const [name, summarize] of Object.entries(cases)) {
     let out

@@ -50,7 +50,8 @@ async function loadLcm() {
     return { migration: m, connection: m, features: m, store: m };
   }
   const src = resolve(args.src);
-  module.registerHooks({
+  // registerHooks is newer than the @types/node this repository pins.
+  /** @type {any} */ (module).registerHooks({
     resolve(specifier, context, nextResolve) {
       try {
         return nextResolve(specifier, context);

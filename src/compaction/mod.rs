@@ -6,6 +6,10 @@
 //! checks its inputs are still live. A sweep keeps the model across passes, so it never
 //! re-reads the history; while the summarizer answers quickly, consecutive passes are written
 //! together (renumbering the context once per group, not once per pass).
+//!
+//! Over 600 lines on purpose: `Run` is one state machine (the model, the pending group, the
+//! contents cache) that the leaf pass, the condensed pass and the sweep all drive; split
+//! across files its invariants would be too. Options, results and `evaluate` live apart.
 
 pub mod escalation;
 mod evaluate;

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::bridge::*;
+use super::bridge::JsonArg;
 use crate::compaction::PassOptions;
 use crate::error::{self, LcmError};
 use crate::store;

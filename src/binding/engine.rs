@@ -9,10 +9,13 @@ use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi_derive::napi;
 use serde_json::Value;
 
-use super::args::*;
-use super::bridge::*;
-use super::signals::*;
-use super::summarize::*;
+use super::args::{
+    ingest_options, maybe_int, opt_bool, opt_int, optional, parse_id, parse_target, pass_options, required,
+    token_budget,
+};
+use super::bridge::{spawn_coded, spawn_coded_then, to_json, CoreTask, JsonArg, JsonText};
+use super::signals::{progress_callback, watch_abort, AbortWatch, ProgressTsfn, PROGRESS_WAIT};
+use super::summarize::SummarizerArg;
 use crate::compaction::SweepOptions;
 use crate::config::{self, Config};
 use crate::engine::Engine;

@@ -4,8 +4,8 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use serde_json::Value;
 
-use super::args::*;
-use super::bridge::*;
+use super::args::{opt_int, optional, required};
+use super::bridge::{js_error, to_json, CoreTask, JsonArg, JsonText};
 use crate::config::{self};
 use crate::error::{self, LcmError};
 use crate::{engine, prompts, tokens};

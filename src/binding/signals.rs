@@ -7,7 +7,7 @@ use std::sync::Arc;
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::ThreadsafeFunction;
 
-use super::bridge::*;
+use super::bridge::JsonText;
 use crate::error::{self, LcmError};
 
 /// How long a rewrite waits for `onProgress` to return before going on.

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 
-use super::bridge::*;
+use super::bridge::JsonText;
 use crate::error::{self, LcmError};
 use crate::summarizer;
 use crate::summarizer::{SummarizeRequest, Summarizer, SummarizerFailure, SummaryFuture};

@@ -5,7 +5,10 @@ use std::collections::{HashMap, HashSet};
 
 use rusqlite::Connection;
 
-use super::*;
+use super::{
+    totals, FtsTable, LcmError, Result, ADDED_COLUMNS, FTS_SHADOW_SUFFIXES, FTS_TABLES, INDEXES, NATIVE_SCHEMA_STEP,
+    NATIVE_SCHEMA_VERSION, READ_OPTIONAL_TABLES, STEP_DEPTHS, STEP_FTS_FILL, STEP_METADATA, STEP_SCHEMA, TABLES,
+};
 
 /// State of one FTS table.
 #[derive(Debug, Clone, PartialEq)]

@@ -102,15 +102,14 @@ pub fn draft(entries: &[SourceEntry]) -> Draft {
             match labelled(line) {
                 Some(("Asked", rest)) => {
                     asks += 1;
-                    d.items.push(Item {
-                        section: 0,
-                        slot: SLOT_ASKED,
-                        order: next(),
-                        priority: if asks == 1 { 0 } else { 2 },
-                        label: "Asked".into(),
-                        joined: false,
-                        text: text::shorten(rest, ASK_CHARS),
-                    });
+                    d.items.push(Item::line(
+                        0,
+                        SLOT_ASKED,
+                        next(),
+                        if asks == 1 { 0 } else { 2 },
+                        "Asked",
+                        text::shorten(rest, ASK_CHARS),
+                    ));
                 }
                 Some(("Did" | "Changed" | "Ran" | "Looked at", rest)) => {
                     for a in rest.split(" · ").filter(|a| !a.trim().is_empty()) {
@@ -159,19 +158,12 @@ pub fn draft(entries: &[SourceEntry]) -> Draft {
         } else {
             (SLOT_LOOKED, "Looked at", 3)
         };
-        d.items.push(Item {
-            section: 0,
-            slot,
-            order: *first,
-            priority,
-            label: label.into(),
-            joined: true,
-            text: if *n > 1 {
-                format!("{action} ×{n}")
-            } else {
-                action.clone()
-            },
-        });
+        let text = if *n > 1 {
+            format!("{action} ×{n}")
+        } else {
+            action.clone()
+        };
+        d.items.push(Item::joined(0, slot, *first, priority, label, text));
     }
     let mut overview = vec![plural(entries.len(), "summary", "summaries")];
     for (n, one, many) in [
@@ -184,15 +176,8 @@ pub fn draft(entries: &[SourceEntry]) -> Draft {
             overview.push(plural(n, one, many));
         }
     }
-    d.items.push(Item {
-        section: 0,
-        slot: SLOT_OVERVIEW,
-        order: 0,
-        priority: 0,
-        label: "Overview".into(),
-        joined: false,
-        text: overview.join(", "),
-    });
+    d.items
+        .push(Item::line(0, SLOT_OVERVIEW, 0, 0, "Overview", overview.join(", ")));
     d.notes.push(format!(
         "full text of {}",
         plural(entries.len(), "input summary", "input summaries")
@@ -205,15 +190,14 @@ pub fn draft(entries: &[SourceEntry]) -> Draft {
 fn keep_findings(d: &mut Draft, mut found: Vec<(String, usize)>) {
     found.sort_by_key(|(f, order)| (!is_error(f), *order));
     for (f, order) in found.into_iter().take(FINDINGS_PER_INPUT) {
-        d.items.push(Item {
-            section: 0,
-            slot: SLOT_FOUND,
+        d.items.push(Item::line(
+            0,
+            SLOT_FOUND,
             order,
-            priority: if is_error(&f) { 2 } else { 3 },
-            label: "Found".into(),
-            joined: false,
-            text: text::shorten(&f, LINE_CHARS),
-        });
+            if is_error(&f) { 2 } else { 3 },
+            "Found",
+            text::shorten(&f, LINE_CHARS),
+        ));
     }
 }
 
@@ -235,14 +219,13 @@ fn keep_statements(d: &mut Draft, mut statements: Vec<(String, usize)>, from_las
             (false, true) => 3,
             (false, false) => 4,
         };
-        d.items.push(Item {
-            section: 0,
-            slot: SLOT_SAID,
+        d.items.push(Item::line(
+            0,
+            SLOT_SAID,
             order,
             priority,
-            label: "Said".into(),
-            joined: false,
-            text: text::shorten(&s, LINE_CHARS),
-        });
+            "Said",
+            text::shorten(&s, LINE_CHARS),
+        ));
     }
 }

@@ -221,15 +221,8 @@ pub fn draft(entries: &[SourceEntry]) -> Draft {
                     } else {
                         format!("{time} Asked")
                     };
-                    d.items.push(Item {
-                        section,
-                        slot: SLOT_ASKED,
-                        order: next(),
-                        priority: 0,
-                        label,
-                        joined: false,
-                        text: text::shorten(&prose, ASK_CHARS),
-                    });
+                    let text = text::shorten(&prose, ASK_CHARS);
+                    d.items.push(Item::line(section, SLOT_ASKED, next(), 0, label, text));
                 }
                 SourcePart::Text(t) if entry.role == "assistant" => {
                     // The last thing the assistant said is where the span ended up: its
@@ -251,15 +244,14 @@ pub fn draft(entries: &[SourceEntry]) -> Draft {
                             if !narration && conclusion > 0 {
                                 conclusion -= 1;
                             }
-                            d.items.push(Item {
+                            d.items.push(Item::line(
                                 section,
-                                slot: SLOT_SAID,
-                                order: next(),
+                                SLOT_SAID,
+                                next(),
                                 priority,
-                                label: "Said".into(),
-                                joined: false,
-                                text: text::shorten(&s, SAID_CHARS),
-                            });
+                                "Said",
+                                text::shorten(&s, SAID_CHARS),
+                            ));
                         }
                     }
                 }
@@ -306,15 +298,8 @@ pub fn draft(entries: &[SourceEntry]) -> Draft {
                             .into_iter()
                             .find(|l| !is_markup(l) && l.chars().filter(|c| c.is_alphabetic()).count() >= 3);
                         if let Some(first) = first {
-                            d.items.push(Item {
-                                section,
-                                slot: SLOT_DID,
-                                order: next(),
-                                priority: 3,
-                                label: "Did".into(),
-                                joined: true,
-                                text: format!("got \"{}\"", text::shorten(&first, 80)),
-                            });
+                            let text = format!("got \"{}\"", text::shorten(&first, 80));
+                            d.items.push(Item::joined(section, SLOT_DID, next(), 3, "Did", text));
                         }
                     }
                     for (k, line) in found.into_iter().enumerate() {
@@ -323,26 +308,13 @@ pub fn draft(entries: &[SourceEntry]) -> Draft {
                         } else {
                             line
                         };
-                        d.items.push(Item {
-                            section,
-                            slot: SLOT_FOUND,
-                            order: next(),
-                            priority: 2,
-                            label: "Found".into(),
-                            joined: false,
-                            text,
-                        });
+                        d.items.push(Item::line(section, SLOT_FOUND, next(), 2, "Found", text));
                     }
                 }
-                SourcePart::Attachment(a) => d.items.push(Item {
-                    section,
-                    slot: SLOT_DID,
-                    order: next(),
-                    priority: 3,
-                    label: "Did".into(),
-                    joined: true,
-                    text: text::shorten(a, 80),
-                }),
+                SourcePart::Attachment(a) => {
+                    d.items
+                        .push(Item::joined(section, SLOT_DID, next(), 3, "Did", text::shorten(a, 80)))
+                }
             }
         }
     }
@@ -372,15 +344,8 @@ fn count_action(
         }
         None => {
             actions.insert((section, action.clone()), (d.items.len(), 1));
-            d.items.push(Item {
-                section,
-                slot: SLOT_DID,
-                order,
-                priority,
-                label: "Did".into(),
-                joined: true,
-                text: action,
-            });
+            d.items
+                .push(Item::joined(section, SLOT_DID, order, priority, "Did", action));
         }
     }
 }

@@ -70,6 +70,29 @@ pub struct Item {
     pub text: String,
 }
 
+impl Item {
+    /// An item on a line of its own (`Found: …`).
+    pub fn line(section: usize, slot: u8, order: usize, priority: u8, label: impl Into<String>, text: String) -> Item {
+        Item {
+            section,
+            slot,
+            order,
+            priority,
+            label: label.into(),
+            joined: false,
+            text,
+        }
+    }
+
+    /// An item that shares its line with the others of its slot (`Did: a · b`).
+    pub fn joined(section: usize, slot: u8, order: usize, priority: u8, label: &str, text: String) -> Item {
+        Item {
+            joined: true,
+            ..Item::line(section, slot, order, priority, label, text)
+        }
+    }
+}
+
 /// A summary before fitting: its items and notes for the footer about what it left out.
 #[derive(Default)]
 pub struct Draft {

@@ -224,7 +224,14 @@ pub async fn summarize(
                     prompt.push_str(&retry_note(&missing));
                 }
                 let started = std::time::Instant::now();
-                let again = call(summarizer, prompt, &request, config.summary_timeout_ms).await?;
+                let again = match call(summarizer, prompt, &request, config.summary_timeout_ms).await {
+                    Ok(text) => text,
+                    // The first answer stands (marked below) when only the retry failed; a
+                    // closed engine or refused credentials still end the pass.
+                    Err(PassError::Failed(LcmError::Closed)) => return Err(PassError::Failed(LcmError::Closed)),
+                    Err(PassError::Auth(m)) => return Err(PassError::Auth(m)),
+                    Err(PassError::Failed(_)) => String::new(),
+                };
                 waited += started.elapsed().as_secs_f64() * 1000.0;
                 calls += 1;
                 if !again.is_empty() && tokens::estimate(&again) < input_tokens {

@@ -134,6 +134,31 @@ async fn still_under_after_the_retry_it_is_kept_marked_and_rewrite_low_fidelity_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_retry_keeps_the_first_answer_marked() {
+    for (i, second) in [Act::Fail, Act::Hang, Act::Empty].into_iter().enumerate() {
+        let (_d, engine, cid) = setup(json!({"minFidelity": 0.5, "summaryTimeoutMs": 200}));
+        let s = Scripted::new(move |n, _| {
+            if n == 0 {
+                Act::Text(VAGUE.into())
+            } else {
+                second.clone()
+            }
+        });
+        let pass = engine
+            .pass(cid, SummaryKind::Leaf, s.clone(), PassOptions::default())
+            .await
+            .unwrap_or_else(|e| panic!("case {i}: {e}"))
+            .unwrap();
+        assert_eq!(s.prompts().len(), 2, "case {i}");
+        let id = pass.summary_id.unwrap();
+        assert!(stored(&engine, &id).needs_repair, "case {i}");
+        let summaries = engine.summaries(cid, None).unwrap();
+        let written = summaries.iter().find(|x| x.fields.summary_id == id).unwrap();
+        assert_eq!(written.fields.content, VAGUE, "case {i}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_template_that_uses_missing_identifiers_gets_them_and_no_appended_note() {
     let prompts = tempfile::tempdir().unwrap();
     std::fs::write(

@@ -220,3 +220,40 @@ async fn old_summaries_are_scored_on_demand() {
     );
     assert_eq!(engine.score_fidelity(cid, true).unwrap().scored, 1, "all: rescored");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_an_earlier_lcm_native_migrated_opens_read_only_without_the_table() {
+    let (dir, engine, cid) = setup(json!({}));
+    let s = Scripted::new(|_, _| Act::Text(PRECISE.into()));
+    let id = engine
+        .pass(cid, SummaryKind::Leaf, s, PassOptions::default())
+        .await
+        .unwrap()
+        .unwrap()
+        .summary_id
+        .unwrap();
+    let path = engine.config().db_path.clone();
+    engine.close();
+    Connection::open(&path)
+        .unwrap()
+        .execute("DROP TABLE lcm_native_summary_fidelity", [])
+        .unwrap();
+    let ro =
+        Engine::open(crate::config::Config::from_options(&json!({"dbPath": path, "readOnly": true}), None).unwrap())
+            .unwrap();
+    let listed = ro.summaries(cid, None).unwrap();
+    assert_eq!((listed[0].fidelity, listed[0].low_fidelity), (None, false));
+    let crate::recall::Description::Summary(d) = ro.describe(&crate::recall::ItemId::Summary(id)).unwrap() else {
+        panic!()
+    };
+    assert!(!d.fidelity_detail.stored && d.fidelity_detail.fidelity.score.is_some());
+    assert!(ro.fidelity(cid).unwrap()[0].scored == 0);
+    let dry = RewriteOptions::from_json(Some(&json!({"lowFidelity": true}))).unwrap();
+    let r = ro
+        .rewrite(cid, Scripted::stub(), &dry, &AtomicBool::new(false), &|_| {})
+        .await
+        .unwrap();
+    assert!(r.entries.is_empty());
+    assert_eq!(ro.score_fidelity(cid, false).unwrap_err().code(), "E_READ_ONLY");
+    drop(dir);
+}

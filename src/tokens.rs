@@ -34,12 +34,17 @@ pub fn is_cjk(cp: u32) -> bool {
 
 /// Estimated tokens of `text`.
 pub fn estimate(text: &str) -> i64 {
+    quarter_tokens(text).div_ceil(4) as i64
+}
+
+/// The weight of `text` in quarter tokens: additive, so the estimate of a text built piece
+/// by piece is `sum.div_ceil(4)` without re-reading what came before.
+pub fn quarter_tokens(text: &str) -> u64 {
     // ASCII fast path: every byte is one code point of weight 1/4.
     if text.is_ascii() {
-        return text.len().div_ceil(4) as i64;
+        return text.len() as u64;
     }
-    let q: u64 = text.chars().map(quarters).sum();
-    q.div_ceil(4) as i64
+    text.chars().map(quarters).sum()
 }
 
 /// Estimated tokens of the JSON text of `value` (what the plugin estimates for block content),

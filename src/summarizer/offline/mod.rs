@@ -198,15 +198,20 @@ fn footer(
     topics.extend(missing(false));
     let mut seen = std::collections::HashSet::new();
     topics.retain(|t| !t.contains(", ") && seen.insert(t.clone()));
+    // The topics that fit, weighed piece by piece (quarter tokens add up exactly): linear in
+    // the number of topics.
     let mut footer = FOOTER.to_string();
-    let mut first = true;
+    let mut used = tokens::quarter_tokens(&footer);
+    let mut sep = " ";
     for t in topics {
-        let next = format!("{footer}{}{t}", if first { " " } else { ", " });
-        if tokens::estimate(&next) > room {
+        let cost = tokens::quarter_tokens(sep) + tokens::quarter_tokens(&t);
+        if (used + cost).div_ceil(4) as i64 > room {
             continue;
         }
-        footer = next;
-        first = false;
+        footer.push_str(sep);
+        footer.push_str(&t);
+        used += cost;
+        sep = ", ";
     }
     footer
 }

@@ -410,6 +410,8 @@ describe('recall tools', () => {
     const sumId = /covered by (sum_[0-9a-f]+)/.exec(grep.content[0].text)![1]
     const described = await host.tool('lcm_describe', a).execute('call-3', { id: sumId })
     expect(described.content[0].text).toContain(sumId)
+    // It says what the summary kept of its source, so the model knows what to expand for.
+    expect(described.content[0].text).toMatch(/\nfidelity( \d\.\d\d: keeps \d+ of \d+ identifiers of its source \(\d+ of \d+ salient\)|: its source names no identifiers)/)
     expect((await host.tool('lcm_describe', b).execute('call-4', { id: sumId })).content[0].text).toMatch(/not found/)
 
     const expanded = await host.tool('lcm_expand', a).execute('call-5', { summaryId: sumId })

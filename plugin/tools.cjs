@@ -9,6 +9,17 @@ const { agentOf, databaseFor } = require('./config.cjs')
 const { targetOf } = require('./context-engine.cjs')
 const { addon, engineFor } = require('./shared.cjs')
 
+/**
+ * What a summary kept of its source's identifiers, and the salient ones it left out (what to
+ * expand for).
+ * @param {import('../index.js').FidelityScore} f
+ */
+function fidelityLine(f) {
+  if (f.score === null) return 'fidelity: its source names no identifiers'
+  const missing = f.missingSalient.length ? `; left out: ${f.missingSalient.slice(0, 10).join(', ')}` : ''
+  return `fidelity ${f.score.toFixed(2)}: keeps ${f.kept} of ${f.identifiers} identifiers of its source (${f.salientKept} of ${f.salient} salient)${missing}`
+}
+
 const TOOL_NAMES = ['lcm_grep', 'lcm_describe', 'lcm_expand']
 
 /**
@@ -159,6 +170,7 @@ function recallTools(settings, ctx) {
           ? [
               `${d.summaryId}: ${d.kind} summary, depth ${d.depth}, ${d.tokenCount} tokens, ${d.range || 'time unknown'}${d.fallback ? ', deterministic fallback' : ''}`,
               `covers ${d.coveredMessages.count} message(s)${d.inputs.length ? `; inputs: ${d.inputs.map((/** @type {any} */ i) => `${i.summaryId} (d${i.depth})`).join(', ')}` : ''}`,
+              fidelityLine(d.fidelityDetail),
               d.live ? 'live in the context' : `not live; covered by ${d.liveSummary ?? d.consumedBy ?? 'nothing'}`,
               '',
               d.content,

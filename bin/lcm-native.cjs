@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// The lcm-native command line: demo, stats, migrate, rewrite and prompts. Plain Node, no dependencies
+// The lcm-native command line: demo, stats, fidelity, migrate, rewrite and prompts. Plain Node, no dependencies
 // beyond the addon. Exit codes: 0 done, 1 failed (one line on stderr), 2 bad arguments (usage).
 'use strict'
 

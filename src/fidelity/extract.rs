@@ -443,12 +443,11 @@ fn extract_line(line: &str, salient: bool, out: &mut IdentifierSet) {
         if i < skip_to {
             continue;
         }
-        if let Some(&(qs, qe, _)) = quoted.iter().find(|(qs, _, _)| *qs == i) {
+        if let Some(&(_, qe, _)) = quoted.iter().find(|(qs, _, _)| *qs == i) {
             if let Some(s) = start.take() {
                 words.push((&line[s..i], s));
             }
             skip_to = qe;
-            let _ = qs;
             continue;
         }
         if is_word_char(c) && i < line.len() {

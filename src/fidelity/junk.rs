@@ -42,9 +42,7 @@ fn has_escapes(line: &str) -> bool {
     b.windows(2).enumerate().any(|(i, w)| {
         w[0] == b'\\'
             && match w[1] {
-                b'n' | b't' | b'r' => {
-                    b.get(i + 2).is_none_or(|c| !c.is_ascii_lowercase()) || b.get(i + 2) == Some(&b'\\')
-                }
+                b'n' | b't' | b'r' => b.get(i + 2).is_none_or(|c| !c.is_ascii_lowercase()),
                 b'"' | b'\\' => true,
                 b'u' => b.len() >= i + 6 && b[i + 2..i + 6].iter().all(u8::is_ascii_hexdigit),
                 _ => false,

@@ -51,6 +51,13 @@ fn stored(engine: &Engine, summary_id: &str) -> store::StoredFidelity {
         .expect("a score is written with the summary")
 }
 
+/// One leaf pass answered with `PRECISE`; its summary id.
+async fn precise_leaf(engine: &Engine, cid: i64) -> String {
+    let s = Scripted::new(|_, _| Act::Text(PRECISE.into()));
+    let pass = engine.pass(cid, SummaryKind::Leaf, s, PassOptions::default()).await;
+    pass.unwrap().unwrap().summary_id.unwrap()
+}
+
 const VAGUE: &str = "Worked on the login code.";
 const PRECISE: &str = "Fixed the session guard in validateUser (src/auth/login.ts); npm test had 3 failed.";
 
@@ -186,14 +193,7 @@ async fn a_template_that_uses_missing_identifiers_gets_them_and_no_appended_note
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn old_summaries_are_scored_on_demand() {
     let (_d, engine, cid) = setup(json!({}));
-    let s = Scripted::new(|_, _| Act::Text(PRECISE.into()));
-    let id = engine
-        .pass(cid, SummaryKind::Leaf, s, PassOptions::default())
-        .await
-        .unwrap()
-        .unwrap()
-        .summary_id
-        .unwrap();
+    let id = precise_leaf(&engine, cid).await;
     // As if written before scores existed (or by lossless-claw).
     Connection::open(&engine.config().db_path)
         .unwrap()
@@ -224,14 +224,7 @@ async fn old_summaries_are_scored_on_demand() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_an_earlier_lcm_native_migrated_opens_read_only_without_the_table() {
     let (dir, engine, cid) = setup(json!({}));
-    let s = Scripted::new(|_, _| Act::Text(PRECISE.into()));
-    let id = engine
-        .pass(cid, SummaryKind::Leaf, s, PassOptions::default())
-        .await
-        .unwrap()
-        .unwrap()
-        .summary_id
-        .unwrap();
+    let id = precise_leaf(&engine, cid).await;
     let path = engine.config().db_path.clone();
     engine.close();
     Connection::open(&path)

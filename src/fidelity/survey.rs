@@ -5,7 +5,7 @@ use rusqlite::{Connection, TransactionBehavior};
 use serde::Serialize;
 
 use super::store::{self, StoredFidelity};
-use super::{score, source_identifiers, EXTRACTOR_VERSION};
+use super::{score, source_identifiers, Fidelity, EXTRACTOR_VERSION};
 use crate::compaction::source::summary_entries;
 use crate::error::Result;
 use crate::time::DisplayZone;
@@ -19,17 +19,22 @@ pub fn of_summary(conn: &Connection, summary_id: &str, zone: DisplayZone) -> Res
     if let Some(f) = store::get(conn, summary_id)? {
         return Ok(f);
     }
-    let content: String = conn
-        .prepare_cached("SELECT content FROM summaries WHERE summary_id = ?1")?
-        .query_row([summary_id], |r| r.get(0))?;
-    let entries = summary_entries(conn, summary_id, zone, CHUNK_TOKENS)?;
     Ok(StoredFidelity {
-        fidelity: score(&source_identifiers(&entries), &content),
+        fidelity: compute(conn, summary_id, zone)?,
         needs_repair: false,
         extractor_version: EXTRACTOR_VERSION,
         computed_at: String::new(),
         stored: false,
     })
+}
+
+/// Scores a stored summary against its source, as its pass saw it.
+fn compute(conn: &Connection, summary_id: &str, zone: DisplayZone) -> Result<Fidelity> {
+    let content: String = conn
+        .prepare_cached("SELECT content FROM summaries WHERE summary_id = ?1")?
+        .query_row([summary_id], |r| r.get(0))?;
+    let entries = summary_entries(conn, summary_id, zone, CHUNK_TOKENS)?;
+    Ok(score(&source_identifiers(&entries), &content))
 }
 
 /// What `scoreFidelity` did.
@@ -72,12 +77,8 @@ pub fn score_conversation(
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let ids = store::unscored(&tx, conversation_id, all)?;
     for id in &ids {
-        let content: String = tx
-            .prepare_cached("SELECT content FROM summaries WHERE summary_id = ?1")?
-            .query_row([id], |r| r.get(0))?;
-        let entries = summary_entries(&tx, id, zone, CHUNK_TOKENS)?;
         let keep_mark = store::needs_repair(&tx, id)?;
-        store::put(&tx, id, &score(&source_identifiers(&entries), &content), keep_mark)?;
+        store::put(&tx, id, &compute(&tx, id, zone)?, keep_mark)?;
     }
     tx.commit()?;
     Ok(ScoreReport {

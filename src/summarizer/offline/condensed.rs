@@ -3,7 +3,7 @@
 //! `Looked at`); other inputs (an LLM's prose) by their sentences. Repeated actions are
 //! counted (`edit src/a.ts ×4`); what changed over the span comes first.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::leaf::{is_change_action, plural};
 use super::text::{self, is_decision, is_error, is_narration};
@@ -67,7 +67,7 @@ pub fn draft(entries: &[SourceEntry]) -> Draft {
     // action → (first order, count)
     let mut actions: Vec<(String, usize, usize)> = Vec::new();
     let mut action_index: HashMap<String, usize> = HashMap::new();
-    let mut seen_lines: HashMap<String, ()> = HashMap::new();
+    let mut seen_lines: HashSet<String> = HashSet::new();
     let (mut asks, mut errors) = (0, 0);
     let last = entries.len().saturating_sub(1);
     for (ei, entry) in entries.iter().enumerate() {
@@ -125,7 +125,7 @@ pub fn draft(entries: &[SourceEntry]) -> Draft {
                 }
                 Some(("Overview", _)) => {}
                 Some(("Found", rest)) => {
-                    if seen_lines.insert(rest.to_string(), ()).is_none() {
+                    if seen_lines.insert(rest.to_string()) {
                         errors += is_error(rest) as usize;
                         found.push((rest.to_string(), next()));
                     }

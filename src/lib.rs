@@ -22,3 +22,5 @@ pub mod time;
 pub mod tokens;
 
 pub mod binding;
+#[cfg(test)]
+mod typegen;

@@ -44,13 +44,15 @@ pub struct AssembleOptions {
 }
 
 #[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct AssembleStats {
     /// Live items of each kind, before the budget is applied.
     pub raw_message_count: i64,
     pub summary_count: i64,
     pub total_context_items: i64,
-    /// Live items emitted (before repair added or dropped messages).
+    /// Live items emitted (before pairing repair added or dropped messages), and those evicted
+    /// (oldest first) with their stored tokens.
     pub kept_items: i64,
     pub evicted_items: i64,
     /// Stored tokens of the evicted items.
@@ -66,11 +68,15 @@ pub struct AssembleStats {
     pub repair: RepairStats,
 }
 
+/// What `assemble` returns: the messages for the model and how they were chosen.
 #[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[cfg_attr(test, ts(rename = "AssembleResult"))]
 #[serde(rename_all = "camelCase")]
 pub struct Assembled {
+    #[cfg_attr(test, ts(type = "AssembledMessage[]"))]
     pub messages: Vec<Value>,
-    /// Estimated tokens of what is emitted, wrappers included.
+    /// Estimated tokens of what is emitted, summary wrappers included.
     pub estimated_tokens: i64,
     pub stats: AssembleStats,
 }

@@ -25,7 +25,9 @@ pub const CALL_TYPES: &[&str] = &[
 pub const SYNTHETIC_TEXT: &str =
     "[lcm-native] missing tool result in session history; inserted synthetic error result for transcript repair.";
 
+/// What the pairing repair of tool calls and results changed.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct RepairStats {
     pub orphan_results_dropped: i64,

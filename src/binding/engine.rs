@@ -20,8 +20,21 @@ use crate::compaction::SweepOptions;
 use crate::config::{self, Config};
 use crate::engine::Engine;
 use crate::error::LcmError;
+use crate::store::messages::IngestOutcome;
 use crate::summarizer::SummaryKind;
 use crate::{assemble, recall, rewrite};
+
+/// What `ingest` did.
+#[derive(serde::Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct IngestResult {
+    #[serde(flatten)]
+    outcome: IngestOutcome,
+    /// Lone UTF-16 surrogates (half an emoji) stored as U+FFFD. Counted by the binding, which
+    /// repairs them while it reads the messages.
+    replaced_surrogates: usize,
+}
 
 /// One lcm database. Create it with `LcmEngine.open`; every method returns a Promise and does
 /// its work off Node's main thread.
@@ -101,9 +114,10 @@ impl LcmEngine {
             };
             let options = ingest_options(&optional(options, "options")?)?;
             let outcome = engine.ingest_with(&target, &messages, options)?;
-            let mut json = serde_json::to_value(&outcome).map_err(|e| LcmError::Internal(e.to_string()))?;
-            json["replacedSurrogates"] = Value::from(replaced);
-            to_json(&json)
+            to_json(&IngestResult {
+                outcome,
+                replaced_surrogates: replaced,
+            })
         })
     }
 

@@ -19,6 +19,8 @@ use crate::tokens;
 
 /// How a summary was obtained.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[cfg_attr(test, ts(rename = "PassLevel"))]
 #[serde(rename_all = "camelCase")]
 pub enum Level {
     Normal,

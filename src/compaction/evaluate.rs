@@ -9,26 +9,32 @@ use crate::db::totals;
 use crate::error::Result;
 use crate::store::conversations;
 
-/// The decisions `evaluate` reports.
+/// What `evaluate` decides.
 #[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct Evaluation {
     /// Σ stored `token_count` of the live items.
     pub stored_tokens: i64,
-    /// max(stored, observed).
+    /// max(storedTokens, observedTokens).
     pub current_tokens: i64,
+    /// floor(contextThreshold × tokenBudget).
     pub threshold: i64,
     pub should_compact: bool,
-    /// `threshold` or `none`.
+    /// `threshold` when a sweep is due, else `none`.
+    #[cfg_attr(test, ts(type = "\"threshold\" | \"none\""))]
     pub reason: &'static str,
     pub leaf_trigger: LeafTrigger,
+    /// The rolling-summary trigger: `messagesPerSummary` messages since the last summary.
     pub rolling: RollingTrigger,
     pub live_items: i64,
     pub raw_messages: i64,
     pub summaries: i64,
 }
 
+/// The leaf trigger: raw tokens outside the fresh tail against a leaf chunk.
 #[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct LeafTrigger {
     pub raw_tokens_outside_tail: i64,
@@ -39,6 +45,7 @@ pub struct LeafTrigger {
 /// The rolling-summary seed's trigger: summarise once `messagesPerSummary` messages arrived
 /// since the last summary, keeping the fresh tail verbatim.
 #[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct RollingTrigger {
     pub messages_since_last_summary: i64,

@@ -63,23 +63,30 @@ pub struct LiveContext {
     total_tokens: i64,
 }
 
-/// A live item as the API lists it.
+/// A live context item.
 #[derive(Clone, Debug, serde::Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct ContextEntry {
     pub ordinal: i64,
     /// `message` or `summary`.
+    #[cfg_attr(test, ts(type = "\"message\" | \"summary\""))]
     pub kind: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, ts(optional))]
     pub message_id: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, ts(optional))]
     pub summary_id: Option<String>,
-    /// Message role (`user`, `assistant`, `tool`, `system`).
+    /// Message role as stored: user, assistant, tool, system.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, ts(optional))]
     pub role: Option<String>,
     /// Summary depth.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, ts(optional))]
     pub depth: Option<i64>,
+    /// Stored token count.
     pub tokens: i64,
 }
 

@@ -21,42 +21,52 @@ pub struct PassOptions {
 
 /// The outcome of one pass.
 #[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct PassResult {
     pub kind: SummaryKind,
     /// Absent when the pass was aborted by an auth failure.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, ts(optional))]
     pub summary_id: Option<String>,
     pub depth: i64,
+    /// How the summary was obtained; `fallback` summaries are marked `lcm-native/fallback`.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, ts(optional))]
     pub level: Option<Level>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, ts(optional))]
     pub model: Option<String>,
     pub input_count: i64,
     pub input_tokens: i64,
     pub output_tokens: i64,
+    /// Σ stored tokens of the live context before and after.
     pub tokens_before: i64,
     pub tokens_after: i64,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, ts(optional))]
     pub earliest_at: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, ts(optional))]
     pub latest_at: Option<String>,
     pub summarizer_calls: u32,
-    /// Time spent waiting for the summarizer (the rest of the pass is bookkeeping).
+    /// Time spent waiting for the summarizer; the rest of the pass is bookkeeping.
     pub summarizer_ms: f64,
     /// True when the provider refused the credentials; nothing was written.
     pub auth_failure: bool,
     /// Condensations run right after a leaf pass (`incrementalMaxDepth`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(test, ts(as = "Option<_>", optional))]
     pub incremental: Vec<PassResult>,
-    /// Why the incremental condensation after a leaf pass stopped early (the leaf pass itself
-    /// was written).
+    /// Why that incremental condensation stopped early; the leaf pass itself was written.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, ts(optional))]
     pub incremental_error: Option<PassFailure>,
 }
 
 /// A failure reported inside a result instead of rejecting the call.
 #[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 pub struct PassFailure {
     pub code: &'static str,
     pub message: String,
@@ -64,6 +74,7 @@ pub struct PassFailure {
 
 /// Why a sweep stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "kebab-case")]
 pub enum StopReason {
     BelowThreshold,
@@ -78,6 +89,7 @@ pub enum StopReason {
 
 /// The outcome of `compact`.
 #[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct SweepResult {
     pub action_taken: bool,
@@ -85,16 +97,19 @@ pub struct SweepResult {
     pub tokens_after: i64,
     pub threshold: i64,
     pub leaf_passes: i64,
-    /// Condensed passes by the depth they produced (`{ "1": 3, "2": 1 }`).
+    /// Condensed passes by the depth they produced, e.g. `{ "1": 3, "2": 1 }`.
+    #[cfg_attr(test, ts(type = "Record<string, number>"))]
     pub condensed_passes: BTreeMap<i64, i64>,
     pub created_summary_ids: Vec<String>,
-    /// Passes by how their summary was obtained (`normal`, `aggressive`, `fallback`, `capped`).
+    /// Passes by how their summary was obtained.
+    #[cfg_attr(test, ts(type = "Partial<Record<PassLevel, number>>"))]
     pub passes_by_level: BTreeMap<&'static str, i64>,
     pub fallback_summaries: i64,
     pub stop_reason: StopReason,
     pub auth_failure: bool,
-    /// True when the normal fanout found nothing to condense while the context was still over
-    /// the threshold, and the sweep went on with `condensedMinFanoutHard`.
+    /// True when the normal fanout found nothing to condense while the context was still over the
+    /// threshold (leaf summaries too large for `leafMinFanout` of them to fit one `leafChunkTokens`
+    /// chunk), and the sweep went on with `condensedMinFanoutHard`.
     pub relaxed_fanout: bool,
     pub duration_ms: f64,
     /// Time spent waiting for the summarizer; `durationMs − summarizerMs` is bookkeeping.

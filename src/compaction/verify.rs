@@ -17,17 +17,19 @@ use sha2::{Digest, Sha256};
 use crate::db::totals;
 use crate::error::Result;
 
+/// The invariant check of `verify`.
 #[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct VerifyReport {
     pub ok: bool,
     pub conversations: i64,
     pub messages: i64,
     pub summaries: i64,
-    /// Human-readable descriptions of every violation found (empty when `ok`).
+    /// Every violation found, in words; empty when `ok`.
     pub problems: Vec<String>,
-    /// SHA-256 over every row of the core tables: equal digests mean equal contents. Empty
-    /// (and the counts 0) when SQLite's integrity check finds the file damaged.
+    /// SHA-256 over every row of the core tables: equal digests mean equal contents. Empty (and the
+    /// counts 0) when SQLite's integrity check finds the file damaged; `problems` says how.
     pub digest: String,
 }
 

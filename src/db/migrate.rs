@@ -34,13 +34,18 @@ pub const STEP_METADATA: (&str, i64) = ("backfillSummaryMetadata", 1);
 pub const STEP_FTS_FILL: (&str, i64) = ("lcmNativeFtsBackfill", 1);
 const STEP_SCHEMA: (&str, i64) = (NATIVE_SCHEMA_STEP, NATIVE_SCHEMA_VERSION);
 
-/// What a migration found and did.
+/// What `migrate` (or `LcmEngine.open`) found and did.
 #[derive(Debug, Clone, Serialize, Default)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct MigrationReport {
     pub db_path: String,
-    /// What the file was before: `new`, `legacy` (pre-depth), `seed`, `lossless-claw`
-    /// (0.15-era, with `lcm_migration_state`) or `lcm-native`.
+    /// What the file was: `new`, `legacy` (pre-depth), `seed`, `lossless-claw` (0.15 era, with
+    /// `lcm_migration_state`) or `lcm-native`.
+    #[cfg_attr(
+        test,
+        ts(type = "\"new\" | \"legacy\" | \"seed\" | \"lossless-claw\" | \"lcm-native\"")
+    )]
     pub era: String,
     /// True when nothing had to be done (and nothing was written).
     pub up_to_date: bool,
@@ -53,11 +58,13 @@ pub struct MigrationReport {
     pub live_totals_rebuilt: bool,
     pub steps_recorded: Vec<String>,
     pub duration_ms: f64,
-    /// One line saying what happened, for logs.
+    /// One line saying what happened (for logs).
     pub summary: String,
 }
 
+/// One data step of a migration.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct BackfillReport {
     pub step: String,

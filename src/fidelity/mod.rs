@@ -26,18 +26,23 @@ pub const MAX_MISSING_LISTED: usize = 40;
 /// an edit's text): its identifiers count, but not as salient.
 const SHORT_ARGUMENT_CHARS: usize = 200;
 
+/// What of its source's identifiers a summary keeps (the counts of `FidelityScore`).
 #[derive(Clone, Debug, PartialEq, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[cfg_attr(test, ts(rename = "FidelityCounts"))]
 #[serde(rename_all = "camelCase")]
 pub struct Fidelity {
-    /// (kept + salient kept) / (identifiers + salient); `None` when the source names nothing.
+    /// (kept + salient kept) / (identifiers + salient); null when the source names nothing.
     pub score: Option<f64>,
-    /// Salient kept / salient; `None` when nothing is salient.
+    /// Salient kept / salient; null when nothing is salient.
     pub salient_score: Option<f64>,
     pub identifiers: u32,
     pub kept: u32,
+    /// Identifiers the user named or a tool call used (in a condensed node: named by two or more
+    /// inputs).
     pub salient: u32,
     pub salient_kept: u32,
-    /// The salient identifiers the summary does not keep, first seen first (at most 40).
+    /// The salient identifiers it left out, first seen first (at most 40).
     pub missing_salient: Vec<String>,
 }
 

@@ -11,18 +11,23 @@ use crate::error::Result;
 
 pub const TABLE: &str = "lcm_native_summary_fidelity";
 
-/// A stored score.
+/// A summary's fidelity: what of its source's identifiers it keeps, and whether it is marked for
+/// repair.
 #[derive(Clone, Debug, PartialEq, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[cfg_attr(test, ts(rename = "FidelityScore"))]
 #[serde(rename_all = "camelCase")]
 pub struct StoredFidelity {
     #[serde(flatten)]
     pub fidelity: Fidelity,
-    /// Stayed under `minFidelity` after the retry: `rewrite` with `lowFidelity` re-summarises it.
+    /// Stayed under `minFidelity` after the retry: `rewrite` with `lowFidelity: true` re-summarises
+    /// it.
     pub needs_repair: bool,
     pub extractor_version: i64,
+    /// When it was stored (ISO-8601); empty when computed on demand.
     pub computed_at: String,
-    /// False when computed on demand for `describe` and not written (a summary not yet
-    /// scored, or a read-only engine).
+    /// False when computed for this call and not written (a summary not scored yet, or a read-only
+    /// engine).
     pub stored: bool,
 }
 

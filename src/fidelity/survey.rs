@@ -39,6 +39,8 @@ fn compute(conn: &Connection, summary_id: &str, zone: DisplayZone) -> Result<Fid
 
 /// What `scoreFidelity` did.
 #[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[cfg_attr(test, ts(rename = "ScoreFidelityReport"))]
 #[serde(rename_all = "camelCase")]
 pub struct ScoreReport {
     pub conversation_id: i64,
@@ -47,8 +49,9 @@ pub struct ScoreReport {
     pub by_depth: Vec<DepthFidelity>,
 }
 
-/// The scores of one depth of a conversation.
+/// The fidelity scores of one depth of a conversation.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct DepthFidelity {
     pub depth: i64,

@@ -71,8 +71,10 @@ pub fn canonical_name(name: &str) -> Result<&'static str> {
         .expect("known name"))
 }
 
-/// The variables every template receives (Go field names in `to_go`).
+/// Variables of the prompt templates (in a template, Go field names: `TargetTokens`,
+/// `PreviousContext`, …).
 #[derive(Clone, Debug, Default, Serialize, serde::Deserialize, PartialEq)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct PromptVars {
     pub target_tokens: i64,
@@ -120,8 +122,9 @@ impl PromptVars {
     }
 }
 
-/// Where a template came from.
+/// Where a prompt template comes from.
 #[derive(Clone, Debug, PartialEq, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct PromptSource {
     pub name: String,
@@ -343,8 +346,9 @@ impl PromptSet {
     }
 }
 
-/// One template in effect, with the default it replaces.
+/// A template in effect, with the default it replaces (`showPrompt`).
 #[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct PromptText {
     #[serde(flatten)]

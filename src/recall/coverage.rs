@@ -15,9 +15,11 @@ const MAX_CHAIN: usize = 64;
 
 /// A summary in a covering chain.
 #[derive(Clone, Debug, Serialize, PartialEq)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct ChainLink {
     pub summary_id: String,
+    #[cfg_attr(test, ts(type = "SummaryKind"))]
     pub kind: String,
     pub depth: i64,
     pub live: bool,

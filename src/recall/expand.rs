@@ -55,8 +55,10 @@ impl ExpandOptions {
     }
 }
 
-/// One node reached by the walk.
+/// An entry of an expansion: an input summary, or a message below a leaf.
 #[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[cfg_attr(test, ts(rename = "ExpansionEntry"))]
 #[serde(tag = "type", rename_all = "lowercase")]
 pub enum Entry {
     #[serde(rename_all = "camelCase")]
@@ -66,6 +68,7 @@ pub enum Entry {
         parent_id: String,
         /// Levels below the expanded summary (1 = a direct input).
         level: i64,
+        #[cfg_attr(test, ts(type = "SummaryKind"))]
         kind: String,
         depth: i64,
         token_count: i64,
@@ -80,19 +83,22 @@ pub enum Entry {
         level: i64,
         token_count: i64,
         /// The message as `assemble` presents it.
+        #[cfg_attr(test, ts(type = "AssembledMessage"))]
         message: Value,
     },
 }
 
+/// What `expand` returns.
 #[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct Expansion {
     pub summary_id: String,
+    /// Breadth first: every direct input (in order) before any of their inputs.
     pub entries: Vec<Entry>,
     /// Stored tokens of the entries returned.
     pub estimated_tokens: i64,
-    /// True when the budget ran out before the walk reached everything below the summary
-    /// (within `maxDepth`).
+    /// The budget ran out before everything below the summary (within `maxDepth`) was reached.
     pub truncated: bool,
 }
 

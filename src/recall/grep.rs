@@ -151,59 +151,77 @@ fn bound(v: Option<&Value>, key: &str) -> Result<Option<String>> {
     })
 }
 
-/// One match.
+/// One `grep` match.
 #[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct GrepHit {
     /// `message` or `summary`.
     #[serde(rename = "type")]
+    #[cfg_attr(test, ts(type = "\"message\" | \"summary\""))]
     pub kind: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, ts(optional))]
     pub message_id: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, ts(optional))]
     pub summary_id: Option<String>,
     pub conversation_id: i64,
-    /// Message: its role as the host knows it.
+    /// Message: its role.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, ts(optional, type = "\"user\" | \"assistant\" | \"toolResult\" | \"system\""))]
     pub role: Option<&'static str>,
-    /// Summary: `leaf` or `condensed`, and its depth.
+    /// Summary: its kind and depth.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, ts(optional, type = "SummaryKind"))]
     pub summary_kind: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, ts(optional))]
     pub depth: Option<i64>,
-    /// Message: when it was written; summary: the end of the time it covers. ISO-8601 UTC.
+    /// Message: when it was written; summary: the end of the span it covers. ISO-8601 UTC.
     pub time: String,
+    /// A one-line excerpt around the match.
     pub snippet: String,
     /// FTS5's bm25 rank (lower is better), for full-text matches.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, ts(optional))]
     pub rank: Option<f64>,
     /// True when the item is itself in the live context.
     pub live: bool,
-    /// The live summary that covers the item, when it is not live itself.
+    /// The live summary that covers the item when it is not live itself (`describe` it, `expand`
+    /// it).
     pub covered_by: Option<String>,
 }
 
-/// How a scope was searched.
+/// How each scope was searched: `fts`, `trigram` (CJK in summaries, terms of 3+ characters, where
+/// SQLite has the trigram tokenizer), `like` (`like` mode, and CJK otherwise) or `regex`; a scope
+/// not searched is absent.
 #[derive(Clone, Debug, Default, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct SearchedBy {
-    /// `fts`, `trigram`, `like` or `regex`; absent when the scope was not searched.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, ts(optional, type = "\"fts\" | \"trigram\" | \"like\" | \"regex\""))]
     pub messages: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, ts(optional, type = "\"fts\" | \"trigram\" | \"like\" | \"regex\""))]
     pub summaries: Option<&'static str>,
 }
 
+/// What `grep` found.
 #[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct GrepResult {
     pub hits: Vec<GrepHit>,
-    /// True when more matches exist than were returned (`limit`), or when a regex search
-    /// stopped at its row or time bound before reading everything.
+    /// More matches exist than were returned (`limit`), or a regex search stopped at its bound
+    /// (200,000 rows per scope, 3 s).
     pub truncated: bool,
+    /// How each scope was searched.
     pub searched_by: SearchedBy,
-    /// Rows a regex search read (it reads at most `REGEX_MAX_ROWS` per scope).
+    /// Rows a regex search read.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, ts(optional))]
     pub rows_scanned: Option<usize>,
 }
 

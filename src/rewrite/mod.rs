@@ -136,8 +136,10 @@ impl RewriteOptions {
     }
 }
 
-/// Reported before each summary is rewritten.
+/// What `onProgress` receives before each summary of a rewrite.
 #[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[cfg_attr(test, ts(rename = "RewriteProgress"))]
 #[serde(rename_all = "camelCase")]
 pub struct Progress {
     /// Summaries finished before this one.
@@ -147,11 +149,13 @@ pub struct Progress {
     pub depth: i64,
 }
 
-/// One rewritten summary.
+/// One summary of a rewrite.
 #[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct RewriteEntry {
     pub summary_id: String,
+    #[cfg_attr(test, ts(type = "SummaryKind"))]
     pub kind: String,
     pub depth: i64,
     /// Inputs of a condensed summary, messages of a leaf.
@@ -162,24 +166,28 @@ pub struct RewriteEntry {
     pub delta: i64,
     pub old_content: String,
     pub new_content: String,
-    /// Unified diff of the old and new content.
+    /// Unified diff of the old and new content (empty when equal).
     pub diff: String,
-    /// `normal`, `aggressive` or `capped`; `fallback` when the summarizer gave nothing usable
-    /// (the old content is then kept).
+    /// How the new text was obtained; `fallback` means the summarizer gave nothing usable and the
+    /// old text is kept.
+    #[cfg_attr(test, ts(type = "PassLevel"))]
     pub level: &'static str,
-    /// True when the new content was written (apply, and not a fallback).
+    /// True when the new text was written (an applying run, and not a fallback).
     pub applied: bool,
-    /// The new content's fidelity score; `None` when the old content is kept.
+    /// The new text's fidelity score; null when the old text is kept or names nothing.
     pub fidelity: Option<f64>,
-    /// Still under `minFidelity` after the retry.
+    /// The new text stayed under `minFidelity` after the retry (it stays marked).
     pub needs_repair: bool,
 }
 
+/// What `rewrite` did (or, without `apply`, would do).
 #[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct RewriteResult {
     pub conversation_id: i64,
     pub apply: bool,
+    /// Bottom-up by depth, chronological within a depth.
     pub entries: Vec<RewriteEntry>,
     pub tokens_before: i64,
     pub tokens_after: i64,

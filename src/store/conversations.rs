@@ -174,16 +174,18 @@ pub fn resolve(conn: &Connection, flags: SchemaFlags, target: &Target) -> Result
     }
 }
 
-/// What a host knows of the conversation behind a session, for deciding whether to import
-/// its earlier transcript.
+/// The conversation behind a session, as `findConversation` reports it: what a host needs to decide
+/// whether to import the session's earlier transcript.
 #[derive(Clone, Debug, serde::Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct SessionConversation {
     pub conversation_id: i64,
     pub session_id: String,
     pub session_key: Option<String>,
     pub message_count: i64,
-    /// When lcm-native (or lossless-claw) imported the session's earlier transcript.
+    /// When the session's earlier transcript was imported (or its first turn stored), by lcm-native
+    /// or lossless-claw; null if never.
     pub bootstrapped_at: Option<String>,
 }
 
@@ -217,8 +219,9 @@ pub fn lookup(conn: &Connection, flags: SchemaFlags, target: &Target) -> Result<
     Ok(Some(row))
 }
 
-/// A conversation with its sizes, for listings.
+/// A conversation with its sizes.
 #[derive(Clone, Debug, serde::Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct ConversationInfo {
     pub conversation_id: i64,

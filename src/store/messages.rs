@@ -13,20 +13,20 @@ use crate::db::SchemaFlags;
 use crate::error::{LcmError, Result};
 use crate::time;
 
-/// What an ingest call did.
+/// What an ingest call did (the core's part of `IngestResult`).
 #[derive(Debug, Clone, Serialize, PartialEq)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct IngestOutcome {
     pub conversation_id: i64,
     /// Messages stored by this call.
     pub inserted: i64,
-    /// Messages skipped because their `entryId` was already stored (or, for a turn already
-    /// committed or a bootstrap of a conversation that has messages, every message).
+    /// Messages skipped because their `entryId` was already stored (all of them when nothing was
+    /// written: a turn already committed, or a bootstrap of a conversation that has messages).
     pub skipped: i64,
-    /// True when `advancementKey` was already committed: nothing was written.
+    /// The `advancementKey` was already stored: nothing was written.
     pub duplicate: bool,
-    /// True when a `bootstrap` import found the conversation already holding messages:
-    /// nothing was written.
+    /// A `bootstrap` import found the conversation holding messages already: nothing was written.
     pub already_bootstrapped: bool,
 }
 
@@ -350,19 +350,25 @@ pub fn stored_content(role: Role, content_text: &str, parts: &[StoredPart]) -> V
     }
 }
 
-/// A stored message as `messages()` returns it.
+/// A stored message, its content rebuilt from its parts exactly as it was ingested.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct StoredMessage {
     pub message_id: i64,
     pub seq: i64,
+    #[cfg_attr(test, ts(type = "\"user\" | \"assistant\" | \"toolResult\" | \"system\""))]
     pub role: &'static str,
+    #[cfg_attr(test, ts(type = "string | ContentBlock[]"))]
     pub content: Value,
+    /// ISO-8601 UTC.
     pub created_at: String,
     pub token_count: i64,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, ts(optional))]
     pub tool_call_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, ts(optional))]
     pub entry_id: Option<String>,
 }
 

@@ -10,21 +10,26 @@ use crate::error::{LcmError, Result};
 use crate::fidelity::{self, Fidelity};
 use crate::summarizer::SummaryKind;
 
-/// A summary's own columns: what a pass writes (`NewSummary`) and a read returns
-/// (`SummaryRecord`) share them.
+/// A summary's own columns. What a pass writes (`NewSummary`) and a read returns (`SummaryRecord`)
+/// share them.
 #[derive(Debug, Clone, Serialize, PartialEq)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct SummaryFields {
     pub summary_id: String,
     pub kind: SummaryKind,
+    /// 0 for leaves; a condensed node is one deeper than its inputs.
     pub depth: i64,
     pub content: String,
     pub token_count: i64,
+    /// ISO-8601 UTC with milliseconds, or null when unknown.
     pub earliest_at: Option<String>,
     pub latest_at: Option<String>,
+    /// Summary nodes beneath this one.
     pub descendant_count: i64,
     pub descendant_token_count: i64,
     pub source_message_token_count: i64,
+    /// The summarizer's model id; `lcm-native/fallback` marks a deterministic fallback.
     pub model: String,
 }
 
@@ -43,20 +48,26 @@ pub struct NewSummary {
     pub needs_repair: bool,
 }
 
-/// A summary row as the API shows it.
+/// A summary node of the DAG.
 #[derive(Debug, Clone, Serialize, PartialEq)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct SummaryRecord {
     #[serde(flatten)]
     pub fields: SummaryFields,
     pub conversation_id: i64,
     pub created_at: String,
-    /// A deterministic fallback rather than a model's summary, to re-summarise (`rewrite`
-    /// with `fallbacks: true`); see [`FALLBACK_SQL`].
+    /// A deterministic fallback rather than a model's summary: lcm-native's own (model
+    /// `lcm-native/fallback`) or lossless-claw's (ending with its `[Truncated from N tokens]` or
+    /// `[LCM fallback summary…]` note on a line of its own). `rewrite` with `fallbacks: true`
+    /// re-summarises them.
     pub fallback: bool,
-    /// Its stored fidelity score (`None`: not scored yet, or its source names nothing).
+    /// Its stored fidelity score: the share of its source's identifiers it keeps, salient ones
+    /// counted twice (see the README). Null when not scored yet (`scoreFidelity`) or when its
+    /// source names no identifier.
     pub fidelity: Option<f64>,
-    /// Stayed under `minFidelity`: re-summarise with `rewrite` `lowFidelity: true`.
+    /// Stayed under `minFidelity` after the retry: `rewrite` with `lowFidelity: true` re-summarises
+    /// it.
     pub low_fidelity: bool,
 }
 

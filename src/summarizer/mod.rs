@@ -12,6 +12,7 @@ use serde::Serialize;
 
 /// Leaf (messages → depth 0) or condensed (summaries → depth + 1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub enum SummaryKind {
     Leaf,
@@ -27,18 +28,20 @@ impl SummaryKind {
     }
 }
 
-/// What the summarizer is asked for, besides the prompt. Serialised (without the source
-/// text) as the `request` argument of the JS callback.
+/// What the summarizer is asked for besides the prompt: the second argument of the JS callback (the
+/// source text and its structure stay in Rust).
 #[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct SummarizeRequest {
     pub kind: SummaryKind,
-    /// Depth of the summary being made (0 for a leaf).
+    /// Depth of the summary being made: 0 for a leaf, input depth + 1 for a condensed node.
     pub depth: i64,
+    /// True on the second attempt, after the first answer was not shorter than its input.
     pub aggressive: bool,
     pub target_tokens: i64,
     pub conversation_id: i64,
-    /// Estimated tokens of the source text.
+    /// Estimated tokens of the source text inside the prompt.
     pub input_tokens: i64,
     /// Messages (leaf) or summaries (condensed) being summarised.
     pub input_count: i64,

@@ -336,10 +336,7 @@ export interface MigrationReport {
 /** Leaf (messages → depth 0) or condensed (summaries → depth + 1). */
 export type SummaryKind = 'leaf' | 'condensed'
 
-/**
- * A summary's own columns. What a pass writes (`NewSummary`) and a read returns (`SummaryRecord`)
- * share them.
- */
+/** A summary's own columns, the same whether a pass writes them or a read returns them. */
 export interface SummaryFields {
   summaryId: string
   kind: SummaryKind

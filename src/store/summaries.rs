@@ -10,8 +10,7 @@ use crate::error::{LcmError, Result};
 use crate::fidelity::{self, Fidelity};
 use crate::summarizer::SummaryKind;
 
-/// A summary's own columns. What a pass writes (`NewSummary`) and a read returns (`SummaryRecord`)
-/// share them.
+/// A summary's own columns, the same whether a pass writes them or a read returns them.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 #[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// The lcm-native command line: demo, stats, fidelity, migrate, rewrite and prompts. Plain Node, no dependencies
+// The lcm-native command line: demo, stats, fidelity, migrate, rewrite, history, rollback, redact and prompts. Plain Node, no dependencies
 // beyond the addon. Exit codes: 0 done, 1 failed (one line on stderr), 2 bad arguments (usage).
 'use strict'
 
@@ -42,6 +42,17 @@ const HELP = {
     OpenAI-compatible endpoint, else ANTHROPIC_API_KEY; with none, the offline summarizer.
     Keys: <PROVIDER>_API_KEY (LCM_LLM_API_KEY for LCM_LLM_BASE_URL). Details: README.
     --tz: the zone of the source text's times.`,
+  history: `lcm-native history <summary_id> [--content] [--db PATH]
+    Every version of a summary's text, oldest first: version, reason, model, template and
+    tokens (--content: the texts too). Reads only.`,
+  rollback: `lcm-native rollback <summary_id> <version> [--db PATH]
+    Make an earlier version of a summary its text again, as a new version.`,
+  redact: `lcm-native redact (--pattern REGEX | --messages ID,ID…) [--conversation N] [--replacement TEXT]
+                     [--reason TEXT] [--mark-only] [--provider ID] [--model M] [--base-url URL] [--db PATH]
+    Remove text from messages, their parts and full-text rows, and every summary built over
+    them (regenerated bottom-up, with the LLM chosen as for rewrite, else offline; --mark-only:
+    replaced by a notice, left for repair); old versions holding it are purged and the file is
+    rebuilt so its bytes no longer hold it. The log keeps ids and counts, never the text.`,
   prompts: `lcm-native prompts (--list | --export [DIR] | --show NAME | --diff NAME | --render NAME)
                      [--prompt-dir DIR] [--target-tokens N] [--previous-context TEXT]
                      [--child-count N] [--time-range TEXT] [--source-text TEXT]
@@ -484,6 +495,93 @@ async function rewrite(argv) {
   }
 }
 
+async function history(argv) {
+  const args = parseArgs(argv, { db: 'string', content: 'switch', help: 'switch' }, 'history')
+  if (args.help) return console.log(`usage: ${HELP.history}`)
+  if (args._.length !== 1) throw new UsageError('history needs one summary id', 'history')
+  const engine = await openReadOnly(existingDb(args))
+  try {
+    for (const v of await engine.history(args._[0])) {
+      const template = v.template ? `${v.template.name}${v.template.overridden ? ' (override)' : ''} ${v.template.sha256.slice(0, 12)}` : 'no template'
+      console.log(
+        `v${v.version}${v.current ? ' (current)' : ''}  ${v.createdAt}  ${v.reason}  ${v.model}  ${template}  ${fmt(v.tokenCount)}t` +
+          (v.stored ? '' : '  [from the summary row; not stored yet]'),
+      )
+      if (args.content) console.log(`${v.content}\n`)
+    }
+  } finally {
+    await engine.close()
+  }
+}
+
+async function rollback(argv) {
+  const args = parseArgs(argv, { db: 'string', help: 'switch' }, 'rollback')
+  if (args.help) return console.log(`usage: ${HELP.rollback}`)
+  if (args._.length !== 2 || !/^\d+$/.test(args._[1])) throw new UsageError('rollback needs a summary id and a version number', 'rollback')
+  const db = existingDb(args)
+  const engine = await LcmEngine.open({ dbPath: db })
+  try {
+    reportMigration(engine, db)
+    const v = await engine.rollback(args._[0], Number(args._[1]))
+    console.log(`${v.summaryId}: version ${args._[1]} restored as version ${v.version} (${fmt(v.tokenCount)}t)`)
+  } finally {
+    await engine.close()
+  }
+}
+
+async function redact(argv) {
+  const spec = {
+    pattern: 'string',
+    messages: 'string',
+    conversation: 'int',
+    replacement: 'string',
+    reason: 'string',
+    'mark-only': 'switch',
+    provider: 'string',
+    model: 'string',
+    'base-url': 'string',
+    db: 'string',
+    help: 'switch',
+  }
+  const args = parseArgs(argv, spec, 'redact')
+  if (args.help) return console.log(`usage: ${HELP.redact}`)
+  if (args._.length) throw new UsageError(`unexpected argument ${args._[0]}`, 'redact')
+  if (args.pattern === undefined && args.messages === undefined) throw new UsageError('give --pattern or --messages', 'redact')
+  const messageIds = args.messages === undefined ? undefined : args.messages.split(',').map((s) => Number(s.trim()))
+  if (messageIds && messageIds.some((n) => !Number.isInteger(n) || n < 1)) throw new UsageError('--messages takes message ids separated by commas', 'redact')
+  const db = existingDb(args)
+  const llm = resolveLlm({ env: process.env, provider: args.provider, model: args.model, baseUrl: args['base-url'] })
+  const engine = await LcmEngine.open({ dbPath: db })
+  const controller = new AbortController()
+  const onSigint = () => controller.abort()
+  process.once('SIGINT', onSigint)
+  try {
+    reportMigration(engine, db)
+    const r = await engine.redact(
+      {
+        conversationId: args.conversation,
+        messageIds,
+        pattern: args.pattern,
+        replacement: args.replacement,
+        reason: args.reason,
+        markOnly: Boolean(args['mark-only']),
+        signal: controller.signal,
+        onProgress: (p) => process.stderr.write(`Regenerating ${p.done + 1}/${p.total}: ${p.summaryId} (d${p.depth})…\n`),
+      },
+      llm ? llm.summarize : 'offline',
+    )
+    console.log(
+      `redacted ${fmt(r.matches)} match${r.matches === 1 ? '' : 'es'} in ${plural(r.messages, 'message')} (${plural(r.parts, 'part')}); ` +
+        `${fmt(r.summaries)} covering summar${r.summaries === 1 ? 'y' : 'ies'}, ${fmt(r.regenerated)} regenerated, ${fmt(r.pending)} still marked; ` +
+        `${plural(r.versionsPurged, 'old version')} purged` + (r.redactionId ? `; log entry ${r.redactionId}` : ''),
+    )
+    if (!r.checkpointed) console.log('warning: another process holds the file open; the write-ahead log still holds old pages until its next checkpoint')
+  } finally {
+    process.removeListener('SIGINT', onSigint)
+    await engine.close()
+  }
+}
+
 async function prompts(argv) {
   const spec = { list: 'switch', export: 'optional', show: 'string', diff: 'string', render: 'string', 'prompt-dir': 'string', 'target-tokens': 'int', 'previous-context': 'string', 'child-count': 'int', 'time-range': 'string', 'source-text': 'string', help: 'switch' }
   const args = parseArgs(argv, spec, 'prompts')
@@ -528,7 +626,7 @@ async function prompts(argv) {
 
 async function main(argv) {
   const [command, ...rest] = argv
-  const commands = { demo, stats, fidelity, migrate, rewrite, prompts }
+  const commands = { demo, stats, fidelity, migrate, rewrite, history, rollback, redact, prompts }
   if (commands[command]) return commands[command](rest)
   if (command === undefined || command === '--help' || command === '-h' || command === 'help') {
     console.log(USAGE)

@@ -37,6 +37,8 @@ pub struct Config {
     pub summary_max_overage_factor: f64,
     /// A host summary whose fidelity score is under this is retried once, then marked.
     pub min_fidelity: Option<f64>,
+    /// Versions of a summary's text kept, the current one included.
+    pub max_summary_versions: i64,
     pub messages_per_summary: i64,
     pub busy_timeout_ms: i64,
     pub lock_timeout_ms: i64,
@@ -216,6 +218,13 @@ const OPTIONS: &[OptionSpec] = &[
         },
         default: Default::Unset,
         doc: "Off unless set: a host summary scoring under it is asked for once more, then marked for repair.",
+    },
+    OptionSpec {
+        name: "maxSummaryVersions",
+        env: Some("LCM_MAX_SUMMARY_VERSIONS"),
+        kind: Kind::Int { min: 1, max: I32 },
+        default: Default::Int(16),
+        doc: "Versions of a summary's text kept (the current one included); older ones are dropped.",
     },
     OptionSpec {
         name: "messagesPerSummary",
@@ -493,6 +502,7 @@ impl Config {
             summary_timeout_ms: int("summaryTimeoutMs"),
             summary_max_overage_factor: num("summaryMaxOverageFactor"),
             min_fidelity: resolved.get("minFidelity").and_then(Value::as_f64),
+            max_summary_versions: int("maxSummaryVersions"),
             messages_per_summary: int("messagesPerSummary"),
             busy_timeout_ms: int("busyTimeoutMs"),
             lock_timeout_ms: int("lockTimeoutMs"),

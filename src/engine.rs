@@ -242,6 +242,98 @@ impl Engine {
         Ok((turn, self.until_closed(summarizer)))
     }
 
+    /// Every version of a summary's text, oldest first (`history::list`).
+    pub fn history(&self, summary_id: &str) -> Result<Vec<crate::history::SummaryVersion>> {
+        self.deps.pool.read(|conn| crate::history::list(conn, summary_id))
+    }
+
+    /// Makes an earlier version of a summary its text again, as a new version; waits for other
+    /// mutating operations on the summary's conversation.
+    pub async fn rollback(&self, summary_id: &str, version: i64) -> Result<crate::history::SummaryVersion> {
+        self.deps.pool.check_writable()?;
+        let conversation_id = self
+            .deps
+            .pool
+            .read(|conn| Ok(summaries::get(conn, summary_id)?.conversation_id))?;
+        let _turn = self.turn(conversation_id).await?;
+        let (flags, zone, keep) = (
+            self.deps.flags,
+            self.deps.config.zone,
+            self.deps.config.max_summary_versions,
+        );
+        tokio::task::block_in_place(|| {
+            self.deps
+                .pool
+                .write(|conn| crate::history::rollback(conn, flags, zone, keep, summary_id, version))
+        })
+    }
+
+    /// Redacts text from messages and every summary built over them (see `redact`): waits for,
+    /// and holds off, other mutating operations on every conversation in scope. `progress` is
+    /// told before each summary is regenerated; `cancel` stops between two of them (what was
+    /// regenerated stays; the rest stay marked and the next `redact` finishes them).
+    pub async fn redact(
+        &self,
+        options: &crate::redact::RedactOptions,
+        summarizer: Arc<dyn Summarizer>,
+        cancel: &std::sync::atomic::AtomicBool,
+        progress: &(dyn Fn(crate::rewrite::Progress) + Send + Sync),
+    ) -> Result<crate::redact::RedactionResult> {
+        use crate::redact;
+        let started = std::time::Instant::now();
+        self.deps.pool.check_writable()?;
+        if !self.deps.flags.has_versions {
+            return Err(crate::error::LcmError::invalid_input(
+                "this file has no redaction tables (open it writable once to migrate it)",
+            ));
+        }
+        let scope = self
+            .deps
+            .pool
+            .read(|conn| redact::conversations_in_scope(conn, options))?;
+        let mut turns = Vec::with_capacity(scope.len());
+        for id in &scope {
+            turns.push(self.turn(*id).await?);
+        }
+        let flags = self.deps.flags;
+        use tokio::task::block_in_place as blocking;
+        let mut result = blocking(|| {
+            self.deps
+                .pool
+                .write(|conn| redact::redact_messages(conn, flags, options, &scope))
+        })?;
+        let waiting = blocking(|| self.deps.pool.read(|conn| redact::pending(conn, &scope)))?;
+        if result.redaction_id.is_none() && waiting == 0 {
+            return Err(crate::error::LcmError::invalid_input(match options.redactor.pattern {
+                Some(_) => "the pattern matches nothing in the messages in scope",
+                None => "the messages hold no text to redact",
+            }));
+        }
+        if !options.mark_only && waiting > 0 {
+            let summarizer = self.until_closed(summarizer);
+            let rewrite = crate::rewrite::RewriteOptions::regenerate_pending();
+            for id in &scope {
+                let done =
+                    crate::rewrite::rewrite(&self.deps, *id, summarizer.clone(), &rewrite, cancel, progress).await;
+                match done {
+                    Ok(r) => result.regenerated += r.entries.iter().filter(|e| e.applied).count(),
+                    // Stopped: what was regenerated stays, the rest stays marked.
+                    Err(crate::error::LcmError::Aborted(_)) => break,
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        result.pending = blocking(|| {
+            self.deps.pool.write(|conn| {
+                redact::complete(conn)?;
+                redact::pending(conn, &scope)
+            })
+        })?;
+        result.checkpointed = blocking(|| self.deps.pool.write(|conn| redact::scrub(conn, flags)))?;
+        result.duration_ms = started.elapsed().as_secs_f64() * 1000.0;
+        Ok(result)
+    }
+
     /// Re-summarises the selected summaries bottom-up (a dry run unless `options.apply`). An
     /// applying run waits for, and holds off, other mutating operations on the conversation.
     pub async fn rewrite(

@@ -43,6 +43,7 @@ fn generated() -> String {
     };
     use crate::db::migrate::{BackfillReport, MigrationReport};
     use crate::fidelity::{store::StoredFidelity, survey::DepthFidelity, survey::ScoreReport, Fidelity};
+    use crate::history::{Reason, SummaryVersion, TemplateRef};
     use crate::prompts::{PromptSource, PromptText, PromptVars};
     use crate::recall::{
         coverage::ChainLink,
@@ -50,6 +51,7 @@ fn generated() -> String {
         expand::{Entry, Expansion},
         grep::{GrepHit, GrepResult, SearchedBy},
     };
+    use crate::redact::RedactionResult;
     use crate::rewrite::{Progress, RewriteEntry, RewriteResult};
     use crate::store::{
         conversations::{ConversationInfo, SessionConversation},
@@ -67,7 +69,8 @@ fn generated() -> String {
         VerifyReport, PromptVars, PromptSource, PromptText: PromptSource, ContextEntry, RepairStats,
         AssembleStats: RepairStats, Assembled, SearchedBy, GrepHit, GrepResult, ChainLink, InputRef,
         CoveredMessages, SummaryDescription: SummaryRecord, PartInfo, MessageDescription: StoredMessage,
-        Description, Entry, Expansion, Progress, RewriteEntry, RewriteResult,
+        Description, Entry, Expansion, Progress, RewriteEntry, RewriteResult, Reason, TemplateRef,
+        SummaryVersion, RedactionResult,
     ];
     format!("{MARKER}\n\n{}\n", all.join("\n\n"))
 }

@@ -114,3 +114,13 @@ pub(crate) fn token_budget(options: &Option<Value>) -> error::Result<i64> {
     maybe_int(options, "tokenBudget", 1)?
         .ok_or_else(|| LcmError::invalid_input("`tokenBudget` is required (a positive integer)"))
 }
+
+/// A required non-empty string argument.
+pub(crate) fn required_string(arg: JsonArg, what: &str) -> error::Result<String> {
+    match required(arg, what)? {
+        Value::String(s) if !s.is_empty() => Ok(s),
+        v => Err(LcmError::invalid_input(format!(
+            "{what} must be a non-empty string, got {v}"
+        ))),
+    }
+}

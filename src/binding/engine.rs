@@ -5,21 +5,21 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use napi::bindgen_prelude::*;
-use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi_derive::napi;
 use serde_json::Value;
 
 use super::args::{
     ingest_options, maybe_int, opt_bool, opt_int, optional, parse_id, parse_target, pass_options, required,
-    token_budget,
+    required_string, token_budget,
 };
 use super::bridge::{spawn_coded, spawn_coded_then, to_json, CoreTask, JsonArg, JsonText};
-use super::signals::{progress_callback, watch_abort, AbortWatch, ProgressTsfn, PROGRESS_WAIT};
+use super::signals::{report_progress, watch_abort, AbortWatch, RunControls};
 use super::summarize::SummarizerArg;
 use crate::compaction::SweepOptions;
 use crate::config::{self, Config};
 use crate::engine::Engine;
 use crate::error::LcmError;
+use crate::redact::RedactOptions;
 use crate::store::messages::IngestOutcome;
 use crate::summarizer::SummaryKind;
 use crate::{assemble, recall, rewrite};
@@ -301,59 +301,104 @@ impl LcmEngine {
     ) -> napi::Result<PromiseRaw<'env, JsonText>> {
         let engine = self.inner.clone();
         let summarizer = SummarizerArg::from_js(summarize);
-        let cancel = Arc::new(AtomicBool::new(false));
-        let mut progress: Option<ProgressTsfn> = None;
-        let mut watch: Option<AbortWatch> = None;
-        // A bad `signal` or `onProgress` rejects the promise like any bad option.
-        let mut invalid: Option<LcmError> = None;
-        let mut options_json = JsonArg::Absent;
-        if let Some(o) = options {
-            // SAFETY: `o` is the live argument of this call.
-            options_json = unsafe { JsonArg::from_napi_value(env.raw(), o.raw())? };
-            if let Ok(ValueType::Object) = o.get_type() {
-                // SAFETY: checked to be an object.
-                let obj = unsafe { Object::from_napi_value(env.raw(), o.raw())? };
-                match watch_abort(env, &obj, cancel.clone()) {
-                    Ok(w) => watch = w,
-                    Err(e) => invalid = Some(e),
-                }
-                match progress_callback(&obj) {
-                    Ok(p) => progress = p,
-                    Err(e) => invalid = invalid.or(Some(e)),
-                }
-            }
-        }
+        let RunControls {
+            options,
+            cancel,
+            progress,
+            watch,
+            invalid,
+        } = RunControls::read(env, options)?;
         let work = async move {
             if let Some(e) = invalid {
                 return Err(e);
             }
             let id = parse_id(&required(conversation_id, "conversationId")?)?;
-            let opts = rewrite::RewriteOptions::from_json(options_json.parse("options")?.as_ref())?;
+            let opts = rewrite::RewriteOptions::from_json(options.parse("options")?.as_ref())?;
             let summarizer = summarizer.into_summarizer(opts.model.clone())?;
-            // The summary starts once onProgress has returned, so that an abort from inside it
-            // stops before that summary. A throwing callback does not stop the rewrite; one that
-            // does not return within PROGRESS_WAIT is not waited for.
-            let report = |p: rewrite::Progress| {
-                if let (Some(tsfn), Ok(text)) = (&progress, to_json(&p)) {
-                    let (tx, rx) = std::sync::mpsc::channel();
-                    let status =
-                        tsfn.call_with_return_value(text, ThreadsafeFunctionCallMode::NonBlocking, move |_, _| {
-                            let _ = tx.send(());
-                            Ok(())
-                        });
-                    if status == Status::Ok {
-                        tokio::task::block_in_place(|| {
-                            let _ = rx.recv_timeout(PROGRESS_WAIT);
-                        });
-                    }
-                }
-            };
+            let report = |p: rewrite::Progress| report_progress(&progress, &p);
             to_json(&engine.rewrite(id, summarizer, &opts, &cancel, &report).await?)
         };
         spawn_coded_then(env, work, move |env| {
             if let Some(w) = watch {
                 w.release(env);
             }
+        })
+    }
+
+    /// Redacts text everywhere it is stored: `pattern` (a Rust regular expression) in the
+    /// messages of `conversationId` (or of `messageIds`, or of every conversation), or the
+    /// whole text of `messageIds`; their parts and full-text rows; every summary whose subtree
+    /// covers a redacted message, regenerated bottom-up with `summarize` (`'offline'` by
+    /// default), or with `markOnly` replaced by a notice and left marked; their old versions
+    /// purged; then the file is rebuilt (`VACUUM`) and its write-ahead log truncated, so the text
+    /// cannot be read back from its bytes. The log records ids and counts, never the text.
+    /// `signal` stops between two regenerated summaries (the rest stay marked; the next
+    /// `redact` finishes them); `onProgress` is called before each. E_INVALID_INPUT for an
+    /// invalid pattern or one that matches nothing; E_NOT_FOUND for unknown ids.
+    #[napi(ts_return_type = "Promise<RedactionResult>")]
+    pub fn redact<'env>(
+        &self,
+        env: &'env Env,
+        #[napi(ts_arg_type = "RedactOptions")] options: Unknown<'_>,
+        #[napi(ts_arg_type = "Summarize")] summarize: Option<Unknown<'_>>,
+    ) -> napi::Result<PromiseRaw<'env, JsonText>> {
+        let engine = self.inner.clone();
+        let summarizer = summarize.map(SummarizerArg::from_js);
+        let RunControls {
+            options,
+            cancel,
+            progress,
+            watch,
+            invalid,
+        } = RunControls::read(env, Some(options))?;
+        let work = async move {
+            if let Some(e) = invalid {
+                return Err(e);
+            }
+            let opts = RedactOptions::from_json(&required(options, "options")?)?;
+            let summarizer: Arc<dyn crate::summarizer::Summarizer> = match summarizer {
+                Some(s) => s.into_summarizer(None)?,
+                None => Arc::new(crate::summarizer::offline::OfflineSummarizer),
+            };
+            let report = |p: rewrite::Progress| report_progress(&progress, &p);
+            to_json(&engine.redact(&opts, summarizer, &cancel, &report).await?)
+        };
+        spawn_coded_then(env, work, move |env| {
+            if let Some(w) = watch {
+                w.release(env);
+            }
+        })
+    }
+
+    /// Every version of a summary's text, oldest first, the current one marked (`current`).
+    /// A summary from before versions were kept shows its text as version 1 (`stored: false`).
+    #[napi(ts_return_type = "Promise<SummaryVersion[]>")]
+    pub fn history(&self, #[napi(ts_arg_type = "string")] summary_id: JsonArg) -> AsyncTask<CoreTask<JsonText>> {
+        let engine = self.inner.clone();
+        CoreTask::new(move || {
+            let id = required_string(summary_id, "summaryId")?;
+            to_json(&engine.history(&id)?)
+        })
+    }
+
+    /// Makes version `version` of a summary its text again, as a new version (reason
+    /// `rollback`); its full-text rows and fidelity score follow. E_NOT_FOUND for an unknown
+    /// summary or a version not kept.
+    #[napi(ts_return_type = "Promise<SummaryVersion>")]
+    pub fn rollback<'env>(
+        &self,
+        env: &'env Env,
+        #[napi(ts_arg_type = "string")] summary_id: JsonArg,
+        #[napi(ts_arg_type = "number")] version: JsonArg,
+    ) -> napi::Result<PromiseRaw<'env, JsonText>> {
+        let engine = self.inner.clone();
+        spawn_coded(env, async move {
+            let id = required_string(summary_id, "summaryId")?;
+            let version = required(version, "version")?
+                .as_i64()
+                .filter(|v| *v > 0)
+                .ok_or_else(|| LcmError::invalid_input("`version` must be a positive integer"))?;
+            to_json(&engine.rollback(&id, version).await?)
         })
     }
 

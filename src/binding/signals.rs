@@ -114,3 +114,64 @@ pub(crate) fn watch_abort(
     };
     attach().map(Some).map_err(napi_err)
 }
+
+/// What a long run (`rewrite`, `redact`) reads from its options object besides JSON: the
+/// AbortSignal, `onProgress`, and the first of them that was invalid (the call rejects with it).
+pub(crate) struct RunControls {
+    pub options: super::bridge::JsonArg,
+    pub cancel: Arc<AtomicBool>,
+    pub progress: Option<ProgressTsfn>,
+    pub watch: Option<AbortWatch>,
+    pub invalid: Option<LcmError>,
+}
+
+impl RunControls {
+    pub(crate) fn read(env: &Env, options: Option<Unknown<'_>>) -> napi::Result<RunControls> {
+        let mut c = RunControls {
+            options: super::bridge::JsonArg::Absent,
+            cancel: Arc::new(AtomicBool::new(false)),
+            progress: None,
+            watch: None,
+            invalid: None,
+        };
+        if let Some(o) = options {
+            // SAFETY: `o` is the live argument of this call.
+            c.options = unsafe { super::bridge::JsonArg::from_napi_value(env.raw(), o.raw())? };
+            if let Ok(ValueType::Object) = o.get_type() {
+                // SAFETY: checked to be an object.
+                let obj = unsafe { Object::from_napi_value(env.raw(), o.raw())? };
+                match watch_abort(env, &obj, c.cancel.clone()) {
+                    Ok(w) => c.watch = w,
+                    Err(e) => c.invalid = Some(e),
+                }
+                match progress_callback(&obj) {
+                    Ok(p) => c.progress = p,
+                    Err(e) => c.invalid = c.invalid.take().or(Some(e)),
+                }
+            }
+        }
+        Ok(c)
+    }
+}
+
+/// Calls `onProgress` with `progress` and waits (at most `PROGRESS_WAIT`) for it to return, so
+/// that an abort from inside it stops before the next step. A throwing callback is ignored.
+pub(crate) fn report_progress(progress: &Option<ProgressTsfn>, value: &impl serde::Serialize) {
+    let (Some(tsfn), Ok(text)) = (progress, super::bridge::to_json(value)) else {
+        return;
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    let status = tsfn.call_with_return_value(
+        text,
+        napi::threadsafe_function::ThreadsafeFunctionCallMode::NonBlocking,
+        move |_, _| {
+            let _ = tx.send(());
+            Ok(())
+        },
+    );
+    if status == Status::Ok {
+        tokio::task::block_in_place(|| {
+            let _ = rx.recv_timeout(PROGRESS_WAIT);
+        });
+    }
+}

@@ -11,6 +11,7 @@ use serde::Serialize;
 use crate::config::Config;
 use crate::error::LcmError;
 use crate::fidelity::{self, extract::IdentifierSet, Fidelity};
+use crate::history::TemplateRef;
 use crate::prompts::{name_for_depth, PromptSet, PromptVars};
 use crate::summarizer::{
     offline, SummarizeRequest, Summarizer, SummarizerFailure, SummaryKind, FALLBACK_MODEL, OFFLINE_MODEL,
@@ -53,6 +54,9 @@ pub struct Escalated {
     pub fidelity: Fidelity,
     /// Stayed under `minFidelity` after the retry.
     pub needs_repair: bool,
+    /// The template of the prompt the summary answered; none for a fallback and for the offline
+    /// summarizer, which reads the source rather than the prompt.
+    pub template: Option<TemplateRef>,
 }
 
 /// Why a pass ended without a summary.
@@ -135,6 +139,7 @@ pub fn fallback(request: &SummarizeRequest, identifiers: &IdentifierSet, target:
         calls: 0,
         summarizer_ms: 0.0,
         needs_repair: false,
+        template: None,
     }
 }
 
@@ -253,6 +258,10 @@ pub async fn summarize(
                 summarizer_ms: waited,
                 fidelity: score,
                 needs_repair,
+                template: match summarizer.model() == OFFLINE_MODEL {
+                    true => None,
+                    false => Some(prompts.reference(template)?),
+                },
             });
         }
     }

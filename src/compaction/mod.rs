@@ -308,6 +308,7 @@ impl<'a> Run<'a> {
             parents: Vec::new(),
             fidelity: Some(e.fidelity.clone()),
             needs_repair: e.needs_repair,
+            template: e.template.clone(),
         };
         Ok(Some(self.finish(summary, &chunk, before, &e, input_tokens)))
     }
@@ -405,6 +406,7 @@ impl<'a> Run<'a> {
             parents: ids,
             fidelity: Some(e.fidelity.clone()),
             needs_repair: e.needs_repair,
+            template: e.template.clone(),
         };
         Ok(Some(self.finish(summary, &chunk, before, &e, input_tokens)))
     }

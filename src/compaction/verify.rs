@@ -331,6 +331,7 @@ pub fn verify(conn: &Connection, only: Option<i64>) -> Result<VerifyReport> {
         }
         problems.extend(totals::drift(conn, *cid)?);
     }
+    problems.extend(crate::history::problems(conn, only)?);
 
     Ok(VerifyReport {
         ok: problems.is_empty(),

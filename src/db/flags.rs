@@ -17,6 +17,8 @@ pub struct SchemaFlags {
     pub has_cjk_fts: bool,
     /// lcm-native's fidelity table exists (a read-only open of an older file may lack it).
     pub has_fidelity: bool,
+    /// lcm-native's version and redaction tables exist (as for `has_fidelity`).
+    pub has_versions: bool,
 }
 
 impl SchemaFlags {
@@ -44,6 +46,7 @@ impl SchemaFlags {
             conversations_have_session_key: key > 0,
             has_cjk_fts: table("summaries_fts_cjk")?,
             has_fidelity: table(crate::fidelity::store::TABLE)?,
+            has_versions: table(crate::history::TABLE)? && table(crate::history::PENDING_TABLE)?,
         })
     }
 }

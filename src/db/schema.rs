@@ -178,6 +178,56 @@ pub const TABLES: &[(&str, &str)] = &[
     )",
     ),
     (
+        // lcm-native's own: every version of a summary's text, the current one included (the
+        // row in `summaries` stays what lossless-claw reads). Compaction writes version 1;
+        // rewrite, rollback and redaction add one each; a summary from before the table gets
+        // its version 1 from its row when it first changes. Bounded per summary by
+        // `maxSummaryVersions`; a redaction purges the versions that held the redacted text.
+        "lcm_native_summary_versions",
+        "CREATE TABLE IF NOT EXISTS lcm_native_summary_versions (
+      summary_id TEXT NOT NULL REFERENCES summaries(summary_id) ON DELETE CASCADE,
+      version INTEGER NOT NULL,
+      content TEXT NOT NULL,
+      token_count INTEGER NOT NULL,
+      model TEXT NOT NULL,
+      template_name TEXT,
+      template_sha256 TEXT,
+      template_overridden INTEGER NOT NULL DEFAULT 0,
+      reason TEXT NOT NULL CHECK (reason IN ('compaction', 'rewrite', 'fallback-repair', 'redaction', 'rollback')),
+      created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+      PRIMARY KEY (summary_id, version)
+    )",
+    ),
+    (
+        // lcm-native's own: what each redaction did (ids and counts, never the text).
+        "lcm_native_redactions",
+        "CREATE TABLE IF NOT EXISTS lcm_native_redactions (
+      redaction_id INTEGER PRIMARY KEY AUTOINCREMENT,
+      conversation_ids TEXT NOT NULL,
+      message_ids TEXT NOT NULL,
+      messages INTEGER NOT NULL,
+      parts INTEGER NOT NULL,
+      matches INTEGER NOT NULL,
+      summaries INTEGER NOT NULL,
+      versions_purged INTEGER NOT NULL,
+      mark_only INTEGER NOT NULL DEFAULT 0,
+      reason TEXT,
+      created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+      completed_at TEXT
+    )",
+    ),
+    (
+        // lcm-native's own: summaries a redaction replaced with a notice and that still await
+        // regeneration (a mark-only redaction, or one that was stopped); the row goes in the
+        // transaction that writes the new text.
+        "lcm_native_redaction_pending",
+        "CREATE TABLE IF NOT EXISTS lcm_native_redaction_pending (
+      summary_id TEXT PRIMARY KEY REFERENCES summaries(summary_id) ON DELETE CASCADE,
+      redaction_id INTEGER NOT NULL REFERENCES lcm_native_redactions(redaction_id),
+      next_version INTEGER NOT NULL
+    )",
+    ),
+    (
         "lcm_migration_state",
         "CREATE TABLE IF NOT EXISTS lcm_migration_state (
       step_name TEXT NOT NULL,
@@ -190,7 +240,12 @@ pub const TABLES: &[(&str, &str)] = &[
 
 /// lcm-native tables a read-only open does without (their readers treat a missing table as
 /// empty), so a file migrated by an earlier lcm-native still opens read-only.
-pub const READ_OPTIONAL_TABLES: &[&str] = &["lcm_native_summary_fidelity"];
+pub const READ_OPTIONAL_TABLES: &[&str] = &[
+    "lcm_native_summary_fidelity",
+    "lcm_native_summary_versions",
+    "lcm_native_redactions",
+    "lcm_native_redaction_pending",
+];
 
 /// Columns that older eras lack, added with `ALTER TABLE … ADD COLUMN` (same declarations as
 /// the plugin uses, so a later plugin start finds them as it expects).

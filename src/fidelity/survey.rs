@@ -33,8 +33,13 @@ fn compute(conn: &Connection, summary_id: &str, zone: DisplayZone) -> Result<Fid
     let content: String = conn
         .prepare_cached("SELECT content FROM summaries WHERE summary_id = ?1")?
         .query_row([summary_id], |r| r.get(0))?;
+    score_text(conn, summary_id, &content, zone)
+}
+
+/// Scores `content` as a text of summary `summary_id` (a version it is about to get back).
+pub fn score_text(conn: &Connection, summary_id: &str, content: &str, zone: DisplayZone) -> Result<Fidelity> {
     let entries = summary_entries(conn, summary_id, zone, CHUNK_TOKENS)?;
-    Ok(score(&source_identifiers(&entries), &content))
+    Ok(score(&source_identifiers(&entries), content))
 }
 
 /// What `scoreFidelity` did.

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 use gtmpl_value::Value as GoValue;
 use serde::Serialize;
+use sha2::Digest;
 
 use crate::error::{LcmError, Result};
 
@@ -139,6 +140,8 @@ struct Loaded {
     source: PromptSource,
     text: String,
     template: gtmpl::Template,
+    /// What a summary made with it records (`history::TemplateRef`).
+    reference: crate::history::TemplateRef,
 }
 
 /// The four resolved, parsed templates of one engine.
@@ -278,7 +281,13 @@ impl PromptSet {
                 source.clone()
             };
             let template = parse(name, &text, &origin)?;
+            let reference = crate::history::TemplateRef {
+                name: format!("{name}.tmpl"),
+                sha256: format!("{:x}", sha2::Sha256::digest(text.as_bytes())),
+                overridden: source != "embedded",
+            };
             loaded.push(Loaded {
+                reference,
                 source: PromptSource {
                     name: format!("{name}.tmpl"),
                     overridden: source != "embedded",
@@ -333,6 +342,11 @@ impl PromptSet {
                 format!("prompt template {} failed to render: {e}", l.source.source),
             )
         })
+    }
+
+    /// The template `name` as a summary made with it records it.
+    pub fn reference(&self, name: &str) -> Result<crate::history::TemplateRef> {
+        Ok(self.get(name)?.reference.clone())
     }
 
     /// Where each template came from.

@@ -89,6 +89,8 @@ pub struct SummaryDescription {
     /// Its fidelity in detail (`fidelity` is the score alone): the stored one, else computed now
     /// (`stored: false`).
     pub fidelity_detail: crate::fidelity::store::StoredFidelity,
+    /// Every version of its text, oldest first (`history`).
+    pub versions: Vec<crate::history::SummaryVersion>,
 }
 
 /// A stored part of a message, as `describe` lists it.
@@ -191,6 +193,7 @@ fn describe_summary(conn: &Connection, summary_id: &str, zone: DisplayZone) -> R
         live_summary: cover.live_summary,
         chain: cover.chain,
         fidelity_detail: crate::fidelity::survey::of_summary(conn, summary_id, zone)?,
+        versions: crate::history::list(conn, summary_id)?,
         summary,
     })
 }

@@ -22,8 +22,10 @@ use serde_json::Value;
 use crate::compaction::escalation::{self, Level, PassError};
 use crate::compaction::Deps;
 use crate::error::{LcmError, Result};
+use crate::history;
 use crate::prompts::{PromptDirs, PromptSet, PromptVars};
 use crate::store::conversations;
+use crate::store::summaries::Replacement;
 use crate::summarizer::{SummarizeRequest, Summarizer, SummaryKind};
 use crate::tokens;
 
@@ -38,6 +40,9 @@ pub enum Selection {
     Fallbacks,
     /// Summaries marked for repair because they stayed under `minFidelity`.
     LowFidelity,
+    /// Summaries a redaction replaced with its notice, awaiting regeneration (not an option
+    /// of `rewrite`: `redact` selects them).
+    PendingRedaction,
 }
 
 #[derive(Clone, Debug)]
@@ -54,6 +59,26 @@ pub struct RewriteOptions {
 }
 
 impl RewriteOptions {
+    /// Why the summaries' texts change, as their new versions record it.
+    pub fn reason(&self) -> history::Reason {
+        match self.selection {
+            Selection::Fallbacks => history::Reason::FallbackRepair,
+            Selection::PendingRedaction => history::Reason::Redaction,
+            _ => history::Reason::Rewrite,
+        }
+    }
+
+    /// Regenerates, and writes, the summaries a redaction left awaiting it.
+    pub fn regenerate_pending() -> RewriteOptions {
+        RewriteOptions {
+            selection: Selection::PendingRedaction,
+            apply: true,
+            prompt_dir: None,
+            timestamps: true,
+            model: None,
+        }
+    }
+
     /// Reads `{ summaryId? | depth? | all? | fallbacks? | lowFidelity?, apply?, promptDir?, timestamps?, model? }`; the
     /// binding handles `signal` and `onProgress`, which JSON cannot carry.
     pub fn from_json(v: Option<&Value>) -> Result<RewriteOptions> {
@@ -219,6 +244,10 @@ fn select(conn: &Connection, conversation_id: i64, selection: &Selection) -> Res
             "AND ?2 IS NULL AND summary_id IN (SELECT summary_id FROM lcm_native_summary_fidelity WHERE needs_repair = 1)",
             rusqlite::types::Value::Null,
         ),
+        Selection::PendingRedaction => (
+            "AND ?2 IS NULL AND summary_id IN (SELECT summary_id FROM lcm_native_redaction_pending)",
+            rusqlite::types::Value::Null,
+        ),
     };
     let sql = format!(
         "SELECT summary_id, kind, depth, content, token_count, earliest_at, latest_at, created_at FROM summaries
@@ -370,7 +399,8 @@ pub async fn rewrite(
                     applied_so_far(&result)
                 )),
             })?;
-        let keep_old = escalated.level == Level::Fallback;
+        // A redaction's notice gives way even to a deterministic fallback (still marked as one).
+        let keep_old = escalated.level == Level::Fallback && options.selection != Selection::PendingRedaction;
         let new_content = if keep_old {
             target.content.clone()
         } else {
@@ -390,14 +420,22 @@ pub async fn rewrite(
             };
             blocking(|| {
                 deps.pool.write(|conn| {
+                    let change = history::Change {
+                        reason: options.reason(),
+                        template: escalated.template.as_ref(),
+                        keep: config.max_summary_versions,
+                    };
                     crate::store::summaries::replace_content(
                         conn,
                         deps.flags,
                         &target.summary_id,
-                        &new_content,
-                        new_tokens,
-                        &writer_model,
-                        (&escalated.fidelity, escalated.needs_repair),
+                        &Replacement {
+                            content: &new_content,
+                            token_count: new_tokens,
+                            model: &writer_model,
+                            fidelity: (&escalated.fidelity, escalated.needs_repair),
+                            change: Some(change),
+                        },
                     )
                 })
             })?;

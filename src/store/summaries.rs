@@ -8,6 +8,7 @@ use super::conversations;
 use crate::db::SchemaFlags;
 use crate::error::{LcmError, Result};
 use crate::fidelity::{self, Fidelity};
+use crate::history;
 use crate::summarizer::SummaryKind;
 
 /// A summary's own columns, the same whether a pass writes them or a read returns them.
@@ -45,6 +46,8 @@ pub struct NewSummary {
     pub fidelity: Option<Fidelity>,
     /// Stayed under `minFidelity` after the retry.
     pub needs_repair: bool,
+    /// The prompt template it was made with (none for a fallback or the offline summarizer).
+    pub template: Option<history::TemplateRef>,
 }
 
 /// A summary node of the DAG.
@@ -75,7 +78,7 @@ pub struct SummaryRecord {
 /// `[Truncated from N tokens]` or (seed, empty answer) `[LCM fallback summary; truncated for
 /// context management]`, or are just `[Truncated from 0 tokens]`. A model's text that merely
 /// mentions a note is not one. Reads the `model` and `content` columns.
-pub const FALLBACK_SQL: &str = "(model = 'lcm-native/fallback' \
+pub const FALLBACK_SQL: &str = "(model IN ('lcm-native/fallback', 'lcm-native/redacted') \
      OR rtrim(content, ' ' || char(9, 10, 13)) GLOB '[[]Truncated from [0-9]* tokens]' \
      OR rtrim(content, ' ' || char(9, 10, 13)) GLOB '*' || char(10) || '[[]Truncated from [0-9]* tokens]' \
      OR rtrim(content, ' ' || char(9, 10, 13)) GLOB '*' || char(10) || '[[]LCM fallback summary; truncated for context management]')";
@@ -193,6 +196,20 @@ pub fn insert(
         if let (Some(score), true) = (&s.fidelity, flags.has_fidelity) {
             fidelity::store::put(tx, &f.summary_id, score, s.needs_repair)?;
         }
+        if flags.has_versions {
+            let (content, model) = (&f.content, &f.model);
+            let template = s.template.as_ref();
+            history::insert(
+                tx,
+                &f.summary_id,
+                1,
+                content,
+                f.token_count,
+                model,
+                template,
+                history::Reason::Compaction,
+            )?;
+        }
     }
     Ok(())
 }
@@ -211,19 +228,42 @@ pub fn insert_fts(tx: &Connection, flags: SchemaFlags, summaries: &[NewSummary])
     Ok(())
 }
 
-/// Replaces a summary's text in one transaction: content, token count, model, its fidelity
-/// score, its full-text rows (keeping their rowids), and the `descendant_token_count` of every
-/// summary above it (which sums the tokens below).
+/// A summary's new text and what to record about it.
+#[derive(Clone, Copy, Debug)]
+pub struct Replacement<'a> {
+    pub content: &'a str,
+    pub token_count: i64,
+    pub model: &'a str,
+    /// Its fidelity score, and whether it stays marked for repair.
+    pub fidelity: (&'a Fidelity, bool),
+    /// The version it becomes; `None` for a redaction's notice, which is not a version.
+    pub change: Option<history::Change<'a>>,
+}
+
+/// Replaces a summary's text in one transaction (see `replace_content_in`); returns the
+/// version the text became, if recorded.
 pub fn replace_content(
     conn: &mut Connection,
     flags: SchemaFlags,
     summary_id: &str,
-    content: &str,
-    token_count: i64,
-    model: &str,
-    (score, needs_repair): (&Fidelity, bool),
-) -> Result<()> {
+    new: &Replacement<'_>,
+) -> Result<Option<i64>> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let version = replace_content_in(&tx, flags, summary_id, new)?;
+    tx.commit()?;
+    Ok(version)
+}
+
+/// Replaces a summary's text in the caller's transaction: content, token count, model, its
+/// fidelity score, its version (the old text kept, the new one recorded), its full-text rows
+/// (keeping their rowids), and the `descendant_token_count` of every summary above it (which
+/// sums the tokens below).
+pub fn replace_content_in(
+    tx: &Connection,
+    flags: SchemaFlags,
+    summary_id: &str,
+    new: &Replacement<'_>,
+) -> Result<Option<i64>> {
     let old: Option<i64> = tx
         .query_row(
             "SELECT token_count FROM summaries WHERE summary_id = ?1",
@@ -234,11 +274,29 @@ pub fn replace_content(
     let Some(old) = old else {
         return Err(LcmError::not_found("summary", summary_id));
     };
+    let version = match (new.change, flags.has_versions) {
+        (Some(change), true) => {
+            let version = history::next_version(tx, summary_id)?;
+            history::insert(
+                tx,
+                summary_id,
+                version,
+                new.content,
+                new.token_count,
+                new.model,
+                change.template,
+                change.reason,
+            )?;
+            history::prune(tx, summary_id, change.keep)?;
+            Some(version)
+        }
+        _ => None,
+    };
     tx.execute(
         "UPDATE summaries SET content = ?2, token_count = ?3, model = ?4 WHERE summary_id = ?1",
-        params![summary_id, content, token_count, model],
+        params![summary_id, new.content, new.token_count, new.model],
     )?;
-    let delta = token_count - old;
+    let delta = new.token_count - old;
     if delta != 0 {
         tx.execute(
             "WITH RECURSIVE above(id, steps) AS (
@@ -253,7 +311,7 @@ pub fn replace_content(
         )?;
     }
     if flags.has_fidelity {
-        fidelity::store::put(&tx, summary_id, score, needs_repair)?;
+        fidelity::store::put(tx, summary_id, new.fidelity.0, new.fidelity.1)?;
     }
     let mut tables = vec!["summaries_fts"];
     if flags.has_cjk_fts {
@@ -274,9 +332,8 @@ pub fn replace_content(
         }
         tx.execute(
             &format!("INSERT INTO {t} (rowid, summary_id, content) VALUES (?1, ?2, ?3)"),
-            params![rowid, summary_id, content],
+            params![rowid, summary_id, new.content],
         )?;
     }
-    tx.commit()?;
-    Ok(())
+    Ok(version)
 }

@@ -246,7 +246,13 @@ fn lossless_claw_database_keeps_its_extra_tables_and_skips_recorded_backfills() 
     // Only lcm-native's own tables are new: the plugin's schema already has everything else.
     assert_eq!(
         r.tables_created,
-        ["lcm_native_turns", "lcm_native_summary_fidelity"],
+        [
+            "lcm_native_turns",
+            "lcm_native_summary_fidelity",
+            "lcm_native_summary_versions",
+            "lcm_native_redactions",
+            "lcm_native_redaction_pending"
+        ],
         "{r:?}"
     );
     assert!(
@@ -259,11 +265,10 @@ fn lossless_claw_database_keeps_its_extra_tables_and_skips_recorded_backfills() 
         name == totals::TABLE
             || totals::TRIGGER_NAMES.contains(&name.as_str())
             || name == "context_items_summary_idx"
-            || name.starts_with("lcm_native_turns")
-            || name.starts_with("lcm_native_summary_fidelity")
+            || name.starts_with("lcm_native_")
     });
     assert!(theirs == schema_before, "the plugin's schema must stay untouched");
-    assert_eq!(ours.len(), 4 + totals::TRIGGER_NAMES.len(), "{ours:?}");
+    assert_eq!(ours.len(), 7 + totals::TRIGGER_NAMES.len(), "{ours:?}");
     assert_eq!(r.indexes_created, ["context_items_summary_idx"]);
     assert!(r.live_totals_rebuilt);
     assert_eq!(summary_values(&path), values_before);

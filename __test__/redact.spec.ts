@@ -1,0 +1,96 @@
+// Versions and redaction through the JS surface: history, rollback, describe, redact with its
+// coded errors, and a redaction killed (SIGKILL) mid-run that a second run finishes.
+import { spawn } from 'node:child_process'
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+
+import { describe, expect, it } from 'vitest'
+
+import { LcmEngine } from '../index.js'
+import { ROOT, THEME, hostMessages, rejection, tempDir } from './helpers'
+
+const SECRET = 'sk-live-Jq4Rm8Tz2Wx6Yp0Lc5'
+
+/** The theme transcript with the secret in its first user message, compacted offline. */
+async function planted(dbPath: string) {
+  const engine = await LcmEngine.open({ dbPath, leafChunkTokens: 1500, leafTargetTokens: 200, freshTailCount: 16, condensedMinFanout: 2 })
+  const messages = hostMessages(THEME)
+  const first = messages.findIndex((m) => m.role === 'user')
+  messages[first] = { ...messages[first], content: `please use ${SECRET} for the deploy` }
+  const { conversationId } = await engine.ingest({ sessionId: 'secret' }, messages)
+  await engine.compact(conversationId, 'offline', { tokenBudget: 4000, force: true })
+  return { engine, conversationId }
+}
+
+function fileHolds(path: string, needle: string): string[] {
+  return ['', '-wal', '-shm'].filter((s) => {
+    try {
+      return readFileSync(path + s).includes(needle)
+    } catch {
+      return false
+    }
+  })
+}
+
+describe('versions', () => {
+  it('history, rollback and describe show and restore a summary\'s versions', async () => {
+    const { engine, conversationId } = await planted(join(tempDir(), 'v.db'))
+    const [leaf] = await engine.summaries(conversationId, { depth: 0 })
+    const first = await engine.history(leaf.summaryId)
+    expect(first.map((v) => [v.version, v.reason, v.current])).toEqual([[1, 'compaction', true]])
+    await engine.rewrite(conversationId, async () => 'A new text zqxnewtext.\nExpand for details about: x', { summaryId: leaf.summaryId, apply: true })
+    const restored = await engine.rollback(leaf.summaryId, 1)
+    expect(restored).toMatchObject({ version: 3, reason: 'rollback', current: true, content: first[0].content })
+    const d = await engine.describe(leaf.summaryId)
+    expect(d.type === 'summary' && d.versions.map((v) => v.reason)).toEqual(['compaction', 'rewrite', 'rollback'])
+    expect((await engine.grep(conversationId, { query: 'zqxnewtext', scope: 'summaries' })).hits).toHaveLength(0)
+    expect((await rejection(engine.rollback(leaf.summaryId, 99))).code).toBe('E_NOT_FOUND')
+    expect((await rejection(engine.history('sum_missing'))).code).toBe('E_NOT_FOUND')
+    await engine.close()
+  })
+})
+
+describe('redact', () => {
+  it('refuses bad patterns and unknown ids with coded errors', async () => {
+    const { engine, conversationId } = await planted(join(tempDir(), 'e.db'))
+    expect((await rejection(engine.redact({ pattern: '(' }))).code).toBe('E_INVALID_INPUT')
+    expect((await rejection(engine.redact({ conversationId, pattern: 'nothing-matches-this-zz' }))).code).toBe('E_INVALID_INPUT')
+    expect((await rejection(engine.redact({ messageIds: [123456] }))).code).toBe('E_NOT_FOUND')
+    expect((await rejection(engine.redact({ pattern: 'x', signal: 'no' as unknown as AbortSignal }))).code).toBe('E_INVALID_INPUT')
+    await engine.close()
+  })
+
+  it('a redaction killed (SIGKILL) while regenerating is finished by the next one', async () => {
+    const dbPath = join(tempDir(), 'k.db')
+    const { engine } = await planted(dbPath)
+    await engine.close()
+    const child = spawn(process.execPath, [join(ROOT, '__test__/child/redact-slow.cjs'), dbPath, 'sk-live-[A-Za-z0-9]+'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    let stderr = ''
+    child.stderr.on('data', (d) => (stderr += d))
+    await new Promise<void>((resolve, reject) => {
+      child.stdout.on('data', (d) => {
+        if (String(d).includes('progress')) resolve()
+        if (String(d).includes('done')) reject(new Error('the redaction finished before it could be killed'))
+      })
+      child.on('exit', (code) => reject(new Error(`child exited (${code}): ${stderr}`)))
+    })
+    child.kill('SIGKILL')
+    await new Promise((r) => child.once('exit', r))
+
+    const again = await LcmEngine.open({ dbPath })
+    // The messages were redacted in the first run's first transaction.
+    const messages = await again.messages(1, { limit: 100000 })
+    expect(JSON.stringify(messages)).not.toContain(SECRET)
+    const r = await again.redact({ pattern: 'sk-live-[A-Za-z0-9]+' })
+    expect(r).toMatchObject({ redactionId: null, messages: 0, pending: 0 })
+    expect(r.regenerated).toBeGreaterThan(0)
+    const report = await again.verify()
+    expect(report.problems).toEqual([])
+    const summaries = await again.summaries(1)
+    expect(summaries.some((s) => s.content.startsWith('[Redacted]'))).toBe(false)
+    await again.close()
+    expect(fileHolds(dbPath, SECRET)).toEqual([])
+  })
+})

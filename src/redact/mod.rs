@@ -1,0 +1,418 @@
+//! Redaction that reaches every copy of a text: messages, their parts and full-text rows
+//! (one transaction), then every summary whose subtree covers a redacted message (replaced with
+//! a notice in that same transaction, its old versions purged, then regenerated bottom-up one
+//! transaction each), then the file itself (full-text indexes merged, `VACUUM`, the WAL
+//! checkpointed and truncated) so that the text cannot be read back from its bytes. A killed
+//! redaction leaves each message and summary old or new; the summaries still awaiting
+//! regeneration are listed in `lcm_native_redaction_pending`, and the next `redact` finishes
+//! them. The log (`lcm_native_redactions`) records ids and counts, never the text.
+
+pub mod text;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeSet;
+
+use regex::Regex;
+use rusqlite::{params, Connection, TransactionBehavior};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::db::SchemaFlags;
+use crate::error::{LcmError, Result};
+use crate::fidelity::Fidelity;
+use crate::store::summaries::{replace_content_in, Replacement};
+use text::Redactor;
+
+/// The text a summary holds between its redaction and its regeneration.
+pub const NOTICE: &str = "[Redacted] This summary covered messages that were redacted; it awaits regeneration.";
+/// The model recorded for a summary holding the notice (a fallback: `rewrite` with
+/// `fallbacks: true` repairs it too).
+pub const NOTICE_MODEL: &str = "lcm-native/redacted";
+/// The longest pattern accepted, as for `grep`.
+const MAX_PATTERN_BYTES: usize = 4096;
+
+/// The text columns of `message_parts` that can hold what a user or a tool wrote.
+const PART_COLUMNS: &[&str] = &[
+    "text_content",
+    "tool_input",
+    "tool_output",
+    "tool_error",
+    "tool_title",
+    "metadata",
+    "subtask_prompt",
+    "subtask_desc",
+    "file_url",
+    "patch_files",
+];
+
+/// What to redact.
+#[derive(Clone, Debug)]
+pub struct RedactOptions {
+    pub conversation_id: Option<i64>,
+    pub message_ids: Option<Vec<i64>>,
+    pub redactor: Redactor,
+    /// Recorded in the log.
+    pub reason: Option<String>,
+    /// Replace the covering summaries with the notice and leave them marked, without
+    /// regenerating them.
+    pub mark_only: bool,
+}
+
+impl RedactOptions {
+    /// Reads `{ conversationId?, messageIds?, pattern?, replacement?, reason?, markOnly? }`
+    /// (`signal` and `onProgress` are the binding's).
+    pub fn from_json(v: &Value) -> Result<RedactOptions> {
+        let Value::Object(obj) = v else {
+            return Err(LcmError::invalid_input(format!(
+                "redact options must be an object, got {v}"
+            )));
+        };
+        let mut o = RedactOptions {
+            conversation_id: None,
+            message_ids: None,
+            redactor: Redactor {
+                pattern: None,
+                replacement: "[REDACTED]".to_string(),
+            },
+            reason: None,
+            mark_only: false,
+        };
+        for (key, value) in obj {
+            if value.is_null() {
+                continue;
+            }
+            let string = || {
+                value
+                    .as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| LcmError::invalid_input(format!("`{key}` must be a string, got {value}")))
+            };
+            match key.as_str() {
+                "conversationId" => {
+                    o.conversation_id = Some(value.as_i64().filter(|id| *id > 0).ok_or_else(|| {
+                        LcmError::invalid_input(format!("`conversationId` must be a positive integer, got {value}"))
+                    })?)
+                }
+                "messageIds" => {
+                    let ids = value
+                        .as_array()
+                        .filter(|a| !a.is_empty())
+                        .and_then(|a| a.iter().map(Value::as_i64).collect::<Option<Vec<i64>>>())
+                        .ok_or_else(|| {
+                            LcmError::invalid_input(format!(
+                                "`messageIds` must be a non-empty array of integers, got {value}"
+                            ))
+                        })?;
+                    o.message_ids = Some(ids);
+                }
+                "pattern" => {
+                    let pattern = string()?;
+                    if pattern.is_empty() || pattern.len() > MAX_PATTERN_BYTES {
+                        return Err(LcmError::invalid_input(format!(
+                            "`pattern` must be 1 to {MAX_PATTERN_BYTES} bytes"
+                        )));
+                    }
+                    let re = Regex::new(&pattern).map_err(|e| {
+                        LcmError::invalid_input(format!("`pattern` is not a valid regular expression: {e}"))
+                    })?;
+                    if re.is_match("") {
+                        return Err(LcmError::invalid_input("`pattern` matches the empty string"));
+                    }
+                    o.redactor.pattern = Some(re);
+                }
+                "replacement" => o.redactor.replacement = string()?,
+                "reason" => o.reason = Some(string()?),
+                "markOnly" => {
+                    o.mark_only = value
+                        .as_bool()
+                        .ok_or_else(|| LcmError::invalid_input(format!("`markOnly` must be a boolean, got {value}")))?
+                }
+                "signal" | "onProgress" => {}
+                _ => return Err(LcmError::invalid_input(format!("unknown redact option `{key}`"))),
+            }
+        }
+        if o.redactor.pattern.is_none() && o.message_ids.is_none() {
+            return Err(LcmError::invalid_input(
+                "say what to redact: a `pattern`, or `messageIds` (whose whole text is redacted)",
+            ));
+        }
+        if let Some(re) = &o.redactor.pattern {
+            if re.is_match(&o.redactor.replacement) {
+                return Err(LcmError::invalid_input("the `replacement` matches the `pattern`"));
+            }
+        }
+        Ok(o)
+    }
+}
+
+/// What `redact` did.
+#[derive(Clone, Debug, Default, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct RedactionResult {
+    /// The log entry of this redaction; null when it only finished an earlier one's summaries.
+    pub redaction_id: Option<i64>,
+    pub conversation_ids: Vec<i64>,
+    /// Messages whose text changed, and their parts that changed.
+    pub messages: usize,
+    pub parts: usize,
+    /// Matches replaced in the stored columns (a message's text is stored in the message and in
+    /// its parts, so each copy counts); without a pattern, text values replaced.
+    pub matches: usize,
+    /// Summaries whose subtree covers a redacted message.
+    pub summaries: usize,
+    /// Old versions deleted because they were made from the redacted text.
+    pub versions_purged: usize,
+    /// Summaries regenerated by this call (an earlier redaction's included).
+    pub regenerated: usize,
+    /// Summaries still holding the notice: `markOnly`, a summarizer that gave nothing usable, or
+    /// a stopped run. The next `redact` in their conversation (or `rewrite` with
+    /// `fallbacks: true`) regenerates them.
+    pub pending: usize,
+    /// False when another connection kept the write-ahead log from being emptied: old bytes may
+    /// stay in the `-wal` file until its next checkpoint.
+    pub checkpointed: bool,
+    pub duration_ms: f64,
+}
+
+/// The conversations a redaction touches: the one given, those of the messages given (all of
+/// them must exist), or all.
+pub fn conversations_in_scope(conn: &Connection, o: &RedactOptions) -> Result<Vec<i64>> {
+    let mut ids = BTreeSet::new();
+    if let Some(id) = o.conversation_id {
+        crate::store::conversations::get(conn, id)?;
+        ids.insert(id);
+    }
+    if let Some(messages) = &o.message_ids {
+        let found: Vec<(i64, i64)> = conn
+            .prepare("SELECT message_id, conversation_id FROM messages WHERE message_id IN (SELECT value FROM json_each(?1))")?
+            .query_map([serde_json::to_string(messages)?], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<std::result::Result<_, _>>()?;
+        if let Some(missing) = messages.iter().find(|m| !found.iter().any(|(id, _)| id == *m)) {
+            return Err(LcmError::not_found("message", missing));
+        }
+        if let Some((m, c)) = found.iter().find(|(_, c)| o.conversation_id.is_some_and(|id| id != *c)) {
+            return Err(LcmError::invalid_input(format!(
+                "message {m} belongs to conversation {c}, not the one given"
+            )));
+        }
+        ids.extend(found.iter().map(|(_, c)| *c));
+    }
+    if ids.is_empty() {
+        let all: Vec<i64> = conn
+            .prepare("SELECT conversation_id FROM conversations ORDER BY conversation_id")?
+            .query_map([], |r| r.get(0))?
+            .collect::<std::result::Result<_, _>>()?;
+        ids.extend(all);
+    }
+    Ok(ids.into_iter().collect())
+}
+
+/// Step one, in one transaction: the messages, their parts and full-text rows, the covering
+/// summaries (notice, purged versions, pending rows) and the log entry. Returns the result so
+/// far; `redaction_id` is `None` when nothing matched.
+pub fn redact_messages(
+    conn: &mut Connection,
+    flags: SchemaFlags,
+    o: &RedactOptions,
+    conversations: &[i64],
+) -> Result<RedactionResult> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let scope = serde_json::to_string(conversations)?;
+    let only = o.message_ids.as_ref().map(serde_json::to_string).transpose()?;
+    let mut result = RedactionResult {
+        conversation_ids: conversations.to_vec(),
+        ..RedactionResult::default()
+    };
+    let mut redacted = Vec::new();
+    {
+        let mut messages = tx.prepare(
+            "SELECT message_id, content FROM messages
+             WHERE conversation_id IN (SELECT value FROM json_each(?1))
+               AND (?2 IS NULL OR message_id IN (SELECT value FROM json_each(?2)))
+             ORDER BY message_id",
+        )?;
+        let mut rows = messages.query(params![scope, only])?;
+        let mut update = tx.prepare("UPDATE messages SET content = ?2 WHERE message_id = ?1")?;
+        let parts_sql = format!(
+            "SELECT part_id, {} FROM message_parts WHERE message_id = ?1",
+            PART_COLUMNS.join(", ")
+        );
+        let mut parts = tx.prepare(&parts_sql)?;
+        while let Some(row) = rows.next()? {
+            let (id, content): (i64, String) = (row.get(0)?, row.get(1)?);
+            let mut changed = false;
+            let mut new_content = content.clone();
+            if let Some((new, n)) = o.redactor.text(&content) {
+                update.execute(params![id, new])?;
+                new_content = new;
+                result.matches += n;
+                changed = true;
+            }
+            let stored: Vec<(String, Vec<Option<String>>)> = parts
+                .query_map([id], |r| {
+                    let values = (1..=PART_COLUMNS.len())
+                        .map(|i| r.get(i))
+                        .collect::<rusqlite::Result<_>>()?;
+                    Ok((r.get(0)?, values))
+                })?
+                .collect::<std::result::Result<_, _>>()?;
+            for (part_id, values) in stored {
+                let mut sets = Vec::new();
+                for (column, value) in PART_COLUMNS.iter().zip(values) {
+                    if let Some((new, n)) = value.as_deref().and_then(|v| o.redactor.column(v)) {
+                        sets.push((*column, new));
+                        result.matches += n;
+                    }
+                }
+                if sets.is_empty() {
+                    continue;
+                }
+                let assignments: Vec<String> = sets
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (c, _))| format!("{c} = ?{}", i + 2))
+                    .collect();
+                let sql = format!("UPDATE message_parts SET {} WHERE part_id = ?1", assignments.join(", "));
+                let mut args: Vec<&dyn rusqlite::ToSql> = vec![&part_id];
+                args.extend(sets.iter().map(|(_, v)| v as &dyn rusqlite::ToSql));
+                tx.execute(&sql, args.as_slice())?;
+                result.parts += 1;
+                changed = true;
+            }
+            if changed {
+                redacted.push((id, new_content));
+            }
+        }
+    }
+    result.messages = redacted.len();
+    if redacted.is_empty() {
+        return Ok(result);
+    }
+    for (id, content) in &redacted {
+        tx.execute("DELETE FROM messages_fts WHERE rowid = ?1", [id])?;
+        if !content.is_empty() {
+            tx.execute(
+                "INSERT INTO messages_fts (rowid, content) VALUES (?1, ?2)",
+                params![id, content],
+            )?;
+        }
+    }
+    let ids: Vec<i64> = redacted.iter().map(|(id, _)| *id).collect();
+    let ids_json = serde_json::to_string(&ids)?;
+    tx.execute(
+        "INSERT INTO lcm_native_redactions
+           (conversation_ids, message_ids, messages, parts, matches, summaries, versions_purged, mark_only, reason)
+         VALUES (?1, ?2, ?3, ?4, ?5, 0, 0, ?6, ?7)",
+        params![
+            scope,
+            ids_json,
+            result.messages as i64,
+            result.parts as i64,
+            result.matches as i64,
+            o.mark_only,
+            o.reason
+        ],
+    )?;
+    let redaction_id = tx.last_insert_rowid();
+    let affected: Vec<String> = tx
+        .prepare(
+            "WITH RECURSIVE affected(id) AS (
+               SELECT summary_id FROM summary_messages WHERE message_id IN (SELECT value FROM json_each(?1))
+               UNION
+               SELECT p.summary_id FROM summary_parents p JOIN affected a ON p.parent_summary_id = a.id
+             )
+             SELECT s.summary_id FROM summaries s JOIN affected a ON a.id = s.summary_id ORDER BY s.depth, s.rowid",
+        )?
+        .query_map([&ids_json], |r| r.get(0))?
+        .collect::<std::result::Result<_, _>>()?;
+    let blank = Fidelity {
+        score: None,
+        salient_score: None,
+        identifiers: 0,
+        kept: 0,
+        salient: 0,
+        salient_kept: 0,
+        missing_salient: Vec::new(),
+    };
+    for summary_id in &affected {
+        let (max, purged): (Option<i64>, i64) = tx.query_row(
+            "SELECT max(version), count(*) FROM lcm_native_summary_versions WHERE summary_id = ?1",
+            [summary_id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        tx.execute(
+            "DELETE FROM lcm_native_summary_versions WHERE summary_id = ?1",
+            [summary_id],
+        )?;
+        result.versions_purged += purged as usize;
+        // A summary already waiting keeps its number; one without stored versions had its
+        // text as version 1.
+        tx.execute(
+            "INSERT OR IGNORE INTO lcm_native_redaction_pending (summary_id, redaction_id, next_version)
+             VALUES (?1, ?2, ?3)",
+            params![summary_id, redaction_id, max.unwrap_or(1) + 1],
+        )?;
+        let notice = Replacement {
+            content: NOTICE,
+            token_count: crate::tokens::estimate(NOTICE),
+            model: NOTICE_MODEL,
+            fidelity: (&blank, false),
+            change: None,
+        };
+        replace_content_in(&tx, flags, summary_id, &notice)?;
+    }
+    result.summaries = affected.len();
+    tx.execute(
+        "UPDATE lcm_native_redactions SET summaries = ?2, versions_purged = ?3 WHERE redaction_id = ?1",
+        params![redaction_id, result.summaries as i64, result.versions_purged as i64],
+    )?;
+    tx.commit()?;
+    result.redaction_id = Some(redaction_id);
+    Ok(result)
+}
+
+/// Summaries of `conversations` still awaiting regeneration.
+pub fn pending(conn: &Connection, conversations: &[i64]) -> Result<usize> {
+    let n: i64 = conn.query_row(
+        "SELECT count(*) FROM lcm_native_redaction_pending p JOIN summaries s ON s.summary_id = p.summary_id
+         WHERE s.conversation_id IN (SELECT value FROM json_each(?1))",
+        [serde_json::to_string(conversations)?],
+        |r| r.get(0),
+    )?;
+    Ok(n as usize)
+}
+
+/// Marks every redaction with no summary left to regenerate as complete.
+pub fn complete(conn: &Connection) -> Result<()> {
+    conn.execute(
+        "UPDATE lcm_native_redactions SET completed_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+         WHERE completed_at IS NULL
+           AND NOT EXISTS (SELECT 1 FROM lcm_native_redaction_pending p WHERE p.redaction_id = lcm_native_redactions.redaction_id)",
+        [],
+    )?;
+    Ok(())
+}
+
+/// Removes what the file's free space, the full-text indexes' old segments and the write-ahead
+/// log still hold of replaced text: merges each full-text index (dropping deleted entries),
+/// rebuilds the file with `VACUUM` (with `secure_delete` on), and checkpoints and truncates the
+/// log. Returns whether the log was emptied.
+pub fn scrub(conn: &Connection, flags: SchemaFlags) -> Result<bool> {
+    conn.pragma_update(None, "secure_delete", true)?;
+    let mut tables = vec!["messages_fts", "summaries_fts"];
+    if flags.has_cjk_fts {
+        tables.push("summaries_fts_cjk");
+    }
+    for t in tables {
+        conn.execute(&format!("INSERT INTO {t} ({t}) VALUES ('optimize')"), [])?;
+    }
+    conn.execute_batch("VACUUM")?;
+    let (busy, _, _): (i64, i64, i64) = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+        Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+    })?;
+    conn.pragma_update(None, "secure_delete", false)?;
+    Ok(busy == 0)
+}

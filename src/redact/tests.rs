@@ -1,0 +1,307 @@
+//! Redaction on the theme transcript with a planted secret that the summaries repeat up to
+//! depth 2: afterwards no message, part, full-text row, summary, version or byte of the files
+//! holds it, and every covering summary was regenerated or marked.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use rusqlite::Connection;
+use serde_json::{json, Value};
+
+use super::*;
+use crate::compaction::tests::{engine_with, stub_text, Act, Scripted};
+use crate::compaction::SweepOptions;
+use crate::engine::tests::{transcript, THEME};
+use crate::engine::Engine;
+use crate::history::Reason;
+use crate::store::conversations::Target;
+use crate::summarizer::offline::OfflineSummarizer;
+
+const SECRET: &str = "sk-live-Zq8Xw3Vb7Nn2Kp5Rt9";
+
+/// The transcript with the secret in a user message, a tool call's arguments and a tool result
+/// early on; compacted to depth 2 by a model that repeats the secret when its source holds it.
+async fn planted(extra: Value) -> (tempfile::TempDir, Engine, i64) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = json!({"leafChunkTokens": 1200, "leafTargetTokens": 200, "freshTailCount": 16,
+                             "leafMinFanout": 2, "condensedMinFanout": 2});
+    for (k, v) in extra.as_object().unwrap() {
+        options[k] = v.clone();
+    }
+    let engine = engine_with(&dir, options);
+    let mut messages = transcript(THEME);
+    let mut planted = 0;
+    for m in messages.iter_mut().take(40) {
+        match m["role"].as_str() {
+            Some("user") if planted == 0 => {
+                m["content"] = json!(format!("Use my key {SECRET} for the API."));
+                planted += 1;
+            }
+            Some("toolResult") if planted == 1 => {
+                m["content"] = json!([{"type": "text", "text": format!("export KEY={SECRET}")}]);
+                planted += 1;
+            }
+            Some("assistant") if planted == 2 => {
+                if let Some(blocks) = m["content"].as_array_mut() {
+                    if let Some(call) = blocks.iter_mut().find(|b| b["type"] == "toolCall") {
+                        call["arguments"] = json!({"command": format!("curl -H 'Authorization: {SECRET}' x")});
+                        planted += 1;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(planted, 3);
+    let cid = engine
+        .ingest(&Target::Session("t".into()), &messages)
+        .unwrap()
+        .conversation_id;
+    let repeating = Scripted::new(|_, r| match r.source_text.contains(SECRET) {
+        true => Act::Text(format!("Summary naming {SECRET}.\nExpand for details about: key.")),
+        false => Act::Text(stub_text(r)),
+    });
+    let sweep = SweepOptions {
+        token_budget: 3000,
+        force: true,
+        ..Default::default()
+    };
+    engine.compact(cid, repeating, sweep).await.unwrap();
+    (dir, engine, cid)
+}
+
+fn options(v: Value) -> RedactOptions {
+    RedactOptions::from_json(&v).unwrap()
+}
+
+async fn redact(engine: &Engine, o: &RedactOptions) -> Result<RedactionResult> {
+    engine
+        .redact(o, Arc::new(OfflineSummarizer), &AtomicBool::new(false), &|_| {})
+        .await
+}
+
+/// Every place in the database that holds the secret, as `table.column` names.
+fn holders(path: &str) -> Vec<String> {
+    let c = Connection::open(path).unwrap();
+    let mut out = Vec::new();
+    let tables: Vec<String> = c
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    for t in tables {
+        let cols: Vec<String> = c
+            .prepare(&format!("SELECT name FROM pragma_table_info('{t}')"))
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect();
+        for col in cols {
+            let n: i64 = c
+                .query_row(
+                    &format!("SELECT count(*) FROM \"{t}\" WHERE instr(CAST(\"{col}\" AS TEXT), ?1) > 0"),
+                    [SECRET],
+                    |r| r.get(0),
+                )
+                .unwrap_or(0);
+            if n > 0 {
+                out.push(format!("{t}.{col}"));
+            }
+        }
+    }
+    out
+}
+
+/// The files of the database whose bytes hold `needle`.
+fn files_holding(path: &str, needle: &str) -> Vec<String> {
+    ["", "-wal", "-shm"]
+        .iter()
+        .map(|s| format!("{path}{s}"))
+        .filter(|p| std::fs::read(p).is_ok_and(|b| b.windows(needle.len()).any(|w| w == needle.as_bytes())))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redaction_reaches_every_copy_down_to_the_file_bytes() {
+    let (_d, engine, cid) = planted(json!({})).await;
+    let path = engine.config().db_path.clone();
+    let depth2: Vec<_> = engine.summaries(cid, Some(2)).unwrap();
+    assert!(
+        depth2.iter().any(|s| s.fields.content.contains(SECRET)),
+        "a depth-2 summary repeats the secret"
+    );
+    // An older version holding the secret too: a rewrite of a covering leaf.
+    let leaf = engine
+        .summaries(cid, Some(0))
+        .unwrap()
+        .into_iter()
+        .find(|s| s.fields.content.contains(SECRET))
+        .unwrap();
+    let again = crate::rewrite::RewriteOptions {
+        selection: crate::rewrite::Selection::Summary(leaf.fields.summary_id.clone()),
+        apply: true,
+        prompt_dir: None,
+        timestamps: true,
+        model: None,
+    };
+    let text = format!("Rewritten, still naming {SECRET}.\nExpand for details about: key.");
+    engine
+        .rewrite(
+            cid,
+            Scripted::new(move |_, _| Act::Text(text.clone())),
+            &again,
+            &AtomicBool::new(false),
+            &|_| {},
+        )
+        .await
+        .unwrap();
+    assert!(holders(&path).len() >= 6, "{:?}", holders(&path));
+
+    let r = redact(
+        &engine,
+        &options(json!({"conversationId": cid, "pattern": "sk-live-[A-Za-z0-9]+", "reason": "leaked key"})),
+    )
+    .await
+    .unwrap();
+    assert!(r.messages == 3 && r.matches >= 3, "{r:?}");
+    assert!(
+        r.summaries >= 3 && r.regenerated == r.summaries && r.pending == 0,
+        "{r:?}"
+    );
+    assert!(r.versions_purged > r.summaries, "{r:?}");
+    assert_eq!(holders(&path), Vec::<String>::new());
+    for needle in [SECRET, "Zq8Xw3Vb7Nn2Kp5Rt9", "zq8xw3vb7nn2kp5rt9"] {
+        assert_eq!(
+            files_holding(&path, needle),
+            Vec::<String>::new(),
+            "{needle} (checkpointed: {})",
+            r.checkpointed
+        );
+    }
+    // Every covering summary was regenerated from the redacted text, as a new version.
+    for s in engine.summaries(cid, None).unwrap() {
+        let versions = engine.history(&s.fields.summary_id).unwrap();
+        let newest = versions.last().unwrap();
+        assert!(newest.current && newest.stored);
+        if newest.reason == Reason::Redaction {
+            assert_eq!(s.fields.model, crate::summarizer::OFFLINE_MODEL);
+            assert!(
+                versions.iter().all(|v| v.reason == Reason::Redaction),
+                "older versions are purged"
+            );
+        }
+    }
+    assert_eq!(
+        engine
+            .summaries(cid, None)
+            .unwrap()
+            .iter()
+            .filter(|s| engine.history(&s.fields.summary_id).unwrap().last().unwrap().reason == Reason::Redaction)
+            .count(),
+        r.summaries
+    );
+    let log: (String, i64, i64, String, Option<String>) = Connection::open(&path)
+        .unwrap()
+        .query_row(
+            "SELECT message_ids, messages, summaries, reason, completed_at FROM lcm_native_redactions",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+        )
+        .unwrap();
+    assert_eq!((log.1, log.2 as usize, log.3.as_str()), (3, r.summaries, "leaked key"));
+    assert!(log.4.is_some(), "complete");
+    let report = engine.verify(None).unwrap();
+    assert!(report.ok, "{:?}", report.problems);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mark_only_leaves_notices_that_the_next_redaction_regenerates() {
+    let (_d, engine, cid) = planted(json!({})).await;
+    let path = engine.config().db_path.clone();
+    let o = options(json!({"pattern": "sk-live-[A-Za-z0-9]+", "markOnly": true}));
+    let r = redact(&engine, &o).await.unwrap();
+    assert!(
+        r.summaries >= 3 && r.pending == r.summaries && r.regenerated == 0,
+        "{r:?}"
+    );
+    assert_eq!(holders(&path), Vec::<String>::new());
+    let marked: Vec<_> = engine
+        .summaries(cid, None)
+        .unwrap()
+        .into_iter()
+        .filter(|s| s.fields.content == NOTICE)
+        .collect();
+    assert_eq!(marked.len(), r.summaries);
+    assert!(marked.iter().all(|s| s.fallback), "a notice is a fallback to repair");
+    assert!(engine.verify(None).unwrap().ok);
+    // The pattern matches nothing now, but the marked summaries are finished.
+    let again = redact(&engine, &options(json!({"pattern": "sk-live-[A-Za-z0-9]+"})))
+        .await
+        .unwrap();
+    assert_eq!(
+        (again.redaction_id, again.messages, again.regenerated, again.pending),
+        (None, 0, r.summaries, 0)
+    );
+    assert!(engine
+        .summaries(cid, None)
+        .unwrap()
+        .iter()
+        .all(|s| s.fields.content != NOTICE));
+    assert!(engine.verify(None).unwrap().ok);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redacting_whole_messages_keeps_them_rebuildable() {
+    let (_d, engine, cid) = planted(json!({})).await;
+    let first = engine.messages(cid, 0, 5).unwrap();
+    let target = first.iter().find(|m| m.role == "user").unwrap();
+    let o = options(json!({"messageIds": [target.message_id], "replacement": "[removed]"}));
+    let r = redact(&engine, &o).await.unwrap();
+    assert_eq!(r.messages, 1);
+    let after = engine.messages(cid, 0, 5).unwrap();
+    let m = after.iter().find(|m| m.message_id == target.message_id).unwrap();
+    assert_eq!(m.role, "user");
+    assert!(
+        m.content.to_string().contains("[removed]") && !m.content.to_string().contains(SECRET),
+        "{}",
+        m.content
+    );
+    assert!(engine.verify(None).unwrap().ok);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_are_refused_and_change_nothing() {
+    let (_d, engine, cid) = planted(json!({})).await;
+    let digest = engine.verify(None).unwrap().digest;
+    for (v, code) in [
+        (json!({"pattern": "(unclosed"}), "E_INVALID_INPUT"),
+        (json!({"pattern": ".*"}), "E_INVALID_INPUT"),
+        (json!({}), "E_INVALID_INPUT"),
+        (json!({"pattern": "x", "colour": 1}), "E_INVALID_INPUT"),
+        (
+            json!({"pattern": "REDACT", "replacement": "[REDACTED]"}),
+            "E_INVALID_INPUT",
+        ),
+    ] {
+        assert_eq!(RedactOptions::from_json(&v).unwrap_err().code(), code, "{v}");
+    }
+    let nothing = redact(
+        &engine,
+        &options(json!({"conversationId": cid, "pattern": "no-such-text-zzz"})),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(nothing.code(), "E_INVALID_INPUT", "{nothing}");
+    let unknown = redact(&engine, &options(json!({"messageIds": [999_999]})))
+        .await
+        .unwrap_err();
+    assert_eq!(unknown.code(), "E_NOT_FOUND");
+    let unknown = redact(&engine, &options(json!({"conversationId": 77, "pattern": "x"})))
+        .await
+        .unwrap_err();
+    assert_eq!(unknown.code(), "E_NOT_FOUND");
+    assert_eq!(engine.verify(None).unwrap().digest, digest);
+}

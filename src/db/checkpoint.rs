@@ -25,6 +25,8 @@ struct State {
     stop: bool,
     /// The thread is checkpointing.
     running: bool,
+    /// Holds in force (see [`Checkpointer::hold`]): the thread starts no checkpoint.
+    held: u32,
     /// Checkpoints the thread has run, for tests.
     runs: u64,
 }
@@ -84,6 +86,22 @@ impl Checkpointer {
         })
     }
 
+    /// Keeps the thread from checkpointing until the returned guard drops, after waiting for
+    /// a checkpoint in progress to finish. Two checkpoints cannot run at once, and one that
+    /// must complete (a redaction's TRUNCATE) fails at once, without waiting, while the
+    /// thread's holds the checkpoint lock.
+    pub fn hold(&self) -> Hold {
+        let (lock, cv) = &*self.shared;
+        let mut st = lock.lock().unwrap_or_else(|e| e.into_inner());
+        st.held += 1;
+        while st.running {
+            st = cv.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+        Hold {
+            shared: self.shared.clone(),
+        }
+    }
+
     /// How many checkpoints the background thread has run so far.
     pub fn runs(&self) -> u64 {
         self.shared.0.lock().unwrap_or_else(|e| e.into_inner()).runs
@@ -102,6 +120,20 @@ impl Checkpointer {
     }
 }
 
+/// While alive, the checkpoint thread starts no checkpoint (see [`Checkpointer::hold`]).
+pub struct Hold {
+    shared: Arc<(Mutex<State>, Condvar)>,
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        let (lock, cv) = &*self.shared;
+        let mut st = lock.lock().unwrap_or_else(|e| e.into_inner());
+        st.held -= 1;
+        cv.notify_all();
+    }
+}
+
 impl Drop for Checkpointer {
     fn drop(&mut self) {
         self.stop();
@@ -113,7 +145,7 @@ fn run(conn: Connection, shared: Arc<(Mutex<State>, Condvar)>) {
     loop {
         {
             let mut st = lock.lock().unwrap_or_else(|e| e.into_inner());
-            while !st.pending && !st.stop {
+            while (!st.pending || st.held > 0) && !st.stop {
                 st = cv.wait(st).unwrap_or_else(|e| e.into_inner());
             }
             if st.stop {
@@ -187,5 +219,33 @@ mod tests {
         let runs = cp.runs();
         // One wake per 1,000 new frames (and after each restart): a few dozen at most.
         assert!((1..=100).contains(&runs), "{runs} checkpoints for {commits} commits");
+    }
+
+    /// While a hold is in force the thread starts no checkpoint (a redaction's TRUNCATE must
+    /// not lose the checkpoint lock to it); afterwards it checkpoints again.
+    #[test]
+    fn a_hold_keeps_the_thread_from_checkpointing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("h.db");
+        let path = path.to_str().unwrap();
+        let mut writer = crate::db::open_configured(path, 1000).unwrap();
+        writer.execute_batch("CREATE TABLE t (body BLOB)").unwrap();
+        let mut cp = Checkpointer::start(path, 1000, &mut writer).unwrap();
+        let write = |n: usize| {
+            for _ in 0..n {
+                writer.execute("INSERT INTO t VALUES (zeroblob(16000))", []).unwrap();
+            }
+        };
+        let hold = cp.hold();
+        write(500);
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        assert_eq!(cp.runs(), 0, "no checkpoint while held");
+        drop(hold);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while cp.runs() == 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(cp.runs() > 0, "the wake during the hold runs once it is released");
+        cp.stop();
     }
 }

@@ -102,6 +102,14 @@ impl Pool {
         f(conn)
     }
 
+    /// Runs `f` with the writer connection while the background checkpointer is held off, for
+    /// a checkpoint that must complete rather than give up to the thread's.
+    pub fn write_without_checkpointer<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
+        self.check_writable()?;
+        let _hold = lock(&self.checkpointer).as_ref().map(|c| c.hold());
+        self.write(f)
+    }
+
     /// Runs `f` with a reader connection (its own snapshot per statement or transaction).
     pub fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
         let conn = {

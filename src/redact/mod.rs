@@ -396,6 +396,10 @@ pub fn complete(conn: &Connection) -> Result<()> {
     Ok(())
 }
 
+/// How long the final checkpoint is retried while another process's checkpoint holds the
+/// lock (waiting for readers is the busy timeout's job, within each try).
+const TRUNCATE_RETRY: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Removes what the file's free space, the full-text indexes' old segments and the write-ahead
 /// log still hold of replaced text: merges each full-text index (dropping deleted entries),
 /// rebuilds the file with `VACUUM` (with `secure_delete` on), and checkpoints and truncates the
@@ -410,9 +414,16 @@ pub fn scrub(conn: &Connection, flags: SchemaFlags) -> Result<bool> {
         conn.execute(&format!("INSERT INTO {t} ({t}) VALUES ('optimize')"), [])?;
     }
     conn.execute_batch("VACUUM")?;
-    let (busy, _, _): (i64, i64, i64) = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
-        Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-    })?;
+    // The caller holds this engine's checkpoint thread off; another process's checkpoint
+    // makes this one give up at once, so it is retried for a while.
+    let until = std::time::Instant::now() + TRUNCATE_RETRY;
+    let emptied = loop {
+        let busy: i64 = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))?;
+        if busy == 0 || std::time::Instant::now() >= until {
+            break busy == 0;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
     conn.pragma_update(None, "secure_delete", false)?;
-    Ok(busy == 0)
+    Ok(emptied)
 }

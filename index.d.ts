@@ -99,6 +99,17 @@ export interface LcmConfig {
    * (`SummaryRecord.lowFidelity`, `rewrite` with `lowFidelity: true`).
    */
   minFidelity?: number
+  /** Versions of a summary's text kept, the current one included; older ones are dropped. Default 16. */
+  maxSummaryVersions?: number
+  /**
+   * Ingest-time secret detection, off by default. `true`: matches of the built-in patterns for
+   * common API-key formats (OpenAI/Anthropic `sk-…`, Stripe, AWS access key ids, GitHub,
+   * GitLab, Slack, Google, Hugging Face and npm tokens, JWTs, PEM private keys) are replaced
+   * with `[REDACTED]` in new messages before they are stored, and logged. An array gives the
+   * regular expressions instead; its entry `'@builtin'` adds the built-in ones. An invalid
+   * pattern, or one matching the empty string, fails `open` with E_INVALID_CONFIG.
+   */
+  redactPatterns?: boolean | string[]
   /** Rolling trigger: summarise once this many messages arrived since the last summary (0 disables). Default 20. */
   messagesPerSummary?: number
   /** SQLite busy timeout. Default 30000. */
@@ -288,6 +299,11 @@ export interface IngestOutcome {
   duplicate: boolean
   /** A `bootstrap` import found the conversation holding messages already: nothing was written. */
   alreadyBootstrapped: boolean
+  /**
+   * Matches of `redactPatterns` replaced in the messages stored by this call (each such
+   * call is also in the redaction log).
+   */
+  redacted: number
 }
 
 /** What `ingest` did. */

@@ -93,4 +93,24 @@ describe('redact', () => {
     await again.close()
     expect(fileHolds(dbPath, SECRET)).toEqual([])
   })
+
+  it('redactPatterns keeps a pasted key out of the file from the start', async () => {
+    const dbPath = join(tempDir(), 'i.db')
+    const key = 'ghp_16C7e42F292c6912E7710c838347Ae178B4a'
+    const engine = await LcmEngine.open({ dbPath, redactPatterns: true })
+    expect(engine.config.redactPatterns).toBe(true)
+    const r = await engine.ingest({ sessionId: 'paste' }, [
+      { role: 'user', content: `token ${key} please` },
+      { role: 'assistant', content: [{ type: 'toolCall', id: 't1', name: 'bash', arguments: { command: `gh auth login --with-token ${key}` } }] },
+    ])
+    expect(r).toMatchObject({ inserted: 2, redacted: 2 })
+    const stored = await engine.messages(r.conversationId)
+    expect(JSON.stringify(stored)).toContain('gh auth login --with-token [REDACTED]')
+    expect((await engine.grep(r.conversationId, { query: 'ghp_16C7e42F292c6912E7710c838347Ae178B4a' })).hits).toHaveLength(0)
+    await engine.close()
+    expect(fileHolds(dbPath, key)).toEqual([])
+    const bad = await rejection(LcmEngine.open({ dbPath, redactPatterns: ['(oops'] }))
+    expect(bad.code).toBe('E_INVALID_CONFIG')
+    expect(bad.message).toContain('redactPatterns')
+  })
 })

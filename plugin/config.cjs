@@ -25,6 +25,8 @@ const ENGINE_KEYS = [
   'summaryTimeoutMs',
   'summaryMaxOverageFactor',
   'minFidelity',
+  'maxSummaryVersions',
+  'redactPatterns',
   'busyTimeoutMs',
   'lockTimeoutMs',
   'maxExpandTokens',

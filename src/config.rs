@@ -39,6 +39,8 @@ pub struct Config {
     pub min_fidelity: Option<f64>,
     /// Versions of a summary's text kept, the current one included.
     pub max_summary_versions: i64,
+    /// `redactPatterns`: what new messages are redacted with before they are stored.
+    pub ingest_redactor: Option<crate::redact::text::Redactor>,
     pub messages_per_summary: i64,
     pub busy_timeout_ms: i64,
     pub lock_timeout_ms: i64,
@@ -72,6 +74,8 @@ enum Kind {
     /// One of a fixed set of strings.
     Choice(&'static [&'static str]),
     Bool,
+    /// `false`, `true` (the built-in secret patterns) or an array of regular expressions.
+    Patterns,
 }
 
 struct OptionSpec {
@@ -227,6 +231,13 @@ const OPTIONS: &[OptionSpec] = &[
         doc: "Versions of a summary's text kept (the current one included); older ones are dropped.",
     },
     OptionSpec {
+        name: "redactPatterns",
+        env: Some("LCM_REDACT_PATTERNS"),
+        kind: Kind::Patterns,
+        default: Default::Bool(false),
+        doc: "Off unless set: `true` replaces common API-key formats in new messages with `[REDACTED]` before they are stored; an array gives regular expressions (`\"@builtin\"` adds the built-in ones).",
+    },
+    OptionSpec {
         name: "messagesPerSummary",
         env: None,
         kind: Kind::Int { min: 0, max: I32 },
@@ -366,6 +377,16 @@ fn check(spec: &OptionSpec, value: &Value, label: &str) -> Result<Value> {
             Value::Bool(_) => Ok(value.clone()),
             _ => Err(bad(format!("expected a boolean, got {}", describe(value)))),
         },
+        Kind::Patterns => {
+            let entries = pattern_entries(value).ok_or_else(|| {
+                bad(format!(
+                    "expected a boolean or an array of strings, got {}",
+                    describe(value)
+                ))
+            })?;
+            crate::redact::secrets::ingest_redactor(&entries).map_err(bad)?;
+            Ok(value.clone())
+        }
         Kind::Choice(choices) => match value {
             Value::String(s) if choices.contains(&s.as_str()) => Ok(value.clone()),
             _ => Err(bad(format!(
@@ -379,6 +400,25 @@ fn check(spec: &OptionSpec, value: &Value, label: &str) -> Result<Value> {
             ))),
         },
     }
+}
+
+/// The entries a `redactPatterns` value stands for (`true` is the built-in set); `None` when it
+/// is neither a boolean nor an array of strings.
+fn pattern_entries(value: &Value) -> Option<Vec<String>> {
+    match value {
+        Value::Bool(on) => Some(match on {
+            true => vec![crate::redact::secrets::BUILTIN_ENTRY.to_string()],
+            false => Vec::new(),
+        }),
+        Value::Array(items) => items.iter().map(|v| v.as_str().map(str::to_string)).collect(),
+        _ => None,
+    }
+}
+
+/// The redactor of a validated `redactPatterns` value.
+fn ingest_redactor(value: &Value) -> Option<crate::redact::text::Redactor> {
+    let entries = pattern_entries(value).expect("validated patterns");
+    crate::redact::secrets::ingest_redactor(&entries).expect("validated patterns")
 }
 
 fn describe(v: &Value) -> String {
@@ -503,6 +543,7 @@ impl Config {
             summary_max_overage_factor: num("summaryMaxOverageFactor"),
             min_fidelity: resolved.get("minFidelity").and_then(Value::as_f64),
             max_summary_versions: int("maxSummaryVersions"),
+            ingest_redactor: ingest_redactor(&resolved["redactPatterns"]),
             messages_per_summary: int("messagesPerSummary"),
             busy_timeout_ms: int("busyTimeoutMs"),
             lock_timeout_ms: int("lockTimeoutMs"),
@@ -546,6 +587,13 @@ pub fn config_from_env(get: impl Fn(&str) -> Option<String>) -> Result<Map<Strin
                     .map_err(|_| LcmError::invalid_config(&label, format!("{raw:?} is not a number")))?;
                 Value::from(n)
             }
+            Kind::Patterns => match raw {
+                "true" | "1" => Value::Bool(true),
+                "false" | "0" => Value::Bool(false),
+                _ => serde_json::from_str(raw).map_err(|_| {
+                    LcmError::invalid_config(&label, "expected true, false or a JSON array of regular expressions")
+                })?,
+            },
             _ => Value::from(raw),
         };
         out.insert(spec.name.into(), check(spec, &value, &label)?);

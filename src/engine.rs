@@ -17,7 +17,7 @@ use crate::prompts::{PromptDirs, PromptSet};
 use crate::recall;
 use crate::store::conversations::{self, ConversationInfo, SessionConversation, Target};
 use crate::store::messages::{self, IngestOptions, IngestOutcome, StoredMessage};
-use crate::store::normalize;
+use crate::store::normalize::{self, NewMessage};
 use crate::store::summaries::{self, SummaryRecord};
 use crate::summarizer::{Summarizer, SummaryKind};
 use group_commit::GroupCommit;
@@ -88,10 +88,18 @@ impl Engine {
         self.deps.pool.check_writable()?;
         // Announced before validating, so a concurrent writer can wait for this call to join it.
         let arrival = self.ingests.arrive();
+        let redactor = self.deps.config.ingest_redactor.as_ref();
         let normalized = messages
             .iter()
             .enumerate()
-            .map(|(i, m)| normalize::normalize(i, m))
+            .map(
+                |(i, m)| match redactor.and_then(|r| crate::redact::secrets::redact_incoming(r, m)) {
+                    Some((redacted, counts)) => {
+                        normalize::normalize(i, &redacted).map(|n| NewMessage { redacted: counts, ..n })
+                    }
+                    None => normalize::normalize(i, m),
+                },
+            )
             .collect::<Result<Vec<_>>>()?;
         self.ingests.ingest(
             arrival,

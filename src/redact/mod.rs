@@ -7,6 +7,7 @@
 //! regeneration are listed in `lcm_native_redaction_pending`, and the next `redact` finishes
 //! them. The log (`lcm_native_redactions`) records ids and counts, never the text.
 
+pub mod secrets;
 pub mod text;
 
 #[cfg(test)]
@@ -14,7 +15,6 @@ mod tests;
 
 use std::collections::BTreeSet;
 
-use regex::Regex;
 use rusqlite::{params, Connection, TransactionBehavior};
 use serde::Serialize;
 use serde_json::Value;
@@ -30,8 +30,6 @@ pub const NOTICE: &str = "[Redacted] This summary covered messages that were red
 /// The model recorded for a summary holding the notice (a fallback: `rewrite` with
 /// `fallbacks: true` repairs it too).
 pub const NOTICE_MODEL: &str = "lcm-native/redacted";
-/// The longest pattern accepted, as for `grep`.
-const MAX_PATTERN_BYTES: usize = 4096;
 
 /// The text columns of `message_parts` that can hold what a user or a tool wrote.
 const PART_COLUMNS: &[&str] = &[
@@ -108,18 +106,8 @@ impl RedactOptions {
                     o.message_ids = Some(ids);
                 }
                 "pattern" => {
-                    let pattern = string()?;
-                    if pattern.is_empty() || pattern.len() > MAX_PATTERN_BYTES {
-                        return Err(LcmError::invalid_input(format!(
-                            "`pattern` must be 1 to {MAX_PATTERN_BYTES} bytes"
-                        )));
-                    }
-                    let re = Regex::new(&pattern).map_err(|e| {
-                        LcmError::invalid_input(format!("`pattern` is not a valid regular expression: {e}"))
-                    })?;
-                    if re.is_match("") {
-                        return Err(LcmError::invalid_input("`pattern` matches the empty string"));
-                    }
+                    let re =
+                        text::compile(&string()?).map_err(|e| LcmError::invalid_input(format!("`pattern`: {e}")))?;
                     o.redactor.pattern = Some(re);
                 }
                 "replacement" => o.redactor.replacement = string()?,
@@ -372,6 +360,33 @@ pub fn redact_messages(
     tx.commit()?;
     result.redaction_id = Some(redaction_id);
     Ok(result)
+}
+
+/// The reason the log records for what `redactPatterns` replaced at ingest.
+pub const INGEST_REASON: &str = "redactPatterns at ingest";
+
+/// Logs the messages an ingest stored redacted (in the ingest's transaction): complete at
+/// once, since no summary covers them yet.
+pub fn log_ingest(tx: &Connection, conversation_id: i64, redacted: &[(i64, secrets::IngestRedaction)]) -> Result<()> {
+    let ids: Vec<i64> = redacted.iter().map(|(id, _)| *id).collect();
+    let (parts, matches) = redacted
+        .iter()
+        .fold((0, 0), |(p, m), (_, r)| (p + r.parts as i64, m + r.matches as i64));
+    tx.prepare_cached(
+        "INSERT INTO lcm_native_redactions
+           (conversation_ids, message_ids, messages, parts, matches, summaries, versions_purged, reason,
+            completed_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, 0, 0, ?6, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))",
+    )?
+    .execute(params![
+        serde_json::to_string(&[conversation_id])?,
+        serde_json::to_string(&ids)?,
+        ids.len() as i64,
+        parts,
+        matches,
+        INGEST_REASON,
+    ])?;
+    Ok(())
 }
 
 /// Summaries of `conversations` still awaiting regeneration.

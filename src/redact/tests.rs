@@ -305,3 +305,101 @@ async fn bad_requests_are_refused_and_change_nothing() {
     assert_eq!(unknown.code(), "E_NOT_FOUND");
     assert_eq!(engine.verify(None).unwrap().digest, digest);
 }
+
+/// `redactPatterns`: a secret in a new message's text, tool arguments and tool result is
+/// replaced before anything is stored, the call says how many, the log records the ids, and a
+/// repeat of the turn (same entry ids) stores nothing twice.
+#[test]
+fn ingest_time_patterns_keep_secrets_out_of_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_with(&dir, json!({"redactPatterns": ["@builtin", "ACME-[0-9]{6}"]}));
+    let path = engine.config().db_path.clone();
+    let aws = "AKIAIOSFODNN7EXAMPLE";
+    let turn = vec![
+        json!({"role": "user", "content": format!("my key is {aws}, customer ACME-123456"), "entryId": "e1"}),
+        json!({"role": "assistant", "entryId": "e2", "content": [
+            {"type": "text", "text": "Checking."},
+            {"type": "toolCall", "id": "c1", "name": "bash", "arguments": {"command": format!("aws --key {aws} s3 ls")}}]}),
+        json!({"role": "toolResult", "entryId": "e3", "toolCallId": "c1", "toolName": "bash",
+               "content": [{"type": "text", "text": format!("listing with {aws}")}]}),
+        json!({"role": "user", "content": "nothing secret here", "entryId": "e4"}),
+    ];
+    let target = Target::Session("s".into());
+    let out = engine.ingest(&target, &turn).unwrap();
+    assert_eq!((out.inserted, out.redacted), (4, 4));
+    // Rows of messages, parts and the full-text index holding `needle`.
+    let rows_with = |needle: &str| -> i64 {
+        Connection::open(&path)
+            .unwrap()
+            .query_row(
+                "SELECT (SELECT count(*) FROM messages WHERE instr(content, ?1) > 0)
+                      + (SELECT count(*) FROM message_parts WHERE instr(coalesce(text_content, '') || coalesce(tool_input, '')
+                              || coalesce(tool_output, '') || metadata, ?1) > 0)
+                      + (SELECT count(*) FROM messages_fts WHERE messages_fts MATCH '\"' || ?1 || '\"')",
+                [needle],
+                |r| r.get(0),
+            )
+            .unwrap()
+    };
+    assert_eq!(rows_with(aws), 0);
+    assert_eq!(rows_with("ACME-123456"), 0);
+    // The user's and the tool's text (and their FTS rows), and the 3 parts; the assistant's
+    // plain text is only "Checking.".
+    assert_eq!(rows_with("REDACTED"), 7);
+    let stored = engine.messages(out.conversation_id, 0, 10).unwrap();
+    assert_eq!(
+        stored[1].content[1]["arguments"]["command"],
+        "aws --key [REDACTED] s3 ls"
+    );
+    assert_eq!(stored[3].content.to_string(), json!("nothing secret here").to_string());
+
+    let log: (String, i64, i64, i64, String, Option<String>) = Connection::open(&path)
+        .unwrap()
+        .query_row(
+            "SELECT message_ids, messages, parts, matches, reason, completed_at FROM lcm_native_redactions",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)),
+        )
+        .unwrap();
+    let ids: Vec<i64> = stored[..3].iter().map(|m| m.message_id).collect();
+    assert_eq!(log.0, serde_json::to_string(&ids).unwrap());
+    assert_eq!((log.1, log.2, log.3, log.4.as_str()), (3, 3, 4, INGEST_REASON));
+    assert!(log.5.is_some());
+
+    // The host sends the whole session again: nothing new is stored or logged.
+    let again = engine.ingest(&target, &turn).unwrap();
+    assert_eq!((again.inserted, again.skipped, again.redacted), (0, 4, 0));
+    let logged: i64 = Connection::open(&path)
+        .unwrap()
+        .query_row("SELECT count(*) FROM lcm_native_redactions", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(logged, 1);
+    assert!(engine.verify(None).unwrap().ok);
+}
+
+#[test]
+fn redact_patterns_are_checked_when_the_engine_opens() {
+    use crate::config::Config;
+    for (v, needle) in [
+        (json!("yes"), "expected a boolean or an array of strings"),
+        (json!([1]), "expected a boolean or an array of strings"),
+        (json!(["(unclosed"]), "\"(unclosed\""),
+        (json!(["a*"]), "empty string"),
+    ] {
+        let e = Config::from_options(&json!({"dbPath": "x.db", "redactPatterns": v}), None).unwrap_err();
+        assert_eq!(e.code(), "E_INVALID_CONFIG");
+        assert!(
+            e.to_string().contains("redactPatterns") && e.to_string().contains(needle),
+            "{e}"
+        );
+    }
+    let off = Config::from_options(&json!({"dbPath": "x.db"}), None).unwrap();
+    assert!(off.ingest_redactor.is_none(), "off by default");
+    let env = crate::config::config_from_env(|k| (k == "LCM_REDACT_PATTERNS").then(|| "true".to_string())).unwrap();
+    assert_eq!(env["redactPatterns"], json!(true));
+    let env =
+        crate::config::config_from_env(|k| (k == "LCM_REDACT_PATTERNS").then(|| r#"["x[0-9]+"]"#.into())).unwrap();
+    assert_eq!(env["redactPatterns"], json!(["x[0-9]+"]));
+    let bad = crate::config::config_from_env(|k| (k == "LCM_REDACT_PATTERNS").then(|| "x[0-9".into())).unwrap_err();
+    assert!(bad.to_string().contains("LCM_REDACT_PATTERNS"), "{bad}");
+}

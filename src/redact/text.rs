@@ -5,6 +5,29 @@
 use regex::Regex;
 use serde_json::Value;
 
+/// The longest pattern accepted, as for `grep`.
+pub const MAX_PATTERN_BYTES: usize = 4096;
+/// Compiled size a pattern may reach: a counted repetition of a large class can otherwise
+/// take hundreds of megabytes to build.
+const MAX_COMPILED_BYTES: usize = 16 << 20;
+
+/// Compiles a redaction pattern, refusing what cannot redact anything sensibly: an empty or
+/// oversized pattern, an invalid one, and one that matches the empty string (it would insert
+/// the replacement between every two characters).
+pub fn compile(pattern: &str) -> std::result::Result<Regex, String> {
+    if pattern.is_empty() || pattern.len() > MAX_PATTERN_BYTES {
+        return Err(format!("a pattern must be 1 to {MAX_PATTERN_BYTES} bytes"));
+    }
+    let re = regex::RegexBuilder::new(pattern)
+        .size_limit(MAX_COMPILED_BYTES)
+        .build()
+        .map_err(|e| format!("not a valid regular expression: {e}"))?;
+    if re.is_match("") {
+        return Err("the pattern matches the empty string".into());
+    }
+    Ok(re)
+}
+
 /// What to replace: the matches of a pattern, or (without one) every text value.
 #[derive(Clone, Debug)]
 pub struct Redactor {
@@ -49,6 +72,12 @@ impl Redactor {
             }
         }
         self.text(stored)
+    }
+
+    /// Redacts the string values of `value` in place (keeping structural ones when redacting
+    /// whole texts); returns how many matches were replaced.
+    pub fn value(&self, value: &mut Value) -> usize {
+        self.json(value, false)
     }
 
     fn json(&self, value: &mut Value, structural: bool) -> usize {

@@ -28,6 +28,9 @@ pub struct IngestOutcome {
     pub duplicate: bool,
     /// A `bootstrap` import found the conversation holding messages already: nothing was written.
     pub already_bootstrapped: bool,
+    /// Matches of `redactPatterns` replaced in the messages stored by this call (each such
+    /// call is also in the redaction log).
+    pub redacted: i64,
 }
 
 /// How an ingest call is applied.
@@ -149,6 +152,7 @@ fn ingest_in<'a>(
         skipped: messages.len() as i64,
         duplicate,
         already_bootstrapped: !duplicate,
+        redacted: 0,
     };
     if options.bootstrap {
         let has_messages = tx
@@ -187,6 +191,8 @@ fn ingest_in<'a>(
 
     let mut seen: HashSet<&str> = HashSet::new();
     let (mut inserted, mut skipped) = (0i64, 0i64);
+    // Stored messages that ingest redacted, with what was replaced in each.
+    let mut redacted: Vec<(i64, crate::redact::secrets::IngestRedaction)> = Vec::new();
     {
         let mut exists =
             tx.prepare_cached("SELECT 1 FROM messages WHERE conversation_id = ?1 AND transcript_entry_id = ?2")?;
@@ -243,6 +249,9 @@ fn ingest_in<'a>(
             }
             insert_item.execute(params![cid, ordinal, message_id, now])?;
             inserted += 1;
+            if m.redacted.matches > 0 {
+                redacted.push((message_id, m.redacted));
+            }
         }
     }
     if inserted > 0 {
@@ -250,12 +259,16 @@ fn ingest_in<'a>(
         tx.prepare_cached("UPDATE conversations SET updated_at = ?2 WHERE conversation_id = ?1 AND updated_at <> ?2")?
             .execute(params![cid, now])?;
     }
+    if !redacted.is_empty() && flags.has_versions {
+        crate::redact::log_ingest(tx, cid, &redacted)?;
+    }
     Ok(IngestOutcome {
         conversation_id: cid,
         inserted,
         skipped,
         duplicate: false,
         already_bootstrapped: false,
+        redacted: redacted.iter().map(|(_, r)| r.matches as i64).sum(),
     })
 }
 

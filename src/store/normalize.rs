@@ -85,6 +85,8 @@ pub struct NewMessage {
     pub created_at: Option<String>,
     pub entry_id: Option<String>,
     pub parts: Vec<PartRow>,
+    /// What `redactPatterns` replaced in the host's message before it was normalised.
+    pub redacted: crate::redact::secrets::IngestRedaction,
 }
 
 #[derive(Serialize)]
@@ -343,6 +345,7 @@ pub fn normalize(index: usize, msg: &Value) -> Result<NewMessage> {
         created_at,
         entry_id,
         parts,
+        redacted: Default::default(),
     })
 }
 

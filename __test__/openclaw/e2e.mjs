@@ -7,7 +7,8 @@
 //   A. OpenClaw's built-in engine holds the slot: two turns of session "early".
 //   B. The slot switches to lcm-native: "early" keeps its history; the main session continues
 //      the lossless-claw conversation; session "e2e" grows until lcm-native compacts it with the
-//      fake model, and its summaries reach the model; a scripted tool call runs lcm_grep.
+//      fake model, and its summaries reach the model; a scripted tool call runs lcm_grep; a
+//      customer id pasted into session "paste" is redacted before it is stored (redactPatterns).
 //   C. A Gateway restart: "e2e" continues the same conversation.
 // Also: the plugin type-checks against the installed openclaw/plugin-sdk, and the plugin's own
 // cost per turn over a 10,000-message history is reported (bench/RESULTS.md).
@@ -115,7 +116,7 @@ async function main() {
   const tgz = await packPlugin(ROOT, join(run.dir, 'pack'))
   const installed = await installPlugin(run, tgz)
   console.log(`openclaw e2e: installed ${tgz} (${installed.method}, ${installed.ms} ms) in ${run.dir}`)
-  const pluginConfig = { freshTailCount: 4, leafChunkTokens: 1500, summaryTimeoutMs: 20_000 }
+  const pluginConfig = { freshTailCount: 4, leafChunkTokens: 1500, summaryTimeoutMs: 20_000, redactPatterns: ['@builtin', 'CUST-[0-9]{8}'] }
   /** @type {string[]} */
   const gatewayLogs = []
   /** @param {string} slot */
@@ -195,6 +196,19 @@ async function main() {
     await say({ sessionId: 'e2e', message: 'what did we do so far?' })
     const sent = fake.requests().slice(before).map((r) => JSON.stringify(/** @type {any} */ (r.body).messages))
     assert.ok(sent.some((s) => s.includes('<summary id=\\"sum_') && s.includes('FAKE-SUMMARY')), 'no <summary id= in the request')
+  })
+  await check('with redactPatterns, a customer id pasted into a turn never reaches lcm.db', async () => {
+    // OpenClaw masks common token formats itself (ghp_… arrives as `ghp_16…8B4a`); a pattern
+    // of the user's own shows that lcm-native's ingest path runs under the real host.
+    const id = 'CUST-40417733'
+    await say({ sessionId: 'paste', message: `refund ${id} today` })
+    const cid = convOf('agent:main:explicit:paste')
+    assert.ok(cid, 'no conversation for the session')
+    const texts = sql(db, `SELECT content FROM messages WHERE conversation_id = ${cid} ORDER BY seq`).map((r) => r[0])
+    assert.ok(texts.some((t) => t.includes('refund [REDACTED] today')), texts.join(' | '))
+    assert.ok(!texts.some((t) => t.includes(id)), texts.join(' | '))
+    assert.equal(sql(db, `SELECT count(*) FROM message_parts WHERE instr(coalesce(text_content, '') || metadata, '${id}') > 0`)[0][0], 0)
+    assert.ok(sql(db, `SELECT count(*) FROM lcm_native_redactions WHERE reason = 'redactPatterns at ingest'`)[0][0] >= 1)
   })
   await check('a scripted tool call to lcm_grep returns hits from the compacted history', async () => {
     const r = await say({ sessionId: 'e2e', message: 'TOOLCALL lcm_grep zebra-2' })

@@ -368,6 +368,24 @@ impl Engine {
         crate::rewrite::rewrite(&self.deps, conversation_id, summarizer, options, cancel, progress).await
     }
 
+    /// The first prompt a rewrite of one summary would send (template, rendered prompt, token
+    /// estimates), without sending it.
+    pub fn rewrite_preview(
+        &self,
+        conversation_id: i64,
+        summary_id: &str,
+        options: &crate::rewrite::RewriteOptions,
+    ) -> Result<crate::rewrite::RewritePreview> {
+        crate::rewrite::preview(&self.deps, conversation_id, summary_id, options)
+    }
+
+    /// Every summary of a conversation with its inputs, consumer, liveness and message span.
+    pub fn dag(&self, conversation_id: i64) -> Result<Vec<crate::store::dag::DagNode>> {
+        self.deps
+            .pool
+            .read(|conn| crate::store::dag::read(conn, conversation_id))
+    }
+
     /// The conversation's operation lock, waited for until `lockTimeoutMs` (E_BUSY) or until
     /// the engine closes (E_CLOSED).
     async fn turn(&self, conversation_id: i64) -> Result<tokio::sync::OwnedMutexGuard<()>> {

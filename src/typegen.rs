@@ -52,9 +52,10 @@ fn generated() -> String {
         grep::{GrepHit, GrepResult, SearchedBy},
     };
     use crate::redact::RedactionResult;
-    use crate::rewrite::{Progress, RewriteEntry, RewriteResult};
+    use crate::rewrite::{Progress, RewriteEntry, RewritePreview, RewriteResult};
     use crate::store::{
         conversations::{ConversationInfo, SessionConversation},
+        dag::{DagNode, MessageSpan},
         messages::{IngestOutcome, StoredMessage},
         summaries::{SummaryFields, SummaryRecord},
     };
@@ -69,8 +70,8 @@ fn generated() -> String {
         VerifyReport, PromptVars, PromptSource, PromptText: PromptSource, ContextEntry, RepairStats,
         AssembleStats: RepairStats, Assembled, SearchedBy, GrepHit, GrepResult, ChainLink, InputRef,
         CoveredMessages, SummaryDescription: SummaryRecord, PartInfo, MessageDescription: StoredMessage,
-        Description, Entry, Expansion, Progress, RewriteEntry, RewriteResult, Reason, TemplateRef,
-        SummaryVersion, RedactionResult,
+        Description, Entry, Expansion, Progress, RewriteEntry, RewriteResult, RewritePreview, Reason,
+        TemplateRef, SummaryVersion, RedactionResult, MessageSpan, DagNode: SummaryRecord,
     ];
     format!("{MARKER}\n\n{}\n", all.join("\n\n"))
 }

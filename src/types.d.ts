@@ -228,8 +228,10 @@ export interface ExpandOptions {
 
 /** Options of `rewrite`: exactly one of `summaryId`, `depth`, `all` and `fallbacks`. */
 export interface RewriteOptions {
-  /** Exactly one of `summaryId`, `depth`, `all`, `fallbacks` and `lowFidelity` chooses the summaries. */
+  /** Exactly one of `summaryId`, `subtree`, `depth`, `all`, `fallbacks` and `lowFidelity` chooses the summaries. */
   summaryId?: string
+  /** A summary and every summary beneath it (its inputs, theirs, … down to the leaves), bottom-up. */
+  subtree?: string
   depth?: number
   all?: boolean
   /**
@@ -957,6 +959,31 @@ export interface RewriteResult {
   durationMs: number
 }
 
+/**
+ * The prompt a rewrite of one summary would send first, before anything is sent (the TUI's
+ * preview).
+ */
+export interface RewritePreview {
+  summaryId: string
+  kind: SummaryKind
+  depth: number
+  /** The template the prompt comes from: its name, and the override file or `embedded`. */
+  template: PromptSource
+  /** The rendered prompt of the first attempt. */
+  prompt: string
+  /** Estimated tokens of the prompt. */
+  promptTokens: number
+  /** Estimated tokens of the source text inside it. */
+  sourceTokens: number
+  /** Inputs of a condensed summary, messages of a leaf. */
+  childCount: number
+  timeRange: string
+  /** The length the summarizer is asked for. */
+  targetTokens: number
+  /** The summary's current length. */
+  oldTokens: number
+}
+
 /** Why a summary's text changed. */
 export type VersionReason = 'compaction' | 'rewrite' | 'fallback-repair' | 'redaction' | 'rollback'
 
@@ -1027,4 +1054,23 @@ export interface RedactionResult {
    */
   checkpointed: boolean
   durationMs: number
+}
+
+/** The messages a summary stands for, by their `seq` in the conversation. */
+export interface MessageSpan {
+  count: number
+  /** Null when the summary covers no stored message. */
+  firstSeq: number | null
+  lastSeq: number | null
+}
+
+/** One summary of the DAG with its links. */
+export interface DagNode extends SummaryRecord {
+  /** Condensed: its inputs, in order (empty for a leaf). */
+  inputs: string[]
+  /** The condensed node that took it as an input; null for a root. */
+  consumedBy: string | null
+  /** It is itself one of the conversation's live context items. */
+  live: boolean
+  messages: MessageSpan
 }

@@ -370,6 +370,55 @@ impl LcmEngine {
         })
     }
 
+    /// The first prompt a rewrite of `summaryId` would send, rendered with the engine's
+    /// templates (or `promptDir`'s), with the template it came from and token estimates.
+    /// Calls no summarizer and writes nothing.
+    #[napi(ts_return_type = "Promise<RewritePreview>")]
+    pub fn rewrite_preview(
+        &self,
+        #[napi(ts_arg_type = "number")] conversation_id: JsonArg,
+        #[napi(ts_arg_type = "string")] summary_id: JsonArg,
+        #[napi(ts_arg_type = "{ promptDir?: string; timestamps?: boolean }")] options: Option<JsonArg>,
+    ) -> AsyncTask<CoreTask<JsonText>> {
+        let engine = self.inner.clone();
+        CoreTask::new(move || {
+            let id = parse_id(&required(conversation_id, "conversationId")?)?;
+            let summary_id = required_string(summary_id, "summaryId")?;
+            let mut given = match optional(options, "options")? {
+                Some(Value::Object(o)) => o,
+                None => serde_json::Map::new(),
+                Some(other) => {
+                    return Err(LcmError::invalid_input(format!(
+                        "options must be an object, got {other}"
+                    )))
+                }
+            };
+            if let Some(key) = given
+                .keys()
+                .find(|k| !["promptDir", "timestamps"].contains(&k.as_str()))
+            {
+                return Err(LcmError::invalid_input(format!(
+                    "unknown rewritePreview option `{key}`"
+                )));
+            }
+            given.insert("summaryId".into(), summary_id.clone().into());
+            let opts = rewrite::RewriteOptions::from_json(Some(&Value::Object(given)))?;
+            to_json(&engine.rewrite_preview(id, &summary_id, &opts)?)
+        })
+    }
+
+    /// Every summary of a conversation with its links, for drawing the DAG: inputs (in order),
+    /// the node that consumed it, whether it is live, and the messages it stands for. Deepest
+    /// first, then oldest first.
+    #[napi(ts_return_type = "Promise<DagNode[]>")]
+    pub fn dag(&self, #[napi(ts_arg_type = "number")] conversation_id: JsonArg) -> AsyncTask<CoreTask<JsonText>> {
+        let engine = self.inner.clone();
+        CoreTask::new(move || {
+            let id = parse_id(&required(conversation_id, "conversationId")?)?;
+            to_json(&engine.dag(id)?)
+        })
+    }
+
     /// Every version of a summary's text, oldest first, the current one marked (`current`).
     /// A summary from before versions were kept shows its text as version 1 (`stored: false`).
     #[napi(ts_return_type = "Promise<SummaryVersion[]>")]

@@ -168,6 +168,42 @@ fn missing_for_retry(identifiers: &IdentifierSet, f: &Fidelity, content: &str) -
         .join(", ")
 }
 
+/// One attempt's prompt: the template of the request's depth, rendered with the attempt's
+/// target (what the summarizer is sent, and what the TUI's preview shows).
+pub struct Attempt {
+    pub vars: PromptVars,
+    pub prompt: String,
+    pub target_tokens: i64,
+}
+
+/// Renders the prompt of the first (`aggressive: false`) or second attempt.
+pub fn attempt(
+    prompts: &PromptSet,
+    config: &Config,
+    base: &PromptVars,
+    request: &SummarizeRequest,
+    input_tokens: i64,
+    aggressive: bool,
+) -> crate::error::Result<Attempt> {
+    let target_tokens = target_tokens(config, request.kind, input_tokens, aggressive);
+    let vars = PromptVars {
+        target_tokens,
+        aggressive,
+        ..base.clone()
+    };
+    let prompt = prompts.render(name_for_depth(request.depth), &vars)?;
+    Ok(Attempt {
+        vars,
+        prompt,
+        target_tokens,
+    })
+}
+
+/// Estimated tokens of a request's source text, as the escalation counts them.
+pub fn input_tokens(request: &SummarizeRequest) -> i64 {
+    tokens::estimate(&request.source_text).max(1)
+}
+
 /// Runs the escalation for one pass. `base` holds the prompt variables that do not depend on
 /// the attempt (source, previous context, time range, …).
 pub async fn summarize(
@@ -177,7 +213,7 @@ pub async fn summarize(
     base: PromptVars,
     mut request: SummarizeRequest,
 ) -> Result<Escalated, PassError> {
-    let input_tokens = tokens::estimate(&request.source_text).max(1);
+    let input_tokens = input_tokens(&request);
     request.input_tokens = input_tokens;
     let normal_target = target_tokens(config, request.kind, input_tokens, false);
     let identifiers = fidelity::source_identifiers(&request.entries);
@@ -188,13 +224,11 @@ pub async fn summarize(
     let mut calls = 0;
     let mut waited = 0.0;
     for aggressive in [false, true] {
-        let target = target_tokens(config, request.kind, input_tokens, aggressive);
-        let vars = PromptVars {
+        let Attempt {
+            vars,
+            prompt,
             target_tokens: target,
-            aggressive,
-            ..base.clone()
-        };
-        let prompt = prompts.render(template, &vars)?;
+        } = attempt(prompts, config, &base, &request, input_tokens, aggressive)?;
         request.aggressive = aggressive;
         request.target_tokens = target;
         let started = std::time::Instant::now();

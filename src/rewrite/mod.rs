@@ -33,6 +33,8 @@ use crate::tokens;
 #[derive(Clone, Debug, PartialEq)]
 pub enum Selection {
     Summary(String),
+    /// A summary and every summary beneath it (the TUI's `W`).
+    Subtree(String),
     Depth(i64),
     All,
     /// Deterministic fallbacks (lcm-native's and lossless-claw's), the summaries a failed
@@ -79,7 +81,7 @@ impl RewriteOptions {
         }
     }
 
-    /// Reads `{ summaryId? | depth? | all? | fallbacks? | lowFidelity?, apply?, promptDir?, timestamps?, model? }`; the
+    /// Reads `{ summaryId? | subtree? | depth? | all? | fallbacks? | lowFidelity?, apply?, promptDir?, timestamps?, model? }`; the
     /// binding handles `signal` and `onProgress`, which JSON cannot carry.
     pub fn from_json(v: Option<&Value>) -> Result<RewriteOptions> {
         let empty = serde_json::Map::new();
@@ -118,6 +120,7 @@ impl RewriteOptions {
             };
             match key.as_str() {
                 "summaryId" => selection.push(Selection::Summary(string_of()?)),
+                "subtree" => selection.push(Selection::Subtree(string_of()?)),
                 "depth" => selection.push(Selection::Depth(value.as_i64().filter(|d| *d >= 0).ok_or_else(
                     || LcmError::invalid_input(format!("`depth` must be an integer ≥ 0, got {value}")),
                 )?)),
@@ -148,12 +151,12 @@ impl RewriteOptions {
             1 => selection.pop().unwrap_or(Selection::All),
             0 => {
                 return Err(LcmError::invalid_input(
-                    "say which summaries to rewrite: `summaryId`, `depth`, `all: true`, `fallbacks: true` or `lowFidelity: true`",
+                    "say which summaries to rewrite: `summaryId`, `subtree`, `depth`, `all: true`, `fallbacks: true` or `lowFidelity: true`",
                 ))
             }
             _ => {
                 return Err(LcmError::invalid_input(
-                    "give only one of `summaryId`, `depth`, `all`, `fallbacks` and `lowFidelity`",
+                    "give only one of `summaryId`, `subtree`, `depth`, `all`, `fallbacks` and `lowFidelity`",
                 ))
             }
         };
@@ -236,6 +239,12 @@ fn select(conn: &Connection, conversation_id: i64, selection: &Selection) -> Res
     let fallbacks = format!("AND ?2 IS NULL AND {}", crate::store::summaries::FALLBACK_SQL);
     let (filter, arg): (&str, rusqlite::types::Value) = match selection {
         Selection::Summary(id) => ("AND summary_id = ?2", id.clone().into()),
+        Selection::Subtree(id) => (
+            "AND summary_id IN (WITH RECURSIVE beneath(id) AS (
+                SELECT ?2 UNION SELECT p.parent_summary_id FROM summary_parents p JOIN beneath b ON p.summary_id = b.id
+             ) SELECT id FROM beneath)",
+            id.clone().into(),
+        ),
         Selection::Depth(d) => ("AND depth = ?2", (*d).into()),
         Selection::All => ("AND ?2 IS NULL", rusqlite::types::Value::Null),
         Selection::Fallbacks => (fallbacks.as_str(), rusqlite::types::Value::Null),
@@ -269,7 +278,7 @@ fn select(conn: &Connection, conversation_id: i64, selection: &Selection) -> Res
             })
         })?
         .collect::<std::result::Result<Vec<_>, _>>()?;
-    if let (Selection::Summary(id), true) = (selection, targets.is_empty()) {
+    if let (Selection::Summary(id) | Selection::Subtree(id), true) = (selection, targets.is_empty()) {
         return Err(LcmError::not_found(
             "summary",
             format!("{id} in conversation {conversation_id}"),
@@ -350,46 +359,12 @@ pub async fn rewrite(
                 applied_so_far(&result)
             )));
         }
-        let built = blocking(|| {
-            deps.pool.read(|conn| {
-                source::build(
-                    conn,
-                    &target,
-                    &rewritten,
-                    options.timestamps,
-                    config.zone,
-                    config.leaf_chunk_tokens,
-                )
-            })
-        })?;
-        let kind = if target.kind == "condensed" {
-            SummaryKind::Condensed
-        } else {
-            SummaryKind::Leaf
-        };
-        let vars = PromptVars {
-            target_tokens: 0,
-            previous_context: built.previous_context,
-            source_text: built.text.clone(),
-            child_count: built.child_count as i64,
-            time_range: built.time_range.clone(),
-            depth: target.depth,
-            aggressive: false,
-            custom_instructions: config.custom_instructions.clone(),
-            missing_identifiers: String::new(),
-        };
-        let request = SummarizeRequest {
-            kind,
-            depth: target.depth,
-            aggressive: false,
-            target_tokens: 0,
-            conversation_id,
-            input_tokens: 0,
-            input_count: built.child_count as i64,
-            time_range: built.time_range.clone(),
-            source_text: built.text,
-            entries: Arc::new(built.entries),
-        };
+        let Prepared {
+            vars,
+            request,
+            child_count,
+            time_range,
+        } = blocking(|| prepare(deps, conversation_id, &target, &rewritten, options.timestamps))?;
         let escalated = escalation::summarize(&summarizer, &prompts, &config, vars, request)
             .await
             .map_err(|e| match e {
@@ -453,8 +428,8 @@ pub async fn rewrite(
             summary_id: target.summary_id,
             kind: target.kind,
             depth: target.depth,
-            child_count: built.child_count,
-            time_range: built.time_range,
+            child_count,
+            time_range,
             old_tokens: target.token_count,
             new_tokens,
             delta: new_tokens - target.token_count,
@@ -468,6 +443,146 @@ pub async fn rewrite(
     }
     result.duration_ms = started.elapsed().as_secs_f64() * 1000.0;
     Ok(result)
+}
+
+/// What one summary's rewrite asks the summarizer, before the attempt's target is set.
+struct Prepared {
+    vars: PromptVars,
+    request: SummarizeRequest,
+    child_count: usize,
+    time_range: String,
+}
+
+/// Builds `target`'s source (with the new texts of `rewritten` in place of the stored ones) and
+/// the prompt variables and request made from it.
+fn prepare(
+    deps: &Deps,
+    conversation_id: i64,
+    target: &Target,
+    rewritten: &HashMap<String, String>,
+    timestamps: bool,
+) -> Result<Prepared> {
+    let config = &deps.config;
+    let built = deps.pool.read(|conn| {
+        source::build(
+            conn,
+            target,
+            rewritten,
+            timestamps,
+            config.zone,
+            config.leaf_chunk_tokens,
+        )
+    })?;
+    let kind = if target.kind == "condensed" {
+        SummaryKind::Condensed
+    } else {
+        SummaryKind::Leaf
+    };
+    let vars = PromptVars {
+        target_tokens: 0,
+        previous_context: built.previous_context,
+        source_text: built.text.clone(),
+        child_count: built.child_count as i64,
+        time_range: built.time_range.clone(),
+        depth: target.depth,
+        aggressive: false,
+        custom_instructions: config.custom_instructions.clone(),
+        missing_identifiers: String::new(),
+    };
+    let request = SummarizeRequest {
+        kind,
+        depth: target.depth,
+        aggressive: false,
+        target_tokens: 0,
+        conversation_id,
+        input_tokens: 0,
+        input_count: built.child_count as i64,
+        time_range: built.time_range.clone(),
+        source_text: built.text,
+        entries: Arc::new(built.entries),
+    };
+    Ok(Prepared {
+        vars,
+        request,
+        child_count: built.child_count,
+        time_range: built.time_range,
+    })
+}
+
+/// The prompt a rewrite of one summary would send first, before anything is sent (the TUI's
+/// preview).
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct RewritePreview {
+    pub summary_id: String,
+    #[cfg_attr(test, ts(type = "SummaryKind"))]
+    pub kind: String,
+    pub depth: i64,
+    /// The template the prompt comes from: its name, and the override file or `embedded`.
+    pub template: crate::prompts::PromptSource,
+    /// The rendered prompt of the first attempt.
+    pub prompt: String,
+    /// Estimated tokens of the prompt.
+    pub prompt_tokens: i64,
+    /// Estimated tokens of the source text inside it.
+    pub source_tokens: i64,
+    /// Inputs of a condensed summary, messages of a leaf.
+    pub child_count: usize,
+    pub time_range: String,
+    /// The length the summarizer is asked for.
+    pub target_tokens: i64,
+    /// The summary's current length.
+    pub old_tokens: i64,
+}
+
+/// Renders the first prompt a rewrite of `summary_id` would send, with the engine's templates
+/// or those of `options.prompt_dir`. Calls no summarizer and writes nothing.
+pub fn preview(
+    deps: &Deps,
+    conversation_id: i64,
+    summary_id: &str,
+    options: &RewriteOptions,
+) -> Result<RewritePreview> {
+    let prompts: Arc<PromptSet> = match &options.prompt_dir {
+        Some(dir) => Arc::new(PromptSet::load(&PromptDirs::new(Some(dir)))?),
+        None => deps.prompts.clone(),
+    };
+    let target = deps
+        .pool
+        .read(|conn| {
+            conversations::get(conn, conversation_id)?;
+            select(conn, conversation_id, &Selection::Summary(summary_id.to_string()))
+        })?
+        .pop()
+        .ok_or_else(|| LcmError::not_found("summary", summary_id))?;
+    let Prepared {
+        vars,
+        request,
+        child_count,
+        time_range,
+    } = prepare(deps, conversation_id, &target, &HashMap::new(), options.timestamps)?;
+    let source_tokens = escalation::input_tokens(&request);
+    let first = escalation::attempt(&prompts, &deps.config, &vars, &request, source_tokens, false)?;
+    let template_name = format!("{}.tmpl", crate::prompts::name_for_depth(target.depth));
+    let template = prompts
+        .sources()
+        .into_iter()
+        .find(|s| s.name == template_name)
+        .expect("all four templates are loaded");
+    Ok(RewritePreview {
+        summary_id: target.summary_id,
+        kind: target.kind,
+        depth: target.depth,
+        template,
+        prompt_tokens: tokens::estimate(&first.prompt),
+        prompt: first.prompt,
+        source_tokens,
+        child_count,
+        time_range,
+        target_tokens: first.target_tokens,
+        old_tokens: target.token_count,
+    })
 }
 
 /// The same error, its message extended with what happened to the run.

@@ -556,3 +556,96 @@ async fn fallbacks_selects_deterministic_fallbacks_of_either_implementation() {
         .is_empty());
     assert!(engine.verify(None).unwrap().ok);
 }
+
+/// `subtree`: a condensed node and everything beneath it, leaves first, each later one rebuilt
+/// from the new texts; summaries outside it are not touched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subtree_is_a_node_and_everything_beneath_it_bottom_up() {
+    let (_d, engine, cid) = compacted().await;
+    let dag = engine.dag(cid).unwrap();
+    let root = dag.iter().find(|n| n.record.fields.depth == 1).unwrap();
+    let beneath: Vec<&str> = root.inputs.iter().map(String::as_str).collect();
+    let o = RewriteOptions {
+        selection: Selection::Subtree(root.record.fields.summary_id.clone()),
+        ..all(true)
+    };
+    let r = run(&engine, cid, marking(), &o).await.unwrap();
+    let ids: Vec<&str> = r.entries.iter().map(|e| e.summary_id.as_str()).collect();
+    assert_eq!(ids.len(), beneath.len() + 1, "{ids:?}");
+    assert_eq!(
+        ids.last(),
+        Some(&root.record.fields.summary_id.as_str()),
+        "the node comes last"
+    );
+    let mut leaves = ids[..ids.len() - 1].to_vec();
+    leaves.sort();
+    let mut expected = beneath.clone();
+    expected.sort();
+    assert_eq!(leaves, expected);
+    let untouched = engine
+        .summaries(cid, Some(0))
+        .unwrap()
+        .into_iter()
+        .filter(|s| !beneath.contains(&s.fields.summary_id.as_str()))
+        .all(|s| !s.fields.content.contains("REWRITTEN"));
+    assert!(untouched);
+    let missing = RewriteOptions {
+        selection: Selection::Subtree("sum_nope".into()),
+        ..all(false)
+    };
+    assert_eq!(
+        run(&engine, cid, marking(), &missing).await.unwrap_err().code(),
+        "E_NOT_FOUND"
+    );
+}
+
+/// The preview is the prompt the rewrite then sends first, with its template and estimates.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_preview_is_the_first_prompt_the_rewrite_sends() {
+    let (_d, engine, cid) = compacted().await;
+    let node = engine.summaries(cid, Some(1)).unwrap().remove(0);
+    let id = node.fields.summary_id.clone();
+    let o = RewriteOptions {
+        selection: Selection::Summary(id.clone()),
+        ..all(false)
+    };
+    let p = engine.rewrite_preview(cid, &id, &o).unwrap();
+    assert_eq!((p.depth, p.kind.as_str()), (1, "condensed"));
+    assert_eq!(
+        (
+            p.template.name.as_str(),
+            p.template.source.as_str(),
+            p.template.overridden
+        ),
+        ("condensed-d1.tmpl", "embedded", false)
+    );
+    assert_eq!(p.old_tokens, node.fields.token_count);
+    assert!(p.child_count >= 2 && p.source_tokens > 0 && p.prompt_tokens > p.source_tokens);
+    let target = engine.config().condensed_target_tokens.max(512);
+    assert_eq!(p.target_tokens, target, "condensedTargetTokens, at least 512");
+    let s = Scripted::new(|_, _| Act::Text("short.\nExpand for details about: x".into()));
+    run(&engine, cid, s.clone(), &o).await.unwrap();
+    assert_eq!(s.prompts()[0], p.prompt);
+    // An override directory changes the template and says where it came from.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("condensed-d1.tmpl"),
+        "Custom {{.TargetTokens}}: {{.SourceText}}",
+    )
+    .unwrap();
+    let o = RewriteOptions {
+        prompt_dir: Some(dir.path().to_str().unwrap().into()),
+        ..o
+    };
+    let p = engine.rewrite_preview(cid, &id, &o).unwrap();
+    assert!(
+        p.prompt.starts_with(&format!("Custom {target}: ")),
+        "{}",
+        &p.prompt[..40.min(p.prompt.len())]
+    );
+    assert!(p.template.overridden && p.template.source.ends_with("condensed-d1.tmpl"));
+    assert_eq!(
+        engine.rewrite_preview(cid, "sum_nope", &o).unwrap_err().code(),
+        "E_NOT_FOUND"
+    );
+}

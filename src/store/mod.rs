@@ -1,6 +1,7 @@
 //! Rows in, rows out: conversations, messages and their parts.
 
 pub mod conversations;
+pub mod dag;
 pub mod messages;
 pub mod normalize;
 pub mod summaries;

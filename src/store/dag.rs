@@ -1,0 +1,198 @@
+//! A conversation's summary DAG in one read, for browsing it (the TUI's DAG view): every
+//! summary with its inputs, the node that consumed it, whether it is live, and the messages it
+//! stands for (through its inputs, for a condensed node).
+
+use std::collections::HashMap;
+
+use rusqlite::{params, Connection};
+use serde::Serialize;
+
+use super::summaries::{self, SummaryRecord};
+use crate::error::Result;
+
+/// The messages a summary stands for, by their `seq` in the conversation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct MessageSpan {
+    pub count: i64,
+    /// Null when the summary covers no stored message.
+    pub first_seq: Option<i64>,
+    pub last_seq: Option<i64>,
+}
+
+impl MessageSpan {
+    fn join(self, other: MessageSpan) -> MessageSpan {
+        let pick = |a: Option<i64>, b: Option<i64>, f: fn(i64, i64) -> i64| match (a, b) {
+            (Some(a), Some(b)) => Some(f(a, b)),
+            (a, b) => a.or(b),
+        };
+        MessageSpan {
+            count: self.count + other.count,
+            first_seq: pick(self.first_seq, other.first_seq, i64::min),
+            last_seq: pick(self.last_seq, other.last_seq, i64::max),
+        }
+    }
+}
+
+/// One summary of the DAG with its links.
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct DagNode {
+    #[serde(flatten)]
+    pub record: SummaryRecord,
+    /// Condensed: its inputs, in order (empty for a leaf).
+    pub inputs: Vec<String>,
+    /// The condensed node that took it as an input; null for a root.
+    pub consumed_by: Option<String>,
+    /// It is itself one of the conversation's live context items.
+    pub live: bool,
+    pub messages: MessageSpan,
+}
+
+/// Every summary of `conversation_id`, deepest first, then oldest first within a depth: the
+/// order the DAG's roots are shown in.
+pub fn read(conn: &Connection, conversation_id: i64) -> Result<Vec<DagNode>> {
+    let records = summaries::list(conn, conversation_id, None)?;
+    let mut inputs: HashMap<String, Vec<String>> = HashMap::new();
+    let mut consumed_by: HashMap<String, String> = HashMap::new();
+    {
+        let mut stmt = conn.prepare(
+            "SELECT p.summary_id, p.parent_summary_id FROM summary_parents p
+             JOIN summaries s ON s.summary_id = p.summary_id
+             WHERE s.conversation_id = ?1 ORDER BY p.summary_id, p.ordinal",
+        )?;
+        let edges = stmt.query_map([conversation_id], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        })?;
+        for edge in edges {
+            let (node, input) = edge?;
+            consumed_by.insert(input.clone(), node.clone());
+            inputs.entry(node).or_default().push(input);
+        }
+    }
+    let mut spans: HashMap<String, MessageSpan> = conn
+        .prepare(
+            "SELECT sm.summary_id, count(*), min(m.seq), max(m.seq) FROM summary_messages sm
+             JOIN summaries s ON s.summary_id = sm.summary_id
+             JOIN messages m ON m.message_id = sm.message_id
+             WHERE s.conversation_id = ?1 GROUP BY sm.summary_id",
+        )?
+        .query_map(params![conversation_id], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                MessageSpan {
+                    count: r.get(1)?,
+                    first_seq: r.get(2)?,
+                    last_seq: r.get(3)?,
+                },
+            ))
+        })?
+        .collect::<std::result::Result<_, _>>()?;
+    let live: std::collections::HashSet<String> = conn
+        .prepare("SELECT summary_id FROM context_items WHERE conversation_id = ?1 AND item_type = 'summary'")?
+        .query_map([conversation_id], |r| r.get(0))?
+        .collect::<std::result::Result<_, _>>()?;
+    // A condensed node's span is its inputs' together: shallower nodes first.
+    let mut order: Vec<usize> = (0..records.len()).collect();
+    order.sort_by_key(|&i| records[i].fields.depth);
+    for i in order {
+        let id = &records[i].fields.summary_id;
+        if let Some(ins) = inputs.get(id) {
+            let joined = ins
+                .iter()
+                .filter_map(|input| spans.get(input).copied())
+                .fold(spans.get(id).copied().unwrap_or_default(), MessageSpan::join);
+            spans.insert(id.clone(), joined);
+        }
+    }
+    let mut nodes: Vec<DagNode> = records
+        .into_iter()
+        .map(|record| {
+            let id = record.fields.summary_id.clone();
+            DagNode {
+                inputs: inputs.remove(&id).unwrap_or_default(),
+                consumed_by: consumed_by.remove(&id),
+                live: live.contains(&id),
+                messages: spans.get(&id).copied().unwrap_or_default(),
+                record,
+            }
+        })
+        .collect();
+    nodes.sort_by(|a, b| {
+        b.record.fields.depth.cmp(&a.record.fields.depth).then_with(|| {
+            let key = |n: &DagNode| (n.messages.first_seq.unwrap_or(i64::MAX), n.record.created_at.clone());
+            key(a).cmp(&key(b))
+        })
+    });
+    Ok(nodes)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::compaction::tests::{compact_offline, engine_with};
+    use crate::engine::tests::{transcript, THEME};
+    use crate::store::conversations::Target;
+
+    /// On the theme transcript compacted to depth 2: links agree both ways, a condensed node's
+    /// span is its inputs' together, the live nodes are the context's, roots come first.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_dag_agrees_with_the_lineage_tables() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = engine_with(
+            &dir,
+            json!({"leafChunkTokens": 1200, "leafTargetTokens": 200, "freshTailCount": 16,
+                   "leafMinFanout": 2, "condensedMinFanout": 2}),
+        );
+        let cid = engine
+            .ingest(&Target::Session("t".into()), &transcript(THEME))
+            .unwrap()
+            .conversation_id;
+        compact_offline(&engine, cid, 3000).await;
+        let dag = engine.dag(cid).unwrap();
+        assert!(dag[0].record.fields.depth >= 2, "deepest first");
+        assert!(dag
+            .windows(2)
+            .all(|w| w[0].record.fields.depth >= w[1].record.fields.depth));
+        let by_id: std::collections::HashMap<&str, &super::DagNode> =
+            dag.iter().map(|n| (n.record.fields.summary_id.as_str(), n)).collect();
+        for n in &dag {
+            let id = n.record.fields.summary_id.as_str();
+            for input in &n.inputs {
+                assert_eq!(by_id[input.as_str()].consumed_by.as_deref(), Some(id));
+            }
+            if n.inputs.is_empty() {
+                assert_eq!(n.record.fields.depth, 0);
+                assert!(n.messages.count > 0 && n.messages.first_seq <= n.messages.last_seq);
+            } else {
+                let count: i64 = n.inputs.iter().map(|i| by_id[i.as_str()].messages.count).sum();
+                let first = n
+                    .inputs
+                    .iter()
+                    .filter_map(|i| by_id[i.as_str()].messages.first_seq)
+                    .min();
+                assert_eq!((n.messages.count, n.messages.first_seq), (count, first));
+            }
+        }
+        let live: Vec<String> = engine
+            .context(cid)
+            .unwrap()
+            .into_iter()
+            .filter_map(|e| e.summary_id)
+            .collect();
+        let mut marked: Vec<String> = dag
+            .iter()
+            .filter(|n| n.live)
+            .map(|n| n.record.fields.summary_id.clone())
+            .collect();
+        let mut live_sorted = live.clone();
+        live_sorted.sort();
+        marked.sort();
+        assert_eq!(marked, live_sorted);
+        assert!(dag.iter().filter(|n| n.live).all(|n| n.consumed_by.is_none()));
+        assert_eq!(engine.dag(987).unwrap_err().code(), "E_NOT_FOUND");
+    }
+}

@@ -126,7 +126,8 @@ impl Engine {
 
     /// Every conversation with its message, summary and context-item counts.
     pub fn conversations(&self) -> Result<Vec<ConversationInfo>> {
-        self.deps.pool.read(conversations::list)
+        let flags = self.deps.flags;
+        self.deps.pool.read(|conn| conversations::list(conn, flags))
     }
 
     /// Summaries of a conversation in creation order, optionally one depth only.

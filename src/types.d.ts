@@ -489,8 +489,17 @@ export interface ScoreFidelityReport {
 export interface ConversationInfo {
   conversationId: number
   sessionId: string
+  /** The host's session key (`agent:main:main`), when the file records one. */
+  sessionKey: string | null
   messageCount: number
+  /** Σ of the messages' estimated tokens. */
+  messageTokens: number
   summaryCount: number
+  /**
+   * Summaries per depth: element `d` counts those of depth `d` (empty without summaries;
+   * a depth past 1,000, which only a damaged file holds, is left out).
+   */
+  summariesByDepth: number[]
   contextItemCount: number
   createdAt: string
   updatedAt: string

@@ -226,35 +226,70 @@ pub fn lookup(conn: &Connection, flags: SchemaFlags, target: &Target) -> Result<
 pub struct ConversationInfo {
     pub conversation_id: i64,
     pub session_id: String,
+    /// The host's session key (`agent:main:main`), when the file records one.
+    pub session_key: Option<String>,
     pub message_count: i64,
+    /// Σ of the messages' estimated tokens.
+    pub message_tokens: i64,
     pub summary_count: i64,
+    /// Summaries per depth: element `d` counts those of depth `d` (empty without summaries;
+    /// a depth past 1,000, which only a damaged file holds, is left out).
+    pub summaries_by_depth: Vec<i64>,
     pub context_item_count: i64,
     pub created_at: String,
     pub updated_at: String,
 }
 
 /// Every conversation, oldest first.
-pub fn list(conn: &Connection) -> Result<Vec<ConversationInfo>> {
-    let rows = conn
-        .prepare_cached(
-            "SELECT c.conversation_id, c.session_id,
+pub fn list(conn: &Connection, flags: SchemaFlags) -> Result<Vec<ConversationInfo>> {
+    let key = if flags.conversations_have_session_key {
+        "c.session_key"
+    } else {
+        "NULL"
+    };
+    let mut rows = conn
+        .prepare_cached(&format!(
+            "SELECT c.conversation_id, c.session_id, {key},
                     (SELECT count(*) FROM messages m WHERE m.conversation_id = c.conversation_id),
+                    (SELECT COALESCE(SUM(m.token_count), 0) FROM messages m WHERE m.conversation_id = c.conversation_id),
                     (SELECT count(*) FROM summaries s WHERE s.conversation_id = c.conversation_id),
                     (SELECT count(*) FROM context_items ci WHERE ci.conversation_id = c.conversation_id),
                     c.created_at, c.updated_at
-             FROM conversations c ORDER BY c.conversation_id",
-        )?
+             FROM conversations c ORDER BY c.conversation_id"
+        ))?
         .query_map([], |r| {
             Ok(ConversationInfo {
                 conversation_id: r.get(0)?,
                 session_id: r.get(1)?,
-                message_count: r.get(2)?,
-                summary_count: r.get(3)?,
-                context_item_count: r.get(4)?,
-                created_at: r.get(5)?,
-                updated_at: r.get(6)?,
+                session_key: r.get(2)?,
+                message_count: r.get(3)?,
+                message_tokens: r.get(4)?,
+                summary_count: r.get(5)?,
+                summaries_by_depth: Vec::new(),
+                context_item_count: r.get(6)?,
+                created_at: r.get(7)?,
+                updated_at: r.get(8)?,
             })
         })?
         .collect::<std::result::Result<Vec<_>, _>>()?;
+    let index: std::collections::HashMap<i64, usize> =
+        rows.iter().enumerate().map(|(i, c)| (c.conversation_id, i)).collect();
+    let mut stmt = conn.prepare_cached(
+        "SELECT conversation_id, depth, count(*) FROM summaries WHERE depth BETWEEN 0 AND 1000 GROUP BY conversation_id, depth",
+    )?;
+    let counts = stmt.query_map([], |r| {
+        Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
+    })?;
+    for count in counts {
+        let (cid, depth, n) = count?;
+        if let Some(&i) = index.get(&cid) {
+            let by_depth = &mut rows[i].summaries_by_depth;
+            let d = depth as usize;
+            if by_depth.len() <= d {
+                by_depth.resize(d + 1, 0);
+            }
+            by_depth[d] = n;
+        }
+    }
     Ok(rows)
 }

@@ -194,5 +194,15 @@ mod tests {
         assert_eq!(marked, live_sorted);
         assert!(dag.iter().filter(|n| n.live).all(|n| n.consumed_by.is_none()));
         assert_eq!(engine.dag(987).unwrap_err().code(), "E_NOT_FOUND");
+        // The conversation list counts the same summaries per depth.
+        let info = engine.conversations().unwrap().remove(0);
+        let mut by_depth = vec![0i64; info.summaries_by_depth.len()];
+        for n in &dag {
+            by_depth[n.record.fields.depth as usize] += 1;
+        }
+        assert_eq!(info.summaries_by_depth, by_depth);
+        assert_eq!(info.summary_count, dag.len() as i64);
+        assert_eq!(info.session_key.as_deref(), None, "a session id target records no key");
+        assert!(info.message_tokens > 0);
     }
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-// The lcm-native command line: demo, stats, fidelity, migrate, rewrite, history, rollback, redact and prompts. Plain Node, no dependencies
-// beyond the addon. Exit codes: 0 done, 1 failed (one line on stderr), 2 bad arguments (usage).
+// The lcm-native command line: demo, stats, fidelity, migrate, rewrite, history, rollback, redact, tui and prompts. Plain Node;
+// only `tui` loads more than the addon (Ink and React, imported when it runs). Exit codes: 0 done, 1 failed (one line on stderr), 2 bad arguments (usage).
 'use strict'
 
 const fs = require('node:fs')
@@ -53,6 +53,12 @@ const HELP = {
     them (regenerated bottom-up, with the LLM chosen as for rewrite, else offline; --mark-only:
     replaced by a notice, left for repair); old versions holding it are purged and the file is
     rebuilt so its bytes no longer hold it. The log keeps ids and counts, never the text.`,
+  tui: `lcm-native tui [--db PATH] [--conversation N] [--prompt-dir DIR] [--provider ID] [--model M] [--base-url URL] [--tz ZONE]
+    A full-screen terminal UI: the conversations, a conversation's summary DAG with each
+    summary's text, inputs and what covers it, and rewrites of one summary (w: preview the
+    prompt, send, review old/new or the diff, apply or discard) or of a summary and everything
+    beneath it (W), fallbacks listed by f. The LLM is chosen as for rewrite (else offline).
+    The file is opened read-only until you apply something. Keys: README (Interactive TUI).`,
   prompts: `lcm-native prompts (--list | --export [DIR] | --show NAME | --diff NAME | --render NAME)
                      [--prompt-dir DIR] [--target-tokens N] [--previous-context TEXT]
                      [--child-count N] [--time-range TEXT] [--source-text TEXT]
@@ -624,9 +630,39 @@ async function prompts(argv) {
   }
 }
 
+async function tui(argv) {
+  const spec = {
+    db: 'string',
+    conversation: 'int',
+    'prompt-dir': 'string',
+    provider: 'string',
+    model: 'string',
+    'base-url': 'string',
+    tz: 'string',
+    help: 'switch',
+  }
+  const args = parseArgs(argv, spec, 'tui')
+  if (args.help) return console.log(`usage: ${HELP.tui}`)
+  if (args._.length > 0) throw new UsageError(`unexpected argument ${args._[0]}`, 'tui')
+  if (!process.stdin.isTTY || !process.stdout.isTTY) throw new Error('tui needs a terminal (stdin and stdout must be a TTY)')
+  const db = existingDb(args)
+  const llm = resolveLlm({ env: process.env, provider: args.provider, model: args.model, baseUrl: args['base-url'] })
+  // Refuse a file that needs an upgrade before the screen is taken over, with the hint.
+  await (await openReadOnly(db, args.tz === undefined ? {} : { timezone: args.tz })).close()
+  const { runTui } = await import('../tui/main.mjs')
+  await runTui({
+    Engine: LcmEngine,
+    dbPath: db,
+    promptDir: args['prompt-dir'],
+    llm,
+    engineOptions: args.tz === undefined ? {} : { timezone: args.tz },
+    conversationId: args.conversation,
+  })
+}
+
 async function main(argv) {
   const [command, ...rest] = argv
-  const commands = { demo, stats, fidelity, migrate, rewrite, history, rollback, redact, prompts }
+  const commands = { demo, stats, fidelity, migrate, rewrite, history, rollback, redact, tui, prompts }
   if (commands[command]) return commands[command](rest)
   if (command === undefined || command === '--help' || command === '-h' || command === 'help') {
     console.log(USAGE)

@@ -15,16 +15,19 @@ function authError(message) {
   return Object.assign(new Error(message), { code: 'LCM_AUTH' })
 }
 
-async function post(url, headers, body) {
+/** POSTs JSON; `signal` (the TUI's esc) cancels the request besides the timeout. */
+async function post(url, headers, body, signal) {
   let res
+  const timeout = AbortSignal.timeout(REQUEST_TIMEOUT_MS)
   try {
     res = await fetch(url, {
       method: 'POST',
       headers: { 'content-type': 'application/json', ...headers },
       body: JSON.stringify(body),
-      signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+      signal: signal ? AbortSignal.any([timeout, signal]) : timeout,
     })
   } catch (err) {
+    if (signal?.aborted) throw Object.assign(new Error('cancelled'), { code: 'E_ABORTED' })
     throw new Error(`cannot reach ${url}: ${err.cause?.message ?? err.message}`)
   }
   const text = await res.text()
@@ -155,42 +158,36 @@ function resolveLlm({ env = process.env, home = os.homedir(), provider: flagProv
 
 function openAiCompatibleLlm(base, model, key) {
   const headers = key ? { authorization: `Bearer ${key}` } : {}
-  return {
-    model,
-    describe: `${model} at ${base} (OpenAI-compatible)`,
-    summarize: async (prompt, request) => {
-      const out = await post(`${base}/chat/completions`, headers, {
-        model,
-        messages: [{ role: 'user', content: prompt }],
-        max_tokens: maxTokens(request),
-        temperature: request.aggressive ? 0.1 : 0.2,
-      })
-      const content = out?.choices?.[0]?.message?.content
-      if (typeof content !== 'string') throw new Error('the endpoint answered without choices[0].message.content')
-      return content
-    },
+  const summarizerFor = (signal) => async (prompt, request) => {
+    const out = await post(
+      `${base}/chat/completions`,
+      headers,
+      { model, messages: [{ role: 'user', content: prompt }], max_tokens: maxTokens(request), temperature: request.aggressive ? 0.1 : 0.2 },
+      signal,
+    )
+    const content = out?.choices?.[0]?.message?.content
+    if (typeof content !== 'string') throw new Error('the endpoint answered without choices[0].message.content')
+    return content
   }
+  return { model, describe: `${model} at ${base} (OpenAI-compatible)`, summarize: summarizerFor(undefined), summarizerFor }
 }
 
 function anthropicLlm(base, model, key) {
   const headers = { 'x-api-key': key, 'anthropic-version': '2023-06-01' }
-  return {
-    model,
-    describe: `${model} (Anthropic)`,
-    summarize: async (prompt, request) => {
-      const out = await post(`${base}/v1/messages`, headers, {
-        model,
-        max_tokens: maxTokens(request),
-        temperature: request.aggressive ? 0.1 : 0.2,
-        messages: [{ role: 'user', content: prompt }],
-      })
-      if (!Array.isArray(out?.content)) throw new Error('Anthropic answered without content blocks')
-      return out.content
-        .filter((b) => b.type === 'text')
-        .map((b) => b.text)
-        .join('')
-    },
+  const summarizerFor = (signal) => async (prompt, request) => {
+    const out = await post(
+      `${base}/v1/messages`,
+      headers,
+      { model, max_tokens: maxTokens(request), temperature: request.aggressive ? 0.1 : 0.2, messages: [{ role: 'user', content: prompt }] },
+      signal,
+    )
+    if (!Array.isArray(out?.content)) throw new Error('Anthropic answered without content blocks')
+    return out.content
+      .filter((b) => b.type === 'text')
+      .map((b) => b.text)
+      .join('')
   }
+  return { model, describe: `${model} (Anthropic)`, summarize: summarizerFor(undefined), summarizerFor }
 }
 
 module.exports = { resolveLlm, ANTHROPIC_DEFAULT_MODEL }

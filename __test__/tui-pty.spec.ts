@@ -1,0 +1,98 @@
+// End to end: `lcm-native tui` in a real pseudo-terminal (@lydell/node-pty) on the theme
+// transcript: open the conversation, rewrite its first root with the offline summarizer,
+// apply, quit; then the database has the new text, FTS finds it, and `verify` is ok.
+import { spawnSync } from 'node:child_process'
+import { join } from 'node:path'
+
+import { spawn } from '@lydell/node-pty'
+import { describe, expect, it } from 'vitest'
+
+import { LcmEngine } from '../index.js'
+import { ROOT, THEME, hostMessages, tempDir } from './helpers'
+
+// eslint-disable-next-line no-control-regex
+const ANSI = /\u001B(?:\[[0-?]*[ -/]*[@-~]|\][^\u0007]*\u0007|[@-Z\\-_])/g
+
+describe('tui in a pseudo-terminal', () => {
+  it('rewrites one summary with the offline summarizer, applies it and quits', async () => {
+    const dbPath = join(tempDir(), 'pty.db')
+    const engine = await LcmEngine.open({ dbPath, leafChunkTokens: 3000, leafTargetTokens: 300, condensedTargetTokens: 80, freshTailCount: 16, leafMinFanout: 4, condensedMinFanout: 4, maxSweepIterations: 200 })
+    const { conversationId } = await engine.ingest({ sessionId: 'pty-session' }, hostMessages(THEME))
+    // A model whose summaries differ from the offline summarizer's, so the rewrite changes them.
+    await engine.compact(conversationId, async (_p, r) => `Model summary of ${r.inputCount} inputs at depth ${r.depth}.`, { tokenBudget: 4000, force: true })
+    await engine.close()
+
+    // No LLM in the environment (the offline summarizer), and not CI: Ink draws only the last
+    // frame when it thinks it runs in CI.
+    const env: Record<string, string> = {}
+    for (const [k, v] of Object.entries(process.env)) {
+      if (v !== undefined && k !== 'CI' && !/^(LCM_|ANTHROPIC_|OPENAI_)/.test(k)) env[k] = v
+    }
+    env.HOME = tempDir()
+    env.TERM = 'xterm-256color'
+    const term = spawn(process.execPath, [join(ROOT, 'bin', 'lcm-native.cjs'), 'tui', '--db', dbPath], { cols: 140, rows: 40, env, cwd: ROOT })
+    let raw = ''
+    term.onData((d) => (raw += d))
+    const exited = new Promise<number>((resolve) => term.onExit((e) => resolve(e.exitCode)))
+    const screen = () => raw.replace(ANSI, '')
+    let mark = 0
+    /** Waits for `pattern` in what was drawn since the last wait; returns the match. */
+    const waitFor = async (pattern: RegExp, what: string) => {
+      const deadline = Date.now() + 20_000
+      for (;;) {
+        const m = pattern.exec(screen().slice(mark))
+        if (m) {
+          mark += m.index + m[0].length
+          return m
+        }
+        if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; screen:\n${screen().slice(-3000)}`)
+        await new Promise((r) => setTimeout(r, 50))
+      }
+    }
+    const press = async (key: string) => {
+      await new Promise((r) => setTimeout(r, 150))
+      term.write(key)
+    }
+    try {
+      await waitFor(/summarizer: offline/, 'the header')
+      await waitFor(/pty-session/, 'the conversation list')
+      await press('\r')
+      await waitFor(/DAG \(\d+ summaries\)/, 'the DAG view')
+      await press('w')
+      const id = (await waitFor(/Rewrite (sum_[0-9a-f]+) \(condensed d(\d)\)/, 'the preview'))[1]
+      await waitFor(/template: condensed-d\d\.tmpl from embedded/, 'the template line')
+      await press('\r')
+      await waitFor(/Δ tokens: [+-]?\d+/, 'the review')
+      await press('y')
+      await waitFor(new RegExp(`applied ${id}`), 'the apply')
+      await press('q')
+      expect(await exited).toBe(0)
+
+      const after = await LcmEngine.open({ dbPath, readOnly: true })
+      const d = await after.describe(id)
+      if (d.type !== 'summary') throw new Error('not a summary')
+      expect(d.content).not.toMatch(/^Model summary of/)
+      expect(d.model).toBe('lcm-native/offline')
+      expect(d.versions.map((v) => v.reason)).toEqual(['compaction', 'rewrite'])
+      const old = d.versions[0].content
+      const word = d.content.match(/[A-Za-z][A-Za-z0-9]{5,}/g)?.find((w) => !old.includes(w))
+      expect(word).toBeTruthy()
+      const hits = await after.grep(conversationId, { query: word!, scope: 'summaries' })
+      expect(hits.hits.map((hit) => hit.summaryId)).toContain(id)
+      expect((await after.verify()).ok).toBe(true)
+      await after.close()
+    } finally {
+      term.kill()
+    }
+  })
+
+  it('needs a terminal, and require(\'lcm-native\') never loads Ink or React', () => {
+    const dbPath = join(tempDir(), 'none.db')
+    const noTty = spawnSync(process.execPath, [join(ROOT, 'bin', 'lcm-native.cjs'), 'tui', '--db', dbPath], { encoding: 'utf8', stdio: ['pipe', 'pipe', 'pipe'] })
+    expect(noTty.status).toBe(1)
+    expect(noTty.stderr).toContain('tui needs a terminal')
+    const probe = "require('./index.js'); const loaded = Object.keys(require.cache).filter((k) => /node_modules[\\/](ink|react)[\\/]/.test(k)); console.log(loaded.length)"
+    const r = spawnSync(process.execPath, ['-e', probe], { cwd: ROOT, encoding: 'utf8' })
+    expect(r.stdout.trim()).toBe('0')
+  })
+})

@@ -1,0 +1,149 @@
+// @ts-check
+// The DAG as the TUI draws it: rows of the tree (roots deepest first, a node's inputs beneath
+// it when expanded, a leaf's messages beneath it), the plan of a subtree rewrite, and the
+// short texts the screens show. Pure functions of `engine.dag()`'s nodes, tested without a
+// terminal.
+
+/** @typedef {import('../index.js').DagNode} DagNode */
+
+/**
+ * @typedef {object} Row
+ * @property {string} key           unique within the rows
+ * @property {'summary' | 'messages'} type
+ * @property {DagNode} node         the summary (for a messages row: the leaf it belongs to)
+ * @property {number} level         indentation
+ * @property {boolean} expandable
+ * @property {boolean} expanded
+ */
+
+/** @param {DagNode[]} nodes */
+export function indexDag(nodes) {
+  return new Map(nodes.map((n) => [n.summaryId, n]))
+}
+
+/**
+ * The rows shown: every root (a summary nothing consumed, or whose consumer is missing), and
+ * beneath each expanded node its inputs (or, for a leaf, its message range). With
+ * `fallbacksOnly`, the conversation's fallback summaries as a flat list.
+ * @param {DagNode[]} nodes  in `engine.dag()` order (deepest first, then oldest first)
+ * @param {Set<string>} expanded
+ * @param {boolean} [fallbacksOnly]
+ * @returns {Row[]}
+ */
+export function visibleRows(nodes, expanded, fallbacksOnly = false) {
+  if (fallbacksOnly) {
+    return nodes
+      .filter((n) => n.fallback)
+      .map((node) => ({ key: node.summaryId, type: 'summary', node, level: 0, expandable: false, expanded: false }))
+  }
+  const byId = indexDag(nodes)
+  /** @type {Row[]} */
+  const rows = []
+  const seen = new Set()
+  /** @param {DagNode} node @param {number} level */
+  const visit = (node, level) => {
+    // A damaged file may link a node twice or in a cycle: each node is drawn once.
+    if (seen.has(node.summaryId)) return
+    seen.add(node.summaryId)
+    const inputs = node.inputs.map((id) => byId.get(id)).filter((n) => n !== undefined)
+    const isOpen = expanded.has(node.summaryId)
+    const expandable = inputs.length > 0 || node.messages.count > 0
+    rows.push({ key: node.summaryId, type: 'summary', node, level, expandable, expanded: isOpen && expandable })
+    if (!isOpen) return
+    if (inputs.length > 0) {
+      for (const input of inputs) visit(/** @type {DagNode} */ (input), level + 1)
+    } else if (node.messages.count > 0) {
+      rows.push({ key: `${node.summaryId}/messages`, type: 'messages', node, level: level + 1, expandable: false, expanded: false })
+    }
+  }
+  for (const node of nodes) {
+    if (node.consumedBy === null || !byId.has(node.consumedBy)) visit(node, 0)
+  }
+  return rows
+}
+
+/**
+ * A summary and everything beneath it, and how many there are per depth (the `W` plan).
+ * @param {Map<string, DagNode>} byId
+ * @param {string} id
+ */
+export function subtreePlan(byId, id) {
+  /** @type {DagNode[]} */
+  const members = []
+  const seen = new Set()
+  const stack = [id]
+  while (stack.length > 0) {
+    const next = /** @type {string} */ (stack.pop())
+    const node = byId.get(next)
+    if (!node || seen.has(next)) continue
+    seen.add(next)
+    members.push(node)
+    stack.push(...node.inputs)
+  }
+  /** @type {Map<number, number>} */
+  const byDepth = new Map()
+  for (const m of members) byDepth.set(m.depth, (byDepth.get(m.depth) ?? 0) + 1)
+  const tokens = members.reduce((sum, m) => sum + m.tokenCount, 0)
+  return { ids: members.map((m) => m.summaryId), byDepth, tokens }
+}
+
+/** "Rewrite 38 summaries (25 leaves, 10 d1, 2 d2, 1 d3)?" @param {ReturnType<typeof subtreePlan>} plan */
+export function planText(plan) {
+  const parts = [...plan.byDepth.entries()]
+    .sort(([a], [b]) => a - b)
+    .map(([depth, n]) => (depth === 0 ? `${n} ${n === 1 ? 'leaf' : 'leaves'}` : `${n} d${depth}`))
+  const n = plan.ids.length
+  return `Rewrite ${n} ${n === 1 ? 'summary' : 'summaries'} (${parts.join(', ')})?`
+}
+
+/** The prompt variant of a depth: leaf, d1, d2 or d3 (d3 serves every deeper node). @param {number} depth */
+export function variant(depth) {
+  return depth <= 0 ? 'leaf' : `d${Math.min(depth, 3)}`
+}
+
+/** `YYYY-MM-DD HH:MM` of an ISO time, in UTC. @param {string | null} iso */
+function minute(iso) {
+  if (!iso) return null
+  const d = new Date(iso)
+  if (Number.isNaN(d.getTime())) return null
+  return d.toISOString().slice(0, 16).replace('T', ' ')
+}
+
+/** "2026-02-17 15:37–16:02" (the end's date when it differs), or "—". @param {string | null} earliest @param {string | null} latest */
+export function timeRange(earliest, latest) {
+  const a = minute(earliest)
+  const b = minute(latest)
+  if (!a && !b) return '—'
+  if (!a || !b) return /** @type {string} */ (a ?? b)
+  if (a === b) return a
+  return a.slice(0, 10) === b.slice(0, 10) ? `${a}–${b.slice(11)}` : `${a}–${b}`
+}
+
+/** The range without its year ("11-20 23:31–23:33"), for the tree's narrow rows. @param {string | null} earliest @param {string | null} latest */
+export function shortRange(earliest, latest) {
+  return timeRange(earliest, latest).replace(/(^|–)\d{4}-/g, '$1')
+}
+
+/** "Δ tokens: -122 (1523 → 1401)" @param {number} before @param {number} after */
+export function deltaText(before, after) {
+  const d = after - before
+  return `Δ tokens: ${d > 0 ? '+' : ''}${d} (${before} → ${after})`
+}
+
+/** 12,345 @param {number} n */
+export function count(n) {
+  return n.toLocaleString('en-US')
+}
+
+/** The one-line label of a tree row. @param {Row} row */
+export function rowLabel(row) {
+  const n = row.node
+  if (row.type === 'messages') {
+    const m = n.messages
+    return `messages #${m.firstSeq}–#${m.lastSeq} (${m.count})`
+  }
+  const marker = row.expandable ? (row.expanded ? '▾' : '▸') : ' '
+  const flags = [n.fallback ? '[fallback]' : '', n.live ? 'live' : ''].filter(Boolean).join(' ')
+  // Sizes before the time range: a narrow pane cuts the range, not the numbers.
+  return `${marker} ${n.summaryId} d${n.depth} ${count(n.tokenCount)} tok ${n.descendantCount} desc${flags ? ` ${flags}` : ''} ${shortRange(n.earliestAt, n.latestAt)}`
+}

@@ -15,12 +15,14 @@ import { count, deltaText, indexDag, planText, rowLabel, subtreePlan, timeRange,
 /** @typedef {import('../index.js').RewritePreview} RewritePreview */
 /** @typedef {import('../index.js').RewriteEntry} RewriteEntry */
 /** @typedef {import('../index.js').RewriteProgress} RewriteProgress */
+/** @typedef {import('../index.js').SummaryVersion} SummaryVersion */
 
 /**
  * @typedef {{ type: 'rewrite', phase: 'loading' | 'preview' | 'inflight' | 'review' | 'applying', summaryId: string,
  *             preview?: RewritePreview, entry?: RewriteEntry, showDiff: boolean, scroll: number }
  *   | { type: 'subtree', phase: 'plan' | 'running' | 'stopping' | 'done', summaryId: string,
- *       plan: ReturnType<typeof subtreePlan>, progress?: RewriteProgress, line?: string }} Dialog
+ *       plan: ReturnType<typeof subtreePlan>, progress?: RewriteProgress, line?: string }
+ *   | { type: 'versions', phase: 'shown', summaryId: string, versions: SummaryVersion[], scroll: number }} Dialog
  */
 
 const SPINNER = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏']
@@ -255,6 +257,12 @@ export function App({ session, dbPath, summarizer, initialConversation }) {
       }
       return
     }
+    if (dialog?.type === 'versions') {
+      if (input === 'J') setDialog({ ...dialog, scroll: dialog.scroll + 5 })
+      else if (input === 'K') setDialog({ ...dialog, scroll: Math.max(0, dialog.scroll - 5) })
+      else if (key.escape || key.return || input === 'v' || input === 'q') setDialog(null)
+      return
+    }
     if (dialog?.type === 'subtree') {
       if (dialog.phase === 'plan') {
         if (input === 'y' || key.return) void runSubtree(dialog)
@@ -333,6 +341,11 @@ export function App({ session, dbPath, summarizer, initialConversation }) {
       setStatus({ kind: 'info', text: fallbacksOnly ? '' : `${n} fallback ${n === 1 ? 'summary' : 'summaries'}: w or W repairs one` })
       return
     }
+    if (input === 'v' && selected) {
+      const summaryId = selected.summaryId
+      session.history(summaryId).then((versions) => setDialog({ type: 'versions', phase: 'shown', summaryId, versions, scroll: 0 }), fail)
+      return
+    }
     if (input === 'w' && selected && row?.type === 'summary') return void startRewrite(selected)
     if (input === 'W' && selected && row?.type === 'summary') {
       const plan = subtreePlan(byId, selected.summaryId)
@@ -353,12 +366,14 @@ export function App({ session, dbPath, summarizer, initialConversation }) {
     ;({ body, keys } = rewriteDialog(dialog, bodyHeight, tick))
   } else if (dialog?.type === 'subtree') {
     ;({ body, keys } = subtreeDialog(dialog, tick))
+  } else if (dialog?.type === 'versions') {
+    ;({ body, keys } = versionsDialog(dialog, bodyHeight))
   } else if (screen === 'conversations') {
     body = conversationList(shown, convCursor, bodyHeight, conversations === null)
     keys = filtering ? `filter: ${filter}▏  enter keep · esc clear` : `j/k move · enter open · / filter${filter ? ` (${filter})` : ''} · q quit`
   } else {
     body = dagView({ rows: treeRows, cursor, selected, byId, detailScroll, height: bodyHeight, columns, fallbacksOnly })
-    keys = 'j/k move · enter/l expand · h collapse · J/K scroll · w rewrite · W subtree · f fallbacks · esc back · q quit'
+    keys = 'j/k move · enter/l expand · h collapse · J/K scroll · w rewrite · W subtree · v versions · f fallbacks · esc back · q quit'
   }
   return h(
     Box,
@@ -483,6 +498,18 @@ function rewriteDialog(d, height, tick) {
     }
   }
   return { body: h(Text, null, ' '), keys: '' }
+}
+
+/** Every version of a summary's text, newest last, each with its text. @param {Dialog & { type: 'versions' }} d @param {number} height */
+function versionsDialog(d, height) {
+  const lines = [`Versions of ${d.summaryId} (${d.versions.length})`, '']
+  for (const v of d.versions) {
+    const template = v.template ? `${v.template.name}${v.template.overridden ? ' (override)' : ''}` : '—'
+    lines.push(`v${v.version}${v.current ? ' (current)' : ''}  ${v.reason}  ${v.createdAt}  ${v.model ?? '—'}  ${template}  ${v.tokenCount} tokens`)
+    for (const l of v.content.split('\n').slice(0, 3)) lines.push(`    ${l}`)
+  }
+  const win = windowLines(lines.join('\n'), d.scroll, Math.max(3, height))
+  return { body: h(Lines, { lines: win.lines }), keys: 'J/K scroll · esc close' }
 }
 
 /** @param {Dialog & { type: 'subtree' }} d @param {number} tick */

@@ -48,6 +48,11 @@ export class TuiSession {
     return this.engine.dag(conversationId)
   }
 
+  /** Every version of a summary's text, oldest first. @param {string} summaryId */
+  history(summaryId) {
+    return this.engine.history(summaryId)
+  }
+
   /** @param {number} conversationId @param {string} summaryId */
   preview(conversationId, summaryId) {
     return this.engine.rewritePreview(conversationId, summaryId, this.promptOptions())

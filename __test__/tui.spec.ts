@@ -92,6 +92,15 @@ async function openDag(t: Awaited<ReturnType<typeof start>>) {
   return t.until((f) => f.includes('DAG ('), 'the DAG view')
 }
 
+/** Opens the DAG and `w` on its first root; returns the summary's id and text before. */
+async function openPreview(t: Awaited<ReturnType<typeof start>>, dbPath: string) {
+  await openDag(t)
+  await t.press('w')
+  const f = await t.until((f) => f.includes('template:'), 'the preview')
+  const id = /Rewrite (sum_[0-9a-f]+)/.exec(f)![1]
+  return { id, before: (await readSummary(dbPath, id)).content }
+}
+
 async function readSummary(dbPath: string, summaryId: string) {
   const engine = await LcmEngine.open({ dbPath, readOnly: true })
   try {
@@ -249,11 +258,7 @@ describe('tui', () => {
     const dbPath = await compactedDb()
     const g = gate()
     const t = await start(dbPath, g.summarizerFor)
-    await openDag(t)
-    await t.press('w')
-    const f = await t.until((f) => f.includes('template:'), 'the preview')
-    const id = /Rewrite (sum_[0-9a-f]+)/.exec(f)![1]
-    const before = (await readSummary(dbPath, id)).content
+    const { id, before } = await openPreview(t, dbPath)
     await t.press(ENTER)
     await t.until(() => g.waiting.length === 1, 'the call')
     g.waiting[0].resolve('Discard me zqxdiscard.\nExpand for details about: x')
@@ -273,11 +278,7 @@ describe('tui', () => {
     const dbPath = await compactedDb()
     const g = gate()
     const t = await start(dbPath, g.summarizerFor)
-    await openDag(t)
-    await t.press('w')
-    const f = await t.until((f) => f.includes('template:'), 'the preview')
-    const id = /Rewrite (sum_[0-9a-f]+)/.exec(f)![1]
-    const before = (await readSummary(dbPath, id)).content
+    const { id, before } = await openPreview(t, dbPath)
     await t.press(ENTER)
     await t.until(() => g.waiting.length === 1, 'the call')
     expect(g.lastSignal()?.aborted).toBe(false)
@@ -296,11 +297,7 @@ describe('tui', () => {
     const dbPath = await compactedDb()
     const g = gate()
     const t = await start(dbPath, g.summarizerFor)
-    await openDag(t)
-    await t.press('w')
-    const f = await t.until((f) => f.includes('template:'), 'the preview')
-    const id = /Rewrite (sum_[0-9a-f]+)/.exec(f)![1]
-    const before = (await readSummary(dbPath, id)).content
+    const { id, before } = await openPreview(t, dbPath)
     await t.press(ENTER)
     await t.until(() => g.waiting.length === 1, 'the call')
     g.waiting[0].reject(new Error('provider exploded'))

@@ -203,9 +203,15 @@ describe('tui', () => {
     f = await t.until((f) => f.includes('covered by: — (a root)'), 'back on the root')
     await t.press('h')
     f = await t.until((f) => !f.includes('▾ sum_'), 'collapsed')
-    // J/K scroll the selected summary's text (when it is longer than the pane).
+    // J/K scroll the selected summary's text when it is longer than the pane: a short
+    // terminal makes the root's text longer than its pane.
     expect(lines).toBeGreaterThan(0)
     expect(/lines (\d+)–/.exec(f)?.[1]).toBe('1')
+    Object.defineProperty(t.app.stdout, 'rows', { value: 14, configurable: true })
+    await t.press('J')
+    f = await t.until((f) => Number(/lines (\d+)–\d+ of \d+/.exec(f)?.[1]) > 1, 'the text scrolled')
+    await t.press('K')
+    await t.until((f) => /lines 1–\d+ of \d+/.test(f), 'the text scrolled back')
   })
 
   it('w: preview, inflight, review with a diff, apply — written as rewrite --apply writes it', async () => {
@@ -259,6 +265,12 @@ describe('tui', () => {
     const g = gate()
     const t = await start(dbPath, g.summarizerFor)
     const { id, before } = await openPreview(t, dbPath)
+    // J/K scroll the rendered prompt.
+    expect(t.frame()).toMatch(/prompt lines 1–\d+ of \d+/)
+    await t.press('J', 'J')
+    await t.until((f) => /prompt lines 11–\d+ of \d+/.test(f), 'the prompt scrolled')
+    await t.press('K')
+    await t.until((f) => /prompt lines 6–\d+ of \d+/.test(f), 'the prompt scrolled back')
     await t.press(ENTER)
     await t.until(() => g.waiting.length === 1, 'the call')
     g.waiting[0].resolve('Discard me zqxdiscard.\nExpand for details about: x')

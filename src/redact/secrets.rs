@@ -47,11 +47,12 @@ pub struct IngestRedaction {
     pub matches: usize,
 }
 
-/// A host message with the matches of `redactor` replaced in every string it holds (text,
-/// tool arguments and results, metadata), and what was replaced; `None` when nothing matched.
+/// A host message with the matches of `redactor` replaced in every string that says something
+/// (text, tool arguments and results, details; not its role, ids, types or time), and what was
+/// replaced; `None` when nothing matched.
 pub fn redact_incoming(redactor: &Redactor, message: &Value) -> Option<(Value, IngestRedaction)> {
     let mut copy = message.clone();
-    let matches = redactor.value(&mut copy);
+    let matches = redactor.message(&mut copy);
     if matches == 0 {
         return None;
     }
@@ -149,6 +150,18 @@ mod tests {
         assert_eq!(out["content"][2]["id"], "c1");
         assert_eq!(out["content"][1], m["content"][1]);
         assert!(redact_incoming(&r, &serde_json::json!({"role": "user", "content": "hi"})).is_none());
+        // A broad pattern leaves the time, the ids and the types alone.
+        let digits = ingest_redactor(&["[0-9]{4}".into()]).unwrap().unwrap();
+        let m = serde_json::json!({"role": "toolResult", "timestamp": "2026-02-17T15:37:00Z", "entryId": "e2026",
+                                   "toolCallId": "call_1234", "content": [{"type": "text", "text": "pin 4321"}]});
+        let (out, counts) = redact_incoming(&digits, &m).unwrap();
+        assert_eq!(counts, IngestRedaction { parts: 1, matches: 1 });
+        assert_eq!(
+            (out["timestamp"].clone(), out["entryId"].clone()),
+            (m["timestamp"].clone(), m["entryId"].clone())
+        );
+        assert_eq!(out["toolCallId"], "call_1234");
+        assert_eq!(out["content"][0]["text"], "pin [REDACTED]");
         let (_, c) = redact_incoming(&r, &serde_json::json!({"role": "user", "content": key})).unwrap();
         assert_eq!(c, IngestRedaction { parts: 1, matches: 1 });
     }

@@ -49,6 +49,10 @@ const STRUCTURAL: &[&str] = &[
     "originalRole",
 ];
 
+/// Keys of a host message that identify it rather than say something: kept by
+/// [`Redactor::message`] besides the structural ones.
+const MESSAGE_IDENTITY: &[&str] = &["timestamp", "createdAt", "entryId", "advancementKey"];
+
 impl Redactor {
     /// `text` with the matches replaced, and how many there were; `None` when nothing matched.
     pub fn text(&self, text: &str) -> Option<(String, usize)> {
@@ -74,10 +78,27 @@ impl Redactor {
         self.text(stored)
     }
 
-    /// Redacts the string values of `value` in place (keeping structural ones when redacting
-    /// whole texts); returns how many matches were replaced.
-    pub fn value(&self, value: &mut Value) -> usize {
-        self.json(value, false)
+    /// Redacts the string values of a host message in place, except those that say what a
+    /// message or block is, when and which ([`STRUCTURAL`], the time and the entry id): a
+    /// pattern must not turn a timestamp or an id into the replacement. Returns how many
+    /// matches were replaced.
+    pub fn message(&self, value: &mut Value) -> usize {
+        match value {
+            Value::String(s) => match self.text(s) {
+                Some((new, n)) => {
+                    *s = new;
+                    n
+                }
+                None => 0,
+            },
+            Value::Array(items) => items.iter_mut().map(|v| self.message(v)).sum(),
+            Value::Object(map) => map
+                .iter_mut()
+                .filter(|(k, _)| !STRUCTURAL.contains(&k.as_str()) && !MESSAGE_IDENTITY.contains(&k.as_str()))
+                .map(|(_, v)| self.message(v))
+                .sum(),
+            _ => 0,
+        }
     }
 
     fn json(&self, value: &mut Value, structural: bool) -> usize {

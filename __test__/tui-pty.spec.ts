@@ -2,6 +2,7 @@
 // transcript: open the conversation, rewrite its first root with the offline summarizer,
 // apply, quit; then the database has the new text, FTS finds it, and `verify` is ok.
 import { spawnSync } from 'node:child_process'
+import { cpSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
 
 import { spawn } from '@lydell/node-pty'
@@ -94,5 +95,22 @@ describe('tui in a pseudo-terminal', () => {
     const probe = "require('./index.js'); const loaded = Object.keys(require.cache).filter((k) => /node_modules[\\/](ink|react)[\\/]/.test(k)); console.log(loaded.length)"
     const r = spawnSync(process.execPath, ['-e', probe], { cwd: ROOT, encoding: 'utf8' })
     expect(r.stdout.trim()).toBe('0')
+  })
+
+  it('without Ink and React installed, says how to add them', async () => {
+    // The package as npm installs it for the library or the plugin: no optional peers.
+    const pkg = tempDir()
+    for (const f of ['index.js', 'package.json', ...readdirSync(ROOT).filter((f) => f.endsWith('.node'))]) cpSync(join(ROOT, f), join(pkg, f))
+    for (const d of ['bin', 'tui']) cpSync(join(ROOT, d), join(pkg, d), { recursive: true })
+    const dbPath = join(tempDir(), 'peers.db')
+    await (await LcmEngine.open({ dbPath })).close()
+    const env: Record<string, string> = { PATH: process.env.PATH ?? '', HOME: tempDir(), TERM: 'xterm-256color' }
+    const term = spawn(process.execPath, [join(pkg, 'bin', 'lcm-native.cjs'), 'tui', '--db', dbPath], { cols: 200, rows: 20, env, cwd: pkg })
+    let out = ''
+    term.onData((d) => (out += d))
+    const code = await new Promise<number>((resolve) => term.onExit((e) => resolve(e.exitCode)))
+    expect(code).toBe(1)
+    expect(out.replace(ANSI, '').replace(/\s+/g, ' ')).toContain('the tui needs Ink and React')
+    expect(out).toContain('npm install ink@6 react@19')
   })
 })

@@ -1,6 +1,6 @@
 // lcm-native benchmarks (plain node). Prints a table per section and writes JSON.
 //
-//   node bench/run.mjs [--only ingest,migrate,compact,assemble,grep] [--sizes 1000,10000,50000]
+//   node bench/run.mjs [--only ingest,migrate,compact,assemble,grep,bounded,wide,loop] [--sizes 1000,10000,50000]
 //                      [--legacy-sizes 10000,100000,1000000] [--out bench/out/results.json]
 //
 // Speed targets are measured here and reported, never asserted in `npm test`.
@@ -22,7 +22,7 @@ function arg(name, fallback) {
   const i = process.argv.indexOf(`--${name}`)
   return i > 0 ? process.argv[i + 1] : fallback
 }
-const only = arg('only', 'ingest,migrate,compact,assemble,grep').split(',')
+const only = arg('only', 'ingest,migrate,compact,assemble,grep,bounded,wide,loop').split(',')
 const sizes = arg('sizes', '1000,10000,50000').split(',').map(Number)
 const legacySizes = arg('legacy-sizes', '10000,100000,1000000').split(',').map(Number)
 const outFile = arg('out', join(ROOT, 'bench', 'out', 'results.json'))
@@ -63,10 +63,11 @@ async function benchIngest() {
     const chars = messages.reduce((a, m) => a + JSON.stringify(m.content).length, 0)
     // `concurrent`: one message per call, eight sessions with a call each in flight at once
     // (a gateway serving many agents); calls that meet share a commit.
-    for (const mode of ['batched', 'single', 'concurrent']) {
+    // `turn`: five messages per call, what a host sends after each turn.
+    for (const mode of ['batched', 'turn', 'single', 'concurrent']) {
       const dir = tmp()
       const engine = await LcmEngine.open({ dbPath: join(dir, 'ingest.db') })
-      const batch = mode === 'batched' ? 500 : mode === 'concurrent' ? 8 : 1
+      const batch = mode === 'batched' ? 500 : mode === 'concurrent' ? 8 : mode === 'turn' ? 5 : 1
       // The synchronous part of each call (JSON.stringify of its messages on Node's thread).
       const onThread = []
       const t0 = process.hrtime.bigint()
@@ -277,11 +278,136 @@ async function benchGrep() {
   table(`grep (${n.toLocaleString('en-US')} messages, compacted, scope both, limit 50)`, ['query', 'searched by', 'hits', 'median ms', 'p99 ms', 'max loop delay ms'], rows)
 }
 
+/**
+ * Bounded sweeps, as a host runs them (a turn's maintenance, a preflight compaction): the
+ * default `maxSweepIterations` (12 passes a sweep) over an uncompacted conversation, the
+ * first sweeps only. The fixed cost of each sweep is spread over 12 passes.
+ */
+async function benchBoundedSweeps() {
+  results.bounded = []
+  const rows = []
+  const stub = async (_prompt, r) => `STUB ${r.kind} d${r.depth} summary of ${r.inputCount} inputs.\nExpand for details about: stub.`
+  for (const n of sizes) {
+    const dir = tmp()
+    const engine = await LcmEngine.open({ dbPath: join(dir, 'bounded.db') })
+    const messages = conversation(n, 29)
+    let conversationId = 0
+    for (let i = 0; i < n; i += 1000) ({ conversationId } = await engine.ingest({ sessionId: 'b' }, messages.slice(i, i + 1000)))
+    const sweeps = 8
+    let passes = 0
+    let bookkeeping = 0
+    let maxDelay = 0
+    for (let s = 0; s < sweeps; s++) {
+      const [r, delay] = await withLoopDelay(() => engine.compact(conversationId, stub, { tokenBudget: 128000, force: true }))
+      passes += r.leafPasses + Object.values(r.condensedPasses).reduce((a, b) => a + b, 0)
+      bookkeeping += r.durationMs - r.summarizerMs
+      maxDelay = Math.max(maxDelay, delay)
+    }
+    await engine.close()
+    rmSync(dir, { recursive: true, force: true })
+    results.bounded.push({ n, sweeps, passes, bookkeepingMs: bookkeeping, bookkeepingMsPerPass: bookkeeping / passes, maxEventLoopDelayMs: maxDelay })
+    rows.push([n.toLocaleString('en-US'), sweeps, passes, bookkeeping.toFixed(0), (bookkeeping / passes).toFixed(2), maxDelay.toFixed(1)])
+  }
+  table('compact, bounded sweeps (default maxSweepIterations 12, first sweeps of an uncompacted conversation, stub summarizer)', ['N', 'sweeps', 'passes', 'bookkeeping ms', 'bookkeeping ms/pass', 'max loop delay ms'], rows)
+}
+
+/**
+ * Assemble over wide live contexts: 250 and 1,000 live items, as raw messages (a long fresh
+ * history) and as leaves that were never condensed (a condensation fanout nothing reaches).
+ */
+async function benchWideAssemble() {
+  results.wide = []
+  const rows = []
+  const stub = async (_p, r) => `STUB ${r.kind} d${r.depth} of ${r.inputCount} inputs.\nExpand for details about: stub.`
+  for (const items of [250, 1000]) {
+    for (const shape of ['raw messages', 'leaves + tail']) {
+      const dir = tmp()
+      const leaves = shape !== 'raw messages'
+      const engine = await LcmEngine.open({
+        dbPath: join(dir, 'wide.db'),
+        maxSweepIterations: 1_000_000,
+        sweepDeadlineMs: 3_600_000,
+        // Leaves of about 4 messages each, never condensed.
+        leafChunkTokens: 1500,
+        leafMinFanout: 1_000_000,
+        condensedMinFanout: 1_000_000,
+        freshTailCount: 32,
+      })
+      const n = leaves ? items * 4 : items
+      const messages = conversation(n, 37)
+      let conversationId = 0
+      for (let i = 0; i < n; i += 1000) ({ conversationId } = await engine.ingest({ sessionId: 'w' }, messages.slice(i, i + 1000)))
+      if (leaves) await engine.compact(conversationId, stub, { tokenBudget: 1_000_000_000, force: true })
+      const t = await timeAssemble(engine, conversationId, 200)
+      await engine.close()
+      rmSync(dir, { recursive: true, force: true })
+      const s = t.result.stats
+      results.wide.push({ target: items, shape, messages: n, liveItems: s.totalContextItems, medianMs: t.median, p99Ms: t.p99, maxEventLoopDelayMs: t.maxDelay })
+      rows.push([items, shape, n.toLocaleString('en-US'), s.totalContextItems.toLocaleString('en-US'), t.median.toFixed(3), t.p99.toFixed(3), t.maxDelay.toFixed(1)])
+    }
+  }
+  table('assemble over wide live contexts (128k budget)', ['target items', 'shape', 'messages', 'live items', 'median ms', 'p99 ms', 'max loop delay ms'], rows)
+}
+
+/**
+ * The event loop during lcm-native calls against a plain-JS baseline doing the same timers and
+ * JSON work in the same process: single-message ingest (one call per message) and a
+ * compaction whose summarizer answers after 30 ms.
+ */
+async function benchLoopBaseline() {
+  results.loop = []
+  const rows = []
+  const n = 2000
+  const messages = conversation(n, 41)
+  // Baseline: what a JS store would do per message on Node's thread (serialise it, hand it to
+  // an async write, wait), with no native work at all.
+  const store = new Map()
+  const [, baseline] = await withLoopDelay(async () => {
+    for (let i = 0; i < n; i++) {
+      const body = JSON.stringify(messages[i])
+      await new Promise((r) => setImmediate(r))
+      store.set(i, JSON.parse(body))
+    }
+  })
+  rows.push(['JS baseline: serialise + async hop per message', n, baseline.toFixed(1)])
+  results.loop.push({ case: 'baseline-ingest', n, maxEventLoopDelayMs: baseline })
+  const dir = tmp()
+  const engine = await LcmEngine.open({ dbPath: join(dir, 'loop.db') })
+  let conversationId = 0
+  const [, ingestDelay] = await withLoopDelay(async () => {
+    for (let i = 0; i < n; i++) ({ conversationId } = await engine.ingest({ sessionId: 'l' }, [messages[i]]))
+  })
+  rows.push(['lcm-native ingest, one message per call', n, ingestDelay.toFixed(1)])
+  results.loop.push({ case: 'ingest-single', n, maxEventLoopDelayMs: ingestDelay })
+  const slow = async (_p, r) => {
+    await new Promise((res) => setTimeout(res, 30))
+    return `STUB ${r.kind} d${r.depth} of ${r.inputCount} inputs.\nExpand for details about: stub.`
+  }
+  const [, compactDelay] = await withLoopDelay(() => engine.compact(conversationId, slow, { tokenBudget: 16000, force: true }))
+  rows.push(['lcm-native compact, summarizer answering after 30 ms', n, compactDelay.toFixed(1)])
+  results.loop.push({ case: 'compact-30ms-summarizer', n, maxEventLoopDelayMs: compactDelay })
+  const slowBaseline = async () => {
+    for (let i = 0; i < 12; i++) {
+      await new Promise((res) => setTimeout(res, 30))
+      JSON.parse(JSON.stringify(messages.slice(i * 20, i * 20 + 20)))
+    }
+  }
+  const [, slowDelay] = await withLoopDelay(slowBaseline)
+  rows.push(['JS baseline: 12 × (30 ms timer + JSON of 20 messages)', 240, slowDelay.toFixed(1)])
+  results.loop.push({ case: 'baseline-timers', n: 240, maxEventLoopDelayMs: slowDelay })
+  await engine.close()
+  rmSync(dir, { recursive: true, force: true })
+  table('event-loop delay: lcm-native calls and a plain-JS baseline in the same process', ['case', 'messages', 'max loop delay ms'], rows)
+}
+
 if (only.includes('ingest')) await benchIngest()
 if (only.includes('migrate')) await benchMigrate()
 if (only.includes('compact')) await benchCompact()
 if (only.includes('assemble')) await benchAssemble()
 if (only.includes('grep')) await benchGrep()
+if (only.includes('bounded')) await benchBoundedSweeps()
+if (only.includes('wide')) await benchWideAssemble()
+if (only.includes('loop')) await benchLoopBaseline()
 
 results.finishedAt = new Date().toISOString()
 mkdirSync(dirname(outFile), { recursive: true })

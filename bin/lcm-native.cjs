@@ -649,7 +649,16 @@ async function tui(argv) {
   const llm = resolveLlm({ env: process.env, provider: args.provider, model: args.model, baseUrl: args['base-url'] })
   // Refuse a file that needs an upgrade before the screen is taken over, with the hint.
   await (await openReadOnly(db, args.tz === undefined ? {} : { timezone: args.tz })).close()
-  const { runTui } = await import('../tui/main.mjs')
+  let runTui
+  try {
+    ;({ runTui } = await import('../tui/main.mjs'))
+  } catch (err) {
+    // Ink and React are optional peers: the OpenClaw plugin and the library never need them.
+    if (err.code === 'ERR_MODULE_NOT_FOUND' && /['"](ink|react)['"]/.test(err.message)) {
+      throw Object.assign(new Error('the tui needs Ink and React, which lcm-native does not install for the library or the plugin: run npm install ink@6 react@19 where lcm-native is installed'), { code: 'E_INVALID_CONFIG' })
+    }
+    throw err
+  }
   await runTui({
     Engine: LcmEngine,
     dbPath: db,

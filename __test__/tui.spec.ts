@@ -59,8 +59,8 @@ afterEach(async () => {
   for (const s of sessions.splice(0)) await s.close().catch(() => {})
 })
 
-async function start(dbPath: string, summarizerFor: (s?: AbortSignal) => Summarize, promptDir?: string) {
-  const session = await TuiSession.open({ Engine: LcmEngine, dbPath, promptDir, summarizerFor, model: 'stub-model', describe: 'stub' })
+async function start(dbPath: string, summarizerFor: (s?: AbortSignal) => Summarize, Engine: { open(config: object): Promise<LcmEngine> } = LcmEngine) {
+  const session = await TuiSession.open({ Engine, dbPath, summarizerFor, model: 'stub-model', describe: 'stub' })
   sessions.push(session)
   const app = render(h(App, { session, dbPath, summarizer: 'stub' }))
   apps.push(app)
@@ -303,6 +303,27 @@ describe('tui', () => {
     expect(t.frame()).not.toContain('Δ tokens:')
     expect((await readSummary(dbPath, id)).content).toBe(before)
     expect(t.session.mode).toBe('read-only')
+  })
+
+  it('w: an apply that cannot open the file for writing shows the coded error and stays read-only', async () => {
+    const dbPath = await compactedDb()
+    const g = gate()
+    // The file opens read-only, but another writer holds it when the apply reopens it.
+    const Engine = {
+      open: (config: { readOnly?: boolean }) =>
+        config.readOnly ? LcmEngine.open(config as Parameters<typeof LcmEngine.open>[0]) : Promise.reject<LcmEngine>(Object.assign(new Error('database is locked'), { code: 'E_BUSY' })),
+    }
+    const t = await start(dbPath, g.summarizerFor, Engine)
+    const { id, before } = await openPreview(t, dbPath)
+    await t.press(ENTER)
+    await t.until(() => g.waiting.length === 1, 'the call')
+    g.waiting[0].resolve('Never written zqxlocked.\nExpand for details about: x')
+    await t.until((f) => f.includes('Δ tokens:'), 'the review')
+    await t.press('y')
+    await t.until((f) => f.includes('E_BUSY: database is locked'), 'the error')
+    expect(t.frame()).toContain('read-only')
+    expect(t.session.mode).toBe('read-only')
+    expect((await readSummary(dbPath, id)).content).toBe(before)
   })
 
   it('w: a failing summarizer or a broken template shows the coded error and changes nothing', async () => {

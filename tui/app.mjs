@@ -118,10 +118,13 @@ export function App({ session, dbPath, summarizer, initialConversation }) {
     if (initialConversation !== undefined && conversations) void openConversation(initialConversation)
   }, [initialConversation, conversations !== null])
 
+  /** Reads the conversation's DAG (and the list's counts) again; returns the new DAG. */
   const reloadDag = useCallback(async () => {
-    if (conversationId === null) return
-    setDag(await session.dag(conversationId))
+    if (conversationId === null) return []
+    const nodes = await session.dag(conversationId)
+    setDag(nodes)
     setConversations(await session.conversations())
+    return nodes
   }, [session, conversationId])
 
   // The spinner turns while a call or a run is in flight.
@@ -216,12 +219,14 @@ export function App({ session, dbPath, summarizer, initialConversation }) {
         if (inflight.current === controller) inflight.current = null
       }
       setMode(session.mode)
+      /** @type {DagNode[]} */
+      let nodes = []
       try {
-        await reloadDag()
+        nodes = await reloadDag()
       } catch (err) {
         fail(err)
       }
-      const after = subtreeTokens(await session.dag(conversationId).catch(() => []), d.plan.ids)
+      const after = subtreeTokens(nodes, d.plan.ids)
       setDialog({ ...d, phase: 'done', line: `${line} (subtree ${count(before)} → ${count(after)} tokens)` })
     },
     [session, conversationId, reloadDag, fail],

@@ -349,6 +349,11 @@ impl PromptSet {
         Ok(self.get(name)?.reference.clone())
     }
 
+    /// Where template `name` came from.
+    pub fn source(&self, name: &str) -> Result<PromptSource> {
+        Ok(self.get(name)?.source.clone())
+    }
+
     /// Where each template came from.
     pub fn sources(&self) -> Vec<PromptSource> {
         self.loaded.iter().map(|l| l.source.clone()).collect()

@@ -71,7 +71,7 @@ impl Redactor {
         let trimmed = stored.trim_start();
         if trimmed.starts_with('{') || trimmed.starts_with('[') {
             if let Ok(mut value) = serde_json::from_str::<Value>(stored) {
-                let n = self.json(&mut value, false);
+                let n = self.json(&mut value);
                 return (n > 0).then(|| (value.to_string(), n));
             }
         }
@@ -83,6 +83,19 @@ impl Redactor {
     /// pattern must not turn a timestamp or an id into the replacement. Returns how many
     /// matches were replaced.
     pub fn message(&self, value: &mut Value) -> usize {
+        self.walk(value, &|key, _| {
+            STRUCTURAL.contains(&key) || MESSAGE_IDENTITY.contains(&key)
+        })
+    }
+
+    /// A stored JSON value: a whole-text redaction keeps the strings of structural keys.
+    fn json(&self, value: &mut Value) -> usize {
+        let whole = self.pattern.is_none();
+        self.walk(value, &|key, v| whole && v.is_string() && STRUCTURAL.contains(&key))
+    }
+
+    /// Redacts every string in `value` except the values of the object keys `keep` accepts.
+    fn walk(&self, value: &mut Value, keep: &dyn Fn(&str, &Value) -> bool) -> usize {
         match value {
             Value::String(s) => match self.text(s) {
                 Some((new, n)) => {
@@ -91,29 +104,11 @@ impl Redactor {
                 }
                 None => 0,
             },
-            Value::Array(items) => items.iter_mut().map(|v| self.message(v)).sum(),
+            Value::Array(items) => items.iter_mut().map(|v| self.walk(v, keep)).sum(),
             Value::Object(map) => map
                 .iter_mut()
-                .filter(|(k, _)| !STRUCTURAL.contains(&k.as_str()) && !MESSAGE_IDENTITY.contains(&k.as_str()))
-                .map(|(_, v)| self.message(v))
-                .sum(),
-            _ => 0,
-        }
-    }
-
-    fn json(&self, value: &mut Value, structural: bool) -> usize {
-        match value {
-            Value::String(s) if !(structural && self.pattern.is_none()) => match self.text(s) {
-                Some((new, n)) => {
-                    *s = new;
-                    n
-                }
-                None => 0,
-            },
-            Value::Array(items) => items.iter_mut().map(|v| self.json(v, false)).sum(),
-            Value::Object(map) => map
-                .iter_mut()
-                .map(|(k, v)| self.json(v, STRUCTURAL.contains(&k.as_str())))
+                .filter(|(k, v)| !keep(k, v))
+                .map(|(_, v)| self.walk(v, keep))
                 .sum(),
             _ => 0,
         }

@@ -313,10 +313,7 @@ pub async fn rewrite(
         ));
     }
     let config = deps.config.clone();
-    let prompts: Arc<PromptSet> = match &options.prompt_dir {
-        Some(dir) => Arc::new(PromptSet::load(&PromptDirs::new(Some(dir)))?),
-        None => deps.prompts.clone(),
-    };
+    let prompts = prompts_for(deps, options)?;
     let targets = blocking(|| {
         deps.pool.read(|conn| {
             conversations::get(conn, conversation_id)?;
@@ -445,6 +442,14 @@ pub async fn rewrite(
     Ok(result)
 }
 
+/// The engine's templates, or those of `options.prompt_dir` for this run.
+fn prompts_for(deps: &Deps, options: &RewriteOptions) -> Result<Arc<PromptSet>> {
+    Ok(match &options.prompt_dir {
+        Some(dir) => Arc::new(PromptSet::load(&PromptDirs::new(Some(dir)))?),
+        None => deps.prompts.clone(),
+    })
+}
+
 /// What one summary's rewrite asks the summarizer, before the attempt's target is set.
 struct Prepared {
     vars: PromptVars,
@@ -544,10 +549,7 @@ pub fn preview(
     summary_id: &str,
     options: &RewriteOptions,
 ) -> Result<RewritePreview> {
-    let prompts: Arc<PromptSet> = match &options.prompt_dir {
-        Some(dir) => Arc::new(PromptSet::load(&PromptDirs::new(Some(dir)))?),
-        None => deps.prompts.clone(),
-    };
+    let prompts = prompts_for(deps, options)?;
     let target = deps
         .pool
         .read(|conn| {
@@ -564,12 +566,7 @@ pub fn preview(
     } = prepare(deps, conversation_id, &target, &HashMap::new(), options.timestamps)?;
     let source_tokens = escalation::input_tokens(&request);
     let first = escalation::attempt(&prompts, &deps.config, &vars, &request, source_tokens, false)?;
-    let template_name = format!("{}.tmpl", crate::prompts::name_for_depth(target.depth));
-    let template = prompts
-        .sources()
-        .into_iter()
-        .find(|s| s.name == template_name)
-        .expect("all four templates are loaded");
+    let template = prompts.source(crate::prompts::name_for_depth(target.depth))?;
     Ok(RewritePreview {
         summary_id: target.summary_id,
         kind: target.kind,

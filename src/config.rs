@@ -52,6 +52,14 @@ pub struct Config {
     pub read_only: bool,
     /// With `read_only`: trust that nobody writes the file (SQLite's immutable mode).
     pub immutable: bool,
+    /// Messages a compaction run reads first after the leading summaries (it reads more, in
+    /// doubling windows, when its passes reach further). Not an option: tests set it to 1 to
+    /// show that decisions do not depend on it.
+    pub head_window: usize,
+    /// Rows after a write's changed span it shifts down to keep the first ordinal at 0; past
+    /// that it moves the rows before the span up instead (`compaction::write`). Not an option:
+    /// tests set it to 0 to make every write take the second way.
+    pub shift_down_rows: i64,
     /// Every option with its effective value, as the JS `config` getter shows it.
     resolved: Map<String, Value>,
 }
@@ -99,6 +107,12 @@ enum Default {
 }
 
 const I32: i64 = i32::MAX as i64;
+
+/// `Config::head_window`'s value: about the messages of a few default leaf chunks.
+const HEAD_WINDOW: usize = 512;
+
+/// `Config::shift_down_rows`' value: renumbering this many rows costs about a millisecond.
+const SHIFT_DOWN_ROWS: i64 = 1_000;
 
 /// Every option `LcmEngine.open` accepts. The README's option table is written from this.
 const OPTIONS: &[OptionSpec] = &[
@@ -553,6 +567,8 @@ impl Config {
             presentation,
             read_only,
             immutable,
+            head_window: HEAD_WINDOW,
+            shift_down_rows: SHIFT_DOWN_ROWS,
             resolved: resolved.clone(),
         })
     }

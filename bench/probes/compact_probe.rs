@@ -1,6 +1,8 @@
-//! Full-sweep bookkeeping of the Rust core alone (stub summarizer, no napi), for profiling:
-//! `cargo run --release --example compact_probe -- [messages] [db-path]`. With a db-path that
-//! exists, the ingest is skipped (profile the sweep alone on a copy of a prepared file).
+//! Sweep bookkeeping of the Rust core alone (stub summarizer, no napi), for profiling:
+//! `cargo run --release --example compact_probe -- [messages] [db-path] [iterations] [sweeps]`.
+//! With a db-path that exists, the ingest is skipped (profile the sweep alone on a copy of a
+//! prepared file). With `iterations` (e.g. 12, the default `maxSweepIterations`), `sweeps`
+//! bounded sweeps run one after another, as a host's turns would run them.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -35,8 +37,13 @@ fn main() {
     let given = std::env::args().nth(2).map(std::path::PathBuf::from);
     let reuse = given.as_ref().is_some_and(|p| p.exists());
     let path = given.clone().unwrap_or_else(|| dir.join("c.db"));
+    let iterations: i64 = std::env::args()
+        .nth(3)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1_000_000);
+    let sweeps: usize = std::env::args().nth(4).and_then(|s| s.parse().ok()).unwrap_or(1);
     let config = Config::from_options(
-        &json!({"dbPath": path.to_str().unwrap(), "maxSweepIterations": 1_000_000, "sweepDeadlineMs": 3_600_000}),
+        &json!({"dbPath": path.to_str().unwrap(), "maxSweepIterations": iterations, "sweepDeadlineMs": 3_600_000}),
         None,
     )
     .unwrap();
@@ -65,25 +72,30 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
+    let (mut passes, mut bookkeeping, mut summarizer) = (0i64, 0f64, 0f64);
     let t = Instant::now();
-    let r = rt
-        .block_on(engine.compact(
-            cid,
-            Arc::new(Stub),
-            SweepOptions {
-                token_budget: 128_000,
-                force: true,
-                pass: PassOptions::default(),
-                cancel: None,
-            },
-        ))
-        .unwrap();
-    let passes = r.leaf_passes + r.condensed_passes.values().sum::<i64>();
+    for _ in 0..sweeps {
+        let r = rt
+            .block_on(engine.compact(
+                cid,
+                Arc::new(Stub),
+                SweepOptions {
+                    token_budget: 128_000,
+                    force: true,
+                    pass: PassOptions::default(),
+                    cancel: None,
+                },
+            ))
+            .unwrap();
+        passes += r.leaf_passes + r.condensed_passes.values().sum::<i64>();
+        bookkeeping += r.duration_ms - r.summarizer_ms;
+        summarizer += r.summarizer_ms;
+    }
     println!(
-        "{n} messages: {passes} passes in {:.0} ms ({:.2} ms/pass, summarizer {:.0} ms)",
+        "{n} messages, {sweeps} sweep(s): {passes} passes in {:.0} ms ({:.2} ms/pass, summarizer {:.0} ms)",
         t.elapsed().as_secs_f64() * 1000.0,
-        (r.duration_ms - r.summarizer_ms) / passes as f64,
-        r.summarizer_ms
+        bookkeeping / passes.max(1) as f64,
+        summarizer
     );
     engine.close();
     std::fs::remove_dir_all(dir).ok();

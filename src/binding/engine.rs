@@ -566,7 +566,7 @@ impl LcmEngine {
         })
     }
 
-    /// Checks the invariants (coverage, dense ordinals, DAG facts, SQLite integrity) of one
+    /// Checks the invariants (coverage, contiguous ordinals, DAG facts, SQLite integrity) of one
     /// conversation, or of all, and returns a digest of the stored contents.
     #[napi(ts_return_type = "Promise<VerifyReport>")]
     pub fn verify(

@@ -87,10 +87,11 @@ impl<'a> Run<'a> {
         summarizer: Arc<dyn Summarizer>,
         options: PassOptions,
     ) -> Result<Self> {
+        let config = &deps.config;
         let live = blocking(|| {
             deps.pool.read(|conn| {
                 conversations::get(conn, conversation_id)?;
-                LiveContext::load(conn, conversation_id)
+                LiveContext::load_window(conn, conversation_id, config.fresh_tail_count, config.head_window)
             })
         })?;
         Ok(Run {
@@ -108,6 +109,23 @@ impl<'a> Run<'a> {
 
     fn config(&self) -> &Config {
         &self.deps.config
+    }
+
+    /// Runs a selection on the model, reading more of the live context (in windows that
+    /// double) while the answer depends on items not read yet.
+    fn select<T>(&mut self, pick: impl Fn(&LiveContext, &Config) -> model::Pick<T>) -> Result<T> {
+        loop {
+            match pick(&self.live, &self.deps.config) {
+                Ok(v) => return Ok(v),
+                Err(model::ReadMore) => {
+                    let n = self.live.items.len().max(self.deps.config.head_window);
+                    let (pool, live) = (&self.deps.pool, &mut self.live);
+                    let read = blocking(|| pool.read(|conn| live.read_more(conn, n)))?;
+                    // What was read is part of what the pending passes are planned on.
+                    self.baseline.add(&self.live.items[read]);
+                }
+            }
+        }
     }
 
     /// Contents (and file ids) of `ids`, from this run's cache or the database.
@@ -251,7 +269,7 @@ impl<'a> Run<'a> {
 
     /// One leaf pass over the oldest chunk outside the fresh tail; `None` when there is none.
     async fn leaf_pass(&mut self) -> std::result::Result<Option<PassResult>, LcmError> {
-        let Some(chunk) = self.live.leaf_chunk(self.config()) else {
+        let Some(chunk) = self.select(|live, config| live.leaf_chunk(config))? else {
             return Ok(None);
         };
         let items = &self.live.items[chunk.start..chunk.start + chunk.len];
@@ -319,7 +337,8 @@ impl<'a> Run<'a> {
         hard: bool,
         only_depth: Option<i64>,
     ) -> std::result::Result<Option<PassResult>, LcmError> {
-        let Some((depth, chunk)) = self.live.condensation_candidate(self.config(), hard, only_depth) else {
+        let Some((depth, chunk)) = self.select(|live, config| live.condensation_candidate(config, hard, only_depth))?
+        else {
             return Ok(None);
         };
         let inputs: Vec<Box<Item>> = self.live.items[chunk.start..chunk.start + chunk.len].to_vec();
@@ -419,13 +438,14 @@ impl<'a> Run<'a> {
         let pending = std::mem::take(&mut self.pending);
         self.pending_since = None;
         let flags = self.deps.flags;
+        let keep_start = self.deps.config.shift_down_rows;
         let baseline = &self.baseline;
         let live = &mut self.live;
         let started = Instant::now();
         blocking(|| {
             self.deps
                 .pool
-                .write(|conn| write::write_passes(conn, flags, baseline, live, &pending))
+                .write(|conn| write::write_passes(conn, flags, baseline, live, &pending, keep_start))
         })?;
         self.last_write = started.elapsed();
         self.baseline = Baseline::of(&self.live);

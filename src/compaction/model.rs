@@ -1,10 +1,17 @@
-//! The live context of one conversation, held in memory while passes are planned. It is read
-//! once (one query), then each pass edits it the way the database will be edited, so a sweep
-//! never re-reads the history and selection stays O(live items).
+//! The live context of one conversation, held in memory while passes are planned. Each pass
+//! edits it the way the database will be edited, so a sweep never re-reads what it has read.
+//!
+//! Compaction reads it partly (`load_window`): the oldest items (every leading summary and a
+//! window of messages), the protected tail, and, for the unread middle, what the live totals
+//! say it holds. Passes work on the oldest items, so a bounded sweep over a 50,000-message
+//! history reads what its passes touch, not the history. Selection reports `ReadMore` when its
+//! answer could depend on the unread middle; the caller reads more and asks again, so every
+//! decision is the one the fully read context would make.
 
 use rusqlite::{params, Connection};
 
 use crate::config::Config;
+use crate::db::totals;
 use crate::error::Result;
 
 /// What a context item points at.
@@ -56,12 +63,39 @@ impl Item {
 #[derive(Clone, Debug)]
 pub struct LiveContext {
     pub conversation_id: i64,
+    /// The items read, in order; with a gap, `items[..gap.at]` are the oldest ones and
+    /// `items[gap.at..]` the newest ones.
     pub items: Vec<Box<Item>>,
     /// Highest database ordinal the model knows; items appended later (by ingest) sit above it.
     pub last_db_ordinal: i64,
-    /// Σ tokens of `items`, kept up to date by `replace`.
+    /// Σ tokens of the live context (read items and the gap), kept up to date by `replace`.
     total_tokens: i64,
+    /// The live items between the oldest and the newest read ones, not read (None: all read).
+    pub gap: Option<Gap>,
 }
+
+/// The unread middle of a partly read live context: where it sits, and what the live totals
+/// say it holds.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Gap {
+    /// Index in `items` of the first item after it.
+    pub at: usize,
+    /// It holds the live items with `after < ordinal < before`.
+    pub after: i64,
+    pub before: i64,
+    /// Summary items in it, and its tokens (messages' and all), from the live totals.
+    pub summaries: i64,
+    pub message_tokens: i64,
+    pub tokens: i64,
+}
+
+/// A selection on a partly read context whose answer could depend on items not read yet: read
+/// more (`LiveContext::read_more`) and select again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadMore;
+
+/// What a selection returns on a partly read context.
+pub type Pick<T> = std::result::Result<T, ReadMore>;
 
 /// A live context item.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -217,11 +251,140 @@ impl LiveContext {
             items,
             last_db_ordinal,
             total_tokens,
+            gap: None,
         }
     }
 
-    /// The live items as the API lists them.
+    /// Reads the context as compaction needs it: the items `tail_start(fresh_tail_count)`
+    /// protects (newest first), then the oldest items (every summary before the first message,
+    /// and `window` messages), in one snapshot with the live totals, which describe the unread
+    /// middle. A context that short is read whole.
+    pub fn load_window(
+        conn: &Connection,
+        conversation_id: i64,
+        fresh_tail_count: i64,
+        window: usize,
+    ) -> Result<LiveContext> {
+        let snapshot = conn.unchecked_transaction()?;
+        let conn: &Connection = &snapshot;
+        // The tail, walked back exactly as `tail_start` walks it.
+        let mut tail: Vec<Box<Item>> = Vec::new();
+        let mut last = -1;
+        let mut tail_first = i64::MAX;
+        let mut whole = true;
+        if fresh_tail_count > 0 {
+            let sql = format!("{ITEM_QUERY} ORDER BY ci.ordinal DESC");
+            let mut stmt = conn.prepare_cached(&sql)?;
+            let mut rows = stmt.query(params![conversation_id])?;
+            let (mut counted, mut user_seen) = (0, false);
+            while let Some(r) = rows.next()? {
+                let (ordinal, item) = item_from_row(r)?;
+                if last < 0 {
+                    last = ordinal;
+                }
+                tail_first = ordinal;
+                let Some(item) = item else { continue };
+                if item.is_message() {
+                    counted += 1;
+                    user_seen |= item.role.as_deref() == Some("user");
+                }
+                tail.push(item);
+                if counted >= fresh_tail_count && user_seen {
+                    whole = false;
+                    break;
+                }
+            }
+            tail.reverse();
+            if whole {
+                return Ok(LiveContext::new(conversation_id, tail, last));
+            }
+        } else {
+            last = conn
+                .prepare_cached("SELECT COALESCE(MAX(ordinal), -1) FROM context_items WHERE conversation_id = ?1")?
+                .query_row(params![conversation_id], |r| r.get(0))?;
+        }
+        // The oldest items, up to the tail.
+        let sql = format!("{ITEM_QUERY} AND ci.ordinal < ?2 ORDER BY ci.ordinal");
+        let mut stmt = conn.prepare_cached(&sql)?;
+        let mut rows = stmt.query(params![conversation_id, tail_first])?;
+        let mut items: Vec<Box<Item>> = Vec::new();
+        let (mut messages, mut head_last) = (0, None);
+        let mut more = false;
+        while let Some(r) = rows.next()? {
+            if messages >= window.max(1) {
+                more = true;
+                break;
+            }
+            let (ordinal, item) = item_from_row(r)?;
+            head_last = Some(ordinal);
+            let Some(item) = item else { continue };
+            messages += usize::from(item.is_message());
+            items.push(item);
+        }
+        drop(rows);
+        let at = items.len();
+        items.extend(tail);
+        let mut ctx = LiveContext::new(conversation_id, items, last);
+        if more {
+            // What the totals hold beyond the items read is the gap.
+            let t = totals::load(conn, conversation_id)?;
+            let read_summaries = ctx.items.iter().filter(|i| !i.is_message()).count() as i64;
+            let read_message_tokens: i64 = ctx.items.iter().filter(|i| i.is_message()).map(|i| i.tokens).sum();
+            let gap = Gap {
+                at,
+                after: head_last.unwrap_or(-1),
+                before: tail_first,
+                summaries: (t.summaries - read_summaries).max(0),
+                message_tokens: (t.message_tokens - read_message_tokens).max(0),
+                tokens: (t.tokens() - ctx.total_tokens).max(0),
+            };
+            ctx.total_tokens += gap.tokens;
+            ctx.gap = Some(gap);
+        }
+        Ok(ctx)
+    }
+
+    /// Reads up to `n` more items of the gap, oldest first (at least one while it has any);
+    /// the gap closes when none is left. Returns the index range of the items read.
+    pub fn read_more(&mut self, conn: &Connection, n: usize) -> Result<std::ops::Range<usize>> {
+        let Some(gap) = self.gap.as_mut() else {
+            return Ok(0..0);
+        };
+        let sql = format!("{ITEM_QUERY} AND ci.ordinal > ?2 AND ci.ordinal < ?3 ORDER BY ci.ordinal LIMIT ?4");
+        let mut stmt = conn.prepare_cached(&sql)?;
+        let mut rows = stmt.query(params![self.conversation_id, gap.after, gap.before, n.max(1) as i64])?;
+        let mut read = Vec::new();
+        let mut rows_read = 0;
+        while let Some(r) = rows.next()? {
+            let (ordinal, item) = item_from_row(r)?;
+            rows_read += 1;
+            gap.after = ordinal;
+            read.extend(item);
+        }
+        for item in &read {
+            gap.tokens = (gap.tokens - item.tokens).max(0);
+            if item.is_message() {
+                gap.message_tokens = (gap.message_tokens - item.tokens).max(0);
+            } else {
+                gap.summaries = (gap.summaries - 1).max(0);
+            }
+        }
+        let at = gap.at;
+        gap.at += read.len();
+        let closed = rows_read < n.max(1) || gap.after + 1 >= gap.before;
+        if closed {
+            // What the totals said was left is not there: the read items count as they are.
+            self.total_tokens -= gap.tokens;
+            self.gap = None;
+        }
+        let range = at..at + read.len();
+        self.items.splice(at..at, read);
+        Ok(range)
+    }
+
+    /// The live items as the API lists them (of a context read whole).
     pub fn entries(&self) -> Vec<ContextEntry> {
+        debug_assert!(self.gap.is_none(), "entries of a partly read context");
         self.items
             .iter()
             .enumerate()
@@ -280,46 +443,60 @@ impl LiveContext {
     /// Raw-message tokens outside the fresh tail (the leaf trigger's measure).
     pub fn raw_tokens_outside_tail(&self, fresh_tail_count: i64) -> i64 {
         let end = self.tail_start(fresh_tail_count);
-        self.items[..end]
+        let read: i64 = self.items[..end]
             .iter()
             .filter(|i| i.is_message())
             .map(|i| i.tokens)
-            .sum()
+            .sum();
+        read + self.gap.as_ref().map_or(0, |g| g.message_tokens)
     }
 
     /// The oldest run of raw messages outside the tail, up to `leafChunkTokens` (a single
     /// larger message is taken alone).
-    pub fn leaf_chunk(&self, config: &Config) -> Option<Chunk> {
-        self.oldest_run(config, Item::is_message)
+    pub fn leaf_chunk(&self, config: &Config) -> Pick<Option<Chunk>> {
+        // The gap may hold messages (it usually holds nothing else).
+        self.oldest_run(config, Item::is_message, self.gap.is_some())
     }
 
     /// The oldest contiguous run of summaries at `depth` outside the tail, up to
     /// `leafChunkTokens` of input.
-    pub fn run_at_depth(&self, config: &Config, depth: i64) -> Option<Chunk> {
-        self.oldest_run(config, |item| item.depth() == Some(depth))
+    pub fn run_at_depth(&self, config: &Config, depth: i64) -> Pick<Option<Chunk>> {
+        self.oldest_run(
+            config,
+            |item| item.depth() == Some(depth),
+            self.gap.as_ref().is_some_and(|g| g.summaries > 0),
+        )
     }
 
     /// The oldest contiguous run of items that are `wanted`, outside the tail, up to
-    /// `leafChunkTokens` (a first item larger than that is taken alone).
-    fn oldest_run(&self, config: &Config, wanted: impl Fn(&Item) -> bool) -> Option<Chunk> {
+    /// `leafChunkTokens` (a first item larger than that is taken alone). `gap_may_hold` says
+    /// whether the gap can hold wanted items: if not, a run that reaches it ends there.
+    fn oldest_run(&self, config: &Config, wanted: impl Fn(&Item) -> bool, gap_may_hold: bool) -> Pick<Option<Chunk>> {
         let end = self.tail_start(config.fresh_tail_count);
-        let start = (0..end).find(|&i| wanted(&self.items[i]))?;
+        let read_end = self.gap.as_ref().map_or(end, |g| g.at.min(end));
+        let Some(start) = (0..read_end).find(|&i| wanted(&self.items[i])) else {
+            return if gap_may_hold { Err(ReadMore) } else { Ok(None) };
+        };
         let mut tokens = 0;
         let mut len = 0;
-        for item in &self.items[start..end] {
-            if !wanted(item) {
-                break;
-            }
-            if len > 0 && tokens + item.tokens > config.leaf_chunk_tokens {
+        let mut ended = false;
+        for item in &self.items[start..read_end] {
+            if !wanted(item) || (len > 0 && tokens + item.tokens > config.leaf_chunk_tokens) {
+                ended = true;
                 break;
             }
             tokens += item.tokens;
             len += 1;
             if tokens >= config.leaf_chunk_tokens {
+                ended = true;
                 break;
             }
         }
-        Some(Chunk { start, len, tokens })
+        if !ended && gap_may_hold && self.gap.as_ref().is_some_and(|g| g.at == read_end) {
+            // The run reaches the gap, whose first items may continue it.
+            return Err(ReadMore);
+        }
+        Ok(Some(Chunk { start, len, tokens }))
     }
 
     /// Minimum run length to condense summaries of `depth`.
@@ -340,19 +517,29 @@ impl LiveContext {
 
     /// The shallowest depth with an eligible run (fanout and minimum tokens), and that run.
     /// `only_depth` restricts the search to one input depth.
-    pub fn condensation_candidate(&self, config: &Config, hard: bool, only_depth: Option<i64>) -> Option<(i64, Chunk)> {
+    pub fn condensation_candidate(
+        &self,
+        config: &Config,
+        hard: bool,
+        only_depth: Option<i64>,
+    ) -> Pick<Option<(i64, Chunk)>> {
+        if self.gap.as_ref().is_some_and(|g| g.summaries > 0) {
+            // Which depths exist, and where their oldest runs are, depends on the gap.
+            return Err(ReadMore);
+        }
         let end = self.tail_start(config.fresh_tail_count);
         let mut depths: Vec<i64> = self.items[..end].iter().filter_map(|i| i.depth()).collect();
         depths.sort_unstable();
         depths.dedup();
-        depths
-            .into_iter()
-            .filter(|d| only_depth.is_none_or(|o| o == *d))
-            .find_map(|d| {
-                let run = self.run_at_depth(config, d)?;
-                (run.len as i64 >= Self::fanout(config, d, hard) && run.tokens >= Self::min_condensed_tokens(config))
-                    .then_some((d, run))
-            })
+        for d in depths.into_iter().filter(|d| only_depth.is_none_or(|o| o == *d)) {
+            let Some(run) = self.run_at_depth(config, d)? else {
+                continue;
+            };
+            if run.len as i64 >= Self::fanout(config, d, hard) && run.tokens >= Self::min_condensed_tokens(config) {
+                return Ok(Some((d, run)));
+            }
+        }
+        Ok(None)
     }
 
     /// Summary items before index `before` (newest first), up to `limit`, optionally of one
@@ -374,6 +561,10 @@ impl LiveContext {
 
     /// Replaces the chunk with one new summary item (not yet in the database).
     pub fn replace(&mut self, chunk: &Chunk, item: Item) {
+        if let Some(gap) = self.gap.as_mut() {
+            debug_assert!(chunk.start + chunk.len <= gap.at, "a chunk beyond the read items");
+            gap.at -= chunk.len - 1;
+        }
         self.total_tokens += item.tokens;
         for removed in self
             .items
@@ -468,11 +659,11 @@ mod tests {
         let cfg = config(2, 8);
         assert_eq!(
             c.leaf_chunk(&cfg),
-            Some(Chunk {
+            Ok(Some(Chunk {
                 start: 1,
                 len: 2,
                 tokens: 8
-            })
+            }))
         );
         // A single message above the budget is taken alone.
         let c = ctx(vec![
@@ -483,15 +674,15 @@ mod tests {
         ]);
         assert_eq!(
             c.leaf_chunk(&cfg),
-            Some(Chunk {
+            Ok(Some(Chunk {
                 start: 0,
                 len: 1,
                 tokens: 50
-            })
+            }))
         );
         // Nothing outside the tail: no chunk.
         let c = ctx(vec![msg(1, "user", 1), msg(2, "assistant", 1)]);
-        assert_eq!(c.leaf_chunk(&cfg), None);
+        assert_eq!(c.leaf_chunk(&cfg), Ok(None));
     }
 
     #[test]
@@ -508,10 +699,10 @@ mod tests {
         // Minimum input: max(condensedTargetTokens 10, 500 / 10) = 50 tokens.
         let cfg = config(2, 500);
         // Depth 0 has only 3 leaves (< 8): depth 1 with 4 nodes is the candidate.
-        let (d, run) = c.condensation_candidate(&cfg, false, None).unwrap();
+        let (d, run) = c.condensation_candidate(&cfg, false, None).unwrap().unwrap();
         assert_eq!((d, run.start, run.len), (1, 0, 4));
         // With the hard fanout (2), depth 0 goes first.
-        let (d, run) = c.condensation_candidate(&cfg, true, None).unwrap();
+        let (d, run) = c.condensation_candidate(&cfg, true, None).unwrap().unwrap();
         assert_eq!((d, run.start, run.len), (0, 4, 3));
         // A depth break ends a run: it never mixes depths.
         let c = ctx(vec![
@@ -521,7 +712,7 @@ mod tests {
             sum("c", 0, 20),
             msg(1, "user", 1),
         ]);
-        let run = c.run_at_depth(&cfg, 0).unwrap();
+        let run = c.run_at_depth(&cfg, 0).unwrap().unwrap();
         assert_eq!((run.start, run.len), (0, 2));
     }
 
@@ -534,8 +725,8 @@ mod tests {
         let c = ctx(items);
         let mut cfg = config(1, 50);
         cfg.condensed_target_tokens = 100;
-        assert!(c.condensation_candidate(&cfg, false, None).is_none());
+        assert_eq!(c.condensation_candidate(&cfg, false, None), Ok(None));
         cfg.condensed_target_tokens = 8;
-        assert!(c.condensation_candidate(&cfg, false, None).is_some());
+        assert!(matches!(c.condensation_candidate(&cfg, false, None), Ok(Some(_))));
     }
 }

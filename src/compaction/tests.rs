@@ -92,6 +92,11 @@ impl Summarizer for Scripted {
 }
 
 pub(crate) fn engine_with(dir: &tempfile::TempDir, extra: Value) -> Engine {
+    engine_tuned(dir, extra, |_| {})
+}
+
+/// `engine_with`, with the config's internal settings changed by `tune`.
+pub(crate) fn engine_tuned(dir: &tempfile::TempDir, extra: Value, tune: impl FnOnce(&mut Config)) -> Engine {
     let mut opts = json!({
         "dbPath": dir.path().join("lcm.db").to_string_lossy(),
         "freshTailCount": 8,
@@ -103,7 +108,9 @@ pub(crate) fn engine_with(dir: &tempfile::TempDir, extra: Value) -> Engine {
     for (k, v) in extra.as_object().unwrap() {
         opts[k] = v.clone();
     }
-    Engine::open(Config::from_options(&opts, None).unwrap()).unwrap()
+    let mut config = Config::from_options(&opts, None).unwrap();
+    tune(&mut config);
+    Engine::open(config).unwrap()
 }
 
 /// An engine (in a temp dir, kept alive by the first element) with `synthetic(n, chars)`

@@ -2,7 +2,8 @@
 //!
 //! - Coverage: every message of a conversation is either a live item or covered by exactly one
 //!   live summary (through `summary_messages` / `summary_parents`), and the live items cover
-//!   the conversation in order with dense ordinals 0..n-1.
+//!   the conversation in order with contiguous ordinals k..k+n-1 (k is 0 until a write moves
+//!   the rows before its span up: `compaction::write`).
 //! - DAG facts: a condensed node's inputs share one depth, its depth is that + 1,
 //!   `descendant_count` = Σ(input + 1), and its range spans its inputs'.
 //! - The stored live totals equal the sums over the live items.
@@ -275,10 +276,11 @@ pub fn verify(conn: &Connection, only: Option<i64>) -> Result<VerifyReport> {
             .query_map(params![cid], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
             .collect::<std::result::Result<_, _>>()?;
         let mut covered: Vec<i64> = Vec::new();
+        let first = items.first().map_or(0, |i| i.0);
         for (i, (ordinal, kind, mid, sid)) in items.iter().enumerate() {
-            if *ordinal != i as i64 {
+            if *ordinal != first + i as i64 {
                 problems.push(format!(
-                    "conversation {cid}: ordinal {ordinal} at position {i} (not dense)"
+                    "conversation {cid}: ordinal {ordinal} at position {i} after {first} (not contiguous)"
                 ));
                 break;
             }

@@ -1,8 +1,14 @@
 //! Writing passes. One transaction writes one or more finished passes: their summary rows,
 //! lineage links and FTS rows, and the context rewrite (covered items replaced by their
-//! summaries, ordinals dense 0..n-1). Before writing it checks that the items the passes were
-//! planned on are still exactly where they were; if not (another process compacted the same
-//! conversation), it writes nothing and fails with E_STALE.
+//! summaries). Before writing it checks that the rows it moves are exactly where the passes
+//! planned on them; if not (another process compacted the same conversation), it writes nothing
+//! and fails with E_STALE.
+//!
+//! Ordinals stay contiguous and in order, but a write moves only one side of what changed: the
+//! rows after it shift down (the first ordinal stays 0) while that is cheap, else the rows
+//! before it shift up. A pass over the oldest messages of a 50,000-item history thus moves the
+//! few summaries before it instead of renumbering the 50,000 rows after it. lossless-claw reads
+//! ordinals for their order only, and renumbers from 0 when it writes.
 
 use rusqlite::{params, Connection, TransactionBehavior};
 use sha2::{Digest, Sha256};
@@ -42,41 +48,48 @@ impl Baseline {
             last_db_ordinal: ctx.last_db_ordinal,
         }
     }
+
+    /// Adds items read after the baseline was taken (`LiveContext::read_more`).
+    pub fn add(&mut self, items: &[Box<super::model::Item>]) {
+        let read: Vec<(i64, ItemRef)> = items
+            .iter()
+            .filter_map(|i| i.db_ordinal.map(|o| (o, i.r.clone())))
+            .collect();
+        let Some((first, _)) = read.first() else { return };
+        let at = self.items.partition_point(|(o, _)| o < first);
+        self.items.splice(at..at, read);
+    }
 }
 
 /// Writes `new` and rewrites the context to `ctx` (the model after the passes), in one
-/// transaction. `baseline` is the state the passes were planned on. On success `ctx` is in
-/// sync with the database (dense ordinals).
+/// transaction. `baseline` is the state the passes were planned on. On success `ctx` holds the
+/// ordinals the rows now have. `keep_start_rows`: up to this many rows after the changed span
+/// are shifted down rather than the rows before it up (see the module's doc).
 pub fn write_passes(
     conn: &mut Connection,
     flags: SchemaFlags,
     baseline: &Baseline,
     ctx: &mut LiveContext,
     new: &[NewSummary],
+    keep_start_rows: i64,
 ) -> Result<()> {
     if new.is_empty() {
         return Ok(());
     }
     let cid = ctx.conversation_id;
-    // The first position the passes changed: items before it keep their ordinals.
-    let first_changed = ctx
-        .items
-        .iter()
-        .enumerate()
-        .find(|(i, item)| item.db_ordinal != Some(*i as i64))
-        .map(|(i, _)| i as i64)
-        .unwrap_or(ctx.items.len() as i64);
+    let rewrite = Rewrite::of(baseline, ctx, keep_start_rows)?;
     let now = time::now_sqlite();
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
 
-    // 1. The items from `first_changed` on must be exactly those the passes were planned on.
+    // 1. The rows the rewrite moves must be exactly those the passes were planned on.
     {
+        let (lo, hi) = rewrite.checked;
         let mut stmt = tx.prepare_cached(
             "SELECT ordinal, item_type, message_id, summary_id FROM context_items
              WHERE conversation_id = ?1 AND ordinal >= ?2 AND ordinal <= ?3 ORDER BY ordinal",
         )?;
-        let mut rows = stmt.query(params![cid, first_changed, baseline.last_db_ordinal])?;
-        let mut expected = baseline.items.iter().filter(|(o, _)| *o >= first_changed);
+        let mut rows = stmt.query(params![cid, lo, hi])?;
+        let mut expected = baseline.items.iter().filter(|(o, _)| *o >= lo && *o <= hi);
         while let Some(r) = rows.next()? {
             let ordinal: i64 = r.get(0)?;
             let kind: String = r.get(1)?;
@@ -98,71 +111,119 @@ pub fn write_passes(
     // 2. Summary rows, lineage and scores.
     summaries::insert(&tx, flags, cid, &now, new)?;
 
-    // 3. The context, rewritten in place so that only real changes touch rows (and fire the
-    //    live-totals triggers): every item from `first_changed` on moves to a negative
-    //    temporary ordinal, consumed items are deleted, each run of survivors moves to its new
-    //    place in one UPDATE, items appended meanwhile (by ingest) follow the model, and the new
-    //    summaries are inserted into the gaps. Rows that stay keep their `created_at`.
-    let final_len = ctx.items.len() as i64;
-    let delta = final_len - (baseline.last_db_ordinal + 1);
-    let plan = RewritePlan::of(baseline, ctx, first_changed);
-    tx.prepare_cached("UPDATE context_items SET ordinal = -1 - ordinal WHERE conversation_id = ?1 AND ordinal >= ?2")?
-        .execute(params![cid, first_changed])?;
+    // 3. The context, rewritten so that only real changes touch rows (and fire the live-totals
+    //    triggers): the moving rows go to negative temporary ordinals, consumed items are
+    //    deleted, each run of survivors moves to its new place in one UPDATE, the rows beyond
+    //    the model (the unread middle, the tail, items appended meanwhile) shift together, and
+    //    the new summaries are inserted into the gaps. Rows that stay keep their `created_at`.
+    let (from, to) = rewrite.moved;
+    tx.prepare_cached(
+        "UPDATE context_items SET ordinal = -1 - ordinal WHERE conversation_id = ?1 AND ordinal >= ?2 AND ordinal <= ?3",
+    )?
+    .execute(params![cid, from, to])?;
     {
         let mut delete = tx.prepare_cached(
             "DELETE FROM context_items WHERE conversation_id = ?1 AND ordinal >= -1 - ?3 AND ordinal <= -1 - ?2",
         )?;
-        for (from, to) in &plan.consumed {
+        for (from, to) in &rewrite.consumed {
             delete.execute(params![cid, from, to])?;
         }
         let mut shift = tx.prepare_cached(
             "UPDATE context_items SET ordinal = (-1 - ordinal) + ?4
              WHERE conversation_id = ?1 AND ordinal >= -1 - ?3 AND ordinal <= -1 - ?2",
         )?;
-        for (from, to, by) in &plan.survivors {
+        for (from, to, by) in &rewrite.survivors {
             shift.execute(params![cid, from, to, by])?;
         }
-        // Appended meanwhile: everything still negative lies after the baseline.
-        tx.prepare_cached(
-            "UPDATE context_items SET ordinal = (-1 - ordinal) + ?2 WHERE conversation_id = ?1 AND ordinal < 0",
-        )?
-        .execute(params![cid, delta])?;
+        if rewrite.rest_moved {
+            tx.prepare_cached(
+                "UPDATE context_items SET ordinal = (-1 - ordinal) + ?2 WHERE conversation_id = ?1 AND ordinal < 0",
+            )?
+            .execute(params![cid, rewrite.rest_shift])?;
+        }
         let mut insert = tx.prepare_cached(
             "INSERT INTO context_items (conversation_id, ordinal, item_type, summary_id, created_at)
              VALUES (?1, ?2, 'summary', ?3, ?4)",
         )?;
-        for (i, item) in ctx.items.iter().enumerate().skip(first_changed as usize) {
-            if let (None, ItemRef::Summary(id)) = (item.db_ordinal, &item.r) {
-                insert.execute(params![cid, i as i64, id, now])?;
+        for i in rewrite.renumbered.clone() {
+            if let (None, ItemRef::Summary(id)) = (ctx.items[i].db_ordinal, &ctx.items[i].r) {
+                insert.execute(params![cid, rewrite.ordinal_of(i), id, now])?;
             }
         }
     }
     // 4. Full-text rows last (see `summaries::insert_fts`).
     summaries::insert_fts(&tx, flags, new)?;
     tx.commit()?;
-
-    for (i, item) in ctx.items.iter_mut().enumerate() {
-        item.db_ordinal = Some(i as i64);
-    }
-    ctx.last_db_ordinal = final_len - 1;
+    rewrite.sync(ctx);
     Ok(())
 }
 
-/// How the rows from the first changed ordinal on move: inclusive ranges of baseline ordinals.
+/// How one write moves the rows of the live context. The passes replaced runs of items by
+/// summaries, so the final list differs from the baseline in one span: from its first new
+/// item (`f`) to its last (`l`), which covers the baseline rows `o1..=o2`.
 #[derive(Debug, PartialEq, Eq)]
-struct RewritePlan {
-    /// Ranges the passes consumed (now covered by a new summary): deleted.
+struct Rewrite {
+    /// Final indexes whose rows get new ordinals: `f..=l`, or `0..=l` when the front moves.
+    renumbered: std::ops::RangeInclusive<usize>,
+    /// New ordinal of final index `i` in `renumbered`: `base + i`.
+    base: i64,
+    /// Rows moved to temporary ordinals (inclusive), and rows checked against the baseline.
+    moved: (i64, i64),
+    checked: (i64, i64),
+    /// Baseline ranges the passes consumed: deleted.
     consumed: Vec<(i64, i64)>,
-    /// Runs of surviving items that move together: (from, to, shift to the new ordinal).
+    /// Runs of surviving rows that move together: (from, to, shift to the new ordinal).
     survivors: Vec<(i64, i64, i64)>,
+    /// Whether rows after the span were moved too, and their shift (`-k`, the rows it lost).
+    rest_moved: bool,
+    rest_shift: i64,
+    /// Shift of the model's items after the span (0 when the front moves).
+    after_shift: i64,
 }
 
-impl RewritePlan {
-    fn of(baseline: &Baseline, ctx: &LiveContext, first_changed: i64) -> RewritePlan {
+impl Rewrite {
+    fn of(baseline: &Baseline, ctx: &LiveContext, keep_start_rows: i64) -> Result<Rewrite> {
+        let items = &ctx.items;
+        let (Some(f), Some(l)) = (
+            items.iter().position(|i| i.db_ordinal.is_none()),
+            items.iter().rposition(|i| i.db_ordinal.is_none()),
+        ) else {
+            return Err(crate::error::LcmError::Internal(
+                "passes to write but no new summary in the live context".into(),
+            ));
+        };
+        let ordinals = || baseline.items.iter().map(|(o, _)| *o);
+        let first = ordinals().next().unwrap_or(0);
+        let o1 = match f {
+            0 => first,
+            _ => {
+                let before = items[f - 1].db_ordinal.unwrap_or(i64::MIN);
+                ordinals().find(|o| *o > before).unwrap_or(before + 1)
+            }
+        };
+        let o2 = match items.get(l + 1).and_then(|i| i.db_ordinal) {
+            Some(after) => ordinals().rfind(|o| *o < after).unwrap_or(after - 1),
+            None => ordinals().next_back().unwrap_or(ctx.last_db_ordinal),
+        };
+        // The span lost `k` rows; rows after it number about `last - o2` (more if appended).
+        let k = (o2 - o1 + 1) - (l - f + 1) as i64;
+        let after = ctx.last_db_ordinal - o2;
+        let front = k > 0 && after > keep_start_rows.max(f as i64);
+        let (renumbered, base, moved, checked) = if front {
+            // The rows up to the span's end end where it ended; the rows after it stay put.
+            (0..=l, o2 - l as i64, (first, o2), (i64::MIN, o2))
+        } else if k == 0 {
+            // One item for one: nothing outside the span moves.
+            (f..=l, o1 - f as i64, (o1, o2), (o1, o2))
+        } else {
+            (f..=l, o1 - f as i64, (o1, i64::MAX), (o1, o2))
+        };
+        let rest_moved = !front && k != 0;
+        let (rest_shift, after_shift) = if rest_moved { (-k, -k) } else { (0, 0) };
         let mut survivors: Vec<(i64, i64, i64)> = Vec::new();
-        for (i, item) in ctx.items.iter().enumerate().skip(first_changed as usize) {
-            let Some(o) = item.db_ordinal else { continue };
-            let by = i as i64 - o;
+        for i in renumbered.clone() {
+            let Some(o) = items[i].db_ordinal else { continue };
+            let by = base + i as i64 - o;
             match survivors.last_mut() {
                 Some((_, to, run_by)) if *to + 1 == o && *run_by == by => *to = o,
                 _ => survivors.push((o, o, by)),
@@ -170,19 +231,51 @@ impl RewritePlan {
         }
         let mut kept = survivors.iter().peekable();
         let mut consumed: Vec<(i64, i64)> = Vec::new();
-        for (o, _) in baseline.items.iter().filter(|(o, _)| *o >= first_changed) {
-            while kept.peek().is_some_and(|(_, to, _)| to < o) {
+        for o in ordinals().filter(|o| *o >= checked.0 && *o <= checked.1) {
+            while kept.peek().is_some_and(|(_, to, _)| *to < o) {
                 kept.next();
             }
-            if kept.peek().is_some_and(|(from, to, _)| from <= o && o <= to) {
+            if kept.peek().is_some_and(|(from, to, _)| *from <= o && o <= *to) {
                 continue;
             }
             match consumed.last_mut() {
-                Some((_, to)) if *to + 1 == *o => *to = *o,
-                _ => consumed.push((*o, *o)),
+                Some((_, to)) if *to + 1 == o => *to = o,
+                _ => consumed.push((o, o)),
             }
         }
-        RewritePlan { consumed, survivors }
+        Ok(Rewrite {
+            renumbered,
+            base,
+            moved,
+            checked,
+            consumed,
+            survivors,
+            rest_moved,
+            rest_shift,
+            after_shift,
+        })
+    }
+
+    fn ordinal_of(&self, i: usize) -> i64 {
+        self.base + i as i64
+    }
+
+    /// Puts the ordinals the rows now have into the model.
+    fn sync(&self, ctx: &mut LiveContext) {
+        let end = *self.renumbered.end();
+        for i in self.renumbered.clone() {
+            ctx.items[i].db_ordinal = Some(self.ordinal_of(i));
+        }
+        if self.after_shift != 0 {
+            for item in &mut ctx.items[end + 1..] {
+                item.db_ordinal = item.db_ordinal.map(|o| o + self.after_shift);
+            }
+            if let Some(gap) = ctx.gap.as_mut() {
+                gap.after += self.after_shift;
+                gap.before = gap.before.saturating_add(self.after_shift);
+            }
+            ctx.last_db_ordinal += self.after_shift;
+        }
     }
 }
 
@@ -232,24 +325,73 @@ mod tests {
         })
     }
 
+    fn baseline(n: i64) -> Baseline {
+        Baseline {
+            items: (0..n).map(|o| (o, ItemRef::Message(o + 100))).collect(),
+            last_db_ordinal: n - 1,
+        }
+    }
+
+    fn kept(o: i64) -> Box<super::super::model::Item> {
+        item(ItemRef::Message(o + 100), Some(o))
+    }
+
+    fn new(id: &str) -> Box<super::super::model::Item> {
+        item(ItemRef::Summary(id.into()), None)
+    }
+
     #[test]
-    fn the_rewrite_moves_runs_of_survivors_and_deletes_consumed_ranges() {
+    fn a_short_suffix_shifts_down_and_the_first_ordinal_stays_0() {
         // Baseline 0..=9; the passes replaced 2..=5 by one summary and 7..=8 by another.
-        let baseline = Baseline {
-            items: (0..10).map(|o| (o, ItemRef::Message(o + 100))).collect(),
-            last_db_ordinal: 9,
-        };
-        let kept = |o: i64| item(ItemRef::Message(o + 100), Some(o));
-        let new = |id: &str| item(ItemRef::Summary(id.into()), None);
         let ctx = LiveContext::new(1, vec![kept(0), kept(1), new("s1"), kept(6), new("s2"), kept(9)], 9);
-        let plan = RewritePlan::of(&baseline, &ctx, 2);
+        let r = Rewrite::of(&baseline(10), &ctx, 1_000).unwrap();
+        assert_eq!(r.renumbered, 2..=4);
+        assert_eq!((r.ordinal_of(2), r.ordinal_of(4)), (2, 4));
+        assert_eq!(r.consumed, vec![(2, 5), (7, 8)]);
+        assert_eq!(r.survivors, vec![(6, 6, -3)]);
+        assert_eq!((r.checked, r.moved), ((2, 8), (2, i64::MAX)));
+        assert!(r.rest_moved);
+        assert_eq!(r.rest_shift, -4, "9 becomes 5");
+    }
+
+    #[test]
+    fn a_long_suffix_stays_and_the_rows_before_the_span_move_up() {
+        // Baseline 0..=20; a summary before the span, then 1..=5 and 7..=8 consumed.
+        let mut items = vec![kept(0), new("s1"), kept(6), new("s2")];
+        items.extend((9..21).map(kept));
+        let mut ctx = LiveContext::new(1, items, 20);
+        let r = Rewrite::of(&baseline(21), &ctx, 0).unwrap();
+        // 4 items end at 8, where the span ended: 0 → 5, s1 → 6, 6 → 7, s2 → 8.
+        assert_eq!(r.renumbered, 0..=3);
+        assert_eq!(r.ordinal_of(0), 5);
+        assert_eq!(r.survivors, vec![(0, 0, 5), (6, 6, 1)]);
+        assert_eq!(r.consumed, vec![(1, 5), (7, 8)]);
+        assert_eq!((r.checked, r.moved), ((i64::MIN, 8), (0, 8)));
+        assert!(!r.rest_moved);
+        r.sync(&mut ctx);
+        let ordinals: Vec<i64> = ctx.items.iter().map(|i| i.db_ordinal.unwrap()).collect();
         assert_eq!(
-            plan,
-            RewritePlan {
-                consumed: vec![(2, 5), (7, 8)],
-                survivors: vec![(6, 6, -3), (9, 9, -4)],
-            }
+            ordinals,
+            (5..21).collect::<Vec<_>>(),
+            "contiguous, the suffix untouched"
         );
+        // The same passes with a generous `keep_start_rows` renumber the suffix instead.
+        let mut items = vec![kept(0), new("s1"), kept(6), new("s2")];
+        items.extend((9..21).map(kept));
+        let mut ctx = LiveContext::new(1, items, 20);
+        let r = Rewrite::of(&baseline(21), &ctx, 1_000).unwrap();
+        r.sync(&mut ctx);
+        let ordinals: Vec<i64> = ctx.items.iter().map(|i| i.db_ordinal.unwrap()).collect();
+        assert_eq!(ordinals, (0..16).collect::<Vec<_>>());
+        assert_eq!(ctx.last_db_ordinal, 15);
+    }
+
+    #[test]
+    fn one_item_for_one_moves_nothing_outside_the_span() {
+        let ctx = LiveContext::new(1, vec![kept(0), new("s1"), kept(2)], 2);
+        let r = Rewrite::of(&baseline(3), &ctx, 0).unwrap();
+        assert_eq!((r.checked, r.moved, r.rest_moved), ((1, 1), (1, 1), false));
+        assert_eq!(r.consumed, vec![(1, 1)]);
     }
 
     #[test]

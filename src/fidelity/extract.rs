@@ -187,7 +187,10 @@ const ERRNO: &[&str] = &[
 /// Characters that can be part of an identifier-bearing word. CJK text and full-width
 /// punctuation are boundaries, so `修改src/a.ts文件` yields `src/a.ts`.
 fn is_word_char(c: char) -> bool {
-    c.is_ascii_alphanumeric() || "_-./\\:~@+#%&?=$".contains(c) || ('\u{C0}'..='\u{24F}').contains(&c) || c == 'µ'
+    matches!(c,
+        'a'..='z' | 'A'..='Z' | '0'..='9'
+        | '_' | '-' | '.' | '/' | '\\' | ':' | '~' | '@' | '+' | '#' | '%' | '&' | '?' | '=' | '$'
+        | '\u{C0}'..='\u{24F}' | 'µ')
 }
 
 fn is_ident_char(c: char) -> bool {
@@ -355,9 +358,16 @@ fn is_number(w: &str) -> bool {
         && !w.ends_with('.')
 }
 
+/// `lorem`, `Ipsum`: letters only, lower case after the first. No rule below can match such a
+/// word (each needs a digit, a separator or an inner capital), and prose is mostly these.
+fn is_plain_word(w: &str) -> bool {
+    let mut bytes = w.bytes();
+    bytes.next().is_some_and(|b| b.is_ascii_alphabetic()) && bytes.all(|b| b.is_ascii_lowercase())
+}
+
 /// Classifies one word (already trimmed).
 fn classify(w: &str) -> Option<(String, Kind)> {
-    if w.len() < 2 {
+    if w.len() < 2 || is_plain_word(w) {
         return None;
     }
     let lower = w.to_ascii_lowercase();

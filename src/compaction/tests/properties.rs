@@ -118,3 +118,117 @@ proptest! {
         }
     }
 }
+
+/// The live context as a comparable shape: each item as a message id, or as a summary's depth
+/// and the messages it covers (summary ids are random).
+fn shape(engine: &Engine, cid: i64) -> Vec<(i64, Vec<i64>)> {
+    deps(engine)
+        .pool
+        .read(|conn| {
+            let mut covered = conn.prepare(
+                "WITH RECURSIVE below(id) AS (SELECT ?1 UNION SELECT parent_summary_id FROM summary_parents, below
+                   WHERE summary_parents.summary_id = below.id)
+                 SELECT message_id FROM summary_messages WHERE summary_id IN (SELECT id FROM below) ORDER BY message_id",
+            )?;
+            let mut out = Vec::new();
+            for e in LiveContext::load(conn, cid)?.entries() {
+                match (e.message_id, e.summary_id) {
+                    (Some(m), _) => out.push((-1, vec![m])),
+                    (_, Some(s)) => {
+                        let ids = covered.query_map([&s], |r| r.get(0))?.collect::<rusqlite::Result<Vec<i64>>>()?;
+                        out.push((e.depth.unwrap_or(-2), ids));
+                    }
+                    _ => {}
+                }
+            }
+            Ok(out)
+        })
+        .unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    /// Compaction reads the oldest items, the tail and the totals, and more only when a
+    /// decision needs it; writes move the rows before a span up instead of the many after it.
+    /// Neither changes a decision: with a one-message read window and every write moving the
+    /// front, every operation has the outcome, and the context the shape, of the run that reads
+    /// the whole context and renumbers from 0.
+    #[test]
+    fn a_partly_read_context_decides_as_the_whole_one(
+        initial in 5usize..200,
+        sizes in prop::collection::vec(1usize..200, 1..8),
+        tail in 0i64..10,
+        chunk in 100i64..1500,
+        leaf_fanout in 2i64..5,
+        fanout in 2i64..4,
+        incremental in -1i64..2,
+        iterations in 1i64..30,
+        ops in prop::collection::vec(op(), 1..10),
+        acts in prop::collection::vec(act(), 1..12),
+    ) {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        let options = json!({
+            "freshTailCount": tail, "leafChunkTokens": chunk, "leafMinFanout": leaf_fanout,
+            "condensedMinFanout": fanout, "condensedTargetTokens": 5, "incrementalMaxDepth": incremental,
+            "maxSweepIterations": iterations,
+        });
+        let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let partly = engine_tuned(&dir_a, options.clone(), |c| {
+            c.head_window = 1;
+            c.shift_down_rows = 0;
+        });
+        let whole = engine_tuned(&dir_b, options, |c| {
+            c.head_window = 1 << 30;
+            c.shift_down_rows = i64::MAX;
+        });
+        let mut total = initial;
+        let mut cid = 0;
+        for engine in [&partly, &whole] {
+            cid = engine.ingest(&Target::Session("p".into()), &messages(0, initial, &sizes)).unwrap().conversation_id;
+        }
+        let summarizers: Vec<Arc<Scripted>> = (0..2)
+            .map(|_| {
+                let script = acts.clone();
+                Scripted::new(move |i, _| script[i % script.len()].clone())
+            })
+            .collect();
+        for op in ops {
+            let mut outcomes = Vec::new();
+            for (engine, summarizer) in [&partly, &whole].into_iter().zip(&summarizers) {
+                let outcome: Result<String> = rt.block_on(async {
+                    match op {
+                        Op::Ingest(n) => engine
+                            .ingest(&Target::Conversation(cid), &messages(total, n, &sizes))
+                            .map(|r| format!("ingest {}", r.inserted)),
+                        Op::Leaf => engine
+                            .pass(cid, SummaryKind::Leaf, summarizer.clone(), PassOptions::default())
+                            .await
+                            .map(|r| format!("{:?}", r.map(|r| (r.input_count, r.tokens_before, r.tokens_after, r.incremental.len())))),
+                        Op::Condensed(hard) => engine
+                            .pass(cid, SummaryKind::Condensed, summarizer.clone(), PassOptions { hard_trigger: hard, ..Default::default() })
+                            .await
+                            .map(|r| format!("{:?}", r.map(|r| (r.input_count, r.depth, r.tokens_before, r.tokens_after)))),
+                        Op::Compact(force, hard) => engine
+                            .compact(cid, summarizer.clone(), SweepOptions {
+                                token_budget: 500, force, pass: PassOptions { hard_trigger: hard, ..Default::default() }, cancel: None,
+                            })
+                            .await
+                            .map(|r| format!(
+                                "{} {:?} {} {} {:?}",
+                                r.leaf_passes, r.condensed_passes, r.tokens_before, r.tokens_after, r.stop_reason
+                            )),
+                    }
+                });
+                outcomes.push(outcome.map_err(|e| e.code()));
+                let report = engine.verify(Some(cid)).unwrap();
+                prop_assert!(report.ok, "after {:?}: {:?}", op, report.problems);
+            }
+            if let Op::Ingest(n) = op {
+                total += n;
+            }
+            prop_assert_eq!(&outcomes[0], &outcomes[1], "outcome of {:?}", op);
+            prop_assert_eq!(shape(&partly, cid), shape(&whole, cid), "context after {:?}", op);
+        }
+    }
+}

@@ -354,3 +354,87 @@ pub(super) fn evaluation_both_ways(engine: &Engine, cid: i64) -> ([i64; 6], [i64
     ];
     (bounded, full)
 }
+
+/// Compaction reads the oldest items and the tail, and the totals describe the middle: the
+/// tokens and the leaf trigger's measure equal the whole context's, and reading on until the
+/// gap closes gives exactly the whole context.
+#[test]
+fn a_partly_read_context_adds_up_to_the_whole_one() {
+    let (_dir, engine, cid) = with_synthetic(json!({}), 2_000, 300);
+    let fresh = engine.config().fresh_tail_count;
+    deps(&engine)
+        .pool
+        .read(|conn| {
+            let whole = LiveContext::load(conn, cid)?;
+            let mut partly = LiveContext::load_window(conn, cid, fresh, 16)?;
+            let gap = partly.gap.clone().expect("a gap on 2,000 messages");
+            assert_eq!(gap.at, 16, "16 messages first");
+            assert!(partly.items.len() < 100, "{} items read", partly.items.len());
+            assert_eq!(partly.stored_tokens(), whole.stored_tokens());
+            assert_eq!(
+                partly.raw_tokens_outside_tail(fresh),
+                whole.raw_tokens_outside_tail(fresh)
+            );
+            assert_eq!(
+                partly.items.len() - partly.tail_start(fresh),
+                whole.items.len() - whole.tail_start(fresh),
+                "the same tail"
+            );
+            let mut reads = 0;
+            while partly.gap.is_some() {
+                let read = partly.read_more(conn, 300)?;
+                assert!(!read.is_empty() || partly.gap.is_none());
+                reads += 1;
+            }
+            assert_eq!(reads, 7, "300 at a time");
+            assert_eq!(partly.items, whole.items);
+            assert_eq!(partly.stored_tokens(), whole.stored_tokens());
+            Ok(())
+        })
+        .unwrap();
+}
+
+/// A bounded sweep over a long history writes at the front: the rows after its span keep
+/// their ordinals (the newest message's is unchanged), those before it move up, and the
+/// ordinals stay contiguous.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_over_a_long_history_leaves_the_rows_after_it_in_place() {
+    let (_dir, engine, cid) = with_synthetic(json!({"leafChunkTokens": 2000, "maxSweepIterations": 4}), 3_000, 300);
+    let newest = |engine: &Engine| {
+        engine
+            .context(cid)
+            .unwrap()
+            .last()
+            .map(|e| (e.ordinal, e.message_id))
+            .unwrap()
+    };
+    let before = newest(&engine);
+    assert_eq!(before.0, 2_999);
+    let mut passes = 0;
+    for _ in 0..3 {
+        let r = engine
+            .compact(
+                cid,
+                Scripted::stub(),
+                SweepOptions {
+                    token_budget: 1_000,
+                    force: true,
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(r.stop_reason, StopReason::MaxIterations);
+        passes += r.leaf_passes + r.condensed_passes.values().sum::<i64>();
+    }
+    assert_eq!(passes, 12);
+    assert_eq!(newest(&engine), before, "the newest row did not move");
+    let entries = engine.context(cid).unwrap();
+    assert!(entries[0].ordinal > 0, "the front moved up");
+    assert_eq!(
+        entries.last().unwrap().ordinal - entries[0].ordinal + 1,
+        entries.len() as i64
+    );
+    assert_eq!(engine.summaries(cid, None).unwrap().len(), 12);
+    assert_invariants(&engine, cid);
+}

@@ -58,4 +58,45 @@ describe.skipIf(!available)(`lossless-claw (${SRC}) on an lcm-native file`, () =
       await after.close()
     }
   })
+
+  it('reads a long history whose ordinals lcm-native moved up, and renumbers it from 0 when it writes', async () => {
+    const dbPath = join(tempDir(), 'long.db')
+    const engine = await LcmEngine.open({ dbPath, leafChunkTokens: 2000, maxSweepIterations: 4 })
+    const words = 'alpha beta gamma delta epsilon zeta eta theta iota kappa '.repeat(12)
+    const messages = Array.from({ length: 1_600 }, (_, i) =>
+      i % 2 === 0 ? { role: 'user' as const, content: `question ${i}: ${words}` } : { role: 'assistant' as const, content: [{ type: 'text' as const, text: `answer ${i}: ${words}` }] },
+    )
+    const { conversationId } = await engine.ingest({ sessionId: 'long' }, messages)
+    for (let i = 0; i < 2; i++) await engine.compact(conversationId, 'offline', { tokenBudget: 1_000, force: true })
+    const context = await engine.context(conversationId)
+    // More than 1,000 rows followed every write: the front moved up, the newest row stayed.
+    expect(context[0].ordinal).toBeGreaterThan(0)
+    expect(context.at(-1)?.ordinal).toBe(1_599)
+    await engine.close()
+
+    const run = spawnSync(
+      NODE,
+      ['--experimental-transform-types', join(ROOT, '__test__/lossless-claw/run-migration.mjs'), dbPath, '--src', SRC, '--keep-wal', '--replace-first'],
+      { encoding: 'utf8', timeout: 60_000 },
+    )
+    expect(run.status, run.stderr + run.stdout).toBe(0)
+    const read = JSON.parse(run.stdout).storeRead.conversations[0]
+    expect(read.contextItems).toBe(context.length)
+    expect(read.firstOrdinal).toBe(context[0].ordinal)
+    expect(read.afterReplace).toEqual({ firstOrdinal: 0, lastOrdinal: context.length - 1, contextItems: context.length })
+
+    const after = await LcmEngine.open({ dbPath })
+    try {
+      expect((await after.verify()).ok).toBe(true)
+      const now = await after.context(conversationId)
+      expect(now.map((e) => e.ordinal)).toEqual(context.map((_, i) => i))
+      expect(now.map(({ ordinal: _, ...rest }) => rest)).toEqual(context.map(({ ordinal: _, ...rest }) => rest))
+      // And lcm-native goes on compacting the renumbered file.
+      const r = await after.compact(conversationId, 'offline', { tokenBudget: 1_000, force: true })
+      expect(r.leafPasses).toBeGreaterThan(0)
+      expect((await after.verify(conversationId)).ok).toBe(true)
+    } finally {
+      await after.close()
+    }
+  })
 })

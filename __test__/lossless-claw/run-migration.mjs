@@ -6,6 +6,11 @@
 // Usage:
 //   node --experimental-transform-types run.mjs <db-path> [--src <lossless-claw checkout>]
 //        [--bundle <esbuild bundle exporting the same names>] [--keep-wal] [--no-store]
+//        [--replace-first]
+//
+// --replace-first: after reading, each conversation's first context item is replaced by
+// itself through the plugin's own replaceContextRangeWithSummary (when it is a summary), which
+// renumbers the conversation's ordinals from 0 when they do not start there.
 //
 // The lossless-claw code comes either from its TypeScript sources (a checkout of
 // Martian-Engineering/lossless-claw; default $LC_SRC) loaded through Node's own type
@@ -19,13 +24,14 @@ import module from "node:module";
 
 function parseArgs(argv) {
   const out = { db: null, src: process.env.LC_SRC ?? null, bundle: process.env.LC_BUNDLE ?? null,
-    keepWal: false, store: true };
+    keepWal: false, store: true, replaceFirst: false };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === "--src") out.src = argv[++i];
     else if (a === "--bundle") out.bundle = argv[++i];
     else if (a === "--keep-wal") out.keepWal = true;
     else if (a === "--no-store") out.store = false;
+    else if (a === "--replace-first") out.replaceFirst = true;
     else if (!out.db) out.db = a;
     else throw new Error(`unexpected argument: ${a}`);
   }
@@ -162,10 +168,17 @@ try {
       const items = await ss.getContextItems(cid);
       const maxDepth = await ss.getConversationMaxSummaryDepth(cid);
       const ctxTokens = await ss.getContextTokenCount(cid);
-      storeRead.conversations.push({
+      const read = {
         conversationId: cid, sessionId: conv?.sessionId, summaries: sums.length, maxDepth,
-        contextItems: items.length, contextTokenCount: ctxTokens,
-      });
+        contextItems: items.length, contextTokenCount: ctxTokens, firstOrdinal: items[0]?.ordinal ?? null,
+      };
+      if (args.replaceFirst && items[0]?.itemType === "summary") {
+        const first = items[0].ordinal;
+        await ss.replaceContextRangeWithSummary({ conversationId: cid, startOrdinal: first, endOrdinal: first, summaryId: items[0].summaryId });
+        const now = await ss.getContextItems(cid);
+        read.afterReplace = { firstOrdinal: now[0]?.ordinal ?? null, lastOrdinal: now.at(-1)?.ordinal ?? null, contextItems: now.length };
+      }
+      storeRead.conversations.push(read);
       if (!storeRead.sampleSummary && sums.length) {
         const s = await ss.getSummary(sums[0].summaryId);
         storeRead.sampleSummary = { summaryId: s.summaryId, kind: s.kind, depth: s.depth, tokenCount: s.tokenCount,

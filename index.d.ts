@@ -1232,7 +1232,7 @@ export declare class LcmEngine {
    */
   expand(summaryId: string, options?: ExpandOptions): Promise<Expansion>
   /**
-   * Checks the invariants (coverage, dense ordinals, DAG facts, SQLite integrity) of one
+   * Checks the invariants (coverage, contiguous ordinals, DAG facts, SQLite integrity) of one
    * conversation, or of all, and returns a digest of the stored contents.
    */
   verify(conversationId?: number): Promise<VerifyReport>

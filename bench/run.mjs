@@ -4,7 +4,7 @@
 //                      [--legacy-sizes 10000,100000,1000000] [--out bench/out/results.json]
 //
 // Speed targets are measured here and reported, never asserted in `npm test`.
-import { execFileSync, spawnSync } from 'node:child_process'
+import { execFileSync, spawn, spawnSync } from 'node:child_process'
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { tmpdir, cpus } from 'node:os'
@@ -354,10 +354,13 @@ async function benchWideAssemble() {
  * JSON work in the same process: single-message ingest (one call per message) and a
  * compaction whose summarizer answers after 30 ms.
  */
-async function benchLoopBaseline() {
-  results.loop = []
+async function benchLoopBaseline(load) {
+  results.loop ??= []
   const rows = []
   const n = 2000
+  // `loaded`: one child process per core spinning a CPU-bound loop the whole time, so that
+  // Node's thread, libuv's pool and the engine's threads compete for the cores.
+  const burners = load === 'loaded' ? cpus().map(() => spawn(process.execPath, ['-e', 'for (;;) Math.sqrt(Math.random())'], { stdio: 'ignore' })) : []
   const messages = conversation(n, 41)
   // Baseline: what a JS store would do per message on Node's thread (serialise it, hand it to
   // an async write, wait), with no native work at all.
@@ -370,7 +373,7 @@ async function benchLoopBaseline() {
     }
   })
   rows.push(['JS baseline: serialise + async hop per message', n, baseline.toFixed(1)])
-  results.loop.push({ case: 'baseline-ingest', n, maxEventLoopDelayMs: baseline })
+  results.loop.push({ load, case: 'baseline-ingest', n, maxEventLoopDelayMs: baseline })
   const dir = tmp()
   const engine = await LcmEngine.open({ dbPath: join(dir, 'loop.db') })
   let conversationId = 0
@@ -378,14 +381,14 @@ async function benchLoopBaseline() {
     for (let i = 0; i < n; i++) ({ conversationId } = await engine.ingest({ sessionId: 'l' }, [messages[i]]))
   })
   rows.push(['lcm-native ingest, one message per call', n, ingestDelay.toFixed(1)])
-  results.loop.push({ case: 'ingest-single', n, maxEventLoopDelayMs: ingestDelay })
+  results.loop.push({ load, case: 'ingest-single', n, maxEventLoopDelayMs: ingestDelay })
   const slow = async (_p, r) => {
     await new Promise((res) => setTimeout(res, 30))
     return `STUB ${r.kind} d${r.depth} of ${r.inputCount} inputs.\nExpand for details about: stub.`
   }
   const [, compactDelay] = await withLoopDelay(() => engine.compact(conversationId, slow, { tokenBudget: 16000, force: true }))
   rows.push(['lcm-native compact, summarizer answering after 30 ms', n, compactDelay.toFixed(1)])
-  results.loop.push({ case: 'compact-30ms-summarizer', n, maxEventLoopDelayMs: compactDelay })
+  results.loop.push({ load, case: 'compact-30ms-summarizer', n, maxEventLoopDelayMs: compactDelay })
   const slowBaseline = async () => {
     for (let i = 0; i < 12; i++) {
       await new Promise((res) => setTimeout(res, 30))
@@ -394,10 +397,11 @@ async function benchLoopBaseline() {
   }
   const [, slowDelay] = await withLoopDelay(slowBaseline)
   rows.push(['JS baseline: 12 × (30 ms timer + JSON of 20 messages)', 240, slowDelay.toFixed(1)])
-  results.loop.push({ case: 'baseline-timers', n: 240, maxEventLoopDelayMs: slowDelay })
+  results.loop.push({ load, case: 'baseline-timers', n: 240, maxEventLoopDelayMs: slowDelay })
   await engine.close()
+  for (const b of burners) b.kill()
   rmSync(dir, { recursive: true, force: true })
-  table('event-loop delay: lcm-native calls and a plain-JS baseline in the same process', ['case', 'messages', 'max loop delay ms'], rows)
+  table(`event-loop delay (${load}): lcm-native calls and a plain-JS baseline in the same process`, ['case', 'messages', 'max loop delay ms'], rows)
 }
 
 if (only.includes('ingest')) await benchIngest()
@@ -407,7 +411,10 @@ if (only.includes('assemble')) await benchAssemble()
 if (only.includes('grep')) await benchGrep()
 if (only.includes('bounded')) await benchBoundedSweeps()
 if (only.includes('wide')) await benchWideAssemble()
-if (only.includes('loop')) await benchLoopBaseline()
+if (only.includes('loop')) {
+  await benchLoopBaseline('quiet')
+  await benchLoopBaseline('loaded')
+}
 
 results.finishedAt = new Date().toISOString()
 mkdirSync(dirname(outFile), { recursive: true })

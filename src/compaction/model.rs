@@ -371,14 +371,14 @@ impl LiveContext {
         }
         let at = gap.at;
         gap.at += read.len();
-        let closed = rows_read < n.max(1) || gap.after + 1 >= gap.before;
-        if closed {
-            // What the totals said was left is not there: the read items count as they are.
-            self.total_tokens -= gap.tokens;
+        if rows_read < n.max(1) || gap.after + 1 >= gap.before {
             self.gap = None;
         }
         let range = at..at + read.len();
         self.items.splice(at..at, read);
+        // The items read count as they are, whatever the totals said of them.
+        self.total_tokens =
+            self.items.iter().map(|i| i.tokens).sum::<i64>() + self.gap.as_ref().map_or(0, |g| g.tokens);
         Ok(range)
     }
 

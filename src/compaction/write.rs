@@ -34,7 +34,6 @@ pub fn new_summary_id(content: &str) -> String {
 pub struct Baseline {
     /// (db ordinal, item) for every item the passes read or consumed, sorted by ordinal.
     pub items: Vec<(i64, ItemRef)>,
-    pub last_db_ordinal: i64,
 }
 
 impl Baseline {
@@ -45,7 +44,6 @@ impl Baseline {
                 .iter()
                 .filter_map(|i| i.db_ordinal.map(|o| (o, i.r.clone())))
                 .collect(),
-            last_db_ordinal: ctx.last_db_ordinal,
         }
     }
 
@@ -328,7 +326,6 @@ mod tests {
     fn baseline(n: i64) -> Baseline {
         Baseline {
             items: (0..n).map(|o| (o, ItemRef::Message(o + 100))).collect(),
-            last_db_ordinal: n - 1,
         }
     }
 

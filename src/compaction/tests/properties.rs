@@ -46,6 +46,82 @@ fn messages(start: usize, n: usize, sizes: &[usize]) -> Vec<Value> {
         .collect()
 }
 
+/// Engine options of a random compaction policy, with at most `iterations` passes a sweep.
+fn policy(iterations: std::ops::Range<i64>) -> impl Strategy<Value = Value> {
+    (0i64..10, 100i64..1500, 2i64..5, 2i64..4, -1i64..2, iterations).prop_map(
+        |(tail, chunk, leaf_fanout, fanout, incremental, iterations)| {
+            json!({
+                "freshTailCount": tail, "leafChunkTokens": chunk, "leafMinFanout": leaf_fanout,
+                "condensedMinFanout": fanout, "condensedTargetTokens": 5, "incrementalMaxDepth": incremental,
+                "maxSweepIterations": iterations,
+            })
+        },
+    )
+}
+
+/// Runs `op` (an ingest appends messages from `total` on); what it returned, as text.
+async fn apply(
+    engine: &Engine,
+    cid: i64,
+    op: &Op,
+    summarizer: Arc<Scripted>,
+    total: usize,
+    sizes: &[usize],
+) -> Result<String> {
+    match *op {
+        Op::Ingest(n) => engine
+            .ingest(&Target::Conversation(cid), &messages(total, n, sizes))
+            .map(|r| format!("ingest {}", r.inserted)),
+        Op::Leaf => engine
+            .pass(cid, SummaryKind::Leaf, summarizer, PassOptions::default())
+            .await
+            .map(|r| {
+                format!(
+                    "{:?}",
+                    r.map(|r| (r.input_count, r.tokens_before, r.tokens_after, r.incremental.len()))
+                )
+            }),
+        Op::Condensed(hard) => engine
+            .pass(
+                cid,
+                SummaryKind::Condensed,
+                summarizer,
+                PassOptions {
+                    hard_trigger: hard,
+                    ..Default::default()
+                },
+            )
+            .await
+            .map(|r| {
+                format!(
+                    "{:?}",
+                    r.map(|r| (r.input_count, r.depth, r.tokens_before, r.tokens_after))
+                )
+            }),
+        Op::Compact(force, hard) => engine
+            .compact(
+                cid,
+                summarizer,
+                SweepOptions {
+                    token_budget: 500,
+                    force,
+                    pass: PassOptions {
+                        hard_trigger: hard,
+                        ..Default::default()
+                    },
+                    cancel: None,
+                },
+            )
+            .await
+            .map(|r| {
+                format!(
+                    "{} {:?} {} {} {:?}",
+                    r.leaf_passes, r.condensed_passes, r.tokens_before, r.tokens_after, r.stop_reason
+                )
+            }),
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
 
@@ -55,45 +131,20 @@ proptest! {
     fn invariants_hold_after_every_pass(
         initial in 5usize..150,
         sizes in prop::collection::vec(1usize..200, 1..8),
-        tail in 0i64..10,
-        chunk in 100i64..1500,
-        leaf_fanout in 2i64..5,
-        fanout in 2i64..4,
-        incremental in -1i64..2,
+        options in policy(60..61),
         ops in prop::collection::vec(op(), 1..10),
         acts in prop::collection::vec(act(), 1..12),
     ) {
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let engine = engine_with(&dir, json!({
-            "freshTailCount": tail, "leafChunkTokens": chunk, "leafMinFanout": leaf_fanout,
-            "condensedMinFanout": fanout, "condensedTargetTokens": 5, "incrementalMaxDepth": incremental,
-            "maxSweepIterations": 60,
-        }));
+        let engine = engine_with(&dir, options);
         let mut total = initial;
         let cid = engine.ingest(&Target::Session("p".into()), &messages(0, initial, &sizes)).unwrap().conversation_id;
         let script = acts.clone();
         let summarizer = Scripted::new(move |i, _| script[i % script.len()].clone());
         for op in ops {
             let before = engine.verify(Some(cid)).unwrap();
-            let outcome = rt.block_on(async {
-                match op {
-                    Op::Ingest(n) => {
-                        engine.ingest(&Target::Conversation(cid), &messages(total, n, &sizes)).map(|_| "ingest")
-                    }
-                    Op::Leaf => engine.pass(cid, SummaryKind::Leaf, summarizer.clone(), PassOptions::default()).await.map(|_| "pass"),
-                    Op::Condensed(hard) => engine
-                        .pass(cid, SummaryKind::Condensed, summarizer.clone(), PassOptions { hard_trigger: hard, ..Default::default() })
-                        .await
-                        .map(|_| "pass"),
-                    Op::Compact(force, hard) => engine
-                        .compact(cid, summarizer.clone(), SweepOptions {
-                            token_budget: 500, force, pass: PassOptions { hard_trigger: hard, ..Default::default() }, cancel: None,
-                        })
-                        .await
-                        .map(|_| "sweep"),
-                }
-            });
+            let outcome = rt.block_on(apply(&engine, cid, &op, summarizer.clone(), total, &sizes));
             if let Op::Ingest(n) = op {
                 total += n;
             }
@@ -158,21 +209,11 @@ proptest! {
     fn a_partly_read_context_decides_as_the_whole_one(
         initial in 5usize..200,
         sizes in prop::collection::vec(1usize..200, 1..8),
-        tail in 0i64..10,
-        chunk in 100i64..1500,
-        leaf_fanout in 2i64..5,
-        fanout in 2i64..4,
-        incremental in -1i64..2,
-        iterations in 1i64..30,
+        options in policy(1..30),
         ops in prop::collection::vec(op(), 1..10),
         acts in prop::collection::vec(act(), 1..12),
     ) {
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-        let options = json!({
-            "freshTailCount": tail, "leafChunkTokens": chunk, "leafMinFanout": leaf_fanout,
-            "condensedMinFanout": fanout, "condensedTargetTokens": 5, "incrementalMaxDepth": incremental,
-            "maxSweepIterations": iterations,
-        });
         let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let partly = engine_tuned(&dir_a, options.clone(), |c| {
             c.head_window = 1;
@@ -196,30 +237,7 @@ proptest! {
         for op in ops {
             let mut outcomes = Vec::new();
             for (engine, summarizer) in [&partly, &whole].into_iter().zip(&summarizers) {
-                let outcome: Result<String> = rt.block_on(async {
-                    match op {
-                        Op::Ingest(n) => engine
-                            .ingest(&Target::Conversation(cid), &messages(total, n, &sizes))
-                            .map(|r| format!("ingest {}", r.inserted)),
-                        Op::Leaf => engine
-                            .pass(cid, SummaryKind::Leaf, summarizer.clone(), PassOptions::default())
-                            .await
-                            .map(|r| format!("{:?}", r.map(|r| (r.input_count, r.tokens_before, r.tokens_after, r.incremental.len())))),
-                        Op::Condensed(hard) => engine
-                            .pass(cid, SummaryKind::Condensed, summarizer.clone(), PassOptions { hard_trigger: hard, ..Default::default() })
-                            .await
-                            .map(|r| format!("{:?}", r.map(|r| (r.input_count, r.depth, r.tokens_before, r.tokens_after)))),
-                        Op::Compact(force, hard) => engine
-                            .compact(cid, summarizer.clone(), SweepOptions {
-                                token_budget: 500, force, pass: PassOptions { hard_trigger: hard, ..Default::default() }, cancel: None,
-                            })
-                            .await
-                            .map(|r| format!(
-                                "{} {:?} {} {} {:?}",
-                                r.leaf_passes, r.condensed_passes, r.tokens_before, r.tokens_after, r.stop_reason
-                            )),
-                    }
-                });
+                let outcome = rt.block_on(apply(engine, cid, &op, summarizer.clone(), total, &sizes));
                 outcomes.push(outcome.map_err(|e| e.code()));
                 let report = engine.verify(Some(cid)).unwrap();
                 prop_assert!(report.ok, "after {:?}: {:?}", op, report.problems);

@@ -133,11 +133,11 @@ pub fn write_passes(
         for (from, to, by) in &rewrite.survivors {
             shift.execute(params![cid, from, to, by])?;
         }
-        if rewrite.rest_moved {
+        if rewrite.after_shift != 0 {
             tx.prepare_cached(
                 "UPDATE context_items SET ordinal = (-1 - ordinal) + ?2 WHERE conversation_id = ?1 AND ordinal < 0",
             )?
-            .execute(params![cid, rewrite.rest_shift])?;
+            .execute(params![cid, rewrite.after_shift])?;
         }
         let mut insert = tx.prepare_cached(
             "INSERT INTO context_items (conversation_id, ordinal, item_type, summary_id, created_at)
@@ -172,10 +172,7 @@ struct Rewrite {
     consumed: Vec<(i64, i64)>,
     /// Runs of surviving rows that move together: (from, to, shift to the new ordinal).
     survivors: Vec<(i64, i64, i64)>,
-    /// Whether rows after the span were moved too, and their shift (`-k`, the rows it lost).
-    rest_moved: bool,
-    rest_shift: i64,
-    /// Shift of the model's items after the span (0 when the front moves).
+    /// Shift of every row after the span (`-k`, the rows the span lost), 0 when they stay.
     after_shift: i64,
 }
 
@@ -216,8 +213,7 @@ impl Rewrite {
         } else {
             (f..=l, o1 - f as i64, (o1, i64::MAX), (o1, o2))
         };
-        let rest_moved = !front && k != 0;
-        let (rest_shift, after_shift) = if rest_moved { (-k, -k) } else { (0, 0) };
+        let after_shift = if front { 0 } else { -k };
         let mut survivors: Vec<(i64, i64, i64)> = Vec::new();
         for i in renumbered.clone() {
             let Some(o) = items[i].db_ordinal else { continue };
@@ -248,8 +244,6 @@ impl Rewrite {
             checked,
             consumed,
             survivors,
-            rest_moved,
-            rest_shift,
             after_shift,
         })
     }
@@ -347,8 +341,7 @@ mod tests {
         assert_eq!(r.consumed, vec![(2, 5), (7, 8)]);
         assert_eq!(r.survivors, vec![(6, 6, -3)]);
         assert_eq!((r.checked, r.moved), ((2, 8), (2, i64::MAX)));
-        assert!(r.rest_moved);
-        assert_eq!(r.rest_shift, -4, "9 becomes 5");
+        assert_eq!(r.after_shift, -4, "9 becomes 5");
     }
 
     #[test]
@@ -364,7 +357,7 @@ mod tests {
         assert_eq!(r.survivors, vec![(0, 0, 5), (6, 6, 1)]);
         assert_eq!(r.consumed, vec![(1, 5), (7, 8)]);
         assert_eq!((r.checked, r.moved), ((i64::MIN, 8), (0, 8)));
-        assert!(!r.rest_moved);
+        assert_eq!(r.after_shift, 0);
         r.sync(&mut ctx);
         let ordinals: Vec<i64> = ctx.items.iter().map(|i| i.db_ordinal.unwrap()).collect();
         assert_eq!(
@@ -387,7 +380,7 @@ mod tests {
     fn one_item_for_one_moves_nothing_outside_the_span() {
         let ctx = LiveContext::new(1, vec![kept(0), new("s1"), kept(2)], 2);
         let r = Rewrite::of(&baseline(3), &ctx, 0).unwrap();
-        assert_eq!((r.checked, r.moved, r.rest_moved), ((1, 1), (1, 1), false));
+        assert_eq!((r.checked, r.moved, r.after_shift), ((1, 1), (1, 1), 0));
         assert_eq!(r.consumed, vec![(1, 1)]);
     }
 

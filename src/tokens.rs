@@ -40,11 +40,22 @@ pub fn estimate(text: &str) -> i64 {
 /// The weight of `text` in quarter tokens: additive, so the estimate of a text built piece
 /// by piece is `sum.div_ceil(4)` without re-reading what came before.
 pub fn quarter_tokens(text: &str) -> u64 {
-    // ASCII fast path: every byte is one code point of weight 1/4.
+    // ASCII: every byte is one code point of weight 1/4.
     if text.is_ascii() {
         return text.len() as u64;
     }
-    text.chars().map(quarters).sum()
+    let bytes = text.as_bytes();
+    // One quarter per code point: every byte that does not continue a UTF-8 sequence.
+    let code_points = bytes.iter().filter(|&&b| (b as i8) >= -0x40).count() as u64;
+    // Only code points of three or four bytes (U+0800 and up) can weigh more: CJK and astral.
+    // Most text has none, or a few (a dash, a quote), so those are decoded one by one.
+    let heavier: u64 = bytes
+        .iter()
+        .enumerate()
+        .filter(|(_, &b)| b >= 0xE0)
+        .map(|(i, _)| text[i..].chars().next().map_or(0, |c| quarters(c) - 1))
+        .sum();
+    code_points + heavier
 }
 
 /// Estimated tokens of the JSON text of `value` (what the plugin estimates for block content),
@@ -155,6 +166,14 @@ mod tests {
         assert_eq!(estimate("😀"), 2);
         assert_eq!(estimate("é"), 1);
         assert_eq!(estimate("a中😀"), 4); // 0.25 + 1.5 + 2 = 3.75
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_weight_is_the_sum_of_the_code_points_weights(text in "(\\PC|[中한😀é–\u{20000}\u{FF01}]){0,64}") {
+            let each: u64 = text.chars().map(quarters).sum();
+            proptest::prop_assert_eq!(quarter_tokens(&text), each);
+        }
     }
 
     #[test]

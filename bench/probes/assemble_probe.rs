@@ -20,20 +20,27 @@ fn main() {
         fresh_tail_count: None,
         presentation: None,
     };
-    let mut times = Vec::new();
+    let (mut times, mut serialized) = (Vec::new(), Vec::new());
     let mut out = None;
+    let mut bytes = 0;
     for _ in 0..runs {
         let t = Instant::now();
-        out = Some(engine.assemble(cid, &opts).unwrap());
+        let a = engine.assemble(cid, &opts).unwrap();
         times.push(t.elapsed().as_secs_f64() * 1000.0);
+        let t = Instant::now();
+        bytes = serde_json::to_string(&a).unwrap().len();
+        serialized.push(t.elapsed().as_secs_f64() * 1000.0);
+        out = Some(a);
     }
-    times.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        (v[v.len() / 2], v[0])
+    };
+    let ((med, min), (smed, smin)) = (median(&mut times), median(&mut serialized));
     let a = out.unwrap();
     println!(
-        "{} messages, {} tokens; median {:.2} ms, min {:.2} ms",
+        "{} messages, {} tokens; assemble median {med:.2} ms (min {min:.2}); JSON text of {bytes} bytes median {smed:.2} ms (min {smin:.2})",
         a.messages.len(),
         a.estimated_tokens,
-        times[times.len() / 2],
-        times[0]
     );
 }

@@ -8,6 +8,7 @@
 //! spent, three more queries read the rows of the kept ones, and the counts of everything
 //! evicted come from the live totals the triggers keep (`db::totals`).
 
+pub mod content;
 pub mod render;
 pub mod repair;
 
@@ -18,10 +19,8 @@ use std::collections::HashMap;
 
 use rusqlite::{params, Connection};
 use serde::Serialize;
-use serde_json::Value;
 
 use crate::compaction::model::{ItemRef, LiveContext};
-use crate::compaction::source;
 use crate::config::{Config, Presentation};
 use crate::db::totals;
 use crate::error::Result;
@@ -29,7 +28,7 @@ use crate::store::conversations;
 use crate::store::messages::load_parts;
 use crate::store::normalize::Role;
 use crate::tokens;
-use render::{Msg, SummaryView};
+use render::{HostMessage, Msg, SummaryView};
 use repair::RepairStats;
 
 /// Put first when the kept messages begin inside a turn.
@@ -75,10 +74,27 @@ pub struct AssembleStats {
 #[serde(rename_all = "camelCase")]
 pub struct Assembled {
     #[cfg_attr(test, ts(type = "AssembledMessage[]"))]
-    pub messages: Vec<Value>,
+    pub messages: Vec<HostMessage>,
     /// Estimated tokens of what is emitted, summary wrappers included.
     pub estimated_tokens: i64,
     pub stats: AssembleStats,
+}
+
+impl Assembled {
+    /// About how long the JSON text of this result is (a little more, rarely less).
+    pub fn json_size_hint(&self) -> usize {
+        let content: usize = self.messages.iter().map(|m| m.msg.content.json_size_hint()).sum();
+        // Role, usage and tool fields of each message, and the stats.
+        content + self.messages.len() * 256 + 1024
+    }
+
+    /// The messages as JSON values (they are held as the text they are emitted as).
+    pub fn message_values(&self) -> Vec<serde_json::Value> {
+        self.messages
+            .iter()
+            .map(|m| serde_json::to_value(m).expect("a message serializes"))
+            .collect()
+    }
 }
 
 /// The rows of the kept items, read with a fixed number of queries.
@@ -105,8 +121,15 @@ fn load(conn: &Connection, items: &[&crate::compaction::model::Item]) -> Result<
         .collect();
     let mut messages = HashMap::with_capacity(message_ids.len());
     if !message_ids.is_empty() {
+        // A message's `content` column repeats the text of its parts; rebuilding reads it only
+        // when no part has text (no parts, or one part written without it), so it is not
+        // copied out otherwise.
         let mut stmt = conn.prepare_cached(
-            "SELECT m.message_id, m.role, m.content FROM json_each(?1) j JOIN messages m ON m.message_id = j.value",
+            "SELECT m.message_id, m.role,
+                    CASE WHEN EXISTS (SELECT 1 FROM message_parts p
+                                      WHERE p.message_id = m.message_id AND p.text_content IS NOT NULL)
+                         THEN '' ELSE m.content END
+             FROM json_each(?1) j JOIN messages m ON m.message_id = j.value",
         )?;
         let mut rows = stmt.query(params![serde_json::to_string(&message_ids)?])?;
         while let Some(r) = rows.next()? {
@@ -118,10 +141,16 @@ fn load(conn: &Connection, items: &[&crate::compaction::model::Item]) -> Result<
         .copied()
         .zip(load_parts(conn, &message_ids)?)
         .collect();
-    let summaries = source::summary_contents(conn, &summary_ids)?
-        .into_iter()
-        .map(|(id, (content, _))| (id, content))
-        .collect();
+    let mut summaries = HashMap::with_capacity(summary_ids.len());
+    if !summary_ids.is_empty() {
+        let mut stmt = conn.prepare_cached(
+            "SELECT s.summary_id, s.content FROM json_each(?1) j JOIN summaries s ON s.summary_id = j.value",
+        )?;
+        let mut rows = stmt.query(params![serde_json::to_string(&summary_ids)?])?;
+        while let Some(r) = rows.next()? {
+            summaries.insert(r.get(0)?, r.get(1)?);
+        }
+    }
     Ok(Loaded {
         messages,
         parts,
@@ -129,9 +158,10 @@ fn load(conn: &Connection, items: &[&crate::compaction::model::Item]) -> Result<
     })
 }
 
-/// Builds the messages for items `from..` (before repair).
-fn build(live: &LiveContext, from: usize, loaded: &Loaded, config: &Config, presentation: Presentation) -> Vec<Msg> {
-    let mut out = Vec::new();
+/// Builds the messages for items `from..` (before repair). `ranges` holds each summary's
+/// formatted time range (by item index), computed once while costing it.
+fn build(live: &LiveContext, from: usize, loaded: &Loaded, ranges: &[String], presentation: Presentation) -> Vec<Msg> {
+    let mut out = Vec::with_capacity(live.items.len() - from);
     // Markdown presentation: consecutive summaries become one section, tied to the first one.
     let mut run: Vec<SummaryView<'_>> = Vec::new();
     let mut run_item = None;
@@ -139,14 +169,7 @@ fn build(live: &LiveContext, from: usize, loaded: &Loaded, config: &Config, pres
         if run.is_empty() {
             return;
         }
-        out.push(Msg {
-            role: Role::User,
-            content: Value::from(render::markdown(run)),
-            tool_call_id: None,
-            tool_name: None,
-            is_error: None,
-            item: run_item.take(),
-        });
+        out.push(Msg::user(render::markdown(run), run_item.take()));
         run.clear();
     };
     for (i, item) in live.items.iter().enumerate().skip(from) {
@@ -167,18 +190,11 @@ fn build(live: &LiveContext, from: usize, loaded: &Loaded, config: &Config, pres
                     id,
                     depth: facts.depth,
                     descendant_count: facts.descendant_count,
-                    range: render::range(facts.earliest_at.as_deref(), facts.latest_at.as_deref(), config.zone),
+                    range: ranges[i].clone(),
                     content,
                 };
                 match presentation {
-                    Presentation::Xml => out.push(Msg {
-                        role: Role::User,
-                        content: Value::from(render::xml(&view)),
-                        tool_call_id: None,
-                        tool_name: None,
-                        is_error: None,
-                        item: Some(i),
-                    }),
+                    Presentation::Xml => out.push(Msg::user(render::xml(&view), Some(i))),
                     Presentation::Markdown => {
                         run_item.get_or_insert(i);
                         run.push(view);
@@ -192,31 +208,24 @@ fn build(live: &LiveContext, from: usize, loaded: &Loaded, config: &Config, pres
 }
 
 /// Upper-bound cost of an item before its content is read: its stored tokens, plus the
-/// wrapper for a summary.
-fn cost(item: &crate::compaction::model::Item, config: &Config, presentation: Presentation) -> i64 {
+/// wrapper for a summary; and a summary's formatted time range (empty for a message).
+fn cost(item: &crate::compaction::model::Item, config: &Config, presentation: Presentation) -> (i64, String) {
     match (&item.r, &item.summary) {
         (ItemRef::Summary(id), Some(f)) => {
             let range = render::range(f.earliest_at.as_deref(), f.latest_at.as_deref(), config.zone);
-            item.tokens
-                + match presentation {
-                    Presentation::Xml => render::xml_overhead(id, &range, f.depth, f.descendant_count),
-                    Presentation::Markdown => tokens::estimate(render::MARKDOWN_HEADING) + tokens::estimate(&range) + 3,
-                }
+            let wrapper = match presentation {
+                Presentation::Xml => render::xml_overhead(id, &range, f.depth, f.descendant_count),
+                Presentation::Markdown => tokens::estimate(render::MARKDOWN_HEADING) + tokens::estimate(&range) + 3,
+            };
+            (item.tokens + wrapper, range)
         }
-        _ => item.tokens.max(1),
+        _ => (item.tokens.max(1), String::new()),
     }
 }
 
 /// The user message put first when the kept messages begin inside a turn.
 fn turn_start_note() -> Msg {
-    Msg {
-        role: Role::User,
-        content: Value::from(TURN_START_NOTE),
-        tool_call_id: None,
-        tool_name: None,
-        is_error: None,
-        item: None,
-    }
+    Msg::user(TURN_START_NOTE.to_string(), None)
 }
 
 /// Assembles the context of a conversation.
@@ -238,20 +247,22 @@ pub fn assemble(
     // Read newest first: the whole fresh tail, then older items until one no longer fits.
     // Everything older than that is evicted without being read.
     let (mut seen, mut user_seen, mut used) = (0i64, false, 0i64);
-    let mut costs: Vec<i64> = Vec::new();
+    let (mut costs, mut ranges): (Vec<i64>, Vec<String>) = (Vec::new(), Vec::new());
     let (live, _) = LiveContext::load_newest(conn, conversation_id, |item| {
         let in_tail = tail_count > 0 && !(seen >= tail_count && user_seen);
         if in_tail && item.is_message() {
             seen += 1;
             user_seen |= item.role.as_deref() == Some("user");
         }
-        let c = cost(item, config, presentation);
+        let (c, range) = cost(item, config, presentation);
         costs.push(c);
+        ranges.push(range);
         used += c;
         in_tail || used <= budget
     })?;
     // Collected newest first, one per item read.
     costs.reverse();
+    ranges.reverse();
     let tail = live.tail_start(tail_count);
     let tail_cost: i64 = costs[tail..].iter().sum();
     let mut start = tail;
@@ -266,7 +277,7 @@ pub fn assemble(
     // Build, repair, and evict further while the exact estimate is over the budget or the
     // sequence would start with something other than a user message.
     let (messages, repair_stats, tokens) = loop {
-        let built = build(&live, start, &loaded, config, presentation);
+        let built = build(&live, start, &loaded, &ranges, presentation);
         let (repaired, stats) = repair::repair(built);
         let tokens: Vec<i64> = repaired.iter().map(Msg::tokens).collect();
         let total: i64 = tokens.iter().sum();
@@ -316,7 +327,11 @@ pub fn assemble(
     let estimated: i64 = tokens.iter().sum();
     Ok(Assembled {
         estimated_tokens: estimated,
-        messages: messages.into_iter().zip(tokens).map(|(m, t)| m.into_json(t)).collect(),
+        messages: messages
+            .into_iter()
+            .zip(tokens)
+            .map(|(msg, tokens)| HostMessage { msg, tokens })
+            .collect(),
         stats: AssembleStats {
             raw_message_count: totals.items - totals.summaries,
             summary_count: totals.summaries,

@@ -2,9 +2,13 @@
 //! shapes lossless-claw's assembler emits, and summaries presented as the seed's XML wrapper
 //! or as one `## Earlier in this conversation` section.
 
-use serde_json::{json, Map, Value};
+use std::borrow::Cow;
 
-use crate::store::messages::{rebuild_blocks, stored_content, tool_call_id_of, StoredPart};
+use serde::ser::{Serialize, SerializeMap, Serializer};
+use serde_json::Value;
+
+use super::content::{Block, Content};
+use crate::store::messages::{block_from_columns, tool_call_id_of, StoredPart};
 use crate::store::normalize::Role;
 use crate::time::DisplayZone;
 use crate::tokens;
@@ -13,8 +17,7 @@ use crate::tokens;
 #[derive(Clone, Debug)]
 pub struct Msg {
     pub role: Role,
-    /// A string, or an array of content blocks.
-    pub content: Value,
+    pub content: Content,
     pub tool_call_id: Option<String>,
     pub tool_name: Option<String>,
     pub is_error: Option<bool>,
@@ -23,97 +26,170 @@ pub struct Msg {
 }
 
 impl Msg {
+    /// A user message with string content.
+    pub fn user(text: String, item: Option<usize>) -> Msg {
+        Msg {
+            role: Role::User,
+            content: Content::Text(text),
+            tool_call_id: None,
+            tool_name: None,
+            is_error: None,
+            item,
+        }
+    }
+
     /// Estimated tokens of what is emitted: the text of string content, else the JSON of the
     /// blocks (the estimate the ingest stored for the message).
     pub fn tokens(&self) -> i64 {
-        match &self.content {
-            Value::String(s) => tokens::estimate(s),
-            other => tokens::estimate_json(other),
-        }
+        self.content.tokens()
     }
 
-    /// The message in the host's shape.
+    /// The message in the host's shape, as a value.
     pub fn to_json(&self) -> Value {
-        self.clone().into_json(self.tokens())
+        let tokens = self.tokens();
+        serde_json::to_value(HostMessage {
+            msg: self.clone(),
+            tokens,
+        })
+        .expect("a message serializes")
     }
+}
 
-    /// The message in the host's shape, given its `tokens()` (assistant messages carry them as
-    /// usage), without copying the content.
-    pub fn into_json(self, tokens: i64) -> Value {
-        let mut m = Map::new();
-        match self.role {
+/// A message in the host's shape, given its `tokens()` (assistant messages carry them as
+/// usage). It serializes straight from the content's JSON text.
+#[derive(Clone, Debug)]
+pub struct HostMessage {
+    pub msg: Msg,
+    pub tokens: i64,
+}
+
+/// An assistant message's `usage`: its estimated tokens as output, no cost.
+struct Usage(i64);
+
+impl Serialize for Usage {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let t = self.0;
+        let mut m = serializer.serialize_map(Some(6))?;
+        m.serialize_entry("input", &0)?;
+        m.serialize_entry("output", &t)?;
+        m.serialize_entry("cacheRead", &0)?;
+        m.serialize_entry("cacheWrite", &0)?;
+        m.serialize_entry("totalTokens", &t)?;
+        m.serialize_entry("cost", &NoCost)?;
+        m.end()
+    }
+}
+
+struct NoCost;
+
+impl Serialize for NoCost {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut m = serializer.serialize_map(Some(5))?;
+        for key in ["input", "output", "cacheRead", "cacheWrite", "total"] {
+            m.serialize_entry(key, &0)?;
+        }
+        m.end()
+    }
+}
+
+impl Serialize for HostMessage {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let msg = &self.msg;
+        let mut m = serializer.serialize_map(None)?;
+        match msg.role {
             Role::Assistant => {
-                m.insert("role".into(), json!("assistant"));
-                m.insert("content".into(), self.content);
-                let t = tokens;
-                m.insert(
-                    "usage".into(),
-                    json!({"input": 0, "output": t, "cacheRead": 0, "cacheWrite": 0, "totalTokens": t,
-                           "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}}),
-                );
+                m.serialize_entry("role", "assistant")?;
+                m.serialize_entry("content", &msg.content)?;
+                m.serialize_entry("usage", &Usage(self.tokens))?;
             }
             Role::ToolResult => {
-                m.insert("role".into(), json!("toolResult"));
-                m.insert("content".into(), self.content);
-                m.insert("toolCallId".into(), json!(self.tool_call_id.unwrap_or_default()));
-                m.insert(
-                    "toolName".into(),
-                    json!(self.tool_name.unwrap_or_else(|| "unknown".into())),
-                );
-                if let Some(e) = self.is_error {
-                    m.insert("isError".into(), json!(e));
+                m.serialize_entry("role", "toolResult")?;
+                m.serialize_entry("content", &msg.content)?;
+                m.serialize_entry("toolCallId", msg.tool_call_id.as_deref().unwrap_or_default())?;
+                m.serialize_entry("toolName", msg.tool_name.as_deref().unwrap_or("unknown"))?;
+                if let Some(e) = msg.is_error {
+                    m.serialize_entry("isError", &e)?;
                 }
             }
             Role::User | Role::System => {
-                m.insert("role".into(), json!("user"));
-                m.insert("content".into(), self.content);
+                m.serialize_entry("role", "user")?;
+                m.serialize_entry("content", &msg.content)?;
             }
         }
-        Value::Object(m)
+        m.end()
+    }
+}
+
+/// A part's block: its original JSON text when the writer kept it, else rebuilt from its
+/// columns.
+fn block_of(part: &StoredPart, raw: Option<&serde_json::value::RawValue>) -> Block {
+    match raw {
+        Some(raw) => Block::from_raw(raw),
+        // The common case, as `block_from_columns` rebuilds it, without building a value.
+        None if part.part_type == "text" => Block::text(part.text_content.as_deref().unwrap_or("")),
+        None => Block::from_value(&block_from_columns(part)),
     }
 }
 
 /// Rebuilds a stored message in the host's shape. The role comes from the parts' original
 /// role when recorded, else from the stored role (`system` becomes `user`); a tool result
-/// whose call id is lost is shown as an assistant message (as lossless-claw does).
+/// whose call id is lost is shown as an assistant message (as lossless-claw does). The
+/// content follows `store::messages::stored_content`, reading each part's metadata once and
+/// only the fields it needs.
 pub fn host_message(item: usize, db_role: &str, content_text: &str, parts: &[StoredPart]) -> Msg {
-    let original = parts
-        .iter()
-        .find_map(|p| p.meta_str("originalRole").filter(|r| !r.is_empty()));
-    let mut role = match original.unwrap_or(db_role) {
+    let views: Vec<_> = parts.iter().map(StoredPart::metadata_view).collect();
+    let original = views.iter().find_map(|v| v.original_role().filter(|r| !r.is_empty()));
+    let mut role = match original.as_deref().unwrap_or(db_role) {
         "toolResult" | "tool" => Role::ToolResult,
         "assistant" => Role::Assistant,
         _ => Role::User,
     };
+    // The call id as `tool_call_id_of` finds it: a column, the metadata, the original block.
     let tool_call_id = if role == Role::ToolResult {
-        tool_call_id_of(parts)
+        parts
+            .iter()
+            .find_map(|p| p.tool_call_id.clone())
+            .or_else(|| views.iter().find_map(|v| v.tool_call_id().map(|c| c.into_owned())))
+            // Rare: only the original block has it; read it the long way.
+            .or_else(|| tool_call_id_of(parts))
     } else {
         None
     };
     if role == Role::ToolResult && tool_call_id.is_none() {
         role = Role::Assistant;
     }
+    let blocks = || -> Vec<Block> { parts.iter().zip(&views).map(|(p, v)| block_of(p, v.raw())).collect() };
     let content = match role {
-        Role::User | Role::System => {
-            let c = stored_content(Role::User, content_text, parts);
-            // A lone plain text block is sent as a string.
-            match &c {
-                Value::Array(blocks) if blocks.len() == 1 && is_plain_text(&blocks[0]) => blocks[0]["text"].clone(),
-                _ => c,
+        Role::User | Role::System => match parts {
+            // String content always has a part, so a message with none was ingested as an
+            // empty array (or written without parts by an older plugin, with its text here).
+            [] if content_text.is_empty() => Content::Blocks(vec![]),
+            [] => Content::Text(content_text.to_string()),
+            // String content: one text part kept without a block type.
+            [only] if only.part_type == "text" && views[0].raw().is_none() && views[0].raw_type().is_none() => {
+                Content::Text(only.text_content.clone().unwrap_or_else(|| content_text.to_string()))
             }
-        }
+            _ => {
+                let blocks = blocks();
+                // A lone plain text block is sent as a string.
+                match plain_text(&blocks) {
+                    Some(text) => Content::Text(text),
+                    None => Content::Blocks(blocks),
+                }
+            }
+        },
         _ if parts.is_empty() => {
             if content_text.is_empty() {
-                Value::Array(vec![])
+                Content::Blocks(vec![])
             } else {
-                json!([{"type": "text", "text": content_text}])
+                Content::Blocks(vec![Block::text(content_text)])
             }
         }
-        _ => Value::Array(rebuild_blocks(parts)),
+        _ => Content::Blocks(blocks()),
     };
-    let tool_name = parts
+    let tool_name = views
         .iter()
-        .find_map(|p| p.meta_str("toolName").map(str::to_string))
+        .find_map(|v| v.tool_name().map(|n| n.into_owned()))
         .or_else(|| {
             if role == Role::ToolResult {
                 parts.iter().find_map(|p| p.tool_name.clone())
@@ -121,12 +197,7 @@ pub fn host_message(item: usize, db_role: &str, content_text: &str, parts: &[Sto
                 None
             }
         });
-    let is_error = parts.iter().find_map(|p| {
-        p.metadata
-            .as_ref()
-            .and_then(|m| m.get("isError"))
-            .and_then(Value::as_bool)
-    });
+    let is_error = views.iter().find_map(|v| v.is_error());
     Msg {
         role,
         content,
@@ -137,10 +208,21 @@ pub fn host_message(item: usize, db_role: &str, content_text: &str, parts: &[Sto
     }
 }
 
-fn is_plain_text(block: &Value) -> bool {
-    block.get("type").and_then(Value::as_str) == Some("text")
-        && block.get("text").is_some_and(Value::is_string)
-        && block.as_object().is_some_and(|o| o.len() == 2)
+/// The text of a lone `{"type":"text","text":…}` block with no other field.
+fn plain_text(blocks: &[Block]) -> Option<String> {
+    let [only] = blocks else {
+        return None;
+    };
+    if !matches!(only.kind(), super::content::BlockKind::Text { .. }) {
+        return None;
+    }
+    match serde_json::from_str::<Value>(only.json().get()).ok()? {
+        Value::Object(o) if o.len() == 2 => match o.get("text") {
+            Some(Value::String(t)) => Some(t.clone()),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// A summary as the assembler presents it.
@@ -155,54 +237,75 @@ pub struct SummaryView<'a> {
 
 /// Makes `content` unable to open or close the wrapper: `<summary` and `</summary` (any case)
 /// lose their `<`.
-pub fn neutralize(content: &str) -> String {
-    let lower = content.to_ascii_lowercase();
-    let mut out = String::with_capacity(content.len());
+pub fn neutralize(content: &str) -> Cow<'_, str> {
+    let starts = |rest: &[u8], word: &[u8]| rest.len() >= word.len() && rest[..word.len()].eq_ignore_ascii_case(word);
+    let mut out = String::new();
     let mut last = 0;
-    let mut i = 0;
-    while let Some(pos) = lower[i..].find('<') {
-        let at = i + pos;
-        let rest = &lower[at + 1..];
-        if rest.starts_with("summary") || rest.starts_with("/summary") {
+    for (at, _) in content.match_indices('<') {
+        let rest = &content.as_bytes()[at + 1..];
+        if starts(rest, b"summary") || starts(rest, b"/summary") {
             out.push_str(&content[last..at]);
             out.push_str("&lt;");
             last = at + 1;
         }
-        i = at + 1;
+    }
+    if last == 0 {
+        return Cow::Borrowed(content);
     }
     out.push_str(&content[last..]);
-    out
+    Cow::Owned(out)
 }
 
-fn attr(value: &str) -> String {
-    value.replace('&', "&amp;").replace('"', "&quot;").replace('<', "&lt;")
+fn attr(value: &str) -> Cow<'_, str> {
+    if !value.bytes().any(|b| matches!(b, b'&' | b'"' | b'<')) {
+        return Cow::Borrowed(value);
+    }
+    Cow::Owned(value.replace('&', "&amp;").replace('"', "&quot;").replace('<', "&lt;"))
 }
+
+/// `<summary id="…" range="…" depth="N" descendants="N"` (range omitted when unknown,
+/// descendants when 0), without its closing `>`.
+fn open_tag(id: &str, range: &str, depth: i64, descendants: i64) -> String {
+    use std::fmt::Write;
+    let mut open = String::with_capacity(64 + id.len() + range.len());
+    open.push_str("<summary id=\"");
+    open.push_str(&attr(id));
+    if !range.is_empty() {
+        open.push_str("\" range=\"");
+        open.push_str(&attr(range));
+    }
+    // Writing to a String cannot fail.
+    let _ = write!(open, "\" depth=\"{depth}\"");
+    if descendants > 0 {
+        let _ = write!(open, " descendants=\"{descendants}\"");
+    }
+    open
+}
+
+/// The opening tag's `>` and newline, and the closing line.
+const XML_OPEN_END: &str = ">\n";
+const XML_CLOSE: &str = "\n</summary>";
 
 /// `<summary id="…" range="…" depth="N" descendants="N">` (range omitted when unknown,
 /// descendants when 0), the content, `</summary>`.
 pub fn xml(s: &SummaryView<'_>) -> String {
-    let mut open = format!("<summary id=\"{}\"", attr(s.id));
-    if !s.range.is_empty() {
-        open.push_str(&format!(" range=\"{}\"", attr(&s.range)));
-    }
-    open.push_str(&format!(" depth=\"{}\"", s.depth));
-    if s.descendant_count > 0 {
-        open.push_str(&format!(" descendants=\"{}\"", s.descendant_count));
-    }
-    format!("{open}>\n{}\n</summary>", neutralize(s.content.trim()))
+    let open = open_tag(s.id, &s.range, s.depth, s.descendant_count);
+    let body = neutralize(s.content.trim());
+    let mut out = String::with_capacity(open.len() + body.len() + XML_OPEN_END.len() + XML_CLOSE.len());
+    out.push_str(&open);
+    out.push_str(XML_OPEN_END);
+    out.push_str(&body);
+    out.push_str(XML_CLOSE);
+    out
 }
 
 /// The wrapper's own tokens (everything but the content), for budgeting before the content is
 /// read: an upper bound of `tokens(xml) - tokens(content)`.
 pub fn xml_overhead(id: &str, range: &str, depth: i64, descendants: i64) -> i64 {
-    let probe = SummaryView {
-        id,
-        depth,
-        descendant_count: descendants,
-        range: range.to_string(),
-        content: "",
-    };
-    tokens::estimate(&xml(&probe)) + 1
+    let quarters = tokens::quarter_tokens(&open_tag(id, range, depth, descendants))
+        + tokens::quarter_tokens(XML_OPEN_END)
+        + tokens::quarter_tokens(XML_CLOSE);
+    quarters.div_ceil(4) as i64 + 1
 }
 
 pub const MARKDOWN_HEADING: &str = "## Earlier in this conversation";
@@ -289,7 +392,11 @@ mod tests {
             content: &content,
         };
         let exact = tokens::estimate(&xml(&s));
-        assert!(exact <= tokens::estimate(&content) + xml_overhead("sum_a", "2026-01-01 00:00–01:00 UTC", 1, 8));
+        let overhead = xml_overhead("sum_a", "2026-01-01 00:00–01:00 UTC", 1, 8);
+        assert!(exact <= tokens::estimate(&content) + overhead);
+        // What the wrapper alone weighs, plus one for rounding.
+        let empty = SummaryView { content: "", ..s };
+        assert_eq!(overhead, tokens::estimate(&xml(&empty)) + 1);
     }
 
     #[test]

@@ -7,20 +7,11 @@
 use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 
+use super::content::{Block, BlockKind, Content, CALL_TYPES};
 use super::render::Msg;
 use crate::store::normalize::Role;
-
-/// Block types that call a tool.
-pub const CALL_TYPES: &[&str] = &[
-    "toolCall",
-    "toolUse",
-    "tool_use",
-    "tool-use",
-    "functionCall",
-    "function_call",
-];
 
 pub const SYNTHETIC_TEXT: &str =
     "[lcm-native] missing tool result in session history; inserted synthetic error result for transcript repair.";
@@ -36,6 +27,8 @@ pub struct RepairStats {
     pub empty_messages_dropped: i64,
 }
 
+/// The id of a tool call in a block of a message's JSON (the validator's reading of what
+/// `BlockKind::Call` is).
 fn call_id(block: &Value) -> Option<&str> {
     let t = block.get("type")?.as_str()?;
     if !CALL_TYPES.contains(&t) {
@@ -48,25 +41,16 @@ fn call_id(block: &Value) -> Option<&str> {
         .filter(|s| !s.is_empty())
 }
 
-fn call_name(block: &Value) -> Option<String> {
-    block.get("name").and_then(Value::as_str).map(str::to_string)
-}
-
 /// True when nothing in the content would reach the model: no blocks, blank text, or (for an
 /// assistant) only reasoning.
 fn is_empty(m: &Msg) -> bool {
     match &m.content {
-        Value::String(s) => s.trim().is_empty(),
-        Value::Array(blocks) => blocks.iter().all(|b| match b.get("type").and_then(Value::as_str) {
-            Some("text") => b
-                .get("text")
-                .and_then(Value::as_str)
-                .is_none_or(|t| t.trim().is_empty()),
-            Some("thinking" | "redacted_thinking" | "reasoning") => m.role == Role::Assistant,
-            _ => false,
+        Content::Text(s) => s.trim().is_empty(),
+        Content::Blocks(blocks) => blocks.iter().all(|b| match b.kind() {
+            BlockKind::Text { blank } => *blank,
+            BlockKind::Reasoning => m.role == Role::Assistant,
+            BlockKind::Call { .. } | BlockKind::Other => false,
         }),
-        Value::Null => true,
-        _ => false,
     }
 }
 
@@ -98,17 +82,17 @@ pub fn repair(msgs: Vec<Msg>) -> (Vec<Msg>, RepairStats) {
             }
             Role::Assistant => {
                 let mut calls: Vec<(String, Option<String>)> = Vec::new();
-                if let Value::Array(blocks) = &mut m.content {
-                    blocks.retain(|b| match call_id(b) {
-                        None => true,
-                        Some(id) if seen_calls.contains(id) || calls.iter().any(|(c, _)| c == id) => {
+                if let Content::Blocks(blocks) = &mut m.content {
+                    blocks.retain(|b| match b.kind() {
+                        BlockKind::Call { id, .. } if seen_calls.contains(id) || calls.iter().any(|(c, _)| c == id) => {
                             stats.duplicate_calls_removed += 1;
                             false
                         }
-                        Some(id) => {
-                            calls.push((id.to_string(), call_name(b)));
+                        BlockKind::Call { id, name } => {
+                            calls.push((id.clone(), name.clone()));
                             true
                         }
+                        _ => true,
                     });
                 }
                 i += 1;
@@ -147,7 +131,7 @@ pub fn repair(msgs: Vec<Msg>) -> (Vec<Msg>, RepairStats) {
                             stats.synthetic_results += 1;
                             out.push(Msg {
                                 role: Role::ToolResult,
-                                content: json!([{"type": "text", "text": SYNTHETIC_TEXT}]),
+                                content: Content::Blocks(vec![Block::text(SYNTHETIC_TEXT)]),
                                 tool_call_id: Some(id),
                                 tool_name: name,
                                 is_error: Some(true),
@@ -232,21 +216,18 @@ pub fn validate(messages: &[Value]) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
-    fn user(t: &str) -> Msg {
-        Msg {
-            role: Role::User,
-            content: json!(t),
-            tool_call_id: None,
-            tool_name: None,
-            is_error: None,
-            item: Some(0),
-        }
+    fn blocks(v: Value) -> Content {
+        Content::Blocks(v.as_array().unwrap().iter().map(Block::from_value).collect())
     }
-    fn assistant(blocks: Value) -> Msg {
+    fn user(t: &str) -> Msg {
+        Msg::user(t.into(), Some(0))
+    }
+    fn assistant(content: Value) -> Msg {
         Msg {
             role: Role::Assistant,
-            content: blocks,
+            content: blocks(content),
             tool_call_id: None,
             tool_name: None,
             is_error: None,
@@ -256,7 +237,7 @@ mod tests {
     fn result(id: &str) -> Msg {
         Msg {
             role: Role::ToolResult,
-            content: json!([{"type": "text", "text": format!("out {id}")}]),
+            content: blocks(json!([{"type": "text", "text": format!("out {id}")}])),
             tool_call_id: Some(id.into()),
             tool_name: Some("read".into()),
             is_error: None,

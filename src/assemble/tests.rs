@@ -110,15 +110,16 @@ fn rebuilt_messages_equal_the_plugins_on_the_compacted_fixture() {
     for (budget, theirs) in fixture_results("head-theme.assemble.json") {
         let ours = engine.assemble(1, &opts(budget)).unwrap();
         let theirs: Vec<&Value> = theirs.iter().filter(|m| !is_summary(m)).collect();
-        let mine: Vec<&Value> = ours.messages.iter().filter(|m| !is_summary(m)).collect();
+        let values = ours.message_values();
+        let mine: Vec<&Value> = values.iter().filter(|m| !is_summary(m)).collect();
         assert_eq!(mine.len(), theirs.len(), "budget {budget}");
         for (a, b) in mine.iter().zip(&theirs) {
             assert_eq!(a, b);
         }
         // The plugin also dropped the stranded tool result (its call was summarised away).
         assert_eq!(ours.stats.repair.orphan_results_dropped, 1);
-        assert_eq!(ours.messages.iter().filter(|m| is_summary(m)).count(), 3);
-        validate(&ours.messages).unwrap();
+        assert_eq!(ours.message_values().iter().filter(|m| is_summary(m)).count(), 3);
+        validate(&ours.message_values()).unwrap();
     }
 }
 
@@ -128,8 +129,8 @@ fn rebuilt_messages_equal_the_plugins_on_the_uncompacted_fixture_up_to_the_docum
     for (budget, theirs) in fixture_results("head-theme.precompaction.assemble.json") {
         let ours = engine.assemble(1, &opts(budget)).unwrap();
         assert!(ours.estimated_tokens <= budget);
-        validate(&ours.messages).unwrap();
-        let mine = as_head_would(&ours.messages);
+        validate(&ours.message_values()).unwrap();
+        let mine = as_head_would(&ours.message_values());
         // Both keep the newest messages; the older end differs by the estimates of the
         // synthetic results and of messages the plugin normalised before estimating.
         let common = mine.len().min(theirs.len());
@@ -158,7 +159,12 @@ fn rebuilt_messages_equal_the_seed_plugins_but_for_the_tool_name_it_did_not_emit
     for (budget, theirs) in fixture_results("seed-theme.assemble.json") {
         let ours = engine.assemble(1, &opts(budget)).unwrap();
         let theirs: Vec<&Value> = theirs.iter().filter(|m| !is_summary(m)).collect();
-        let mut mine: Vec<Value> = ours.messages.iter().filter(|m| !is_summary(m)).cloned().collect();
+        let mut mine: Vec<Value> = ours
+            .message_values()
+            .iter()
+            .filter(|m| !is_summary(m))
+            .cloned()
+            .collect();
         for m in &mut mine {
             m.as_object_mut().unwrap().remove("toolName");
         }
@@ -189,13 +195,14 @@ async fn the_real_transcripts_assemble_into_valid_sequences_at_every_budget() {
             }
             for budget in [500, 2_000, 8_000, 32_000, 128_000, 10_000_000] {
                 let a = engine.assemble(cid, &opts(budget)).unwrap();
-                validate(&a.messages).unwrap_or_else(|e| panic!("{name} compacted={compacted} budget {budget}: {e}"));
+                validate(&a.message_values())
+                    .unwrap_or_else(|e| panic!("{name} compacted={compacted} budget {budget}: {e}"));
                 if a.stats.turn_start_omitted {
-                    assert_eq!(a.messages[0]["content"], TURN_START_NOTE);
+                    assert_eq!(a.message_values()[0]["content"], TURN_START_NOTE);
                     assert!(a.stats.fresh_tail_over_budget || a.stats.evicted_items > 0);
                 }
                 let emitted: i64 = a
-                    .messages
+                    .message_values()
                     .iter()
                     .map(|m| match &m["content"] {
                         Value::String(s) => crate::tokens::estimate(s),
@@ -221,7 +228,7 @@ async fn the_real_transcripts_assemble_into_valid_sequences_at_every_budget() {
             assert_eq!(all.stats.evicted_items, 0);
             // Raw messages come back exactly as ingested (a lone user text block as a string).
             for m in all
-                .messages
+                .message_values()
                 .iter()
                 .filter(|m| !is_summary(m) && m["content"][0]["text"] != SYNTHETIC_TEXT)
             {
@@ -254,9 +261,10 @@ fn oldest_items_are_evicted_first_and_the_tail_is_always_kept() {
         .conversation_id;
     let a = engine.assemble(cid, &opts_tail(1000, 4)).unwrap();
     // ~101 tokens each: the tail (4) plus 5 more fit in 1000.
-    let first = a.messages[0]["content"]
+    let values = a.message_values();
+    let first = values[0]["content"]
         .as_str()
-        .or_else(|| a.messages[0]["content"][0]["text"].as_str())
+        .or_else(|| values[0]["content"][0]["text"].as_str())
         .unwrap()
         .to_string();
     assert!(
@@ -321,7 +329,8 @@ async fn summaries_are_presented_as_xml_or_markdown_in_the_configured_zone() {
         .unwrap()
         .unwrap();
     let a = engine.assemble(cid, &opts_tail(100_000, 8)).unwrap();
-    let first = a.messages[0]["content"].as_str().unwrap();
+    let values = a.message_values();
+    let first = values[0]["content"].as_str().unwrap();
     let node = &engine.summaries(cid, Some(1)).unwrap()[0];
     // 2026-03-01 00:00 UTC is 2026-02-28 16:00 PST.
     assert!(
@@ -341,8 +350,7 @@ async fn summaries_are_presented_as_xml_or_markdown_in_the_configured_zone() {
         1,
         "content closed the wrapper: {first}"
     );
-    let leaf = a
-        .messages
+    let leaf = values
         .iter()
         .find(|m| m["content"].as_str().is_some_and(|c| c.contains("depth=\"0\"")))
         .unwrap();
@@ -350,7 +358,7 @@ async fn summaries_are_presented_as_xml_or_markdown_in_the_configured_zone() {
         !leaf["content"].as_str().unwrap().contains("descendants="),
         "0 descendants are omitted"
     );
-    validate(&a.messages).unwrap();
+    validate(&a.message_values()).unwrap();
 
     let md = engine
         .assemble(
@@ -362,19 +370,20 @@ async fn summaries_are_presented_as_xml_or_markdown_in_the_configured_zone() {
             },
         )
         .unwrap();
-    let section = md.messages[0]["content"].as_str().unwrap();
+    let md_values = md.message_values();
+    let section = md_values[0]["content"].as_str().unwrap();
     assert!(
         section.starts_with("## Earlier in this conversation\n\n[2026-02-28 16:00–"),
         "{section}"
     );
     assert_eq!(
-        md.messages
+        md.message_values()
             .iter()
             .filter(|m| m["content"].as_str().is_some_and(|c| c.starts_with("## Earlier")))
             .count(),
         1
     );
-    assert!(!md.messages.iter().any(is_summary));
+    assert!(!md.message_values().iter().any(is_summary));
 }
 
 static STATEMENTS: AtomicUsize = AtomicUsize::new(0);
@@ -425,7 +434,7 @@ fn the_budget_holds_with_the_turn_start_note_included() {
     let mut noted = 0;
     for budget in (20..1200).step_by(7) {
         let a = engine.assemble(cid, &opts_tail(budget, 3)).unwrap();
-        validate(&a.messages).unwrap();
+        validate(&a.message_values()).unwrap();
         assert!(
             a.estimated_tokens <= budget || a.stats.fresh_tail_over_budget,
             "budget {budget}: {} tokens",

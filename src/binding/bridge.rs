@@ -192,3 +192,13 @@ where
 pub(crate) fn to_json<T: serde::Serialize>(v: &T) -> error::Result<JsonText> {
     Ok(JsonText(serde_json::to_string(v)?))
 }
+
+/// `to_json` into a buffer of `capacity` bytes: a large result then is written once, not
+/// copied each time its buffer doubles.
+pub(crate) fn to_json_sized<T: serde::Serialize>(v: &T, capacity: usize) -> error::Result<JsonText> {
+    let mut buf = Vec::with_capacity(capacity);
+    serde_json::to_writer(&mut buf, v)?;
+    String::from_utf8(buf)
+        .map(JsonText)
+        .map_err(|e| LcmError::Internal(format!("serialised JSON is not UTF-8: {e}")))
+}

@@ -12,7 +12,7 @@ use super::args::{
     ingest_options, maybe_int, opt_bool, opt_int, optional, parse_id, parse_target, pass_options, required,
     required_string, token_budget,
 };
-use super::bridge::{spawn_coded, spawn_coded_then, to_json, CoreTask, JsonArg, JsonText};
+use super::bridge::{spawn_coded, spawn_coded_then, to_json, to_json_sized, CoreTask, JsonArg, JsonText};
 use super::signals::{report_progress, watch_abort, AbortWatch, RunControls};
 use super::summarize::SummarizerArg;
 use crate::compaction::SweepOptions;
@@ -481,7 +481,8 @@ impl LcmEngine {
                 fresh_tail_count,
                 presentation,
             };
-            to_json(&engine.assemble(id, &opts)?)
+            let assembled = engine.assemble(id, &opts)?;
+            to_json_sized(&assembled, assembled.json_size_hint())
         })
     }
 

@@ -91,8 +91,7 @@ fn entry_part(p: &StoredPart, role: &str) -> Option<SourcePart> {
             name: p.tool_name.clone(),
             text,
             is_error: p
-                .metadata
-                .as_ref()
+                .metadata()
                 .and_then(|m| m.get("isError"))
                 .and_then(Value::as_bool)
                 .unwrap_or(false),

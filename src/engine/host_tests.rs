@@ -205,7 +205,7 @@ fn the_hosts_other_message_kinds_are_stored_and_shown_as_user_messages() {
         )
         .unwrap();
     let shown: Vec<(String, String)> = assembled
-        .messages
+        .message_values()
         .iter()
         .map(|m| (m["role"].as_str().unwrap().to_string(), m["content"].to_string()))
         .collect();

@@ -272,7 +272,9 @@ fn ingest_in<'a>(
     })
 }
 
-/// One `message_parts` row as read back.
+/// One `message_parts` row as read back. `metadata` is kept as its JSON text: the assembler
+/// only needs a few of its fields and the original block's text (`metadata_view`), which it
+/// reads without building a tree of the whole; `metadata()` parses it on first use.
 #[derive(Debug, Clone, Default)]
 pub struct StoredPart {
     pub part_id: String,
@@ -282,20 +284,90 @@ pub struct StoredPart {
     pub tool_name: Option<String>,
     pub tool_input: Option<String>,
     pub tool_output: Option<String>,
-    pub metadata: Option<Value>,
+    metadata_text: Option<String>,
+    metadata: std::cell::OnceCell<Option<Value>>,
+}
+
+/// The fields of a part's metadata that rebuilding a message reads, borrowed from its text.
+/// Each is left as JSON text so that a field of an unexpected type reads as absent instead of
+/// failing the whole view.
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct MetadataView<'a> {
+    #[serde(borrow, default)]
+    raw: Option<&'a serde_json::value::RawValue>,
+    #[serde(borrow, default, rename = "originalRole")]
+    original_role: Option<&'a serde_json::value::RawValue>,
+    #[serde(borrow, default, rename = "toolName")]
+    tool_name: Option<&'a serde_json::value::RawValue>,
+    #[serde(borrow, default, rename = "toolCallId")]
+    tool_call_id: Option<&'a serde_json::value::RawValue>,
+    #[serde(borrow, default, rename = "isError")]
+    is_error: Option<&'a serde_json::value::RawValue>,
+    #[serde(borrow, default, rename = "rawType")]
+    raw_type: Option<&'a serde_json::value::RawValue>,
+}
+
+/// The string a JSON value holds, `None` for any other value. Borrowed when it has no escape.
+pub fn json_str(raw: Option<&serde_json::value::RawValue>) -> Option<std::borrow::Cow<'_, str>> {
+    let text = raw?.get();
+    // Valid JSON (a RawValue always is): a string is its quotes around its content.
+    let inner = text.strip_prefix('"')?.strip_suffix('"')?;
+    if !inner.contains('\\') {
+        return Some(std::borrow::Cow::Borrowed(inner));
+    }
+    serde_json::from_str::<String>(text).ok().map(std::borrow::Cow::Owned)
+}
+
+impl<'a> MetadataView<'a> {
+    /// The original block's JSON text, when the writer kept it and it is an object.
+    pub fn raw(&self) -> Option<&'a serde_json::value::RawValue> {
+        self.raw.filter(|r| r.get().starts_with('{'))
+    }
+    pub fn original_role(&self) -> Option<std::borrow::Cow<'a, str>> {
+        json_str(self.original_role)
+    }
+    pub fn tool_name(&self) -> Option<std::borrow::Cow<'a, str>> {
+        json_str(self.tool_name)
+    }
+    pub fn tool_call_id(&self) -> Option<std::borrow::Cow<'a, str>> {
+        json_str(self.tool_call_id)
+    }
+    pub fn raw_type(&self) -> Option<std::borrow::Cow<'a, str>> {
+        json_str(self.raw_type)
+    }
+    pub fn is_error(&self) -> Option<bool> {
+        match self.is_error.map(|r| r.get()) {
+            Some("true") => Some(true),
+            Some("false") => Some(false),
+            _ => None,
+        }
+    }
 }
 
 impl StoredPart {
+    /// The part's metadata, parsed on first use (`None` when absent or not JSON).
+    pub fn metadata(&self) -> Option<&Value> {
+        self.metadata
+            .get_or_init(|| self.metadata_text.as_deref().and_then(|m| serde_json::from_str(m).ok()))
+            .as_ref()
+    }
+
+    /// The fields of the metadata that rebuilding the message reads, without parsing the rest
+    /// into values (empty when absent or unreadable).
+    pub fn metadata_view(&self) -> MetadataView<'_> {
+        self.metadata_text
+            .as_deref()
+            .and_then(|m| serde_json::from_str(m).ok())
+            .unwrap_or_default()
+    }
+
     /// The original content block, when the writer kept it (`metadata.raw`).
     pub fn raw(&self) -> Option<&Value> {
-        self.metadata
-            .as_ref()
-            .and_then(|m| m.get("raw"))
-            .filter(|r| r.is_object())
+        self.metadata().and_then(|m| m.get("raw")).filter(|r| r.is_object())
     }
 
     pub fn meta_str(&self, key: &str) -> Option<&str> {
-        self.metadata.as_ref().and_then(|m| m.get(key)).and_then(Value::as_str)
+        self.metadata().and_then(|m| m.get(key)).and_then(Value::as_str)
     }
 }
 
@@ -306,9 +378,14 @@ pub fn rebuild_blocks(parts: &[StoredPart]) -> Vec<Value> {
 }
 
 fn rebuild_block(p: &StoredPart) -> Value {
-    if let Some(raw) = p.raw() {
-        return raw.clone();
+    match p.raw() {
+        Some(raw) => raw.clone(),
+        None => block_from_columns(p),
     }
+}
+
+/// The block of a part written without its original (`metadata.raw`), from its columns.
+pub fn block_from_columns(p: &StoredPart) -> Value {
     let text = |t: &str| serde_json::json!({ "type": "text", "text": t });
     match p.part_type.as_str() {
         "text" => text(p.text_content.as_deref().unwrap_or("")),
@@ -332,7 +409,7 @@ fn rebuild_block(p: &StoredPart) -> Value {
                 _ => text(""),
             }
         }
-        _ => match (&p.text_content, &p.metadata) {
+        _ => match (&p.text_content, p.metadata()) {
             (Some(t), _) => text(t),
             (None, Some(m)) => text(&m.to_string()),
             _ => text(""),
@@ -430,7 +507,8 @@ pub fn load_parts(conn: &Connection, message_ids: &[i64]) -> Result<Vec<Vec<Stor
             tool_name: r.get(5)?,
             tool_input: r.get(6)?,
             tool_output: r.get(7)?,
-            metadata: metadata.and_then(|m| serde_json::from_str(&m).ok()),
+            metadata_text: metadata,
+            metadata: Default::default(),
         };
         if let Some(&i) = index.get(&mid) {
             out[i].push(part);

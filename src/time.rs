@@ -3,7 +3,9 @@
 //! summary `earliest_at`/`latest_at` are ISO-8601 UTC with milliseconds and `Z`.
 
 use chrono::{DateTime, Datelike, NaiveDate, NaiveDateTime, TimeZone, Timelike, Utc};
-use chrono_tz::Tz;
+use std::fmt::Write;
+
+use chrono_tz::{OffsetName, Tz};
 
 use crate::error::{LcmError, Result};
 
@@ -30,26 +32,48 @@ impl DisplayZone {
         })
     }
 
-    /// Wall-clock date/time parts and the abbreviation of `dt` in this zone.
-    /// (Formatted by hand: chrono's strftime parser showed up in the assembly profile.)
-    fn local_parts(&self, dt: &DateTime<Utc>) -> (String, String, String) {
-        fn parts<T: Datelike + Timelike>(t: &T) -> (String, String) {
-            (
-                format!("{:04}-{:02}-{:02}", t.year(), t.month(), t.day()),
-                format!("{:02}:{:02}", t.hour(), t.minute()),
-            )
+    /// The wall-clock date and time of `dt` in this zone, with the zone's abbreviation.
+    fn local(&self, dt: &DateTime<Utc>) -> Local {
+        fn parts<T: Datelike + Timelike>(t: &T, zone: String) -> Local {
+            Local {
+                date: (t.year(), t.month(), t.day()),
+                time: (t.hour(), t.minute()),
+                zone,
+            }
         }
         match self {
-            DisplayZone::Utc => {
-                let (d, t) = parts(dt);
-                (d, t, "UTC".to_string())
-            }
+            DisplayZone::Utc => parts(dt, "UTC".to_string()),
             DisplayZone::Named(tz) => {
                 let local = dt.with_timezone(tz);
-                let (d, t) = parts(&local);
-                (d, t, gmt_style(&local.format("%Z").to_string()))
+                // The offset's name is what `%Z` prints (its Display), without a format parser.
+                let zone = match local.offset().abbreviation() {
+                    Some(name) => gmt_style(name),
+                    None => gmt_style(&local.offset().to_string()),
+                };
+                parts(&local, zone)
             }
         }
+    }
+}
+
+/// A wall-clock reading. (Formatted by hand: chrono's strftime parser showed up in the
+/// assembly profile.)
+#[derive(PartialEq)]
+struct Local {
+    date: (i32, u32, u32),
+    time: (u32, u32),
+    zone: String,
+}
+
+impl Local {
+    fn write_date(&self, out: &mut String) {
+        let (y, m, d) = self.date;
+        // Writing to a String cannot fail.
+        let _ = write!(out, "{y:04}-{m:02}-{d:02}");
+    }
+    fn write_time(&self, out: &mut String) {
+        let (h, m) = self.time;
+        let _ = write!(out, "{h:02}:{m:02}");
     }
 }
 
@@ -144,27 +168,46 @@ pub fn now_sqlite() -> String {
 
 /// `2026-02-17 15:37 PST`: date and 24-hour time to the minute, with the zone abbreviation.
 pub fn format_timestamp(dt: &DateTime<Utc>, zone: DisplayZone) -> String {
-    let (d, t, z) = zone.local_parts(dt);
-    format!("{d} {t} {z}")
+    let l = zone.local(dt);
+    let mut out = String::with_capacity(24);
+    l.write_date(&mut out);
+    out.push(' ');
+    l.write_time(&mut out);
+    out.push(' ');
+    out.push_str(&l.zone);
+    out
 }
 
 /// `2026-02-17 15:37–17:21 PST` on one day, `2026-02-17 15:37 – 2026-02-18 09:10 PST` across
 /// days, a single timestamp when both ends render the same.
 pub fn format_time_range(earliest: &DateTime<Utc>, latest: &DateTime<Utc>, zone: DisplayZone) -> String {
-    let (d1, t1, z1) = zone.local_parts(earliest);
-    let (d2, t2, z2) = zone.local_parts(latest);
-    if d1 == d2 && t1 == t2 && z1 == z2 {
-        return format!("{d1} {t1} {z1}");
-    }
-    if z1 != z2 {
+    let (a, b) = (zone.local(earliest), zone.local(latest));
+    let mut out = String::with_capacity(48);
+    a.write_date(&mut out);
+    out.push(' ');
+    a.write_time(&mut out);
+    if a == b {
+        // Both ends render the same.
+    } else if a.zone != b.zone {
         // A daylight-saving change inside the range: name both zones.
-        return format!("{d1} {t1} {z1} – {d2} {t2} {z2}");
-    }
-    if d1 == d2 {
-        format!("{d1} {t1}–{t2} {z1}")
+        out.push(' ');
+        out.push_str(&a.zone);
+        out.push_str(" – ");
+        b.write_date(&mut out);
+        out.push(' ');
+        b.write_time(&mut out);
+    } else if a.date == b.date {
+        out.push('–');
+        b.write_time(&mut out);
     } else {
-        format!("{d1} {t1} – {d2} {t2} {z1}")
+        out.push_str(" – ");
+        b.write_date(&mut out);
+        out.push(' ');
+        b.write_time(&mut out);
     }
+    out.push(' ');
+    out.push_str(&b.zone);
+    out
 }
 
 #[cfg(test)]

@@ -97,25 +97,23 @@ impl Assembled {
     }
 }
 
-/// The rows of the kept items, read with a fixed number of queries.
+/// The rows of the kept items: messages and their parts read with a fixed number of queries,
+/// summaries' content read with the items.
 struct Loaded {
     messages: HashMap<i64, (String, String)>,
     parts: HashMap<i64, Vec<crate::store::messages::StoredPart>>,
     summaries: HashMap<String, String>,
 }
 
-fn load(conn: &Connection, items: &[&crate::compaction::model::Item]) -> Result<Loaded> {
+fn load(
+    conn: &Connection,
+    items: &[&crate::compaction::model::Item],
+    summaries: HashMap<String, String>,
+) -> Result<Loaded> {
     let message_ids: Vec<i64> = items
         .iter()
         .filter_map(|i| match i.r {
             ItemRef::Message(id) => Some(id),
-            _ => None,
-        })
-        .collect();
-    let summary_ids: Vec<String> = items
-        .iter()
-        .filter_map(|i| match &i.r {
-            ItemRef::Summary(id) => Some(id.clone()),
             _ => None,
         })
         .collect();
@@ -141,16 +139,6 @@ fn load(conn: &Connection, items: &[&crate::compaction::model::Item]) -> Result<
         .copied()
         .zip(load_parts(conn, &message_ids)?)
         .collect();
-    let mut summaries = HashMap::with_capacity(summary_ids.len());
-    if !summary_ids.is_empty() {
-        let mut stmt = conn.prepare_cached(
-            "SELECT s.summary_id, s.content FROM json_each(?1) j JOIN summaries s ON s.summary_id = j.value",
-        )?;
-        let mut rows = stmt.query(params![serde_json::to_string(&summary_ids)?])?;
-        while let Some(r) = rows.next()? {
-            summaries.insert(r.get(0)?, r.get(1)?);
-        }
-    }
     Ok(Loaded {
         messages,
         parts,
@@ -248,7 +236,11 @@ pub fn assemble(
     // Everything older than that is evicted without being read.
     let (mut seen, mut user_seen, mut used) = (0i64, false, 0i64);
     let (mut costs, mut ranges): (Vec<i64>, Vec<String>) = (Vec::new(), Vec::new());
-    let (live, _) = LiveContext::load_newest(conn, conversation_id, |item| {
+    let mut summaries = HashMap::new();
+    let (live, _) = LiveContext::load_newest(conn, conversation_id, true, |item, content| {
+        if let (ItemRef::Summary(id), Some(content)) = (&item.r, content) {
+            summaries.insert(id.clone(), content);
+        }
         let in_tail = tail_count > 0 && !(seen >= tail_count && user_seen);
         if in_tail && item.is_message() {
             seen += 1;
@@ -272,7 +264,7 @@ pub fn assemble(
         used += costs[start];
     }
     let kept: Vec<&crate::compaction::model::Item> = live.items[start..].iter().map(|b| b.as_ref()).collect();
-    let loaded = load(conn, &kept)?;
+    let loaded = load(conn, &kept, summaries)?;
 
     // Build, repair, and evict further while the exact estimate is over the budget or the
     // sequence would start with something other than a user message.

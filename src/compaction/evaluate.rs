@@ -73,7 +73,7 @@ pub fn evaluate(
     let totals = totals::load(conn, conversation_id)?;
     let tail_count = config.fresh_tail_count;
     let (mut counted, mut user_seen) = (0i64, false);
-    let (newest, _) = LiveContext::load_newest(conn, conversation_id, |item| {
+    let (newest, _) = LiveContext::load_newest(conn, conversation_id, false, |item, _| {
         if item.is_message() {
             counted += 1;
             user_seen |= item.role.as_deref() == Some("user");

@@ -124,15 +124,30 @@ pub struct ContextEntry {
     pub tokens: i64,
 }
 
-/// The live items of a conversation with what the model needs of their rows.
-const ITEM_QUERY: &str = "SELECT ci.ordinal, ci.item_type, ci.message_id, ci.summary_id,
+/// The query of the live items of a conversation with what the model needs of their rows,
+/// with `$extra` columns after the ones `item_from_row` reads.
+macro_rules! item_query {
+    ($extra:literal) => {
+        concat!(
+            "SELECT ci.ordinal, ci.item_type, ci.message_id, ci.summary_id,
         m.role, m.token_count, m.created_at,
         s.depth, s.token_count, s.earliest_at, s.latest_at, s.created_at,
-        s.descendant_count, s.descendant_token_count, s.source_message_token_count
+        s.descendant_count, s.descendant_token_count, s.source_message_token_count",
+            $extra,
+            "
  FROM context_items ci
  LEFT JOIN messages m ON ci.item_type = 'message' AND m.message_id = ci.message_id
  LEFT JOIN summaries s ON ci.item_type = 'summary' AND s.summary_id = ci.summary_id
- WHERE ci.conversation_id = ?1";
+ WHERE ci.conversation_id = ?1"
+        )
+    };
+}
+
+const ITEM_QUERY: &str = item_query!("");
+
+/// `ITEM_QUERY` with each summary's content (column 15), for readers that show it: the row is
+/// already at hand, where a second query would look every summary up again by its text key.
+const ITEM_QUERY_WITH_SUMMARY_CONTENT: &str = item_query!(", s.content");
 
 /// One row of `ITEM_QUERY`: its ordinal, and the item (`None` for a malformed row).
 fn item_from_row(r: &rusqlite::Row<'_>) -> Result<(i64, Option<Box<Item>>)> {
@@ -214,13 +229,20 @@ impl LiveContext {
 
     /// Reads live items newest first while `more` says so, and returns them (in order) as a
     /// partial context, with the ordinal of the oldest item read. Reading stops as soon as
-    /// `more` returns false for an item (that item is included).
+    /// `more` returns false for an item (that item is included). With `summary_content`,
+    /// `more` is also handed each summary's content.
     pub fn load_newest(
         conn: &Connection,
         conversation_id: i64,
-        mut more: impl FnMut(&Item) -> bool,
+        summary_content: bool,
+        mut more: impl FnMut(&Item, Option<String>) -> bool,
     ) -> Result<(LiveContext, i64)> {
-        let sql = format!("{ITEM_QUERY} ORDER BY ci.ordinal DESC");
+        let query = if summary_content {
+            ITEM_QUERY_WITH_SUMMARY_CONTENT
+        } else {
+            ITEM_QUERY
+        };
+        let sql = format!("{query} ORDER BY ci.ordinal DESC");
         let mut stmt = conn.prepare_cached(&sql)?;
         let mut items = Vec::new();
         let mut last = -1;
@@ -233,7 +255,11 @@ impl LiveContext {
             }
             oldest = ordinal;
             if let Some(item) = item {
-                let go_on = more(&item);
+                let content = match summary_content && item.summary.is_some() {
+                    true => r.get(15)?,
+                    false => None,
+                };
+                let go_on = more(&item, content);
                 items.push(item);
                 if !go_on {
                     break;

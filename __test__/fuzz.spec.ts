@@ -91,6 +91,11 @@ interface Run<L, D> {
 }
 
 /** Runs a fuzz child; asserts that it ended on its own, exit 0, with nothing on stderr. */
+// A child that has not finished by then has hung: the limit detects hangs, it does not time the
+// run (the ingest child took 40-55 s on a 2-core machine, half of it in the kernel).
+const CHILD_TIMEOUT = 120_000
+const CHILD_TEST_TIMEOUT = CHILD_TIMEOUT + 30_000
+
 function runChild<L, D>(args: string[], timeout: number): Run<L, D> {
   const started = Date.now()
   const out = spawnSync(process.execPath, args, { encoding: 'utf8', timeout, maxBuffer: 256 * 1024 * 1024 })
@@ -110,7 +115,7 @@ describe('fuzz', () => {
   it('summarizer results: whatever the callback returns, throws, resolves or rejects, a pass succeeds or fails coded, writing nothing', () => {
     const run = runChild<SummarizerCase, SummarizerDone>(
       ['--expose-gc', join(ROOT, '__test__/child/fuzz-summarizer.cjs'), String(SEED), String(SUMMARIZER_CASES)],
-      50_000,
+      CHILD_TIMEOUT,
     )
     const cls = (c: SummarizerCase) => (c.outcome === 'rejected' ? String(c.code) : c.outcome)
     console.log(
@@ -135,14 +140,14 @@ describe('fuzz', () => {
     expect(violations, `seed ${SEED}`).toEqual([])
     expect(run.done.verify).toEqual({ ok: true, problems: [] })
     expect(run.done.finalPass, 'a pass after the fuzzing').toBe('normal')
-  })
+  }, CHILD_TEST_TIMEOUT)
 
   // One run of the ingest child serves both ingest tests.
   let ingest: (Run<IngestRound, IngestDone> & { dbPath: string }) | undefined
   const ingestRun = () => {
     if (!ingest) {
       const dbPath = join(tempDir(), 'fuzz-ingest.db')
-      const run = runChild<IngestRound, IngestDone>([join(ROOT, '__test__/child/fuzz-ingest.cjs'), String(SEED), String(INGEST_ROUNDS), dbPath], 50_000)
+      const run = runChild<IngestRound, IngestDone>([join(ROOT, '__test__/child/fuzz-ingest.cjs'), String(SEED), String(INGEST_ROUNDS), dbPath], CHILD_TIMEOUT)
       ingest = { ...run, dbPath }
     }
     return ingest
@@ -185,7 +190,7 @@ describe('fuzz', () => {
     )
     expect(check.stderr).toBe('')
     expect(check.stdout.trim()).toBe('ok')
-  })
+  }, CHILD_TEST_TIMEOUT)
 
   // This fuzz found that a user message (or a host kind such as `custom`, stored as a user
   // message) ingested with `content: []` came back from `messages()` as `content: ""`; fixed in
@@ -195,5 +200,5 @@ describe('fuzz', () => {
     const mismatches = run.lines.flatMap((r) => r.roundTrip.map((p) => `round ${r.i}: ${p}`))
     console.log(`fuzz ingest round trips: ${run.lines.filter((r) => r.calls.length === 1 && r.calls[0].kind === 'valid' && r.calls[0].outcome === 'ok' && r.calls[0].skipped === 0).length} lone valid calls compared`)
     expect(mismatches, `seed ${SEED}`).toEqual([])
-  })
+  }, CHILD_TEST_TIMEOUT)
 })

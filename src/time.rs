@@ -75,6 +75,12 @@ impl Local {
         let (h, m) = self.time;
         let _ = write!(out, "{h:02}:{m:02}");
     }
+    /// `2026-02-17 15:37`
+    fn write_date_time(&self, out: &mut String) {
+        self.write_date(out);
+        out.push(' ');
+        self.write_time(out);
+    }
 }
 
 /// chrono-tz renders zones without a letter abbreviation as `+04` / `-0330`; show them as
@@ -170,9 +176,7 @@ pub fn now_sqlite() -> String {
 pub fn format_timestamp(dt: &DateTime<Utc>, zone: DisplayZone) -> String {
     let l = zone.local(dt);
     let mut out = String::with_capacity(24);
-    l.write_date(&mut out);
-    out.push(' ');
-    l.write_time(&mut out);
+    l.write_date_time(&mut out);
     out.push(' ');
     out.push_str(&l.zone);
     out
@@ -183,9 +187,7 @@ pub fn format_timestamp(dt: &DateTime<Utc>, zone: DisplayZone) -> String {
 pub fn format_time_range(earliest: &DateTime<Utc>, latest: &DateTime<Utc>, zone: DisplayZone) -> String {
     let (a, b) = (zone.local(earliest), zone.local(latest));
     let mut out = String::with_capacity(48);
-    a.write_date(&mut out);
-    out.push(' ');
-    a.write_time(&mut out);
+    a.write_date_time(&mut out);
     if a == b {
         // Both ends render the same.
     } else if a.zone != b.zone {
@@ -193,17 +195,13 @@ pub fn format_time_range(earliest: &DateTime<Utc>, latest: &DateTime<Utc>, zone:
         out.push(' ');
         out.push_str(&a.zone);
         out.push_str(" – ");
-        b.write_date(&mut out);
-        out.push(' ');
-        b.write_time(&mut out);
+        b.write_date_time(&mut out);
     } else if a.date == b.date {
         out.push('–');
         b.write_time(&mut out);
     } else {
         out.push_str(" – ");
-        b.write_date(&mut out);
-        out.push(' ');
-        b.write_time(&mut out);
+        b.write_date_time(&mut out);
     }
     out.push(' ');
     out.push_str(&b.zone);

@@ -401,6 +401,14 @@ async function migrate(argv) {
   if (report.liveTotalsRebuilt) console.log('  live-context totals recomputed')
 }
 
+/** The options that choose the model the rewrite, redact and tui commands call. */
+const LLM_OPTIONS = { provider: 'string', model: 'string', 'base-url': 'string' }
+
+/** The model those options (and the environment) name. */
+function llmFromArgs(args) {
+  return resolveLlm({ env: process.env, provider: args.provider, model: args.model, baseUrl: args['base-url'] })
+}
+
 async function rewrite(argv) {
   const spec = {
     summary: 'string',
@@ -412,9 +420,7 @@ async function rewrite(argv) {
     'dry-run': 'switch',
     diff: 'switch',
     'prompt-dir': 'string',
-    provider: 'string',
-    model: 'string',
-    'base-url': 'string',
+    ...LLM_OPTIONS,
     db: 'string',
     timestamps: 'bool',
     'no-timestamps': 'switch',
@@ -436,7 +442,7 @@ async function rewrite(argv) {
   if (args['no-timestamps'] && args.timestamps !== undefined) throw new UsageError('give --timestamps or --no-timestamps, not both', 'rewrite')
   const conversationId = Number(args._[0])
   const db = existingDb(args)
-  const llm = resolveLlm({ env: process.env, provider: args.provider, model: args.model, baseUrl: args['base-url'] })
+  const llm = llmFromArgs(args)
   console.log(
     llm
       ? `summarizer: ${llm.describe}`
@@ -543,9 +549,7 @@ async function redact(argv) {
     replacement: 'string',
     reason: 'string',
     'mark-only': 'switch',
-    provider: 'string',
-    model: 'string',
-    'base-url': 'string',
+    ...LLM_OPTIONS,
     db: 'string',
     help: 'switch',
   }
@@ -556,7 +560,7 @@ async function redact(argv) {
   const messageIds = args.messages === undefined ? undefined : args.messages.split(',').map((s) => Number(s.trim()))
   if (messageIds && messageIds.some((n) => !Number.isInteger(n) || n < 1)) throw new UsageError('--messages takes message ids separated by commas', 'redact')
   const db = existingDb(args)
-  const llm = resolveLlm({ env: process.env, provider: args.provider, model: args.model, baseUrl: args['base-url'] })
+  const llm = llmFromArgs(args)
   const engine = await LcmEngine.open({ dbPath: db })
   const controller = new AbortController()
   const onSigint = () => controller.abort()
@@ -635,9 +639,7 @@ async function tui(argv) {
     db: 'string',
     conversation: 'int',
     'prompt-dir': 'string',
-    provider: 'string',
-    model: 'string',
-    'base-url': 'string',
+    ...LLM_OPTIONS,
     tz: 'string',
     help: 'switch',
   }
@@ -646,7 +648,7 @@ async function tui(argv) {
   if (args._.length > 0) throw new UsageError(`unexpected argument ${args._[0]}`, 'tui')
   if (!process.stdin.isTTY || !process.stdout.isTTY) throw new Error('tui needs a terminal (stdin and stdout must be a TTY)')
   const db = existingDb(args)
-  const llm = resolveLlm({ env: process.env, provider: args.provider, model: args.model, baseUrl: args['base-url'] })
+  const llm = llmFromArgs(args)
   // Refuse a file that needs an upgrade before the screen is taken over, with the hint.
   await (await openReadOnly(db, args.tz === undefined ? {} : { timezone: args.tz })).close()
   let runTui

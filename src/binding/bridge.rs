@@ -92,13 +92,14 @@ impl JsonArg {
 }
 
 /// A result handed to JS as JSON text and turned into objects by V8's `JSON.parse` (the
-/// serialisation already happened on the worker).
-pub struct JsonText(pub(crate) String);
+/// serialisation already happened on the worker). The text is ASCII only (`to_json` is its
+/// one writer), so V8 copies it as one-byte text rather than decoding UTF-8.
+pub struct JsonText(String);
 
 impl ToNapiValue for JsonText {
     unsafe fn to_napi_value(raw_env: napi::sys::napi_env, val: Self) -> napi::Result<napi::sys::napi_value> {
         let env = Env::from_raw(raw_env);
-        let text = env.create_string(&val.0)?;
+        let text = env.create_string_latin1(val.0.as_bytes())?;
         // SAFETY: `text` is a live JS string created just above.
         call_json(&env, "parse", unsafe {
             Unknown::from_raw_unchecked(raw_env, text.raw())
@@ -190,15 +191,11 @@ where
 }
 
 pub(crate) fn to_json<T: serde::Serialize>(v: &T) -> error::Result<JsonText> {
-    Ok(JsonText(serde_json::to_string(v)?))
+    to_json_sized(v, 128)
 }
 
 /// `to_json` into a buffer of `capacity` bytes: a large result then is written once, not
 /// copied each time its buffer doubles.
 pub(crate) fn to_json_sized<T: serde::Serialize>(v: &T, capacity: usize) -> error::Result<JsonText> {
-    let mut buf = Vec::with_capacity(capacity);
-    serde_json::to_writer(&mut buf, v)?;
-    String::from_utf8(buf)
-        .map(JsonText)
-        .map_err(|e| LcmError::Internal(format!("serialised JSON is not UTF-8: {e}")))
+    Ok(JsonText(json_text::to_ascii_json(v, capacity)?))
 }

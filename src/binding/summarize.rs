@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 
-use super::bridge::JsonText;
+use super::bridge::{to_json, JsonText};
 use crate::error::{self, LcmError};
 use crate::summarizer;
 use crate::summarizer::{SummarizeRequest, Summarizer, SummarizerFailure, SummaryFuture};
@@ -204,8 +204,8 @@ impl Summarizer for JsSummarizer {
     fn summarize(&self, prompt: String, request: &SummarizeRequest) -> SummaryFuture {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let tx: Settle = Arc::new(Mutex::new(Some(tx)));
-        let args = match serde_json::to_string(request) {
-            Ok(r) => (prompt, JsonText(r)),
+        let args = match to_json(request) {
+            Ok(r) => (prompt, r),
             Err(e) => return Box::pin(async move { Err(SummarizerFailure::Failed(e.to_string())) }),
         };
         let cb_tx = tx.clone();

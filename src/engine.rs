@@ -114,7 +114,9 @@ impl Engine {
     /// The conversation a session maps to, if there is one (nothing is created).
     pub fn find_conversation(&self, target: &Target) -> Result<Option<SessionConversation>> {
         let flags = self.deps.flags;
-        self.deps.pool.read(|conn| conversations::lookup(conn, flags, target))
+        self.deps
+            .pool
+            .read_current(|conn| conversations::lookup(conn, flags, target))
     }
 
     /// Stored messages of a conversation, in order, with their content rebuilt.
@@ -162,7 +164,7 @@ impl Engine {
     ) -> Result<crate::assemble::Assembled> {
         self.deps
             .pool
-            .read(|conn| crate::assemble::assemble(conn, &self.deps.config, conversation_id, options))
+            .read_current(|conn| crate::assemble::assemble(conn, &self.deps.config, conversation_id, options))
     }
 
     /// The live context items in order.
@@ -177,7 +179,7 @@ impl Engine {
     pub fn evaluate(&self, conversation_id: i64, token_budget: i64, observed: Option<i64>) -> Result<Evaluation> {
         self.deps
             .pool
-            .read(|conn| compaction::evaluate(conn, &self.deps.config, conversation_id, token_budget, observed))
+            .read_current(|conn| compaction::evaluate(conn, &self.deps.config, conversation_id, token_budget, observed))
     }
 
     /// Finds messages and summaries of one conversation (or all) by text, regex or substring.

@@ -172,6 +172,10 @@ fn read_pragmas(conn: &Connection) -> Result<()> {
     // A modest cache: appends touch few pages, and SQLite scans the whole page cache at the
     // end of every write transaction, so a large one slows each commit down.
     conn.pragma_update(None, "cache_size", -8192)?;
+    // Room for every statement a connection prepares (rusqlite keeps 16): the writer also
+    // serves each turn's reads (`Pool::read_current`), and an evicted statement is parsed
+    // and planned again on its next use.
+    conn.set_prepared_statement_cache_capacity(64);
     Ok(())
 }
 

@@ -131,6 +131,26 @@ impl Pool {
         out
     }
 
+    /// Runs `f` on the writer connection when no write is under way, otherwise on a reader.
+    /// For the short reads of every turn (assembly, the compaction check): a reader's page
+    /// cache is dropped whenever another connection has written, so after each ingest it
+    /// reads every page again, while the writer's cache holds what it wrote itself. A write
+    /// that arrives meanwhile waits for `f`, so long reads (searches) use `read`.
+    pub fn read_current<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        let guard = match self.writer.try_lock() {
+            Ok(g) => Some(g),
+            Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        };
+        match guard.as_ref().and_then(|g| g.as_ref()) {
+            Some(writer) => f(writer),
+            None => {
+                drop(guard);
+                self.read(f)
+            }
+        }
+    }
+
     /// Closes every connection. Calls made afterwards fail with E_CLOSED. Returns false when
     /// the pool was already closed.
     pub fn close(&self) -> bool {
@@ -151,5 +171,75 @@ impl Pool {
 
     pub fn is_closed(&self) -> bool {
         lock(&self.readers).is_none()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use super::*;
+
+    /// A migrated pool on a fresh file. A temporary table lives in one connection only, so
+    /// `marker` (made on the writer) tells which connection a read ran on.
+    fn pool_with_marker() -> (tempfile::TempDir, Pool) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pool.db").to_string_lossy().into_owned();
+        let mut conn = super::super::open_connection(&path, 5_000).unwrap();
+        super::super::migrate::migrate(&mut conn, &path).unwrap();
+        let pool = Pool::new(&path, 5_000, conn).unwrap();
+        pool.write(|c| Ok(c.execute_batch("CREATE TEMP TABLE marker(x)")?))
+            .unwrap();
+        (dir, pool)
+    }
+
+    fn on_writer(c: &Connection) -> Result<bool> {
+        Ok(c.prepare("SELECT x FROM temp.marker").is_ok())
+    }
+
+    #[test]
+    fn read_current_uses_the_idle_writer_and_read_never_does() {
+        let (_dir, pool) = pool_with_marker();
+        assert!(pool.read_current(on_writer).unwrap());
+        assert!(!pool.read(on_writer).unwrap());
+    }
+
+    #[test]
+    fn read_current_does_not_wait_for_a_write_under_way() {
+        let (_dir, pool) = pool_with_marker();
+        let (started, wait) = mpsc::channel();
+        let (release, until) = mpsc::channel::<()>();
+        std::thread::scope(|s| {
+            let pool = &pool;
+            s.spawn(move || {
+                pool.write(|_| {
+                    started.send(()).unwrap();
+                    until.recv().unwrap();
+                    Ok(())
+                })
+                .unwrap()
+            });
+            wait.recv().unwrap();
+            // The writer is busy: the read goes to a reader at once.
+            let (done_tx, done) = mpsc::channel();
+            s.spawn(move || done_tx.send(pool.read_current(on_writer).unwrap()).unwrap());
+            let got = done.recv_timeout(Duration::from_secs(5));
+            release.send(()).unwrap();
+            assert_eq!(
+                got,
+                Ok(false),
+                "read_current waited for the write, or ran on the writer"
+            );
+        });
+        assert!(pool.read_current(on_writer).unwrap());
+    }
+
+    #[test]
+    fn read_current_after_close_is_e_closed() {
+        let (_dir, pool) = pool_with_marker();
+        assert!(pool.close());
+        let err = pool.read_current(on_writer).unwrap_err();
+        assert_eq!(err.code(), "E_CLOSED");
     }
 }

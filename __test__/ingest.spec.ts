@@ -76,6 +76,22 @@ describe('ingest', () => {
     await engine.close()
   })
 
+  it('hands back every character as stored, whatever its plane (results cross as ASCII-escaped JSON)', async () => {
+    const engine = await openTemp()
+    const text = 'caf\u00e9 \u2014 \u65e5\u672c\u8a9e \ud83d\ude00 \u00ff\u0100 \u{10FFFF} \\u00e9 "q"'
+    const r = await engine.ingest({ sessionId: 's' }, [
+      { role: 'user', content: text },
+      { role: 'assistant', content: [{ type: 'text', text }] },
+    ])
+    const back = await engine.messages(r.conversationId)
+    expect(back[0].content).toBe(text)
+    expect(back[1].content).toEqual([{ type: 'text', text }])
+    const { messages } = await engine.assemble(r.conversationId, { tokenBudget: 10_000 })
+    expect(messages[0].content).toBe(text)
+    expect(messages[1].content).toEqual([{ type: 'text', text }])
+    await engine.close()
+  })
+
   it('stores text holding lone UTF-16 surrogates, replacing each with U+FFFD, and says how many', async () => {
     const engine = await openTemp()
     const r = await engine.ingest({ sessionId: 's' }, [

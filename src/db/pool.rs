@@ -236,6 +236,18 @@ mod tests {
     }
 
     #[test]
+    fn read_current_uses_the_writer_after_a_write_panicked_holding_it() {
+        let (_dir, pool) = pool_with_marker();
+        let panicked = std::thread::scope(|s| {
+            s.spawn(|| pool.write(|_| -> Result<()> { panic!("a write that panics") }))
+                .join()
+        });
+        assert!(panicked.is_err());
+        assert!(pool.writer.is_poisoned());
+        assert!(pool.read_current(on_writer).unwrap());
+    }
+
+    #[test]
     fn read_current_after_close_is_e_closed() {
         let (_dir, pool) = pool_with_marker();
         assert!(pool.close());

@@ -94,6 +94,33 @@ describe('redact', () => {
     expect(fileHolds(dbPath, SECRET)).toEqual([])
   })
 
+  it('the assembly right after a redaction shows the redacted text, and so does one after another engine\'s edit', async () => {
+    // Assemblies on an idle engine reuse the messages the previous one rendered; a redaction
+    // (this engine) or any commit by another connection must make them render again.
+    const dbPath = join(tempDir(), 'a.db')
+    const engine = await LcmEngine.open({ dbPath })
+    const { conversationId } = await engine.ingest({ sessionId: 'recent' }, [
+      { role: 'user', content: `deploy with ${SECRET} now` },
+      { role: 'assistant', content: [{ type: 'text', text: `using ${SECRET} as asked` }] },
+      { role: 'user', content: 'thanks' },
+    ])
+    const shown = async () => JSON.stringify((await engine.assemble(conversationId, { tokenBudget: 100000 })).messages)
+    expect(await shown()).toContain(SECRET)
+    expect(await shown()).toContain(SECRET)
+    const r = await engine.redact({ conversationId, pattern: 'sk-live-[A-Za-z0-9]+' })
+    expect(r.messages).toBe(2)
+    const after = await shown()
+    expect(after).not.toContain(SECRET)
+    expect(after).toContain('[REDACTED]')
+    // Another engine on the same file (another connection) redacts a word this engine's last
+    // assembly showed.
+    const other = await LcmEngine.open({ dbPath })
+    await other.redact({ conversationId, pattern: 'thanks' })
+    expect(await shown()).not.toContain('thanks')
+    await other.close()
+    await engine.close()
+  })
+
   it('redactPatterns keeps a pasted key out of the file from the start', async () => {
     const dbPath = join(tempDir(), 'i.db')
     const key = 'ghp_16C7e42F292c6912E7710c838347Ae178B4a'

@@ -28,6 +28,8 @@ pub struct Engine {
     migration: MigrationReport,
     locks: ConversationLocks,
     ingests: GroupCommit,
+    /// Messages the last assemblies on the writer rendered (`assemble::cache`).
+    rendered: std::sync::Mutex<crate::assemble::cache::RenderCache>,
     /// Turns true at `close`: operations waiting on a summarizer or on another operation's
     /// lock end at once with E_CLOSED.
     closed: tokio::sync::watch::Sender<bool>,
@@ -60,6 +62,7 @@ impl Engine {
             migration,
             locks: ConversationLocks::default(),
             ingests: GroupCommit::default(),
+            rendered: Default::default(),
             closed: tokio::sync::watch::Sender::new(false),
         })
     }
@@ -162,9 +165,20 @@ impl Engine {
         conversation_id: i64,
         options: &crate::assemble::AssembleOptions,
     ) -> Result<crate::assemble::Assembled> {
-        self.deps
-            .pool
-            .read_current(|conn| crate::assemble::assemble(conn, &self.deps.config, conversation_id, options))
+        use crate::assemble::{assemble_reusing, cache::Reuse};
+        let config = &self.deps.config;
+        self.deps.pool.read_current_counted(|conn, rewrites| match rewrites {
+            // On the writer: only one such read runs at a time (it holds the writer's lock).
+            Some(rewrites) => {
+                let mut cache = self.rendered.lock().unwrap_or_else(|e| e.into_inner());
+                let reuse = Reuse {
+                    cache: &mut cache,
+                    rewrites,
+                };
+                assemble_reusing(conn, config, conversation_id, options, Some(reuse))
+            }
+            None => assemble_reusing(conn, config, conversation_id, options, None),
+        })
     }
 
     /// The live context items in order.
@@ -430,6 +444,8 @@ impl Engine {
 #[cfg(test)]
 pub(crate) mod tests;
 
+#[cfg(test)]
+mod cache_tests;
 #[cfg(test)]
 mod damage_tests;
 #[cfg(test)]

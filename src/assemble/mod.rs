@@ -8,6 +8,7 @@
 //! spent, three more queries read the rows of the kept ones, and the counts of everything
 //! evicted come from the live totals the triggers keep (`db::totals`).
 
+pub mod cache;
 pub mod content;
 pub mod render;
 pub mod repair;
@@ -15,7 +16,7 @@ pub mod repair;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use rusqlite::{params, Connection};
 use serde::Serialize;
@@ -28,6 +29,7 @@ use crate::store::conversations;
 use crate::store::messages::load_parts;
 use crate::store::normalize::Role;
 use crate::tokens;
+use cache::{Rendered, Reuse, Wrapper, WrapperFacts};
 use render::{HostMessage, Msg, SummaryView};
 use repair::RepairStats;
 
@@ -97,58 +99,57 @@ impl Assembled {
     }
 }
 
-/// The rows of the kept items: messages and their parts read with a fixed number of queries,
-/// summaries' content read with the items.
-struct Loaded {
-    messages: HashMap<i64, (String, String)>,
-    parts: HashMap<i64, Vec<crate::store::messages::StoredPart>>,
-    summaries: HashMap<String, String>,
-}
-
-fn load(
+/// Reads and renders the kept messages not rendered already (`rendered`, by message id):
+/// their rows and parts with a fixed number of queries.
+fn render_missing(
     conn: &Connection,
-    items: &[&crate::compaction::model::Item],
-    summaries: HashMap<String, String>,
-) -> Result<Loaded> {
+    items: &[Box<crate::compaction::model::Item>],
+    rendered: &mut HashMap<i64, Msg>,
+) -> Result<()> {
     let message_ids: Vec<i64> = items
         .iter()
         .filter_map(|i| match i.r {
-            ItemRef::Message(id) => Some(id),
+            ItemRef::Message(id) if !rendered.contains_key(&id) => Some(id),
             _ => None,
         })
         .collect();
-    let mut messages = HashMap::with_capacity(message_ids.len());
-    if !message_ids.is_empty() {
-        // A message's `content` column repeats the text of its parts; rebuilding reads it only
-        // when no part has text (no parts, or one part written without it), so it is not
-        // copied out otherwise.
-        let mut stmt = conn.prepare_cached(
-            "SELECT m.message_id, m.role,
-                    CASE WHEN EXISTS (SELECT 1 FROM message_parts p
-                                      WHERE p.message_id = m.message_id AND p.text_content IS NOT NULL)
-                         THEN '' ELSE m.content END
-             FROM json_each(?1) j JOIN messages m ON m.message_id = j.value",
-        )?;
-        let mut rows = stmt.query(params![serde_json::to_string(&message_ids)?])?;
-        while let Some(r) = rows.next()? {
-            messages.insert(r.get(0)?, (r.get(1)?, r.get(2)?));
+    if message_ids.is_empty() {
+        return Ok(());
+    }
+    let mut messages: HashMap<i64, (String, String)> = HashMap::with_capacity(message_ids.len());
+    // A message's `content` column repeats the text of its parts; rebuilding reads it only
+    // when no part has text (no parts, or one part written without it), so it is not copied
+    // out otherwise.
+    let mut stmt = conn.prepare_cached(
+        "SELECT m.message_id, m.role,
+                CASE WHEN EXISTS (SELECT 1 FROM message_parts p
+                                  WHERE p.message_id = m.message_id AND p.text_content IS NOT NULL)
+                     THEN '' ELSE m.content END
+         FROM json_each(?1) j JOIN messages m ON m.message_id = j.value",
+    )?;
+    let mut rows = stmt.query(params![serde_json::to_string(&message_ids)?])?;
+    while let Some(r) = rows.next()? {
+        messages.insert(r.get(0)?, (r.get(1)?, r.get(2)?));
+    }
+    for (id, parts) in message_ids.iter().zip(load_parts(conn, &message_ids)?) {
+        // A message the items name but that is gone is left out, as before.
+        if let Some((role, content)) = messages.get(id) {
+            rendered.insert(*id, render::host_message(role, content, &parts));
         }
     }
-    let parts = message_ids
-        .iter()
-        .copied()
-        .zip(load_parts(conn, &message_ids)?)
-        .collect();
-    Ok(Loaded {
-        messages,
-        parts,
-        summaries,
-    })
+    Ok(())
 }
 
 /// Builds the messages for items `from..` (before repair). `ranges` holds each summary's
 /// formatted time range (by item index), computed once while costing it.
-fn build(live: &LiveContext, from: usize, loaded: &Loaded, ranges: &[String], presentation: Presentation) -> Vec<Msg> {
+fn build(
+    live: &LiveContext,
+    from: usize,
+    rendered: &HashMap<i64, Msg>,
+    summaries: &HashMap<String, String>,
+    ranges: &[String],
+    presentation: Presentation,
+) -> Vec<Msg> {
     let mut out = Vec::with_capacity(live.items.len() - from);
     // Markdown presentation: consecutive summaries become one section, tied to the first one.
     let mut run: Vec<SummaryView<'_>> = Vec::new();
@@ -164,14 +165,16 @@ fn build(live: &LiveContext, from: usize, loaded: &Loaded, ranges: &[String], pr
         match &item.r {
             ItemRef::Message(id) => {
                 flush_run(&mut run, &mut run_item, &mut out);
-                let Some((role, content)) = loaded.messages.get(id) else {
+                let Some(msg) = rendered.get(id) else {
                     continue;
                 };
-                let parts = loaded.parts.get(id).map(Vec::as_slice).unwrap_or(&[]);
-                out.push(render::host_message(i, role, content, parts));
+                out.push(Msg {
+                    item: Some(i),
+                    ..msg.clone()
+                });
             }
             ItemRef::Summary(id) => {
-                let (Some(facts), Some(content)) = (&item.summary, loaded.summaries.get(id)) else {
+                let (Some(facts), Some(content)) = (&item.summary, summaries.get(id)) else {
                     continue;
                 };
                 let view = SummaryView {
@@ -196,16 +199,40 @@ fn build(live: &LiveContext, from: usize, loaded: &Loaded, ranges: &[String], pr
 }
 
 /// Upper-bound cost of an item before its content is read: its stored tokens, plus the
-/// wrapper for a summary; and a summary's formatted time range (empty for a message).
-fn cost(item: &crate::compaction::model::Item, config: &Config, presentation: Presentation) -> (i64, String) {
+/// wrapper for a summary; and a summary's formatted time range (empty for a message). A
+/// summary's wrapper is computed once per set of facts (`wrappers`, kept between assemblies).
+fn cost(
+    item: &crate::compaction::model::Item,
+    config: &Config,
+    presentation: Presentation,
+    wrappers: &mut HashMap<String, Wrapper>,
+) -> (i64, String) {
     match (&item.r, &item.summary) {
         (ItemRef::Summary(id), Some(f)) => {
+            if let Some(w) = wrappers.get(id).filter(|w| w.facts.describe(f, presentation)) {
+                return (item.tokens + w.tokens, w.range.clone());
+            }
+            let facts = WrapperFacts {
+                earliest_at: f.earliest_at.clone(),
+                latest_at: f.latest_at.clone(),
+                depth: f.depth,
+                descendant_count: f.descendant_count,
+                presentation,
+            };
             let range = render::range(f.earliest_at.as_deref(), f.latest_at.as_deref(), config.zone);
-            let wrapper = match presentation {
+            let tokens = match presentation {
                 Presentation::Xml => render::xml_overhead(id, &range, f.depth, f.descendant_count),
                 Presentation::Markdown => tokens::estimate(render::MARKDOWN_HEADING) + tokens::estimate(&range) + 3,
             };
-            (item.tokens + wrapper, range)
+            wrappers.insert(
+                id.clone(),
+                Wrapper {
+                    facts,
+                    range: range.clone(),
+                    tokens,
+                },
+            );
+            (item.tokens + tokens, range)
         }
         _ => (item.tokens.max(1), String::new()),
     }
@@ -223,11 +250,32 @@ pub fn assemble(
     conversation_id: i64,
     options: &AssembleOptions,
 ) -> Result<Assembled> {
+    assemble_reusing(conn, config, conversation_id, options, None)
+}
+
+/// `assemble`, reusing the messages an earlier assembly on the writer rendered when nothing
+/// can have changed them, and leaving this one's in the cache.
+pub fn assemble_reusing(
+    conn: &Connection,
+    config: &Config,
+    conversation_id: i64,
+    options: &AssembleOptions,
+    mut reuse: Option<Reuse<'_>>,
+) -> Result<Assembled> {
     // One read transaction: the totals, the items and their rows are one snapshot even while
     // ingest or another process writes.
     let snapshot = conn.unchecked_transaction()?;
     let conn: &Connection = &snapshot;
     conversations::get(conn, conversation_id)?;
+    // Checked inside the snapshot (begun by the read above), so the entries kept are as
+    // current as what this assembly reads.
+    let mut rendered = match reuse.as_mut() {
+        Some(r) => {
+            r.cache.validate(conn, r.rewrites)?;
+            r.cache.take(conversation_id)
+        }
+        None => Rendered::default(),
+    };
     let totals = totals::load(conn, conversation_id)?;
     let presentation = options.presentation.unwrap_or(config.presentation);
     let tail_count = options.fresh_tail_count.unwrap_or(config.fresh_tail_count);
@@ -246,7 +294,7 @@ pub fn assemble(
             seen += 1;
             user_seen |= item.role.as_deref() == Some("user");
         }
-        let (c, range) = cost(item, config, presentation);
+        let (c, range) = cost(item, config, presentation, &mut rendered.wrappers);
         costs.push(c);
         ranges.push(range);
         used += c;
@@ -263,13 +311,22 @@ pub fn assemble(
         start -= 1;
         used += costs[start];
     }
-    let kept: Vec<&crate::compaction::model::Item> = live.items[start..].iter().map(|b| b.as_ref()).collect();
-    let loaded = load(conn, &kept, summaries)?;
+    // What was rendered last time for items no longer kept is not carried over.
+    let (mut kept_messages, mut kept_summaries) = (HashSet::new(), HashSet::new());
+    for item in &live.items[start..] {
+        match &item.r {
+            ItemRef::Message(id) => kept_messages.insert(*id),
+            ItemRef::Summary(id) => kept_summaries.insert(id.as_str()),
+        };
+    }
+    rendered.messages.retain(|id, _| kept_messages.contains(id));
+    rendered.wrappers.retain(|id, _| kept_summaries.contains(id.as_str()));
+    render_missing(conn, &live.items[start..], &mut rendered.messages)?;
 
     // Build, repair, and evict further while the exact estimate is over the budget or the
     // sequence would start with something other than a user message.
     let (messages, repair_stats, tokens) = loop {
-        let built = build(&live, start, &loaded, &ranges, presentation);
+        let built = build(&live, start, &rendered.messages, &summaries, &ranges, presentation);
         let (repaired, stats) = repair::repair(built);
         let tokens: Vec<i64> = repaired.iter().map(Msg::tokens).collect();
         let total: i64 = tokens.iter().sum();
@@ -317,6 +374,9 @@ pub fn assemble(
     let kept_items = (live.items.len() - start) as i64;
     let kept_tokens: i64 = live.items[start..].iter().map(|i| i.tokens).sum();
     let estimated: i64 = tokens.iter().sum();
+    if let Some(r) = reuse {
+        r.cache.keep(conversation_id, rendered);
+    }
     Ok(Assembled {
         estimated_tokens: estimated,
         messages: messages

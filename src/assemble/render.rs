@@ -135,8 +135,9 @@ fn block_of(part: &StoredPart, raw: Option<&serde_json::value::RawValue>) -> Blo
 /// role when recorded, else from the stored role (`system` becomes `user`); a tool result
 /// whose call id is lost is shown as an assistant message (as lossless-claw does). The
 /// content follows `store::messages::stored_content`, reading each part's metadata once and
-/// only the fields it needs.
-pub fn host_message(item: usize, db_role: &str, content_text: &str, parts: &[StoredPart]) -> Msg {
+/// only the fields it needs. It depends on the message's rows only (`item` is left unset), so
+/// the result can be kept while they are unchanged (`cache`).
+pub fn host_message(db_role: &str, content_text: &str, parts: &[StoredPart]) -> Msg {
     let views: Vec<_> = parts.iter().map(StoredPart::metadata_view).collect();
     let original = views.iter().find_map(|v| v.original_role().filter(|r| !r.is_empty()));
     let mut role = match original.as_deref().unwrap_or(db_role) {
@@ -204,7 +205,7 @@ pub fn host_message(item: usize, db_role: &str, content_text: &str, parts: &[Sto
         tool_call_id,
         tool_name,
         is_error,
-        item: Some(item),
+        item: None,
     }
 }
 

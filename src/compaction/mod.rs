@@ -443,9 +443,9 @@ impl<'a> Run<'a> {
         let live = &mut self.live;
         let started = Instant::now();
         blocking(|| {
-            self.deps
-                .pool
-                .write(|conn| write::write_passes(conn, flags, baseline, live, &pending, keep_start))
+            self.deps.pool.write_preserving_messages(|conn| {
+                write::write_passes(conn, flags, baseline, live, &pending, keep_start)
+            })
         })?;
         self.last_write = started.elapsed();
         self.baseline = Baseline::of(&self.live);

@@ -2,8 +2,10 @@
 //! for the writer, so `assemble` and searches go on while a pass is writing. All methods
 //! block; the binding calls them from tokio's blocking pool, never on Node's thread.
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
+use rusqlite::hooks::Action;
 use rusqlite::Connection;
 
 use super::checkpoint::Checkpointer;
@@ -22,6 +24,11 @@ pub struct Pool {
     writer: Mutex<Option<Connection>>,
     readers: Mutex<Option<Vec<Connection>>>,
     checkpointer: Mutex<Option<Checkpointer>>,
+    /// How many writes through this pool may have changed or deleted a stored message or
+    /// part: every `write`, and any UPDATE or DELETE of those tables the writer's update hook
+    /// sees (also in `write_preserving_messages`). What was rendered from messages on the
+    /// writer stays valid while this count (and the writer's `data_version`) is unchanged.
+    message_rewrites: Arc<AtomicU64>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -35,6 +42,13 @@ impl Pool {
     /// background checkpointer for it.
     pub fn new(path: &str, busy_timeout_ms: i64, mut writer: Connection) -> Result<Pool> {
         let checkpointer = Checkpointer::start(path, busy_timeout_ms, &mut writer)?;
+        let message_rewrites = Arc::new(AtomicU64::new(0));
+        let seen = message_rewrites.clone();
+        writer.update_hook(Some(move |action: Action, _db: &str, table: &str, _rowid: i64| {
+            if action != Action::SQLITE_INSERT && (table == "messages" || table == "message_parts") {
+                seen.fetch_add(1, Ordering::SeqCst);
+            }
+        }))?;
         Ok(Pool {
             path: path.to_string(),
             busy_timeout_ms,
@@ -43,6 +57,7 @@ impl Pool {
             writer: Mutex::new(Some(writer)),
             readers: Mutex::new(Some(Vec::new())),
             checkpointer: Mutex::new(Some(checkpointer)),
+            message_rewrites,
         })
     }
 
@@ -57,6 +72,7 @@ impl Pool {
             writer: Mutex::new(None),
             readers: Mutex::new(Some(vec![reader])),
             checkpointer: Mutex::new(None),
+            message_rewrites: Arc::new(AtomicU64::new(0)),
         }
     }
 
@@ -95,10 +111,29 @@ impl Pool {
 
     /// Runs `f` with the writer connection. Writers are serialised in-process by the mutex
     /// and across processes by SQLite's lock (waiting up to the busy timeout).
+    /// Counted as a write that may change stored messages (see `write_preserving_messages`).
     pub fn write<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
+        self.write_as(true, f)
+    }
+
+    /// `write` for work that adds rows but never changes or deletes a stored message or
+    /// part, nor adds parts to a message stored earlier: ingest (new messages with their
+    /// parts) and compaction (summaries and context items). Messages rendered earlier stay
+    /// valid across it; an UPDATE or DELETE of a message or part made anyway is still
+    /// counted, by the writer's update hook.
+    pub fn write_preserving_messages<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
+        self.write_as(false, f)
+    }
+
+    fn write_as<T>(&self, may_rewrite: bool, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
         self.check_writable()?;
         let mut guard = lock(&self.writer);
         let conn = guard.as_mut().ok_or(LcmError::Closed)?;
+        if may_rewrite {
+            // Under the writer's lock, before `f`: a read on the writer (which holds the same
+            // lock) sees the new count whether or not `f` completes.
+            self.message_rewrites.fetch_add(1, Ordering::SeqCst);
+        }
         f(conn)
     }
 
@@ -137,16 +172,22 @@ impl Pool {
     /// reads every page again, while the writer's cache holds what it wrote itself. A write
     /// that arrives meanwhile waits for `f`, so long reads (searches) use `read`.
     pub fn read_current<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        self.read_current_counted(|conn, _| f(conn))
+    }
+
+    /// `read_current`, telling `f` the count of message-changing writes when it runs on the
+    /// writer (None on a reader, whose snapshot may be older than what the writer has seen).
+    pub fn read_current_counted<T>(&self, f: impl FnOnce(&Connection, Option<u64>) -> Result<T>) -> Result<T> {
         let guard = match self.writer.try_lock() {
             Ok(g) => Some(g),
             Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
             Err(std::sync::TryLockError::WouldBlock) => None,
         };
         match guard.as_ref().and_then(|g| g.as_ref()) {
-            Some(writer) => f(writer),
+            Some(writer) => f(writer, Some(self.message_rewrites.load(Ordering::SeqCst))),
             None => {
                 drop(guard);
-                self.read(f)
+                self.read(|conn| f(conn, None))
             }
         }
     }
@@ -245,6 +286,67 @@ mod tests {
         assert!(panicked.is_err());
         assert!(pool.writer.is_poisoned());
         assert!(pool.read_current(on_writer).unwrap());
+    }
+
+    fn rewrites(pool: &Pool) -> Option<u64> {
+        pool.read_current_counted(|_, n| Ok(n)).unwrap()
+    }
+
+    #[test]
+    fn message_changing_writes_are_counted_and_appending_ones_are_not() {
+        let (_dir, pool) = pool_with_marker();
+        let n = rewrites(&pool).expect("read on the idle writer");
+        pool.write_preserving_messages(|c| {
+            Ok(c.execute_batch(
+                "INSERT INTO conversations (session_id) VALUES ('s');
+                 INSERT INTO messages (conversation_id, seq, role, content, token_count) VALUES (1, 1, 'user', 'hi', 1);
+                 INSERT INTO message_parts (part_id, message_id, session_id, part_type, ordinal, text_content)
+                 VALUES ('p1', 1, 's', 'text', 0, 'hi');",
+            )?)
+        })
+        .unwrap();
+        assert_eq!(rewrites(&pool), Some(n), "adding a message counted as changing one");
+        // Any general write counts, whatever it does.
+        pool.write(|_| Ok(())).unwrap();
+        assert_eq!(rewrites(&pool), Some(n + 1));
+        // The update hook counts UPDATE and DELETE of messages and parts in any write.
+        for sql in [
+            "UPDATE message_parts SET text_content = 'changed'",
+            "UPDATE messages SET content = 'changed'",
+            "DELETE FROM message_parts",
+            "DELETE FROM messages",
+        ] {
+            let before = rewrites(&pool).unwrap();
+            pool.write_preserving_messages(|c| Ok(c.execute_batch(sql)?)).unwrap();
+            assert!(rewrites(&pool).unwrap() > before, "not counted: {sql}");
+        }
+        // Other tables' changes are not.
+        let before = rewrites(&pool).unwrap();
+        pool.write_preserving_messages(|c| Ok(c.execute_batch("UPDATE conversations SET title = 't'")?))
+            .unwrap();
+        assert_eq!(rewrites(&pool), Some(before));
+    }
+
+    #[test]
+    fn a_read_on_a_reader_gets_no_count() {
+        let (_dir, pool) = pool_with_marker();
+        let (started, wait) = mpsc::channel();
+        let (release, until) = mpsc::channel::<()>();
+        std::thread::scope(|s| {
+            let pool = &pool;
+            s.spawn(move || {
+                pool.write(|_| {
+                    started.send(()).unwrap();
+                    until.recv().unwrap();
+                    Ok(())
+                })
+                .unwrap()
+            });
+            wait.recv().unwrap();
+            let got = pool.read_current_counted(|c, n| Ok((on_writer(c)?, n))).unwrap();
+            release.send(()).unwrap();
+            assert_eq!(got, (false, None));
+        });
     }
 
     #[test]

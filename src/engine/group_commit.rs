@@ -187,7 +187,7 @@ impl GroupCommit {
                 options: &q.options,
             })
             .collect();
-        let results = match pool.write(|conn| Ok(messages::ingest_group(conn, flags, &jobs))) {
+        let results = match pool.write_preserving_messages(|conn| Ok(messages::ingest_group(conn, flags, &jobs))) {
             Ok(results) => results,
             // The pool refused (closed, read-only): the same answer for every call.
             Err(e) => group.iter().map(|_| Err(e.clone())).collect(),

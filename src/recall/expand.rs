@@ -184,7 +184,7 @@ fn children(conn: &Connection, id: &str, level: i64) -> Result<Vec<Entry>> {
             parent_id: id.to_string(),
             level,
             token_count,
-            message: host_message(0, &role, &content, &parts).to_json(),
+            message: host_message(&role, &content, &parts).to_json(),
         })
         .collect())
 }

@@ -1,0 +1,188 @@
+//! Messages rendered by the last assemblies, reused by the next ones.
+//!
+//! A host assembles every turn, and from one turn to the next the context gains a few
+//! messages and loses a few to compaction; every other message is read and rebuilt from its
+//! parts again, most of an assembly's cost. A stored message does not change unless a write
+//! rewrites it (redaction, a rollback, another process), so what was rendered from it stays
+//! right until then. Entries are used only for reads on the writer connection, and are all
+//! dropped as soon as either of two stamps moves: the pool's count of writes that may have
+//! changed a message (`Pool::read_current_counted`), or the writer's `PRAGMA data_version`,
+//! which SQLite moves whenever another connection (another engine, another process) commits.
+
+use std::collections::HashMap;
+
+use rusqlite::Connection;
+
+use super::render::Msg;
+use crate::compaction::model::SummaryFacts;
+use crate::config::Presentation;
+use crate::error::Result;
+
+/// Conversations whose last context is kept; the least recently assembled goes first.
+const MAX_CONVERSATIONS: usize = 8;
+
+/// Rendered bytes kept over all conversations (the one just assembled is always kept).
+const MAX_BYTES: usize = 32 << 20;
+
+/// What the last assembly of each of a few conversations rendered.
+#[derive(Default)]
+pub struct RenderCache {
+    /// (count of message-changing writes, the writer's data_version) the entries were read at.
+    stamp: Option<(u64, i64)>,
+    /// Most recently assembled last, with the rendered size of each.
+    conversations: Vec<Kept>,
+}
+
+struct Kept {
+    conversation_id: i64,
+    bytes: usize,
+    rendered: Rendered,
+}
+
+/// One conversation's rendered items.
+#[derive(Default)]
+pub struct Rendered {
+    /// Messages by id, as `render::host_message` built them (`item` unset).
+    pub messages: HashMap<i64, Msg>,
+    /// Summaries' wrappers by summary id.
+    pub wrappers: HashMap<String, Wrapper>,
+}
+
+/// A summary's formatted time range and the tokens its wrapper adds, with the facts they were
+/// computed from: reused only for the same facts, so a summary's row never goes stale here.
+/// (The display zone is the engine's, fixed when it opens.)
+pub struct Wrapper {
+    pub facts: WrapperFacts,
+    pub range: String,
+    pub tokens: i64,
+}
+
+pub struct WrapperFacts {
+    pub earliest_at: Option<String>,
+    pub latest_at: Option<String>,
+    pub depth: i64,
+    pub descendant_count: i64,
+    pub presentation: Presentation,
+}
+
+impl WrapperFacts {
+    /// True when these are the facts of `summary` presented as `presentation`.
+    pub fn describe(&self, summary: &SummaryFacts, presentation: Presentation) -> bool {
+        self.presentation == presentation
+            && self.depth == summary.depth
+            && self.descendant_count == summary.descendant_count
+            && self.earliest_at == summary.earliest_at
+            && self.latest_at == summary.latest_at
+    }
+}
+
+/// What one assembly on the writer may reuse and leaves behind.
+pub struct Reuse<'a> {
+    pub cache: &'a mut RenderCache,
+    /// The pool's count of message-changing writes, read under the writer's lock.
+    pub rewrites: u64,
+}
+
+impl RenderCache {
+    /// Empties the cache unless nothing can have changed a stored message since it was
+    /// filled. `conn` is the writer, inside the read transaction the assembly reads in, so the
+    /// data version is that snapshot's.
+    pub fn validate(&mut self, conn: &Connection, rewrites: u64) -> Result<()> {
+        let version: i64 = conn
+            .prepare_cached("PRAGMA data_version")?
+            .query_row([], |r| r.get(0))?;
+        let stamp = Some((rewrites, version));
+        if self.stamp != stamp {
+            self.conversations.clear();
+            self.stamp = stamp;
+        }
+        Ok(())
+    }
+
+    /// What was rendered for this conversation last time (taken out; `keep` puts it back).
+    pub fn take(&mut self, conversation_id: i64) -> Rendered {
+        match self
+            .conversations
+            .iter()
+            .position(|k| k.conversation_id == conversation_id)
+        {
+            Some(i) => self.conversations.remove(i).rendered,
+            None => Rendered::default(),
+        }
+    }
+
+    /// Keeps what this assembly rendered as the conversation's entry, the most recent.
+    pub fn keep(&mut self, conversation_id: i64, rendered: Rendered) {
+        self.conversations.retain(|k| k.conversation_id != conversation_id);
+        let bytes = rendered
+            .messages
+            .values()
+            .map(|m| m.content.json_size_hint())
+            .sum::<usize>()
+            + rendered.wrappers.values().map(|w| w.range.len() + 64).sum::<usize>();
+        self.conversations.push(Kept {
+            conversation_id,
+            bytes,
+            rendered,
+        });
+        let mut total: usize = self.conversations.iter().map(|k| k.bytes).sum();
+        while self.conversations.len() > 1 && (self.conversations.len() > MAX_CONVERSATIONS || total > MAX_BYTES) {
+            total -= self.conversations.remove(0).bytes;
+        }
+    }
+
+    /// Messages held, over all conversations.
+    pub fn len(&self) -> usize {
+        self.conversations.iter().map(|k| k.rendered.messages.len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rendered(messages: usize, text_len: usize) -> Rendered {
+        let mut r = Rendered::default();
+        for id in 0..messages as i64 {
+            r.messages.insert(id, Msg::user("x".repeat(text_len), None));
+        }
+        r
+    }
+
+    #[test]
+    fn keeps_the_most_recent_conversations_within_the_bounds() {
+        let mut cache = RenderCache::default();
+        for cid in 0..MAX_CONVERSATIONS as i64 + 3 {
+            cache.keep(cid, rendered(2, 10));
+        }
+        assert_eq!(cache.conversations.len(), MAX_CONVERSATIONS);
+        // The oldest went first; taking one out and keeping it again makes it the newest.
+        assert!(cache.take(0).messages.is_empty());
+        let third = cache.take(3);
+        assert_eq!(third.messages.len(), 2);
+        cache.keep(3, third);
+        cache.keep(100, rendered(1, 10));
+        assert!(cache.conversations.iter().any(|k| k.conversation_id == 3));
+        assert!(cache.take(4).messages.is_empty());
+        // Over the byte bound the older ones go, but the one just kept always stays.
+        cache.keep(200, rendered(1, MAX_BYTES + 1));
+        assert_eq!(cache.conversations.len(), 1);
+        assert_eq!(cache.len(), 1);
+    }
+
+    #[test]
+    fn a_moved_stamp_empties_the_cache() {
+        let conn = Connection::open_in_memory().unwrap();
+        let mut cache = RenderCache::default();
+        cache.validate(&conn, 7).unwrap();
+        cache.keep(1, rendered(3, 10));
+        cache.validate(&conn, 7).unwrap();
+        assert_eq!(cache.len(), 3);
+        cache.validate(&conn, 8).unwrap();
+        assert!(cache.is_empty());
+    }
+}

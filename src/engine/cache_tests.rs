@@ -1,0 +1,195 @@
+//! Assemblies that reuse what earlier ones rendered (`assemble::cache`) give exactly what a
+//! fresh assembly gives, whatever changed the stored messages in between.
+
+use std::sync::Arc;
+
+use rusqlite::Connection;
+use serde_json::Value;
+
+use super::tests::{temp_engine, transcript, THEME};
+use super::*;
+use crate::assemble::AssembleOptions;
+
+fn options() -> AssembleOptions {
+    AssembleOptions {
+        token_budget: 64_000,
+        fresh_tail_count: None,
+        presentation: None,
+    }
+}
+
+/// What the engine's assemble returns (reusing when it can) and what an assembly on a new
+/// connection without any cache returns, as JSON.
+fn both(engine: &Engine, cid: i64) -> (Value, Value) {
+    let reused = serde_json::to_value(engine.assemble(cid, &options()).unwrap()).unwrap();
+    let conn = engine.deps.pool.fresh_connection().unwrap();
+    let fresh = crate::assemble::assemble(&conn, engine.config(), cid, &options()).unwrap();
+    (reused, serde_json::to_value(fresh).unwrap())
+}
+
+fn assert_same(engine: &Engine, cid: i64, when: &str) -> Value {
+    let (reused, fresh) = both(engine, cid);
+    assert_eq!(reused, fresh, "{when}: the reused assembly differs from a fresh one");
+    reused
+}
+
+/// Ingests THEME turn by turn, assembling after each turn; returns the conversation.
+fn ingest_assembling(engine: &Engine) -> i64 {
+    let msgs = transcript(THEME);
+    let (mut start, mut cid) = (0, 0);
+    for i in 1..=msgs.len() {
+        if i == msgs.len() || msgs[i]["role"] == "user" {
+            cid = engine
+                .ingest(&Target::Session("theme".into()), &msgs[start..i])
+                .unwrap()
+                .conversation_id;
+            assert_same(engine, cid, &format!("after the turn ending at message {i}"));
+            start = i;
+        }
+    }
+    cid
+}
+
+/// A text part of a message the assembly emits, with a text the result shows.
+fn emitted_text_part(engine: &Engine, cid: i64) -> (String, String) {
+    let shown = serde_json::to_string(&engine.assemble(cid, &options()).unwrap()).unwrap();
+    let conn = Connection::open(&engine.config().db_path).unwrap();
+    let mut stmt = conn
+        .prepare(
+            "SELECT p.part_id, p.text_content FROM message_parts p
+             JOIN context_items c ON c.message_id = p.message_id
+             WHERE c.conversation_id = ?1 AND p.part_type = 'text' AND length(p.text_content) > 40
+             ORDER BY c.ordinal DESC",
+        )
+        .unwrap();
+    let rows: Vec<(String, String)> = stmt
+        .query_map([cid], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    rows.into_iter()
+        .find(|(_, text)| shown.contains(&serde_json::to_string(text).unwrap()[1..20]))
+        .expect("an emitted text part")
+}
+
+/// Replaces a part's text (and drops its original JSON, so the block is rebuilt from the
+/// column) with SQL run by `run`.
+fn edit_sql(part_id: &str, text: &str) -> String {
+    format!(
+        "UPDATE message_parts SET text_content = '{text}', metadata = NULL WHERE part_id = '{}'",
+        part_id.replace('\'', "''")
+    )
+}
+
+#[test]
+fn reuse_gives_a_fresh_assemblys_result_turn_after_turn_and_across_compaction() {
+    let (_dir, engine) = temp_engine();
+    let cid = ingest_assembling(&engine);
+    let before = assert_same(&engine, cid, "back to back");
+    // Compaction writes summaries and context items, not messages: entries stay usable.
+    let summarizer: Arc<dyn Summarizer> = Arc::new(crate::summarizer::offline::OfflineSummarizer);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let swept = rt
+        .block_on(engine.compact(
+            cid,
+            summarizer,
+            compaction::SweepOptions {
+                token_budget: 8_000,
+                force: true,
+                ..Default::default()
+            },
+        ))
+        .unwrap();
+    assert!(swept.leaf_passes > 0, "the compaction did nothing");
+    let after = assert_same(&engine, cid, "after compaction");
+    assert_ne!(before, after);
+    assert!(!engine.rendered.lock().unwrap().is_empty());
+}
+
+#[test]
+fn another_connections_edit_of_a_kept_message_shows_at_once() {
+    let (_dir, engine) = temp_engine();
+    let cid = ingest_assembling(&engine);
+    let (part, _) = emitted_text_part(&engine, cid);
+    // Another connection (another process, as far as SQLite can tell) rewrites the part.
+    Connection::open(&engine.config().db_path)
+        .unwrap()
+        .execute_batch(&edit_sql(&part, "EDITED BY ANOTHER CONNECTION"))
+        .unwrap();
+    let shown = assert_same(&engine, cid, "after another connection's edit");
+    assert!(shown.to_string().contains("EDITED BY ANOTHER CONNECTION"));
+}
+
+#[test]
+fn an_edit_through_the_engines_own_writer_shows_at_once() {
+    let (_dir, engine) = temp_engine();
+    let cid = ingest_assembling(&engine);
+    let (part, _) = emitted_text_part(&engine, cid);
+    // A general write (redaction, rollback, rewrite use this path).
+    engine
+        .deps
+        .pool
+        .write(|c| Ok(c.execute_batch(&edit_sql(&part, "EDITED BY A WRITE"))?))
+        .unwrap();
+    let shown = assert_same(&engine, cid, "after a write");
+    assert!(shown.to_string().contains("EDITED BY A WRITE"));
+    // A write that promised to leave messages alone and edited one anyway: the writer's
+    // update hook counts it.
+    engine
+        .deps
+        .pool
+        .write_preserving_messages(|c| Ok(c.execute_batch(&edit_sql(&part, "EDITED DESPITE THE PROMISE"))?))
+        .unwrap();
+    let shown = assert_same(&engine, cid, "after an edit in a message-preserving write");
+    assert!(shown.to_string().contains("EDITED DESPITE THE PROMISE"));
+}
+
+#[test]
+fn a_deleted_and_reused_message_id_is_not_served_from_the_cache() {
+    let (_dir, engine) = temp_engine();
+    let cid = engine
+        .ingest(
+            &Target::Session("s".into()),
+            &[
+                serde_json::json!({"role": "user", "content": "first question"}),
+                serde_json::json!({"role": "assistant", "content": [{"type": "text", "text": "the old answer"}]}),
+            ],
+        )
+        .unwrap()
+        .conversation_id;
+    assert!(assert_same(&engine, cid, "first")
+        .to_string()
+        .contains("the old answer"));
+    // The newest message goes and another takes its id. `messages` is AUTOINCREMENT, so
+    // this needs its sequence moved back too (as a file without it would behave).
+    let max_id = |engine: &Engine| -> i64 {
+        engine
+            .deps
+            .pool
+            .read(|c| Ok(c.query_row("SELECT max(message_id) FROM messages", [], |r| r.get(0))?))
+            .unwrap()
+    };
+    let old_id = max_id(&engine);
+    engine
+        .deps
+        .pool
+        .write(|c| {
+            Ok(c.execute_batch(
+                "DELETE FROM context_items WHERE message_id = (SELECT max(message_id) FROM messages);
+                 DELETE FROM message_parts WHERE message_id = (SELECT max(message_id) FROM messages);
+                 DELETE FROM messages_fts WHERE rowid = (SELECT max(message_id) FROM messages);
+                 DELETE FROM messages WHERE message_id = (SELECT max(message_id) FROM messages);
+                 UPDATE sqlite_sequence SET seq = seq - 1 WHERE name = 'messages';",
+            )?)
+        })
+        .unwrap();
+    engine
+        .ingest(
+            &Target::Session("s".into()),
+            &[serde_json::json!({"role": "assistant", "content": [{"type": "text", "text": "the new answer"}]})],
+        )
+        .unwrap();
+    assert_eq!(max_id(&engine), old_id, "the id was not reused");
+    let shown = assert_same(&engine, cid, "after the id was reused").to_string();
+    assert!(shown.contains("the new answer") && !shown.contains("the old answer"));
+}

@@ -316,8 +316,9 @@ async function benchBoundedSweeps() {
 /**
  * Assemble over wide live contexts: 250 and 1,000 live items, as raw messages (a long fresh
  * history) and as leaves that were never condensed (a condensation fanout nothing reaches).
- * Timed back to back, and as in a host's turn: each assembly right after an ingest (here into
- * another conversation, so the context stays the same size).
+ * Timed back to back; right after an ingest into another conversation (the context stays the
+ * same); right after another engine's commit on the file (nothing rendered earlier is reused);
+ * and as in a host's turn, right after one new message of its own.
  */
 async function benchWideAssemble() {
   results.wide = []
@@ -345,14 +346,26 @@ async function benchWideAssemble() {
       const t = await timeAssemble(engine, conversationId, 200)
       const turn = (i) => engine.ingest({ sessionId: 'w-other' }, [{ role: 'user', content: `turn ${i}` }])
       const w = await timeAssemble(engine, conversationId, 200, turn)
+      // Another engine on the file commits before each call: nothing rendered earlier may be
+      // reused (the cost of an assembly that renders every message).
+      const other = await LcmEngine.open({ dbPath: join(dir, 'wide.db') })
+      const elsewhere = (i) => other.ingest({ sessionId: 'w-elsewhere' }, [{ role: 'user', content: `elsewhere ${i}` }])
+      const u = await timeAssemble(engine, conversationId, 200, elsewhere)
+      await other.close()
+      // A host's turn: one new message in this conversation before each call (last: it grows).
+      const own = (i) => engine.ingest({ sessionId: 'w' }, [{ role: 'user', content: `next question ${i}` }])
+      const h = await timeAssemble(engine, conversationId, 200, own)
       await engine.close()
       rmSync(dir, { recursive: true, force: true })
       const s = t.result.stats
-      results.wide.push({ target: items, shape, messages: n, liveItems: s.totalContextItems, medianMs: t.median, p99Ms: t.p99, maxEventLoopDelayMs: t.maxDelay, afterWriteMedianMs: w.median, afterWriteP99Ms: w.p99 })
-      rows.push([items, shape, n.toLocaleString('en-US'), s.totalContextItems.toLocaleString('en-US'), t.median.toFixed(3), t.p99.toFixed(3), t.maxDelay.toFixed(1), w.median.toFixed(3), w.p99.toFixed(3)])
+      results.wide.push({
+        target: items, shape, messages: n, liveItems: s.totalContextItems, medianMs: t.median, p99Ms: t.p99, maxEventLoopDelayMs: t.maxDelay,
+        afterWriteMedianMs: w.median, afterWriteP99Ms: w.p99, afterOwnMessageMedianMs: h.median, afterOtherEngineMedianMs: u.median,
+      })
+      rows.push([items, shape, n.toLocaleString('en-US'), s.totalContextItems.toLocaleString('en-US'), t.median.toFixed(3), t.p99.toFixed(3), t.maxDelay.toFixed(1), w.median.toFixed(3), w.p99.toFixed(3), h.median.toFixed(3), u.median.toFixed(3)])
     }
   }
-  table('assemble over wide live contexts (128k budget)', ['target items', 'shape', 'messages', 'live items', 'median ms', 'p99 ms', 'max loop delay ms', 'after a write: median ms', 'p99 ms'], rows)
+  table('assemble over wide live contexts (128k budget)', ['target items', 'shape', 'messages', 'live items', 'median ms', 'p99 ms', 'max loop delay ms', 'after a write: median ms', 'p99 ms', 'after a message of its own: median ms', 'after another engine\'s write: median ms'], rows)
 }
 
 /**

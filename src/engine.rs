@@ -424,7 +424,11 @@ impl Engine {
     /// E_CLOSED at their next wait (a summarizer call, another operation's lock).
     pub fn close(&self) -> bool {
         self.closed.send_replace(true);
-        self.deps.pool.close()
+        let was_open = self.deps.pool.close();
+        // What assemblies rendered goes with the connections (it can be megabytes), not when
+        // the host lets go of the engine.
+        *self.rendered.lock().unwrap_or_else(|e| e.into_inner()) = Default::default();
+        was_open
     }
 }
 

@@ -5,8 +5,9 @@
 //! seed's XML wrapper (or one markdown section), raw messages are rebuilt from their parts,
 //! and the result goes through tool-call pairing repair. The cost follows what is emitted, not
 //! the length of the history: the live items are read newest first only until the budget is
-//! spent, three more queries read the rows of the kept ones, and the counts of everything
-//! evicted come from the live totals the triggers keep (`db::totals`).
+//! spent, two more queries read the rows of the kept messages the last assembly did not
+//! already render (`cache`), and the counts of everything evicted come from the live totals
+//! the triggers keep (`db::totals`).
 
 pub mod cache;
 pub mod content;

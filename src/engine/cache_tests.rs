@@ -104,6 +104,9 @@ fn reuse_gives_a_fresh_assemblys_result_turn_after_turn_and_across_compaction() 
     let after = assert_same(&engine, cid, "after compaction");
     assert_ne!(before, after);
     assert!(!engine.rendered.lock().unwrap().is_empty());
+    // Closing lets go of it.
+    assert!(engine.close());
+    assert!(engine.rendered.lock().unwrap().is_empty());
 }
 
 #[test]

@@ -1,5 +1,10 @@
 //! Assembly cost of the Rust core alone on an existing database, for profiling:
-//! `cargo run --release --example assemble_probe -- <db-path> [conversation] [budget] [runs]`.
+//! `cargo run --release --example assemble_probe -- <db-path> [conversation] [budget] [runs] [cold]`.
+//!
+//! Through the engine, every call after the first reuses the messages the previous one
+//! rendered (`assemble::cache`), as a host's next turn does. With `cold`, each call assembles
+//! on a connection of its own with nothing reused: the cost of the first assembly, and of one
+//! after a rewrite or another process's commit.
 
 use std::time::Instant;
 
@@ -14,7 +19,9 @@ fn main() {
     let cid: i64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(1);
     let budget: i64 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(128_000);
     let runs: usize = args.get(4).and_then(|s| s.parse().ok()).unwrap_or(50);
+    let cold = args.get(5).is_some_and(|a| a == "cold");
     let engine = Engine::open(Config::from_options(&json!({ "dbPath": path }), None).unwrap()).unwrap();
+    let conn = lcm_native::db::open_configured(path, 5_000).unwrap();
     let opts = AssembleOptions {
         token_budget: budget,
         fresh_tail_count: None,
@@ -25,7 +32,10 @@ fn main() {
     let mut bytes = 0;
     for _ in 0..runs {
         let t = Instant::now();
-        let a = engine.assemble(cid, &opts).unwrap();
+        let a = match cold {
+            true => lcm_native::assemble::assemble(&conn, engine.config(), cid, &opts).unwrap(),
+            false => engine.assemble(cid, &opts).unwrap(),
+        };
         times.push(t.elapsed().as_secs_f64() * 1000.0);
         let t = Instant::now();
         bytes = serde_json::to_string(&a).unwrap().len();

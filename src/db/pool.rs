@@ -246,13 +246,15 @@ mod tests {
         assert!(!pool.read(on_writer).unwrap());
     }
 
-    #[test]
-    fn read_current_does_not_wait_for_a_write_under_way() {
-        let (_dir, pool) = pool_with_marker();
+    /// Runs `read` on another thread while a write holds the writer, and gives what it
+    /// returned, or a timeout error when it waited for the write (5 s) instead of a hang.
+    fn read_while_writing<T: Send>(
+        pool: &Pool,
+        read: impl FnOnce(&Pool) -> T + Send,
+    ) -> std::result::Result<T, mpsc::RecvTimeoutError> {
         let (started, wait) = mpsc::channel();
         let (release, until) = mpsc::channel::<()>();
         std::thread::scope(|s| {
-            let pool = &pool;
             s.spawn(move || {
                 pool.write(|_| {
                     started.send(()).unwrap();
@@ -262,17 +264,24 @@ mod tests {
                 .unwrap()
             });
             wait.recv().unwrap();
-            // The writer is busy: the read goes to a reader at once.
             let (done_tx, done) = mpsc::channel();
-            s.spawn(move || done_tx.send(pool.read_current(on_writer).unwrap()).unwrap());
+            s.spawn(move || done_tx.send(read(pool)).unwrap());
             let got = done.recv_timeout(Duration::from_secs(5));
             release.send(()).unwrap();
-            assert_eq!(
-                got,
-                Ok(false),
-                "read_current waited for the write, or ran on the writer"
-            );
-        });
+            got
+        })
+    }
+
+    #[test]
+    fn read_current_does_not_wait_for_a_write_under_way() {
+        let (_dir, pool) = pool_with_marker();
+        // The writer is busy: the read goes to a reader at once.
+        let got = read_while_writing(&pool, |pool| pool.read_current(on_writer).unwrap());
+        assert_eq!(
+            got,
+            Ok(false),
+            "read_current waited for the write, or ran on the writer"
+        );
         assert!(pool.read_current(on_writer).unwrap());
     }
 
@@ -330,23 +339,10 @@ mod tests {
     #[test]
     fn a_read_on_a_reader_gets_no_count() {
         let (_dir, pool) = pool_with_marker();
-        let (started, wait) = mpsc::channel();
-        let (release, until) = mpsc::channel::<()>();
-        std::thread::scope(|s| {
-            let pool = &pool;
-            s.spawn(move || {
-                pool.write(|_| {
-                    started.send(()).unwrap();
-                    until.recv().unwrap();
-                    Ok(())
-                })
-                .unwrap()
-            });
-            wait.recv().unwrap();
-            let got = pool.read_current_counted(|c, n| Ok((on_writer(c)?, n))).unwrap();
-            release.send(()).unwrap();
-            assert_eq!(got, (false, None));
+        let got = read_while_writing(&pool, |pool| {
+            pool.read_current_counted(|c, n| Ok((on_writer(c)?, n))).unwrap()
         });
+        assert_eq!(got, Ok((false, None)));
     }
 
     #[test]

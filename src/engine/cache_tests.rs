@@ -109,18 +109,24 @@ fn reuse_gives_a_fresh_assemblys_result_turn_after_turn_and_across_compaction() 
     assert!(engine.rendered.lock().unwrap().is_empty());
 }
 
+/// Runs `edit` with the SQL that gives `part` the text `text`, then checks that the next
+/// assembly shows it and equals a fresh one.
+fn shows_after_edit(engine: &Engine, cid: i64, part: &str, text: &str, edit: impl FnOnce(&str)) {
+    edit(&edit_sql(part, text));
+    let shown = assert_same(engine, cid, &format!("after the edit to {text:?}"));
+    assert!(shown.to_string().contains(text), "{text:?} is not shown");
+}
+
 #[test]
 fn another_connections_edit_of_a_kept_message_shows_at_once() {
     let (_dir, engine) = temp_engine();
     let cid = ingest_assembling(&engine);
     let (part, _) = emitted_text_part(&engine, cid);
     // Another connection (another process, as far as SQLite can tell) rewrites the part.
-    Connection::open(&engine.config().db_path)
-        .unwrap()
-        .execute_batch(&edit_sql(&part, "EDITED BY ANOTHER CONNECTION"))
-        .unwrap();
-    let shown = assert_same(&engine, cid, "after another connection's edit");
-    assert!(shown.to_string().contains("EDITED BY ANOTHER CONNECTION"));
+    let other = Connection::open(&engine.config().db_path).unwrap();
+    shows_after_edit(&engine, cid, &part, "EDITED BY ANOTHER CONNECTION", |sql| {
+        other.execute_batch(sql).unwrap()
+    });
 }
 
 #[test]
@@ -128,23 +134,16 @@ fn an_edit_through_the_engines_own_writer_shows_at_once() {
     let (_dir, engine) = temp_engine();
     let cid = ingest_assembling(&engine);
     let (part, _) = emitted_text_part(&engine, cid);
+    let pool = &engine.deps.pool;
     // A general write (redaction, rollback, rewrite use this path).
-    engine
-        .deps
-        .pool
-        .write(|c| Ok(c.execute_batch(&edit_sql(&part, "EDITED BY A WRITE"))?))
-        .unwrap();
-    let shown = assert_same(&engine, cid, "after a write");
-    assert!(shown.to_string().contains("EDITED BY A WRITE"));
+    shows_after_edit(&engine, cid, &part, "EDITED BY A WRITE", |sql| {
+        pool.write(|c| Ok(c.execute_batch(sql)?)).unwrap()
+    });
     // A write that promised to leave messages alone and edited one anyway: the writer's
     // update hook counts it.
-    engine
-        .deps
-        .pool
-        .write_preserving_messages(|c| Ok(c.execute_batch(&edit_sql(&part, "EDITED DESPITE THE PROMISE"))?))
-        .unwrap();
-    let shown = assert_same(&engine, cid, "after an edit in a message-preserving write");
-    assert!(shown.to_string().contains("EDITED DESPITE THE PROMISE"));
+    shows_after_edit(&engine, cid, &part, "EDITED DESPITE THE PROMISE", |sql| {
+        pool.write_preserving_messages(|c| Ok(c.execute_batch(sql)?)).unwrap()
+    });
 }
 
 #[test]

@@ -170,7 +170,13 @@ impl Engine {
         self.deps.pool.read_current_counted(|conn, rewrites| match rewrites {
             // On the writer: only one such read runs at a time (it holds the writer's lock).
             Some(rewrites) => {
-                let mut cache = self.rendered.lock().unwrap_or_else(|e| e.into_inner());
+                // After a panic mid-assembly, start over rather than trust what it left.
+                let mut cache = self.rendered.lock().unwrap_or_else(|e| {
+                    self.rendered.clear_poison();
+                    let mut cache = e.into_inner();
+                    *cache = Default::default();
+                    cache
+                });
                 let reuse = Reuse {
                     cache: &mut cache,
                     rewrites,

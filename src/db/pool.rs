@@ -110,8 +110,8 @@ impl Pool {
     }
 
     /// Runs `f` with the writer connection. Writers are serialised in-process by the mutex
-    /// and across processes by SQLite's lock (waiting up to the busy timeout).
-    /// Counted as a write that may change stored messages (see `write_preserving_messages`).
+    /// and across processes by SQLite's lock (waiting up to the busy timeout). Counted as a
+    /// write that may change stored messages (see `write_preserving_messages`).
     pub fn write<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
         self.write_as(true, f)
     }

@@ -195,3 +195,20 @@ fn a_deleted_and_reused_message_id_is_not_served_from_the_cache() {
     let shown = assert_same(&engine, cid, "after the id was reused").to_string();
     assert!(shown.contains("the new answer") && !shown.contains("the old answer"));
 }
+
+#[test]
+fn a_panic_while_the_cache_was_held_starts_it_over() {
+    let (_dir, engine) = temp_engine();
+    let cid = ingest_assembling(&engine);
+    assert!(!engine.rendered.lock().unwrap().is_empty());
+    let panicked = std::thread::scope(|s| {
+        s.spawn(|| {
+            let _held = engine.rendered.lock().unwrap();
+            panic!("an assembly that panics holding the cache");
+        })
+        .join()
+    });
+    assert!(panicked.is_err() && engine.rendered.is_poisoned());
+    assert_same(&engine, cid, "after the panic");
+    assert!(!engine.rendered.is_poisoned());
+}

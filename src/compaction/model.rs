@@ -297,33 +297,21 @@ impl LiveContext {
         let mut tail: Vec<Box<Item>> = Vec::new();
         let mut last = -1;
         let mut tail_first = i64::MAX;
-        let mut whole = true;
         if fresh_tail_count > 0 {
-            let sql = format!("{ITEM_QUERY} ORDER BY ci.ordinal DESC");
-            let mut stmt = conn.prepare_cached(&sql)?;
-            let mut rows = stmt.query(params![conversation_id])?;
-            let (mut counted, mut user_seen) = (0, false);
-            while let Some(r) = rows.next()? {
-                let (ordinal, item) = item_from_row(r)?;
-                if last < 0 {
-                    last = ordinal;
-                }
-                tail_first = ordinal;
-                let Some(item) = item else { continue };
+            let (mut counted, mut user_seen, mut stopped) = (0, false, false);
+            let (newest, oldest) = LiveContext::load_newest(conn, conversation_id, false, |item, _| {
                 if item.is_message() {
                     counted += 1;
                     user_seen |= item.role.as_deref() == Some("user");
                 }
-                tail.push(item);
-                if counted >= fresh_tail_count && user_seen {
-                    whole = false;
-                    break;
-                }
+                stopped = counted >= fresh_tail_count && user_seen;
+                !stopped
+            })?;
+            if !stopped {
+                // Every item was read: the context is whole.
+                return Ok(newest);
             }
-            tail.reverse();
-            if whole {
-                return Ok(LiveContext::new(conversation_id, tail, last));
-            }
+            (tail, last, tail_first) = (newest.items, newest.last_db_ordinal, oldest);
         } else {
             last = conn
                 .prepare_cached("SELECT COALESCE(MAX(ordinal), -1) FROM context_items WHERE conversation_id = ?1")?

@@ -294,10 +294,7 @@ impl LiveContext {
         let snapshot = conn.unchecked_transaction()?;
         let conn: &Connection = &snapshot;
         // The tail, walked back exactly as `tail_start` walks it.
-        let mut tail: Vec<Box<Item>> = Vec::new();
-        let mut last = -1;
-        let mut tail_first = i64::MAX;
-        if fresh_tail_count > 0 {
+        let (tail, last, tail_first) = if fresh_tail_count > 0 {
             let (mut counted, mut user_seen, mut stopped) = (0, false, false);
             let (newest, oldest) = LiveContext::load_newest(conn, conversation_id, false, |item, _| {
                 if item.is_message() {
@@ -311,12 +308,13 @@ impl LiveContext {
                 // Every item was read: the context is whole.
                 return Ok(newest);
             }
-            (tail, last, tail_first) = (newest.items, newest.last_db_ordinal, oldest);
+            (newest.items, newest.last_db_ordinal, oldest)
         } else {
-            last = conn
+            let last = conn
                 .prepare_cached("SELECT COALESCE(MAX(ordinal), -1) FROM context_items WHERE conversation_id = ?1")?
                 .query_row(params![conversation_id], |r| r.get(0))?;
-        }
+            (Vec::new(), last, i64::MAX)
+        };
         // The oldest items, up to the tail.
         let sql = format!("{ITEM_QUERY} AND ci.ordinal < ?2 ORDER BY ci.ordinal");
         let mut stmt = conn.prepare_cached(&sql)?;

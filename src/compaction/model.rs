@@ -8,11 +8,11 @@
 //! answer could depend on the unread middle; the caller reads more and asks again, so every
 //! decision is the one the fully read context would make.
 
-use rusqlite::{params, Connection};
+use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::config::Config;
 use crate::db::totals;
-use crate::error::Result;
+use crate::error::{LcmError, Result};
 
 /// What a context item points at.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -358,10 +358,55 @@ impl LiveContext {
 
     /// Reads up to `n` more items of the gap, oldest first (at least one while it has any);
     /// the gap closes when none is left. Returns the index range of the items read.
+    ///
+    /// The gap is read by ordinal, so the rows on each side of it must still be where the
+    /// model has them: another process that compacted meanwhile and renumbered the rows (as
+    /// lossless-claw does) would make the range hold items already read, and miss others.
+    /// Then nothing is read and the error is E_STALE.
     pub fn read_more(&mut self, conn: &Connection, n: usize) -> Result<std::ops::Range<usize>> {
-        let Some(gap) = self.gap.as_mut() else {
+        let Some(gap) = self.gap.as_ref() else {
             return Ok(0..0);
         };
+        // One snapshot for the check and the read.
+        let snapshot = conn.unchecked_transaction()?;
+        let conn: &Connection = &snapshot;
+        // (ordinal, index of the item there): the last item before the gap and the first after
+        // it, where there is one (without a protected tail the gap runs to the end).
+        let sides = [
+            gap.at.checked_sub(1).map(|i| (gap.after, i)),
+            (gap.at < self.items.len()).then_some((gap.before, gap.at)),
+        ];
+        for (ordinal, index) in sides.into_iter().flatten() {
+            // The item the model holds at that ordinal. There may be none: a row that is not
+            // an item, or one a pass not yet written consumed (its summary has no ordinal
+            // yet); that side is not checked.
+            let Some(expected) = self
+                .items
+                .get(index)
+                .filter(|i| i.db_ordinal == Some(ordinal))
+                .map(|i| &i.r)
+            else {
+                continue;
+            };
+            let found = conn
+                .prepare_cached(&format!("{ITEM_QUERY} AND ci.ordinal = ?2"))?
+                .query_row(params![self.conversation_id, ordinal], |r| {
+                    Ok(item_from_row(r).map(|(_, item)| item.map(|i| i.r)))
+                })
+                .optional()?
+                .transpose()?;
+            if found.as_ref().map(|f| f.as_ref()) != Some(Some(expected)) {
+                return Err(LcmError::Stale {
+                    conversation_id: self.conversation_id,
+                    message: format!(
+                        "the live context of conversation {} was renumbered while compaction read it (another \
+                         process compacted it?); nothing more was written, retry",
+                        self.conversation_id
+                    ),
+                });
+            }
+        }
+        let gap = self.gap.as_mut().expect("checked above");
         let sql = format!("{ITEM_QUERY} AND ci.ordinal > ?2 AND ci.ordinal < ?3 ORDER BY ci.ordinal LIMIT ?4");
         let mut stmt = conn.prepare_cached(&sql)?;
         let mut rows = stmt.query(params![self.conversation_id, gap.after, gap.before, n.max(1) as i64])?;

@@ -108,3 +108,48 @@ async fn one_mutating_operation_per_conversation_at_a_time() {
     assert_eq!(max_seen.load(Ordering::SeqCst), 1);
     assert_invariants(&engine, cid);
 }
+
+/// What lossless-claw does when it compacts: the oldest `n` items become one summary item and
+/// every row is renumbered from 0.
+fn compact_as_lossless_claw_would(conn: &rusqlite::Connection, cid: i64, n: i64) {
+    conn.execute_batch(&format!(
+        "BEGIN;
+         INSERT INTO summaries (summary_id, conversation_id, kind, depth, content, token_count, created_at)
+         VALUES ('sum_other_process', {cid}, 'leaf', 0, 'by another process', 5, '2026-03-01 00:00:00');
+         DELETE FROM context_items WHERE conversation_id = {cid} AND ordinal < {n};
+         UPDATE context_items SET ordinal = -1 - (ordinal - {n} + 1) WHERE conversation_id = {cid};
+         UPDATE context_items SET ordinal = -1 - ordinal WHERE conversation_id = {cid};
+         INSERT INTO context_items (conversation_id, ordinal, item_type, summary_id)
+         VALUES ({cid}, 0, 'summary', 'sum_other_process');
+         COMMIT;"
+    ))
+    .unwrap();
+}
+
+#[test]
+fn reading_more_after_another_process_renumbered_the_context_is_stale() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_with(&dir, json!({}));
+    let cid = engine
+        .ingest(&Target::Session("s".into()), &synthetic(200, 100))
+        .unwrap()
+        .conversation_id;
+    let conn = crate::db::open_configured(&engine.config().db_path, 5_000).unwrap();
+    let mut live = LiveContext::load_window(&conn, cid, 8, 16).unwrap();
+    assert!(live.gap.is_some(), "the middle was not left unread");
+    let ids = |l: &LiveContext| l.items.iter().map(|i| i.r.clone()).collect::<Vec<_>>();
+    let unchanged = (ids(&live), live.gap.clone());
+    // Nothing changed: the middle reads as it is.
+    let mut control = live.clone();
+    control.read_more(&conn, 1_000).unwrap();
+    assert_eq!(ids(&control), ids(&LiveContext::load(&conn, cid).unwrap()));
+    // Another process compacts the oldest ten items and renumbers every row from 0.
+    compact_as_lossless_claw_would(&rusqlite::Connection::open(&engine.config().db_path).unwrap(), cid, 10);
+    let err = live.read_more(&conn, 1_000).unwrap_err();
+    assert_eq!(err.code(), "E_STALE");
+    assert_eq!(
+        (ids(&live), live.gap.clone()),
+        unchanged,
+        "a stale read changed the model"
+    );
+}

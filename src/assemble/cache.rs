@@ -1,4 +1,5 @@
-//! Messages rendered by the last assemblies, reused by the next ones.
+//! Messages (and summaries' wrapper costs) rendered by the last assemblies, reused by the
+//! next ones.
 //!
 //! A host assembles every turn, and from one turn to the next the context gains a few
 //! messages and loses a few to compaction; every other message is read and rebuilt from its

@@ -406,7 +406,9 @@ impl LiveContext {
                 });
             }
         }
-        let gap = self.gap.as_mut().expect("checked above");
+        let Some(gap) = self.gap.as_mut() else {
+            return Ok(0..0);
+        };
         let sql = format!("{ITEM_QUERY} AND ci.ordinal > ?2 AND ci.ordinal < ?3 ORDER BY ci.ordinal LIMIT ?4");
         let mut stmt = conn.prepare_cached(&sql)?;
         let mut rows = stmt.query(params![self.conversation_id, gap.after, gap.before, n.max(1) as i64])?;

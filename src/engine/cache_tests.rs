@@ -50,8 +50,8 @@ fn ingest_assembling(engine: &Engine) -> i64 {
     cid
 }
 
-/// A text part of a message the assembly emits, with a text the result shows.
-fn emitted_text_part(engine: &Engine, cid: i64) -> (String, String) {
+/// The id of a text part whose text the assembly shows.
+fn emitted_text_part(engine: &Engine, cid: i64) -> String {
     let shown = serde_json::to_string(&engine.assemble(cid, &options()).unwrap()).unwrap();
     let conn = Connection::open(&engine.config().db_path).unwrap();
     let mut stmt = conn
@@ -70,6 +70,7 @@ fn emitted_text_part(engine: &Engine, cid: i64) -> (String, String) {
     rows.into_iter()
         .find(|(_, text)| shown.contains(&serde_json::to_string(text).unwrap()[1..20]))
         .expect("an emitted text part")
+        .0
 }
 
 /// Replaces a part's text (and drops its original JSON, so the block is rebuilt from the
@@ -121,7 +122,7 @@ fn shows_after_edit(engine: &Engine, cid: i64, part: &str, text: &str, edit: imp
 fn another_connections_edit_of_a_kept_message_shows_at_once() {
     let (_dir, engine) = temp_engine();
     let cid = ingest_assembling(&engine);
-    let (part, _) = emitted_text_part(&engine, cid);
+    let part = emitted_text_part(&engine, cid);
     // Another connection (another process, as far as SQLite can tell) rewrites the part.
     let other = Connection::open(&engine.config().db_path).unwrap();
     shows_after_edit(&engine, cid, &part, "EDITED BY ANOTHER CONNECTION", |sql| {
@@ -133,7 +134,7 @@ fn another_connections_edit_of_a_kept_message_shows_at_once() {
 fn an_edit_through_the_engines_own_writer_shows_at_once() {
     let (_dir, engine) = temp_engine();
     let cid = ingest_assembling(&engine);
-    let (part, _) = emitted_text_part(&engine, cid);
+    let part = emitted_text_part(&engine, cid);
     let pool = &engine.deps.pool;
     // A general write (redaction, rollback, rewrite use this path).
     shows_after_edit(&engine, cid, &part, "EDITED BY A WRITE", |sql| {

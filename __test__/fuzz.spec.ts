@@ -90,12 +90,12 @@ interface Run<L, D> {
   ms: number
 }
 
-/** Runs a fuzz child; asserts that it ended on its own, exit 0, with nothing on stderr. */
 // A child that has not finished by then has hung: the limit detects hangs, it does not time the
 // run (the ingest child took 40-55 s on a 2-core machine, half of it in the kernel).
 const CHILD_TIMEOUT = 120_000
 const CHILD_TEST_TIMEOUT = CHILD_TIMEOUT + 30_000
 
+/** Runs a fuzz child; asserts that it ended on its own, exit 0, with nothing on stderr. */
 function runChild<L, D>(args: string[], timeout: number): Run<L, D> {
   const started = Date.now()
   const out = spawnSync(process.execPath, args, { encoding: 'utf8', timeout, maxBuffer: 256 * 1024 * 1024 })

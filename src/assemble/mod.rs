@@ -91,7 +91,8 @@ impl Assembled {
         content + self.messages.len() * 256 + 1024
     }
 
-    /// The messages as JSON values (they are held as the text they are emitted as).
+    /// The messages as JSON values (they are held as the text they are emitted as), for tests.
+    #[cfg(test)]
     pub fn message_values(&self) -> Vec<serde_json::Value> {
         self.messages
             .iter()

@@ -376,6 +376,7 @@ impl LiveContext {
             gap.at.checked_sub(1).map(|i| (gap.after, i)),
             (gap.at < self.items.len()).then_some((gap.before, gap.at)),
         ];
+        let at_ordinal = format!("{ITEM_QUERY} AND ci.ordinal = ?2");
         for (ordinal, index) in sides.into_iter().flatten() {
             // The item the model holds at that ordinal. There may be none: a row that is not
             // an item, or one a pass not yet written consumed (its summary has no ordinal
@@ -389,7 +390,7 @@ impl LiveContext {
                 continue;
             };
             let found = conn
-                .prepare_cached(&format!("{ITEM_QUERY} AND ci.ordinal = ?2"))?
+                .prepare_cached(&at_ordinal)?
                 .query_row(params![self.conversation_id, ordinal], |r| {
                     Ok(item_from_row(r).map(|(_, item)| item.map(|i| i.r)))
                 })

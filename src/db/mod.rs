@@ -6,6 +6,7 @@ pub mod migrate;
 pub mod pool;
 pub mod schema;
 pub mod totals;
+pub mod wal_runs;
 
 pub use flags::SchemaFlags;
 
@@ -37,7 +38,8 @@ fn open_read_write(path: &str, busy_timeout_ms: i64) -> Result<Connection> {
         }
     }
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let conn = Connection::open_with_flags(p, flags)?;
+    // Writers open through `wal_runs`: each commit's log frames in one write (see there).
+    let conn = Connection::open_with_flags_and_vfs(p, flags, wal_runs::vfs_name()?)?;
     conn.busy_timeout(Duration::from_millis(busy_timeout_ms.max(0) as u64))?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
     if conn.is_readonly(rusqlite::MAIN_DB)? {

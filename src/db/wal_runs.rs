@@ -423,7 +423,7 @@ mod tests {
     }
 
     #[test]
-    fn the_engines_connections_write_through_it() {
+    fn the_engines_connections_open_through_it() {
         let dir = tempfile::tempdir().unwrap();
         let path = db(&dir).to_string_lossy().into_owned();
         let conn = super::super::open_connection(&path, 1000).unwrap();

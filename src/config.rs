@@ -22,6 +22,8 @@ pub struct Config {
     pub db_path: String,
     pub context_threshold: f64,
     pub fresh_tail_count: i64,
+    /// `freshTailMaxTokens`: None takes a share of each call's token budget.
+    pub fresh_tail_max_tokens: Option<i64>,
     pub leaf_min_fanout: i64,
     pub condensed_min_fanout: i64,
     pub condensed_min_fanout_hard: i64,
@@ -139,6 +141,13 @@ const OPTIONS: &[OptionSpec] = &[
         kind: Kind::Int { min: 0, max: I32 },
         default: Default::Int(32),
         doc: "Newest raw messages never compacted (extended back to the newest user message).",
+    },
+    OptionSpec {
+        name: "freshTailMaxTokens",
+        env: Some("LCM_FRESH_TAIL_MAX_TOKENS"),
+        kind: Kind::Int { min: 0, max: I32 },
+        default: Default::Unset,
+        doc: "Most tokens the fresh tail protects; it always keeps the newest turn (from the newest user message on). Unset: 40% of the call's `tokenBudget` (without a budget, messages only).",
     },
     OptionSpec {
         name: "leafMinFanout",
@@ -542,6 +551,7 @@ impl Config {
             db_path: text("dbPath").expect("required"),
             context_threshold: num("contextThreshold"),
             fresh_tail_count: int("freshTailCount"),
+            fresh_tail_max_tokens: resolved.get("freshTailMaxTokens").and_then(Value::as_i64),
             leaf_min_fanout: int("leafMinFanout"),
             condensed_min_fanout: int("condensedMinFanout"),
             condensed_min_fanout_hard: int("condensedMinFanoutHard"),

@@ -145,9 +145,42 @@ pub fn truncate_to_tokens(text: &str, max_tokens: i64) -> &str {
     text
 }
 
+/// The longest suffix of `text` (cut at a char boundary) whose estimate is at most `max_tokens`.
+pub fn truncate_start_to_tokens(text: &str, max_tokens: i64) -> &str {
+    if max_tokens <= 0 {
+        return "";
+    }
+    let budget = (max_tokens as u64) * 4;
+    let mut used = 0u64;
+    for (i, c) in text.char_indices().rev() {
+        used += quarters(c);
+        if used > budget {
+            return &text[i + c.len_utf8()..];
+        }
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn truncation_keeps_whole_code_points_within_the_estimate() {
+        let text = "ab漢字cd😀ef";
+        for max in 0..8 {
+            let head = truncate_to_tokens(text, max);
+            let tail = truncate_start_to_tokens(text, max);
+            assert!(
+                estimate(head) <= max && estimate(tail) <= max,
+                "{max}: {head:?} {tail:?}"
+            );
+            assert!(text.starts_with(head) && text.ends_with(tail));
+        }
+        assert_eq!(truncate_start_to_tokens(text, 1), "ef");
+        assert_eq!(truncate_start_to_tokens(text, 3), "cd😀ef");
+        assert_eq!(truncate_start_to_tokens(text, 100), text);
+    }
 
     #[test]
     fn ascii_is_quarter_weight_rounded_up() {

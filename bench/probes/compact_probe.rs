@@ -82,6 +82,7 @@ fn main() {
                 SweepOptions {
                     token_budget: 128_000,
                     force: true,
+                    target: Default::default(),
                     pass: PassOptions::default(),
                     cancel: None,
                 },

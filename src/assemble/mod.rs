@@ -11,6 +11,7 @@
 
 pub mod cache;
 pub mod content;
+pub mod excerpt;
 pub mod render;
 pub mod repair;
 
@@ -22,7 +23,7 @@ use std::collections::{HashMap, HashSet};
 use rusqlite::{params, Connection};
 use serde::Serialize;
 
-use crate::compaction::model::{ItemRef, LiveContext};
+use crate::compaction::model::{ItemRef, LiveContext, TailRule, TailWalk};
 use crate::config::{Config, Presentation};
 use crate::db::totals;
 use crate::error::Result;
@@ -151,6 +152,7 @@ fn build(
     summaries: &HashMap<String, String>,
     ranges: &[String],
     presentation: Presentation,
+    max_message_tokens: i64,
 ) -> Vec<Msg> {
     let mut out = Vec::with_capacity(live.items.len() - from);
     // Markdown presentation: consecutive summaries become one section, tied to the first one.
@@ -170,10 +172,8 @@ fn build(
                 let Some(msg) = rendered.get(id) else {
                     continue;
                 };
-                out.push(Msg {
-                    item: Some(i),
-                    ..msg.clone()
-                });
+                let msg = excerpt::excerpt(msg, *id, max_message_tokens).unwrap_or_else(|| msg.clone());
+                out.push(Msg { item: Some(i), ..msg });
             }
             ItemRef::Summary(id) => {
                 let (Some(facts), Some(content)) = (&item.summary, summaries.get(id)) else {
@@ -200,13 +200,15 @@ fn build(
     out
 }
 
-/// Upper-bound cost of an item before its content is read: its stored tokens, plus the
-/// wrapper for a summary; and a summary's formatted time range (empty for a message). A
-/// summary's wrapper is computed once per set of facts (`wrappers`, kept between assemblies).
+/// Upper-bound cost of an item before its content is read: its stored tokens (at most an
+/// excerpt's for a message), plus the wrapper for a summary; and a summary's formatted time
+/// range (empty for a message). A summary's wrapper is computed once per set of facts
+/// (`wrappers`, kept between assemblies).
 fn cost(
     item: &crate::compaction::model::Item,
     config: &Config,
     presentation: Presentation,
+    max_message_tokens: i64,
     wrappers: &mut HashMap<String, Wrapper>,
 ) -> (i64, String) {
     match (&item.r, &item.summary) {
@@ -236,7 +238,7 @@ fn cost(
             );
             (item.tokens + tokens, range)
         }
-        _ => (item.tokens.max(1), String::new()),
+        _ => (item.tokens.clamp(1, max_message_tokens), String::new()),
     }
 }
 
@@ -280,32 +282,33 @@ pub fn assemble_reusing(
     };
     let totals = totals::load(conn, conversation_id)?;
     let presentation = options.presentation.unwrap_or(config.presentation);
-    let tail_count = options.fresh_tail_count.unwrap_or(config.fresh_tail_count);
     let budget = options.token_budget.max(0);
+    let mut rule = TailRule::of(config, Some(budget));
+    if let Some(count) = options.fresh_tail_count {
+        rule.count = count;
+    }
+    let max_message_tokens = excerpt::max_message_tokens(budget);
     // Read newest first: the whole fresh tail, then older items until one no longer fits.
     // Everything older than that is evicted without being read.
-    let (mut seen, mut user_seen, mut used) = (0i64, false, 0i64);
+    let mut walk = TailWalk::new(rule);
+    let mut used = 0i64;
     let (mut costs, mut ranges): (Vec<i64>, Vec<String>) = (Vec::new(), Vec::new());
     let mut summaries = HashMap::new();
     let (live, _) = LiveContext::load_newest(conn, conversation_id, true, |item, content| {
         if let (ItemRef::Summary(id), Some(content)) = (&item.r, content) {
             summaries.insert(id.clone(), content);
         }
-        let in_tail = tail_count > 0 && !(seen >= tail_count && user_seen);
-        if in_tail && item.is_message() {
-            seen += 1;
-            user_seen |= item.role.as_deref() == Some("user");
-        }
-        let (c, range) = cost(item, config, presentation, &mut rendered.wrappers);
+        let tail_open = walk.push(0, item);
+        let (c, range) = cost(item, config, presentation, max_message_tokens, &mut rendered.wrappers);
         costs.push(c);
         ranges.push(range);
         used += c;
-        in_tail || used <= budget
+        tail_open || used <= budget
     })?;
     // Collected newest first, one per item read.
     costs.reverse();
     ranges.reverse();
-    let tail = live.tail_start(tail_count);
+    let tail = live.tail_start(rule);
     let tail_cost: i64 = costs[tail..].iter().sum();
     let mut start = tail;
     let mut used = tail_cost;
@@ -328,7 +331,15 @@ pub fn assemble_reusing(
     // Build, repair, and evict further while the exact estimate is over the budget or the
     // sequence would start with something other than a user message.
     let (messages, repair_stats, tokens) = loop {
-        let built = build(&live, start, &rendered.messages, &summaries, &ranges, presentation);
+        let built = build(
+            &live,
+            start,
+            &rendered.messages,
+            &summaries,
+            &ranges,
+            presentation,
+            max_message_tokens,
+        );
         let (repaired, stats) = repair::repair(built);
         let tokens: Vec<i64> = repaired.iter().map(Msg::tokens).collect();
         let total: i64 = tokens.iter().sum();

@@ -22,6 +22,7 @@ pub(crate) fn pass_options(options: &Option<Value>) -> error::Result<PassOptions
             Some(Value::String(m)) => Some(m.clone()),
             Some(v) => return Err(LcmError::invalid_input(format!("`model` must be a string, got {v}"))),
         },
+        token_budget: maybe_int(options, "tokenBudget", 1)?,
     })
 }
 
@@ -110,6 +111,19 @@ pub(crate) fn maybe_int(options: &Option<Value>, key: &str, min: i64) -> error::
 }
 
 /// The required `tokenBudget` option (a positive integer).
+/// A sweep's `target`: `"threshold"` (default) or `"budget"`.
+pub(crate) fn sweep_target(options: &Option<Value>) -> error::Result<crate::compaction::SweepTarget> {
+    use crate::compaction::SweepTarget;
+    match options.as_ref().and_then(|o| o.get("target")) {
+        None | Some(Value::Null) => Ok(SweepTarget::Threshold),
+        Some(Value::String(t)) if t == "threshold" => Ok(SweepTarget::Threshold),
+        Some(Value::String(t)) if t == "budget" => Ok(SweepTarget::Budget),
+        Some(v) => Err(LcmError::invalid_input(format!(
+            "`target` must be \"threshold\" or \"budget\", got {v}"
+        ))),
+    }
+}
+
 pub(crate) fn token_budget(options: &Option<Value>) -> error::Result<i64> {
     maybe_int(options, "tokenBudget", 1)?
         .ok_or_else(|| LcmError::invalid_input("`tokenBudget` is required (a positive integer)"))

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::args::{
     ingest_options, maybe_int, opt_bool, opt_int, optional, parse_id, parse_target, pass_options, required,
-    required_string, token_budget,
+    required_string, sweep_target, token_budget,
 };
 use super::bridge::{spawn_coded, spawn_coded_then, to_json, to_json_sized, CoreTask, JsonArg, JsonText};
 use super::signals::{report_progress, watch_abort, AbortWatch, RunControls};
@@ -274,6 +274,7 @@ impl LcmEngine {
             let sweep = SweepOptions {
                 token_budget,
                 force,
+                target: sweep_target(&options)?,
                 pass,
                 cancel: Some(cancel),
             };

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use super::model::LiveContext;
+use super::model::{LiveContext, TailRule, TailWalk};
 use crate::config::Config;
 use crate::db::totals;
 use crate::error::Result;
@@ -71,16 +71,10 @@ pub fn evaluate(
     let conn: &rusqlite::Connection = &snapshot;
     conversations::get(conn, conversation_id)?;
     let totals = totals::load(conn, conversation_id)?;
-    let tail_count = config.fresh_tail_count;
-    let (mut counted, mut user_seen) = (0i64, false);
-    let (newest, _) = LiveContext::load_newest(conn, conversation_id, false, |item, _| {
-        if item.is_message() {
-            counted += 1;
-            user_seen |= item.role.as_deref() == Some("user");
-        }
-        tail_count > 0 && !(counted >= tail_count && user_seen)
-    })?;
-    let tail = newest.tail_start(tail_count);
+    let rule = TailRule::of(config, Some(token_budget));
+    let mut walk = TailWalk::new(rule);
+    let (newest, _) = LiveContext::load_newest(conn, conversation_id, false, |item, _| walk.push(0, item))?;
+    let tail = newest.tail_start(rule);
     let (tail_messages, tail_tokens) = newest.items[tail..]
         .iter()
         .filter(|i| i.is_message())

@@ -38,11 +38,11 @@ use crate::summarizer::{SummarizeRequest, Summarizer, SummaryKind};
 use crate::time;
 use crate::tokens;
 use escalation::{Escalated, Level, PassError};
-use model::{Item, ItemRef, LiveContext};
+use model::{Item, ItemRef, LiveContext, TailRule};
 use write::Baseline;
 
 pub use evaluate::{evaluate, Evaluation, LeafTrigger, RollingTrigger};
-pub use results::{PassFailure, PassOptions, PassResult, StopReason, SweepOptions, SweepResult};
+pub use results::{PassFailure, PassOptions, PassResult, StopReason, SweepOptions, SweepResult, SweepTarget};
 
 /// Write a group once it holds this many passes, or once its first pass waited this long, or
 /// four times as long as the last write took: a write rewrites every context row after the
@@ -72,6 +72,8 @@ struct Run<'a> {
     deps: &'a Deps,
     summarizer: Arc<dyn Summarizer>,
     options: PassOptions,
+    /// What the fresh tail protects; a sweep under budget pressure narrows it.
+    tail: TailRule,
     live: LiveContext,
     baseline: Baseline,
     pending: Vec<NewSummary>,
@@ -88,16 +90,18 @@ impl<'a> Run<'a> {
         options: PassOptions,
     ) -> Result<Self> {
         let config = &deps.config;
+        let tail = TailRule::of(config, options.token_budget);
         let live = blocking(|| {
             deps.pool.read(|conn| {
                 conversations::get(conn, conversation_id)?;
-                LiveContext::load_window(conn, conversation_id, config.fresh_tail_count, config.head_window)
+                LiveContext::load_window(conn, conversation_id, tail, config.head_window)
             })
         })?;
         Ok(Run {
             deps,
             summarizer,
             options,
+            tail,
             baseline: Baseline::of(&live),
             live,
             pending: Vec::new(),
@@ -113,9 +117,9 @@ impl<'a> Run<'a> {
 
     /// Runs a selection on the model, reading more of the live context (in windows that
     /// double) while the answer depends on items not read yet.
-    fn select<T>(&mut self, pick: impl Fn(&LiveContext, &Config) -> model::Pick<T>) -> Result<T> {
+    fn select<T>(&mut self, pick: impl Fn(&LiveContext, &Config, TailRule) -> model::Pick<T>) -> Result<T> {
         loop {
-            match pick(&self.live, &self.deps.config) {
+            match pick(&self.live, &self.deps.config, self.tail) {
                 Ok(v) => return Ok(v),
                 Err(model::ReadMore) => {
                     let n = self.live.items.len().max(self.deps.config.head_window);
@@ -269,7 +273,7 @@ impl<'a> Run<'a> {
 
     /// One leaf pass over the oldest chunk outside the fresh tail; `None` when there is none.
     async fn leaf_pass(&mut self) -> std::result::Result<Option<PassResult>, LcmError> {
-        let Some(chunk) = self.select(|live, config| live.leaf_chunk(config))? else {
+        let Some(chunk) = self.select(|live, config, tail| live.leaf_chunk(config, tail))? else {
             return Ok(None);
         };
         let items = &self.live.items[chunk.start..chunk.start + chunk.len];
@@ -337,7 +341,8 @@ impl<'a> Run<'a> {
         hard: bool,
         only_depth: Option<i64>,
     ) -> std::result::Result<Option<PassResult>, LcmError> {
-        let Some((depth, chunk)) = self.select(|live, config| live.condensation_candidate(config, hard, only_depth))?
+        let Some((depth, chunk)) =
+            self.select(|live, config, tail| live.condensation_candidate(config, tail, hard, only_depth))?
         else {
             return Ok(None);
         };
@@ -553,7 +558,9 @@ pub async fn compact(
     let started = Instant::now();
     let config = deps.config.clone();
     let hard = options.pass.hard_trigger;
-    let mut run = Run::start(deps, conversation_id, summarizer, options.pass)?;
+    let mut pass = options.pass;
+    pass.token_budget.get_or_insert(options.token_budget);
+    let mut run = Run::start(deps, conversation_id, summarizer, pass)?;
     let tokens_before = run.live.stored_tokens();
     let threshold = (config.context_threshold * options.token_budget as f64).floor() as i64;
     let mut result = SweepResult {
@@ -569,6 +576,7 @@ pub async fn compact(
         stop_reason: StopReason::NoCandidates,
         auth_failure: false,
         relaxed_fanout: false,
+        compacted_tail: false,
         duration_ms: 0.0,
         summarizer_ms: 0.0,
     };
@@ -585,15 +593,27 @@ pub async fn compact(
     // Phase 3 relaxes the fanout to `condensedMinFanoutHard` when the normal fanout finds no
     // run to condense while the context is still over the threshold (leaf summaries too large
     // for `leafMinFanout` of them to fit one `leafChunkTokens` chunk): the sweep converges
-    // instead of stopping with the context over budget.
-    'phases: for (phase, relaxed) in [
-        (SummaryKind::Leaf, false),
-        (SummaryKind::Condensed, false),
-        (SummaryKind::Condensed, true),
+    // instead of stopping with the context over budget. Under budget pressure, when that
+    // still leaves it over, phases 4–6 repeat the three with the tail narrowed to the newest
+    // turn, leaf passes stopping once the context is under the threshold.
+    'phases: for (pressure, phase, relaxed) in [
+        (false, SummaryKind::Leaf, false),
+        (false, SummaryKind::Condensed, false),
+        (false, SummaryKind::Condensed, true),
+        (true, SummaryKind::Leaf, false),
+        (true, SummaryKind::Condensed, false),
+        (true, SummaryKind::Condensed, true),
     ] {
+        if pressure && !result.compacted_tail {
+            if options.target != SweepTarget::Budget || run.live.stored_tokens() <= threshold {
+                break;
+            }
+            run.tail = run.tail.newest_turn();
+            result.compacted_tail = true;
+        }
         if relaxed {
             if hard || phase_end != StopReason::NoCandidates || run.live.stored_tokens() <= threshold {
-                break;
+                continue;
             }
             result.relaxed_fanout = true;
         }
@@ -601,6 +621,10 @@ pub async fn compact(
             if passes >= config.max_sweep_iterations {
                 stop = Some(StopReason::MaxIterations);
                 break 'phases;
+            }
+            if pressure && phase == SummaryKind::Leaf && run.live.stored_tokens() <= threshold {
+                phase_end = StopReason::NoCandidates;
+                break;
             }
             if Instant::now() >= deadline {
                 stop = Some(StopReason::Deadline);

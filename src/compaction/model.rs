@@ -202,6 +202,108 @@ fn item_from_row(r: &rusqlite::Row<'_>) -> Result<(i64, Option<Box<Item>>)> {
     ))
 }
 
+/// Share of a call's token budget the fresh tail may hold when `freshTailMaxTokens` is unset.
+pub const FRESH_TAIL_BUDGET_SHARE: f64 = 0.4;
+
+/// Which raw messages the fresh tail protects: the newest `count` of them while together they
+/// hold at most `max_tokens` (the newest one always), and in any case the newest turn, from
+/// the newest user message on. The same rule serves compaction, `evaluate` and assembly.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TailRule {
+    /// 0 protects nothing at all.
+    pub count: i64,
+    pub max_tokens: i64,
+}
+
+impl TailRule {
+    /// The configured rule for a call with `token_budget` (None: a call without one, whose
+    /// tail is bounded in messages only unless `freshTailMaxTokens` is set).
+    pub fn of(config: &Config, token_budget: Option<i64>) -> TailRule {
+        let share = token_budget.map(|b| (b.max(0) as f64 * FRESH_TAIL_BUDGET_SHARE) as i64);
+        TailRule {
+            count: config.fresh_tail_count,
+            max_tokens: config.fresh_tail_max_tokens.or(share).unwrap_or(i64::MAX),
+        }
+    }
+
+    /// The newest `count` messages (back to the newest user message), whatever they hold.
+    pub fn messages(count: i64) -> TailRule {
+        TailRule {
+            count,
+            max_tokens: i64::MAX,
+        }
+    }
+
+    /// Under budget pressure: the newest turn only.
+    pub fn newest_turn(self) -> TailRule {
+        TailRule {
+            count: self.count.min(1),
+            max_tokens: 0,
+        }
+    }
+}
+
+/// Walks a live context newest first, one item at a time, and finds where its fresh tail
+/// begins; also tells a reader of the newest items when it has read the whole tail.
+#[derive(Clone, Debug)]
+pub struct TailWalk {
+    rule: TailRule,
+    counted: i64,
+    tokens: i64,
+    user_seen: bool,
+    /// A message no longer fitted the rule's count or tokens: older ones belong to the tail
+    /// only as part of the newest turn.
+    closed: bool,
+    done: bool,
+    /// Index (as the caller numbers items) of the oldest protected item found so far.
+    pub start: Option<usize>,
+}
+
+impl TailWalk {
+    pub fn new(rule: TailRule) -> TailWalk {
+        TailWalk {
+            rule,
+            counted: 0,
+            tokens: 0,
+            user_seen: false,
+            closed: false,
+            done: rule.count <= 0,
+            start: None,
+        }
+    }
+
+    /// Feeds the next older item, numbered `index`; false once no older item can be part of
+    /// the tail (the walk can stop).
+    pub fn push(&mut self, index: usize, item: &Item) -> bool {
+        if self.done {
+            return false;
+        }
+        if !item.is_message() {
+            return true;
+        }
+        let fits = !self.closed
+            && (self.counted == 0
+                || (self.counted < self.rule.count && self.tokens.saturating_add(item.tokens) <= self.rule.max_tokens));
+        if fits {
+            self.start = Some(index);
+            self.counted += 1;
+            self.tokens = self.tokens.saturating_add(item.tokens);
+        } else if self.user_seen {
+            self.done = true;
+            return false;
+        } else {
+            // Protected only if the newest turn's user message is this one or an older one.
+            self.closed = true;
+        }
+        if !self.user_seen && item.role.as_deref() == Some("user") {
+            self.user_seen = true;
+            self.start = Some(index);
+        }
+        self.done = self.user_seen && (self.closed || self.counted >= self.rule.count);
+        !self.done
+    }
+}
+
 /// A contiguous run of items chosen for one pass.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Chunk {
@@ -281,30 +383,19 @@ impl LiveContext {
         }
     }
 
-    /// Reads the context as compaction needs it: the items `tail_start(fresh_tail_count)`
+    /// Reads the context as compaction needs it: the items `tail_start(tail)`
     /// protects (newest first), then the oldest items (every summary before the first message,
     /// and `window` messages), in one snapshot with the live totals, which describe the unread
     /// middle. A context that short is read whole.
-    pub fn load_window(
-        conn: &Connection,
-        conversation_id: i64,
-        fresh_tail_count: i64,
-        window: usize,
-    ) -> Result<LiveContext> {
+    pub fn load_window(conn: &Connection, conversation_id: i64, tail: TailRule, window: usize) -> Result<LiveContext> {
         let snapshot = conn.unchecked_transaction()?;
         let conn: &Connection = &snapshot;
         // The tail, walked back exactly as `tail_start` walks it.
-        let (tail, last, tail_first) = if fresh_tail_count > 0 {
-            let (mut counted, mut user_seen, mut stopped) = (0, false, false);
-            let (newest, oldest) = LiveContext::load_newest(conn, conversation_id, false, |item, _| {
-                if item.is_message() {
-                    counted += 1;
-                    user_seen |= item.role.as_deref() == Some("user");
-                }
-                stopped = counted >= fresh_tail_count && user_seen;
-                !stopped
-            })?;
-            if !stopped {
+        let (tail, last, tail_first) = if tail.count > 0 {
+            let mut walk = TailWalk::new(tail);
+            let (newest, oldest) =
+                LiveContext::load_newest(conn, conversation_id, false, |item, _| walk.push(0, item))?;
+            if !walk.done {
                 // Every item was read: the context is whole.
                 return Ok(newest);
             }
@@ -471,38 +562,23 @@ impl LiveContext {
         self.total_tokens
     }
 
-    /// Index of the first protected item: the last `freshTailCount` raw messages, extended
-    /// back to the newest user message. Summaries are never part of the tail. Items at or
-    /// after the returned index are never compacted; `len()` when nothing is protected.
-    pub fn tail_start(&self, fresh_tail_count: i64) -> usize {
-        if fresh_tail_count <= 0 {
-            return self.items.len();
-        }
+    /// Index of the first protected item (see `TailRule`). Summaries are never part of the
+    /// tail. Items at or after the returned index are never compacted; `len()` when nothing is
+    /// protected.
+    pub fn tail_start(&self, rule: TailRule) -> usize {
         // Walk back from the newest item: O(tail), whatever the length of the history.
-        let mut counted = 0;
-        let mut start = None;
-        let mut user_seen = false;
+        let mut walk = TailWalk::new(rule);
         for i in (0..self.items.len()).rev() {
-            let item = &self.items[i];
-            if !item.is_message() {
-                continue;
-            }
-            counted += 1;
-            user_seen |= item.role.as_deref() == Some("user");
-            if counted <= fresh_tail_count {
-                start = Some(i);
-            }
-            if counted >= fresh_tail_count && user_seen {
-                return start.map_or(i, |s| s.min(i));
+            if !walk.push(i, &self.items[i]) {
+                break;
             }
         }
-        // Fewer messages than the tail: all of them; no user message: the newest `fresh_tail_count`.
-        start.unwrap_or(self.items.len())
+        walk.start.unwrap_or(self.items.len())
     }
 
     /// Raw-message tokens outside the fresh tail (the leaf trigger's measure).
-    pub fn raw_tokens_outside_tail(&self, fresh_tail_count: i64) -> i64 {
-        let end = self.tail_start(fresh_tail_count);
+    pub fn raw_tokens_outside_tail(&self, tail: TailRule) -> i64 {
+        let end = self.tail_start(tail);
         let read: i64 = self.items[..end]
             .iter()
             .filter(|i| i.is_message())
@@ -513,16 +589,17 @@ impl LiveContext {
 
     /// The oldest run of raw messages outside the tail, up to `leafChunkTokens` (a single
     /// larger message is taken alone).
-    pub fn leaf_chunk(&self, config: &Config) -> Pick<Option<Chunk>> {
+    pub fn leaf_chunk(&self, config: &Config, tail: TailRule) -> Pick<Option<Chunk>> {
         // The gap may hold messages (it usually holds nothing else).
-        self.oldest_run(config, Item::is_message, self.gap.is_some())
+        self.oldest_run(config, tail, Item::is_message, self.gap.is_some())
     }
 
     /// The oldest contiguous run of summaries at `depth` outside the tail, up to
     /// `leafChunkTokens` of input.
-    pub fn run_at_depth(&self, config: &Config, depth: i64) -> Pick<Option<Chunk>> {
+    pub fn run_at_depth(&self, config: &Config, tail: TailRule, depth: i64) -> Pick<Option<Chunk>> {
         self.oldest_run(
             config,
+            tail,
             |item| item.depth() == Some(depth),
             self.gap.as_ref().is_some_and(|g| g.summaries > 0),
         )
@@ -531,8 +608,14 @@ impl LiveContext {
     /// The oldest contiguous run of items that are `wanted`, outside the tail, up to
     /// `leafChunkTokens` (a first item larger than that is taken alone). `gap_may_hold` says
     /// whether the gap can hold wanted items: if not, a run that reaches it ends there.
-    fn oldest_run(&self, config: &Config, wanted: impl Fn(&Item) -> bool, gap_may_hold: bool) -> Pick<Option<Chunk>> {
-        let end = self.tail_start(config.fresh_tail_count);
+    fn oldest_run(
+        &self,
+        config: &Config,
+        tail: TailRule,
+        wanted: impl Fn(&Item) -> bool,
+        gap_may_hold: bool,
+    ) -> Pick<Option<Chunk>> {
+        let end = self.tail_start(tail);
         let read_end = self.gap.as_ref().map_or(end, |g| g.at.min(end));
         let Some(start) = (0..read_end).find(|&i| wanted(&self.items[i])) else {
             return if gap_may_hold { Err(ReadMore) } else { Ok(None) };
@@ -580,6 +663,7 @@ impl LiveContext {
     pub fn condensation_candidate(
         &self,
         config: &Config,
+        tail: TailRule,
         hard: bool,
         only_depth: Option<i64>,
     ) -> Pick<Option<(i64, Chunk)>> {
@@ -587,12 +671,12 @@ impl LiveContext {
             // Which depths exist, and where their oldest runs are, depends on the gap.
             return Err(ReadMore);
         }
-        let end = self.tail_start(config.fresh_tail_count);
+        let end = self.tail_start(tail);
         let mut depths: Vec<i64> = self.items[..end].iter().filter_map(|i| i.depth()).collect();
         depths.sort_unstable();
         depths.dedup();
         for d in depths.into_iter().filter(|d| only_depth.is_none_or(|o| o == *d)) {
-            let Some(run) = self.run_at_depth(config, d)? else {
+            let Some(run) = self.run_at_depth(config, tail, d)? else {
                 continue;
             };
             if run.len as i64 >= Self::fanout(config, d, hard) && run.tokens >= Self::min_condensed_tokens(config) {
@@ -681,6 +765,57 @@ mod tests {
         c
     }
 
+    fn tail(c: &Config) -> TailRule {
+        TailRule::of(c, None)
+    }
+
+    #[test]
+    fn fresh_tail_bounded_in_tokens_keeps_the_newest_turn() {
+        // u(6) a(1) u(6) a(1) u(6) a(1): 3 turns of 7 tokens.
+        let c = ctx(vec![
+            msg(0, "user", 6),
+            msg(1, "assistant", 1),
+            msg(2, "user", 6),
+            msg(3, "assistant", 1),
+            msg(4, "user", 6),
+            msg(5, "assistant", 1),
+        ]);
+        let rule = |max_tokens| TailRule { count: 32, max_tokens };
+        assert_eq!(c.tail_start(rule(i64::MAX)), 0, "messages only: all six");
+        assert_eq!(c.tail_start(rule(14)), 2, "two turns fit 14 tokens");
+        assert_eq!(
+            c.tail_start(rule(13)),
+            3,
+            "the third message from the end would pass 13"
+        );
+        assert_eq!(
+            c.tail_start(rule(13)),
+            c.tail_start(TailRule {
+                count: 3,
+                max_tokens: i64::MAX
+            })
+        );
+        // Never less than the newest turn, however small the bound.
+        assert_eq!(c.tail_start(rule(0)), 4);
+        assert_eq!(c.tail_start(rule(14).newest_turn()), 4);
+        // A newest message larger than the bound is still protected, alone or with its turn.
+        let c = ctx(vec![msg(0, "user", 1), msg(1, "assistant", 1), msg(2, "tool", 50)]);
+        assert_eq!(c.tail_start(rule(10)), 0);
+        let c = ctx(vec![msg(0, "assistant", 1), msg(1, "tool", 50)]);
+        assert_eq!(
+            c.tail_start(rule(10)),
+            1,
+            "no user message: only what fits, the newest always"
+        );
+        // The default bound is a share of the budget; `freshTailMaxTokens` replaces it.
+        let mut cfg = config(32, 100);
+        assert_eq!(TailRule::of(&cfg, Some(1000)).max_tokens, 400);
+        assert_eq!(TailRule::of(&cfg, None).max_tokens, i64::MAX);
+        cfg.fresh_tail_max_tokens = Some(7);
+        assert_eq!(TailRule::of(&cfg, Some(1000)).max_tokens, 7);
+        assert_eq!(TailRule::of(&cfg, None).max_tokens, 7);
+    }
+
     #[test]
     fn fresh_tail_extends_back_to_the_newest_user_message() {
         // u a a a a a: tail of 2 would start at index 4, but the newest user is index 0.
@@ -692,7 +827,7 @@ mod tests {
             msg(4, "tool", 1),
             msg(5, "assistant", 1),
         ]);
-        assert_eq!(c.tail_start(2), 0);
+        assert_eq!(c.tail_start(TailRule::messages(2)), 0);
         let c = ctx(vec![
             msg(0, "user", 1),
             msg(1, "assistant", 1),
@@ -701,9 +836,9 @@ mod tests {
             msg(4, "tool", 1),
             msg(5, "assistant", 1),
         ]);
-        assert_eq!(c.tail_start(2), 2);
-        assert_eq!(c.tail_start(0), 6, "0 protects nothing");
-        assert_eq!(c.tail_start(100), 0);
+        assert_eq!(c.tail_start(TailRule::messages(2)), 2);
+        assert_eq!(c.tail_start(TailRule::messages(0)), 6, "0 protects nothing");
+        assert_eq!(c.tail_start(TailRule::messages(100)), 0);
     }
 
     #[test]
@@ -718,7 +853,7 @@ mod tests {
         ]);
         let cfg = config(2, 8);
         assert_eq!(
-            c.leaf_chunk(&cfg),
+            c.leaf_chunk(&cfg, tail(&cfg)),
             Ok(Some(Chunk {
                 start: 1,
                 len: 2,
@@ -733,7 +868,7 @@ mod tests {
             msg(4, "assistant", 1),
         ]);
         assert_eq!(
-            c.leaf_chunk(&cfg),
+            c.leaf_chunk(&cfg, tail(&cfg)),
             Ok(Some(Chunk {
                 start: 0,
                 len: 1,
@@ -742,7 +877,7 @@ mod tests {
         );
         // Nothing outside the tail: no chunk.
         let c = ctx(vec![msg(1, "user", 1), msg(2, "assistant", 1)]);
-        assert_eq!(c.leaf_chunk(&cfg), Ok(None));
+        assert_eq!(c.leaf_chunk(&cfg, tail(&cfg)), Ok(None));
     }
 
     #[test]
@@ -759,10 +894,13 @@ mod tests {
         // Minimum input: max(condensedTargetTokens 10, 500 / 10) = 50 tokens.
         let cfg = config(2, 500);
         // Depth 0 has only 3 leaves (< 8): depth 1 with 4 nodes is the candidate.
-        let (d, run) = c.condensation_candidate(&cfg, false, None).unwrap().unwrap();
+        let (d, run) = c
+            .condensation_candidate(&cfg, tail(&cfg), false, None)
+            .unwrap()
+            .unwrap();
         assert_eq!((d, run.start, run.len), (1, 0, 4));
         // With the hard fanout (2), depth 0 goes first.
-        let (d, run) = c.condensation_candidate(&cfg, true, None).unwrap().unwrap();
+        let (d, run) = c.condensation_candidate(&cfg, tail(&cfg), true, None).unwrap().unwrap();
         assert_eq!((d, run.start, run.len), (0, 4, 3));
         // A depth break ends a run: it never mixes depths.
         let c = ctx(vec![
@@ -772,7 +910,7 @@ mod tests {
             sum("c", 0, 20),
             msg(1, "user", 1),
         ]);
-        let run = c.run_at_depth(&cfg, 0).unwrap().unwrap();
+        let run = c.run_at_depth(&cfg, tail(&cfg), 0).unwrap().unwrap();
         assert_eq!((run.start, run.len), (0, 2));
     }
 
@@ -785,8 +923,11 @@ mod tests {
         let c = ctx(items);
         let mut cfg = config(1, 50);
         cfg.condensed_target_tokens = 100;
-        assert_eq!(c.condensation_candidate(&cfg, false, None), Ok(None));
+        assert_eq!(c.condensation_candidate(&cfg, tail(&cfg), false, None), Ok(None));
         cfg.condensed_target_tokens = 8;
-        assert!(matches!(c.condensation_candidate(&cfg, false, None), Ok(Some(_))));
+        assert!(matches!(
+            c.condensation_candidate(&cfg, tail(&cfg), false, None),
+            Ok(Some(_))
+        ));
     }
 }

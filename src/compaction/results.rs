@@ -17,6 +17,9 @@ pub struct PassOptions {
     pub depth: Option<i64>,
     /// Recorded in `summaries.model` for summaries the callback wrote.
     pub model: Option<String>,
+    /// The caller's token budget: bounds the fresh tail in tokens when `freshTailMaxTokens` is
+    /// unset (None: the tail is bounded in messages only).
+    pub token_budget: Option<i64>,
 }
 
 /// The outcome of one pass.
@@ -111,9 +114,25 @@ pub struct SweepResult {
     /// threshold (leaf summaries too large for `leafMinFanout` of them to fit one `leafChunkTokens`
     /// chunk), and the sweep went on with `condensedMinFanoutHard`.
     pub relaxed_fanout: bool,
+    /// True when, under budget pressure (`target: "budget"`), the sweep compacted into the
+    /// fresh tail, oldest first, because compacting outside it did not bring the context
+    /// under the threshold.
+    pub compacted_tail: bool,
     pub duration_ms: f64,
     /// Time spent waiting for the summarizer; `durationMs − summarizerMs` is bookkeeping.
     pub summarizer_ms: f64,
+}
+
+/// What a sweep must reach before it may stop early.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SweepTarget {
+    /// The usual sweep: everything outside the fresh tail that is due.
+    #[default]
+    Threshold,
+    /// Budget pressure (a host's preflight or overflow): when the usual sweep leaves the
+    /// context over `contextThreshold` of the budget, the fresh tail is compacted too, oldest
+    /// first, down to the newest turn, until it is under.
+    Budget,
 }
 
 /// Options of a sweep.
@@ -121,6 +140,8 @@ pub struct SweepResult {
 pub struct SweepOptions {
     pub token_budget: i64,
     pub force: bool,
+    /// What the sweep must reach.
+    pub target: SweepTarget,
     pub pass: PassOptions,
     /// Set by the caller to stop the sweep before its next pass (passes already written stay).
     pub cancel: Option<Arc<std::sync::atomic::AtomicBool>>,

@@ -159,6 +159,7 @@ async fn measure(label: &str, msgs: &[Value]) -> (String, String, f64, usize) {
     let sweep = SweepOptions {
         token_budget: 16_000,
         force: true,
+        target: Default::default(),
         pass: PassOptions::default(),
         cancel: None,
     };

@@ -135,7 +135,7 @@ fn reading_more_after_another_process_renumbered_the_context_is_stale() {
         .unwrap()
         .conversation_id;
     let conn = crate::db::open_configured(&engine.config().db_path, 5_000).unwrap();
-    let mut live = LiveContext::load_window(&conn, cid, 8, 16).unwrap();
+    let mut live = LiveContext::load_window(&conn, cid, TailRule::messages(8), 16).unwrap();
     assert!(live.gap.is_some(), "the middle was not left unread");
     let ids = |l: &LiveContext| l.items.iter().map(|i| i.r.clone()).collect::<Vec<_>>();
     let unchanged = (ids(&live), live.gap.clone());

@@ -10,7 +10,8 @@ enum Op {
     Ingest(usize),
     Leaf,
     Condensed(bool),
-    Compact(bool, bool),
+    /// force, hardTrigger, target "budget".
+    Compact(bool, bool, bool),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -18,7 +19,7 @@ fn op() -> impl Strategy<Value = Op> {
         (1usize..40).prop_map(Op::Ingest),
         Just(Op::Leaf),
         any::<bool>().prop_map(Op::Condensed),
-        (any::<bool>(), any::<bool>()).prop_map(|(f, h)| Op::Compact(f, h)),
+        (any::<bool>(), any::<bool>(), any::<bool>()).prop_map(|(f, h, b)| Op::Compact(f, h, b)),
     ]
 }
 
@@ -48,15 +49,24 @@ fn messages(start: usize, n: usize, sizes: &[usize]) -> Vec<Value> {
 
 /// Engine options of a random compaction policy, with at most `iterations` passes a sweep.
 fn policy(iterations: std::ops::Range<i64>) -> impl Strategy<Value = Value> {
-    (0i64..10, 100i64..1500, 2i64..5, 2i64..4, -1i64..2, iterations).prop_map(
-        |(tail, chunk, leaf_fanout, fanout, incremental, iterations)| {
-            json!({
-                "freshTailCount": tail, "leafChunkTokens": chunk, "leafMinFanout": leaf_fanout,
-                "condensedMinFanout": fanout, "condensedTargetTokens": 5, "incrementalMaxDepth": incremental,
-                "maxSweepIterations": iterations,
-            })
-        },
+    (
+        0i64..10,
+        100i64..1500,
+        2i64..5,
+        2i64..4,
+        -1i64..2,
+        iterations,
+        prop::option::of(0i64..2000),
     )
+        .prop_map(
+            |(tail, chunk, leaf_fanout, fanout, incremental, iterations, tail_tokens)| {
+                json!({
+                    "freshTailCount": tail, "leafChunkTokens": chunk, "leafMinFanout": leaf_fanout,
+                    "condensedMinFanout": fanout, "condensedTargetTokens": 5, "incrementalMaxDepth": incremental,
+                    "maxSweepIterations": iterations, "freshTailMaxTokens": tail_tokens,
+                })
+            },
+        )
 }
 
 /// Runs `op` (an ingest appends messages from `total` on); what it returned, as text.
@@ -98,13 +108,18 @@ async fn apply(
                     r.map(|r| (r.input_count, r.depth, r.tokens_before, r.tokens_after))
                 )
             }),
-        Op::Compact(force, hard) => engine
+        Op::Compact(force, hard, budget) => engine
             .compact(
                 cid,
                 summarizer,
                 SweepOptions {
                     token_budget: 500,
                     force,
+                    target: if budget {
+                        SweepTarget::Budget
+                    } else {
+                        SweepTarget::Threshold
+                    },
                     pass: PassOptions {
                         hard_trigger: hard,
                         ..Default::default()

@@ -242,6 +242,7 @@ async fn a_sweep_still_over_the_threshold_relaxes_the_fanout_to_converge() {
             SweepOptions {
                 token_budget: budget,
                 force: false,
+                target: Default::default(),
                 pass: PassOptions::default(),
                 cancel: None,
             },
@@ -342,11 +343,13 @@ pub(super) fn evaluation_both_ways(engine: &Engine, cid: i64) -> ([i64; 6], [i64
     ];
     let conn = crate::db::open_configured(&engine.config().db_path, 1000).unwrap();
     let live = LiveContext::load(&conn, cid).unwrap();
-    let tail = live.tail_start(engine.config().fresh_tail_count);
+    // The rule `evaluate` applies for its budget.
+    let rule = TailRule::of(engine.config(), Some(1000));
+    let tail = live.tail_start(rule);
     let raw = live.items.iter().filter(|i| i.is_message()).count() as i64;
     let full = [
         live.stored_tokens(),
-        live.raw_tokens_outside_tail(engine.config().fresh_tail_count),
+        live.raw_tokens_outside_tail(rule),
         live.items[..tail].iter().filter(|i| i.is_message()).count() as i64,
         raw,
         live.items.len() as i64 - raw,
@@ -361,37 +364,46 @@ pub(super) fn evaluation_both_ways(engine: &Engine, cid: i64) -> ([i64; 6], [i64
 #[test]
 fn a_partly_read_context_adds_up_to_the_whole_one() {
     let (_dir, engine, cid) = with_synthetic(json!({}), 2_000, 300);
-    let fresh = engine.config().fresh_tail_count;
-    deps(&engine)
-        .pool
-        .read(|conn| {
-            let whole = LiveContext::load(conn, cid)?;
-            let mut partly = LiveContext::load_window(conn, cid, fresh, 16)?;
-            let gap = partly.gap.clone().expect("a gap on 2,000 messages");
-            assert_eq!(gap.at, 16, "16 messages first");
-            assert!(partly.items.len() < 100, "{} items read", partly.items.len());
-            assert_eq!(partly.stored_tokens(), whole.stored_tokens());
-            assert_eq!(
-                partly.raw_tokens_outside_tail(fresh),
-                whole.raw_tokens_outside_tail(fresh)
-            );
-            assert_eq!(
-                partly.items.len() - partly.tail_start(fresh),
-                whole.items.len() - whole.tail_start(fresh),
-                "the same tail"
-            );
-            let mut reads = 0;
-            while partly.gap.is_some() {
-                let read = partly.read_more(conn, 300)?;
-                assert!(!read.is_empty() || partly.gap.is_none());
-                reads += 1;
-            }
-            assert_eq!(reads, 7, "300 at a time");
-            assert_eq!(partly.items, whole.items);
-            assert_eq!(partly.stored_tokens(), whole.stored_tokens());
-            Ok(())
-        })
-        .unwrap();
+    let count = engine.config().fresh_tail_count;
+    // Bounded in messages, and in tokens (a few of the synthetic messages).
+    for fresh in [
+        TailRule::messages(count),
+        TailRule {
+            count,
+            max_tokens: 1_500,
+        },
+    ] {
+        deps(&engine)
+            .pool
+            .read(|conn| {
+                let whole = LiveContext::load(conn, cid)?;
+                let mut partly = LiveContext::load_window(conn, cid, fresh, 16)?;
+                let gap = partly.gap.clone().expect("a gap on 2,000 messages");
+                assert_eq!(gap.at, 16, "16 messages first");
+                assert!(partly.items.len() < 100, "{} items read", partly.items.len());
+                assert_eq!(partly.stored_tokens(), whole.stored_tokens());
+                assert_eq!(
+                    partly.raw_tokens_outside_tail(fresh),
+                    whole.raw_tokens_outside_tail(fresh)
+                );
+                assert_eq!(
+                    partly.items.len() - partly.tail_start(fresh),
+                    whole.items.len() - whole.tail_start(fresh),
+                    "the same tail"
+                );
+                let mut reads = 0;
+                while partly.gap.is_some() {
+                    let read = partly.read_more(conn, 300)?;
+                    assert!(!read.is_empty() || partly.gap.is_none());
+                    reads += 1;
+                }
+                assert_eq!(reads, 7, "300 at a time");
+                assert_eq!(partly.items, whole.items);
+                assert_eq!(partly.stored_tokens(), whole.stored_tokens());
+                Ok(())
+            })
+            .unwrap();
+    }
 }
 
 /// A bounded sweep over a long history writes at the front: the rows after its span keep
@@ -437,4 +449,104 @@ async fn a_sweep_over_a_long_history_leaves_the_rows_after_it_in_place() {
     );
     assert_eq!(engine.summaries(cid, None).unwrap().len(), 12);
     assert_invariants(&engine, cid);
+}
+
+/// A user who pastes ~6k-token logs into a 40k window: every turn fits the 32-message tail
+/// by count, so only a tail bounded in tokens leaves anything to compact. `evaluate` says a
+/// sweep is due, and the sweep brings the context under the threshold with no new turn lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tail_bounded_in_tokens_lets_long_turns_compact() {
+    let turns: Vec<Value> = (0..16)
+        .map(|i| {
+            if i % 2 == 0 {
+                json!({"role": "user", "content": format!("turn {i} log:\n{}", "error at line 42 of db.rs\n".repeat(900)), "entryId": format!("e{i}")})
+            } else {
+                json!({"role": "assistant", "content": [{"type": "text", "text": format!("reply {i}")}], "entryId": format!("e{i}")})
+            }
+        })
+        .collect();
+    let budget = 40_000;
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_with(&dir, json!({"freshTailCount": 32, "leafChunkTokens": 20_000}));
+    let cid = engine
+        .ingest(&Target::Session("s".into()), &turns)
+        .unwrap()
+        .conversation_id;
+    let ev = engine.evaluate(cid, budget, None).unwrap();
+    assert!(ev.should_compact, "{ev:?}");
+    assert!(
+        ev.leaf_trigger.should_compact,
+        "16k of tail leave ~33k outside it: {ev:?}"
+    );
+    let options = SweepOptions {
+        token_budget: budget,
+        ..Default::default()
+    };
+    let r = engine.compact(cid, Scripted::stub(), options).await.unwrap();
+    assert!(r.action_taken && !r.compacted_tail, "{r:?}");
+    assert!(r.tokens_after <= ev.threshold, "{} > {}", r.tokens_after, ev.threshold);
+    assert_invariants(&engine, cid);
+    // The newest turns are still raw, the newest user message among them.
+    let context = engine.context(cid).unwrap();
+    assert!(context
+        .iter()
+        .any(|e| e.kind == "message" && e.role.as_deref() == Some("user")));
+    assert!(
+        context.iter().filter(|e| e.kind == "message").count() >= 2,
+        "{context:?}"
+    );
+}
+
+/// Budget pressure with a tail that holds everything (a huge `freshTailMaxTokens`): the usual
+/// sweep finds nothing outside the tail, so `target: "budget"` compacts into it, oldest first,
+/// down to the newest turn, and stops once under the threshold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn budget_pressure_compacts_into_the_tail_down_to_the_newest_turn() {
+    let turns: Vec<Value> = (0..12)
+        .map(|i| {
+            let role = if i % 2 == 0 { "user" } else { "assistant" };
+            json!({"role": role, "content": format!("m{i} {}", "word ".repeat(2_000)), "entryId": format!("e{i}")})
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_with(
+        &dir,
+        json!({"freshTailCount": 32, "freshTailMaxTokens": 1_000_000, "leafChunkTokens": 3_000}),
+    );
+    let cid = engine
+        .ingest(&Target::Session("s".into()), &turns)
+        .unwrap()
+        .conversation_id;
+    let budget = 8_000;
+    let sweep = |target| SweepOptions {
+        token_budget: budget,
+        target,
+        ..Default::default()
+    };
+    let r = engine
+        .compact(cid, Scripted::stub(), sweep(SweepTarget::Threshold))
+        .await
+        .unwrap();
+    assert_eq!(
+        (r.action_taken, r.stop_reason),
+        (false, StopReason::NoCandidates),
+        "{r:?}"
+    );
+    let r = engine
+        .compact(cid, Scripted::stub(), sweep(SweepTarget::Budget))
+        .await
+        .unwrap();
+    assert!(r.action_taken && r.compacted_tail, "{r:?}");
+    assert!(r.tokens_after <= r.threshold, "{r:?}");
+    assert_invariants(&engine, cid);
+    let context = engine.context(cid).unwrap();
+    let raw: Vec<_> = context.iter().filter(|e| e.kind == "message").collect();
+    assert!(!raw.is_empty(), "the newest turn is never compacted");
+    assert_eq!(
+        raw.last().and_then(|e| e.message_id),
+        context.last().and_then(|e| e.message_id)
+    );
+    // Oldest first: what is left raw is the newest messages, contiguous at the end.
+    let first_raw = context.iter().position(|e| e.kind == "message").unwrap();
+    assert!(context[first_raw..].iter().all(|e| e.kind == "message"), "{context:?}");
 }

@@ -58,6 +58,21 @@ export interface IngestOptions {
   advancementKey?: string
   /** Import a session's earlier transcript: only into a conversation with no message yet, once. */
   bootstrap?: boolean
+  /**
+   * With `advancementKey`: the turn's row in lossless-claw 1.x's `turn_advancements`, so that
+   * lossless-claw answers `duplicate` for it after a switch (the plugin computes `payloadHash`
+   * as lossless-claw does).
+   */
+  turn?: TurnRecord
+}
+
+/** A committed turn as lossless-claw 1.x records it in `turn_advancements`. */
+export interface TurnRecord {
+  payloadHash: string
+  sessionId: string
+  sessionKey?: string
+  admissionEntryId: string
+  terminalEntryId: string
 }
 
 /** Options of `LcmEngine.open`. Unknown keys are rejected with E_INVALID_CONFIG. */
@@ -68,6 +83,11 @@ export interface LcmConfig {
   contextThreshold?: number
   /** Newest raw messages never compacted (extended back to the newest user message). Default 32. */
   freshTailCount?: number
+  /**
+   * Most tokens the fresh tail protects; it always keeps the newest turn (from the newest user
+   * message on). Default: 40% of each call's `tokenBudget` (without one, messages only).
+   */
+  freshTailMaxTokens?: number
   /** Minimum run of depth-0 summaries condensed together. Default 8. */
   leafMinFanout?: number
   /** Minimum run of same-depth summaries (depth ≥ 1) condensed together. Default 4. */
@@ -157,6 +177,11 @@ export interface PassOptions {
   depth?: number
   /** Recorded in `summaries.model` for summaries the callback wrote. Default "unknown". */
   model?: string
+  /**
+   * leafPass, condensedPass: the model's context budget, which bounds the fresh tail in tokens
+   * as `evaluate` and `assemble` bound it for the same budget (see `freshTailMaxTokens`).
+   */
+  tokenBudget?: number
 }
 
 export interface CompactOptions extends PassOptions {
@@ -164,6 +189,13 @@ export interface CompactOptions extends PassOptions {
   tokenBudget: number
   /** Sweep even when under the threshold. */
   force?: boolean
+  /**
+   * `threshold` (default): compact what is due outside the fresh tail. `budget` (a host's
+   * preflight or overflow): when that leaves the context over `contextThreshold × tokenBudget`,
+   * compact into the fresh tail too, oldest first, down to the newest turn
+   * (`compactedTail: true` in the result).
+   */
+  target?: 'threshold' | 'budget'
   /** Stops the sweep before its next pass (`stopReason: 'aborted'`); passes already written stay. */
   signal?: AbortSignal
 }
@@ -593,6 +625,12 @@ export interface SweepResult {
    * chunk), and the sweep went on with `condensedMinFanoutHard`.
    */
   relaxedFanout: boolean
+  /**
+   * True when, under budget pressure (`target: "budget"`), the sweep compacted into the
+   * fresh tail, oldest first, because compacting outside it did not bring the context
+   * under the threshold.
+   */
+  compactedTail: boolean
   durationMs: number
   /** Time spent waiting for the summarizer; `durationMs − summarizerMs` is bookkeeping. */
   summarizerMs: number

@@ -122,7 +122,7 @@ describe('turns', () => {
     expect(stored.messages[1].content).toEqual([{ type: 'text', text: 'answer 1 mentions zebra-1' }])
   })
 
-  it('keeps whatever a turn holds: custom messages, unknown kinds, half an emoji; leaves out the runtime context', async () => {
+  it("keeps whatever a turn holds for the model: unknown kinds, half an emoji; leaves out the host's custom entries as lossless-claw 1.x does", async () => {
     const host = fakeHost()
     const s = session('odd')
     const messages = [
@@ -136,7 +136,6 @@ describe('turns', () => {
     const stored = await readDb(host, async (e) => e.messages((await e.findConversation({ sessionKey: s.sessionKey }))!.conversationId))
     expect(stored.map((m) => m.content)).toEqual([
       'half an emoji \uFFFD here',
-      'remember port 8080',
       '{"role":"hologram","beams":3,"timestamp":' + (messages[3] as { timestamp: number }).timestamp + '}',
       [{ type: 'text', text: 'done' }],
     ])

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// The lcm-native command line: demo, stats, fidelity, migrate, rewrite, history, rollback, redact, tui and prompts. Plain Node;
+// The lcm-native command line: demo, stats, fidelity, migrate, backup, rewrite, history, rollback, redact, tui and prompts. Plain Node;
 // only `tui` loads more than the addon (Ink and React, imported when it runs). Exit codes: 0 done, 1 failed (one line on stderr), 2 bad arguments (usage).
 'use strict'
 
@@ -30,6 +30,10 @@ const HELP = {
   migrate: `lcm-native migrate [--db PATH]
     Upgrade a lossless-claw (or older lcm-native) database in place, in one transaction, and
     say what was done. A second run does nothing.`,
+  backup: `lcm-native backup [--db PATH] OUT
+    Write a consistent copy of the database to OUT (a new file), with every turn committed so
+    far, including those still in the -wal log, while OpenClaw keeps running (SQLite's
+    VACUUM INTO from one read snapshot). Reads only: the database is never changed.`,
   rewrite: `lcm-native rewrite <conversation_id> (--summary ID | --depth N | --all | --fallbacks | --low-fidelity) [--dry-run | --apply] [--diff]
                      [--prompt-dir DIR] [--provider ID] [--model M] [--base-url URL] [--db PATH]
                      [--timestamps[=true|false]] [--no-timestamps] [--tz ZONE] [--immutable]
@@ -303,6 +307,21 @@ async function demo(argv) {
       console.log(`\n${text}`)
     }
     console.log(`\nnext: lcm-native stats --db ${dbPath}`)
+  } finally {
+    await engine.close()
+  }
+}
+
+async function backup(argv) {
+  const args = parseArgs(argv, { db: 'string', help: 'switch' }, 'backup')
+  if (args.help) return console.log(`usage: ${HELP.backup}`)
+  if (args._.length !== 1) throw new UsageError(args._.length ? `unexpected argument ${args._[1]}` : 'the backup file OUT is missing', 'backup')
+  const db = existingDb(args)
+  const out = path.resolve(args._[0])
+  const engine = await openReadOnly(db)
+  try {
+    const bytes = await engine.backup(out)
+    console.log(`backed up ${db} to ${out} (${fmt(bytes)} bytes)`)
   } finally {
     await engine.close()
   }
@@ -673,7 +692,7 @@ async function tui(argv) {
 
 async function main(argv) {
   const [command, ...rest] = argv
-  const commands = { demo, stats, fidelity, migrate, rewrite, history, rollback, redact, tui, prompts }
+  const commands = { demo, stats, fidelity, migrate, backup, rewrite, history, rollback, redact, tui, prompts }
   if (commands[command]) return commands[command](rest)
   if (command === undefined || command === '--help' || command === '-h' || command === 'help') {
     console.log(USAGE)

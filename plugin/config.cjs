@@ -12,6 +12,7 @@ const { basename, dirname, extname, join } = require('node:path')
 const ENGINE_KEYS = [
   'contextThreshold',
   'freshTailCount',
+  'freshTailMaxTokens',
   'leafMinFanout',
   'condensedMinFanout',
   'condensedMinFanoutHard',

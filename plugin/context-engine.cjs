@@ -8,6 +8,7 @@
 
 const { agentOf, databaseFor } = require('./config.cjs')
 const { isHeartbeatTurn, safeJson, toIngest, asPlainText } = require('./messages.cjs')
+const { turnRecord } = require('./turns.cjs')
 const { describeFailure, makeSummarizer } = require('./summarizer.cjs')
 const { appendFileSync, existsSync } = require('node:fs')
 
@@ -222,12 +223,13 @@ class LcmNativeContextEngine {
    * Stores messages; on a busy database tries again, then spools them (see shared.cjs); a batch
    * the engine refuses as input is stored again as plain text, so a turn is never lost.
    * @param {SessionRef} s @param {unknown[]} messages @param {string | undefined} advancementKey
+   * @param {import('../index.js').TurnRecord} [turn] lossless-claw's record of the turn
    * @returns {Promise<{ inserted: number, duplicate: boolean, spooled: boolean }>}
    */
-  async store(s, messages, advancementKey) {
+  async store(s, messages, advancementKey, turn) {
     const target = targetOf(s)
     const batch = toIngest(messages)
-    const options = advancementKey ? { advancementKey } : undefined
+    const options = advancementKey ? { advancementKey, ...(turn ? { turn } : {}) } : undefined
     /** @type {unknown} */
     let last
     /** @type {LcmEngine | undefined} */
@@ -258,7 +260,7 @@ class LcmNativeContextEngine {
       }
     }
     this.report('storing a turn (kept in the spool file; stored on the next call)', last)
-    spool(this.dbPathOf(s), { target, messages: batch, ...(advancementKey ? { advancementKey } : {}) })
+    spool(this.dbPathOf(s), { target, messages: batch, ...(advancementKey ? { advancementKey } : {}), ...(advancementKey && turn ? { turn } : {}) })
     return { inserted: 0, duplicate: false, spooled: true }
   }
 
@@ -374,7 +376,7 @@ class LcmNativeContextEngine {
       const messages = Array.isArray(p?.messages) ? p.messages : []
       if (p?.isHeartbeat === true || isHeartbeatTurn(messages)) return { status: /** @type {const} */ ('committed') }
       const key = typeof p?.advancementKey === 'string' && p.advancementKey !== '' ? p.advancementKey : undefined
-      const r = await this.store(s, messages, key)
+      const r = await this.store(s, messages, key, key ? turnRecord(p) : undefined)
       return { status: r.duplicate ? /** @type {const} */ ('duplicate') : /** @type {const} */ ('committed') }
     } catch (err) {
       // Not even the spool could take it (no database, no disk): the host keeps the turn queued
@@ -427,13 +429,14 @@ class LcmNativeContextEngine {
     if (!ev.shouldCompact && !ev.leafTrigger.shouldCompact) return 'nothing to do'
     const { summarize, model } = this.summarizerFor(p, undefined)
     if (ev.shouldCompact) {
-      const sweep = await engine.compact(conv.conversationId, summarize, { tokenBudget, model, ...(signal ? { signal } : {}) })
+      // Over the threshold: compact until under it, into the fresh tail if that is what it takes.
+      const sweep = await engine.compact(conv.conversationId, summarize, { tokenBudget, model, target: 'budget', ...(signal ? { signal } : {}) })
       return `sweep: ${sweep.leafPasses} leaf pass(es), ${sweep.createdSummaryIds.length} summaries, ${sweep.tokensBefore} → ${sweep.tokensAfter} tokens (${sweep.stopReason})`
     }
     let passes = 0
     const max = Number(this.settings.engineOptions().maxSweepIterations ?? 12)
     while (passes < max && !signal?.aborted) {
-      const pass = await engine.leafPass(conv.conversationId, summarize, { model })
+      const pass = await engine.leafPass(conv.conversationId, summarize, { model, tokenBudget })
       if (!pass || pass.authFailure) break
       passes++
       const again = await engine.evaluate(conv.conversationId, { tokenBudget })
@@ -473,8 +476,10 @@ class LcmNativeContextEngine {
       // Background maintenance of this session stops after its current pass instead of
       // holding the conversation while the host waits.
       shared().maintaining?.get(keyOf(s))?.abort()
+      // Budget pressure (preflight, overflow): when compacting outside the fresh tail is not
+      // enough, the engine compacts into it, oldest first, down to the newest turn.
       const sweep = await this.background(() =>
-        engine.compact(conv.conversationId, summarize, { tokenBudget, force, model, ...(signal ? { signal } : {}) }),
+        engine.compact(conv.conversationId, summarize, { tokenBudget, force, target, model, ...(signal ? { signal } : {}) }),
       )
       const after = await engine.assemble(conv.conversationId, { tokenBudget })
       const fits = after.estimatedTokens <= tokenBudget && !after.stats.freshTailOverBudget
@@ -487,6 +492,7 @@ class LcmNativeContextEngine {
         condensedPasses: sweep.condensedPasses,
         createdSummaryIds: sweep.createdSummaryIds,
         fallbackSummaries: sweep.fallbackSummaries,
+        compactedTail: sweep.compactedTail,
         storedTokensBefore: sweep.tokensBefore,
         storedTokensAfter: sweep.tokensAfter,
       }
@@ -497,7 +503,10 @@ class LcmNativeContextEngine {
           ? sweep.actionTaken
             ? `compacted: context ${after.estimatedTokens} of ${tokenBudget} tokens`
             : `context already fits: ${after.estimatedTokens} of ${tokenBudget} tokens`
-          : `context still over budget after compaction: ${after.estimatedTokens} of ${tokenBudget} tokens (${sweep.stopReason})`
+          : `context still over budget after compaction: ${after.estimatedTokens} of ${tokenBudget} tokens (${sweep.stopReason})` +
+            (sweep.compactedTail
+              ? `; the rest is the newest turn (${after.stats.freshTailItems} message(s), ${after.stats.freshTailTokens} tokens), which is never compacted`
+              : '')
         return { ok: true, compacted: fits, reason, result }
       }
       return {

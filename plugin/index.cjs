@@ -50,7 +50,7 @@ function register(api) {
   if (settings && typeof api.registerTool === 'function') {
     const s = settings
     for (const [i, name] of TOOL_NAMES.entries()) {
-      api.registerTool((/** @type {any} */ ctx) => recallTools(s, ctx ?? {})[i], { name })
+      api.registerTool((/** @type {any} */ ctx) => recallTools(s, ctx ?? {}, api.runtime?.llm)[i], { name })
     }
   }
 }

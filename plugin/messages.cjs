@@ -1,9 +1,10 @@
 // @ts-check
 'use strict'
 // OpenClaw's transcript messages → lcm-native's ingest shapes. The engine stores the host's
-// shapes as they are (content blocks, tool calls, its own kinds such as `custom`); this only
-// leaves out what the host re-creates every turn, and wraps kinds it does not know so that
-// one new message kind can never make a turn uncommittable.
+// shapes as they are (content blocks, tool calls); this leaves out what the host keeps to
+// itself (its `custom` entries, which lossless-claw 1.x never stores either, so a database
+// reads the same whichever plugin wrote it), and wraps kinds it does not know so that one new
+// message kind can never make a turn uncommittable.
 
 /** Roles and message kinds the engine stores as they are. */
 const STORED_ROLES = new Set([
@@ -20,6 +21,9 @@ const STORED_ROLES = new Set([
 
 /** The host's per-turn runtime context: re-injected each turn, and stripped from history by the host itself. */
 const RUNTIME_CONTEXT_TYPE = 'openclaw.runtime-context'
+
+/** The host's own entries (`role: "custom"`), which it never sends to the model. */
+const HOST_CUSTOM_ROLE = 'custom'
 
 /** @param {unknown} v @returns {v is Record<string, any>} */
 function isRecord(v) {
@@ -53,8 +57,8 @@ function safeJson(v) {
 }
 
 /**
- * The messages of a turn as the engine takes them. Runtime-context messages are left out;
- * anything that is not a message object, or of a kind the engine does not know, is kept as a
+ * The messages of a turn as the engine takes them. The host's `custom` entries (its runtime
+ * context among them) are left out; anything that is not a message object, or of a kind the engine does not know, is kept as a
  * `custom` message holding its JSON.
  * @param {readonly unknown[]} messages
  * @returns {Record<string, unknown>[]}
@@ -63,7 +67,7 @@ function toIngest(messages) {
   /** @type {Record<string, unknown>[]} */
   const out = []
   for (const m of Array.isArray(messages) ? messages : []) {
-    if (isRecord(m) && m.role === 'custom' && m.customType === RUNTIME_CONTEXT_TYPE) continue
+    if (isRecord(m) && m.role === HOST_CUSTOM_ROLE) continue
     if (isRecord(m) && typeof m.role === 'string' && STORED_ROLES.has(m.role)) {
       out.push(m)
       continue

@@ -24,6 +24,7 @@ const KEY = Symbol.for('lcm-native.openclaw.shared')
  * @property {Map<string, number>} budgets                  last token budget seen per session
  * @property {{ modelOverrideRefused?: boolean }} memory
  * @property {boolean} exitHook
+ * @property {Set<LcmEngine>} [open]                     engines whose open finished (closed at exit)
  * @property {number} [drains]                          drains started (names their files)
  * @property {Set<string>} [drained]                     database files whose spool was drained once
  * @property {Map<string, AbortController>} [maintaining]  background maintenance in flight, by session
@@ -74,7 +75,9 @@ function engineFor(dbPath, options) {
   if (!open) {
     open = (async () => {
       mkdirSync(dirname(dbPath), { recursive: true })
-      return addon().LcmEngine.open({ ...options, dbPath })
+      const engine = await addon().LcmEngine.open({ ...options, dbPath })
+      ;(s.open ??= new Set()).add(engine)
+      return engine
     })()
     s.engines.set(dbPath, open)
     open.catch(() => {
@@ -82,8 +85,11 @@ function engineFor(dbPath, options) {
     })
     if (!s.exitHook) {
       s.exitHook = true
-      // Close (checkpointing the log) when Node runs out of work; nothing keeps it alive.
+      // Close (checkpointing the log into the file) when Node runs out of work, and at
+      // `process.exit()`, which hosts such as `openclaw agent` end with and which skips
+      // `beforeExit`: there only synchronous code runs, so the engines close on this thread.
       process.once('beforeExit', () => void closeAll())
+      process.once('exit', closeAllNow)
     }
   }
   return open
@@ -94,7 +100,22 @@ async function closeAll() {
   const s = shared()
   const engines = [...s.engines.values()]
   s.engines.clear()
+  s.open?.clear()
   await Promise.allSettled(engines.map(async (p) => (await p).close()))
+}
+
+/** Closes every engine whose open has finished, synchronously (the process `exit` event). */
+function closeAllNow() {
+  const s = shared()
+  for (const engine of s.open ?? []) {
+    try {
+      engine.closeSync()
+    } catch {
+      // Exiting anyway: the log stays beside the file and SQLite replays it at the next open.
+    }
+  }
+  s.open?.clear()
+  s.engines.clear()
 }
 
 /**
@@ -135,7 +156,8 @@ async function settleInflight(ms, works) {
 const spoolPath = (dbPath) => `${dbPath}.lcm-native-pending.jsonl`
 
 /**
- * @typedef {{ target: { sessionKey?: string, sessionId?: string }, messages: unknown[], advancementKey?: string }} SpooledTurn
+ * @typedef {{ target: { sessionKey?: string, sessionId?: string }, messages: unknown[], advancementKey?: string,
+ *   turn?: import('../index.js').TurnRecord }} SpooledTurn
  * @param {string} dbPath @param {SpooledTurn} turn
  */
 function spool(dbPath, turn) {
@@ -189,7 +211,7 @@ async function drainSpool(dbPath, engine) {
       }
     }
     for (const t of turns) {
-      const options = t.advancementKey ? { advancementKey: t.advancementKey } : undefined
+      const options = t.advancementKey ? { advancementKey: t.advancementKey, ...(t.turn ? { turn: t.turn } : {}) } : undefined
       // By key alone: the session id it was spooled with may be an old one by now.
       if (t.target?.sessionKey) t.target = { sessionKey: t.target.sessionKey }
       try {
@@ -212,4 +234,4 @@ async function drainSpool(dbPath, engine) {
   return stored
 }
 
-module.exports = { addon, closeAll, drainSpool, engineFor, logOnce, settleInflight, shared, spool, spoolPath, track }
+module.exports = { addon, closeAll, closeAllNow, drainSpool, engineFor, logOnce, settleInflight, shared, spool, spoolPath, track }

@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::compaction::{self, Deps, Evaluation, PassOptions, PassResult, SweepOptions, SweepResult};
 use crate::config::Config;
 use crate::db::{self, migrate::MigrationReport, pool::Pool, SchemaFlags};
-use crate::error::Result;
+use crate::error::{LcmError, Result};
 use crate::prompts::{PromptDirs, PromptSet};
 use crate::recall;
 use crate::store::conversations::{self, ConversationInfo, SessionConversation, Target};
@@ -48,7 +48,8 @@ impl Engine {
             (migration, flags, Pool::read_only(path, busy, config.immutable, conn))
         } else {
             let mut conn = db::open_connection(path, busy)?;
-            let migration = db::migrate::migrate(&mut conn, path)?;
+            let mut migration = db::migrate::migrate(&mut conn, path)?;
+            migration.pending_batches_taken_over = crate::store::pending::take_over(&conn)?;
             let flags = SchemaFlags::read(&conn)?;
             (migration, flags, Pool::new(path, busy, conn)?)
         };
@@ -424,6 +425,31 @@ impl Engine {
             inner: summarizer,
             closed: self.closed.subscribe(),
         })
+    }
+
+    /// Writes a consistent copy of the whole database to `out` (a new file): SQLite's
+    /// `VACUUM INTO` from one read snapshot, so turns committed up to then are in it, whatever
+    /// is still in the log, while writers carry on. Returns the copy's size in bytes.
+    pub fn backup(&self, out: &str) -> Result<u64> {
+        let target = std::path::Path::new(out);
+        if target.exists() {
+            return Err(LcmError::invalid_input(format!(
+                "{out} exists already; a backup never overwrites a file (choose a new path)"
+            )));
+        }
+        if let Some(dir) = target.parent().filter(|d| !d.as_os_str().is_empty() && !d.is_dir()) {
+            return Err(LcmError::Io {
+                path: Some(dir.display().to_string()),
+                sqlite: None,
+                message: format!(
+                    "the directory {} does not exist; create it or choose another path",
+                    dir.display()
+                ),
+            });
+        }
+        let conn = self.deps.pool.fresh_connection()?;
+        conn.execute("VACUUM INTO ?1", [out])?;
+        Ok(std::fs::metadata(target).map(|m| m.len()).unwrap_or(0))
     }
 
     /// Closes the connections; later calls fail with E_CLOSED, and calls in flight end with

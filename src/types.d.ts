@@ -58,6 +58,21 @@ export interface IngestOptions {
   advancementKey?: string
   /** Import a session's earlier transcript: only into a conversation with no message yet, once. */
   bootstrap?: boolean
+  /**
+   * With `advancementKey`: the turn's row in lossless-claw 1.x's `turn_advancements`, so that
+   * lossless-claw answers `duplicate` for it after a switch (the plugin computes `payloadHash`
+   * as lossless-claw does).
+   */
+  turn?: TurnRecord
+}
+
+/** A committed turn as lossless-claw 1.x records it in `turn_advancements`. */
+export interface TurnRecord {
+  payloadHash: string
+  sessionId: string
+  sessionKey?: string
+  admissionEntryId: string
+  terminalEntryId: string
 }
 
 /** Options of `LcmEngine.open`. Unknown keys are rejected with E_INVALID_CONFIG. */
@@ -389,6 +404,11 @@ export interface MigrationReport {
   /** True when the live-context totals and their triggers were (re)installed and recomputed. */
   liveTotalsRebuilt: boolean
   stepsRecorded: string[]
+  /**
+   * Batches of summaries lossless-claw 1.x had prepared but not published, dropped at open
+   * so that lcm-native compacts those messages itself (`store::pending`).
+   */
+  pendingBatchesTakenOver: number
   durationMs: number
   /** One line saying what happened (for logs). */
   summary: string

@@ -57,9 +57,20 @@ pub(crate) fn ingest_options(options: &Option<Value>) -> error::Result<store::me
             )))
         }
     };
+    let turn = match options.as_ref().and_then(|o| o.get("turn")) {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(
+            serde_json::from_value::<store::messages::TurnRecord>(v.clone())
+                .map_err(|e| LcmError::invalid_input(format!("`turn`: {e}")))?,
+        ),
+    };
+    if turn.is_some() && advancement_key.is_none() {
+        return Err(LcmError::invalid_input("`turn` needs the `advancementKey` it records"));
+    }
     Ok(store::messages::IngestOptions {
         advancement_key,
         bootstrap: opt_bool(options, "bootstrap")?,
+        turn,
     })
 }
 

@@ -585,6 +585,26 @@ impl LcmEngine {
         })
     }
 
+    /// Writes a consistent copy of the database to `path` (a new file; SQLite's `VACUUM INTO`),
+    /// with every turn committed so far, while the engine and other processes keep writing.
+    /// Resolves to the copy's size in bytes.
+    #[napi(ts_return_type = "Promise<number>")]
+    pub fn backup(&self, #[napi(ts_arg_type = "string")] path: JsonArg) -> AsyncTask<CoreTask<JsonText>> {
+        let engine = self.inner.clone();
+        CoreTask::new(move || {
+            let path = required_string(path, "path")?;
+            to_json(&engine.backup(&path)?)
+        })
+    }
+
+    /// Closes the database now, on the calling thread (for a process `exit` handler, where
+    /// nothing asynchronous runs any more): the log is checkpointed into the file. Later calls
+    /// reject with E_CLOSED; closing twice is harmless.
+    #[napi]
+    pub fn close_sync(&self) {
+        self.inner.close();
+    }
+
     /// Closes the database. Later calls reject with E_CLOSED; closing twice is harmless.
     #[napi(ts_return_type = "Promise<void>")]
     pub fn close(&self) -> AsyncTask<CoreTask<()>> {

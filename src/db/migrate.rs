@@ -57,6 +57,9 @@ pub struct MigrationReport {
     /// True when the live-context totals and their triggers were (re)installed and recomputed.
     pub live_totals_rebuilt: bool,
     pub steps_recorded: Vec<String>,
+    /// Batches of summaries lossless-claw 1.x had prepared but not published, dropped at open
+    /// so that lcm-native compacts those messages itself (`store::pending`).
+    pub pending_batches_taken_over: i64,
     pub duration_ms: f64,
     /// One line saying what happened (for logs).
     pub summary: String,

@@ -35,7 +35,9 @@ pub const TABLES: &[(&str, &str)] = &[
       role TEXT NOT NULL CHECK (role IN ('system', 'user', 'assistant', 'tool')),
       content TEXT NOT NULL,
       token_count INTEGER NOT NULL,
+      identity_hash TEXT,
       transcript_entry_id TEXT,
+      stable_event_key TEXT,
       created_at TEXT NOT NULL DEFAULT (datetime('now')),
       UNIQUE (conversation_id, seq)
     )",
@@ -144,6 +146,22 @@ pub const TABLES: &[(&str, &str)] = &[
       storage_uri TEXT NOT NULL,
       exploration_summary TEXT,
       created_at TEXT NOT NULL DEFAULT (datetime('now'))
+    )",
+    ),
+    (
+        // lossless-claw 1.x's (same DDL): host turns committed, by advancement key (global),
+        // with the hash of the turn's payload. Either plugin answers `duplicate` for a turn the
+        // other committed.
+        "turn_advancements",
+        "CREATE TABLE IF NOT EXISTS turn_advancements (
+      advancement_key TEXT PRIMARY KEY,
+      payload_hash TEXT NOT NULL,
+      session_id TEXT NOT NULL,
+      session_key TEXT,
+      admission_entry_id TEXT NOT NULL,
+      terminal_entry_id TEXT NOT NULL,
+      message_count INTEGER NOT NULL,
+      committed_at TEXT NOT NULL DEFAULT (datetime('now'))
     )",
     ),
     (
@@ -263,6 +281,10 @@ pub const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
     ("summaries", "source_message_token_count", "INTEGER NOT NULL DEFAULT 0"),
     ("summaries", "model", "TEXT NOT NULL DEFAULT 'unknown'"),
     ("messages", "transcript_entry_id", "TEXT"),
+    // lossless-claw 1.x's message identity: filled on ingest so that it finds lcm-native's rows
+    // as its own (dedup of replays, transcript anchoring).
+    ("messages", "identity_hash", "TEXT"),
+    ("messages", "stable_event_key", "TEXT"),
 ];
 
 /// Indexes lcm-native needs, by name. The depth index is created after the depth backfill.
@@ -273,6 +295,16 @@ pub const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
 /// not create them on new files: each would be one more page written per ingest commit.
 /// Where the plugin made them they stay, and the plugin recreates them if it opens the file.
 pub const INDEXES: &[(&str, &str)] = &[
+    (
+        // lossless-claw 1.x's: one message per stable event (a provider response, a tool result).
+        "messages_stable_event_key_unique",
+        "CREATE UNIQUE INDEX IF NOT EXISTS messages_stable_event_key_unique
+         ON messages (conversation_id, stable_event_key) WHERE stable_event_key IS NOT NULL",
+    ),
+    (
+        "turn_advancements_session_idx",
+        "CREATE INDEX IF NOT EXISTS turn_advancements_session_idx ON turn_advancements (session_id, committed_at)",
+    ),
     (
         // lossless-claw 0.15's: at most one active conversation per session key.
         "conversations_active_session_key_idx",

@@ -27,7 +27,7 @@ fn key(k: &str, id: &str) -> Target {
 fn commit(engine: &Engine, target: &Target, advancement: &str, msgs: &[Value]) -> IngestOutcome {
     let options = IngestOptions {
         advancement_key: Some(advancement.into()),
-        bootstrap: false,
+        ..Default::default()
     };
     engine.ingest_with(target, msgs, options).unwrap()
 }
@@ -150,7 +150,7 @@ fn a_failed_turn_leaves_no_advancement_key_behind() {
     ];
     let options = IngestOptions {
         advancement_key: Some("t1".into()),
-        bootstrap: false,
+        ..Default::default()
     };
     assert_eq!(
         engine.ingest_with(&target, &bad, options).unwrap_err().code(),
@@ -249,4 +249,96 @@ async fn a_sweep_asked_to_stop_stops_before_its_next_pass() {
     assert_eq!(stopped.stop_reason, compaction::StopReason::Aborted);
     assert_eq!(stopped.leaf_passes, 0);
     assert!(engine.summaries(cid, None).unwrap().is_empty());
+}
+
+/// lossless-claw 1.x shares the file: a turn it recorded in `turn_advancements` is a duplicate
+/// here, a turn committed here with its record is one there, replays of provider responses and
+/// tool results are skipped by their stable event keys, and the rows carry the identity hash
+/// lossless-claw computes (sha256 of role, NUL, content).
+#[test]
+fn turns_and_messages_are_recognised_across_lossless_claw() {
+    use crate::store::messages::TurnRecord;
+    let (_dir, engine) = temp_engine();
+    let target = key("agent:main:main", "s1");
+    let conn = Connection::open(&engine.config().db_path).unwrap();
+    // A turn lossless-claw committed (its key is global).
+    conn.execute(
+        "INSERT INTO turn_advancements (advancement_key, payload_hash, session_id, admission_entry_id,
+                                        terminal_entry_id, message_count) VALUES ('theirs', 'h', 's1', 'a', 't', 2)",
+        [],
+    )
+    .unwrap();
+    let r = commit(&engine, &target, "theirs", &turn(1));
+    assert!(r.duplicate && r.inserted == 0, "{r:?}");
+    // A turn committed here with lossless-claw's record of it.
+    let record = TurnRecord {
+        payload_hash: "abc".into(),
+        session_id: "s1".into(),
+        session_key: Some("agent:main:main".into()),
+        admission_entry_id: "e-adm".into(),
+        terminal_entry_id: "e-term".into(),
+    };
+    let msgs = vec![
+        json!({"role": "user", "content": "read it"}),
+        json!({"role": "assistant", "responseId": "resp_1", "content": [
+            {"type": "text", "text": "reading"},
+            {"type": "toolCall", "id": "call_abcdefghijkl1", "name": "read", "arguments": {}}]}),
+        json!({"role": "toolResult", "toolCallId": "call_abcdefghijkl1", "content": [{"type": "text", "text": "file"}]}),
+    ];
+    let options = IngestOptions {
+        advancement_key: Some("mine".into()),
+        turn: Some(record),
+        ..Default::default()
+    };
+    let r = engine.ingest_with(&target, &msgs, options).unwrap();
+    assert_eq!(r.inserted, 3);
+    let (hash, count): (String, i64) = conn
+        .query_row(
+            "SELECT payload_hash, message_count FROM turn_advancements WHERE advancement_key = 'mine'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((hash.as_str(), count), ("abc", 3));
+    let rows: Vec<(String, Option<String>, Option<String>, String)> = conn
+        .prepare("SELECT role, identity_hash, stable_event_key, content FROM messages ORDER BY seq")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .unwrap()
+        .collect::<std::result::Result<_, _>>()
+        .unwrap();
+    let keys: Vec<_> = rows.iter().map(|r| r.2.as_deref()).collect();
+    assert_eq!(
+        keys,
+        [
+            None,
+            Some("assistant-response:resp_1"),
+            Some("tool-result:call_abcdefghijkl1")
+        ]
+    );
+    for (role, hash, _, content) in &rows {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        h.update(format!("{role}\0{content}").as_bytes());
+        assert_eq!(hash.as_deref(), Some(format!("{:x}", h.finalize()).as_str()), "{role}");
+    }
+    // A replay of the response and the result under another key stores only what is new.
+    let replay = vec![
+        msgs[1].clone(),
+        msgs[2].clone(),
+        json!({"role": "user", "content": "next"}),
+    ];
+    let r = commit(&engine, &target, "replayed", &replay);
+    assert_eq!((r.inserted, r.skipped), (1, 2));
+    // A user message carrying OpenClaw's metadata block is left for lossless-claw to hash.
+    let meta = json!({"role": "user", "content": "Conversation info (untrusted metadata):\n```json\n{}\n```\n\nhi"});
+    commit(&engine, &target, "meta", &[meta]);
+    let last: Option<String> = conn
+        .query_row(
+            "SELECT identity_hash FROM messages ORDER BY seq DESC LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(last, None);
 }

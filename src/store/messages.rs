@@ -42,6 +42,22 @@ pub struct IngestOptions {
     /// An import of the session's earlier transcript: only into a conversation that holds
     /// no message yet, once (`already_bootstrapped` otherwise).
     pub bootstrap: bool,
+    /// The turn's row in lossless-claw 1.x's `turn_advancements` (with `advancement_key`), so
+    /// that lossless-claw answers `duplicate` for a turn lcm-native committed.
+    pub turn: Option<TurnRecord>,
+}
+
+/// A committed turn as lossless-claw 1.x records it. `payload_hash` is its hash of the
+/// host's commit parameters (the plugin computes it exactly as lossless-claw does).
+#[derive(Clone, Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TurnRecord {
+    pub payload_hash: String,
+    pub session_id: String,
+    #[serde(default)]
+    pub session_key: Option<String>,
+    pub admission_entry_id: String,
+    pub terminal_entry_id: String,
 }
 
 /// One caller's share of a group commit: where its messages go, the messages, and how.
@@ -165,6 +181,15 @@ fn ingest_in<'a>(
         }
     }
     if let Some(key) = options.advancement_key.as_deref() {
+        // A turn lossless-claw committed (its keys are global, not per conversation).
+        let theirs = tx
+            .prepare_cached("SELECT 1 FROM turn_advancements WHERE advancement_key = ?1")?
+            .query_row([key], |_| Ok(()))
+            .optional()?
+            .is_some();
+        if theirs {
+            return Ok(nothing(true));
+        }
         let fresh = tx
             .prepare_cached(
                 "INSERT OR IGNORE INTO lcm_native_turns (conversation_id, advancement_key, message_count, committed_at)
@@ -196,9 +221,12 @@ fn ingest_in<'a>(
     {
         let mut exists =
             tx.prepare_cached("SELECT 1 FROM messages WHERE conversation_id = ?1 AND transcript_entry_id = ?2")?;
+        let mut event_exists =
+            tx.prepare_cached("SELECT 1 FROM messages WHERE conversation_id = ?1 AND stable_event_key = ?2")?;
         let mut insert_message = tx.prepare_cached(
-            "INSERT INTO messages (conversation_id, seq, role, content, token_count, transcript_entry_id, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            "INSERT INTO messages (conversation_id, seq, role, content, token_count, identity_hash,
+                                   transcript_entry_id, stable_event_key, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         )?;
         let mut insert_part = tx.prepare_cached(
             "INSERT INTO message_parts (part_id, message_id, session_id, part_type, ordinal, text_content,
@@ -217,6 +245,18 @@ fn ingest_in<'a>(
                     continue;
                 }
             }
+            if let Some(key) = m.stable_event_key.as_deref() {
+                // A replay of a provider response or tool result already stored (by either plugin).
+                if !seen.insert(key)
+                    || event_exists
+                        .query_row(params![cid, key], |_| Ok(()))
+                        .optional()?
+                        .is_some()
+                {
+                    skipped += 1;
+                    continue;
+                }
+            }
             seq += 1;
             ordinal += 1;
             insert_message.execute(params![
@@ -225,7 +265,9 @@ fn ingest_in<'a>(
                 m.role.db(),
                 m.content,
                 m.token_count,
+                super::normalize::identity_hash(m.role.db(), &m.content),
                 m.entry_id,
+                m.stable_event_key,
                 m.created_at.as_deref().unwrap_or(now),
             ])?;
             let message_id = tx.last_insert_rowid();
@@ -261,6 +303,23 @@ fn ingest_in<'a>(
     }
     if !redacted.is_empty() && flags.has_versions {
         crate::redact::log_ingest(tx, cid, &redacted)?;
+    }
+    if let (Some(key), Some(turn)) = (options.advancement_key.as_deref(), options.turn.as_ref()) {
+        tx.prepare_cached(
+            "INSERT OR IGNORE INTO turn_advancements (advancement_key, payload_hash, session_id, session_key,
+                                                      admission_entry_id, terminal_entry_id, message_count, committed_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        )?
+        .execute(params![
+            key,
+            turn.payload_hash,
+            turn.session_id,
+            turn.session_key,
+            turn.admission_entry_id,
+            turn.terminal_entry_id,
+            inserted,
+            now
+        ])?;
     }
     Ok(IngestOutcome {
         conversation_id: cid,

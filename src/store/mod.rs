@@ -4,4 +4,5 @@ pub mod conversations;
 pub mod dag;
 pub mod messages;
 pub mod normalize;
+pub mod pending;
 pub mod summaries;

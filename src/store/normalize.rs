@@ -84,6 +84,11 @@ pub struct NewMessage {
     /// `YYYY-MM-DD HH:MM:SS` UTC, when the host supplied a time.
     pub created_at: Option<String>,
     pub entry_id: Option<String>,
+    /// lossless-claw 1.x's `stable_event_key`: `assistant-response:<id>` for an assistant
+    /// message with the provider's response id, `tool-result:<id>` for a tool result whose
+    /// call id is a provider's (`toolu_…`, `call_…`). A message whose key the conversation
+    /// holds already is a replay and is skipped.
+    pub stable_event_key: Option<String>,
     pub parts: Vec<PartRow>,
     /// What `redactPatterns` replaced in the host's message before it was normalised.
     pub redacted: crate::redact::secrets::IngestRedaction,
@@ -338,15 +343,48 @@ pub fn normalize(index: usize, msg: &Value) -> Result<NewMessage> {
             )))
         }
     };
+    let stable_event_key = match role {
+        Role::Assistant => str_field(obj, &["responseId", "response_id"]).map(|id| format!("assistant-response:{id}")),
+        Role::ToolResult => message_call_id
+            .filter(|id| is_provider_call_id(id))
+            .map(|id| format!("tool-result:{id}")),
+        _ => None,
+    };
     Ok(NewMessage {
         role,
         content: text,
         token_count,
         created_at,
         entry_id,
+        stable_event_key,
         parts,
         redacted: Default::default(),
     })
+}
+
+/// A provider's tool-call id (`toolu_` or `call_` and at least 12 letters or digits), the ids
+/// lossless-claw 1.x trusts to name one tool result.
+fn is_provider_call_id(id: &str) -> bool {
+    let rest = id.strip_prefix("toolu_").or_else(|| id.strip_prefix("call_"));
+    rest.is_some_and(|r| r.len() >= 12 && r.bytes().all(|b| b.is_ascii_alphanumeric()))
+}
+
+/// lossless-claw 1.x's `identity_hash` of a stored message: SHA-256 (hex) of the stored role,
+/// a zero byte and the stored content. A user message that starts with OpenClaw's
+/// untrusted-metadata block is hashed by lossless-claw after rewriting that block; those get
+/// None, which lossless-claw fills in itself when it next starts (never a wrong hash).
+pub fn identity_hash(db_role: &str, content: &str) -> Option<String> {
+    use sha2::{Digest, Sha256};
+    // lossless-claw rewrites such a block (after an optional `Delivery:` prelude) before
+    // hashing; any user message that mentions one is left to it rather than hashed wrongly.
+    if db_role == "user" && content.contains("(untrusted metadata)") {
+        return None;
+    }
+    let mut h = Sha256::new();
+    h.update(db_role.as_bytes());
+    h.update([0u8]);
+    h.update(content.as_bytes());
+    Some(format!("{:x}", h.finalize()))
 }
 
 /// Field checks for the block types lcm-native interprets; other types are kept as they are.

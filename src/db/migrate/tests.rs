@@ -243,10 +243,12 @@ fn lossless_claw_database_keeps_its_extra_tables_and_skips_recorded_backfills() 
     let r = run(&path).unwrap();
     assert_eq!(r.era, "lossless-claw");
     assert!(r.columns_added.is_empty(), "{r:?}");
-    // Only lcm-native's own tables are new: the plugin's schema already has everything else.
+    // Only lcm-native's own tables and lossless-claw 1.x's turn records are new: this file's
+    // plugin had everything else (the identity columns among it).
     assert_eq!(
         r.tables_created,
         [
+            "turn_advancements",
             "lcm_native_turns",
             "lcm_native_summary_fidelity",
             "lcm_native_summary_versions",
@@ -260,16 +262,21 @@ fn lossless_claw_database_keeps_its_extra_tables_and_skips_recorded_backfills() 
         "recorded backfill re-ran"
     );
     // The plugin's schema stays untouched; the only additions are lcm-native's live totals,
-    // its table of committed host turns and the partial index on live summary items.
+    // its table of committed host turns, the partial index on live summary items, and
+    // lossless-claw 1.x's table of turn records (with its index, in 1.x's own DDL).
     let (ours, theirs): (Vec<_>, Vec<_>) = schema(&path).into_iter().partition(|(name, _)| {
         name == totals::TABLE
             || totals::TRIGGER_NAMES.contains(&name.as_str())
             || name == "context_items_summary_idx"
             || name.starts_with("lcm_native_")
+            || name.starts_with("turn_advancements")
     });
     assert!(theirs == schema_before, "the plugin's schema must stay untouched");
-    assert_eq!(ours.len(), 7 + totals::TRIGGER_NAMES.len(), "{ours:?}");
-    assert_eq!(r.indexes_created, ["context_items_summary_idx"]);
+    assert_eq!(ours.len(), 9 + totals::TRIGGER_NAMES.len(), "{ours:?}");
+    assert_eq!(
+        r.indexes_created,
+        ["turn_advancements_session_idx", "context_items_summary_idx"]
+    );
     assert!(r.live_totals_rebuilt);
     assert_eq!(summary_values(&path), values_before);
     let mut expected_counts = counts_before.clone();

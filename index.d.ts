@@ -404,6 +404,11 @@ export interface MigrationReport {
   /** True when the live-context totals and their triggers were (re)installed and recomputed. */
   liveTotalsRebuilt: boolean
   stepsRecorded: string[]
+  /**
+   * Batches of summaries lossless-claw 1.x had prepared but not published, dropped at open
+   * so that lcm-native compacts those messages itself (`store::pending`).
+   */
+  pendingBatchesTakenOver: number
   durationMs: number
   /** One line saying what happened (for logs). */
   summary: string
@@ -1274,6 +1279,18 @@ export declare class LcmEngine {
    * conversation, or of all, and returns a digest of the stored contents.
    */
   verify(conversationId?: number): Promise<VerifyReport>
+  /**
+   * Writes a consistent copy of the database to `path` (a new file; SQLite's `VACUUM INTO`),
+   * with every turn committed so far, while the engine and other processes keep writing.
+   * Resolves to the copy's size in bytes.
+   */
+  backup(path: string): Promise<number>
+  /**
+   * Closes the database now, on the calling thread (for a process `exit` handler, where
+   * nothing asynchronous runs any more): the log is checkpointed into the file. Later calls
+   * reject with E_CLOSED; closing twice is harmless.
+   */
+  closeSync(): void
   /** Closes the database. Later calls reject with E_CLOSED; closing twice is harmless. */
   close(): Promise<void>
 }

@@ -40,7 +40,7 @@ describe('registration', () => {
     const out = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8' })
     expect(out.status, out.stderr).toBe(0)
     const seen = JSON.parse(out.stdout)
-    expect(seen).toEqual({ engines: ['lcm-native'], tools: ['lcm_grep', 'lcm_describe', 'lcm_expand'], addonLoaded: false, id: 'lcm-native' })
+    expect(seen).toEqual({ engines: ['lcm-native'], tools: ['lcm_grep', 'lcm_describe', 'lcm_expand', 'lcm_expand_query'], addonLoaded: false, id: 'lcm-native' })
     expect(existsSync('/nonexistent/dir')).toBe(false)
   })
 
@@ -60,7 +60,7 @@ describe('registration', () => {
   it('the manifest lists every registered tool and the config schema every option the plugin reads', () => {
     const manifest = JSON.parse(readFileSync(join(ROOT, 'openclaw.plugin.json'), 'utf8'))
     const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'))
-    expect(manifest).toMatchObject({ id: 'lcm-native', kind: 'context-engine', contracts: { tools: ['lcm_grep', 'lcm_describe', 'lcm_expand'] } })
+    expect(manifest).toMatchObject({ id: 'lcm-native', kind: 'context-engine', contracts: { tools: ['lcm_grep', 'lcm_describe', 'lcm_expand', 'lcm_expand_query'] } })
     expect(pkg.openclaw.extensions).toEqual(['./plugin/index.cjs'])
     expect(pkg.files).toEqual(expect.arrayContaining(['plugin/', 'openclaw.plugin.json']))
     const props = Object.keys(manifest.configSchema.properties)
@@ -391,7 +391,85 @@ describe('compaction', () => {
   })
 })
 
+describe('long turns in a small window', () => {
+  it('user turns of ~6k tokens in a 40k budget: maintenance summarises before the host asks, and every preflight fits', async () => {
+    const host = fakeHost({ freshTailCount: 32 })
+    const s = session('long-turns')
+    const budget = 40_000
+    const log = (i: number) => `turn ${i}: here is the log\n${`2026-11-25 ERROR worker-${i} failed at step ${i}\n`.repeat(520)}`
+    for (let i = 1; i <= 16; i++) {
+      const messages = [
+        { role: 'user', content: i === 1 ? `${log(i)}\nthe deploy password hint is walnut-42` : log(i), timestamp: Date.now() },
+        { role: 'assistant', content: [{ type: 'text', text: `looked at log ${i}` }], timestamp: Date.now() },
+      ]
+      expect(await host.engine().commitTurn({ ...s, advancementKey: `long-${i}`, messages })).toEqual({ status: 'committed' })
+      await host.engine().maintain({ ...s, runtimeContext: { tokenBudget: budget } })
+      const pre = await host.engine().compact({ ...s, tokenBudget: budget, compactionTarget: 'budget', currentTokenCount: 6_500 * i })
+      expect(pre, `turn ${i}: ${pre.reason}`).toMatchObject({ ok: true, compacted: true })
+      const out = await host.engine().assemble({ ...s, messages: [], tokenBudget: budget })
+      expect(out.estimatedTokens, `turn ${i}`).toBeLessThanOrEqual(budget)
+    }
+    expect(host.llmCalls.length).toBeGreaterThan(0)
+    const grep = await host.tool('lcm_grep', s).execute('g', { query: 'walnut-42' })
+    expect(grep.content[0].text).toMatch(/1 hit\(s\)/)
+  })
+
+  it('one message larger than the whole window is stored whole, shown as an excerpt, and read back in pages', async () => {
+    const host = fakeHost({ recallMaxTokens: 2000 })
+    const s = session('huge')
+    const huge = Array.from({ length: 30_000 }, (_, i) => (i === 15_000 ? 'the-middle-word-quokka' : `row ${i} ok`)).join('\n')
+    await host.engine().commitTurn({ ...s, advancementKey: 'h1', messages: [{ role: 'user', content: huge, timestamp: Date.now() }, { role: 'assistant', content: [{ type: 'text', text: 'seen' }], timestamp: Date.now() }] })
+    await host.engine().commitTurn({ ...s, advancementKey: 'h2', messages: turn(2) })
+    const out = await host.engine().assemble({ ...s, messages: [], tokenBudget: 16_000 })
+    expect(out.estimatedTokens).toBeLessThanOrEqual(16_000)
+    const shown = JSON.stringify(out.messages)
+    expect(shown).toContain('row 0 ok')
+    expect(shown).toContain('row 29999 ok')
+    expect(shown).not.toContain('quokka')
+    const id = /message (\d+) has \d+ tokens/.exec(shown)![1]
+    const stored = await readDb(host, async (e) => e.messages((await e.findConversation({ sessionKey: s.sessionKey }))!.conversationId))
+    expect(stored[0].content).toBe(huge)
+    const grep = await host.tool('lcm_grep', s).execute('g', { query: 'the-middle-word-quokka', mode: 'like' })
+    expect(grep.content[0].text).toMatch(/1 hit\(s\)/)
+    const first = await host.tool('lcm_describe', s).execute('d', { id })
+    const pages = Number(/page 1 of (\d+)/.exec(first.content[0].text)![1])
+    expect(pages).toBeGreaterThan(10)
+    let found = false
+    for (let page = 1; page <= pages && !found; page++) {
+      found = (await host.tool('lcm_describe', s).execute('d', { id, page })).content[0].text.includes('quokka')
+    }
+    expect(found).toBe(true)
+  })
+})
+
 describe('recall tools', () => {
+  it("take lossless-claw's argument forms, and lcm_expand_query answers through the session's model", async () => {
+    const host = fakeHost({ freshTailCount: 2 }, async (p) => (p.purpose === 'lcm-native expand query' ? 'It was zebra-3, see the summary.' : 'summary of earlier turns: zebra-1 zebra-2 zebra-3'))
+    const a = session('lc-forms')
+    for (let i = 1; i <= 8; i++) await host.engine().commitTurn({ ...a, advancementKey: `f${i}`, messages: turn(i, 120) })
+    await host.engine().compact({ ...a, tokenBudget: 2000, force: true })
+    const grep = await host.tool('lcm_grep', a).execute('g', { pattern: 'zebra-[3]', scope: 'messages', before: '2999-01-01T00:00:00Z' })
+    expect(grep.content[0].text).toMatch(/1 hit\(s\) for "zebra-\[3\]"/)
+    const words = await host.tool('lcm_grep', a).execute('g', { pattern: 'zebra-3', mode: 'full_text' })
+    expect(words.content[0].text).toMatch(/hit\(s\)/)
+    const sumId = /covered by (sum_[0-9a-f]+)/.exec(grep.content[0].text)![1]
+    const expanded = await host.tool('lcm_expand', a).execute('e', { summaryIds: [sumId], tokenCap: 500 })
+    expect(expanded.content[0].text).toContain(`${sumId} expanded`)
+    const described = await host.tool('lcm_describe', a).execute('d', { id: sumId, conversationId: 1, allConversations: false })
+    expect(described.content[0].text).toContain(sumId)
+    const answer = await host.tool('lcm_expand_query', a).execute('q', { prompt: 'Which zebra was in turn 3?', query: 'zebra-3' })
+    const parsed = JSON.parse(answer.content[0].text)
+    expect(parsed).toMatchObject({ answer: 'It was zebra-3, see the summary.', expandedSummaryCount: 1 })
+    expect(parsed.citedIds).toEqual([sumId])
+    const asked = host.llmCalls.find((c) => c.purpose === 'lcm-native expand query')!
+    expect(asked.messages[0].content).toContain('Which zebra was in turn 3?')
+    expect(asked.messages[0].content).toContain('zebra-3')
+    const other = await host.tool('lcm_expand_query', session('lc-other')).execute('q', { prompt: 'x', summaryIds: [sumId] })
+    expect(JSON.parse(other.content[0].text).answer).toMatch(/No stored history|No matching/)
+    await expect(host.tool('lcm_expand_query', a).execute('q', { query: 'zebra' })).rejects.toThrow(/prompt/)
+  })
+
+
   it('lcm_grep, lcm_describe and lcm_expand read the calling session only, with bounded output', async () => {
     const host = fakeHost({ freshTailCount: 2, recallMaxTokens: 300 })
     const a = session('tools-a')
@@ -421,6 +499,69 @@ describe('recall tools', () => {
     await expect(host.tool('lcm_grep', a).execute('call-7', { query: '' })).rejects.toThrow(/query/)
     const none = await host.tool('lcm_grep', session('tools-none')).execute('call-8', { query: 'zebra' })
     expect(none.content[0].text).toMatch(/No stored history/)
+  })
+})
+
+describe('switching with lossless-claw 1.x', () => {
+  const commit = (s: ReturnType<typeof session>, key: string, messages: unknown[], extra: Record<string, unknown> = {}) => ({
+    ...s,
+    advancementKey: key,
+    messages,
+    admission: { sessionId: s.sessionId, sessionKey: s.sessionKey, entryId: `${key}-a`, logicalTurnId: key, activeMessagePosition: 0 },
+    terminal: { sessionId: s.sessionId, sessionKey: s.sessionKey, entryId: `${key}-t`, activeMessagePosition: messages.length - 1 },
+    ...extra,
+  })
+
+  it("records each turn in turn_advancements with lossless-claw's payload hash, and answers duplicate for its turns", async () => {
+    const { payloadHash } = require('../plugin/turns.cjs')
+    const host = fakeHost()
+    const s = session('switch')
+    const p = commit(s, 'mine-1', turn(1))
+    expect(await host.engine().commitTurn(p)).toEqual({ status: 'committed' })
+    // The same payload with its keys in another order hashes the same (lossless-claw sorts them).
+    const reordered = Object.fromEntries(Object.entries(p).reverse())
+    expect(payloadHash(reordered)).toBe(payloadHash(p))
+    expect(payloadHash({ ...p, messages: turn(2) })).not.toBe(payloadHash(p))
+    // Another SQLite client, as lossless-claw is (Python's, as in the fuzz tests: Node 20 has none).
+    const sql = (q: string, ...args: unknown[]) =>
+      JSON.parse(
+        spawnSync('python3', ['-c', 'import sqlite3,sys,json; c=sqlite3.connect(sys.argv[1]); r=c.execute(sys.argv[2], json.loads(sys.argv[3])).fetchall(); c.commit(); print(json.dumps(r))', host.dbPath, q, JSON.stringify(args)], { encoding: 'utf8' }).stdout,
+      )
+    const row = sql('SELECT payload_hash, session_id, session_key, admission_entry_id, terminal_entry_id, message_count FROM turn_advancements WHERE advancement_key = ?', 'mine-1')
+    expect(row).toEqual([[payloadHash(p), s.sessionId, s.sessionKey, 'mine-1-a', 'mine-1-t', 2]])
+    // A turn lossless-claw committed before the switch.
+    sql("INSERT INTO turn_advancements (advancement_key, payload_hash, session_id, admission_entry_id, terminal_entry_id, message_count) VALUES ('theirs-1', 'x', ?, 'a', 't', 2)", s.sessionId)
+    expect(await host.engine().commitTurn(commit(s, 'theirs-1', turn(1)))).toEqual({ status: 'duplicate' })
+    const stored = await readDb(host, async (e) => e.messages((await e.findConversation({ sessionKey: s.sessionKey }))!.conversationId))
+    expect(stored).toHaveLength(2)
+  })
+
+  it('backup copies every committed turn while the engine is open; closing at exit leaves no log behind', async () => {
+    const host = fakeHost()
+    const s = session('backup')
+    for (let i = 1; i <= 5; i++) await host.engine().commitTurn({ ...s, advancementKey: `bk${i}`, messages: turn(i) })
+    const engine = await require('../plugin/shared.cjs').engineFor(host.dbPath, {})
+    const out = join(host.dir, 'copy.db')
+    expect(await engine.backup(out)).toBeGreaterThan(0)
+    await expect(engine.backup(out)).rejects.toMatchObject({ code: 'E_INVALID_INPUT' })
+    const copied = await LcmEngine.open({ dbPath: out, readOnly: true })
+    try {
+      const conv = await copied.findConversation({ sessionKey: s.sessionKey })
+      expect(conv!.messageCount).toBe(10)
+    } finally {
+      await copied.close()
+    }
+    // `process.exit()` runs only synchronous code: the engines close there.
+    const script = `
+      const shared = require(${JSON.stringify(join(ROOT, 'plugin/shared.cjs'))})
+      shared.engineFor(${JSON.stringify(join(host.dir, 'exit.db'))}, {}).then(async (e) => {
+        await e.ingest({ sessionId: 'x' }, [{ role: 'user', content: 'kept' }])
+        process.exit(0)
+      })`
+    const run = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8' })
+    expect(run.status, run.stderr).toBe(0)
+    expect(existsSync(join(host.dir, 'exit.db'))).toBe(true)
+    expect(existsSync(join(host.dir, 'exit.db-wal'))).toBe(false)
   })
 })
 

@@ -255,8 +255,8 @@ function recallTools(settings, ctx, llm) {
         } else {
           const m = /** @type {any} */ (e.message)
           const body = typeof m.content === 'string' ? m.content : JSON.stringify(m.content)
-          const long = e.tokenCount > max / 2 ? ` (long: lcm_describe {"id": "${e.messageId}", "page": 1} reads it whole)` : ''
-          lines.push(`${'  '.repeat(e.level - 1)}[message ${e.messageId} ${m.role}${long}] ${oneLine(body)}`)
+          if (e.tokenCount > max / 2) lines.push(`${'  '.repeat(e.level - 1)}(message ${e.messageId} is long: lcm_describe {"id": "${e.messageId}", "page": 1} reads it whole)`)
+          lines.push(`${'  '.repeat(e.level - 1)}[message ${e.messageId} ${m.role}] ${oneLine(body)}`)
         }
       }
     }

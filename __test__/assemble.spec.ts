@@ -6,7 +6,7 @@ import { join } from 'node:path'
 
 import { describe, expect, it } from 'vitest'
 
-import { LcmEngine, type AssembleResult, type AssembledMessage, type IngestMessage, type SummarizeRequest } from '../index.js'
+import { LcmEngine, estimateTokens, type AssembleResult, type AssembledMessage, type IngestMessage, type SummarizeRequest } from '../index.js'
 import { FIXTURES, REFACTOR, THEME, copyFixture, hostMessages, rejection, strictProviderProblem, tempDir } from './helpers'
 
 const SYNTHETIC_PREFIX = '[lcm-native] missing tool result'
@@ -61,9 +61,14 @@ describe('the real transcripts', () => {
         const where = `${state}, budget ${budget}`
         expect(strictProviderProblem(r.messages), where).toBeNull()
         checkBudget(r, budget)
-        // Every raw message emitted is an ingested one, content blocks as they were.
+        // Every raw message emitted is an ingested one, content blocks as they were, or an
+        // excerpt of one larger than a quarter of the budget (at least 256 tokens), marked so.
         for (const m of r.messages) {
           if (isSummary(m) || isAddedByRepair(m)) continue
+          if (/\[lcm-native: (message \d+ has \d+ tokens|a \w+ block of \d+ tokens of message \d+)/.test(JSON.stringify(m.content))) {
+            expect(estimateTokens(JSON.stringify(m.content)), where).toBeLessThanOrEqual(Math.max(256, budget / 4) + 64)
+            continue
+          }
           expect(ingested.has(canonical(m.role, m.content)), `${where}: ${JSON.stringify(m).slice(0, 200)}`).toBe(true)
         }
         if (state === 'compacted' && budget >= 64_000) expect(r.messages.some(isSummary), where).toBe(true)
@@ -182,13 +187,21 @@ describe('the budget', () => {
   })
 
   it('keeps the fresh tail whole when it alone is over the budget, and says so', async () => {
-    const engine = await LcmEngine.open({ dbPath: join(tempDir(), 'lcm.db'), freshTailCount: 6 })
+    // A tail bounded in messages only (freshTailMaxTokens far above the budget).
+    const engine = await LcmEngine.open({ dbPath: join(tempDir(), 'lcm.db'), freshTailCount: 6, freshTailMaxTokens: 1_000_000 })
     const { conversationId } = await engine.ingest({ sessionId: 's' }, conversation(20))
     const r = await engine.assemble(conversationId, { tokenBudget: 50 })
     expect(r.stats.freshTailOverBudget).toBe(true)
     expect(r.estimatedTokens).toBeGreaterThan(50)
     expect(r.stats.keptItems).toBe(6)
     expect(r.stats.freshTailItems).toBe(6)
+    // By default the tail holds at most 40% of the budget, and never less than the newest turn.
+    const bounded = await LcmEngine.open({ dbPath: join(tempDir(), 'lcm.db'), freshTailCount: 6 })
+    const b = await bounded.ingest({ sessionId: 's' }, conversation(20))
+    const newestTurn = await bounded.assemble(b.conversationId, { tokenBudget: 50 })
+    expect(newestTurn.stats.freshTailItems).toBe(2)
+    expect(newestTurn.stats.freshTailOverBudget).toBe(true)
+    await bounded.close()
     // The per-call override of the tail.
     const smaller = await engine.assemble(conversationId, { tokenBudget: 50, freshTailCount: 2 })
     expect(smaller.stats.freshTailItems).toBe(2)

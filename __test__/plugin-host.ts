@@ -182,3 +182,15 @@ export function turn(i: number, words = 40): unknown[] {
     },
   ]
 }
+
+/**
+ * Whether OpenClaw 2026.9 goes on with a turn after this compaction result: when it compacted,
+ * or when it says (ok) that there was nothing to compact, below threshold or already compacted
+ * (the host's own classification of a benign skip, in its compact-reasons module).
+ */
+export function hostGoesOn(r: { ok: boolean; compacted: boolean; reason?: string }): boolean {
+  if (r.compacted) return true
+  const reason = (r.reason ?? '').toLowerCase()
+  if (/below threshold|already under target|already compacted|already_compacted/.test(reason)) return true
+  return r.ok && /nothing to compact|no real conversation messages/.test(reason)
+}

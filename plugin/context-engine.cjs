@@ -18,26 +18,34 @@ const VERSION = require('../package.json').version
 
 /**
  * `LCM_NATIVE_TIMINGS=<file>` appends one JSON line per lifecycle call (operation, session,
- * milliseconds): the plugin's own cost inside a host, as bench/RESULTS.md reports it.
+ * milliseconds, and what `note` says of the result): the plugin's own cost inside a host, as
+ * bench/RESULTS.md reports it, and what it did (the end-to-end run reads both).
  * @template T @param {string} op @param {Record<string, any>} p @param {() => Promise<T>} fn
+ * @param {(result: T) => Record<string, unknown>} [note]
  * @returns {Promise<T>}
  */
-async function timed(op, p, fn) {
+async function timed(op, p, fn, note) {
   const file = process.env.LCM_NATIVE_TIMINGS
   if (!file) return fn()
   const started = performance.now()
+  /** @type {T | undefined} */
+  let result
   try {
-    return await fn()
+    result = await fn()
+    return result
   } finally {
     const ms = performance.now() - started
     try {
-      appendFileSync(file, `${JSON.stringify({ op, sessionKey: p?.sessionKey ?? p?.sessionId, ms: Math.round(ms * 1000) / 1000 })}\n`)
+      const extra = note && result !== undefined ? note(result) : {}
+      appendFileSync(file, `${JSON.stringify({ op, sessionKey: p?.sessionKey ?? p?.sessionId, ms: Math.round(ms * 1000) / 1000, ...extra })}\n`)
     } catch {
       // Timings are diagnostics: never a reason to fail a call.
     }
   }
 }
 
+/** Assembly budgets below this are not a size for the history (see `maintenanceBudgetOf`). */
+const MIN_HISTORY_BUDGET = 1000
 /** How long `dispose` waits for background maintenance (OpenClaw's cleanup deadline is 10 s). */
 const DISPOSE_WAIT_MS = 8000
 /** Attempts of a turn write on a busy database before it is spooled. */
@@ -74,6 +82,19 @@ const signalOf = (p) => (p?.abortSignal instanceof AbortSignal ? /** @type {Abor
 function targetOf(s) {
   if (s.sessionKey) return { sessionKey: s.sessionKey, ...(s.sessionId ? { sessionId: s.sessionId } : {}) }
   return { sessionId: String(s.sessionId ?? '') }
+}
+
+/**
+ * A turn was stored: the smallest budget its assembly had becomes the one maintenance keeps
+ * the session within (`maintenanceBudgetOf`).
+ * @param {SessionRef} s
+ */
+function turnEnded(s) {
+  const state = shared()
+  const budget = state.turnBudgets.get(keyOf(s))
+  if (budget === undefined) return
+  state.historyBudgets.set(keyOf(s), budget)
+  state.turnBudgets.delete(keyOf(s))
 }
 
 /**
@@ -198,6 +219,19 @@ class LcmNativeContextEngine {
   }
 
   /**
+   * The budget maintenance keeps a session's context within: the smallest budget the host gave
+   * `assemble` during the last committed turn, else `budgetOf`. OpenClaw sizes that budget
+   * (window less its reserve and the pending prompt) so that it need not compact before the
+   * next turn; a context kept within it means the host never has to ask.
+   * @param {SessionRef} s @param {Record<string, any>} p
+   */
+  maintenanceBudgetOf(s, p) {
+    const general = this.budgetOf(s, p)
+    const history = shared().historyBudgets.get(keyOf(s))
+    return history !== undefined ? Math.min(history, general) : general
+  }
+
+  /**
    * The summarizer for one operation, with the session-bound LLM when the call carries one.
    * @param {Record<string, any>} p @param {string | undefined} customInstructions
    */
@@ -304,7 +338,8 @@ class LcmNativeContextEngine {
    * @param {Record<string, any>} p
    */
   assemble(p) {
-    return timed('assemble', p, () => this.assembleNow(p))
+    const note = (/** @type {{ estimatedTokens: number }} */ r) => ({ tokenBudget: p?.tokenBudget, estimatedTokens: r.estimatedTokens })
+    return timed('assemble', p, () => this.assembleNow(p), note)
   }
 
   /** @param {Record<string, any>} p */
@@ -325,6 +360,13 @@ class LcmNativeContextEngine {
       const policy = this.policy(s)
       if (policy === 'ignored') return passthrough('ignored session')
       const tokenBudget = this.budgetOf(s, p)
+      const asked = positive(p?.tokenBudget)
+      // A budget this small says the pending prompt alone overflows: nothing to keep the
+      // history within.
+      if (asked !== undefined && asked >= MIN_HISTORY_BUDGET) {
+        const turn = shared().turnBudgets
+        turn.set(keyOf(s), Math.min(turn.get(keyOf(s)) ?? asked, asked))
+      }
       const engine = await this.engineOf(s)
       const target = targetOf(s)
       let conv = await engine.findConversation(/** @type {any} */ (target))
@@ -377,6 +419,7 @@ class LcmNativeContextEngine {
       if (p?.isHeartbeat === true || isHeartbeatTurn(messages)) return { status: /** @type {const} */ ('committed') }
       const key = typeof p?.advancementKey === 'string' && p.advancementKey !== '' ? p.advancementKey : undefined
       const r = await this.store(s, messages, key, key ? turnRecord(p) : undefined)
+      turnEnded(s)
       return { status: r.duplicate ? /** @type {const} */ ('duplicate') : /** @type {const} */ ('committed') }
     } catch (err) {
       // Not even the spool could take it (no database, no disk): the host keeps the turn queued
@@ -392,7 +435,13 @@ class LcmNativeContextEngine {
    * when `abortSignal` fires; every pass is atomic.
    * @param {Record<string, any>} p
    */
-  async maintain(p) {
+  maintain(p) {
+    const note = (/** @type {{ reason: string }} */ r) => ({ tokenBudget: this.maintenanceBudgetOf(sessionOf(p), p), reason: r.reason })
+    return timed('maintain', p, () => this.maintainNow(p), note)
+  }
+
+  /** @param {Record<string, any>} p */
+  async maintainNow(p) {
     const s = sessionOf(p)
     const result = { changed: false, bytesFreed: 0, rewrittenEntries: 0, reason: 'nothing to do' }
     if (this.policy(s) !== 'keep') return { ...result, reason: 'session not kept by lcm-native' }
@@ -424,7 +473,7 @@ class LcmNativeContextEngine {
     const engine = await this.engineOf(s)
     const conv = await engine.findConversation(/** @type {any} */ (targetOf(s)))
     if (!conv) return 'no conversation yet'
-    const tokenBudget = this.budgetOf(s, p)
+    const tokenBudget = this.maintenanceBudgetOf(s, p)
     const ev = await engine.evaluate(conv.conversationId, { tokenBudget })
     if (!ev.shouldCompact && !ev.leafTrigger.shouldCompact) return 'nothing to do'
     const { summarize, model } = this.summarizerFor(p, undefined)
@@ -451,18 +500,26 @@ class LcmNativeContextEngine {
    * `compacted` tells the host whether lcm-native's context now fits.
    * @param {Record<string, any>} p
    */
-  async compact(p) {
+  compact(p) {
+    const note = (/** @type {{ compacted: boolean, reason?: string }} */ r) => ({ target: p?.compactionTarget, tokenBudget: p?.tokenBudget, currentTokenCount: p?.currentTokenCount, compacted: r.compacted, reason: r.reason })
+    return timed('compact', p, () => this.compactNow(p), note)
+  }
+
+  /** @param {Record<string, any>} p */
+  async compactNow(p) {
     const s = sessionOf(p)
     const tokensBefore = positive(p?.currentTokenCount) ?? positive(obj(p?.runtimeContext).currentTokenCount) ?? 0
     try {
       const policy = this.policy(s)
-      if (policy !== 'keep') return { ok: true, compacted: false, reason: `${policy} session: lcm-native does not compact it` }
+      if (policy !== 'keep') return { ok: true, compacted: false, reason: `nothing to compact: lcm-native does not keep this ${policy} session` }
+      const target = p.compactionTarget === 'threshold' ? 'threshold' : 'budget'
       const tokenBudget = this.budgetOf(s, p)
       const signal = signalOf(p)
       const engine = await this.engineOf(s)
       const conv = await engine.findConversation(/** @type {any} */ (targetOf(s)))
-      if (!conv || conv.messageCount === 0) return { ok: true, compacted: false, reason: 'no lcm-native history for this session' }
-      const target = p.compactionTarget === 'threshold' ? 'threshold' : 'budget'
+      // The host's own transcript (the turn's pending message) is not lcm-native's to compact
+      // before it is committed: a skip the host goes on from.
+      if (!conv || conv.messageCount === 0) return { ok: true, compacted: false, reason: 'nothing to compact: no lcm-native history for this session yet' }
       const before = await engine.assemble(conv.conversationId, { tokenBudget })
       const fitsBefore = before.estimatedTokens <= tokenBudget && !before.stats.freshTailOverBudget
       if (target === 'budget' && fitsBefore && p.force !== true) {
@@ -497,17 +554,24 @@ class LcmNativeContextEngine {
         storedTokensAfter: sweep.tokensAfter,
       }
       const result = { tokensBefore: tokensBefore || before.estimatedTokens, tokensAfter: after.estimatedTokens, details }
-      if (sweep.authFailure) return { ok: false, compacted: false, reason: 'the summary model refused the credentials', result }
+      // OpenClaw goes on with a turn when the reason starts "nothing to compact" (ok: true);
+      // any other refusal fails the user's turn. So lcm-native says compacted: false only when
+      // it could do nothing, and then in those words, with why.
+      if (sweep.authFailure) return { ok: true, compacted: false, reason: 'nothing to compact: the summary model refused the credentials', result }
       if (target === 'budget') {
-        const reason = fits
-          ? sweep.actionTaken
+        if (fits) {
+          const reason = sweep.actionTaken
             ? `compacted: context ${after.estimatedTokens} of ${tokenBudget} tokens`
             : `context already fits: ${after.estimatedTokens} of ${tokenBudget} tokens`
-          : `context still over budget after compaction: ${after.estimatedTokens} of ${tokenBudget} tokens (${sweep.stopReason})` +
-            (sweep.compactedTail
-              ? `; the rest is the newest turn (${after.stats.freshTailItems} message(s), ${after.stats.freshTailTokens} tokens), which is never compacted`
-              : '')
-        return { ok: true, compacted: fits, reason, result }
+          return { ok: true, compacted: true, reason, result }
+        }
+        const rest = sweep.compactedTail
+          ? `; the rest is the newest turn (${after.stats.freshTailItems} message(s), ${after.stats.freshTailTokens} tokens), which is never compacted`
+          : ''
+        const over = `context still over budget: ${after.estimatedTokens} of ${tokenBudget} tokens (${sweep.stopReason})${rest}`
+        // Compacted as far as it goes: the turn is tried with the smaller context.
+        if (sweep.actionTaken) return { ok: true, compacted: true, reason: `compacted, ${over}`, result }
+        return { ok: true, compacted: false, reason: `nothing to compact: ${over}`, result }
       }
       return {
         ok: true,
@@ -517,7 +581,8 @@ class LcmNativeContextEngine {
       }
     } catch (err) {
       this.report('compact', err)
-      return { ok: false, compacted: false, reason: `lcm-native compaction failed: ${describeFailure(err).message}` }
+      // Not a reason to fail the user's turn: it goes on with the context as it is.
+      return { ok: true, compacted: false, reason: `nothing to compact: lcm-native compaction failed (${describeFailure(err).message})` }
     }
   }
 
@@ -577,6 +642,7 @@ class LcmNativeContextEngine {
       }
       const turn = messages.slice(start)
       if (!isHeartbeatTurn(turn)) await this.store(s, turn, undefined)
+      turnEnded(s)
       await this.maintain(p)
     } catch (err) {
       this.report('afterTurn', err)

@@ -22,6 +22,8 @@ const KEY = Symbol.for('lcm-native.openclaw.shared')
  * @property {Set<string>} logged                          keys of messages logged once
  * @property {Set<Promise<unknown>>} inflight               background work (maintenance)
  * @property {Map<string, number>} budgets                  last token budget seen per session
+ * @property {Map<string, number>} turnBudgets              smallest assemble budget of the turn in progress, per session
+ * @property {Map<string, number>} historyBudgets           that budget of the last committed turn, per session
  * @property {{ modelOverrideRefused?: boolean }} memory
  * @property {boolean} exitHook
  * @property {Set<LcmEngine>} [open]                     engines whose open finished (closed at exit)
@@ -39,6 +41,8 @@ function shared() {
     logged: new Set(),
     inflight: new Set(),
     budgets: new Map(),
+    turnBudgets: new Map(),
+    historyBudgets: new Map(),
     memory: {},
     exitHook: false,
   }

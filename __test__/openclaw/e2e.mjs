@@ -3,71 +3,34 @@
 // from the machine cache) and selected as its context engine, a local fake model, and the
 // Gateway. Run by .ci/run after `npm test`: `node __test__/openclaw/e2e.mjs`.
 //
-// One run directory whose lcm.db starts as a copy of lossless-claw's head-theme.db:
-//   A. OpenClaw's built-in engine holds the slot: two turns of session "early".
-//   B. The slot switches to lcm-native: "early" keeps its history; the main session continues
-//      the lossless-claw conversation; session "e2e" grows until lcm-native compacts it with the
-//      fake model, and its summaries reach the model; a scripted tool call runs lcm_grep; a
-//      customer id pasted into session "paste" is redacted before it is stored (redactPatterns).
-//   C. A Gateway restart: "e2e" continues the same conversation.
-// Also: the plugin type-checks against the installed openclaw/plugin-sdk, and the plugin's own
-// cost per turn over a 10,000-message history is reported (bench/RESULTS.md).
+// Scenarios, each in its own run directory (E2E_ONLY=host,field,interop picks some):
+//   host     lossless-claw 0.15's file continued, the built-in engine switched out and back,
+//            compaction with the host model, recall tools, redaction, a restart (e2e-host.mjs)
+//   field    sessions unlike the unit tests': turns that fill a 40k window several times, and a
+//            message larger than the whole window (e2e-field.mjs)
+//   interop  lossless-claw 1.x from its packed plugin and lcm-native taking turns on one file
+//            (e2e-interop.mjs)
+// Also: the plugin type-checks against the installed openclaw/plugin-sdk.
 
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
-import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
-import { createRequire } from 'node:module'
-import { dirname, join, resolve } from 'node:path'
-import { fileURLToPath } from 'node:url'
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 
-import { startFakeModel } from './fake-model.mjs'
-import { CACHE, ensureHost, installPlugin, killAll, makeRunDir, packPlugin, startGateway, stopGateway, turn, writeConfig } from './harness.mjs'
+import { ROOT, check, results } from './e2e-lib.mjs'
+import { fieldScenario } from './e2e-field.mjs'
+import { hostScenario } from './e2e-host.mjs'
+import { interopScenario } from './e2e-interop.mjs'
+import { CACHE, ensureHost, killAll, packPlugin } from './harness.mjs'
 
-const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..')
-const require = createRequire(import.meta.url)
-/** @type {typeof import('../../index.js')} */
-const lcm = require(join(ROOT, 'index.js'))
-
-/** @type {{ name: string, ok: boolean, ms: number, error?: string }[]} */
-const results = []
-/** @param {string} name @param {() => Promise<void> | void} fn */
-async function check(name, fn) {
-  const t = Date.now()
-  try {
-    await fn()
-    results.push({ name, ok: true, ms: Date.now() - t })
-    console.log(`  ok   ${name} (${Date.now() - t} ms)`)
-  } catch (err) {
-    const e = /** @type {Error} */ (err)
-    results.push({ name, ok: false, ms: Date.now() - t, error: e.stack ?? String(e) })
-    console.log(`  FAIL ${name}\n${String(e.stack ?? e).split('\n').slice(0, 12).map((l) => `       ${l}`).join('\n')}`)
-  }
-}
-
-/**
- * Rows of a query on an SQLite file (Python's sqlite3: the check reads the file as any other
- * SQLite client would).
- * @param {string} db @param {string} query @returns {any[][]}
- */
-function sql(db, query) {
-  const py = 'import json,sqlite3,sys; c=sqlite3.connect("file:"+sys.argv[1]+"?mode=ro", uri=True); print(json.dumps(c.execute(sys.argv[2]).fetchall()))'
-  const r = spawnSync('python3', ['-c', py, db, query], { encoding: 'utf8', timeout: 30_000 })
-  if (r.status !== 0) throw new Error(`sql failed: ${r.stderr}`)
-  return JSON.parse(r.stdout)
-}
-
-/** Long enough that a few turns fill a leaf chunk. @param {number} i */
-const filler = (i) => `Turn ${i} notes: the build of module-${i} uses port ${8000 + i}; marker zebra-${i}. ${'Details follow in prose. '.repeat(60)}`
-
-/** @param {string[]} files */
-const legacyFallbacks = (files) =>
-  files
-    .filter((f) => existsSync(f))
-    .flatMap((f) => readFileSync(f, 'utf8').split('\n'))
-    .filter((l) => /degraded to "legacy"|degraded to legacy|quarantin/i.test(l))
+const SCENARIOS = { host: hostScenario, field: fieldScenario, interop: interopScenario }
 
 async function main() {
   const started = Date.now()
+  const only = (process.env.E2E_ONLY ?? '').split(',').filter(Boolean)
+  const unknown = only.filter((n) => !(n in SCENARIOS))
+  if (unknown.length > 0) throw new Error(`E2E_ONLY: no scenario ${unknown.join(', ')} (have ${Object.keys(SCENARIOS).join(', ')})`)
   const host = await ensureHost()
   console.log(`openclaw e2e: host ready (${Date.now() - started} ms), cache ${CACHE}`)
 
@@ -106,190 +69,31 @@ async function main() {
     assert.equal(r.status, 0, `tsc:\n${r.stdout}${r.stderr}`)
   })
 
-  const run = await makeRunDir(host)
-  const fake = await startFakeModel({ logFile: join(run.dir, 'model.jsonl') })
-  const db = join(run.state, 'lcm.db')
-  copyFileSync(join(ROOT, 'fixtures', 'head-theme.db'), db)
-  const headMessages = sql(db, 'SELECT count(*) FROM messages WHERE conversation_id = 1')[0][0]
-  const timings = join(run.dir, 'timings.jsonl')
-  run.env.LCM_NATIVE_TIMINGS = timings
-  const tgz = await packPlugin(ROOT, join(run.dir, 'pack'))
-  const installed = await installPlugin(run, tgz)
-  console.log(`openclaw e2e: installed ${tgz} (${installed.method}, ${installed.ms} ms) in ${run.dir}`)
-  const pluginConfig = { freshTailCount: 4, leafChunkTokens: 1500, summaryTimeoutMs: 20_000, redactPatterns: ['@builtin', 'CUST-[0-9]{8}'] }
-  /** @type {string[]} */
-  const gatewayLogs = []
-  /** @param {string} slot */
-  const gateway = async (slot) => {
-    writeConfig(run, { port: fake.port, slot, pluginConfig, contextWindow: 64_000 })
-    const gw = await startGateway(run)
-    for (const f of [gw.stdoutFile, gw.stderrFile]) {
-      const kept = `${f}.${gatewayLogs.length}`
-      gatewayLogs.push(kept)
-      gw.exited.then(() => existsSync(f) && copyFileSync(f, kept))
-    }
-    console.log(`openclaw e2e: gateway (${slot}) ready in ${gw.readyMs} ms`)
-    return gw
-  }
-  let turnsOnLcm = 0
-  /** @param {Parameters<typeof turn>[1]} opts */
-  const say = async (opts) => {
-    const r = await turn(run, opts)
-    if (JSON.parse(readFileSync(run.configPath, 'utf8')).plugins.slots.contextEngine === 'lcm-native') turnsOnLcm++
-    assert.equal(r.code, 0, `turn failed (${r.code}): ${r.stderr.slice(-2000)}`)
-    return r
-  }
-  /** The conversation id of a session key in lcm.db (null when none). @param {string} key */
-  const convOf = (key) => sql(db, `SELECT conversation_id FROM conversations WHERE session_key = '${key}' AND active = 1`)[0]?.[0] ?? null
-
-  // A. OpenClaw's built-in engine: lcm-native is installed but not selected.
-  let gw = await gateway('legacy')
-  await check('turns on the built-in engine', async () => {
-    assert.match((await say({ sessionId: 'early', message: 'early one: the launch code is ALPHA-7' })).reply, /^ack: early one/)
-    assert.match((await say({ sessionId: 'early', message: 'early two: noted' })).reply, /^ack: early two/)
-    assert.equal(convOf('agent:main:explicit:early'), null)
-  })
-  await stopGateway(gw)
-
-  // B. lcm-native selected.
-  const benchKey = 'agent:main:explicit:bench'
-  const seeded = await seedHistory(db, benchKey, 10_000)
-  gw = await gateway('lcm-native')
-  await check('a session begun on the built-in engine keeps its history after the switch', async () => {
-    await say({ sessionId: 'early', message: 'early three: after the switch' })
-    const cid = convOf('agent:main:explicit:early')
-    assert.ok(cid, 'no conversation for the session')
-    const texts = sql(db, `SELECT content FROM messages WHERE conversation_id = ${cid} ORDER BY seq`).map((r) => r[0])
-    assert.ok(texts.some((t) => t.includes('ALPHA-7')), texts.join(' | '))
-    assert.ok(texts.some((t) => t.includes('early three')), texts.join(' | '))
-    const asked = sql(db, `SELECT count(*) FROM messages WHERE conversation_id = ${cid} AND role = 'user' AND content LIKE '%ALPHA-7%'`)[0][0]
-    assert.equal(asked, 1, 'the history was imported more than once')
-  })
-  await check("lossless-claw's database is continued: the main session's conversation grows, its summaries reach the model", async () => {
-    const before = fake.requests().length
-    await say({ sessionKey: 'agent:main:main', message: 'hello again after the switch' })
-    const n = sql(db, 'SELECT count(*) FROM messages WHERE conversation_id = 1')[0][0]
-    assert.equal(n, headMessages + 2)
-    const sent = JSON.stringify(fake.requests().slice(before).map((r) => /** @type {any} */ (r.body).messages))
-    assert.match(sent, /<summary id=\\"sum_/)
-  })
-  /** @type {number | null} */
-  let e2eConv = null
-  await check('turns are stored with their advancement keys; lcm-native compacts with the fake model', async () => {
-    for (let i = 1; i <= 8; i++) await say({ sessionId: 'e2e', message: filler(i) })
-    e2eConv = convOf('agent:main:explicit:e2e')
-    assert.ok(e2eConv)
-    assert.equal(sql(db, `SELECT count(*) FROM messages WHERE conversation_id = ${e2eConv}`)[0][0], 16)
-    assert.equal(sql(db, `SELECT count(*) FROM lcm_native_turns WHERE conversation_id = ${e2eConv}`)[0][0], 8)
-    // Maintenance runs in the background after a turn: wait for its summary (bounded).
-    const deadline = Date.now() + 60_000
-    let summaries = 0
-    while (Date.now() < deadline) {
-      summaries = sql(db, `SELECT count(*) FROM summaries WHERE conversation_id = ${e2eConv} AND content LIKE 'FAKE-SUMMARY%'`)[0][0]
-      if (summaries > 0) break
-      await new Promise((r) => setTimeout(r, 500))
-    }
-    assert.ok(summaries > 0, 'no summary written by the fake model')
-  })
-  await check('a later model request carries the summary', async () => {
-    const before = fake.requests().length
-    await say({ sessionId: 'e2e', message: 'what did we do so far?' })
-    const sent = fake.requests().slice(before).map((r) => JSON.stringify(/** @type {any} */ (r.body).messages))
-    assert.ok(sent.some((s) => s.includes('<summary id=\\"sum_') && s.includes('FAKE-SUMMARY')), 'no <summary id= in the request')
-  })
-  await check('with redactPatterns, a customer id pasted into a turn never reaches lcm.db', async () => {
-    // OpenClaw masks common token formats itself (ghp_… arrives as `ghp_16…8B4a`); a pattern
-    // of the user's own shows that lcm-native's ingest path runs under the real host.
-    const id = 'CUST-40417733'
-    await say({ sessionId: 'paste', message: `refund ${id} today` })
-    const cid = convOf('agent:main:explicit:paste')
-    assert.ok(cid, 'no conversation for the session')
-    const texts = sql(db, `SELECT content FROM messages WHERE conversation_id = ${cid} ORDER BY seq`).map((r) => r[0])
-    assert.ok(texts.some((t) => t.includes('refund [REDACTED] today')), texts.join(' | '))
-    assert.ok(!texts.some((t) => t.includes(id)), texts.join(' | '))
-    assert.equal(sql(db, `SELECT count(*) FROM message_parts WHERE instr(coalesce(text_content, '') || metadata, '${id}') > 0`)[0][0], 0)
-    assert.ok(sql(db, `SELECT count(*) FROM lcm_native_redactions WHERE reason = 'redactPatterns at ingest'`)[0][0] >= 1)
-  })
-  await check('a scripted tool call to lcm_grep returns hits from the compacted history', async () => {
-    const r = await say({ sessionId: 'e2e', message: 'TOOLCALL lcm_grep zebra-2' })
-    assert.match(r.reply, /^tool said: /)
-    assert.match(r.reply, /1 hit\(s\)/)
-    assert.match(r.reply, /zebra-2/)
-  })
-  await check('the plugin cost per turn over a 10,000-message history', async () => {
-    for (let i = 0; i < 6; i++) await say({ sessionKey: benchKey, message: `bench turn ${i}` })
-    const rows = readFileSync(timings, 'utf8').trim().split('\n').map((l) => JSON.parse(l)).filter((t) => t.sessionKey === benchKey)
-    const of = (/** @type {string} */ op) => rows.filter((t) => t.op === op).map((t) => t.ms).sort((a, b) => a - b)
-    const median = (/** @type {number[]} */ xs) => xs[Math.floor(xs.length / 2)]
-    const assemble = of('assemble')
-    const commit = of('commitTurn')
-    assert.ok(assemble.length >= 6 && commit.length >= 6, JSON.stringify(rows))
-    console.log(
-      `       bench: ${seeded} stored messages; assemble median ${median(assemble)} ms (n=${assemble.length}, max ${assemble.at(-1)}), ` +
-        `commitTurn median ${median(commit)} ms (n=${commit.length}, max ${commit.at(-1)})`,
-    )
-  })
-  await stopGateway(gw)
-
-  // C. Restart.
-  gw = await gateway('lcm-native')
-  await check('after a restart the session continues the same conversation', async () => {
-    const n = sql(db, `SELECT count(*) FROM messages WHERE conversation_id = ${e2eConv}`)[0][0]
-    await say({ sessionId: 'e2e', message: 'after the restart' })
-    assert.equal(convOf('agent:main:explicit:e2e'), e2eConv)
-    assert.equal(sql(db, `SELECT count(*) FROM messages WHERE conversation_id = ${e2eConv}`)[0][0], n + 2)
-  })
-  await stopGateway(gw)
-  await fake.close()
-
-  await check('no turn fell back to the built-in engine: every turn on lcm-native was committed to it', () => {
-    assert.deepEqual(legacyFallbacks([...gatewayLogs.slice(2), run.logFile]), [])
-    const commits = readFileSync(timings, 'utf8').trim().split('\n').filter((l) => JSON.parse(l).op === 'commitTurn').length
-    assert.equal(commits, turnsOnLcm)
-  })
-  await check("the database passes SQLite's and lcm-native's checks, and lossless-claw's tables are intact", async () => {
-    assert.deepEqual(sql(db, 'PRAGMA integrity_check'), [['ok']])
-    const engine = await lcm.LcmEngine.open({ dbPath: db, readOnly: true })
-    try {
-      for (const c of await engine.conversations()) {
-        const report = await engine.verify(c.conversationId)
-        assert.ok(report.ok, `conversation ${c.conversationId}: ${JSON.stringify(report).slice(0, 500)}`)
+  const packDir = mkdtempSync(join(tmpdir(), 'lcm-pack-'))
+  try {
+    const tgz = await packPlugin(ROOT, packDir)
+    for (const [name, scenario] of Object.entries(SCENARIOS)) {
+      if (only.length > 0 && !only.includes(name)) continue
+      const t = Date.now()
+      console.log(`openclaw e2e: scenario ${name}`)
+      try {
+        await scenario(host, tgz)
+      } catch (err) {
+        // A scenario that cannot go on (a Gateway that does not start) is one failed check.
+        await check(`scenario ${name} ran to its end`, () => {
+          throw err
+        })
       }
-    } finally {
-      await engine.close()
+      console.log(`openclaw e2e: scenario ${name} took ${Math.round((Date.now() - t) / 1000)} s`)
     }
-    assert.equal(sql(db, 'SELECT count(*) FROM focus_briefs')[0][0], sql(join(ROOT, 'fixtures', 'head-theme.db'), 'SELECT count(*) FROM focus_briefs')[0][0])
-  })
+  } finally {
+    rmSync(packDir, { recursive: true, force: true })
+  }
 
-  rmSync(run.dir, { recursive: true, force: true })
   const failed = results.filter((r) => !r.ok).length
   console.log(`openclaw e2e: ${Math.round((Date.now() - started) / 1000)} s`)
   console.log(`${results.length - failed} passed, ${failed} failed`)
   return failed
-}
-
-/**
- * Stores a 10,000-message conversation under `key` (before the Gateway opens the file), for the
- * per-turn cost figure. @param {string} db @param {string} key @param {number} n
- */
-async function seedHistory(db, key, n) {
-  const engine = await lcm.LcmEngine.open({ dbPath: db })
-  try {
-    const start = Date.parse('2026-11-01T00:00:00Z')
-    for (let base = 0; base < n; base += 500) {
-      const batch = []
-      for (let i = base; i < Math.min(n, base + 500); i++) {
-        batch.push({ role: i % 2 === 0 ? 'user' : 'assistant', content: i % 2 === 0 ? `question ${i} about module-${i % 97}` : [{ type: 'text', text: `answer ${i}: ${'words '.repeat(40)}` }], timestamp: start + i * 1000 })
-      }
-      await engine.ingest({ sessionKey: key, sessionId: 'bench' }, /** @type {any} */ (batch))
-    }
-    const conv = await engine.findConversation({ sessionKey: key })
-    // Compacted as a long-lived session would be: summaries and a fresh tail.
-    await engine.compact(/** @type {number} */ (conv?.conversationId), 'offline', { tokenBudget: 64_000, force: true })
-    return n
-  } finally {
-    await engine.close()
-  }
 }
 
 main()

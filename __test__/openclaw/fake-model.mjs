@@ -24,9 +24,14 @@
 //       else through Tool Search's `tool_call` ({"id": <tool>, "args": …}), else through
 //       `tool_search_code` ({"code": "return await openclaw.tools.call(…)"})
 //     - otherwise                               -> "ack: <first 40 chars of the user text>"
+//   * With `contextWindow`, a request whose messages come to more tokens than that (4 characters
+//     a token) is refused as a real provider would: 400 `context_length_exceeded`.
+//   * Response ids carry a random part per server instance: lossless-claw skips an assistant
+//     message whose response id it has stored already, so ids must not repeat across servers.
 //
 // Standalone: node fake-model.mjs [--port N] [--log FILE]   (prints FAKE_MODEL_URL=…)
 
+import { randomBytes } from 'node:crypto'
 import { appendFileSync } from 'node:fs'
 import { createServer } from 'node:http'
 import { pathToFileURL } from 'node:url'
@@ -152,10 +157,10 @@ const tokens = (/** @type {string} */ s) => Math.max(1, Math.ceil(s.length / 4))
 
 /**
  * The OpenAI response chunks for a reply (the last one carries usage when asked).
- * @param {Reply} r @param {ChatRequest} body @param {number} seq
+ * @param {Reply} r @param {ChatRequest} body @param {string} id
  */
-function chunks(r, body, seq) {
-  const base = { id: `chatcmpl-fake-${seq}`, object: 'chat.completion.chunk', created: 0, model: body.model ?? 'fake-model' }
+function chunks(r, body, id) {
+  const base = { id, object: 'chat.completion.chunk', created: 0, model: body.model ?? 'fake-model' }
   const prompt = tokens(JSON.stringify(body.messages ?? []))
   /** @type {Record<string, unknown>} */
   let delta = { role: 'assistant', content: r.text }
@@ -173,10 +178,14 @@ function chunks(r, body, seq) {
 }
 
 /**
- * Starts the server on 127.0.0.1 (a free port unless `port` is given).
- * @param {{ logFile?: string, port?: number }} [opts]
+ * Starts the server on 127.0.0.1 (a free port unless `port` is given). With `contextWindow`,
+ * requests over it are refused (see the header).
+ * @param {{ logFile?: string, port?: number, contextWindow?: number }} [opts]
  */
-export async function startFakeModel({ logFile, port = 0 } = {}) {
+export async function startFakeModel({ logFile, port = 0, contextWindow } = {}) {
+  const instance = randomBytes(4).toString('hex')
+  /** Requests refused for their size: `{ seq, tokens }`. */
+  const overflows = /** @type {{ seq: number, tokens: number }[]} */ ([])
   /** @type {LoggedRequest[]} */
   const log = []
   /** @param {LoggedRequest} entry */
@@ -220,6 +229,13 @@ export async function startFakeModel({ logFile, port = 0 } = {}) {
         return send(400, { error: { message: 'fake-model: body needs a messages array', type: 'invalid_request_error' } })
       }
 
+      const promptTokens = tokens(JSON.stringify(body.messages))
+      if (contextWindow !== undefined && promptTokens > contextWindow) {
+        overflows.push({ seq, tokens: promptTokens })
+        record({ ...entry, reply: { kind: 'completion', text: `overflow: ${promptTokens} tokens` } })
+        const message = `This model's maximum context length is ${contextWindow} tokens. However, your messages resulted in ${promptTokens} tokens.`
+        return send(400, { error: { message, type: 'invalid_request_error', param: 'messages', code: 'context_length_exceeded' } })
+      }
       /** @type {Reply} */
       let r
       try {
@@ -230,7 +246,7 @@ export async function startFakeModel({ logFile, port = 0 } = {}) {
       }
       entry.reply = r
       record(entry)
-      const { base, delta, finish, usage } = chunks(r, body, seq)
+      const { base, delta, finish, usage } = chunks(r, body, `chatcmpl-fake-${instance}-${seq}`)
       if (!body.stream) {
         const message = { ...delta, content: delta.content ?? null }
         return send(200, { ...base, object: 'chat.completion', choices: [{ index: 0, message, finish_reason: finish }], usage })
@@ -256,6 +272,8 @@ export async function startFakeModel({ logFile, port = 0 } = {}) {
     baseUrl: `http://127.0.0.1:${bound}/v1`,
     /** Every request so far, oldest first. */
     requests: () => [...log],
+    /** Requests refused as over `contextWindow`, oldest first. */
+    overflows: () => [...overflows],
     /** @returns {Promise<void>} */
     close: () =>
       new Promise((resolve) => {

@@ -278,12 +278,13 @@ const readConfig = (run) => (existsSync(run.configPath) ? JSON.parse(readFileSyn
  * directly in the model's `tools`; `toolSearch: true` offers only `tool_search_code`. Whatever else is there (what `plugins install` wrote:
  * load paths, entry keys) is kept.
  * @param {Run} run
+ * `enabled: false` writes the plugin's entry disabled (two plugins with the same tool names).
  * @param {{ port: number, contextWindow?: number, maxTokens?: number, slot?: string, pluginId?: string,
- *   pluginConfig?: Record<string, unknown>, toolSearch?: boolean }} opts
+ *   pluginConfig?: Record<string, unknown>, toolSearch?: boolean, enabled?: boolean }} opts
  */
 export function writeConfig(run, opts) {
   const { port, contextWindow = 128_000, maxTokens = 4096, toolSearch } = opts
-  const { slot = 'lcm-native', pluginId = 'lcm-native', pluginConfig = {} } = opts
+  const { slot = 'lcm-native', pluginId = 'lcm-native', pluginConfig = {}, enabled = true } = opts
   const prev = readConfig(run)
   const plugins = prev.plugins ?? {}
   const model = {
@@ -315,7 +316,7 @@ export function writeConfig(run, opts) {
     ...(toolSearch === undefined ? {} : { tools: { ...prev.tools, toolSearch } }),
     plugins: {
       ...plugins,
-      entries: { ...plugins.entries, [pluginId]: { ...plugins.entries?.[pluginId], enabled: true, config: pluginConfig } },
+      entries: { ...plugins.entries, [pluginId]: { ...plugins.entries?.[pluginId], enabled, config: pluginConfig } },
       slots: { ...plugins.slots, contextEngine: slot },
     },
   }
@@ -431,12 +432,14 @@ export async function stopGateway(/** @type {Gateway} */ gw, { graceMs = 15_000 
  * One agent turn through the running Gateway (`agent --json`, no `--local`).
  * `sessionId` X addresses the session `agent:main:explicit:X`; `sessionKey` addresses any key,
  * for example the main session `agent:main:main`. With neither, the main session is used.
+ * `messageFile` sends a file's text (`--message-file`; one argv string is limited to 128 KiB).
  * @param {Run} run
- * @param {{ message: string, sessionId?: string, sessionKey?: string, timeoutMs?: number }} opts
+ * @param {{ message?: string, messageFile?: string, sessionId?: string, sessionKey?: string, timeoutMs?: number }} opts
  */
-export async function turn(run, { message, sessionId, sessionKey, timeoutMs = 180_000 }) {
+export async function turn(run, { message, messageFile, sessionId, sessionKey, timeoutMs = 180_000 }) {
   if (!run.gateway) throw new Error('turn: start the Gateway first')
-  const args = ['agent', '--message', message, '--json', '--timeout', String(Math.ceil(timeoutMs / 1000))]
+  const body = messageFile !== undefined ? ['--message-file', messageFile] : ['--message', message ?? '']
+  const args = ['agent', ...body, '--json', '--timeout', String(Math.ceil(timeoutMs / 1000))]
   if (sessionId) args.push('--session-id', sessionId)
   if (sessionKey) args.push('--session-key', sessionKey)
   if (!sessionId && !sessionKey) args.push('--agent', 'main')

@@ -1,0 +1,146 @@
+// @ts-check
+// The field scenario: sessions unlike the ones the unit tests make up, with the plugin's default
+// settings (what a new user has) and a model whose window is 40k tokens, refused beyond it as a
+// real provider would:
+//   (a) user turns of ~6k tokens each (pasted logs) until the turns together exceed the window
+//       several times: every turn exits 0, the model never gets more than its window,
+//       summaries come from the host model after turns, before the host has to ask for them,
+//       and a fact from the first turn is still found by lcm_grep;
+//   (b) a pasted message of ~26k tokens (`--message-file`), more than its share of the budget,
+//       then ordinary turns: all exit 0, the message is stored whole and a word from its middle
+//       is found by lcm_grep;
+//   (b') a message larger than the whole window: OpenClaw refuses the turn itself (it appends
+//       the pending message to the engine's context), lcm-native writes nothing half, and the
+//       session goes on.
+
+import assert from 'node:assert/strict'
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+
+import { assertSound, check, cleanUp, legacyFallbacks, readTimings, sql } from './e2e-lib.mjs'
+import { startFakeModel } from './fake-model.mjs'
+import { installPlugin, makeRunDir, startGateway, stopGateway, turn, writeConfig } from './harness.mjs'
+
+const WINDOW = 40_000
+/** Turns of (a): 20 × ~6k tokens is three times the window. */
+const LONG_TURNS = 20
+const EARLY_FACT = 'ORION-DEPLOY-7731'
+const MIDDLE_WORD = 'PELICAN-5521'
+
+/**
+ * A pasted service log of about `tokens` tokens (4 characters a token), different for each
+ * `seed`; `fact` goes into its first line.
+ * @param {number} seed @param {number} tokens @param {string} [fact]
+ */
+function pastedLog(seed, tokens, fact = '') {
+  const lines = [`Here is the log of run ${seed}, what went wrong? ${fact}`]
+  let x = seed * 7919 + 1
+  let chars = lines[0].length
+  for (let i = 0; chars < tokens * 4; i++) {
+    x = (x * 48271) % 2147483647
+    const line = `2026-11-25T10:${String(i % 60).padStart(2, '0')}:${String(x % 60).padStart(2, '0')}Z ${x % 5 === 0 ? 'WARN' : 'INFO'} svc-${seed}-${x % 13} req=${x.toString(36)} path=/api/v${x % 3}/items/${x % 997} latency=${x % 900}ms status=${x % 7 === 0 ? 503 : 200}`
+    lines.push(line)
+    chars += line.length + 1
+  }
+  return lines.join('\n')
+}
+
+/** @param {import('./harness.mjs').Host} host @param {string} tgz the packed plugin */
+export async function fieldScenario(host, tgz) {
+  const run = await makeRunDir(host)
+  const fake = await startFakeModel({ logFile: join(run.dir, 'model.jsonl'), contextWindow: WINDOW })
+  const db = join(run.state, 'lcm.db')
+  const timings = join(run.dir, 'timings.jsonl')
+  run.env.LCM_NATIVE_TIMINGS = timings
+  await installPlugin(run, tgz)
+  writeConfig(run, { port: fake.port, slot: 'lcm-native', pluginConfig: {}, contextWindow: WINDOW })
+  const gw = await startGateway(run)
+  let turns = 0
+  /** @param {Parameters<typeof turn>[1]} opts */
+  const say = async (opts) => {
+    const r = await turn(run, opts)
+    turns++
+    assert.equal(r.code, 0, `turn failed (${r.code}): ${r.stderr.slice(-2000)}`)
+    return r
+  }
+  /** @param {string} key */
+  const convOf = (key) => sql(db, `SELECT conversation_id FROM conversations WHERE session_key = '${key}' AND active = 1`)[0]?.[0] ?? null
+  /** Summaries the host model wrote for a conversation. @param {number | null} cid */
+  const modelSummaries = (cid) => (cid === null ? 0 : sql(db, `SELECT count(*) FROM summaries WHERE conversation_id = ${cid} AND content LIKE 'FAKE-SUMMARY%'`)[0][0])
+  /** The host's compaction requests for a session, with what lcm-native answered. @param {string} key */
+  const hostAsked = (key) => readTimings(timings).filter((t) => t.op === 'compact' && t.sessionKey === key)
+
+  const longKey = 'agent:main:explicit:long'
+  /** The turn after which summaries first existed, and the host's first compaction request. */
+  let firstSummaryAfter = 0
+  let firstAskBefore = 0
+  await check(`(a) ${LONG_TURNS} pasted logs of ~6k tokens in a ${WINDOW / 1000}k window: every turn exits 0, the model never gets more than its window`, async () => {
+    for (let i = 1; i <= LONG_TURNS; i++) {
+      const asked = hostAsked(longKey).length
+      await say({ sessionId: 'long', message: pastedLog(i, 6_000, i === 1 ? `The deploy key is ${EARLY_FACT}.` : '') })
+      if (!firstAskBefore && hostAsked(longKey).length > asked) firstAskBefore = i
+      if (!firstSummaryAfter && modelSummaries(convOf(longKey)) > 0) firstSummaryAfter = i
+    }
+    const stored = sql(db, `SELECT sum(token_count) FROM messages WHERE conversation_id = ${convOf(longKey)}`)[0][0]
+    assert.ok(stored > 2.5 * WINDOW, `the turns hold ${stored} tokens, not several windows`)
+    assert.deepEqual(fake.overflows(), [], 'a request was over the window')
+  })
+  await check('(a) summaries come from the host model after turns, before the host has to ask for compaction', () => {
+    assert.ok(firstSummaryAfter > 0, 'no summary from the host model')
+    const asks = hostAsked(longKey)
+    // Every request of the host found a context that already fit, or made it fit.
+    assert.deepEqual(asks.filter((a) => !a.compacted), [], JSON.stringify(asks))
+    if (firstAskBefore) assert.ok(firstSummaryAfter < firstAskBefore, `summaries after turn ${firstSummaryAfter}, host asked before turn ${firstAskBefore}`)
+    const maintained = readTimings(timings).filter((t) => t.op === 'maintain' && t.sessionKey === longKey && /leaf pass|sweep/.test(t.reason ?? ''))
+    assert.ok(maintained.some((t) => !/^0 leaf/.test(t.reason)), JSON.stringify(maintained.slice(0, 5)))
+  })
+  await check('(a) a fact from the first turn is found by lcm_grep', async () => {
+    const r = await say({ sessionId: 'long', message: `TOOLCALL lcm_grep ${EARLY_FACT}` })
+    assert.match(r.reply, /^tool said: /)
+    assert.match(r.reply, new RegExp(EARLY_FACT))
+  })
+
+  // (b) A pasted log larger than its share of the budget, within the window.
+  const big = join(run.dir, 'big.txt')
+  const bigText = `${pastedLog(1000, 13_000)}\n${MIDDLE_WORD} is the word in the middle.\n${pastedLog(1001, 13_000)}`
+  writeFileSync(big, bigText)
+  await check(`(b) a pasted message of ~${Math.round(bigText.length / 4000)}k tokens, then ordinary turns: all exit 0, the model never gets more than its window`, async () => {
+    await say({ sessionId: 'big', message: 'a short first question' })
+    await say({ sessionId: 'big', messageFile: big })
+    await say({ sessionId: 'big', message: 'thanks, and what next?' })
+    await say({ sessionId: 'big', message: 'one more ordinary turn' })
+    assert.deepEqual(fake.overflows(), [], 'a request was over the window')
+  })
+  await check('(b) the message is stored whole, and a word from its middle is found by lcm_grep', async () => {
+    const cid = convOf('agent:main:explicit:big')
+    const rows = sql(db, `SELECT length(content), instr(content, '${MIDDLE_WORD}') > 0 FROM messages WHERE conversation_id = ${cid} AND role = 'user' AND length(content) >= ${bigText.length}`)
+    assert.equal(rows.length, 1, `no stored message as long as the pasted one (${bigText.length} characters)`)
+    assert.equal(rows[0][1], 1)
+    const r = await say({ sessionId: 'big', message: `TOOLCALL lcm_grep ${MIDDLE_WORD}` })
+    assert.match(r.reply, new RegExp(MIDDLE_WORD))
+  })
+  // (b') A message larger than the whole window. OpenClaw appends a turn's pending message to
+  // the engine's context itself, so no context engine can make it fit: the host refuses the turn
+  // with its own guidance. What lcm-native owes: no part of the refusal, nothing half-written,
+  // and the session goes on.
+  const huge = join(run.dir, 'huge.txt')
+  writeFileSync(huge, `${pastedLog(2000, WINDOW * 0.7)}\n${pastedLog(2001, WINDOW * 0.7)}`)
+  await check("(b') a message larger than the whole window: the host refuses it with its own guidance, nothing is half-written, the session goes on", async () => {
+    const refused = await turn(run, { sessionId: 'huge', messageFile: huge })
+    assert.notEqual(refused.code, 0, 'the host took a message larger than the window')
+    assert.doesNotMatch(refused.stdout + refused.stderr, /lcm-native/i)
+    const cid = convOf('agent:main:explicit:huge')
+    if (cid !== null) assert.equal(sql(db, `SELECT count(*) FROM messages WHERE conversation_id = ${cid} AND length(content) > ${WINDOW * 4}`)[0][0], 0)
+    await say({ sessionId: 'huge', message: 'a smaller question instead' })
+    await say({ sessionId: 'huge', message: 'and one more' })
+  })
+  await stopGateway(gw)
+  await fake.close()
+
+  await check('(field) no turn fell back to the built-in engine, every turn was committed, the database is sound', async () => {
+    assert.deepEqual(legacyFallbacks([gw.stdoutFile, gw.stderrFile, run.logFile]), [])
+    assert.equal(readTimings(timings).filter((t) => t.op === 'commitTurn').length, turns)
+    await assertSound(db)
+  })
+  cleanUp(run)
+}

@@ -653,13 +653,21 @@ impl LiveContext {
         }
     }
 
-    /// Minimum input tokens of a condensation.
+    /// Minimum input tokens of a condensation: lossless-claw's `max(condensedTargetTokens,
+    /// leafChunkTokens / 10)`, but never more than a run can hold (runs stop at
+    /// `leafChunkTokens`).
     pub fn min_condensed_tokens(config: &Config) -> i64 {
-        config.condensed_target_tokens.max(config.leaf_chunk_tokens / 10)
+        config
+            .condensed_target_tokens
+            .max(config.leaf_chunk_tokens / 10)
+            .min(config.leaf_chunk_tokens)
     }
 
     /// The shallowest depth with an eligible run (fanout and minimum tokens), and that run.
-    /// `only_depth` restricts the search to one input depth.
+    /// `only_depth` restricts the search to one input depth. `hard` (the sweep's relaxed phase,
+    /// over the threshold with nothing else to do) asks only for the hard fanout: with
+    /// `leafChunkTokens` small next to the summaries' size, no run reaches the token minimum,
+    /// and a long session's leaf summaries would pile up over the threshold for good.
     pub fn condensation_candidate(
         &self,
         config: &Config,
@@ -676,10 +684,23 @@ impl LiveContext {
         depths.sort_unstable();
         depths.dedup();
         for d in depths.into_iter().filter(|d| only_depth.is_none_or(|o| o == *d)) {
-            let Some(run) = self.run_at_depth(config, tail, d)? else {
+            let Some(mut run) = self.run_at_depth(config, tail, d)? else {
                 continue;
             };
-            if run.len as i64 >= Self::fanout(config, d, hard) && run.tokens >= Self::min_condensed_tokens(config) {
+            let fanout = Self::fanout(config, d, hard);
+            if hard && (run.len as i64) < fanout {
+                // Summaries larger than half a chunk never make a run of two: under pressure the
+                // run may pass `leafChunkTokens` to reach the hard fanout.
+                let more = self.items[run.start + run.len..end]
+                    .iter()
+                    .take((fanout as usize).saturating_sub(run.len))
+                    .take_while(|i| i.depth() == Some(d));
+                for item in more {
+                    run.len += 1;
+                    run.tokens += item.tokens;
+                }
+            }
+            if run.len as i64 >= fanout && (hard || run.tokens >= Self::min_condensed_tokens(config)) {
                 return Ok(Some((d, run)));
             }
         }
@@ -912,6 +933,34 @@ mod tests {
         ]);
         let run = c.run_at_depth(&cfg, tail(&cfg), 0).unwrap().unwrap();
         assert_eq!((run.start, run.len), (0, 2));
+    }
+
+    #[test]
+    fn the_relaxed_phase_condenses_summaries_a_small_chunk_cannot_gather_to_the_minimum() {
+        // Seen in OpenClaw with leafChunkTokens 1500: 138 leaf summaries of ~390 tokens stayed
+        // over the threshold, since runs stop at 1500 tokens and the minimum input was 2000.
+        let items: Vec<Item> = (0..8)
+            .map(|i| sum(&format!("l{i}"), 0, 392))
+            .chain([msg(1, "user", 1)])
+            .collect();
+        let c = ctx(items);
+        let mut cfg = config(1, 1500);
+        cfg.condensed_target_tokens = 2000;
+        assert_eq!(LiveContext::min_condensed_tokens(&cfg), 1500);
+        assert_eq!(c.condensation_candidate(&cfg, tail(&cfg), false, None), Ok(None));
+        let (d, run) = c.condensation_candidate(&cfg, tail(&cfg), true, None).unwrap().unwrap();
+        assert_eq!((d, run.start, run.len, run.tokens), (0, 0, 3, 3 * 392));
+        // The oldest summary alone fills more than half a chunk: the hard run still takes two.
+        let items: Vec<Item> = [900, 800, 392, 392]
+            .iter()
+            .enumerate()
+            .map(|(i, t)| sum(&format!("l{i}"), 0, *t))
+            .chain([msg(1, "user", 1)])
+            .collect();
+        let c = ctx(items);
+        assert_eq!(c.condensation_candidate(&cfg, tail(&cfg), false, None), Ok(None));
+        let (_, run) = c.condensation_candidate(&cfg, tail(&cfg), true, None).unwrap().unwrap();
+        assert_eq!((run.start, run.len, run.tokens), (0, 2, 1700));
     }
 
     #[test]

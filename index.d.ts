@@ -1127,6 +1127,21 @@ export interface DagNode extends SummaryRecord {
   messages: MessageSpan
 }
 
+/** What a reset did. */
+export interface SessionReset {
+  /**
+   * `pruned` (/new), `archived` (/reset), or `none`: no conversation for the session, or one
+   * with nothing in it yet.
+   */
+  action: string
+  /** The conversation the reset applied to. */
+  conversationId: number | null
+  /** The session's new conversation after `/reset`. */
+  replacementId: number | null
+  /** Context items taken out of the context by `/new`. */
+  contextItemsRemoved: number
+}
+
 /**
  * Which binding artifact the generated loader actually loaded: `'native'` for
  * a native addon, otherwise the `platformArchABI` of the WASI flavor. Every
@@ -1248,6 +1263,14 @@ export declare class LcmEngine {
    * summary or a version not kept.
    */
   rollback(summaryId: string, version: number): Promise<SummaryVersion>
+  /**
+   * OpenClaw's `/new` or `/reset` for a session, as lossless-claw 1.x handles them:
+   * `reason: 'new'` takes the raw messages and the summaries shallower than `retainDepth`
+   * (default 2) out of the context, deleting nothing; `reason: 'reset'` archives the
+   * conversation and starts an empty one for the session. `action: 'none'` when the session
+   * has no conversation, or nothing to take out. E_INVALID_INPUT for another reason.
+   */
+  resetSession(target: ConversationTarget, options: { reason: 'new' | 'reset'; retainDepth?: number }): Promise<SessionReset>
   /**
    * The context for the next turn within `tokenBudget`: the fresh tail always, older items
    * evicted oldest first, summaries presented as `<summary …>` XML (or one markdown

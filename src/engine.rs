@@ -300,6 +300,32 @@ impl Engine {
         })
     }
 
+    /// OpenClaw's `/new` or `/reset` for the session `target` names (`store::lifecycle`):
+    /// waits for other mutating operations on its conversation; `none` when it has none.
+    pub async fn reset_session(
+        &self,
+        target: &Target,
+        reason: crate::store::lifecycle::ResetReason,
+    ) -> Result<crate::store::lifecycle::SessionReset> {
+        self.deps.pool.check_writable()?;
+        let Some(found) = self.find_conversation(target)? else {
+            return Ok(crate::store::lifecycle::SessionReset {
+                action: "none".into(),
+                conversation_id: None,
+                replacement_id: None,
+                context_items_removed: 0,
+            });
+        };
+        let _turn = self.turn(found.conversation_id).await?;
+        let flags = self.deps.flags;
+        let now = crate::time::now_sqlite();
+        tokio::task::block_in_place(|| {
+            self.deps.pool.write_preserving_messages(|conn| {
+                crate::store::lifecycle::reset(conn, flags, found.conversation_id, reason, &now)
+            })
+        })
+    }
+
     /// Redacts text from messages and every summary built over them (see `redact`): waits for,
     /// and holds off, other mutating operations on every conversation in scope. `progress` is
     /// told before each summary is regenerated; `cancel` stops between two of them (what was
@@ -486,3 +512,5 @@ mod cache_tests;
 mod damage_tests;
 #[cfg(test)]
 mod host_tests;
+#[cfg(test)]
+mod lifecycle_tests;

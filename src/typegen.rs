@@ -56,6 +56,7 @@ fn generated() -> String {
     use crate::store::{
         conversations::{ConversationInfo, SessionConversation},
         dag::{DagNode, MessageSpan},
+        lifecycle::SessionReset,
         messages::{IngestOutcome, StoredMessage},
         summaries::{SummaryFields, SummaryRecord},
     };
@@ -71,7 +72,7 @@ fn generated() -> String {
         AssembleStats: RepairStats, Assembled, SearchedBy, GrepHit, GrepResult, ChainLink, InputRef,
         CoveredMessages, SummaryDescription: SummaryRecord, PartInfo, MessageDescription: StoredMessage,
         Description, Entry, Expansion, Progress, RewriteEntry, RewriteResult, RewritePreview, Reason,
-        TemplateRef, SummaryVersion, RedactionResult, MessageSpan, DagNode: SummaryRecord,
+        TemplateRef, SummaryVersion, RedactionResult, MessageSpan, DagNode: SummaryRecord, SessionReset,
     ];
     format!("{MARKER}\n\n{}\n", all.join("\n\n"))
 }

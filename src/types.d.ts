@@ -1126,3 +1126,18 @@ export interface DagNode extends SummaryRecord {
   live: boolean
   messages: MessageSpan
 }
+
+/** What a reset did. */
+export interface SessionReset {
+  /**
+   * `pruned` (/new), `archived` (/reset), or `none`: no conversation for the session, or one
+   * with nothing in it yet.
+   */
+  action: string
+  /** The conversation the reset applied to. */
+  conversationId: number | null
+  /** The session's new conversation after `/reset`. */
+  replacementId: number | null
+  /** Context items taken out of the context by `/new`. */
+  contextItemsRemoved: number
+}

@@ -452,6 +452,33 @@ impl LcmEngine {
         })
     }
 
+    /// OpenClaw's `/new` or `/reset` for a session, as lossless-claw 1.x handles them:
+    /// `reason: 'new'` takes the raw messages and the summaries shallower than `retainDepth`
+    /// (default 2) out of the context, deleting nothing; `reason: 'reset'` archives the
+    /// conversation and starts an empty one for the session. `action: 'none'` when the session
+    /// has no conversation, or nothing to take out. E_INVALID_INPUT for another reason.
+    #[napi(ts_return_type = "Promise<SessionReset>")]
+    pub fn reset_session<'env>(
+        &self,
+        env: &'env Env,
+        #[napi(ts_arg_type = "ConversationTarget")] target: JsonArg,
+        #[napi(ts_arg_type = "{ reason: 'new' | 'reset'; retainDepth?: number }")] options: JsonArg,
+    ) -> napi::Result<PromiseRaw<'env, JsonText>> {
+        use crate::store::lifecycle::{ResetReason, DEFAULT_RETAIN_DEPTH};
+        let engine = self.inner.clone();
+        spawn_coded(env, async move {
+            let target = parse_target(&required(target, "target")?)?;
+            let options = Some(required(options, "options")?);
+            let retain_depth = maybe_int(&options, "retainDepth", 0)?.unwrap_or(DEFAULT_RETAIN_DEPTH);
+            let reason = match options.as_ref().and_then(|o| o.get("reason")).and_then(|r| r.as_str()) {
+                Some("new") => ResetReason::New { retain_depth },
+                Some("reset") => ResetReason::Reset,
+                _ => return Err(LcmError::invalid_input("`reason` must be 'new' or 'reset'")),
+            };
+            to_json(&engine.reset_session(&target, reason).await?)
+        })
+    }
+
     /// The context for the next turn within `tokenBudget`: the fresh tail always, older items
     /// evicted oldest first, summaries presented as `<summary …>` XML (or one markdown
     /// section), raw messages rebuilt in the host's shapes, tool calls and results paired.

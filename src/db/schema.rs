@@ -177,6 +177,21 @@ pub const TABLES: &[(&str, &str)] = &[
     )",
     ),
     (
+        // lcm-native's own: each `/new` (store::lifecycle) that took a conversation's raw
+        // messages and shallow summaries out of its context, up to which message. `verify`
+        // reads it: those messages are neither live nor covered on purpose. lossless-claw
+        // ignores the table.
+        "lcm_native_context_resets",
+        "CREATE TABLE IF NOT EXISTS lcm_native_context_resets (
+      conversation_id INTEGER NOT NULL REFERENCES conversations(conversation_id) ON DELETE CASCADE,
+      reason TEXT NOT NULL,
+      through_seq INTEGER NOT NULL,
+      retain_depth INTEGER NOT NULL,
+      items_removed INTEGER NOT NULL,
+      reset_at TEXT NOT NULL
+    )",
+    ),
+    (
         // lcm-native's own: the fidelity score of each summary (see `fidelity`), and whether a
         // summary is marked for repair because it stayed under `minFidelity`. lossless-claw
         // ignores the table; deleting a summary deletes its row.

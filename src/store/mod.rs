@@ -2,6 +2,7 @@
 
 pub mod conversations;
 pub mod dag;
+pub mod lifecycle;
 pub mod messages;
 pub mod normalize;
 pub mod pending;

@@ -101,6 +101,8 @@ export interface FakeHost {
   llmCalls: LlmCompleteParams[]
   engine(): HostContextEngine
   tool(name: string, ctx: { sessionKey?: string; sessionId?: string }): HostTool
+  /** Runs the plugin's handlers of a host hook (`api.on`), as OpenClaw does: event, then context. */
+  fire(hook: string, event: unknown, ctx: unknown): Promise<unknown[]>
   factoryCount: number
 }
 
@@ -115,6 +117,7 @@ export function fakeHost(config: Record<string, unknown> = {}, complete?: Comple
   const llmCalls: LlmCompleteParams[] = []
   let factory: ((ctx: unknown) => unknown) | undefined
   const tools = new Map<string, (ctx: unknown) => unknown>()
+  const hooks = new Map<string, ((event: unknown, ctx: unknown) => unknown)[]>()
   const answer: Complete =
     complete ??
     (async (p) => ({
@@ -139,6 +142,9 @@ export function fakeHost(config: Record<string, unknown> = {}, complete?: Comple
       if (!make) throw new Error(`no tool ${name} was registered`)
       return make(ctx) as HostTool
     },
+    async fire(hook, event, ctx) {
+      return Promise.all((hooks.get(hook) ?? []).map((h) => h(event, ctx)))
+    },
   }
   const log = (level: string) => (message: string) => void logs.push({ level, message })
   plugin.register({
@@ -156,6 +162,9 @@ export function fakeHost(config: Record<string, unknown> = {}, complete?: Comple
     registerContextEngine(id: string, f: (ctx: unknown) => unknown) {
       if (id !== 'lcm-native') throw new Error(`unexpected engine id ${id}`)
       factory = f
+    },
+    on(hook: string, handler: (event: unknown, ctx: unknown) => unknown) {
+      hooks.set(hook, [...(hooks.get(hook) ?? []), handler])
     },
     registerTool(t: unknown, opts?: { name?: string }) {
       if (typeof t !== 'function' || !opts?.name) throw new Error('expected a tool factory with a name')

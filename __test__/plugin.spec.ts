@@ -342,6 +342,37 @@ describe('compaction', () => {
     expect(hostGoesOn(r)).toBe(true)
   })
 
+  it("/new and /reset through OpenClaw's before_reset hook, as lossless-claw 1.x handles them", async () => {
+    const { host, s } = await grown({ condensedTargetTokens: 10, leafMinFanout: 2, condensedMinFanout: 2, leafChunkTokens: 200, maxSweepIterations: 100 })
+    const engine = host.engine()
+    await engine.compact({ ...s, tokenBudget: 300, force: true, compactionTarget: 'budget' })
+    const depths = await readDb(host, async (e) => (await e.context(1)).map((c: any) => c.depth ?? -1))
+    expect(Math.max(...depths)).toBeGreaterThanOrEqual(2)
+    const stored = await readDb(host, async (e) => (await e.messages(1)).length)
+    const [pruned] = (await host.fire('before_reset', { reason: 'new' }, { sessionId: s.sessionId, sessionKey: s.sessionKey })) as any[]
+    expect(pruned).toMatchObject({ action: 'pruned', conversationId: 1 })
+    const after = await readDb(host, async (e) => ({
+      depths: (await e.context(1)).map((c: any) => c.depth ?? -1),
+      messages: (await e.messages(1)).length,
+      verify: (await e.verify(1)).ok,
+    }))
+    expect(after.depths.every((d: number) => d >= 2)).toBe(true)
+    expect(after.messages).toBe(stored)
+    expect(after.verify).toBe(true)
+    // The next turn continues the same conversation from the deep summaries.
+    await engine.commitTurn({ ...s, advancementKey: 'after-new', messages: turn(100) })
+    expect((await readDb(host, (e) => e.findConversation({ sessionKey: s.sessionKey })))?.conversationId).toBe(1)
+
+    const [archived] = (await host.fire('before_reset', { reason: 'reset' }, { sessionId: s.sessionId, sessionKey: s.sessionKey })) as any[]
+    expect(archived).toMatchObject({ action: 'archived', conversationId: 1 })
+    await engine.commitTurn({ ...s, advancementKey: 'after-reset', messages: turn(101) })
+    const fresh = await readDb(host, (e) => e.findConversation({ sessionKey: s.sessionKey }))
+    expect(fresh?.conversationId).toBe(archived.replacementId)
+    expect(fresh?.messageCount).toBe(2)
+    // Other reasons, and sessions lcm-native does not keep, are left alone.
+    expect(await host.fire('before_reset', { reason: 'compact' }, { sessionKey: s.sessionKey })).toEqual([undefined])
+  })
+
   it('manual compaction passes the operator instructions to the summarizer', async () => {
     const { host, s } = await grown()
     const r = await host.engine().compact({ ...s, tokenBudget: 4000, force: true, compactionTarget: 'threshold', customInstructions: 'Keep every port number.' })

@@ -47,6 +47,7 @@ const ENGINE_KEYS = [
  * @property {string} summaryModel      `provider/model`, or '' for the session's model
  * @property {'session' | 'all'} recallScope
  * @property {number} recallMaxTokens
+ * @property {number} newSessionRetainDepth  summaries of this depth and deeper stay in the context after /new
  * @property {number} defaultTokenBudget
  * @property {() => Record<string, unknown>} engineOptions  options for `LcmEngine.open` (without
  *   dbPath): the plugin config's, with lossless-claw's LCM_* variables over them, read on first use
@@ -137,6 +138,17 @@ function int(cfg, key, min) {
 }
 
 /**
+ * A non-negative integer environment variable (lossless-claw's), or undefined when unset.
+ * @param {string | undefined} raw @param {string} option the option it stands for
+ */
+function envInt(raw, option) {
+  if (raw === undefined || raw.trim() === '') return undefined
+  const v = Number(raw.trim())
+  if (!Number.isInteger(v) || v < 0) throw new ConfigError(option, `expected an integer >= 0 in the environment, got ${JSON.stringify(raw)}`)
+  return v
+}
+
+/**
  * OpenClaw's state directory, where lossless-claw keeps `lcm.db`.
  * @param {NodeJS.ProcessEnv} env
  */
@@ -210,6 +222,7 @@ function resolveSettings(pluginConfig, env, engineEnv) {
     summaryModel: (env.LCM_SUMMARY_MODEL?.trim() || undefined) ?? text(cfg, 'summaryModel') ?? '',
     recallScope: /** @type {'session' | 'all'} */ (oneOf(cfg, 'recallScope', ['session', 'all']) ?? 'session'),
     recallMaxTokens: int(cfg, 'recallMaxTokens', 200) ?? 4000,
+    newSessionRetainDepth: envInt(env.LCM_NEW_SESSION_RETAIN_DEPTH, 'newSessionRetainDepth') ?? int(cfg, 'newSessionRetainDepth', 0) ?? 2,
     defaultTokenBudget: int(cfg, 'defaultTokenBudget', 1000) ?? 128000,
     engineOptions,
   }

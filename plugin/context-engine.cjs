@@ -649,6 +649,30 @@ class LcmNativeContextEngine {
     }
   }
 
+  /**
+   * OpenClaw's `before_reset` hook, as lossless-claw 1.x handles it: `/new` takes the session's
+   * raw messages and its summaries shallower than `newSessionRetainDepth` out of the context
+   * (all stay stored), `/reset` archives its conversation and starts an empty one. Other
+   * reasons, and sessions lcm-native does not keep, are left alone; a failure is logged.
+   * @param {{ reason?: unknown, sessionId?: string, sessionKey?: string }} p
+   */
+  async beforeReset(p) {
+    const reason = typeof p?.reason === 'string' ? p.reason.trim() : ''
+    if (reason !== 'new' && reason !== 'reset') return undefined
+    const s = sessionOf(p)
+    if (this.policy(s) !== 'keep') return undefined
+    try {
+      const engine = await this.engineOf(s)
+      const r = await engine.resetSession(/** @type {any} */ (targetOf(s)), { reason, retainDepth: this.settings.newSessionRetainDepth })
+      if (r.action === 'pruned') this.logger.info(`lcm-native: /new took ${r.contextItemsRemoved} item(s) of conversation ${r.conversationId} out of the context`)
+      if (r.action === 'archived') this.logger.info(`lcm-native: /reset archived conversation ${r.conversationId}; the session continues in ${r.replacementId}`)
+      return r
+    } catch (err) {
+      this.report(`/${reason}`, err)
+      return undefined
+    }
+  }
+
   /** Waits for this engine's background work (bounded), so nothing is cut off mid-pass. */
   async dispose() {
     if (this.mine.size === 0) return

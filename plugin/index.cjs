@@ -21,6 +21,7 @@ const PLUGIN_ID = 'lcm-native'
  * @property {{ llm?: import('./summarizer.cjs').LlmLike }} [runtime]
  * @property {(id: string, factory: (ctx: unknown) => InstanceType<typeof LcmNativeContextEngine>) => void} registerContextEngine
  * @property {(tool: (ctx: any) => ReturnType<typeof recallTools>[number], opts?: { name?: string }) => void} [registerTool]
+ * @property {(hook: any, handler: (event: any, ctx: any) => any) => void} [on]  host hooks (`before_reset`)
  */
 
 /** @param {PluginApi} api */
@@ -46,6 +47,18 @@ function register(api) {
     if (!settings) throw invalid ?? new ConfigError('config', 'unreadable')
     return new LcmNativeContextEngine({ settings, rules: new SessionRules(settings), logger, llm: api.runtime?.llm })
   })
+
+  if (settings && typeof api.on === 'function') {
+    // /new and /reset, as lossless-claw 1.x handles them (its before_reset hook).
+    const s = settings
+    api.on('before_reset', (/** @type {any} */ event, /** @type {any} */ ctx) =>
+      new LcmNativeContextEngine({ settings: s, rules: new SessionRules(s), logger, llm: api.runtime?.llm }).beforeReset({
+        reason: event?.reason,
+        sessionId: ctx?.sessionId,
+        sessionKey: ctx?.sessionKey,
+      }),
+    )
+  }
 
   if (settings && typeof api.registerTool === 'function') {
     const s = settings

@@ -6,6 +6,7 @@
 //       several times: every turn exits 0, the model never gets more than its window,
 //       summaries come from the host model after turns, before the host has to ask for them,
 //       and a fact from the first turn is still found by lcm_grep;
+//   /new and /reset (the Gateway's sessions.reset) as lossless-claw 1.x handles them;
 //   (b) a pasted message of ~26k tokens (`--message-file`), more than its share of the budget,
 //       then ordinary turns: all exit 0, the message is stored whole and a word from its middle
 //       is found by lcm_grep;
@@ -19,7 +20,7 @@ import { join } from 'node:path'
 
 import { assertSound, check, cleanUp, legacyFallbacks, readTimings, sql } from './e2e-lib.mjs'
 import { startFakeModel } from './fake-model.mjs'
-import { installPlugin, makeRunDir, startGateway, stopGateway, turn, writeConfig } from './harness.mjs'
+import { gatewayCall, installPlugin, makeRunDir, startGateway, stopGateway, turn, writeConfig } from './harness.mjs'
 
 const WINDOW = 40_000
 /** Turns of (a): 20 × ~6k tokens is three times the window. */
@@ -98,6 +99,27 @@ export async function fieldScenario(host, tgz) {
     const r = await say({ sessionId: 'long', message: `TOOLCALL lcm_grep ${EARLY_FACT}` })
     assert.match(r.reply, /^tool said: /)
     assert.match(r.reply, new RegExp(EARLY_FACT))
+  })
+
+  // /new and /reset, through the Gateway's sessions.reset (what the slash commands do).
+  await check('/new keeps the conversation and takes its raw messages out of the context; /reset archives it and the session goes on in a new one', async () => {
+    const cid = convOf(longKey)
+    const stored = sql(db, `SELECT count(*) FROM messages WHERE conversation_id = ${cid}`)[0][0]
+    const fresh = await gatewayCall(run, 'sessions.reset', { key: longKey, reason: 'new' })
+    assert.equal(fresh.code, 0, `sessions.reset new: ${fresh.stdout}${fresh.stderr}`)
+    assert.equal(sql(db, `SELECT count(*) FROM context_items WHERE conversation_id = ${cid} AND item_type = 'message'`)[0][0], 0)
+    assert.equal(sql(db, `SELECT count(*) FROM lcm_native_context_resets WHERE conversation_id = ${cid}`)[0][0], 1)
+    await say({ sessionId: 'long', message: 'a question after /new' })
+    assert.equal(convOf(longKey), cid)
+    assert.equal(sql(db, `SELECT count(*) FROM messages WHERE conversation_id = ${cid}`)[0][0], stored + 2)
+    const reset = await gatewayCall(run, 'sessions.reset', { key: longKey, reason: 'reset' })
+    assert.equal(reset.code, 0, `sessions.reset reset: ${reset.stdout}${reset.stderr}`)
+    assert.deepEqual(sql(db, `SELECT active, archive_cause FROM conversations WHERE conversation_id = ${cid}`), [[0, 'manual-reset']])
+    await say({ sessionId: 'long', message: 'a question after /reset' })
+    const next = convOf(longKey)
+    assert.ok(next !== null && next !== cid, `the session is still on conversation ${next}`)
+    assert.equal(sql(db, `SELECT count(*) FROM messages WHERE conversation_id = ${next}`)[0][0], 2)
+    assert.equal(sql(db, `SELECT count(*) FROM messages WHERE conversation_id = ${cid}`)[0][0], stored + 2, 'the archived conversation lost messages')
   })
 
   // (b) A pasted log larger than its share of the budget, within the window.

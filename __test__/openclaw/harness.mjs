@@ -473,3 +473,22 @@ export async function compactSession(run, key, { timeoutMs = 180_000 } = {}) {
   } catch {}
   return { code: r.code, json, stdout: r.stdout, stderr: r.stderr, ms: r.ms }
 }
+
+/**
+ * `openclaw gateway call <method> --params <json> --json` through the running Gateway (for
+ * example `sessions.reset` with `{ key, reason: "new" | "reset" }`, what `/new` and `/reset` do).
+ * @param {Run} run @param {string} method @param {Record<string, unknown>} params
+ * @param {{ timeoutMs?: number }} [opts]
+ */
+export async function gatewayCall(run, method, params, { timeoutMs = 60_000 } = {}) {
+  if (!run.gateway) throw new Error('gatewayCall: start the Gateway first')
+  const env = { OPENCLAW_GATEWAY_TOKEN: run.gateway.token, OPENCLAW_GATEWAY_PORT: String(run.gateway.port) }
+  const args = ['gateway', 'call', method, '--params', JSON.stringify(params), '--json', '--timeout', String(timeoutMs)]
+  const r = await openclaw(run, args, { env, timeoutMs: timeoutMs + 15_000 })
+  /** @type {any} */
+  let json
+  try {
+    json = JSON.parse(r.stdout)
+  } catch {}
+  return { code: r.code, json, stdout: r.stdout, stderr: r.stderr, ms: r.ms }
+}

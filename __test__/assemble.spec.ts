@@ -233,6 +233,35 @@ describe('the budget', () => {
   })
 })
 
+describe('tool calls and results across compaction', () => {
+  it('never leaves a result raw without its call (seen with freshTailCount 4, leafChunkTokens 200)', async () => {
+    const engine = await LcmEngine.open({ dbPath: join(tempDir(), 'lcm.db'), freshTailCount: 4, leafChunkTokens: 200 })
+    // Turns of a user question, two tool calls with long outputs, and an answer.
+    const turns = Array.from({ length: 12 }, (_, i) => [
+      { role: 'user', content: `question ${i}: ${'why does the build fail '.repeat(6)}` },
+      { role: 'assistant', content: [{ type: 'toolCall', id: `a${i}`, name: 'bash', arguments: { command: `make step-${i}` } }] },
+      { role: 'toolResult', toolCallId: `a${i}`, content: [{ type: 'text', text: `output ${i}: ${'compiler line '.repeat(30)}` }] },
+      { role: 'assistant', content: [{ type: 'toolCall', id: `b${i}`, name: 'bash', arguments: { command: `cat log-${i}` } }] },
+      { role: 'toolResult', toolCallId: `b${i}`, content: [{ type: 'text', text: `log ${i}: ${'warning text '.repeat(25)}` }] },
+      { role: 'assistant', content: `answer ${i}` },
+    ]).flat() as IngestMessage[]
+    let conversationId = 0
+    let dropped = 0
+    for (let i = 0; i < turns.length; i += 6) {
+      conversationId = (await engine.ingest({ sessionId: 's' }, turns.slice(i, i + 6))).conversationId
+      // Leaf passes one at a time, assembling after each: no boundary may fall inside a pair.
+      while (await engine.leafPass(conversationId, 'offline', { tokenBudget: 2_000 })) {
+        const r = await engine.assemble(conversationId, { tokenBudget: 100_000 })
+        dropped += r.stats.orphanResultsDropped
+        expect(strictProviderProblem(r.messages)).toBeNull()
+      }
+    }
+    expect((await engine.summaries(conversationId)).length).toBeGreaterThan(3)
+    expect(dropped).toBe(0)
+    await engine.close()
+  })
+})
+
 describe('failures', () => {
   it('rejects bad options and unknown conversations with stable codes', async () => {
     const engine = await LcmEngine.open({ dbPath: join(tempDir(), 'lcm.db') })

@@ -254,6 +254,10 @@ pub struct TailWalk {
     /// A message no longer fitted the rule's count or tokens: older ones belong to the tail
     /// only as part of the newest turn.
     closed: bool,
+    /// The oldest protected message is a tool result: the messages before it, down to the
+    /// call, are protected with it (a call and its results never straddle the tail's edge, or
+    /// assembly would drop the results and the model would see neither).
+    after_result: bool,
     done: bool,
     /// Index (as the caller numbers items) of the oldest protected item found so far.
     pub start: Option<usize>,
@@ -267,6 +271,7 @@ impl TailWalk {
             tokens: 0,
             user_seen: false,
             closed: false,
+            after_result: false,
             done: rule.count <= 0,
             start: None,
         }
@@ -279,15 +284,20 @@ impl TailWalk {
             return false;
         }
         if !item.is_message() {
+            // A summary before a result: its call is summarised already; nothing to keep with it.
+            self.after_result = false;
             return true;
         }
-        let fits = !self.closed
-            && (self.counted == 0
-                || (self.counted < self.rule.count && self.tokens.saturating_add(item.tokens) <= self.rule.max_tokens));
+        let fits = self.after_result
+            || !self.closed
+                && (self.counted == 0
+                    || (self.counted < self.rule.count
+                        && self.tokens.saturating_add(item.tokens) <= self.rule.max_tokens));
         if fits {
             self.start = Some(index);
             self.counted += 1;
             self.tokens = self.tokens.saturating_add(item.tokens);
+            self.after_result = item.role.as_deref() == Some("tool");
         } else if self.user_seen {
             self.done = true;
             return false;
@@ -299,7 +309,7 @@ impl TailWalk {
             self.user_seen = true;
             self.start = Some(index);
         }
-        self.done = self.user_seen && (self.closed || self.counted >= self.rule.count);
+        self.done = !self.after_result && self.user_seen && (self.closed || self.counted >= self.rule.count);
         !self.done
     }
 }
@@ -591,7 +601,50 @@ impl LiveContext {
     /// larger message is taken alone).
     pub fn leaf_chunk(&self, config: &Config, tail: TailRule) -> Pick<Option<Chunk>> {
         // The gap may hold messages (it usually holds nothing else).
-        self.oldest_run(config, tail, Item::is_message, self.gap.is_some())
+        match self.oldest_run(config, tail, Item::is_message, self.gap.is_some())? {
+            Some(c) => self.keeping_tool_pairs(config, c, tail).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// A leaf chunk that does not end between a tool call and its results: summarised without
+    /// its call, a raw result is dropped at assembly and the model sees neither. The chunk takes
+    /// the results with it, unless that makes it more than twice `leafChunkTokens` while ending
+    /// before the call still leaves half a chunk.
+    fn keeping_tool_pairs(&self, config: &Config, chunk: Chunk, tail: TailRule) -> Pick<Chunk> {
+        // Whether the item after the first `i` is a result can depend on the unread gap.
+        if self.gap.as_ref().is_some_and(|g| chunk.start + chunk.len >= g.at) {
+            return Err(ReadMore);
+        }
+        let is_result = |i: usize| {
+            self.items
+                .get(i)
+                .is_some_and(|item| item.is_message() && item.role.as_deref() == Some("tool"))
+        };
+        if !is_result(chunk.start + chunk.len) {
+            return Ok(chunk);
+        }
+        let end = self.tail_start(tail);
+        let mut grown = chunk.clone();
+        while grown.start + grown.len < end && is_result(grown.start + grown.len) {
+            grown.tokens += self.items[grown.start + grown.len].tokens;
+            grown.len += 1;
+            if self.gap.as_ref().is_some_and(|g| grown.start + grown.len >= g.at) {
+                return Err(ReadMore);
+            }
+        }
+        let mut cut = chunk;
+        while cut.len > 0 && is_result(cut.start + cut.len) {
+            cut.len -= 1;
+            cut.tokens -= self.items[cut.start + cut.len].tokens;
+        }
+        // The shorter chunk only when the longer one is more than twice a chunk and the
+        // shorter one still half of one (a tiny chunk's summary is no shorter than its source).
+        if grown.tokens > config.leaf_chunk_tokens.saturating_mul(2) && cut.tokens >= config.leaf_chunk_tokens / 2 {
+            Ok(cut)
+        } else {
+            Ok(grown)
+        }
     }
 
     /// The oldest contiguous run of summaries at `depth` outside the tail, up to
@@ -822,12 +875,14 @@ mod tests {
         // A newest message larger than the bound is still protected, alone or with its turn.
         let c = ctx(vec![msg(0, "user", 1), msg(1, "assistant", 1), msg(2, "tool", 50)]);
         assert_eq!(c.tail_start(rule(10)), 0);
-        let c = ctx(vec![msg(0, "assistant", 1), msg(1, "tool", 50)]);
+        let c = ctx(vec![msg(0, "assistant", 1), msg(1, "assistant", 50)]);
         assert_eq!(
             c.tail_start(rule(10)),
             1,
             "no user message: only what fits, the newest always"
         );
+        let c = ctx(vec![msg(0, "assistant", 1), msg(1, "tool", 50)]);
+        assert_eq!(c.tail_start(rule(10)), 0, "a newest result keeps its call");
         // The default bound is a share of the budget; `freshTailMaxTokens` replaces it.
         let mut cfg = config(32, 100);
         assert_eq!(TailRule::of(&cfg, Some(1000)).max_tokens, 400);
@@ -933,6 +988,52 @@ mod tests {
         ]);
         let run = c.run_at_depth(&cfg, tail(&cfg), 0).unwrap().unwrap();
         assert_eq!((run.start, run.len), (0, 2));
+    }
+
+    #[test]
+    fn a_tool_call_and_its_results_stay_on_one_side_of_the_tail_and_of_a_leaf_chunk() {
+        // Seen with freshTailCount 4 and leafChunkTokens 200: the call summarised, its result
+        // left raw and dropped at assembly (orphanResultsDropped: 1).
+        let c = ctx(vec![
+            msg(0, "user", 10),
+            msg(1, "assistant", 10),
+            msg(2, "tool", 10),
+            msg(3, "tool", 10),
+            msg(4, "assistant", 10),
+            msg(5, "user", 10),
+            msg(6, "assistant", 10),
+        ]);
+        let rule = TailRule {
+            count: 4,
+            max_tokens: i64::MAX,
+        };
+        // Four messages would start the tail at the second result: the call comes along.
+        assert_eq!(c.tail_start(rule), 1);
+        // A chunk that would end after the call takes the results along, up to twice
+        // leafChunkTokens; beyond that it ends before the call, if half a chunk remains.
+        let cfg = config(2, 20);
+        assert_eq!(c.tail_start(tail(&cfg)), 5);
+        let chunk = c.leaf_chunk(&cfg, tail(&cfg)).unwrap().unwrap();
+        assert_eq!((chunk.start, chunk.len, chunk.tokens), (0, 4, 40));
+        let c = ctx(vec![
+            msg(0, "user", 10),
+            msg(1, "assistant", 10),
+            msg(2, "tool", 40),
+            msg(3, "user", 10),
+            msg(4, "assistant", 10),
+        ]);
+        let chunk = c.leaf_chunk(&cfg, tail(&cfg)).unwrap().unwrap();
+        assert_eq!((chunk.start, chunk.len, chunk.tokens), (0, 1, 10));
+        // A chunk that is the call alone takes its results with it.
+        let c = ctx(vec![
+            msg(0, "assistant", 30),
+            msg(1, "tool", 10),
+            msg(2, "tool", 10),
+            msg(3, "user", 10),
+            msg(4, "assistant", 10),
+        ]);
+        let chunk = c.leaf_chunk(&cfg, tail(&cfg)).unwrap().unwrap();
+        assert_eq!((chunk.start, chunk.len, chunk.tokens), (0, 3, 50));
     }
 
     #[test]

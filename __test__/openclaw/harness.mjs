@@ -456,15 +456,12 @@ export async function turn(run, { message, messageFile, sessionId, sessionKey, t
 }
 
 /**
- * `openclaw sessions compact <key> --json` through the running Gateway (the engine's
- * `compact()` with compactionTarget "threshold"). Returns the RPC payload when it parses.
- * @param {Run} run @param {string} key for example `agent:main:explicit:X` or `agent:main:main`
- * @param {{ timeoutMs?: number }} [opts]
+ * An `openclaw` command that talks to the running Gateway, with its JSON output parsed when
+ * it parses. @param {Run} run @param {string[]} args @param {number} timeoutMs
  */
-export async function compactSession(run, key, { timeoutMs = 180_000 } = {}) {
-  if (!run.gateway) throw new Error('compactSession: start the Gateway first')
+async function gatewayCli(run, args, timeoutMs) {
+  if (!run.gateway) throw new Error(`${args.slice(0, 2).join(' ')}: start the Gateway first`)
   const env = { OPENCLAW_GATEWAY_TOKEN: run.gateway.token, OPENCLAW_GATEWAY_PORT: String(run.gateway.port) }
-  const args = ['sessions', 'compact', key, '--json', '--timeout', String(timeoutMs)]
   const r = await openclaw(run, args, { env, timeoutMs: timeoutMs + 15_000 })
   /** @type {any} */
   let json
@@ -475,20 +472,21 @@ export async function compactSession(run, key, { timeoutMs = 180_000 } = {}) {
 }
 
 /**
+ * `openclaw sessions compact <key> --json` through the running Gateway (the engine's
+ * `compact()` with compactionTarget "threshold"). Returns the RPC payload when it parses.
+ * @param {Run} run @param {string} key for example `agent:main:explicit:X` or `agent:main:main`
+ * @param {{ timeoutMs?: number }} [opts]
+ */
+export function compactSession(run, key, { timeoutMs = 180_000 } = {}) {
+  return gatewayCli(run, ['sessions', 'compact', key, '--json', '--timeout', String(timeoutMs)], timeoutMs)
+}
+
+/**
  * `openclaw gateway call <method> --params <json> --json` through the running Gateway (for
  * example `sessions.reset` with `{ key, reason: "new" | "reset" }`, what `/new` and `/reset` do).
  * @param {Run} run @param {string} method @param {Record<string, unknown>} params
  * @param {{ timeoutMs?: number }} [opts]
  */
-export async function gatewayCall(run, method, params, { timeoutMs = 60_000 } = {}) {
-  if (!run.gateway) throw new Error('gatewayCall: start the Gateway first')
-  const env = { OPENCLAW_GATEWAY_TOKEN: run.gateway.token, OPENCLAW_GATEWAY_PORT: String(run.gateway.port) }
-  const args = ['gateway', 'call', method, '--params', JSON.stringify(params), '--json', '--timeout', String(timeoutMs)]
-  const r = await openclaw(run, args, { env, timeoutMs: timeoutMs + 15_000 })
-  /** @type {any} */
-  let json
-  try {
-    json = JSON.parse(r.stdout)
-  } catch {}
-  return { code: r.code, json, stdout: r.stdout, stderr: r.stderr, ms: r.ms }
+export function gatewayCall(run, method, params, { timeoutMs = 60_000 } = {}) {
+  return gatewayCli(run, ['gateway', 'call', method, '--params', JSON.stringify(params), '--json', '--timeout', String(timeoutMs)], timeoutMs)
 }

@@ -127,6 +127,15 @@ fn for_session_key(
     let Some(now) = create else { return Ok(None) };
     // A new conversation needs a session id; without one the key stands for it.
     let session_id = session_id.unwrap_or(key);
+    Ok(Some(Conversation {
+        conversation_id: insert(conn, flags, session_id, Some(key), now)?,
+        session_id: session_id.to_string(),
+    }))
+}
+
+/// A new, active conversation row for a session (its key recorded where the file has the
+/// column); returns its id.
+pub fn insert(conn: &Connection, flags: SchemaFlags, session_id: &str, key: Option<&str>, now: &str) -> Result<i64> {
     if flags.conversations_have_session_key {
         conn.prepare_cached(
             "INSERT INTO conversations (session_id, session_key, created_at, updated_at) VALUES (?1, ?2, ?3, ?3)",
@@ -136,10 +145,7 @@ fn for_session_key(
         conn.prepare_cached("INSERT INTO conversations (session_id, created_at, updated_at) VALUES (?1, ?2, ?2)")?
             .execute(params![session_id, now])?;
     }
-    Ok(Some(Conversation {
-        conversation_id: conn.last_insert_rowid(),
-        session_id: session_id.to_string(),
-    }))
+    Ok(conn.last_insert_rowid())
 }
 
 /// Resolves a target; a session without a conversation gets one (inside the caller's

@@ -162,19 +162,11 @@ fn archive_and_replace(conn: &Connection, flags: SchemaFlags, conversation_id: i
          WHERE conversation_id = ?1",
     )?
     .execute(params![conversation_id, now])?;
-    if flags.conversations_have_session_key {
-        conn.prepare_cached(
-            "INSERT INTO conversations (session_id, session_key, created_at, updated_at) VALUES (?1, ?2, ?3, ?3)",
-        )?
-        .execute(params![session_id, session_key, now])?;
-    } else {
-        conn.prepare_cached("INSERT INTO conversations (session_id, created_at, updated_at) VALUES (?1, ?2, ?2)")?
-            .execute(params![session_id, now])?;
-    }
+    let replacement = crate::store::conversations::insert(conn, flags, &session_id, session_key.as_deref(), now)?;
     Ok(SessionReset {
         action: "archived".into(),
         conversation_id: Some(conversation_id),
-        replacement_id: Some(conn.last_insert_rowid()),
+        replacement_id: Some(replacement),
         context_items_removed: 0,
     })
 }

@@ -166,6 +166,42 @@ describe('turns', () => {
   })
 })
 
+describe("OpenClaw's internal runs", () => {
+  it('the hidden fork of a memory flush is never stored, and gets the newest of its messages within the budget', async () => {
+    const host = fakeHost()
+    const engine = host.engine()
+    const flush = { sessionId: 'f', sessionKey: 'agent:main:internal-session-effects:0865cebf-33df-4f3a-86ba-8c06bbca8098-771d0645dcca8635' }
+    // The forked transcript: 30 turns, one of them with a tool call and its result.
+    const history = Array.from({ length: 30 }, (_, i) => turn(i, 60)).flat()
+    history.splice(40, 0,
+      { role: 'assistant', content: [{ type: 'toolCall', id: 't1', name: 'bash', arguments: { command: 'ls' } }], timestamp: Date.now() },
+      { role: 'toolResult', toolCallId: 't1', toolName: 'bash', content: [{ type: 'text', text: 'a b c' }], timestamp: Date.now() })
+    const r = await engine.assemble({ ...flush, messages: history, tokenBudget: 1500 })
+    expect(r.estimatedTokens).toBeLessThanOrEqual(1500)
+    expect(r.messages.length).toBeGreaterThan(2)
+    expect(r.messages.length).toBeLessThan(history.length)
+    expect(r.messages).toEqual(history.slice(history.length - r.messages.length))
+    expect((r.messages[0] as { role: string }).role).not.toBe('toolResult')
+    // Within a larger budget, all of it.
+    const all = await engine.assemble({ ...flush, messages: history, tokenBudget: 1_000_000 })
+    expect(all.messages).toEqual(history)
+    await engine.commitTurn({ ...flush, advancementKey: 'f1', messages: turn(99) })
+    expect(await engine.compact({ ...flush, tokenBudget: 1000, force: true, compactionTarget: 'budget' })).toMatchObject({ ok: true, compacted: false })
+    expect(await readDb(host, (e) => e.conversations())).toEqual([])
+  })
+
+  it('the newest messages within a budget never begin with a result whose call was left out', () => {
+    const { newestWithin } = require('../plugin/messages.cjs')
+    const size = () => 10
+    const m = [{ role: 'user' }, { role: 'assistant' }, { role: 'toolResult' }, { role: 'toolResult' }, { role: 'assistant' }]
+    expect(newestWithin(m, 30, size)).toEqual({ messages: m.slice(4), estimatedTokens: 10 })
+    expect(newestWithin(m, 40, size)).toEqual({ messages: m.slice(1), estimatedTokens: 40 })
+    // The newest message always, even over the budget.
+    expect(newestWithin(m, 5, size)).toEqual({ messages: m.slice(4), estimatedTokens: 10 })
+    expect(newestWithin([], 5, size)).toEqual({ messages: [], estimatedTokens: 0 })
+  })
+})
+
 describe('hosts that hand over messages with ingest, ingestBatch or afterTurn', () => {
   it('stores them, imports the history before the turn once, and skips heartbeats', async () => {
     const host = fakeHost()

@@ -7,7 +7,7 @@
 // messages, a spooled turn, a compaction that reports it did not fit).
 
 const { agentOf, databaseFor } = require('./config.cjs')
-const { isHeartbeatTurn, safeJson, toIngest, asPlainText } = require('./messages.cjs')
+const { isHeartbeatTurn, newestWithin, safeJson, toIngest, asPlainText } = require('./messages.cjs')
 const { turnRecord } = require('./turns.cjs')
 const { describeFailure, makeSummarizer } = require('./summarizer.cjs')
 const { appendFileSync, existsSync } = require('node:fs')
@@ -385,7 +385,12 @@ class LcmNativeContextEngine {
         if (r.inserted > 0) this.logger.info(`lcm-native: imported ${r.inserted} earlier message(s) of ${s.sessionKey ?? s.sessionId}`)
         conv = await engine.findConversation(/** @type {any} */ (target))
       }
-      if (!conv || conv.messageCount === 0) return passthrough('no lcm-native history for this session')
+      if (!conv || conv.messageCount === 0) {
+        // A stateless session lcm-native has nothing of (OpenClaw's internal runs): the host's
+        // messages, the newest that fit the budget.
+        if (policy === 'stateless') return newestWithin(hostMessages, tokenBudget, (m) => addon().estimateTokens(safeJson(m)))
+        return passthrough('no lcm-native history for this session')
+      }
       const out = await engine.assemble(conv.conversationId, { tokenBudget })
       if (out.messages.length === 0 && hostMessages.length > 0) return passthrough('nothing assembled')
       /** @type {{ messages: any[], estimatedTokens: number, systemPromptAddition?: string }} */

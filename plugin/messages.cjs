@@ -114,4 +114,28 @@ function isHeartbeatTurn(messages) {
   return ack && list.some((m) => text(m).toLowerCase().includes('heartbeat.md'))
 }
 
-module.exports = { asPlainText, isHeartbeatTurn, isRecord, safeJson, toIngest, RUNTIME_CONTEXT_TYPE }
+/**
+ * The newest of `messages` that fit `tokenBudget` (the newest one always), never starting
+ * with a tool result whose call was left out. Walks back only as far as it keeps.
+ * @param {any[]} messages @param {number} tokenBudget @param {(m: unknown) => number} estimate
+ */
+function newestWithin(messages, tokenBudget, estimate) {
+  let total = 0
+  let start = messages.length
+  /** @type {number[]} */
+  const sizes = []
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const t = estimate(messages[i])
+    if (start < messages.length && total + t > tokenBudget) break
+    total += t
+    sizes.unshift(t)
+    start = i
+  }
+  while (start < messages.length - 1 && messages[start]?.role === 'toolResult') {
+    total -= /** @type {number} */ (sizes.shift())
+    start++
+  }
+  return { messages: messages.slice(start), estimatedTokens: total }
+}
+
+module.exports = { asPlainText, isHeartbeatTurn, isRecord, newestWithin, safeJson, toIngest, RUNTIME_CONTEXT_TYPE }

@@ -29,6 +29,13 @@ function globToRegExp(glob) {
  *   stateless: assembled from what is stored, never written
  */
 
+/**
+ * OpenClaw's hidden sessions for internal runs (the memory flush before a compaction):
+ * a fork of a session's transcript that the host removes after the run. Storing one would
+ * copy the whole session into a new conversation each time, so they are stateless.
+ */
+const HOST_INTERNAL_SESSION = /^agent:[^:]+:internal-session-effects:/
+
 class SessionRules {
   /** @param {{ ignoreSessionPatterns: string[], statelessSessionPatterns: string[], skipStatelessSessions: boolean }} s */
   constructor(s) {
@@ -44,7 +51,7 @@ class SessionRules {
     const key = session.sessionKey || undefined
     const subject = key ?? session.sessionId ?? ''
     if (this.ignore.some((r) => r.test(subject))) return 'ignored'
-    if (key !== undefined && this.stateless.some((r) => r.test(key))) return 'stateless'
+    if (key !== undefined && (HOST_INTERNAL_SESSION.test(key) || this.stateless.some((r) => r.test(key)))) return 'stateless'
     return 'keep'
   }
 }

@@ -1267,10 +1267,11 @@ export declare class LcmEngine {
    * OpenClaw's `/new` or `/reset` for a session, as lossless-claw 1.x handles them:
    * `reason: 'new'` takes the raw messages and the summaries shallower than `retainDepth`
    * (default 2) out of the context, deleting nothing; `reason: 'reset'` archives the
-   * conversation and starts an empty one for the session. `action: 'none'` when the session
+   * conversation and starts an empty one for the session; `reason: 'deleted'` (the host
+   * deleted the session) archives it with none after it. `action: 'none'` when the session
    * has no conversation, or nothing to take out. E_INVALID_INPUT for another reason.
    */
-  resetSession(target: ConversationTarget, options: { reason: 'new' | 'reset'; retainDepth?: number }): Promise<SessionReset>
+  resetSession(target: ConversationTarget, options: { reason: 'new' | 'reset' | 'deleted'; retainDepth?: number }): Promise<SessionReset>
   /**
    * The context for the next turn within `tokenBudget`: the fresh tail always, older items
    * evicted oldest first, summaries presented as `<summary …>` XML (or one markdown

@@ -407,6 +407,12 @@ describe('compaction', () => {
     expect(fresh?.messageCount).toBe(2)
     // Other reasons, and sessions lcm-native does not keep, are left alone.
     expect(await host.fire('before_reset', { reason: 'compact' }, { sessionKey: s.sessionKey })).toEqual([undefined])
+    // session_end: a reset after /reset finds the empty conversation and leaves it; idle and
+    // restart change nothing; a deleted session is archived with none after it.
+    expect(await host.fire('session_end', { reason: 'idle', sessionKey: s.sessionKey }, {})).toEqual([undefined])
+    const [deleted] = (await host.fire('session_end', { reason: 'deleted', sessionId: s.sessionId, sessionKey: s.sessionKey }, {})) as any[]
+    expect(deleted).toMatchObject({ action: 'archived', conversationId: fresh?.conversationId, replacementId: null })
+    expect(await readDb(host, (e) => e.findConversation({ sessionKey: s.sessionKey }))).toBeNull()
   })
 
   it('manual compaction passes the operator instructions to the summarizer', async () => {

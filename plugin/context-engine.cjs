@@ -678,6 +678,29 @@ class LcmNativeContextEngine {
     }
   }
 
+  /**
+   * OpenClaw's `session_end` hook, as lossless-claw 1.x handles the reasons that change what a
+   * session maps to: `reset` (archived, an empty conversation after it, unless `/reset` made
+   * one already) and `deleted` (archived, none after it). A session that moves to a new id
+   * keeps its conversation through its key; the other reasons change nothing.
+   * @param {{ reason?: unknown, sessionId?: string, sessionKey?: string, nextSessionKey?: string }} p
+   */
+  async sessionEnd(p) {
+    const reason = typeof p?.reason === 'string' ? p.reason.trim() : ''
+    if (reason !== 'reset' && reason !== 'deleted') return undefined
+    const s = { sessionId: p?.sessionId, sessionKey: p?.sessionKey ?? p?.nextSessionKey }
+    if (this.policy(s) !== 'keep') return undefined
+    try {
+      const engine = await this.engineOf(s)
+      const r = await engine.resetSession(/** @type {any} */ (targetOf(s)), { reason })
+      if (r.action === 'archived') this.logger.info(`lcm-native: session ${reason}: archived conversation ${r.conversationId}`)
+      return r
+    } catch (err) {
+      this.report(`session_end (${reason})`, err)
+      return undefined
+    }
+  }
+
   /** Waits for this engine's background work (bounded), so nothing is cut off mid-pass. */
   async dispose() {
     if (this.mine.size === 0) return

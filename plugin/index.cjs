@@ -49,14 +49,15 @@ function register(api) {
   })
 
   if (settings && typeof api.on === 'function') {
-    // /new and /reset, as lossless-claw 1.x handles them (its before_reset hook).
+    // /new, /reset and deleted sessions, as lossless-claw 1.x handles them (its before_reset
+    // and session_end hooks).
     const s = settings
+    const lifecycle = () => new LcmNativeContextEngine({ settings: s, rules: new SessionRules(s), logger, llm: api.runtime?.llm })
     api.on('before_reset', (/** @type {any} */ event, /** @type {any} */ ctx) =>
-      new LcmNativeContextEngine({ settings: s, rules: new SessionRules(s), logger, llm: api.runtime?.llm }).beforeReset({
-        reason: event?.reason,
-        sessionId: ctx?.sessionId,
-        sessionKey: ctx?.sessionKey,
-      }),
+      lifecycle().beforeReset({ reason: event?.reason, sessionId: ctx?.sessionId, sessionKey: ctx?.sessionKey }),
+    )
+    api.on('session_end', (/** @type {any} */ event) =>
+      lifecycle().sessionEnd({ reason: event?.reason, sessionId: event?.sessionId, sessionKey: event?.sessionKey, nextSessionKey: event?.nextSessionKey }),
     )
   }
 

@@ -455,14 +455,15 @@ impl LcmEngine {
     /// OpenClaw's `/new` or `/reset` for a session, as lossless-claw 1.x handles them:
     /// `reason: 'new'` takes the raw messages and the summaries shallower than `retainDepth`
     /// (default 2) out of the context, deleting nothing; `reason: 'reset'` archives the
-    /// conversation and starts an empty one for the session. `action: 'none'` when the session
+    /// conversation and starts an empty one for the session; `reason: 'deleted'` (the host
+    /// deleted the session) archives it with none after it. `action: 'none'` when the session
     /// has no conversation, or nothing to take out. E_INVALID_INPUT for another reason.
     #[napi(ts_return_type = "Promise<SessionReset>")]
     pub fn reset_session<'env>(
         &self,
         env: &'env Env,
         #[napi(ts_arg_type = "ConversationTarget")] target: JsonArg,
-        #[napi(ts_arg_type = "{ reason: 'new' | 'reset'; retainDepth?: number }")] options: JsonArg,
+        #[napi(ts_arg_type = "{ reason: 'new' | 'reset' | 'deleted'; retainDepth?: number }")] options: JsonArg,
     ) -> napi::Result<PromiseRaw<'env, JsonText>> {
         use crate::store::lifecycle::{ResetReason, DEFAULT_RETAIN_DEPTH};
         let engine = self.inner.clone();
@@ -473,7 +474,8 @@ impl LcmEngine {
             let reason = match options.as_ref().and_then(|o| o.get("reason")).and_then(|r| r.as_str()) {
                 Some("new") => ResetReason::New { retain_depth },
                 Some("reset") => ResetReason::Reset,
-                _ => return Err(LcmError::invalid_input("`reason` must be 'new' or 'reset'")),
+                Some("deleted") => ResetReason::Deleted,
+                _ => return Err(LcmError::invalid_input("`reason` must be 'new', 'reset' or 'deleted'")),
             };
             to_json(&engine.reset_session(&target, reason).await?)
         })

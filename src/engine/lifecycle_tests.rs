@@ -178,4 +178,15 @@ fn reset_archives_the_conversation_and_the_session_goes_on_in_a_new_one() {
     };
     let none = rt.block_on(engine.reset_session(&other, ResetReason::Reset)).unwrap();
     assert_eq!((none.action.as_str(), none.conversation_id), ("none", None));
+    // A deleted session: archived, nothing after it; its key starts afresh at the next turn.
+    let deleted = rt.block_on(engine.reset_session(&key(), ResetReason::Deleted)).unwrap();
+    assert_eq!(
+        (deleted.action.as_str(), deleted.conversation_id, deleted.replacement_id),
+        ("archived", Some(fresh), None)
+    );
+    assert_eq!(
+        rows(&engine, &format!("SELECT count(*) FROM conversations WHERE conversation_id = {fresh} AND active = 0 AND archive_cause = 'session-deleted'")),
+        1
+    );
+    assert!(engine.find_conversation(&key()).unwrap().is_none());
 }

@@ -9,6 +9,7 @@
 //!   purpose.
 //! * `/reset` archives the conversation (`active = 0`, `archived_at`, `archive_cause`) and starts
 //!   an empty one for the same session; a conversation that is still empty is left as it is.
+//! * A deleted session (its `session_end`) archives the conversation; none replaces it.
 
 use rusqlite::{params, Connection, OptionalExtension};
 
@@ -26,6 +27,8 @@ pub enum ResetReason {
     New { retain_depth: i64 },
     /// `/reset`: a new, empty conversation for the session.
     Reset,
+    /// The host deleted the session: its conversation is archived, none replaces it.
+    Deleted,
 }
 
 /// What a reset did.
@@ -71,7 +74,8 @@ pub fn reset(
     let tx = conn.transaction()?;
     let out = match reason {
         ResetReason::New { retain_depth } => prune(&tx, conversation_id, retain_depth, now)?,
-        ResetReason::Reset => archive_and_replace(&tx, flags, conversation_id, now)?,
+        ResetReason::Reset => archive(&tx, flags, conversation_id, "manual-reset", true, now)?,
+        ResetReason::Deleted => archive(&tx, flags, conversation_id, "session-deleted", false, now)?,
     };
     tx.commit()?;
     Ok(out)
@@ -116,7 +120,16 @@ fn prune(conn: &Connection, conversation_id: i64, retain_depth: i64, now: &str) 
     })
 }
 
-fn archive_and_replace(conn: &Connection, flags: SchemaFlags, conversation_id: i64, now: &str) -> Result<SessionReset> {
+/// Archives the active conversation with `cause`; with `replace`, an empty one follows for the
+/// same session (unless the conversation is still empty: nothing to do then).
+fn archive(
+    conn: &Connection,
+    flags: SchemaFlags,
+    conversation_id: i64,
+    cause: &str,
+    replace: bool,
+    now: &str,
+) -> Result<SessionReset> {
     let key_col = if flags.conversations_have_session_key {
         "session_key"
     } else {
@@ -152,21 +165,31 @@ fn archive_and_replace(conn: &Connection, flags: SchemaFlags, conversation_id: i
     else {
         return Ok(SessionReset::none(Some(conversation_id)));
     };
-    if empty {
+    if empty && replace {
         // Already what a reset would make.
         return Ok(SessionReset::none(Some(conversation_id)));
     }
     conn.prepare_cached(
         "UPDATE conversations SET active = 0, archived_at = COALESCE(archived_at, ?2),
-           archive_cause = COALESCE(archive_cause, 'manual-reset'), updated_at = ?2
+           archive_cause = COALESCE(archive_cause, ?3), updated_at = ?2
          WHERE conversation_id = ?1",
     )?
-    .execute(params![conversation_id, now])?;
-    let replacement = crate::store::conversations::insert(conn, flags, &session_id, session_key.as_deref(), now)?;
+    .execute(params![conversation_id, now, cause])?;
+    let replacement = if replace {
+        Some(crate::store::conversations::insert(
+            conn,
+            flags,
+            &session_id,
+            session_key.as_deref(),
+            now,
+        )?)
+    } else {
+        None
+    };
     Ok(SessionReset {
         action: "archived".into(),
         conversation_id: Some(conversation_id),
-        replacement_id: Some(replacement),
+        replacement_id: replacement,
         context_items_removed: 0,
     })
 }

@@ -723,6 +723,39 @@ describe('the database', () => {
     expect(conv!.sessionId).toBe(s.sessionId)
   })
 
+  it('a drain stops at the first turn it cannot store: spooled turns are stored in their order, and new turns wait behind them', async () => {
+    const { drainSpool, spool, spoolPath, spoolPending } = require('../plugin/shared.cjs')
+    const host = fakeHost()
+    const entry = (i: number) => ({ target: { sessionKey: 'agent:main:explicit:order' }, messages: [{ role: 'user', content: `t${i}` }], advancementKey: `a${i}` })
+    for (let i = 0; i < 6; i++) spool(host.dbPath, entry(i))
+    const stored: string[] = []
+    let failures = 1
+    const flaky = {
+      async ingest(_t: unknown, m: { content: string }[]) {
+        if (m[0].content === 't2' && failures-- > 0) throw Object.assign(new Error('database is locked'), { code: 'E_BUSY' })
+        stored.push(m[0].content)
+        return { inserted: 1 }
+      },
+    }
+    // Seen before: t2 went back to the spool while t3…t5 were stored, so it landed after them.
+    expect(await drainSpool(host.dbPath, flaky)).toBe(2)
+    expect(stored).toEqual(['t0', 't1'])
+    expect(spoolPending(host.dbPath)).toBe(true)
+    spool(host.dbPath, entry(6)) // spooled meanwhile
+    expect(await drainSpool(host.dbPath, flaky)).toBe(5)
+    expect(stored).toEqual(['t0', 't1', 't2', 't3', 't4', 't5', 't6'])
+    expect(spoolPending(host.dbPath)).toBe(false)
+    expect(existsSync(spoolPath(host.dbPath))).toBe(false)
+
+    // Through the plugin: while a spooled turn cannot be stored, a new turn is kept after it.
+    const s = session('order')
+    const stale = `${host.dbPath}.lcm-native-pending.jsonl.1700000000000-1-1.draining`
+    writeFileSync(stale, `${JSON.stringify({ target: { sessionKey: s.sessionKey }, messages: turn(1), advancementKey: 'first' })}\n`)
+    await host.engine().commitTurn({ ...s, advancementKey: 'second', messages: turn(2) })
+    const texts = await readDb(host, async (e) => (await e.messages((await e.findConversation({ sessionKey: s.sessionKey }))!.conversationId)).map((m) => JSON.stringify(m.content)))
+    expect(texts.map((t) => /question \d|answer \d/.exec(t)?.[0])).toEqual(['question 1', 'answer 1', 'question 2', 'answer 2'])
+  })
+
   it('databaseScope "agent" gives each agent its own file', async () => {
     const host = fakeHost({ databaseScope: 'agent' })
     await host.engine().commitTurn({ sessionId: 'x', sessionKey: 'agent:ops:main', advancementKey: 'o1', messages: turn(1) })

@@ -10,9 +10,9 @@ const { agentOf, databaseFor } = require('./config.cjs')
 const { isHeartbeatTurn, newestWithin, safeJson, toIngest, asPlainText } = require('./messages.cjs')
 const { turnRecord } = require('./turns.cjs')
 const { describeFailure, makeSummarizer } = require('./summarizer.cjs')
-const { appendFileSync, existsSync } = require('node:fs')
+const { appendFileSync } = require('node:fs')
 
-const { addon, drainSpool, engineFor, logOnce, settleInflight, shared, spool, spoolPath, track } = require('./shared.cjs')
+const { addon, drainSpool, engineFor, logOnce, settleInflight, shared, spool, spoolPending, track } = require('./shared.cjs')
 
 const VERSION = require('../package.json').version
 
@@ -185,7 +185,7 @@ class LcmNativeContextEngine {
     // interrupted leaves its taken file behind).
     const state = shared()
     state.drained ??= new Set()
-    if (!state.drained.has(path) || existsSync(spoolPath(path))) {
+    if (!state.drained.has(path) || spoolPending(path)) {
       state.drained.add(path)
       const stored = await drainSpool(path, engine).catch((e) => this.report('storing spooled turns', e))
       if (stored) this.logger.info(`lcm-native: stored ${stored} spooled turn(s)`)
@@ -273,6 +273,8 @@ class LcmNativeContextEngine {
         // Opened inside the loop: a database that cannot be opened now (busy, damaged,
         // unreadable) spools the turn like a failed write.
         engine = await this.engineOf(s)
+        // Older turns the drain could not store yet: this one waits behind them.
+        if (spoolPending(this.dbPathOf(s))) break
         const r = await engine.ingest(/** @type {any} */ (target), /** @type {any} */ (batch), options)
         if (r.replacedSurrogates > 0) this.logger.warn(`lcm-native: stored ${r.replacedSurrogates} broken UTF-16 character(s) as U+FFFD`)
         return { inserted: r.inserted, duplicate: r.duplicate, spooled: false }
@@ -293,7 +295,8 @@ class LcmNativeContextEngine {
         await new Promise((r) => setTimeout(r, 200 * attempt))
       }
     }
-    this.report('storing a turn (kept in the spool file; stored on the next call)', last)
+    if (last !== undefined) this.report('storing a turn (kept in the spool file; stored on the next call)', last)
+    else this.logger.warn('lcm-native: earlier turns are still spooled; this one is kept after them (stored on the next call)')
     spool(this.dbPathOf(s), { target, messages: batch, ...(advancementKey ? { advancementKey } : {}), ...(advancementKey && turn ? { turn } : {}) })
     return { inserted: 0, duplicate: false, spooled: true }
   }

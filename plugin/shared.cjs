@@ -5,7 +5,7 @@
 // must exist once lives on globalThis: the loaded addon, one open engine per database file,
 // work in flight, and notes of what was already logged.
 
-const { appendFileSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync } = require('node:fs')
+const { appendFileSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } = require('node:fs')
 const { basename, dirname, join } = require('node:path')
 
 const { asPlainText } = require('./messages.cjs')
@@ -169,25 +169,56 @@ function spool(dbPath, turn) {
 }
 
 /**
- * Stores spooled turns; the ones that still fail stay spooled. Returns how many were stored.
+ * Whether turns are still spooled for a database (its spool file, or files a drain took and
+ * did not finish): a new turn then goes after them, not into the database before them.
+ * @param {string} dbPath
+ */
+function spoolPending(dbPath) {
+  const file = spoolPath(dbPath)
+  if (existsSync(file)) return true
+  try {
+    return readdirSync(dirname(file)).some((n) => n.startsWith(`${basename(file)}.`) && n.endsWith('.draining'))
+  } catch {
+    return false
+  }
+}
+
+/**
+ * The order in which taken spool files were taken: the time stamp in their name (files of
+ * earlier versions, named `<pid>.<n>`, count as the oldest).
+ * @param {string} path
+ */
+function takenAt(path) {
+  const m = /\.(\d{13})-\d+-\d+\.draining$/.exec(path)
+  return m ? Number(m[1]) : 0
+}
+
+/**
+ * Stores spooled turns in the order they were spooled. At the first turn that cannot be
+ * stored the drain stops: that turn and the ones after it stay where they are, in order, for
+ * the next drain (a later turn is never stored before an earlier one). Returns how many were
+ * stored.
  * @param {string} dbPath @param {LcmEngine} engine
  */
 async function drainSpool(dbPath, engine) {
   const file = spoolPath(dbPath)
-  // Files taken by a drain that did not finish (a crash, a kill) are drained again: their
-  // turns carry advancement keys, so a turn stored before the crash is not stored twice.
+  // Files taken by a drain that did not finish (a crash, a kill, a turn that failed) are
+  // drained again, oldest first: their turns carry advancement keys, so a turn stored before
+  // the crash is not stored twice.
   const dir = dirname(file)
   const stale = readdirSync(dir)
     .filter((n) => n.startsWith(`${basename(file)}.`) && n.endsWith('.draining'))
     .map((n) => join(dir, n))
+    .sort((x, y) => takenAt(x) - takenAt(y) || (x < y ? -1 : 1))
   if (!existsSync(file) && stale.length === 0) return 0
   const s = shared()
   s.drains = (s.drains ?? 0) + 1
   /** @type {string[]} */
-  const taken = []
+  const taken = [...stale]
   if (existsSync(file)) {
-    // Take the file first (a name of this drain's own): turns spooled meanwhile go to a new one.
-    const mine = `${file}.${process.pid}.${s.drains}.draining`
+    // Take the file (a name of this drain's own, after every older one): turns spooled
+    // meanwhile go to a new one.
+    const mine = `${file}.${Date.now()}-${process.pid}-${s.drains}.draining`
     try {
       renameSync(file, mine)
       taken.push(mine)
@@ -195,7 +226,6 @@ async function drainSpool(dbPath, engine) {
       // Another process took it first.
     }
   }
-  taken.push(...stale.filter((f) => !taken.includes(f)))
   let stored = 0
   for (const path of taken) {
     /** @type {SpooledTurn[]} */
@@ -214,22 +244,26 @@ async function drainSpool(dbPath, engine) {
         // A torn last line (a crash while appending) holds no complete turn.
       }
     }
-    for (const t of turns) {
+    for (const [i, t] of turns.entries()) {
       const options = t.advancementKey ? { advancementKey: t.advancementKey, ...(t.turn ? { turn: t.turn } : {}) } : undefined
       // By key alone: the session id it was spooled with may be an old one by now.
-      if (t.target?.sessionKey) t.target = { sessionKey: t.target.sessionKey }
+      const target = t.target?.sessionKey ? { sessionKey: t.target.sessionKey } : t.target
       try {
-        await engine.ingest(/** @type {any} */ (t.target), /** @type {any} */ (t.messages), options)
+        await engine.ingest(/** @type {any} */ (target), /** @type {any} */ (t.messages), options)
         stored++
       } catch (err) {
         const code = /** @type {{ code?: string }} */ (err)?.code
         try {
           // A batch the engine refuses as input is stored as text rather than kept forever.
           if (code !== 'E_INVALID_INPUT') throw err
-          await engine.ingest(/** @type {any} */ (t.target), /** @type {any} */ (asPlainText(/** @type {any} */ (t.messages))), options)
+          await engine.ingest(/** @type {any} */ (target), /** @type {any} */ (asPlainText(/** @type {any} */ (t.messages))), options)
           stored++
         } catch {
-          spool(dbPath, t)
+          // This turn and the rest stay in this file, which keeps its place in the order.
+          const rest = turns.slice(i).map((r) => `${JSON.stringify(r)}\n`).join('')
+          writeFileSync(`${path}.tmp`, rest, { mode: 0o600 })
+          renameSync(`${path}.tmp`, path)
+          return stored
         }
       }
     }
@@ -238,4 +272,4 @@ async function drainSpool(dbPath, engine) {
   return stored
 }
 
-module.exports = { addon, closeAll, closeAllNow, drainSpool, engineFor, logOnce, settleInflight, shared, spool, spoolPath, track }
+module.exports = { addon, closeAll, closeAllNow, drainSpool, engineFor, logOnce, settleInflight, shared, spool, spoolPath, spoolPending, track }

@@ -818,4 +818,29 @@ describe('the database', () => {
     const stored = await readDb(host, async (e) => e.messages((await e.findConversation({ sessionKey: s.sessionKey }))!.conversationId))
     expect(stored).toHaveLength(6)
   })
+
+  it('a turn spooled without a host key (ingestBatch) gets one, so a drain replayed after a kill stores it once', async () => {
+    const { drainSpool, spoolPath } = require('../plugin/shared.cjs')
+    const host = fakeHost({ busyTimeoutMs: 100 })
+    const s = session('keyless')
+    await host.engine().ingestBatch({ ...s, messages: turn(1) })
+    const holder = spawn('python3', ['-c', 'import sqlite3,sys,time; c=sqlite3.connect(sys.argv[1], isolation_level=None); c.execute("BEGIN IMMEDIATE"); print("locked", flush=True); time.sleep(2.5)', host.dbPath])
+    await new Promise<void>((resolve) => holder.stdout.once('data', () => resolve()))
+    expect(await host.engine().ingestBatch({ ...s, messages: turn(2) })).toEqual({ ingestedCount: 2 })
+    await new Promise((r) => holder.once('exit', r))
+    const line = JSON.parse(readFileSync(spoolPath(host.dbPath), 'utf8').trim())
+    expect(line.advancementKey).toMatch(/^lcm-native-spool:[0-9a-f-]{36}$/)
+    // A copy of the spool, as a drain killed before it removed its file would leave it.
+    const copy = readFileSync(spoolPath(host.dbPath))
+    const engine = await LcmEngine.open({ dbPath: host.dbPath })
+    try {
+      expect(await drainSpool(host.dbPath, engine)).toBe(1)
+      writeFileSync(spoolPath(host.dbPath), copy)
+      expect(await drainSpool(host.dbPath, engine)).toBe(1)
+      const conv = await engine.findConversation({ sessionKey: s.sessionKey })
+      expect((await engine.messages(conv!.conversationId)).length).toBe(4)
+    } finally {
+      await engine.close()
+    }
+  })
 })

@@ -10,6 +10,7 @@ const { agentOf, databaseFor } = require('./config.cjs')
 const { isHeartbeatTurn, newestWithin, safeJson, toIngest, asPlainText } = require('./messages.cjs')
 const { turnRecord } = require('./turns.cjs')
 const { describeFailure, makeSummarizer } = require('./summarizer.cjs')
+const { randomUUID } = require('node:crypto')
 const { appendFileSync } = require('node:fs')
 
 const { addon, drainSpool, engineFor, logOnce, settleInflight, shared, spool, spoolPending, track } = require('./shared.cjs')
@@ -297,7 +298,10 @@ class LcmNativeContextEngine {
     }
     if (last !== undefined) this.report('storing a turn (kept in the spool file; stored on the next call)', last)
     else this.logger.warn('lcm-native: earlier turns are still spooled; this one is kept after them (stored on the next call)')
-    spool(this.dbPathOf(s), { target, messages: batch, ...(advancementKey ? { advancementKey } : {}), ...(advancementKey && turn ? { turn } : {}) })
+    // A turn without the host's key (ingest, ingestBatch, afterTurn) gets one of its own here,
+    // kept in the spool: a drain replayed after a kill, or by a second process, stores it once.
+    const key = advancementKey ?? `lcm-native-spool:${randomUUID()}`
+    spool(this.dbPathOf(s), { target, messages: batch, advancementKey: key, ...(advancementKey && turn ? { turn } : {}) })
     return { inserted: 0, duplicate: false, spooled: true }
   }
 

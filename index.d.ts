@@ -1348,6 +1348,14 @@ export declare function listPrompts(options?: { promptDir?: string }): Promise<P
 export declare function migrate(dbPath: string, options?: { busyTimeoutMs?: number }): Promise<MigrationReport>
 
 /**
+ * `messages` (host messages) with the `redactPatterns` value's patterns applied as ingest
+ * applies them (times, ids and structure kept), and how many matches were replaced: what the
+ * engine would store, for a copy kept outside the database (the OpenClaw plugin's spool).
+ * E_INVALID_CONFIG for a value `redactPatterns` does not take.
+ */
+export declare function redactMessages(messages: unknown[], redactPatterns: boolean | string[]): { messages: unknown[]; replaced: number }
+
+/**
  * Renders prompt template `name` (`leaf`, `condensed-d1`, `condensed-d2`, `condensed-d3`)
  * with `vars`, resolving it as the engine does (`promptDir`, then
  * `~/.config/lcm-tui/prompts`, then the built-in default).

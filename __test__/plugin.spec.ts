@@ -819,6 +819,26 @@ describe('the database', () => {
     expect(stored).toHaveLength(6)
   })
 
+  it('with redactPatterns, a turn spooled while the database is busy is redacted in the spool file too', async () => {
+    const { spoolPath } = require('../plugin/shared.cjs')
+    const host = fakeHost({ busyTimeoutMs: 100, redactPatterns: ['CUST-[0-9]{8}'] })
+    const s = session('spool-secret')
+    await host.engine().commitTurn({ ...s, advancementKey: 'first', messages: turn(1) })
+    const holder = spawn('python3', ['-c', 'import sqlite3,sys,time; c=sqlite3.connect(sys.argv[1], isolation_level=None); c.execute("BEGIN IMMEDIATE"); print("locked", flush=True); time.sleep(2.5)', host.dbPath])
+    await new Promise<void>((resolve) => holder.stdout.once('data', () => resolve()))
+    const secret = [{ role: 'user', content: 'refund CUST-40417733 today', timestamp: Date.now() }, turn(2)[1]]
+    expect(await host.engine().commitTurn({ ...s, advancementKey: 'secret', messages: secret })).toEqual({ status: 'committed' })
+    const spooled = readFileSync(spoolPath(host.dbPath), 'utf8')
+    expect(spooled).toContain('refund [REDACTED] today')
+    expect(spooled).not.toContain('CUST-40417733')
+    await new Promise((r) => holder.once('exit', r))
+    await host.engine().commitTurn({ ...s, advancementKey: 'after', messages: turn(3) })
+    const texts = await readDb(host, async (e) => (await e.messages((await e.findConversation({ sessionKey: s.sessionKey }))!.conversationId)).map((m) => JSON.stringify(m.content)))
+    expect(texts).toHaveLength(6)
+    expect(texts.join(' ')).toContain('refund [REDACTED] today')
+    expect(texts.join(' ')).not.toContain('CUST-40417733')
+  })
+
   it('a turn spooled without a host key (ingestBatch) gets one, so a drain replayed after a kill stores it once', async () => {
     const { drainSpool, spoolPath } = require('../plugin/shared.cjs')
     const host = fakeHost({ busyTimeoutMs: 100 })

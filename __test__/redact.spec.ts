@@ -6,7 +6,7 @@ import { join } from 'node:path'
 
 import { describe, expect, it } from 'vitest'
 
-import { LcmEngine } from '../index.js'
+import { LcmEngine, redactMessages } from '../index.js'
 import { ROOT, THEME, hostMessages, rejection, tempDir } from './helpers'
 
 const SECRET = 'sk-live-Jq4Rm8Tz2Wx6Yp0Lc5'
@@ -139,5 +139,38 @@ describe('redact', () => {
     const bad = await rejection(LcmEngine.open({ dbPath, redactPatterns: ['(oops'] }))
     expect(bad.code).toBe('E_INVALID_CONFIG')
     expect(bad.message).toContain('redactPatterns')
+  })
+})
+
+describe('redactMessages', () => {
+  it('applies redactPatterns to host messages as ingest does, keeping times, ids and structure', async () => {
+    const messages = [
+      { role: 'user', content: 'refund CUST-40417733 and CUST-40417734', timestamp: 1764000000000 },
+      { role: 'assistant', content: [{ type: 'toolCall', id: 'CUST-00000001', name: 'bash', arguments: { command: 'echo CUST-12345678' } }], timestamp: 1764000000001 },
+    ]
+    const r = redactMessages(messages, ['CUST-[0-9]{8}'])
+    expect(r.replaced).toBe(3)
+    expect(r.messages).toEqual([
+      { role: 'user', content: 'refund [REDACTED] and [REDACTED]', timestamp: 1764000000000 },
+      { role: 'assistant', content: [{ type: 'toolCall', id: 'CUST-00000001', name: 'bash', arguments: { command: 'echo [REDACTED]' } }], timestamp: 1764000000001 },
+    ])
+    // What ingest stores with the same option is the same text.
+    const engine = await LcmEngine.open({ dbPath: join(tempDir(), 'lcm.db'), redactPatterns: ['CUST-[0-9]{8}'] })
+    const { conversationId } = await engine.ingest({ sessionId: 's' }, messages as never)
+    expect((await engine.messages(conversationId))[0].content).toBe('refund [REDACTED] and [REDACTED]')
+    await engine.close()
+    expect(redactMessages(messages, false)).toEqual({ messages, replaced: 0 })
+    const builtin = redactMessages([{ role: 'user', content: 'key sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGH' }], true)
+    expect(builtin.replaced).toBe(1)
+    expect(JSON.stringify(builtin.messages)).not.toContain('sk-ant-api03')
+    for (const bad of ['CUST', 5, ['(']]) {
+      let code = ''
+      try {
+        redactMessages(messages, bad as never)
+      } catch (e) {
+        code = (e as { code?: string }).code ?? ''
+      }
+      expect(code).toBe('E_INVALID_CONFIG')
+    }
   })
 })

@@ -301,8 +301,25 @@ class LcmNativeContextEngine {
     // A turn without the host's key (ingest, ingestBatch, afterTurn) gets one of its own here,
     // kept in the spool: a drain replayed after a kill, or by a second process, stores it once.
     const key = advancementKey ?? `lcm-native-spool:${randomUUID()}`
-    spool(this.dbPathOf(s), { target, messages: batch, advancementKey: key, ...(advancementKey && turn ? { turn } : {}) })
+    spool(this.dbPathOf(s), { target, messages: this.redactedForSpool(batch), advancementKey: key, ...(advancementKey && turn ? { turn } : {}) })
     return { inserted: 0, duplicate: false, spooled: true }
+  }
+
+  /**
+   * A batch as the engine would store it under `redactPatterns`, for the spool file: a secret
+   * the database would never hold is not written there in clear either. Without patterns, or
+   * when the patterns cannot be applied (then the database could not open either), the batch.
+   * @param {unknown[]} batch
+   */
+  redactedForSpool(batch) {
+    const patterns = this.settings.engineOptions().redactPatterns
+    if (patterns === undefined || patterns === false) return batch
+    try {
+      return /** @type {unknown[]} */ (addon().redactMessages(batch, /** @type {any} */ (patterns)).messages)
+    } catch (err) {
+      this.report('redacting a spooled turn', err)
+      return batch
+    }
   }
 
   /**

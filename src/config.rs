@@ -440,8 +440,20 @@ fn pattern_entries(value: &Value) -> Option<Vec<String>> {
 
 /// The redactor of a validated `redactPatterns` value.
 fn ingest_redactor(value: &Value) -> Option<crate::redact::text::Redactor> {
-    let entries = pattern_entries(value).expect("validated patterns");
-    crate::redact::secrets::ingest_redactor(&entries).expect("validated patterns")
+    redactor_of(value).expect("validated patterns")
+}
+
+/// The redactor of a `redactPatterns` value (`None` when it redacts nothing); E_INVALID_CONFIG
+/// for a value that is not one.
+pub fn redactor_of(value: &Value) -> crate::error::Result<Option<crate::redact::text::Redactor>> {
+    let entries = pattern_entries(value).ok_or_else(|| {
+        crate::error::LcmError::invalid_config(
+            "redactPatterns",
+            format!("expected true, false or an array of strings, got {}", describe(value)),
+        )
+    })?;
+    crate::redact::secrets::ingest_redactor(&entries)
+        .map_err(|why| crate::error::LcmError::invalid_config("redactPatterns", why))
 }
 
 fn describe(v: &Value) -> String {

@@ -39,6 +39,31 @@ pub fn config_from_env(env: Env) -> napi::Result<Value> {
         .map_err(|e| js_error(&env, e))
 }
 
+/// `messages` (host messages) with the `redactPatterns` value's patterns applied as ingest
+/// applies them (times, ids and structure kept), and how many matches were replaced: what the
+/// engine would store, for a copy kept outside the database (the OpenClaw plugin's spool).
+/// E_INVALID_CONFIG for a value `redactPatterns` does not take.
+#[napi(ts_return_type = "{ messages: unknown[]; replaced: number }")]
+pub fn redact_messages(
+    env: Env,
+    #[napi(ts_arg_type = "unknown[]")] messages: JsonArg,
+    #[napi(ts_arg_type = "boolean | string[]")] redact_patterns: JsonArg,
+) -> napi::Result<Value> {
+    let run = || -> error::Result<Value> {
+        let mut messages = required(messages, "messages")?;
+        let patterns = required(redact_patterns, "redactPatterns")?;
+        let Value::Array(list) = &mut messages else {
+            return Err(LcmError::invalid_input("`messages` must be an array"));
+        };
+        let replaced = match config::redactor_of(&patterns)? {
+            Some(redactor) => list.iter_mut().map(|m| redactor.message(m)).sum(),
+            None => 0,
+        };
+        Ok(serde_json::json!({ "messages": messages, "replaced": replaced }))
+    };
+    run().map_err(|e| js_error(&env, e))
+}
+
 /// The token estimate lcm-native stores and budgets with (CJK 1.5, astral 2, other 0.25 per
 /// code point, rounded up).
 #[napi]

@@ -774,6 +774,10 @@ describe('the database', () => {
     expect((await engine.assemble({ ...s, messages: one })).messages).toBe(one)
     expect(host.logs.filter((l) => l.level === 'error' && l.message.includes('E_SCHEMA')).length).toBe(1)
     expect(existsSync(`${host.dbPath}.lcm-native-pending.jsonl`)).toBe(true)
+    // /new on the damaged file: reported, not thrown at the host's command; the file untouched.
+    const damaged = readFileSync(host.dbPath)
+    expect(await host.fire('before_reset', { reason: 'new' }, { sessionId: s.sessionId, sessionKey: s.sessionKey })).toEqual([undefined])
+    expect(readFileSync(host.dbPath).equals(damaged)).toBe(true)
     // Repaired (here: replaced); the next call stores the spooled turn, once.
     writeFileSync(host.dbPath, '')
     expect(await host.engine().commitTurn({ ...s, advancementKey: 'd2', messages: turn(2) })).toEqual({ status: 'committed' })

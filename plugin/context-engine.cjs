@@ -688,18 +688,7 @@ class LcmNativeContextEngine {
   async beforeReset(p) {
     const reason = typeof p?.reason === 'string' ? p.reason.trim() : ''
     if (reason !== 'new' && reason !== 'reset') return undefined
-    const s = sessionOf(p)
-    if (this.policy(s) !== 'keep') return undefined
-    try {
-      const engine = await this.engineOf(s)
-      const r = await engine.resetSession(/** @type {any} */ (targetOf(s)), { reason, retainDepth: this.settings.newSessionRetainDepth })
-      if (r.action === 'pruned') this.logger.info(`lcm-native: /new took ${r.contextItemsRemoved} item(s) of conversation ${r.conversationId} out of the context`)
-      if (r.action === 'archived') this.logger.info(`lcm-native: /reset archived conversation ${r.conversationId}; the session continues in ${r.replacementId}`)
-      return r
-    } catch (err) {
-      this.report(`/${reason}`, err)
-      return undefined
-    }
+    return this.resetNow(sessionOf(p), reason, `/${reason}`)
   }
 
   /**
@@ -712,15 +701,27 @@ class LcmNativeContextEngine {
   async sessionEnd(p) {
     const reason = typeof p?.reason === 'string' ? p.reason.trim() : ''
     if (reason !== 'reset' && reason !== 'deleted') return undefined
-    const s = { sessionId: p?.sessionId, sessionKey: p?.sessionKey ?? p?.nextSessionKey }
+    return this.resetNow({ sessionId: p?.sessionId, sessionKey: p?.sessionKey ?? p?.nextSessionKey }, reason, `session_end (${reason})`)
+  }
+
+  /**
+   * `resetSession` for a session lcm-native keeps, logged; a failure is reported, not thrown
+   * (a host hook must not fail the host's command).
+   * @param {SessionRef} s @param {'new' | 'reset' | 'deleted'} reason @param {string} what
+   */
+  async resetNow(s, reason, what) {
     if (this.policy(s) !== 'keep') return undefined
     try {
       const engine = await this.engineOf(s)
-      const r = await engine.resetSession(/** @type {any} */ (targetOf(s)), { reason })
-      if (r.action === 'archived') this.logger.info(`lcm-native: session ${reason}: archived conversation ${r.conversationId}`)
+      const r = await engine.resetSession(/** @type {any} */ (targetOf(s)), { reason, retainDepth: this.settings.newSessionRetainDepth })
+      if (r.action === 'pruned') this.logger.info(`lcm-native: ${what} took ${r.contextItemsRemoved} item(s) of conversation ${r.conversationId} out of the context`)
+      if (r.action === 'archived') {
+        const next = r.replacementId === null || r.replacementId === undefined ? '' : `; the session continues in ${r.replacementId}`
+        this.logger.info(`lcm-native: ${what} archived conversation ${r.conversationId}${next}`)
+      }
       return r
     } catch (err) {
-      this.report(`session_end (${reason})`, err)
+      this.report(what, err)
       return undefined
     }
   }

@@ -827,14 +827,23 @@ export interface GrepHit {
   coveredBy: string | null
 }
 
+/** Why a search returned before it had looked everywhere. */
+export interface GrepPartial {
+  /** `E_TIMEOUT`: the search reached its deadline. */
+  code: 'E_TIMEOUT'
+  message: string
+}
+
 /** What `grep` found. */
 export interface GrepResult {
   hits: GrepHit[]
   /**
-   * More matches exist than were returned (`limit`), or a regex search stopped at its bound
-   * (200,000 rows per scope, 3 s).
+   * More matches exist than were returned (`limit`), or a search stopped at a bound (its
+   * deadline, or 200,000 rows per scope for a regex).
    */
   truncated: boolean
+  /** Set when the search stopped at its deadline (3 s): `hits` are what it found by then. */
+  partial?: GrepPartial
   /** How each scope was searched. */
   searchedBy: SearchedBy
   /** Rows a regex search read. */

@@ -154,13 +154,14 @@ function recallTools(settings, ctx, llm) {
         ...(until ? { until } : {}),
         limit: Math.min(50, Math.max(1, Number(p.limit) || 20)),
       })
-      const lines = [`${found.hits.length} hit(s) for ${JSON.stringify(query)}${found.truncated ? ' (more exist)' : ''}:`]
+      const more = found.partial ? ` (partial, ${found.partial.code}: ${found.partial.message})` : found.truncated ? ' (more exist)' : ''
+      const lines = [`${found.hits.length} hit(s) for ${JSON.stringify(query)}${more}:`]
       for (const h of found.hits) {
         const where = h.type === 'summary' ? `${h.summaryId} d${h.depth}` : `message ${h.messageId} ${h.role}`
         const cover = h.live ? 'live' : h.coveredBy ? `covered by ${h.coveredBy}` : 'not live'
         lines.push(`- [${where}, ${h.time}, ${cover}${all ? `, conversation ${h.conversationId}` : ''}] ${oneLine(h.snippet)}`)
       }
-      return result(bounded(lines, max), { hits: found.hits.length, truncated: found.truncated })
+      return result(bounded(lines, max), { hits: found.hits.length, truncated: found.truncated, ...(found.partial ? { partial: found.partial.code } : {}) })
     },
   }
 

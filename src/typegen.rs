@@ -49,7 +49,7 @@ fn generated() -> String {
         coverage::ChainLink,
         describe::{CoveredMessages, Description, InputRef, MessageDescription, PartInfo, SummaryDescription},
         expand::{Entry, Expansion},
-        grep::{GrepHit, GrepResult, SearchedBy},
+        grep::{GrepHit, GrepPartial, GrepResult, SearchedBy},
     };
     use crate::redact::RedactionResult;
     use crate::rewrite::{Progress, RewriteEntry, RewritePreview, RewriteResult};
@@ -69,7 +69,7 @@ fn generated() -> String {
         StoredFidelity: Fidelity, DepthFidelity, ScoreReport, ConversationInfo, SummarizeRequest, Level,
         PassFailure, PassResult, StopReason, SweepResult, LeafTrigger, RollingTrigger, Evaluation,
         VerifyReport, PromptVars, PromptSource, PromptText: PromptSource, ContextEntry, RepairStats,
-        AssembleStats: RepairStats, Assembled, SearchedBy, GrepHit, GrepResult, ChainLink, InputRef,
+        AssembleStats: RepairStats, Assembled, SearchedBy, GrepHit, GrepPartial, GrepResult, ChainLink, InputRef,
         CoveredMessages, SummaryDescription: SummaryRecord, PartInfo, MessageDescription: StoredMessage,
         Description, Entry, Expansion, Progress, RewriteEntry, RewriteResult, RewritePreview, Reason,
         TemplateRef, SummaryVersion, RedactionResult, MessageSpan, DagNode: SummaryRecord, SessionReset,

@@ -61,9 +61,13 @@ pub const MAX_LIMIT: usize = 1000;
 pub const MAX_PATTERN_BYTES: usize = 1024;
 /// Compiled-program bound for a regular expression (the `regex` crate's size limit).
 const REGEX_SIZE_LIMIT: usize = 1 << 20;
-/// Rows a regex search reads per scope at most, and how long it may take.
+/// Rows a regex search reads per scope at most.
 pub const REGEX_MAX_ROWS: usize = 200_000;
-const REGEX_DEADLINE: Duration = Duration::from_secs(3);
+/// How long one `grep` may search, in every mode: a call from a model must not pin a core and
+/// hang its turn. What was found by then is returned, marked `partial`.
+pub const DEADLINE: Duration = Duration::from_secs(3);
+/// SQLite virtual-machine steps between two looks at the deadline.
+const DEADLINE_CHECK_STEPS: i32 = 4_000;
 
 impl GrepOptions {
     /// Reads `{ query, mode?, scope?, since?, until?, limit?, sort? }`.
@@ -208,15 +212,29 @@ pub struct SearchedBy {
     pub summaries: Option<&'static str>,
 }
 
+/// Why a search returned before it had looked everywhere.
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+pub struct GrepPartial {
+    /// `E_TIMEOUT`: the search reached its deadline.
+    #[cfg_attr(test, ts(type = "\"E_TIMEOUT\""))]
+    pub code: &'static str,
+    pub message: String,
+}
+
 /// What `grep` found.
 #[derive(Clone, Debug, Serialize)]
 #[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct GrepResult {
     pub hits: Vec<GrepHit>,
-    /// More matches exist than were returned (`limit`), or a regex search stopped at its bound
-    /// (200,000 rows per scope, 3 s).
+    /// More matches exist than were returned (`limit`), or a search stopped at a bound (its
+    /// deadline, or 200,000 rows per scope for a regex).
     pub truncated: bool,
+    /// Set when the search stopped at its deadline (3 s): `hits` are what it found by then.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, ts(optional))]
+    pub partial: Option<GrepPartial>,
     /// How each scope was searched.
     pub searched_by: SearchedBy,
     /// Rows a regex search read.
@@ -240,6 +258,17 @@ pub fn grep(
     conversation_id: Option<i64>,
     o: &GrepOptions,
 ) -> Result<GrepResult> {
+    grep_within(conn, trigram_table, conversation_id, o, DEADLINE)
+}
+
+/// `grep` with a deadline of the caller's choosing (tests).
+pub(crate) fn grep_within(
+    conn: &Connection,
+    trigram_table: bool,
+    conversation_id: Option<i64>,
+    o: &GrepOptions,
+    limit: Duration,
+) -> Result<GrepResult> {
     if let Some(cid) = conversation_id {
         conversations::get(conn, cid)?;
     }
@@ -254,39 +283,48 @@ pub fn grep(
     } else {
         None
     };
-    let terms = if o.mode == Mode::Regex {
-        Vec::new()
-    } else {
-        query::terms(&o.query)?
+    let terms = match o.mode {
+        Mode::Regex => Vec::new(),
+        Mode::Like => query::like_terms(&o.query)?,
+        Mode::Fts => query::terms(&o.query)?,
     };
     let filter = Filter {
         conversation_id,
         since: o.since.clone(),
         until: o.until.clone(),
     };
+    let deadline = Deadline::start(conn, limit);
     for table in [Table::Messages, Table::Summaries] {
         let wanted = match table {
             Table::Messages => o.scope != Scope::Summaries,
             Table::Summaries => o.scope != Scope::Messages,
         };
-        if !wanted {
+        if !wanted || deadline.passed() {
             continue;
         }
-        let (rows, by, more) = match &regex {
+        let (searched, by) = match &regex {
             Some(re) => {
-                let (rows, more, n) = search_regex(conn, table, &filter, re, o.limit)?;
-                *scanned.get_or_insert(0) += n;
-                (rows, "regex", more)
+                let searched = search_regex(conn, table, &filter, re, o.limit, &deadline)?;
+                *scanned.get_or_insert(0) += searched.read;
+                (searched, "regex")
             }
-            None => search_text(conn, table, &filter, &terms, o, trigram_table)?,
+            None => search_text(conn, table, &filter, &terms, o, trigram_table, &deadline)?,
         };
         match table {
             Table::Messages => searched_by.messages = Some(by),
             Table::Summaries => searched_by.summaries = Some(by),
         }
-        truncated |= more;
-        found.extend(rows);
+        truncated |= searched.more;
+        found.extend(searched.rows);
     }
+    let partial = deadline.finish().then(|| GrepPartial {
+        code: "E_TIMEOUT",
+        message: format!(
+            "the search stopped at its {} ms deadline; the hits are what it found by then (narrow the query, the time range or the conversation)",
+            limit.as_millis()
+        ),
+    });
+    truncated |= partial.is_some();
     // Merge the scopes: newest first, or best score first (rankless matches after, newest first).
     match o.sort {
         Sort::Recency => found.sort_by(|a, b| b.sort_time.cmp(&a.sort_time)),
@@ -317,9 +355,90 @@ pub fn grep(
     Ok(GrepResult {
         hits,
         truncated,
+        partial,
         searched_by,
         rows_scanned: scanned,
     })
+}
+
+/// The search's deadline: SQLite interrupts a statement that runs past it (a progress handler
+/// on the connection, removed on drop), and the row loops look at it between rows.
+struct Deadline<'c> {
+    conn: &'c Connection,
+    /// Boxed: the progress handler reads it through a pointer until it is removed.
+    at: Box<Instant>,
+    /// Set when a statement was interrupted or a loop stopped for the deadline.
+    hit: std::cell::Cell<bool>,
+}
+
+/// SQLite's progress callback: non-zero interrupts the running statement.
+extern "C" fn past_deadline(at: *mut std::os::raw::c_void) -> std::os::raw::c_int {
+    // SAFETY: `at` is the `Box<Instant>` of a live `Deadline`, which removes this handler
+    // before the box is freed.
+    let at = unsafe { &*(at as *const Instant) };
+    (Instant::now() >= *at) as std::os::raw::c_int
+}
+
+impl<'c> Deadline<'c> {
+    fn start(conn: &'c Connection, limit: Duration) -> Self {
+        let at = Box::new(Instant::now() + limit);
+        // rusqlite's own progress_handler needs `&mut Connection`, which a pooled reader
+        // borrowed by a transaction cannot give; the C call is the same one it makes.
+        // SAFETY: the handle is this open connection's; the argument outlives the handler.
+        unsafe {
+            rusqlite::ffi::sqlite3_progress_handler(
+                conn.handle(),
+                DEADLINE_CHECK_STEPS,
+                Some(past_deadline),
+                &*at as *const Instant as *mut std::os::raw::c_void,
+            );
+        }
+        Deadline {
+            conn,
+            at,
+            hit: std::cell::Cell::new(false),
+        }
+    }
+
+    fn passed(&self) -> bool {
+        if Instant::now() >= *self.at {
+            self.hit.set(true);
+        }
+        self.hit.get()
+    }
+
+    /// The next row of a search, or None at its end or at the deadline (SQLite interrupted).
+    fn next<'r, 's>(&self, rows: &'r mut rusqlite::Rows<'s>) -> Result<Option<&'r rusqlite::Row<'s>>> {
+        match rows.next() {
+            Ok(row) => Ok(row),
+            Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == rusqlite::ErrorCode::OperationInterrupted => {
+                self.hit.set(true);
+                Ok(None)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Removes the handler (the coverage lookups after the search are bounded by `limit`) and
+    /// says whether the deadline stopped the search.
+    fn finish(self) -> bool {
+        self.hit.get()
+    }
+}
+
+impl Drop for Deadline<'_> {
+    fn drop(&mut self) {
+        // SAFETY: as in `start`; no handler is left pointing at `at`.
+        unsafe { rusqlite::ffi::sqlite3_progress_handler(self.conn.handle(), 0, None, std::ptr::null_mut()) };
+    }
+}
+
+/// One table's search: its matches (at most `limit`), whether more exist or a bound stopped
+/// it, and the rows a regex read.
+struct Searched {
+    rows: Vec<Found>,
+    more: bool,
+    read: usize,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -390,6 +509,14 @@ impl Table {
         }
     }
 
+    /// One row's stored text by its id.
+    fn content_by_id(self) -> &'static str {
+        match self {
+            Table::Messages => "SELECT content FROM messages WHERE message_id = ?1",
+            Table::Summaries => "SELECT content FROM summaries WHERE summary_id = ?1",
+        }
+    }
+
     fn table_ref(self) -> &'static str {
         match self {
             Table::Messages => "messages m",
@@ -452,7 +579,8 @@ fn search_text(
     terms: &[String],
     o: &GrepOptions,
     trigram_table: bool,
-) -> Result<(Vec<Found>, &'static str, bool)> {
+    deadline: &Deadline<'_>,
+) -> Result<(Searched, &'static str)> {
     let cjk = terms.iter().any(|t| query::has_cjk(t));
     let trigram = table == Table::Summaries && cjk && query::trigram_ready(terms) && trigram_table;
     let via = match (o.mode, cjk) {
@@ -462,18 +590,25 @@ fn search_text(
     };
     let fetch = o.limit + 1;
     let mut params: Vec<SqlValue> = Vec::new();
-    let (fts_table, snippet_col) = match (table, via) {
-        (Table::Messages, "fts") => ("messages_fts", 0),
-        (Table::Summaries, "fts") => ("summaries_fts", 1),
-        (Table::Summaries, "trigram") => ("summaries_fts_cjk", 1),
-        _ => ("", 0),
+    let fts_table = match (table, via) {
+        (Table::Messages, "fts") => "messages_fts",
+        (Table::Summaries, "fts") => "summaries_fts",
+        (Table::Summaries, "trigram") => "summaries_fts_cjk",
+        _ => "",
     };
     let sql = if fts_table.is_empty() {
         // LIKE over the stored text: every term required.
         let mut conds = Vec::new();
         for t in terms {
-            params.push(SqlValue::Text(query::like_pattern(t)));
-            conds.push(format!("{}.content LIKE ?{} ESCAPE '\\'", table.alias(), params.len()));
+            if t.contains('\0') {
+                // LIKE reads its operands as C strings, which end at a NUL; instr compares
+                // lengths (exact case).
+                params.push(SqlValue::Text(t.clone()));
+                conds.push(format!("instr({}.content, ?{}) > 0", table.alias(), params.len()));
+            } else {
+                params.push(SqlValue::Text(query::like_pattern(t)));
+                conds.push(format!("{}.content LIKE ?{} ESCAPE '\\'", table.alias(), params.len()));
+            }
         }
         let filters = table.filters(f, &mut params);
         params.push(SqlValue::Integer(fetch as i64));
@@ -509,7 +644,7 @@ fn search_text(
             _ => "f.rank".to_string(),
         };
         format!(
-            "SELECT {}, snippet({fts_table}, {snippet_col}, '', '', '…', 24), f.rank, {score} AS score
+            "SELECT {}, f.rank, {score} AS score
              FROM {fts_table} f {join}
              WHERE {fts_table} MATCH ?{matched}{filters}
              ORDER BY {order} LIMIT ?{}",
@@ -520,22 +655,46 @@ fn search_text(
     let mut stmt = conn.prepare(&sql)?;
     let mut rows = stmt.query(params_from_iter(params.iter()))?;
     let mut out = Vec::new();
-    while let Some(r) = rows.next()? {
+    while let Some(r) = deadline.next(&mut rows)? {
         let found = if fts_table.is_empty() {
             let content: String = r.get(5)?;
             let at = query::find_like(&content, terms).unwrap_or(0..0);
             found_from_row(table, r, query::snippet_around(&content, at), None, None)?
         } else {
-            let snippet = query::one_line(&r.get::<_, String>(5)?);
-            let rank: f64 = r.get(6)?;
-            let score: Option<f64> = r.get(7)?;
-            found_from_row(table, r, snippet, Some(rank), Some(score.unwrap_or(rank)))?
+            let rank: f64 = r.get(5)?;
+            let score: Option<f64> = r.get(6)?;
+            found_from_row(table, r, String::new(), Some(rank), Some(score.unwrap_or(rank)))?
         };
         out.push(found);
+        if deadline.passed() {
+            break;
+        }
     }
+    drop(rows);
     let more = out.len() > o.limit;
     out.truncate(o.limit);
-    Ok((out, via, more))
+    if !fts_table.is_empty() {
+        // Snippets of the hits only, cut around the first place a term occurs: linear in the
+        // text. FTS5's snippet() scores every window over every occurrence, which takes
+        // minutes on a large message full of the term.
+        let mut content = conn.prepare_cached(table.content_by_id())?;
+        for f in &mut out {
+            let text: String = match (&f.hit.message_id, &f.hit.summary_id) {
+                (Some(id), _) => content.query_row([id], |r| r.get(0))?,
+                (None, Some(id)) => content.query_row([id], |r| r.get(0))?,
+                _ => String::new(),
+            };
+            f.hit.snippet = query::snippet_around(&text, query::find_term(&text, terms).unwrap_or(0..0));
+        }
+    }
+    Ok((
+        Searched {
+            rows: out,
+            more,
+            read: 0,
+        },
+        via,
+    ))
 }
 
 /// Compiles a user's regular expression with bounds on its size. The `regex` crate matches in
@@ -565,7 +724,8 @@ fn search_regex(
     f: &Filter,
     re: &regex::Regex,
     limit: usize,
-) -> Result<(Vec<Found>, bool, usize)> {
+    deadline: &Deadline<'_>,
+) -> Result<Searched> {
     let mut params: Vec<SqlValue> = Vec::new();
     let filters = table.filters(f, &mut params);
     let sql = format!(
@@ -575,13 +735,12 @@ fn search_regex(
         table.scan_order(f),
         a = table.alias(),
     );
-    let started = Instant::now();
     let mut stmt = conn.prepare(&sql)?;
     let mut rows = stmt.query(params_from_iter(params.iter()))?;
     let mut out = Vec::new();
     let mut read = 0usize;
     let mut bounded = false;
-    while let Some(r) = rows.next()? {
+    while let Some(r) = deadline.next(&mut rows)? {
         read += 1;
         let content: String = r.get(5)?;
         if let Some(m) = re.find(&content) {
@@ -596,12 +755,44 @@ fn search_regex(
                 break;
             }
         }
-        if read >= REGEX_MAX_ROWS || started.elapsed() >= REGEX_DEADLINE {
-            bounded = rows.next()?.is_some();
+        if deadline.passed() {
+            break;
+        }
+        if read >= REGEX_MAX_ROWS {
+            bounded = deadline.next(&mut rows)?.is_some();
             break;
         }
     }
     let more = out.len() > limit || bounded;
     out.truncate(limit);
-    Ok((out, more, read))
+    Ok(Searched { rows: out, more, read })
+}
+
+#[cfg(test)]
+mod deadline_tests {
+    use super::*;
+
+    #[test]
+    fn a_statement_past_the_deadline_is_interrupted_and_the_handler_removed() {
+        let conn = Connection::open_in_memory().unwrap();
+        let started = Instant::now();
+        let deadline = Deadline::start(&conn, Duration::from_millis(30));
+        let mut stmt = conn
+            .prepare("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT sum(x) FROM c")
+            .unwrap();
+        let mut rows = stmt.query([]).unwrap();
+        assert!(deadline.next(&mut rows).unwrap().is_none());
+        drop(rows);
+        assert!(deadline.finish(), "the interrupt was not seen as the deadline");
+        assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+        // Gone with the deadline: a later statement runs to its end.
+        let n: i64 = conn
+            .query_row(
+                "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 200000) SELECT count(*) FROM c",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(n, 200_000);
+    }
 }

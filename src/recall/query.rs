@@ -13,6 +13,24 @@ pub const MAX_TERMS: usize = 64;
 /// The terms of a query: whitespace-separated words, with `"quoted phrases"` kept whole.
 /// Quotes are removed from the terms; an unbalanced quote runs to the end of the text.
 pub fn terms(query: &str) -> Result<Vec<String>> {
+    split_terms(query, false)
+}
+
+/// The terms of a `like` search: as `terms`, but control characters (NUL too) are searched for
+/// as they are, and a query of quotes alone (`"`) is searched for itself: a substring search
+/// has no syntax to protect.
+pub fn like_terms(query: &str) -> Result<Vec<String>> {
+    split_terms(query, true).or_else(|e| {
+        let quotes = query.trim();
+        if !quotes.is_empty() && quotes.len() <= MAX_QUERY_BYTES && quotes.chars().all(|c| c == '"') {
+            Ok(vec![quotes.to_string()])
+        } else {
+            Err(e)
+        }
+    })
+}
+
+fn split_terms(query: &str, keep_controls: bool) -> Result<Vec<String>> {
     if query.len() > MAX_QUERY_BYTES {
         return Err(LcmError::invalid_input(format!(
             "the query is {} bytes; at most {MAX_QUERY_BYTES} are searched (shorten it to the words that matter)",
@@ -20,7 +38,10 @@ pub fn terms(query: &str) -> Result<Vec<String>> {
         )));
     }
     // Control characters (NUL above all: FTS5 ends a string at it) separate words.
-    let query: String = query.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    let query: String = query
+        .chars()
+        .map(|c| if c.is_control() && !keep_controls { ' ' } else { c })
+        .collect();
     let mut out = Vec::new();
     let mut rest = query.as_str();
     while let Some(start) = rest.find(|c: char| !c.is_whitespace()) {
@@ -125,6 +146,23 @@ pub fn find_like(text: &str, terms: &[String]) -> Option<std::ops::Range<usize>>
     })
 }
 
+/// Where a full-text match most likely is, for its snippet: the first place a term occurs (as
+/// `find_like` compares), else the first place the stem of one of its words does (FTS5's porter
+/// stemmer finds "running" for "run" and the reverse). Linear in the text.
+pub fn find_term(text: &str, terms: &[String]) -> Option<std::ops::Range<usize>> {
+    find_like(text, terms).or_else(|| {
+        let stems: Vec<String> = terms
+            .iter()
+            .flat_map(|t| t.split_whitespace())
+            .filter_map(|w| {
+                let n = w.chars().count();
+                (n >= 4).then(|| w.chars().take((n * 2 / 3).max(3)).collect())
+            })
+            .collect();
+        find_like(text, &stems)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,5 +226,15 @@ mod tests {
         assert!(s.contains(" needle here "));
         assert_eq!(s.chars().filter(|c| *c == '前').count(), SNIPPET_SIDE - 1);
         assert_eq!(snippet_around("short needle", 6..12), "short needle");
+    }
+
+    #[test]
+    fn full_text_snippets_find_the_term_or_its_stem() {
+        let text = "intro words. The runner was running late; nothing else.";
+        assert_eq!(&text[find_term(text, &["RUNNING".into()]).unwrap()], "running");
+        // The stemmer's kind of match: "connections" for "connected".
+        let t2 = "many open connections here";
+        assert_eq!(&t2[find_term(t2, &["connected".into()]).unwrap()], "connec");
+        assert_eq!(find_term("nothing at all", &["zebra".into()]), None);
     }
 }

@@ -396,3 +396,84 @@ fn hybrid_sort_trades_rank_for_recency() {
         .unwrap();
     assert_eq!(order(Sort::Hybrid)[0], old, "an unreadable time has no age");
 }
+
+/// The shapes that made FTS5's snippet() quadratic (#33): a term thousands of times in one
+/// message. Each search finishes well inside its deadline and its snippet shows the term.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn full_text_over_a_term_repeated_through_a_large_message_is_linear() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_with(&dir, json!({}));
+    let csv: String = (0..8_000).map(|_| "0,0,0,0,0,0,0,0\n").collect(); // 128 KB of "0"
+    let hex: String = (0..8_000)
+        .map(|i| format!("{:08x}: ff ff ff ff 00 ff ff ff\n", i * 8))
+        .collect();
+    let prose = "The gateway restarted a worker after the gateway timed out. ".repeat(4_000);
+    let msgs = vec![
+        json!({"role": "user", "content": csv}),
+        json!({"role": "toolResult", "toolCallId": "c1", "toolName": "exec", "content": hex}),
+        json!({"role": "assistant", "content": prose}),
+    ];
+    engine.ingest(&Target::Session("big".into()), &msgs).unwrap();
+    for (query, sort) in [("0", Sort::Recency), ("ff", Sort::Relevance), ("gateway", Sort::Hybrid)] {
+        let t = Instant::now();
+        let r = engine.grep(None, &GrepOptions { sort, ..opts(query) }).unwrap();
+        assert!(
+            r.partial.is_none(),
+            "{query}: stopped at the deadline after {:?}",
+            t.elapsed()
+        );
+        assert_eq!(r.hits.len(), 1, "{query}: {:?}", r.hits);
+        let snippet = &r.hits[0].snippet;
+        assert!(
+            snippet.to_lowercase().contains(query) && snippet.len() < 1_000,
+            "{query}: {snippet}"
+        );
+    }
+}
+
+/// Every mode stops at its deadline with what it found and a coded reason (#33).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_search_past_its_deadline_returns_partial_results_coded_e_timeout() {
+    let (_d, engine) = compacted().await;
+    let conn = conn(&engine);
+    for mode in [Mode::Fts, Mode::Like, Mode::Regex] {
+        let o = GrepOptions { mode, ..opts("theme") };
+        let full = grep::grep(&conn, true, Some(1), &o).unwrap();
+        assert!(full.partial.is_none() && !full.hits.is_empty(), "{mode:?}");
+        let cut = grep::grep_within(&conn, true, Some(1), &o, std::time::Duration::ZERO).unwrap();
+        let partial = cut.partial.as_ref().unwrap_or_else(|| panic!("{mode:?}: not partial"));
+        assert_eq!(partial.code, "E_TIMEOUT");
+        assert!(cut.truncated && cut.hits.len() < full.hits.len(), "{mode:?}");
+    }
+}
+
+/// `like` searches for what it is given: a lone quote, and text with a NUL in it (#33, 7).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn like_finds_a_lone_quote_and_text_with_a_nul() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_with(&dir, json!({}));
+    let msgs = vec![
+        json!({"role": "user", "content": "plain words only"}),
+        json!({"role": "user", "content": "she said \"stop\" twice"}),
+        json!({"role": "user", "content": "binary head\u{0}tail marker"}),
+    ];
+    engine.ingest(&Target::Session("n".into()), &msgs).unwrap();
+    let like = |q: &str| {
+        engine
+            .grep(
+                None,
+                &GrepOptions {
+                    mode: Mode::Like,
+                    scope: Scope::Messages,
+                    ..opts(q)
+                },
+            )
+            .unwrap()
+    };
+    let quote = like("\"");
+    assert_eq!(quote.hits.len(), 1, "{:?}", quote.hits);
+    assert!(quote.hits[0].snippet.contains("\"stop\""));
+    let nul = like("head\u{0}tail");
+    assert_eq!(nul.hits.len(), 1, "{:?}", nul.hits);
+    assert!(like("head\u{0}nothing").hits.is_empty());
+}

@@ -1342,6 +1342,13 @@ export declare function configFromEnv(): Partial<LcmConfig>
 export declare function estimateTokens(text: string): number
 
 /**
+ * `text` cut to about `maxTokens` (marker included): its beginning and its end with `marker`
+ * between them, as assembly shortens a message larger than its share of the budget; `text`
+ * itself when it fits. For text that is not stored yet (the OpenClaw plugin's pending prompt).
+ */
+export declare function excerptText(text: string, maxTokens: number, marker: string): string
+
+/**
  * Writes the four default templates into `dir` (default `~/.config/lcm-tui/prompts`, where
  * lcm-native and lcm-tui both look), to edit there; resolves with the paths written.
  */

@@ -101,6 +101,11 @@ export interface FakeHost {
   llmCalls: LlmCompleteParams[]
   engine(): HostContextEngine
   tool(name: string, ctx: { sessionKey?: string; sessionId?: string }): HostTool
+  /**
+   * A provider-bound text after the plugin's input text transforms, applied as OpenClaw applies
+   * them (`text.replace(from, to)` in registration order).
+   */
+  transformText(text: string): string
   /** Runs the plugin's handlers of a host hook (`api.on`), as OpenClaw does: event, then context. */
   fire(hook: string, event: unknown, ctx: unknown): Promise<unknown[]>
   factoryCount: number
@@ -118,6 +123,7 @@ export function fakeHost(config: Record<string, unknown> = {}, complete?: Comple
   let factory: ((ctx: unknown) => unknown) | undefined
   const tools = new Map<string, (ctx: unknown) => unknown>()
   const hooks = new Map<string, ((event: unknown, ctx: unknown) => unknown)[]>()
+  const transforms: { from: string | RegExp; to: string }[] = []
   const answer: Complete =
     complete ??
     (async (p) => ({
@@ -141,6 +147,11 @@ export function fakeHost(config: Record<string, unknown> = {}, complete?: Comple
       const make = tools.get(name)
       if (!make) throw new Error(`no tool ${name} was registered`)
       return make(ctx) as HostTool
+    },
+    transformText(text) {
+      let next = text
+      for (const t of transforms) next = next.replace(t.from, t.to)
+      return next
     },
     async fire(hook, event, ctx) {
       return Promise.all((hooks.get(hook) ?? []).map((h) => h(event, ctx)))
@@ -169,6 +180,9 @@ export function fakeHost(config: Record<string, unknown> = {}, complete?: Comple
     registerTool(t: unknown, opts?: { name?: string }) {
       if (typeof t !== 'function' || !opts?.name) throw new Error('expected a tool factory with a name')
       tools.set(opts.name, t as (ctx: unknown) => unknown)
+    },
+    registerTextTransforms(t: { input?: { from: string | RegExp; to: string }[] }) {
+      transforms.push(...(t.input ?? []))
     },
   })
   return host

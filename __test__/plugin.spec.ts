@@ -558,6 +558,44 @@ describe('long turns in a small window', () => {
   })
 })
 
+describe('a message larger than the whole window', () => {
+  // OpenClaw appends the pending prompt to the assembled context and applies the plugins' text
+  // transforms to every provider-bound text; its first assembly of a turn carries `prompt` and
+  // the history budget left beside it (1 when the prompt alone fills the window).
+  const window = 40_000
+  const paste = (rows: number, word: string) => Array.from({ length: rows }, (_, i) => (i === rows >> 1 ? word : `2026-11-25 INFO row ${i} ok`)).join('\n')
+
+  it('reaches the model as an excerpt (the transcript and the store keep it whole); a prompt that fits is left alone', async () => {
+    const host = fakeHost()
+    const s = session('huge-prompt')
+    await host.engine().commitTurn({ ...s, advancementKey: 'p1', messages: turn(1) })
+    // An ordinary turn: the host gives the history what the prompt leaves.
+    await host.engine().assemble({ ...s, messages: [], tokenBudget: window - 30, prompt: 'hello' })
+    const huge = paste(16_000, 'the-middle-word-ibis') // ~100k tokens
+    const out = await host.engine().assemble({ ...s, messages: [], tokenBudget: 1, prompt: huge })
+    expect(out.estimatedTokens).toBeLessThan(window)
+    const wrapped = `[Wed 2026-11-25 10:00 UTC] ${huge}`
+    const shown = host.transformText(wrapped)
+    expect(shown.length).toBeLessThan(window * 2)
+    expect(shown).toMatch(/^\[Wed 2026-11-25 10:00 UTC\] 2026-11-25 INFO row 0 ok/)
+    expect(shown).toContain('row 15999 ok')
+    expect(shown).not.toContain('the-middle-word-ibis')
+    expect(shown).toMatch(/this message has \d+ tokens, more than the model's context window holds/)
+    expect(host.transformText('some other text')).toBe('some other text')
+    // Committed whole; the turn is over and the text is shown as it is again.
+    await host.engine().commitTurn({ ...s, advancementKey: 'p2', messages: [{ role: 'user', content: wrapped, timestamp: Date.now() }, { role: 'assistant', content: [{ type: 'text', text: 'seen' }], timestamp: Date.now() }] })
+    expect(host.transformText(wrapped)).toBe(wrapped)
+    const stored = await readDb(host, async (e) => e.messages((await e.findConversation({ sessionKey: s.sessionKey }))!.conversationId))
+    expect(stored.some((m) => m.content === wrapped)).toBe(true)
+    const grep = await host.tool('lcm_grep', s).execute('g', { query: 'the-middle-word-ibis' })
+    expect(grep.content[0].text).toMatch(/1 hit\(s\)/)
+    // ~26k tokens beside almost no history: it fits the window, so the model sees all of it.
+    const large = paste(4_000, 'the-middle-word-crane')
+    await host.engine().assemble({ ...s, messages: [], tokenBudget: 1, prompt: large })
+    expect(host.transformText(large)).toBe(large)
+  })
+})
+
 describe('recall tools', () => {
   it("take lossless-claw's argument forms, and lcm_expand_query answers through the session's model", async () => {
     const host = fakeHost({ freshTailCount: 2 }, async (p) => (p.purpose === 'lcm-native expand query' ? 'It was zebra-3, see the summary.' : 'summary of earlier turns: zebra-1 zebra-2 zebra-3'))

@@ -9,6 +9,7 @@
 const { agentOf, databaseFor } = require('./config.cjs')
 const { isHeartbeatTurn, newestWithin, safeJson, toIngest, asPlainText } = require('./messages.cjs')
 const { turnRecord } = require('./turns.cjs')
+const { MIN_HISTORY_BUDGET, forgetPendingPrompt, notePendingPrompt } = require('./oversized-prompt.cjs')
 const { describeFailure, makeSummarizer } = require('./summarizer.cjs')
 const { randomUUID } = require('node:crypto')
 const { appendFileSync } = require('node:fs')
@@ -46,7 +47,6 @@ async function timed(op, p, fn, note) {
 }
 
 /** Assembly budgets below this are not a size for the history (see `maintenanceBudgetOf`). */
-const MIN_HISTORY_BUDGET = 1000
 /** How long `dispose` waits for background maintenance (OpenClaw's cleanup deadline is 10 s). */
 const DISPOSE_WAIT_MS = 8000
 /** Attempts of a turn write on a busy database before it is spooled. */
@@ -91,6 +91,7 @@ function targetOf(s) {
  * @param {SessionRef} s
  */
 function turnEnded(s) {
+  forgetPendingPrompt(keyOf(s))
   const state = shared()
   const budget = state.turnBudgets.get(keyOf(s))
   if (budget === undefined) return
@@ -390,6 +391,12 @@ class LcmNativeContextEngine {
       if (asked !== undefined && asked >= MIN_HISTORY_BUDGET) {
         const turn = shared().turnBudgets
         turn.set(keyOf(s), Math.min(turn.get(keyOf(s)) ?? asked, asked))
+      }
+      if (p !== null && typeof p === 'object' && 'prompt' in p) {
+        // The turn's first assembly carries its prompt: one larger than the window is shown to
+        // the model as an excerpt (oversized-prompt.cjs).
+        const room = notePendingPrompt(keyOf(s), p.prompt, asked)
+        if (room !== undefined) this.logger.info(`lcm-native: the pending message of ${s.sessionKey ?? s.sessionId} is larger than the model's window; the model sees its beginning and end (${room} tokens), the store keeps it whole`)
       }
       const engine = await this.engineOf(s)
       const target = targetOf(s)

@@ -6,6 +6,7 @@
 
 const { ConfigError, resolveSettings } = require('./config.cjs')
 const { LcmNativeContextEngine } = require('./context-engine.cjs')
+const { oversizedPromptTransform } = require('./oversized-prompt.cjs')
 const { SessionRules } = require('./sessions.cjs')
 const { addon, logOnce } = require('./shared.cjs')
 const { TOOL_NAMES, recallTools } = require('./tools.cjs')
@@ -22,6 +23,7 @@ const PLUGIN_ID = 'lcm-native'
  * @property {(id: string, factory: (ctx: unknown) => InstanceType<typeof LcmNativeContextEngine>) => void} registerContextEngine
  * @property {(tool: (ctx: any) => ReturnType<typeof recallTools>[number], opts?: { name?: string }) => void} [registerTool]
  * @property {(hook: any, handler: (event: any, ctx: any) => any) => void} [on]  host hooks (`before_reset`)
+ * @property {(t: { input?: { from: string | RegExp, to: string }[] }) => void} [registerTextTransforms]  rewrites of provider-bound text
  */
 
 /** @param {PluginApi} api */
@@ -47,6 +49,12 @@ function register(api) {
     if (!settings) throw invalid ?? new ConfigError('config', 'unreadable')
     return new LcmNativeContextEngine({ settings, rules: new SessionRules(settings), logger, llm: api.runtime?.llm })
   })
+
+  if (settings && typeof api.registerTextTransforms === 'function') {
+    // A message larger than the model's window reaches the model as an excerpt; a no-op for
+    // every other text (oversized-prompt.cjs).
+    api.registerTextTransforms({ input: [oversizedPromptTransform()] })
+  }
 
   if (settings && typeof api.on === 'function') {
     // /new, /reset and deleted sessions, as lossless-claw 1.x handles them (its before_reset

@@ -30,6 +30,9 @@ const KEY = Symbol.for('lcm-native.openclaw.shared')
  * @property {number} [drains]                          drains started (names their files)
  * @property {Set<string>} [drained]                     database files whose spool was drained once
  * @property {Map<string, AbortController>} [maintaining]  background maintenance in flight, by session
+ * @property {Map<string, { text: string, excerpt: string, at: number }>} [oversizedPrompts]  pending prompts shown as excerpts, by session
+ * @property {Map<string, number>} [promptBudgets]       prompt budget (history and prompt) last seen per session
+ * @property {number} [lastPromptBudget]                 that budget last seen in any session
  */
 
 /** @returns {Shared} */

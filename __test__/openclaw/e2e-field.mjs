@@ -10,9 +10,8 @@
 //   (b) a pasted message of ~26k tokens (`--message-file`), more than its share of the budget,
 //       then ordinary turns: all exit 0, the message is stored whole and a word from its middle
 //       is found by lcm_grep;
-//   (b') a message larger than the whole window: OpenClaw refuses the turn itself (it appends
-//       the pending message to the engine's context), lcm-native writes nothing half, and the
-//       session goes on.
+//   (b') a message larger than the whole window, then ordinary turns: all exit 0 (the model
+//       sees an excerpt of it), it is stored whole and a word from its middle is found.
 
 import assert from 'node:assert/strict'
 import { writeFileSync } from 'node:fs'
@@ -142,19 +141,24 @@ export async function fieldScenario(host, tgz) {
     assert.match(r.reply, new RegExp(MIDDLE_WORD))
   })
   // (b') A message larger than the whole window. OpenClaw appends a turn's pending message to
-  // the engine's context itself, so no context engine can make it fit: the host refuses the turn
-  // with its own guidance. What lcm-native owes: no part of the refusal, nothing half-written,
-  // and the session goes on.
+  // the engine's context itself; lcm-native shows the model an excerpt of it through the host's
+  // text transforms (plugin/oversized-prompt.cjs) and stores it whole.
+  const HUGE_WORD = 'HERON-8804'
   const huge = join(run.dir, 'huge.txt')
-  writeFileSync(huge, `${pastedLog(2000, WINDOW * 0.7)}\n${pastedLog(2001, WINDOW * 0.7)}`)
-  await check("(b') a message larger than the whole window: the host refuses it with its own guidance, nothing is half-written, the session goes on", async () => {
-    const refused = await turn(run, { sessionId: 'huge', messageFile: huge })
-    assert.notEqual(refused.code, 0, 'the host took a message larger than the window')
-    assert.doesNotMatch(refused.stdout + refused.stderr, /lcm-native/i)
-    const cid = convOf('agent:main:explicit:huge')
-    if (cid !== null) assert.equal(sql(db, `SELECT count(*) FROM messages WHERE conversation_id = ${cid} AND length(content) > ${WINDOW * 4}`)[0][0], 0)
+  const hugeText = `${pastedLog(2000, WINDOW * 0.7)}\n${HUGE_WORD} is the word in the middle.\n${pastedLog(2001, WINDOW * 0.7)}`
+  writeFileSync(huge, hugeText)
+  await check(`(b') a message of ~${Math.round(hugeText.length / 4000)}k tokens in a ${WINDOW / 1000}k window, then ordinary turns: all exit 0, the model never gets more than its window`, async () => {
+    await say({ sessionId: 'huge', messageFile: huge })
     await say({ sessionId: 'huge', message: 'a smaller question instead' })
     await say({ sessionId: 'huge', message: 'and one more' })
+    assert.deepEqual(fake.overflows(), [], 'a request was over the window')
+  })
+  await check("(b') the message is stored whole, and a word from its middle is found by lcm_grep", async () => {
+    const cid = convOf('agent:main:explicit:huge')
+    const rows = sql(db, `SELECT instr(content, '${HUGE_WORD}') > 0 FROM messages WHERE conversation_id = ${cid} AND role = 'user' AND length(content) >= ${hugeText.length}`)
+    assert.deepEqual(rows, [[1]], `no stored message as long as the pasted one (${hugeText.length} characters)`)
+    const r = await say({ sessionId: 'huge', message: `TOOLCALL lcm_grep ${HUGE_WORD}` })
+    assert.match(r.reply, new RegExp(HUGE_WORD))
   })
   await stopGateway(gw)
   await fake.close()

@@ -30,7 +30,7 @@ pub fn marker(message_id: i64, total_tokens: i64) -> String {
 
 /// The text cut to its first and last `keep` tokens together, with `marker` between; the text
 /// itself when it fits.
-fn shorten(text: &str, keep: i64, marker: &str) -> String {
+pub fn shorten(text: &str, keep: i64, marker: &str) -> String {
     if tokens::estimate(text) <= keep {
         return text.to_string();
     }

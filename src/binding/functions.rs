@@ -70,6 +70,15 @@ pub fn redact_messages(
 pub fn estimate_tokens(text: String) -> i64 {
     tokens::estimate(&text)
 }
+/// `text` cut to about `maxTokens` (marker included): its beginning and its end with `marker`
+/// between them, as assembly shortens a message larger than its share of the budget; `text`
+/// itself when it fits. For text that is not stored yet (the OpenClaw plugin's pending prompt).
+#[napi]
+pub fn excerpt_text(text: String, max_tokens: i64, marker: String) -> String {
+    let room = (max_tokens - tokens::estimate(&marker)).max(1);
+    crate::assemble::excerpt::shorten(&text, room, &marker)
+}
+
 /// Renders prompt template `name` (`leaf`, `condensed-d1`, `condensed-d2`, `condensed-d3`)
 /// with `vars`, resolving it as the engine does (`promptDir`, then
 /// `~/.config/lcm-tui/prompts`, then the built-in default).

@@ -23,6 +23,9 @@ use crate::summarizer::{Summarizer, SummaryKind};
 use group_commit::GroupCommit;
 use locks::ConversationLocks;
 
+/// Live items above which a conversation assembles on a reader rather than on the writer.
+const LARGE_CONTEXT_ITEMS: i64 = 10_000;
+
 pub struct Engine {
     deps: Deps,
     migration: MigrationReport,
@@ -30,6 +33,10 @@ pub struct Engine {
     ingests: GroupCommit,
     /// Messages the last assemblies on the writer rendered (`assemble::cache`).
     rendered: std::sync::Mutex<crate::assemble::cache::RenderCache>,
+    /// Conversations whose last assembly saw more than `LARGE_CONTEXT_ITEMS` live items: they
+    /// assemble on a reader, so that a long assembly does not hold the writer (an ingest to
+    /// another session would wait for it).
+    large_contexts: std::sync::Mutex<std::collections::HashSet<i64>>,
     /// Turns true at `close`: operations waiting on a summarizer or on another operation's
     /// lock end at once with E_CLOSED.
     closed: tokio::sync::watch::Sender<bool>,
@@ -64,6 +71,7 @@ impl Engine {
             locks: ConversationLocks::default(),
             ingests: GroupCommit::default(),
             rendered: Default::default(),
+            large_contexts: Default::default(),
             closed: tokio::sync::watch::Sender::new(false),
         })
     }
@@ -168,24 +176,37 @@ impl Engine {
     ) -> Result<crate::assemble::Assembled> {
         use crate::assemble::{assemble_reusing, cache::Reuse};
         let config = &self.deps.config;
-        self.deps.pool.read_current_counted(|conn, rewrites| match rewrites {
-            // On the writer: only one such read runs at a time (it holds the writer's lock).
-            Some(rewrites) => {
-                // After a panic mid-assembly, start over rather than trust what it left.
-                let mut cache = self.rendered.lock().unwrap_or_else(|e| {
-                    self.rendered.clear_poison();
-                    let mut cache = e.into_inner();
-                    *cache = Default::default();
-                    cache
-                });
-                let reuse = Reuse {
-                    cache: &mut cache,
-                    rewrites,
-                };
-                assemble_reusing(conn, config, conversation_id, options, Some(reuse))
-            }
-            None => assemble_reusing(conn, config, conversation_id, options, None),
-        })
+        let large = || self.large_contexts.lock().unwrap_or_else(|e| e.into_inner());
+        let out = if large().contains(&conversation_id) {
+            self.deps
+                .pool
+                .read(|conn| assemble_reusing(conn, config, conversation_id, options, None))?
+        } else {
+            self.deps.pool.read_current_counted(|conn, rewrites| match rewrites {
+                // On the writer: only one such read runs at a time (it holds the writer's lock).
+                Some(rewrites) => {
+                    // After a panic mid-assembly, start over rather than trust what it left.
+                    let mut cache = self.rendered.lock().unwrap_or_else(|e| {
+                        self.rendered.clear_poison();
+                        let mut cache = e.into_inner();
+                        *cache = Default::default();
+                        cache
+                    });
+                    let reuse = Reuse {
+                        cache: &mut cache,
+                        rewrites,
+                    };
+                    assemble_reusing(conn, config, conversation_id, options, Some(reuse))
+                }
+                None => assemble_reusing(conn, config, conversation_id, options, None),
+            })?
+        };
+        if out.stats.total_context_items > LARGE_CONTEXT_ITEMS {
+            large().insert(conversation_id);
+        } else {
+            large().remove(&conversation_id);
+        }
+        Ok(out)
     }
 
     /// The live context items in order.

@@ -143,6 +143,12 @@ fn render_missing(
     Ok(())
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Builds made on this thread (tests: assembly must not rebuild per evicted item).
+    pub(crate) static BUILDS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 /// Builds the messages for items `from..` (before repair). `ranges` holds each summary's
 /// formatted time range (by item index), computed once while costing it.
 fn build(
@@ -154,6 +160,8 @@ fn build(
     presentation: Presentation,
     max_message_tokens: i64,
 ) -> Vec<Msg> {
+    #[cfg(test)]
+    BUILDS.with(|b| b.set(b.get() + 1));
     let mut out = Vec::with_capacity(live.items.len() - from);
     // Markdown presentation: consecutive summaries become one section, tied to the first one.
     let mut run: Vec<SummaryView<'_>> = Vec::new();
@@ -367,7 +375,24 @@ pub fn assemble_reusing(
             0
         };
         if total + note > budget && start < tail {
-            start += 1;
+            // Stored token counts leave out what a message costs once rendered, so the first
+            // cut can keep too much. Drop, oldest first, the items whose messages cover the
+            // excess in one step (a rebuild per dropped item made this quadratic: 26,000
+            // one-word messages at 128k took 10–21 s); repair may shift the sum a little, so
+            // the loop checks again.
+            let excess = total + note - budget;
+            let mut covered = 0i64;
+            let mut next = start + 1;
+            for (m, t) in repaired.iter().zip(&tokens) {
+                covered += t;
+                if let Some(i) = m.item {
+                    next = next.max(i + 1);
+                }
+                if covered >= excess {
+                    break;
+                }
+            }
+            start = next.min(tail);
             continue;
         }
         break (repaired, stats, tokens);

@@ -445,3 +445,40 @@ fn the_budget_holds_with_the_turn_start_note_included() {
     }
     assert!(noted > 50, "the note was needed in {noted} cases only");
 }
+
+/// Many short messages whose rendered size exceeds their stored token counts (#33 item 4):
+/// the excess is evicted in one step, not one rebuild per item, and the budget holds.
+#[test]
+fn many_short_messages_over_the_budget_are_evicted_in_a_few_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_with(&dir, json!({"freshTailCount": 8}));
+    let msgs: Vec<Value> = (0..6_000)
+        .map(|i| json!({"role": if i % 2 == 0 { "user" } else { "assistant" }, "content": "ok"}))
+        .collect();
+    let cid = engine
+        .ingest(&Target::Session("short".into()), &msgs)
+        .unwrap()
+        .conversation_id;
+    let stored: i64 = rusqlite::Connection::open(&engine.config().db_path)
+        .unwrap()
+        .query_row("SELECT sum(token_count) FROM messages", [], |r| r.get(0))
+        .unwrap();
+    let rendered = engine
+        .assemble(cid, &opts_tail(10_000_000, 8))
+        .unwrap()
+        .estimated_tokens;
+    assert!(rendered > stored + 3_000, "rendered {rendered}, stored {stored}");
+    // Every item passes the cost check on stored counts; rendered, about half must go.
+    let budget = (stored + rendered) / 2;
+    BUILDS.with(|b| b.set(0));
+    let a = engine.assemble(cid, &opts_tail(budget, 8)).unwrap();
+    let builds = BUILDS.with(|b| b.get());
+    validate(&a.message_values()).unwrap();
+    assert!(a.estimated_tokens <= budget, "{} of {budget}", a.estimated_tokens);
+    assert!(
+        a.estimated_tokens > budget * 9 / 10,
+        "evicted too much: {} of {budget}",
+        a.estimated_tokens
+    );
+    assert!(builds <= 4, "{builds} builds for one assembly");
+}

@@ -213,3 +213,29 @@ fn a_panic_while_the_cache_was_held_starts_it_over() {
     assert_same(&engine, cid, "after the panic");
     assert!(!engine.rendered.is_poisoned());
 }
+
+/// A conversation of more live items than `LARGE_CONTEXT_ITEMS` assembles on a reader after
+/// its first assembly (a long assembly must not hold the writer, #33 item 4), with the same
+/// result; one that shrinks below returns to the writer.
+#[test]
+fn large_contexts_assemble_off_the_writer() {
+    let (_dir, engine) = temp_engine();
+    let msgs: Vec<Value> = (0..LARGE_CONTEXT_ITEMS + 50)
+        .map(|i| serde_json::json!({"role": if i % 2 == 0 { "user" } else { "assistant" }, "content": format!("m{i}")}))
+        .collect();
+    let big = engine
+        .ingest(&Target::Session("big".into()), &msgs)
+        .unwrap()
+        .conversation_id;
+    let small = engine
+        .ingest(&Target::Session("small".into()), &msgs[..10])
+        .unwrap()
+        .conversation_id;
+    let (first, fresh) = both(&engine, big);
+    assert_eq!(first, fresh);
+    assert!(engine.large_contexts.lock().unwrap().contains(&big));
+    let (second, fresh) = both(&engine, big);
+    assert_eq!(second, fresh);
+    both(&engine, small);
+    assert!(!engine.large_contexts.lock().unwrap().contains(&small));
+}

@@ -415,6 +415,33 @@ describe('compaction', () => {
     expect(await readDb(host, (e) => e.findConversation({ sessionKey: s.sessionKey }))).toBeNull()
   })
 
+  it('session_end moving a session to a new id or a new key does what lossless-claw 1.x does', async () => {
+    // OpenClaw 2026.9.6: idle, daily and compaction rotations keep the key and give the session a
+    // new id (lossless-claw rebinds its conversation to the new id); a child session made by
+    // /new in the TUI or the Control UI (`sessions.create` with a parent) ends the parent with
+    // reason `new` and a new key (lossless-claw leaves the parent's conversation alone; the
+    // parent's context was pruned by before_reset `new`; the child key starts its own).
+    const host = fakeHost()
+    const key = 'agent:main:explicit:rotating'
+    await host.engine().commitTurn({ sessionId: 'sid-a', sessionKey: key, advancementKey: 'r1', messages: turn(1) })
+    const first = await readDb(host, (e) => e.findConversation({ sessionKey: key }))
+    expect(await host.fire('session_end', { reason: 'idle', sessionId: 'sid-a', sessionKey: key, nextSessionId: 'sid-b', nextSessionKey: key }, {})).toEqual([undefined])
+    await host.engine().commitTurn({ sessionId: 'sid-b', sessionKey: key, advancementKey: 'r2', messages: turn(2) })
+    const rebound = await readDb(host, (e) => e.findConversation({ sessionKey: key }))
+    expect(rebound).toMatchObject({ conversationId: first!.conversationId, messageCount: 4 })
+    // The row carries the new id, as lossless-claw's lookup writes it.
+    expect(await readDb(host, (e) => e.findConversation({ sessionId: 'sid-b' }))).toMatchObject({ conversationId: first!.conversationId })
+
+    const child = 'agent:main:tui-child'
+    expect(await host.fire('session_end', { reason: 'new', sessionId: 'sid-b', sessionKey: key, nextSessionId: 'sid-c', nextSessionKey: child }, {})).toEqual([undefined])
+    await host.engine().commitTurn({ sessionId: 'sid-c', sessionKey: child, advancementKey: 'c1', messages: turn(3) })
+    const parent = await readDb(host, (e) => e.findConversation({ sessionKey: key }))
+    const own = await readDb(host, (e) => e.findConversation({ sessionKey: child }))
+    expect(parent).toMatchObject({ conversationId: first!.conversationId, messageCount: 4 })
+    expect(own?.conversationId).not.toBe(first!.conversationId)
+    expect(own?.messageCount).toBe(2)
+  })
+
   it('manual compaction passes the operator instructions to the summarizer', async () => {
     const { host, s } = await grown()
     const r = await host.engine().compact({ ...s, tokenBudget: 4000, force: true, compactionTarget: 'threshold', customInstructions: 'Keep every port number.' })

@@ -821,6 +821,57 @@ describe('the database', () => {
     expect(texts.map((t) => /question \d|answer \d/.exec(t)?.[0])).toEqual(['question 1', 'answer 1', 'question 2', 'answer 2'])
   })
 
+  it('one drainer at a time across processes: a live holder of the drain lock keeps others out, a dead one is taken over', async () => {
+    const { drainSpool, spool, spoolPath } = require('../plugin/shared.cjs')
+    const host = fakeHost()
+    const stored: string[] = []
+    const engine = { async ingest(_t: unknown, m: { content: string }[]) { stored.push(m[0].content); return { inserted: 1 } } }
+    spool(host.dbPath, { target: { sessionKey: 'agent:main:explicit:lock' }, messages: [{ role: 'user', content: 't0' }], advancementKey: 'k0' })
+    const lock = `${spoolPath(host.dbPath)}.lock`
+    // Another process drains (a live process holds the lock): this one leaves the spool to it.
+    const other = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60000)'])
+    try {
+      writeFileSync(lock, JSON.stringify({ pid: other.pid, host: require('node:os').hostname(), at: Date.now() }))
+      expect(await drainSpool(host.dbPath, engine)).toBe(0)
+      expect(stored).toEqual([])
+      expect(existsSync(spoolPath(host.dbPath))).toBe(true)
+    } finally {
+      other.kill('SIGKILL')
+      await new Promise((r) => other.once('exit', r))
+    }
+    // Killed mid-drain: its lock names a process that is gone, so the next drain takes over.
+    expect(await drainSpool(host.dbPath, engine)).toBe(1)
+    expect(stored).toEqual(['t0'])
+    expect(existsSync(lock)).toBe(false)
+    expect(existsSync(spoolPath(host.dbPath))).toBe(false)
+  })
+
+  it('a spooled turn that fails for a lasting reason drain after drain is set aside, reported, and stops holding later turns back', async () => {
+    const { drainSpool, spool, spoolPending } = require('../plugin/shared.cjs')
+    const host = fakeHost()
+    for (const t of ['t0', 'poison', 't2']) spool(host.dbPath, { target: { sessionKey: 'agent:main:explicit:poison' }, messages: [{ role: 'user', content: t }], advancementKey: t })
+    const stored: string[] = []
+    const engine = {
+      async ingest(_t: unknown, m: { content: string }[]) {
+        if (m[0].content === 'poison') throw Object.assign(new Error('an internal failure'), { code: 'E_INTERNAL' })
+        stored.push(m[0].content)
+        return { inserted: 1 }
+      },
+    }
+    const held: string[] = []
+    const onHeld = (t: { advancementKey?: string }, error: string) => held.push(`${t.advancementKey} ${error}`)
+    expect(await drainSpool(host.dbPath, engine, onHeld)).toBe(1)
+    expect(await drainSpool(host.dbPath, engine, onHeld)).toBe(0)
+    expect(stored).toEqual(['t0'])
+    expect(held).toEqual([])
+    expect(await drainSpool(host.dbPath, engine, onHeld)).toBe(1)
+    expect(stored).toEqual(['t0', 't2'])
+    expect(held).toEqual(['poison E_INTERNAL: an internal failure'])
+    expect(spoolPending(host.dbPath)).toBe(false)
+    const aside = readFileSync(`${host.dbPath}.lcm-native-held.jsonl`, 'utf8').trim().split('\n').map((l) => JSON.parse(l))
+    expect(aside).toMatchObject([{ advancementKey: 'poison', attempts: 3, messages: [{ content: 'poison' }] }])
+  })
+
   it('databaseScope "agent" gives each agent its own file', async () => {
     const host = fakeHost({ databaseScope: 'agent' })
     await host.engine().commitTurn({ sessionId: 'x', sessionKey: 'agent:ops:main', advancementKey: 'o1', messages: turn(1) })

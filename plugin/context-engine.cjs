@@ -189,7 +189,9 @@ class LcmNativeContextEngine {
     state.drained ??= new Set()
     if (!state.drained.has(path) || spoolPending(path)) {
       state.drained.add(path)
-      const stored = await drainSpool(path, engine).catch((e) => this.report('storing spooled turns', e))
+      const held = (/** @type {{ advancementKey?: string }} */ t, /** @type {string} */ error) =>
+        this.logger.error(`lcm-native: a spooled turn (${t.advancementKey ?? 'no key'}) failed ${error} on every try; it is set aside in ${path}.lcm-native-held.jsonl so that later turns are stored`)
+      const stored = await drainSpool(path, engine, held).catch((e) => this.report('storing spooled turns', e))
       if (stored) this.logger.info(`lcm-native: stored ${stored} spooled turn(s)`)
     }
     return engine

@@ -5,7 +5,8 @@
 // must exist once lives on globalThis: the loaded addon, one open engine per database file,
 // work in flight, and notes of what was already logged.
 
-const { appendFileSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } = require('node:fs')
+const { appendFileSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync, writeSync } = require('node:fs')
+const { hostname } = require('node:os')
 const { basename, dirname, join } = require('node:path')
 
 const { asPlainText } = require('./messages.cjs')
@@ -30,6 +31,7 @@ const KEY = Symbol.for('lcm-native.openclaw.shared')
  * @property {number} [drains]                          drains started (names their files)
  * @property {Set<string>} [drained]                     database files whose spool was drained once
  * @property {Map<string, AbortController>} [maintaining]  background maintenance in flight, by session
+ * @property {Set<string>} [drainingNow]                 database files whose spool this process is draining
  * @property {Map<string, { text: string, excerpt: string, at: number }>} [oversizedPrompts]  pending prompts shown as excerpts, by session
  * @property {Map<string, number>} [promptBudgets]       prompt budget (history and prompt) last seen per session
  * @property {number} [lastPromptBudget]                 that budget last seen in any session
@@ -196,15 +198,101 @@ function takenAt(path) {
   return m ? Number(m[1]) : 0
 }
 
+/** A drain that finds a turn failing this often for a reason that is not transient sets it aside. */
+const POISON_ATTEMPTS = 3
+/** Failures that say "later", not "never": the turn stays first in line. */
+const TRANSIENT = new Set(['E_BUSY', 'E_SQLITE', 'E_IO', 'E_CORRUPT', 'E_CLOSED', 'E_SCHEMA', 'E_READ_ONLY'])
+
 /**
- * Stores spooled turns in the order they were spooled. At the first turn that cannot be
- * stored the drain stops: that turn and the ones after it stay where they are, in order, for
- * the next drain (a later turn is never stored before an earlier one). Returns how many were
- * stored.
- * @param {string} dbPath @param {LcmEngine} engine
+ * The drain lock of a database's spool: a file created exclusively, naming the process that
+ * holds it. One drainer at a time across processes; a lock whose process is gone (a kill, a
+ * crash) is taken over. Returns a release function, or undefined when a live process holds it.
+ * @param {string} dbPath
  */
-async function drainSpool(dbPath, engine) {
+function lockSpool(dbPath) {
+  const lock = `${spoolPath(dbPath)}.lock`
+  const me = JSON.stringify({ pid: process.pid, host: hostname(), at: Date.now() })
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      const fd = openSync(lock, 'wx', 0o600)
+      writeSync(fd, me)
+      closeSync(fd)
+      return () => {
+        try {
+          if (readFileSync(lock, 'utf8') === me) rmSync(lock, { force: true })
+        } catch {
+          // Gone already.
+        }
+      }
+    } catch (err) {
+      if (/** @type {{ code?: string }} */ (err)?.code !== 'EEXIST') return undefined
+    }
+    if (holderAlive(lock)) return undefined
+    // Its holder is gone: take it over (one of two racing processes wins the create above).
+    try {
+      renameSync(lock, `${lock}.${process.pid}.stale`)
+      rmSync(`${lock}.${process.pid}.stale`, { force: true })
+    } catch {
+      // Another process took it over first.
+    }
+  }
+  return undefined
+}
+
+/** Whether the process named in a lock file still runs (on this host). @param {string} lock */
+function holderAlive(lock) {
+  /** @type {{ pid?: unknown, host?: unknown }} */
+  let holder
+  try {
+    holder = JSON.parse(readFileSync(lock, 'utf8'))
+  } catch {
+    // Being written this instant, or torn by a crash while being written: a second look.
+    try {
+      holder = JSON.parse(readFileSync(lock, 'utf8'))
+    } catch {
+      return false
+    }
+  }
+  if (typeof holder?.pid !== 'number') return false
+  // Another host sharing the directory: it cannot be checked from here, so it is trusted.
+  if (holder.host !== hostname()) return true
+  try {
+    process.kill(holder.pid, 0)
+    return true
+  } catch (err) {
+    return /** @type {{ code?: string }} */ (err)?.code === 'EPERM'
+  }
+}
+
+/**
+ * Stores spooled turns in the order they were spooled, one drainer at a time across processes
+ * (`lockSpool`; a drain that finds the lock held by a live process leaves the spool to it). At
+ * the first turn that cannot be stored the drain stops: that turn and the ones after it stay
+ * where they are, in order, for the next drain (a later turn is never stored before an earlier
+ * one). A turn that fails for a reason that is not transient, drain after drain, is set aside
+ * in `<db>.lcm-native-held.jsonl` with its error and reported (`onHeld`), so that it cannot
+ * hold every later turn back. Returns how many were stored.
+ * @param {string} dbPath @param {LcmEngine} engine
+ * @param {(turn: SpooledTurn, error: string) => void} [onHeld]
+ */
+async function drainSpool(dbPath, engine, onHeld) {
   const file = spoolPath(dbPath)
+  const s = shared()
+  s.drainingNow ??= new Set()
+  if (s.drainingNow.has(dbPath)) return 0
+  const release = lockSpool(dbPath)
+  if (!release) return 0
+  s.drainingNow.add(dbPath)
+  try {
+    return await drainLocked(dbPath, file, engine, onHeld)
+  } finally {
+    s.drainingNow.delete(dbPath)
+    release()
+  }
+}
+
+/** `drainSpool` under the lock. @param {string} dbPath @param {string} file @param {LcmEngine} engine @param {(turn: SpooledTurn, error: string) => void} [onHeld] */
+async function drainLocked(dbPath, file, engine, onHeld) {
   // Files taken by a drain that did not finish (a crash, a kill, a turn that failed) are
   // drained again, oldest first: their turns carry advancement keys, so a turn stored before
   // the crash is not stored twice.
@@ -226,18 +314,18 @@ async function drainSpool(dbPath, engine) {
       renameSync(file, mine)
       taken.push(mine)
     } catch {
-      // Another process took it first.
+      // Gone meanwhile.
     }
   }
   let stored = 0
   for (const path of taken) {
-    /** @type {SpooledTurn[]} */
+    /** @type {(SpooledTurn & { attempts?: number })[]} */
     const turns = []
     let text = ''
     try {
       text = readFileSync(path, 'utf8')
     } catch {
-      continue // drained by another process meanwhile
+      continue
     }
     for (const line of text.split('\n')) {
       if (line.trim() === '') continue
@@ -261,9 +349,17 @@ async function drainSpool(dbPath, engine) {
           if (code !== 'E_INVALID_INPUT') throw err
           await engine.ingest(/** @type {any} */ (target), /** @type {any} */ (asPlainText(/** @type {any} */ (t.messages))), options)
           stored++
-        } catch {
+        } catch (failed) {
+          const failure = /** @type {{ code?: string, message?: string }} */ (failed)
+          const attempts = (t.attempts ?? 0) + 1
+          if (!TRANSIENT.has(failure?.code ?? '') && attempts >= POISON_ATTEMPTS) {
+            const error = `${failure?.code ?? 'E_INTERNAL'}: ${failure?.message ?? String(failed)}`
+            appendFileSync(`${dbPath}.lcm-native-held.jsonl`, `${JSON.stringify({ ...t, attempts, error })}\n`, { mode: 0o600 })
+            onHeld?.(t, error)
+            continue
+          }
           // This turn and the rest stay in this file, which keeps its place in the order.
-          const rest = turns.slice(i).map((r) => `${JSON.stringify(r)}\n`).join('')
+          const rest = [{ ...t, attempts }, ...turns.slice(i + 1)].map((r) => `${JSON.stringify(r)}\n`).join('')
           writeFileSync(`${path}.tmp`, rest, { mode: 0o600 })
           renameSync(`${path}.tmp`, path)
           return stored

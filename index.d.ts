@@ -1174,6 +1174,12 @@ export declare class LcmEngine {
   /** What the migration run by `open` did. */
   get migration(): MigrationReport
   /**
+   * The damage found in the database file, or null: a file found damaged (by the quick
+   * check at open, or when SQLite met a malformed page) gets no more writes, each refused
+   * with this E_CORRUPT error; reads go on where they can.
+   */
+  get damage(): { code: 'E_CORRUPT'; message: string; path: string | null } | null
+  /**
    * Stores messages in one transaction and appends them to the live context. Every message
    * is validated first; a malformed one rejects with E_INVALID_INPUT naming its index, and
    * nothing of the call is written. Messages whose `entryId` is already stored are skipped.

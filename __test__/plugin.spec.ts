@@ -903,6 +903,28 @@ describe('the database', () => {
     expect(existsSync(`${host.dbPath}.lcm-native-pending.jsonl`)).toBe(false)
   })
 
+  it('a SQLite file damaged where no write goes is found at open: nothing written into it, one E_CORRUPT report, host messages passed through, turns spooled', async () => {
+    const dir = fakeHost().dir
+    const dbPath = join(dir, 'damaged.db')
+    const setup = await LcmEngine.open({ dbPath })
+    for (let i = 0; i < 40; i++) await setup.ingest({ sessionKey: 'agent:main:explicit:old' }, [{ role: 'user', content: `old message ${i} ${'x'.repeat(400)}` }])
+    await setup.close()
+    const bytes = readFileSync(dbPath)
+    bytes.fill(0xa5, 2 * 4096, 6 * 4096) // pages 3–6: b-tree pages of the tables written at first
+    writeFileSync(dbPath, bytes)
+    const host = fakeHost({ dbPath })
+    const s = session('after-damage')
+    expect(await host.engine().commitTurn({ ...s, advancementKey: 'c1', messages: turn(1) })).toEqual({ status: 'committed' })
+    expect(await host.engine().commitTurn({ ...s, advancementKey: 'c2', messages: turn(2) })).toEqual({ status: 'committed' })
+    const one = turn(3)
+    expect((await host.engine().assemble({ ...s, messages: one })).messages).toBe(one)
+    const reports = host.logs.filter((l) => l.level === 'error' && l.message.includes('damaged'))
+    expect(reports).toHaveLength(1)
+    expect(reports[0].message).toContain(dbPath)
+    expect(readFileSync(dbPath).equals(bytes)).toBe(true)
+    expect(readFileSync(`${dbPath}.lcm-native-pending.jsonl`, 'utf8').trim().split('\n')).toHaveLength(2)
+  })
+
   it('a database written by a newer lcm-native is reported once and left unchanged', async () => {
     const dbPath = copyFixture('newer-lcm-native.db')
     const before = readFileSync(dbPath)

@@ -166,7 +166,10 @@ class LcmNativeContextEngine {
   report(what, err) {
     const f = describeFailure(err)
     const code = f.code ?? 'E_INTERNAL'
-    if (code === 'E_SCHEMA' || code === 'E_IO' || code === 'E_INVALID_CONFIG') {
+    if (code === 'E_CORRUPT') {
+      // Once per file: every call fails the same way until the file is restored.
+      this.logOnce(`${code}:${f.message}`, 'error', `lcm-native: ${f.message}. Until then OpenClaw's own messages are used and new turns wait in the spool file, stored once the file is sound again.`)
+    } else if (code === 'E_SCHEMA' || code === 'E_IO' || code === 'E_INVALID_CONFIG') {
       this.logOnce(`${code}:${f.message}`, 'error', `lcm-native: ${what} failed (${code}): ${f.message}`)
     } else {
       this.logger.warn(`lcm-native: ${what} failed (${code}): ${f.message}`)
@@ -183,6 +186,10 @@ class LcmNativeContextEngine {
     const path = this.dbPathOf(s)
     const engine = await engineFor(path, this.settings.engineOptions())
     this.logOnce(`opened:${path}`, 'info', `lcm-native: using ${path} (${engine.migration.summary})`)
+    // A damaged file is neither read for the context (it would miss the turns it can no
+    // longer store) nor written: every caller falls back as on a failed open.
+    const damage = engine.damage
+    if (damage) throw Object.assign(new Error(damage.message), { code: damage.code, path: damage.path })
     // The spool when there is one, and once per process whatever is there (a drain a crash
     // interrupted leaves its taken file behind).
     const state = shared()

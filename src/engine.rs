@@ -55,10 +55,29 @@ impl Engine {
             (migration, flags, Pool::read_only(path, busy, config.immutable, conn))
         } else {
             let mut conn = db::open_connection(path, busy)?;
-            let mut migration = db::migrate::migrate(&mut conn, path)?;
-            migration.pending_batches_taken_over = crate::store::pending::take_over(&conn)?;
+            // A damaged file gets no write, the migration's included: it opens for reading
+            // when its schema is current (what can be read is still served), and every write
+            // is refused with E_CORRUPT.
+            let checked = db::damage::file_bytes(path) <= db::damage::CHECK_AT_OPEN_BYTES;
+            let damage = match checked {
+                true => db::damage::quick_check(&conn).map_err(|e| e.with_path(path))?,
+                false => None,
+            };
+            let mut migration = match &damage {
+                Some(found) => db::migrate::check_current(&conn, path).map_err(|_| found.clone().with_path(path))?,
+                None => db::migrate::migrate(&mut conn, path)?,
+            };
+            if damage.is_none() {
+                migration.pending_batches_taken_over = crate::store::pending::take_over(&conn)?;
+            }
             let flags = SchemaFlags::read(&conn)?;
-            (migration, flags, Pool::new(path, busy, conn)?)
+            let pool = Pool::new(path, busy, conn)?;
+            match damage {
+                Some(found) => pool.set_damage(found),
+                None if !checked => pool.check_damage_in_background(),
+                None => {}
+            }
+            (migration, flags, pool)
         };
         Ok(Engine {
             deps: Deps {
@@ -87,6 +106,11 @@ impl Engine {
     /// What the migration run by `open` did.
     pub fn migration(&self) -> &MigrationReport {
         &self.migration
+    }
+
+    /// The damage found in the database file (E_CORRUPT), if any: writes are refused with it.
+    pub fn damage(&self) -> Option<LcmError> {
+        self.deps.pool.damage()
     }
 
     /// Validates every message first (a malformed one rejects the call with its index and

@@ -22,6 +22,17 @@ pub enum LcmError {
         message: String,
     },
 
+    /// The database file is damaged (SQLite found a malformed page, or the check at open
+    /// did): the engine writes nothing more to it.
+    #[error("{message}")]
+    Corrupt {
+        /// The database file, when known.
+        path: Option<String>,
+        /// SQLite's extended result code, when SQLite reported it.
+        sqlite: Option<i32>,
+        message: String,
+    },
+
     /// An id (conversation, summary, message) does not exist.
     #[error("{kind} {id} not found")]
     NotFound { kind: &'static str, id: String },
@@ -95,6 +106,7 @@ impl LcmError {
         match self {
             LcmError::InvalidConfig { .. } => "E_INVALID_CONFIG",
             LcmError::Schema { .. } => "E_SCHEMA",
+            LcmError::Corrupt { .. } => "E_CORRUPT",
             LcmError::NotFound { .. } => "E_NOT_FOUND",
             LcmError::Busy { .. } => "E_BUSY",
             LcmError::Io { .. } => "E_IO",
@@ -114,7 +126,10 @@ impl LcmError {
     /// SQLite's extended result code behind the error, if SQLite reported it.
     pub fn sqlite_code(&self) -> Option<i32> {
         match self {
-            LcmError::Schema { sqlite, .. } | LcmError::Busy { sqlite, .. } | LcmError::Io { sqlite, .. } => *sqlite,
+            LcmError::Schema { sqlite, .. }
+            | LcmError::Corrupt { sqlite, .. }
+            | LcmError::Busy { sqlite, .. }
+            | LcmError::Io { sqlite, .. } => *sqlite,
             LcmError::Sqlite { code, .. } => *code,
             _ => None,
         }
@@ -123,18 +138,38 @@ impl LcmError {
     /// The file or directory the error is about, if known.
     pub fn path(&self) -> Option<&str> {
         match self {
-            LcmError::Schema { path, .. } | LcmError::Io { path, .. } => path.as_deref(),
+            LcmError::Schema { path, .. } | LcmError::Corrupt { path, .. } | LcmError::Io { path, .. } => {
+                path.as_deref()
+            }
             LcmError::ReadOnly { path, .. } => Some(path),
             _ => None,
         }
     }
 
-    /// Names `path` on a file-system or schema error that does not name one yet.
+    /// Names `path` on a file-system, schema or damage error that does not name one yet (a
+    /// damage message gets the file and what to do).
     pub fn with_path(mut self, p: &str) -> Self {
-        if let LcmError::Schema { path, .. } | LcmError::Io { path, .. } = &mut self {
+        if let LcmError::Corrupt {
+            path: None, message, ..
+        } = &mut self
+        {
+            *message = format!("{p}: {message}");
+        }
+        if let LcmError::Schema { path, .. } | LcmError::Corrupt { path, .. } | LcmError::Io { path, .. } = &mut self {
             path.get_or_insert_with(|| p.to_string());
         }
         self
+    }
+
+    /// The file is damaged: `what` SQLite (or the check at open) found.
+    pub fn corrupt(sqlite: Option<i32>, what: impl fmt::Display) -> Self {
+        LcmError::Corrupt {
+            path: None,
+            sqlite,
+            message: format!(
+                "the database file is damaged ({what}); lcm-native writes nothing more to it. Stop the host, restore the file from a backup (lcm-native backup makes one), or recover what can be read with `sqlite3 FILE .recover`"
+            ),
+        }
     }
 
     pub fn invalid_config(option: impl Into<String>, reason: impl fmt::Display) -> Self {
@@ -218,9 +253,7 @@ impl From<rusqlite::Error> for LcmError {
                     "the database is read-only ({detail}); make the file and its directory writable"
                 )),
                 C::NotADatabase => schema(format!("the file is not a SQLite database ({detail}); check dbPath")),
-                C::DatabaseCorrupt => schema(format!(
-                    "the database file is corrupt ({detail}); restore it from a backup"
-                )),
+                C::DatabaseCorrupt => LcmError::corrupt(sqlite, detail),
                 C::CannotOpen => io(format!(
                     "cannot open the database file ({detail}); check that the path exists and is accessible"
                 )),

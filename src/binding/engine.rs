@@ -91,6 +91,20 @@ impl LcmEngine {
         serde_json::to_value(self.inner.migration()).map_err(napi::Error::from)
     }
 
+    /// The damage found in the database file, or null: a file found damaged (by the quick
+    /// check at open, or when SQLite met a malformed page) gets no more writes, each refused
+    /// with this E_CORRUPT error; reads go on where they can.
+    #[napi(
+        getter,
+        ts_return_type = "{ code: 'E_CORRUPT'; message: string; path: string | null } | null"
+    )]
+    pub fn damage(&self) -> Value {
+        match self.inner.damage() {
+            Some(e) => serde_json::json!({ "code": e.code(), "message": e.to_string(), "path": e.path() }),
+            None => Value::Null,
+        }
+    }
+
     /// Stores messages in one transaction and appends them to the live context. Every message
     /// is validated first; a malformed one rejects with E_INVALID_INPUT naming its index, and
     /// nothing of the call is written. Messages whose `entryId` is already stored are skipped.

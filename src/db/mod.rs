@@ -1,6 +1,7 @@
 //! Opening SQLite files the way lcm-native needs them, and the schema migration.
 
 pub mod checkpoint;
+pub mod damage;
 mod flags;
 pub mod migrate;
 pub mod pool;

@@ -9,6 +9,7 @@ use rusqlite::hooks::Action;
 use rusqlite::Connection;
 
 use super::checkpoint::Checkpointer;
+use super::damage::Damage;
 use crate::error::{LcmError, Result};
 
 /// Readers kept open between calls; more are opened on demand and dropped afterwards.
@@ -29,6 +30,11 @@ pub struct Pool {
     /// sees (also in `write_preserving_messages`). What was rendered from messages on the
     /// writer stays valid while this count (and the writer's `data_version`) is unchanged.
     message_rewrites: Arc<AtomicU64>,
+    /// Set once the file is found damaged (the check at open, or SQLITE_CORRUPT on any of
+    /// this pool's connections): every write is refused with it from then on.
+    damage: Damage,
+    /// Stops the background check of a large file when the pool closes first.
+    damage_check: Mutex<Option<rusqlite::InterruptHandle>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -58,6 +64,8 @@ impl Pool {
             readers: Mutex::new(Some(Vec::new())),
             checkpointer: Mutex::new(Some(checkpointer)),
             message_rewrites,
+            damage: Damage::default(),
+            damage_check: Mutex::new(None),
         })
     }
 
@@ -73,6 +81,8 @@ impl Pool {
             readers: Mutex::new(Some(vec![reader])),
             checkpointer: Mutex::new(None),
             message_rewrites: Arc::new(AtomicU64::new(0)),
+            damage: Damage::default(),
+            damage_check: Mutex::new(None),
         }
     }
 
@@ -129,12 +139,42 @@ impl Pool {
         self.check_writable()?;
         let mut guard = lock(&self.writer);
         let conn = guard.as_mut().ok_or(LcmError::Closed)?;
+        if let Some(damage) = self.damage.get() {
+            return Err(damage);
+        }
         if may_rewrite {
             // Under the writer's lock, before `f`: a read on the writer (which holds the same
             // lock) sees the new count whether or not `f` completes.
             self.message_rewrites.fetch_add(1, Ordering::SeqCst);
         }
-        f(conn)
+        self.noting_damage(f(conn))
+    }
+
+    /// The damage found in the file, if any: writes are refused with it.
+    pub fn damage(&self) -> Option<LcmError> {
+        self.damage.get()
+    }
+
+    /// Records that the file is damaged (found by the check at open).
+    pub fn set_damage(&self, found: LcmError) {
+        self.damage.note(&found, &self.path);
+    }
+
+    /// Checks a file too large to check at open on a thread of its own; writes are refused
+    /// once it finds damage.
+    pub fn check_damage_in_background(&self) {
+        *lock(&self.damage_check) = self.damage.check_in_background(&self.path, self.busy_timeout_ms);
+    }
+
+    /// `result`, with a damaged-file error recorded (named with the file) on the way out.
+    fn noting_damage<T>(&self, result: Result<T>) -> Result<T> {
+        result.map_err(|e| {
+            self.damage.note(&e, &self.path);
+            match e {
+                LcmError::Corrupt { .. } => e.with_path(&self.path),
+                other => other,
+            }
+        })
     }
 
     /// Runs `f` with the writer connection while the background checkpointer is held off, for
@@ -156,7 +196,7 @@ impl Pool {
             Some(c) => c,
             None => self.fresh_connection()?,
         };
-        let out = f(&conn);
+        let out = self.noting_damage(f(&conn));
         let mut guard = lock(&self.readers);
         if let Some(idle) = guard.as_mut() {
             if idle.len() < IDLE_READERS {
@@ -184,7 +224,7 @@ impl Pool {
             Err(std::sync::TryLockError::WouldBlock) => None,
         };
         match guard.as_ref().and_then(|g| g.as_ref()) {
-            Some(writer) => f(writer, Some(self.message_rewrites.load(Ordering::SeqCst))),
+            Some(writer) => self.noting_damage(f(writer, Some(self.message_rewrites.load(Ordering::SeqCst)))),
             None => {
                 drop(guard);
                 self.read(|conn| f(conn, None))
@@ -195,6 +235,9 @@ impl Pool {
     /// Closes every connection. Calls made afterwards fail with E_CLOSED. Returns false when
     /// the pool was already closed.
     pub fn close(&self) -> bool {
+        if let Some(check) = lock(&self.damage_check).take() {
+            check.interrupt();
+        }
         if let Some(mut c) = lock(&self.checkpointer).take() {
             c.stop();
         }

@@ -457,8 +457,9 @@ fn read_only_refuses_files_that_need_a_migration_or_do_not_exist() {
     );
 }
 
-/// A damaged page: every call that reads it rejects with E_SCHEMA naming the corruption (no
-/// panic, no crash), calls that do not touch it go on, and verify reports the damage.
+/// A damaged page: the check at open finds it, every write is refused with E_CORRUPT naming
+/// the file and what to do, a call that reads the page rejects with E_CORRUPT too (no panic, no
+/// crash), calls that do not touch it go on, and verify reports the damage (#33 item 6).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_damaged_file_gives_coded_errors_and_verify_reports_it() {
     use crate::compaction::tests::{compact_offline, with_synthetic};
@@ -480,17 +481,25 @@ async fn a_damaged_file_gives_coded_errors_and_verify_reports_it() {
         f.seek(SeekFrom::Start((root as u64 - 1) * 4096)).unwrap();
         f.write_all(&[0x5a; 4096]).unwrap();
     }
+    let size = std::fs::metadata(&path).unwrap().len();
     let engine = Engine::open(Config::with_db_path(&path)).unwrap();
+    assert_eq!(engine.damage().map(|e| e.code()), Some("E_CORRUPT"));
     let err = engine.messages(cid, 0, 10).unwrap_err();
-    assert_eq!(err.code(), "E_SCHEMA", "{err}");
-    assert!(err.to_string().contains("corrupt"), "{err}");
+    assert_eq!(err.code(), "E_CORRUPT", "{err}");
+    assert!(
+        err.to_string().contains(&path) && err.to_string().contains("damaged"),
+        "{err}"
+    );
+    // A write to another session would not touch the damaged page: refused all the same.
     let err = engine
         .ingest(
-            &Target::Session("s".into()),
+            &Target::Session("elsewhere".into()),
             &[json!({"role": "user", "content": "more"})],
         )
         .unwrap_err();
-    assert_eq!(err.code(), "E_SCHEMA", "{err}");
+    assert_eq!(err.code(), "E_CORRUPT", "{err}");
+    assert!(err.to_string().contains("restore the file from a backup"), "{err}");
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), size);
     // Summaries do not live on that page.
     assert!(!engine.summaries(cid, None).unwrap().is_empty());
     let report = engine.verify(None).unwrap();

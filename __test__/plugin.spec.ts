@@ -1,7 +1,7 @@
 // Contract tests of the OpenClaw plugin (plugin/) against a recording fake host: the calls
 // OpenClaw 2026.9 makes, in its order and shapes, and what the plugin answers.
 import { spawn, spawnSync } from 'node:child_process'
-import { existsSync, readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 
 import { afterAll, describe, expect, it } from 'vitest'
@@ -979,6 +979,32 @@ describe('the database', () => {
     expect(texts).toHaveLength(6)
     expect(texts.join(' ')).toContain('refund [REDACTED] today')
     expect(texts.join(' ')).not.toContain('CUST-40417733')
+  })
+
+  it("the operator's redact reaches a turn spooled while the database was locked: the next drain does not bring the secret back", async () => {
+    const { spoolPath } = require('../plugin/shared.cjs')
+    const host = fakeHost({ busyTimeoutMs: 100 })
+    const s = session('spooled-secret')
+    await host.engine().commitTurn({ ...s, advancementKey: 'first', messages: turn(1) })
+    const holder = spawn('python3', ['-c', 'import sqlite3,sys,time; c=sqlite3.connect(sys.argv[1], isolation_level=None); c.execute("BEGIN IMMEDIATE"); print("locked", flush=True); time.sleep(2.5)', host.dbPath])
+    await new Promise<void>((resolve) => holder.stdout.once('data', () => resolve()))
+    const secret = [{ role: 'user', content: 'deploy with sk-live-Pq7Rs2Tu9Vw4 now', timestamp: Date.now() }, turn(2)[1]]
+    expect(await host.engine().commitTurn({ ...s, advancementKey: 'secret', messages: secret })).toEqual({ status: 'committed' })
+    expect(readFileSync(spoolPath(host.dbPath), 'utf8')).toContain('sk-live-Pq7Rs2Tu9Vw4')
+    await new Promise((r) => holder.once('exit', r))
+    // The operator redacts before the next turn (before: "the pattern matches nothing").
+    const operator = await LcmEngine.open({ dbPath: host.dbPath })
+    const r = await operator.redact({ pattern: 'sk-live-[A-Za-z0-9]+' })
+    await operator.close()
+    expect(r).toMatchObject({ spooledMatches: 1, spoolBusy: false })
+    const spoolFiles = readdirSync(host.dir).filter((n) => n.includes('lcm-native-pending'))
+    expect(spoolFiles.length).toBeGreaterThan(0)
+    for (const n of spoolFiles) expect(readFileSync(join(host.dir, n), 'utf8')).not.toContain('sk-live-Pq7Rs2Tu9Vw4')
+    await host.engine().commitTurn({ ...s, advancementKey: 'after', messages: turn(3) })
+    const texts = await readDb(host, async (e) => (await e.messages((await e.findConversation({ sessionKey: s.sessionKey }))!.conversationId)).map((m) => JSON.stringify(m.content)))
+    expect(texts).toHaveLength(6)
+    expect(texts.join(' ')).toContain('deploy with [REDACTED] now')
+    expect(texts.join(' ')).not.toContain('sk-live-Pq7Rs2Tu9Vw4')
   })
 
   it('a turn spooled without a host key (ingestBatch) gets one, so a drain replayed after a kill stores it once', async () => {

@@ -51,12 +51,14 @@ const HELP = {
     tokens (--content: the texts too). Reads only.`,
   rollback: `lcm-native rollback <summary_id> <version> [--db PATH]
     Make an earlier version of a summary its text again, as a new version.`,
-  redact: `lcm-native redact (--pattern REGEX | --messages ID,ID…) [--conversation N] [--replacement TEXT]
+  redact: `lcm-native redact (--pattern REGEX | --messages ID,ID… | --finish) [--conversation N] [--replacement TEXT]
                      [--reason TEXT] [--mark-only] [--provider ID] [--model M] [--base-url URL] [--db PATH]
     Remove text from messages, their parts and full-text rows, and every summary built over
     them (regenerated bottom-up, with the LLM chosen as for rewrite, else offline; --mark-only:
     replaced by a notice, left for repair); old versions holding it are purged and the file is
-    rebuilt so its bytes no longer hold it. The log keeps ids and counts, never the text.`,
+    rebuilt so its bytes no longer hold it. The log keeps ids and counts, never the text.
+    --finish: finish what earlier redactions left (summaries awaiting regeneration, a scrub of
+    the file cut short by a kill or a full disk).`,
   tui: `lcm-native tui [--db PATH] [--conversation N] [--prompt-dir DIR] [--provider ID] [--model M] [--base-url URL] [--tz ZONE]
     A full-screen terminal UI: the conversations, a conversation's summary DAG with each
     summary's text, inputs and what covers it, and rewrites of one summary (w: preview the
@@ -568,6 +570,7 @@ async function redact(argv) {
     replacement: 'string',
     reason: 'string',
     'mark-only': 'switch',
+    finish: 'switch',
     ...LLM_OPTIONS,
     db: 'string',
     help: 'switch',
@@ -575,7 +578,8 @@ async function redact(argv) {
   const args = parseArgs(argv, spec, 'redact')
   if (args.help) return console.log(`usage: ${HELP.redact}`)
   if (args._.length) throw new UsageError(`unexpected argument ${args._[0]}`, 'redact')
-  if (args.pattern === undefined && args.messages === undefined) throw new UsageError('give --pattern or --messages', 'redact')
+  const chosen = [args.pattern, args.messages, args.finish].filter((v) => v !== undefined && v !== false).length
+  if (chosen !== 1) throw new UsageError('give one of --pattern, --messages and --finish', 'redact')
   const messageIds = args.messages === undefined ? undefined : args.messages.split(',').map((s) => Number(s.trim()))
   if (messageIds && messageIds.some((n) => !Number.isInteger(n) || n < 1)) throw new UsageError('--messages takes message ids separated by commas', 'redact')
   const db = existingDb(args)
@@ -594,17 +598,29 @@ async function redact(argv) {
         replacement: args.replacement,
         reason: args.reason,
         markOnly: Boolean(args['mark-only']),
+        ...(args.finish ? { finish: true } : {}),
         signal: controller.signal,
         onProgress: (p) => process.stderr.write(`Regenerating ${p.done + 1}/${p.total}: ${p.summaryId} (d${p.depth})…\n`),
       },
       llm ? llm.summarize : 'offline',
     )
-    console.log(
-      `redacted ${fmt(r.matches)} match${r.matches === 1 ? '' : 'es'} in ${plural(r.messages, 'message')} (${plural(r.parts, 'part')}); ` +
-        `${fmt(r.summaries)} covering summar${r.summaries === 1 ? 'y' : 'ies'}, ${fmt(r.regenerated)} regenerated, ${fmt(r.pending)} still marked; ` +
-        `${plural(r.versionsPurged, 'old version')} purged` + (r.redactionId ? `; log entry ${r.redactionId}` : ''),
-    )
-    if (!r.checkpointed) console.log('warning: another process holds the file open; the write-ahead log still holds old pages until its next checkpoint')
+    if (args.finish) {
+      console.log(`finished: ${fmt(r.regenerated)} summar${r.regenerated === 1 ? 'y' : 'ies'} regenerated, ${fmt(r.pending)} still marked; ${r.scrubPending ? 'the scrub is still pending' : 'the file is scrubbed'}`)
+    } else {
+      console.log(
+        `redacted ${fmt(r.matches)} match${r.matches === 1 ? '' : 'es'} in ${plural(r.messages, 'message')} (${plural(r.parts, 'part')}); ` +
+          `${fmt(r.summaries)} covering summar${r.summaries === 1 ? 'y' : 'ies'}, ${fmt(r.regenerated)} regenerated, ${fmt(r.pending)} still marked; ` +
+          `${plural(r.versionsPurged, 'old version')} purged` + (r.redactionId ? `; log entry ${r.redactionId}` : '') +
+          (r.spooledMatches ? `; ${fmt(r.spooledMatches)} in turns spooled beside the file` : ''),
+      )
+    }
+    if (r.spoolBusy) console.log('warning: a drain of the spooled turns beside the file was running; they were not redacted: run the same redact again')
+    if (r.scrubError) {
+      console.log(`warning: the text is replaced, but the scrub of the file failed (${r.scrubError}); its free pages may still hold the old text. Free space, then run: lcm-native redact --finish --db ${db}`)
+      process.exitCode = 1
+    } else if (!r.checkpointed) {
+      console.log('warning: another process holds the file open; the write-ahead log still holds old pages until its next checkpoint (lcm-native redact --finish scrubs it then)')
+    }
   } finally {
     process.removeListener('SIGINT', onSigint)
     await engine.close()

@@ -23,6 +23,19 @@ use crate::summarizer::{Summarizer, SummaryKind};
 use group_commit::GroupCommit;
 use locks::ConversationLocks;
 
+/// Records in the open's report the redactions whose scrub of the file did not complete, and
+/// says so in its summary line (which the host logs).
+fn note_scrubs_pending(migration: &mut MigrationReport, conn: &rusqlite::Connection) -> Result<()> {
+    migration.scrubs_pending = crate::redact::scrubs_pending(conn)?;
+    if migration.scrubs_pending > 0 {
+        migration.summary.push_str(&format!(
+            "; {} redaction(s) not yet scrubbed from the file (replaced text may remain in its free pages or WAL): run `lcm-native redact --finish`",
+            migration.scrubs_pending
+        ));
+    }
+    Ok(())
+}
+
 /// Live items above which a conversation assembles on a reader rather than on the writer.
 const LARGE_CONTEXT_ITEMS: i64 = 10_000;
 
@@ -50,8 +63,9 @@ impl Engine {
         let (path, busy) = (&config.db_path, config.busy_timeout_ms);
         let (migration, flags, pool) = if config.read_only {
             let conn = db::open_read_only(path, busy, config.immutable)?;
-            let migration = db::migrate::check_current(&conn, path)?;
+            let mut migration = db::migrate::check_current(&conn, path)?;
             let flags = SchemaFlags::read(&conn)?;
+            note_scrubs_pending(&mut migration, &conn)?;
             (migration, flags, Pool::read_only(path, busy, config.immutable, conn))
         } else {
             let mut conn = db::open_connection(path, busy)?;
@@ -71,6 +85,7 @@ impl Engine {
                 migration.pending_batches_taken_over = crate::store::pending::take_over(&conn)?;
             }
             let flags = SchemaFlags::read(&conn)?;
+            note_scrubs_pending(&mut migration, &conn)?;
             let pool = Pool::new(path, busy, conn)?;
             match damage {
                 Some(found) => pool.set_damage(found),
@@ -390,23 +405,42 @@ impl Engine {
                 "this file has no redaction tables (open it writable once to migrate it)",
             ));
         }
-        let scope = self
-            .deps
-            .pool
-            .read(|conn| redact::conversations_in_scope(conn, options))?;
+        let (scope, scrubs) = self.deps.pool.read(|conn| {
+            let scope = match options.finish {
+                true => redact::conversations_awaiting(conn, options.conversation_id)?,
+                false => redact::conversations_in_scope(conn, options)?,
+            };
+            Ok((scope, redact::scrubs_pending(conn)?))
+        })?;
         let mut turns = Vec::with_capacity(scope.len());
         for id in &scope {
             turns.push(self.turn(*id).await?);
         }
         let flags = self.deps.flags;
         use tokio::task::block_in_place as blocking;
-        let mut result = blocking(|| {
-            self.deps
-                .pool
-                .write(|conn| redact::redact_messages(conn, flags, options, &scope))
-        })?;
+        let mut result = match options.finish {
+            true => redact::RedactionResult {
+                conversation_ids: scope.clone(),
+                ..Default::default()
+            },
+            false => blocking(|| {
+                self.deps
+                    .pool
+                    .write(|conn| redact::redact_messages(conn, flags, options, &scope))
+            })?,
+        };
+        if options.redactor.pattern.is_some() {
+            // Turns the plugin spooled beside the file would bring the text back when stored.
+            let spooled =
+                blocking(|| redact::spool::scrub(&self.deps.config.db_path, &options.redactor)).map_err(|e| {
+                    crate::error::LcmError::io(&self.deps.config.db_path, format!("redacting the spool beside it: {e}"))
+                })?;
+            result.spooled_matches = spooled.matches;
+            result.spool_busy = spooled.busy;
+        }
         let waiting = blocking(|| self.deps.pool.read(|conn| redact::pending(conn, &scope)))?;
-        if result.redaction_id.is_none() && waiting == 0 {
+        let found = result.redaction_id.is_some() || result.spooled_matches > 0;
+        if !options.finish && !found && waiting == 0 && scrubs == 0 {
             return Err(crate::error::LcmError::invalid_input(match options.redactor.pattern {
                 Some(_) => "the pattern matches nothing in the messages in scope",
                 None => "the messages hold no text to redact",
@@ -432,11 +466,19 @@ impl Engine {
                 redact::pending(conn, &scope)
             })
         })?;
-        result.checkpointed = blocking(|| {
+        // The text is replaced (committed above) whatever happens to the scrub: a scrub that
+        // fails (a full disk at VACUUM) is reported in the result and stays recorded in the
+        // file for the next `redact`.
+        let scrubbed = blocking(|| {
             self.deps
                 .pool
                 .write_without_checkpointer(|conn| redact::scrub(conn, flags))
-        })?;
+        });
+        match scrubbed {
+            Ok(emptied) => result.checkpointed = emptied,
+            Err(e) => result.scrub_error = Some(format!("{}: {e}", e.code())),
+        }
+        result.scrub_pending = blocking(|| self.deps.pool.read(redact::scrubs_pending))? > 0;
         result.duration_ms = started.elapsed().as_secs_f64() * 1000.0;
         Ok(result)
     }

@@ -291,7 +291,12 @@ export interface RewriteOptions {
   onProgress?: (progress: RewriteProgress) => void
 }
 
-/** Options of `redact`: a `pattern`, or `messageIds` whose whole text is redacted (or both). */
+/**
+ * Options of `redact`: a `pattern`, or `messageIds` whose whole text is redacted (or both); or
+ * neither (or `finish: true`), which finishes what earlier redactions left: the summaries
+ * awaiting regeneration (in `conversationId`, else everywhere) and a scrub of the file that a
+ * kill or a full disk cut short.
+ */
 export interface RedactOptions {
   /** Only this conversation's messages. Default: those of `messageIds`, else every conversation. */
   conversationId?: number
@@ -311,6 +316,8 @@ export interface RedactOptions {
    * them; the next `redact` (or `rewrite` with `fallbacks: true`) regenerates them.
    */
   markOnly?: boolean
+  /** Finish earlier redactions only (what a call with no `pattern` and no `messageIds` does). */
+  finish?: boolean
   /** Stops between two regenerated summaries; the rest stay marked. */
   signal?: AbortSignal
   /** Called before each summary is regenerated. */
@@ -409,6 +416,12 @@ export interface MigrationReport {
    * so that lcm-native compacts those messages itself (`store::pending`).
    */
   pendingBatchesTakenOver: number
+  /**
+   * Redactions whose scrub of the file did not complete (killed, a full disk, a WAL held
+   * open): the replaced text may still be in free pages or the WAL. `redact` with no
+   * pattern (`lcm-native redact --finish`) finishes them.
+   */
+  scrubsPending: number
   durationMs: number
   /** One line saying what happened (for logs). */
   summary: string
@@ -1114,6 +1127,22 @@ export interface RedactionResult {
    * stay in the `-wal` file until its next checkpoint.
    */
   checkpointed: boolean
+  /**
+   * True when the replaced text may still be in the file's free pages or its WAL: the scrub
+   * failed (`scrubError`: a full disk at VACUUM) or the WAL could not be emptied. The text
+   * itself is replaced; the file records the pending scrub, `open` reports it
+   * (`migration.scrubsPending`), and `redact` with no pattern finishes it.
+   */
+  scrubPending: boolean
+  /**
+   * Matches replaced in turns the OpenClaw plugin spooled beside the database (turns it could
+   * not store yet; stored later, they would bring the text back).
+   */
+  spooledMatches: number
+  /** A drain of that spool was running, so it was left as it was: `redact` again. */
+  spoolBusy: boolean
+  /** Why the scrub failed, with its code (`E_IO: …`), when it did. */
+  scrubError?: string
   durationMs: number
 }
 

@@ -348,8 +348,12 @@ impl LcmEngine {
     /// purged; then the file is rebuilt (`VACUUM`) and its write-ahead log truncated, so the text
     /// cannot be read back from its bytes. The log records ids and counts, never the text.
     /// `signal` stops between two regenerated summaries (the rest stay marked; the next
-    /// `redact` finishes them); `onProgress` is called before each. E_INVALID_INPUT for an
-    /// invalid pattern or one that matches nothing; E_NOT_FOUND for unknown ids.
+    /// `redact` finishes them); `onProgress` is called before each. With no `pattern` and no
+    /// `messageIds` it finishes earlier redactions: summaries awaiting regeneration and a scrub
+    /// a kill or a full disk cut short (the file records it; `migration.scrubsPending`). A scrub
+    /// that fails does not reject: the text is replaced, and `scrubPending` / `scrubError` say
+    /// so. E_INVALID_INPUT for an invalid pattern or one that matches nothing (with no scrub
+    /// pending); E_NOT_FOUND for unknown ids.
     #[napi(ts_return_type = "Promise<RedactionResult>")]
     pub fn redact<'env>(
         &self,

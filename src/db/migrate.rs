@@ -60,6 +60,10 @@ pub struct MigrationReport {
     /// Batches of summaries lossless-claw 1.x had prepared but not published, dropped at open
     /// so that lcm-native compacts those messages itself (`store::pending`).
     pub pending_batches_taken_over: i64,
+    /// Redactions whose scrub of the file did not complete (killed, a full disk, a WAL held
+    /// open): the replaced text may still be in free pages or the WAL. `redact` with no
+    /// pattern (`lcm-native redact --finish`) finishes them.
+    pub scrubs_pending: i64,
     pub duration_ms: f64,
     /// One line saying what happened (for logs).
     pub summary: String,

@@ -261,6 +261,18 @@ pub const TABLES: &[(&str, &str)] = &[
     )",
     ),
     (
+        // lcm-native's own: redactions whose replaced text may still be in the file's free
+        // pages, old full-text segments or the WAL. The row goes in the transaction that
+        // replaces the text and leaves when the scrub (VACUUM, WAL emptied) is done, so a scrub
+        // cut short (a kill, a full disk) is known to the next open and finished by `redact`
+        // with no pattern.
+        "lcm_native_scrub_pending",
+        "CREATE TABLE IF NOT EXISTS lcm_native_scrub_pending (
+      redaction_id INTEGER PRIMARY KEY REFERENCES lcm_native_redactions(redaction_id),
+      marked_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+    )",
+    ),
+    (
         "lcm_migration_state",
         "CREATE TABLE IF NOT EXISTS lcm_migration_state (
       step_name TEXT NOT NULL,
@@ -278,6 +290,7 @@ pub const READ_OPTIONAL_TABLES: &[&str] = &[
     "lcm_native_summary_versions",
     "lcm_native_redactions",
     "lcm_native_redaction_pending",
+    "lcm_native_scrub_pending",
 ];
 
 /// Columns that older eras lack, added with `ALTER TABLE … ADD COLUMN` (same declarations as

@@ -8,6 +8,7 @@
 //! them. The log (`lcm_native_redactions`) records ids and counts, never the text.
 
 pub mod secrets;
+pub mod spool;
 pub mod text;
 
 #[cfg(test)]
@@ -56,6 +57,9 @@ pub struct RedactOptions {
     /// Replace the covering summaries with the notice and leave them marked, without
     /// regenerating them.
     pub mark_only: bool,
+    /// Nothing new to redact (no `pattern`, no `messageIds`): finish what earlier redactions
+    /// left, the summaries awaiting regeneration and the scrub of the file.
+    pub finish: bool,
 }
 
 impl RedactOptions {
@@ -76,6 +80,7 @@ impl RedactOptions {
             },
             reason: None,
             mark_only: false,
+            finish: false,
         };
         for (key, value) in obj {
             if value.is_null() {
@@ -117,15 +122,23 @@ impl RedactOptions {
                         .as_bool()
                         .ok_or_else(|| LcmError::invalid_input(format!("`markOnly` must be a boolean, got {value}")))?
                 }
+                "finish" => {
+                    o.finish = value
+                        .as_bool()
+                        .ok_or_else(|| LcmError::invalid_input(format!("`finish` must be a boolean, got {value}")))?
+                }
                 "signal" | "onProgress" => {}
                 _ => return Err(LcmError::invalid_input(format!("unknown redact option `{key}`"))),
             }
         }
-        if o.redactor.pattern.is_none() && o.message_ids.is_none() {
+        let nothing_new = o.redactor.pattern.is_none() && o.message_ids.is_none();
+        if o.finish && !nothing_new {
             return Err(LcmError::invalid_input(
-                "say what to redact: a `pattern`, or `messageIds` (whose whole text is redacted)",
+                "`finish` finishes earlier redactions; it takes no `pattern` or `messageIds`",
             ));
         }
+        // With nothing new to redact, a call finishes what earlier ones left.
+        o.finish = nothing_new;
         if let Some(re) = &o.redactor.pattern {
             if re.is_match(&o.redactor.replacement) {
                 return Err(LcmError::invalid_input("the `replacement` matches the `pattern`"));
@@ -162,6 +175,20 @@ pub struct RedactionResult {
     /// False when another connection kept the write-ahead log from being emptied: old bytes may
     /// stay in the `-wal` file until its next checkpoint.
     pub checkpointed: bool,
+    /// True when the replaced text may still be in the file's free pages or its WAL: the scrub
+    /// failed (`scrubError`: a full disk at VACUUM) or the WAL could not be emptied. The text
+    /// itself is replaced; the file records the pending scrub, `open` reports it
+    /// (`migration.scrubsPending`), and `redact` with no pattern finishes it.
+    pub scrub_pending: bool,
+    /// Matches replaced in turns the OpenClaw plugin spooled beside the database (turns it could
+    /// not store yet; stored later, they would bring the text back).
+    pub spooled_matches: usize,
+    /// A drain of that spool was running, so it was left as it was: `redact` again.
+    pub spool_busy: bool,
+    /// Why the scrub failed, with its code (`E_IO: …`), when it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, ts(optional))]
+    pub scrub_error: Option<String>,
     pub duration_ms: f64,
 }
 
@@ -305,6 +332,11 @@ pub fn redact_messages(
         ],
     )?;
     let redaction_id = tx.last_insert_rowid();
+    // The file holds the old text until the scrub has run: recorded with the replacement.
+    tx.execute(
+        "INSERT OR IGNORE INTO lcm_native_scrub_pending (redaction_id) VALUES (?1)",
+        [redaction_id],
+    )?;
     let affected: Vec<String> = tx
         .prepare(
             "WITH RECURSIVE affected(id) AS (
@@ -389,6 +421,19 @@ pub fn log_ingest(tx: &Connection, conversation_id: i64, redacted: &[(i64, secre
     Ok(())
 }
 
+/// Conversations with summaries awaiting regeneration (within `only` when given): what
+/// `redact` with nothing new to redact finishes.
+pub fn conversations_awaiting(conn: &Connection, only: Option<i64>) -> Result<Vec<i64>> {
+    Ok(conn
+        .prepare(
+            "SELECT DISTINCT s.conversation_id FROM lcm_native_redaction_pending p
+             JOIN summaries s ON s.summary_id = p.summary_id
+             WHERE ?1 IS NULL OR s.conversation_id = ?1 ORDER BY 1",
+        )?
+        .query_map([only], |r| r.get(0))?
+        .collect::<std::result::Result<_, _>>()?)
+}
+
 /// Summaries of `conversations` still awaiting regeneration.
 pub fn pending(conn: &Connection, conversations: &[i64]) -> Result<usize> {
     let n: i64 = conn.query_row(
@@ -428,6 +473,15 @@ pub fn scrub(conn: &Connection, flags: SchemaFlags) -> Result<bool> {
     for t in tables {
         conn.execute(&format!("INSERT INTO {t} ({t}) VALUES ('optimize')"), [])?;
     }
+    #[cfg(test)]
+    if tests::vacuum_fails_for(conn) {
+        conn.pragma_update(None, "secure_delete", false)?;
+        return Err(LcmError::Io {
+            path: None,
+            sqlite: Some(rusqlite::ffi::SQLITE_FULL),
+            message: "the disk is full (database or disk is full)".into(),
+        });
+    }
     conn.execute_batch("VACUUM")?;
     // The caller holds this engine's checkpoint thread off; another process's checkpoint
     // makes this one give up at once, so it is retried for a while.
@@ -440,5 +494,22 @@ pub fn scrub(conn: &Connection, flags: SchemaFlags) -> Result<bool> {
         std::thread::sleep(std::time::Duration::from_millis(50));
     };
     conn.pragma_update(None, "secure_delete", false)?;
+    if emptied {
+        conn.execute("DELETE FROM lcm_native_scrub_pending", [])?;
+    }
     Ok(emptied)
+}
+
+/// Redactions whose scrub has not completed (0 when the file has no such table: a read-only
+/// open of a file from before it).
+pub fn scrubs_pending(conn: &Connection) -> Result<i64> {
+    let exists: bool = conn.query_row(
+        "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'lcm_native_scrub_pending'",
+        [],
+        |r| r.get(0),
+    )?;
+    if !exists {
+        return Ok(0);
+    }
+    Ok(conn.query_row("SELECT count(*) FROM lcm_native_scrub_pending", [], |r| r.get(0))?)
 }

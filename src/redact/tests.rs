@@ -19,6 +19,14 @@ use crate::summarizer::offline::OfflineSummarizer;
 
 const SECRET: &str = "sk-live-Zq8Xw3Vb7Nn2Kp5Rt9";
 
+/// Database files whose VACUUM fails as on a full disk (`scrub`'s test hook).
+static VACUUM_FAILS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+pub(super) fn vacuum_fails_for(conn: &Connection) -> bool {
+    let path = conn.path().unwrap_or_default().to_string();
+    VACUUM_FAILS.lock().unwrap().contains(&path)
+}
+
 /// The transcript with the secret in a user message, a tool call's arguments and a tool result
 /// early on; compacted to depth 2 by a model that repeats the secret when its source holds it.
 async fn planted(extra: Value) -> (tempfile::TempDir, Engine, i64) {
@@ -279,7 +287,7 @@ async fn bad_requests_are_refused_and_change_nothing() {
     for (v, code) in [
         (json!({"pattern": "(unclosed"}), "E_INVALID_INPUT"),
         (json!({"pattern": ".*"}), "E_INVALID_INPUT"),
-        (json!({}), "E_INVALID_INPUT"),
+        (json!({"finish": true, "pattern": "x"}), "E_INVALID_INPUT"),
         (json!({"pattern": "x", "colour": 1}), "E_INVALID_INPUT"),
         (
             json!({"pattern": "REDACT", "replacement": "[REDACTED]"}),
@@ -402,4 +410,53 @@ fn redact_patterns_are_checked_when_the_engine_opens() {
     assert_eq!(env["redactPatterns"], json!(["x[0-9]+"]));
     let bad = crate::config::config_from_env(|k| (k == "LCM_REDACT_PATTERNS").then(|| "x[0-9".into())).unwrap_err();
     assert!(bad.to_string().contains("LCM_REDACT_PATTERNS"), "{bad}");
+}
+
+/// A scrub cut short (a full disk at VACUUM, or a kill after the text was replaced): the text
+/// is replaced and the call says the scrub is pending instead of failing; the file records it,
+/// the next open reports it, the same pattern no longer "matches nothing" while it is pending,
+/// and `redact` with no pattern finishes it: no byte of the files holds the secret (#33 item 2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scrub_cut_short_is_recorded_reported_at_open_and_finished() {
+    let (_d, engine, cid) = planted(json!({})).await;
+    let path = engine.config().db_path.clone();
+    let canonical = Connection::open(&path).unwrap().path().unwrap().to_string();
+    VACUUM_FAILS.lock().unwrap().push(canonical.clone());
+    let pattern = options(json!({"conversationId": cid, "pattern": "sk-live-[A-Za-z0-9]+"}));
+    let r = redact(&engine, &pattern).await.unwrap();
+    assert!(r.redaction_id.is_some() && r.matches > 0);
+    assert!(r.scrub_pending, "{r:?}");
+    assert!(r.scrub_error.as_deref().is_some_and(|e| e.starts_with("E_IO")), "{r:?}");
+    assert!(holders(&path).is_empty(), "{:?}", holders(&path));
+    assert!(
+        !files_holding(&path, SECRET).is_empty(),
+        "the test needs old bytes left behind"
+    );
+    // Again with the same pattern: nothing to replace, but the scrub is pending, so it is no
+    // longer "matches nothing"; still failing, still pending.
+    let again = redact(&engine, &pattern).await.unwrap();
+    assert!(again.scrub_pending && again.redaction_id.is_none());
+    assert!(engine.close());
+    VACUUM_FAILS.lock().unwrap().retain(|p| *p != canonical);
+
+    let engine = Engine::open(crate::config::Config::with_db_path(&path)).unwrap();
+    assert_eq!(engine.migration().scrubs_pending, 1);
+    assert!(
+        engine.migration().summary.contains("redact --finish"),
+        "{}",
+        engine.migration().summary
+    );
+    let done = redact(&engine, &options(json!({}))).await.unwrap();
+    assert!(!done.scrub_pending && done.scrub_error.is_none(), "{done:?}");
+    assert!(
+        files_holding(&path, SECRET).is_empty(),
+        "{:?}",
+        files_holding(&path, SECRET)
+    );
+    assert!(engine.close());
+    let engine = Engine::open(crate::config::Config::with_db_path(&path)).unwrap();
+    assert_eq!(engine.migration().scrubs_pending, 0);
+    // Nothing left to finish: a no-op, not an error.
+    let idle = redact(&engine, &options(json!({"finish": true}))).await.unwrap();
+    assert_eq!((idle.regenerated, idle.pending, idle.scrub_pending), (0, 0, false));
 }

@@ -961,6 +961,31 @@ describe('the database', () => {
     expect(stored).toHaveLength(6)
   })
 
+  it('a locked file costs a turn one bounded wait: the store tries once, a read does not wait for the drain', async () => {
+    const host = fakeHost({ busyTimeoutMs: 1500 })
+    const s = session('locked')
+    await host.engine().commitTurn({ ...s, advancementKey: 'first', messages: turn(1) })
+    const holder = spawn('python3', ['-c', 'import sqlite3,sys,time; c=sqlite3.connect(sys.argv[1], isolation_level=None); c.execute("BEGIN IMMEDIATE"); print("locked", flush=True); time.sleep(4.5)', host.dbPath])
+    await new Promise<void>((resolve) => holder.stdout.once('data', () => resolve()))
+    // Before: three attempts of busyTimeoutMs each (with pauses between), over 5 s.
+    let t = Date.now()
+    expect(await host.engine().commitTurn({ ...s, advancementKey: 'locked-1', messages: turn(2) })).toEqual({ status: 'committed' })
+    const storeMs = Date.now() - t
+    expect(storeMs).toBeLessThan(3000)
+    // Before: the read waited for the drain of the spooled turn (busyTimeoutMs); now it goes
+    // on, with the host's messages (they hold the spooled turn, lcm-native does not yet).
+    const mine = [...turn(1), ...turn(2), { role: 'user', content: 'and now?', timestamp: Date.now() }]
+    t = Date.now()
+    const out = await host.engine().assemble({ ...s, messages: mine, tokenBudget: 100_000 })
+    const readMs = Date.now() - t
+    expect(out.messages).toBe(mine)
+    expect(readMs).toBeLessThan(1000)
+    await new Promise((r) => holder.once('exit', r))
+    await host.engine().commitTurn({ ...s, advancementKey: 'after', messages: turn(3) })
+    const stored = await readDb(host, async (e) => e.messages((await e.findConversation({ sessionKey: s.sessionKey }))!.conversationId))
+    expect(stored).toHaveLength(6)
+  })
+
   it('with redactPatterns, a turn spooled while the database is busy is redacted in the spool file too', async () => {
     const { spoolPath } = require('../plugin/shared.cjs')
     const host = fakeHost({ busyTimeoutMs: 100, redactPatterns: ['CUST-[0-9]{8}'] })

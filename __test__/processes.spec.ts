@@ -1,5 +1,7 @@
 // Other processes: a process killed mid-pass, and two processes on one file.
 import { spawn } from 'node:child_process'
+import { writeFileSync } from 'node:fs'
+import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 
 import { describe, expect, it } from 'vitest'
@@ -44,6 +46,39 @@ describe('processes', () => {
     expect(conv.messageCount).toBeGreaterThanOrEqual(914)
     expect(conv.summaryCount).toBeGreaterThan(0)
     await engine.close()
+  })
+
+  it("writes waiting for another process's lock keep Node's thread pool free, and each fails after one busyTimeoutMs, whatever its place in line", async () => {
+    const dir = tempDir()
+    const dbPath = join(dir, 'locked.db')
+    const setup = await LcmEngine.open({ dbPath })
+    await setup.ingest({ sessionId: 'seed' }, [{ role: 'user', content: 'seed' }])
+    await setup.close()
+    writeFileSync(join(dir, 'other.txt'), 'unrelated')
+    const holder = spawn('python3', ['-c', 'import sqlite3,sys,time; c=sqlite3.connect(sys.argv[1], isolation_level=None); c.execute("BEGIN IMMEDIATE"); print("locked", flush=True); time.sleep(4)', dbPath])
+    await new Promise<void>((resolve) => holder.stdout.once('data', () => resolve()))
+    const engine = await LcmEngine.open({ dbPath, busyTimeoutMs: 800 })
+    const started = Date.now()
+    // Six writes: more than libuv's four threads.
+    const writes = Array.from({ length: 6 }, (_, i) =>
+      engine.ingest({ sessionId: `w${i}` }, [{ role: 'user', content: `w${i}` }]).then(
+        () => ({ code: 'stored', ms: Date.now() - started }),
+        (e) => ({ code: e.code as string, ms: Date.now() - started }),
+      ),
+    )
+    await new Promise((r) => setTimeout(r, 100))
+    const t = Date.now()
+    expect(await readFile(join(dir, 'other.txt'), 'utf8')).toBe('unrelated')
+    // Before: it waited for a pool thread, about one busyTimeoutMs.
+    expect(Date.now() - t).toBeLessThan(400)
+    const settled = await Promise.all(writes)
+    expect(settled.every((w) => w.code === 'E_BUSY')).toBe(true)
+    // Before: the k-th in line waited k busyTimeoutMs (up to 3 here).
+    expect(Math.max(...settled.map((w) => w.ms))).toBeLessThan(1600)
+    const t2 = Date.now()
+    await engine.close()
+    expect(Date.now() - t2).toBeLessThan(1500)
+    holder.kill()
   })
 
   it('two processes ingesting and compacting one file lose no writes', async () => {

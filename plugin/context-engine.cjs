@@ -51,6 +51,8 @@ async function timed(op, p, fn, note) {
 const DISPOSE_WAIT_MS = 8000
 /** Attempts of a turn write on a busy database before it is spooled. */
 const COMMIT_ATTEMPTS = 3
+/** How long a read (assemble, maintenance) waits for a spool drain before going on without it. */
+const DRAIN_GLIMPSE_MS = 250
 
 /**
  * @typedef {import('./config.cjs').PluginSettings} PluginSettings
@@ -181,8 +183,15 @@ class LcmNativeContextEngine {
     return databaseFor(this.settings, agentOf(s.sessionKey))
   }
 
-  /** @param {SessionRef} s */
-  async engineOf(s) {
+  /**
+   * The session's engine, with the spool drained when there is one (and once per process
+   * whatever is there: a drain a crash interrupted leaves its taken file behind). A turn's
+   * store waits for the drain (`awaitDrain` true), which is one bounded attempt (a drain stops
+   * at the first turn it cannot store); other calls wait `DRAIN_GLIMPSE_MS` at most and leave
+   * it running, so a locked file never holds up the host's reads.
+   * @param {SessionRef} s @param {boolean} [awaitDrain]
+   */
+  async engineOf(s, awaitDrain = false) {
     const path = this.dbPathOf(s)
     const engine = await engineFor(path, this.settings.engineOptions())
     this.logOnce(`opened:${path}`, 'info', `lcm-native: using ${path} (${engine.migration.summary})`)
@@ -190,16 +199,25 @@ class LcmNativeContextEngine {
     // longer store) nor written: every caller falls back as on a failed open.
     const damage = engine.damage
     if (damage) throw Object.assign(new Error(damage.message), { code: damage.code, path: damage.path })
-    // The spool when there is one, and once per process whatever is there (a drain a crash
-    // interrupted leaves its taken file behind).
     const state = shared()
     state.drained ??= new Set()
     if (!state.drained.has(path) || spoolPending(path)) {
       state.drained.add(path)
       const held = (/** @type {{ advancementKey?: string }} */ t, /** @type {string} */ error) =>
         this.logger.error(`lcm-native: a spooled turn (${t.advancementKey ?? 'no key'}) failed ${error} on every try; it is set aside in ${path}.lcm-native-held.jsonl so that later turns are stored`)
-      const stored = await drainSpool(path, engine, held).catch((e) => this.report('storing spooled turns', e))
-      if (stored) this.logger.info(`lcm-native: stored ${stored} spooled turn(s)`)
+      const drain = drainSpool(path, engine, held)
+        .then((stored) => {
+          if (stored) this.logger.info(`lcm-native: stored ${stored} spooled turn(s)`)
+        })
+        .catch((e) => this.report('storing spooled turns', e))
+      if (awaitDrain) await drain
+      else {
+        track(drain)
+        /** @type {NodeJS.Timeout | undefined} */
+        let timer
+        await Promise.race([drain, new Promise((r) => (timer = setTimeout(r, DRAIN_GLIMPSE_MS)))])
+        clearTimeout(timer)
+      }
     }
     return engine
   }
@@ -283,7 +301,7 @@ class LcmNativeContextEngine {
       try {
         // Opened inside the loop: a database that cannot be opened now (busy, damaged,
         // unreadable) spools the turn like a failed write.
-        engine = await this.engineOf(s)
+        engine = await this.engineOf(s, true)
         // Older turns the drain could not store yet: this one waits behind them.
         if (spoolPending(this.dbPathOf(s))) break
         const r = await engine.ingest(/** @type {any} */ (target), /** @type {any} */ (batch), options)
@@ -302,7 +320,9 @@ class LcmNativeContextEngine {
             break
           }
         }
-        if (code !== 'E_BUSY' && code !== 'E_SQLITE') break
+        // E_BUSY: the engine already waited busyTimeoutMs for the lock; the turn goes to the
+        // spool rather than hold the host's turn up for another wait.
+        if (code !== 'E_SQLITE') break
         await new Promise((r) => setTimeout(r, 200 * attempt))
       }
     }
@@ -408,6 +428,9 @@ class LcmNativeContextEngine {
         if (room !== undefined) this.logger.info(`lcm-native: the pending message of ${s.sessionKey ?? s.sessionId} is larger than the model's window; the model sees its beginning and end (${room} tokens), the store keeps it whole`)
       }
       const engine = await this.engineOf(s)
+      // Turns still spooled (the file is locked, or a turn cannot be stored yet) are missing
+      // from what lcm-native holds: the host's messages have them.
+      if (policy === 'keep' && spoolPending(this.dbPathOf(s))) return passthrough('turns are still spooled')
       const target = targetOf(s)
       let conv = await engine.findConversation(/** @type {any} */ (target))
       if ((!conv || conv.messageCount === 0) && policy === 'keep' && hostMessages.length > 0) {

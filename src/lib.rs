@@ -28,7 +28,7 @@ pub mod binding;
 mod typegen;
 
 /// mimalloc instead of glibc's malloc: assembly and ingest allocate many small strings and
-/// JSON values on libuv's and tokio's worker threads, where glibc's per-thread arenas spent a
+/// JSON values on tokio's worker threads, where glibc's per-thread arenas spent a
 /// quarter of an assembly in malloc/free (measured in bench/RESULTS.md, issue #17).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -1,6 +1,7 @@
 //! The JSON bridge between JS and the core: arguments cross as JSON text (stringified by V8
 //! on Node's thread, parsed off it), results go back as JSON text for V8's `JSON.parse`, core
-//! work runs on libuv's pool or napi's tokio runtime, and core errors become JS errors with
+//! work runs on tokio's blocking pool or napi's tokio runtime (never libuv's pool, which Node
+//! needs for its own I/O), and core errors become JS errors with
 //! their stable `code`.
 
 use std::future::Future;
@@ -116,50 +117,25 @@ impl TypeName for JsonText {
     }
 }
 
-/// Blocking core work (SQLite) run on libuv's thread pool: one hop out and one back, the
-/// cheapest way off Node's thread for short calls. A core error is kept aside and turned
-/// into a coded JS error on the JS thread.
-pub struct CoreTask<T> {
-    work: Option<Box<dyn FnOnce() -> error::Result<T> + Send>>,
-    failure: Option<LcmError>,
-}
-
-impl<T> CoreTask<T> {
-    pub(crate) fn new(work: impl FnOnce() -> error::Result<T> + Send + 'static) -> AsyncTask<CoreTask<T>>
-    where
-        CoreTask<T>: Task,
-    {
-        AsyncTask::new(CoreTask {
-            work: Some(Box::new(work)),
-            failure: None,
-        })
-    }
-}
-
-impl<T: ToNapiValue + TypeName + Send + 'static> Task for CoreTask<T> {
-    type Output = T;
-    type JsValue = T;
-
-    fn compute(&mut self) -> napi::Result<T> {
-        let work = self.work.take().expect("a task runs once");
-        work().map_err(|e| {
-            let reason = e.to_string();
-            self.failure = Some(e);
-            napi::Error::from_reason(reason)
-        })
-    }
-
-    fn resolve(&mut self, _env: Env, output: T) -> napi::Result<T> {
-        Ok(output)
-    }
-
-    fn reject(&mut self, env: Env, err: napi::Error) -> napi::Result<T> {
-        let e = self
-            .failure
-            .take()
-            .unwrap_or_else(|| LcmError::Internal(err.reason.clone()));
-        Err(js_error(&env, e))
-    }
+/// Runs blocking core work (SQLite) on lcm-native's own threads (tokio's blocking pool) and
+/// settles a JS promise with its result, rejecting with a coded error on failure. Not on
+/// libuv's thread pool: it has four threads for all of Node's file, DNS and zlib work, and a
+/// call waiting for a database lock (up to `busyTimeoutMs`) must not hold one of them. The
+/// worker settles the promise itself (one hop back to Node's thread).
+pub(crate) fn blocking<'env, T>(
+    env: &'env Env,
+    work: impl FnOnce() -> error::Result<T> + Send + 'static,
+) -> napi::Result<PromiseRaw<'env, T>>
+where
+    T: ToNapiValue + Send + 'static,
+{
+    let (deferred, promise) = env.create_deferred()?;
+    napi::bindgen_prelude::spawn_blocking(move || {
+        let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work))
+            .unwrap_or_else(|_| Err(LcmError::Internal("the operation panicked".into())));
+        deferred.resolve(move |env| done.map_err(|e| js_error(&env, e)));
+    });
+    Ok(PromiseRaw::new(env.raw(), promise.raw()))
 }
 
 /// Runs `fut` on napi's tokio runtime (operations that wait on the summarizer) and settles a

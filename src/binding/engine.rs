@@ -12,7 +12,7 @@ use super::args::{
     ingest_options, maybe_int, opt_bool, opt_int, optional, parse_id, parse_target, pass_options, required,
     required_string, sweep_target, token_budget,
 };
-use super::bridge::{spawn_coded, spawn_coded_then, to_json, to_json_sized, CoreTask, JsonArg, JsonText};
+use super::bridge::{blocking, spawn_coded, spawn_coded_then, to_json, to_json_sized, JsonArg, JsonText};
 use super::signals::{report_progress, watch_abort, AbortWatch, RunControls};
 use super::summarize::SummarizerArg;
 use crate::compaction::SweepOptions;
@@ -69,8 +69,11 @@ impl LcmEngine {
     /// Opens (and creates or migrates) the database at `options.dbPath`. Invalid options
     /// reject with E_INVALID_CONFIG naming the option.
     #[napi(ts_return_type = "Promise<LcmEngine>")]
-    pub fn open(#[napi(ts_arg_type = "LcmConfig")] options: JsonArg) -> AsyncTask<CoreTask<LcmEngine>> {
-        CoreTask::new(move || {
+    pub fn open<'env>(
+        env: &'env Env,
+        #[napi(ts_arg_type = "LcmConfig")] options: JsonArg,
+    ) -> napi::Result<PromiseRaw<'env, LcmEngine>> {
+        blocking(env, move || {
             let options = options.parse("options")?.unwrap_or(Value::Null);
             let config = Config::from_options(&options, std::env::var("TZ").ok().as_deref())?;
             Ok(LcmEngine {
@@ -113,14 +116,15 @@ impl LcmEngine {
     /// conversation that holds no message yet. Lone UTF-16 surrogates are stored as U+FFFD
     /// (`replacedSurrogates` counts them).
     #[napi(ts_return_type = "Promise<IngestResult>")]
-    pub fn ingest(
+    pub fn ingest<'env>(
         &self,
+        env: &'env Env,
         #[napi(ts_arg_type = "ConversationTarget")] target: JsonArg,
         #[napi(ts_arg_type = "IngestMessage[]")] messages: JsonArg,
         #[napi(ts_arg_type = "IngestOptions")] options: Option<JsonArg>,
-    ) -> AsyncTask<CoreTask<JsonText>> {
+    ) -> napi::Result<PromiseRaw<'env, JsonText>> {
         let engine = self.inner.clone();
-        CoreTask::new(move || {
+        blocking(env, move || {
             let target = parse_target(&required(target, "target")?)?;
             let (messages, replaced) = messages.parse_repairing("messages")?;
             let Some(Value::Array(messages)) = messages else {
@@ -139,12 +143,13 @@ impl LcmEngine {
     /// them, `{ sessionId }`, or `{ conversationId }`), or `null` when there is none. Creates
     /// nothing.
     #[napi(ts_return_type = "Promise<SessionConversation | null>")]
-    pub fn find_conversation(
+    pub fn find_conversation<'env>(
         &self,
+        env: &'env Env,
         #[napi(ts_arg_type = "ConversationTarget")] target: JsonArg,
-    ) -> AsyncTask<CoreTask<JsonText>> {
+    ) -> napi::Result<PromiseRaw<'env, JsonText>> {
         let engine = self.inner.clone();
-        CoreTask::new(move || {
+        blocking(env, move || {
             let target = parse_target(&required(target, "target")?)?;
             to_json(&engine.find_conversation(&target)?)
         })
@@ -152,13 +157,14 @@ impl LcmEngine {
 
     /// Stored messages of a conversation in order, content blocks rebuilt exactly as ingested.
     #[napi(ts_return_type = "Promise<StoredMessage[]>")]
-    pub fn messages(
+    pub fn messages<'env>(
         &self,
+        env: &'env Env,
         #[napi(ts_arg_type = "number")] conversation_id: JsonArg,
         #[napi(ts_arg_type = "{ afterSeq?: number; limit?: number }")] options: Option<JsonArg>,
-    ) -> AsyncTask<CoreTask<JsonText>> {
+    ) -> napi::Result<PromiseRaw<'env, JsonText>> {
         let engine = self.inner.clone();
-        CoreTask::new(move || {
+        blocking(env, move || {
             let id = parse_id(&required(conversation_id, "conversationId")?)?;
             let options = optional(options, "options")?;
             let after = opt_int(&options, "afterSeq", 0, 0)?;
@@ -169,21 +175,22 @@ impl LcmEngine {
 
     /// Every conversation, oldest first, with its message, summary and context-item counts.
     #[napi(ts_return_type = "Promise<ConversationInfo[]>")]
-    pub fn conversations(&self) -> AsyncTask<CoreTask<JsonText>> {
+    pub fn conversations<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, JsonText>> {
         let engine = self.inner.clone();
-        CoreTask::new(move || to_json(&engine.conversations()?))
+        blocking(env, move || to_json(&engine.conversations()?))
     }
 
     /// Summaries of a conversation in creation order (leaves and condensed nodes), optionally
     /// of one depth only.
     #[napi(ts_return_type = "Promise<SummaryRecord[]>")]
-    pub fn summaries(
+    pub fn summaries<'env>(
         &self,
+        env: &'env Env,
         #[napi(ts_arg_type = "number")] conversation_id: JsonArg,
         #[napi(ts_arg_type = "{ depth?: number }")] options: Option<JsonArg>,
-    ) -> AsyncTask<CoreTask<JsonText>> {
+    ) -> napi::Result<PromiseRaw<'env, JsonText>> {
         let engine = self.inner.clone();
-        CoreTask::new(move || {
+        blocking(env, move || {
             let id = parse_id(&required(conversation_id, "conversationId")?)?;
             let options = optional(options, "options")?;
             let depth = maybe_int(&options, "depth", 0)?;
@@ -194,9 +201,13 @@ impl LcmEngine {
     /// Per-depth distribution of the stored fidelity scores of a conversation's summaries
     /// (share of their source's identifiers they keep; see the README).
     #[napi(ts_return_type = "Promise<DepthFidelity[]>")]
-    pub fn fidelity(&self, #[napi(ts_arg_type = "number")] conversation_id: JsonArg) -> AsyncTask<CoreTask<JsonText>> {
+    pub fn fidelity<'env>(
+        &self,
+        env: &'env Env,
+        #[napi(ts_arg_type = "number")] conversation_id: JsonArg,
+    ) -> napi::Result<PromiseRaw<'env, JsonText>> {
         let engine = self.inner.clone();
-        CoreTask::new(move || {
+        blocking(env, move || {
             let id = parse_id(&required(conversation_id, "conversationId")?)?;
             to_json(&engine.fidelity(id)?)
         })
@@ -205,13 +216,14 @@ impl LcmEngine {
     /// Scores the summaries that have no fidelity score yet (written before scores existed,
     /// or by lossless-claw), or every summary with `all: true`, and stores the scores.
     #[napi(ts_return_type = "Promise<ScoreFidelityReport>")]
-    pub fn score_fidelity(
+    pub fn score_fidelity<'env>(
         &self,
+        env: &'env Env,
         #[napi(ts_arg_type = "number")] conversation_id: JsonArg,
         #[napi(ts_arg_type = "{ all?: boolean }")] options: Option<JsonArg>,
-    ) -> AsyncTask<CoreTask<JsonText>> {
+    ) -> napi::Result<PromiseRaw<'env, JsonText>> {
         let engine = self.inner.clone();
-        CoreTask::new(move || {
+        blocking(env, move || {
             let id = parse_id(&required(conversation_id, "conversationId")?)?;
             let options = optional(options, "options")?;
             let all = opt_bool(&options, "all")?;
@@ -393,14 +405,15 @@ impl LcmEngine {
     /// templates (or `promptDir`'s), with the template it came from and token estimates.
     /// Calls no summarizer and writes nothing.
     #[napi(ts_return_type = "Promise<RewritePreview>")]
-    pub fn rewrite_preview(
+    pub fn rewrite_preview<'env>(
         &self,
+        env: &'env Env,
         #[napi(ts_arg_type = "number")] conversation_id: JsonArg,
         #[napi(ts_arg_type = "string")] summary_id: JsonArg,
         #[napi(ts_arg_type = "{ promptDir?: string; timestamps?: boolean }")] options: Option<JsonArg>,
-    ) -> AsyncTask<CoreTask<JsonText>> {
+    ) -> napi::Result<PromiseRaw<'env, JsonText>> {
         let engine = self.inner.clone();
-        CoreTask::new(move || {
+        blocking(env, move || {
             let id = parse_id(&required(conversation_id, "conversationId")?)?;
             let summary_id = required_string(summary_id, "summaryId")?;
             let mut given = match optional(options, "options")? {
@@ -430,9 +443,13 @@ impl LcmEngine {
     /// the node that consumed it, whether it is live, and the messages it stands for. Deepest
     /// first, then oldest first.
     #[napi(ts_return_type = "Promise<DagNode[]>")]
-    pub fn dag(&self, #[napi(ts_arg_type = "number")] conversation_id: JsonArg) -> AsyncTask<CoreTask<JsonText>> {
+    pub fn dag<'env>(
+        &self,
+        env: &'env Env,
+        #[napi(ts_arg_type = "number")] conversation_id: JsonArg,
+    ) -> napi::Result<PromiseRaw<'env, JsonText>> {
         let engine = self.inner.clone();
-        CoreTask::new(move || {
+        blocking(env, move || {
             let id = parse_id(&required(conversation_id, "conversationId")?)?;
             to_json(&engine.dag(id)?)
         })
@@ -441,9 +458,13 @@ impl LcmEngine {
     /// Every version of a summary's text, oldest first, the current one marked (`current`).
     /// A summary from before versions were kept shows its text as version 1 (`stored: false`).
     #[napi(ts_return_type = "Promise<SummaryVersion[]>")]
-    pub fn history(&self, #[napi(ts_arg_type = "string")] summary_id: JsonArg) -> AsyncTask<CoreTask<JsonText>> {
+    pub fn history<'env>(
+        &self,
+        env: &'env Env,
+        #[napi(ts_arg_type = "string")] summary_id: JsonArg,
+    ) -> napi::Result<PromiseRaw<'env, JsonText>> {
         let engine = self.inner.clone();
-        CoreTask::new(move || {
+        blocking(env, move || {
             let id = required_string(summary_id, "summaryId")?;
             to_json(&engine.history(&id)?)
         })
@@ -503,13 +524,14 @@ impl LcmEngine {
     /// evicted oldest first, summaries presented as `<summary …>` XML (or one markdown
     /// section), raw messages rebuilt in the host's shapes, tool calls and results paired.
     #[napi(ts_return_type = "Promise<AssembleResult>")]
-    pub fn assemble(
+    pub fn assemble<'env>(
         &self,
+        env: &'env Env,
         #[napi(ts_arg_type = "number")] conversation_id: JsonArg,
         #[napi(ts_arg_type = "AssembleOptions")] options: JsonArg,
-    ) -> AsyncTask<CoreTask<JsonText>> {
+    ) -> napi::Result<PromiseRaw<'env, JsonText>> {
         let engine = self.inner.clone();
-        CoreTask::new(move || {
+        blocking(env, move || {
             let id = parse_id(&required(conversation_id, "conversationId")?)?;
             let options = Some(required(options, "options")?);
             let token_budget = token_budget(&options)?;
@@ -536,9 +558,13 @@ impl LcmEngine {
 
     /// The live context items (what the model sees, before assembly) in order.
     #[napi(ts_return_type = "Promise<ContextEntry[]>")]
-    pub fn context(&self, #[napi(ts_arg_type = "number")] conversation_id: JsonArg) -> AsyncTask<CoreTask<JsonText>> {
+    pub fn context<'env>(
+        &self,
+        env: &'env Env,
+        #[napi(ts_arg_type = "number")] conversation_id: JsonArg,
+    ) -> napi::Result<PromiseRaw<'env, JsonText>> {
         let engine = self.inner.clone();
-        CoreTask::new(move || {
+        blocking(env, move || {
             let id = parse_id(&required(conversation_id, "conversationId")?)?;
             to_json(&engine.context(id)?)
         })
@@ -546,13 +572,14 @@ impl LcmEngine {
 
     /// The threshold decision, the leaf trigger and the rolling-summary trigger.
     #[napi(ts_return_type = "Promise<Evaluation>")]
-    pub fn evaluate(
+    pub fn evaluate<'env>(
         &self,
+        env: &'env Env,
         #[napi(ts_arg_type = "number")] conversation_id: JsonArg,
         #[napi(ts_arg_type = "{ tokenBudget: number; observedTokens?: number }")] options: JsonArg,
-    ) -> AsyncTask<CoreTask<JsonText>> {
+    ) -> napi::Result<PromiseRaw<'env, JsonText>> {
         let engine = self.inner.clone();
-        CoreTask::new(move || {
+        blocking(env, move || {
             let id = parse_id(&required(conversation_id, "conversationId")?)?;
             let options = Some(required(options, "options")?);
             let budget = token_budget(&options)?;
@@ -565,13 +592,14 @@ impl LcmEngine {
     /// in one conversation or, with `null`, in all of them. Each hit says whether it is live
     /// and which live summary covers it.
     #[napi(ts_return_type = "Promise<GrepResult>")]
-    pub fn grep(
+    pub fn grep<'env>(
         &self,
+        env: &'env Env,
         #[napi(ts_arg_type = "number | null")] conversation_id: JsonArg,
         #[napi(ts_arg_type = "GrepOptions")] options: JsonArg,
-    ) -> AsyncTask<CoreTask<JsonText>> {
+    ) -> napi::Result<PromiseRaw<'env, JsonText>> {
         let engine = self.inner.clone();
-        CoreTask::new(move || {
+        blocking(env, move || {
             let id = match conversation_id.parse("conversationId")? {
                 None => None,
                 Some(v) => Some(parse_id(&v)?),
@@ -584,9 +612,13 @@ impl LcmEngine {
     /// One summary (`"sum_…"`) or message (its id): its facts, and the summaries above it up
     /// to the live one.
     #[napi(ts_return_type = "Promise<Description>")]
-    pub fn describe(&self, #[napi(ts_arg_type = "string | number")] id: JsonArg) -> AsyncTask<CoreTask<JsonText>> {
+    pub fn describe<'env>(
+        &self,
+        env: &'env Env,
+        #[napi(ts_arg_type = "string | number")] id: JsonArg,
+    ) -> napi::Result<PromiseRaw<'env, JsonText>> {
         let engine = self.inner.clone();
-        CoreTask::new(move || {
+        blocking(env, move || {
             let id = recall::ItemId::from_json(&required(id, "id")?)?;
             to_json(&engine.describe(&id)?)
         })
@@ -595,13 +627,14 @@ impl LcmEngine {
     /// What a summary stands for: its inputs, breadth first, down to the messages, until
     /// `tokenBudget` (default 4000) is spent.
     #[napi(ts_return_type = "Promise<Expansion>")]
-    pub fn expand(
+    pub fn expand<'env>(
         &self,
+        env: &'env Env,
         #[napi(ts_arg_type = "string")] summary_id: JsonArg,
         #[napi(ts_arg_type = "ExpandOptions")] options: Option<JsonArg>,
-    ) -> AsyncTask<CoreTask<JsonText>> {
+    ) -> napi::Result<PromiseRaw<'env, JsonText>> {
         let engine = self.inner.clone();
-        CoreTask::new(move || {
+        blocking(env, move || {
             let id = match required(summary_id, "summaryId")? {
                 Value::String(s) if !s.trim().is_empty() => s,
                 other => {
@@ -618,12 +651,13 @@ impl LcmEngine {
     /// Checks the invariants (coverage, contiguous ordinals, DAG facts, SQLite integrity) of one
     /// conversation, or of all, and returns a digest of the stored contents.
     #[napi(ts_return_type = "Promise<VerifyReport>")]
-    pub fn verify(
+    pub fn verify<'env>(
         &self,
+        env: &'env Env,
         #[napi(ts_arg_type = "number")] conversation_id: Option<JsonArg>,
-    ) -> AsyncTask<CoreTask<JsonText>> {
+    ) -> napi::Result<PromiseRaw<'env, JsonText>> {
         let engine = self.inner.clone();
-        CoreTask::new(move || {
+        blocking(env, move || {
             let id = match optional(conversation_id, "conversationId")? {
                 None => None,
                 Some(v) => Some(parse_id(&v)?),
@@ -636,9 +670,13 @@ impl LcmEngine {
     /// with every turn committed so far, while the engine and other processes keep writing.
     /// Resolves to the copy's size in bytes.
     #[napi(ts_return_type = "Promise<number>")]
-    pub fn backup(&self, #[napi(ts_arg_type = "string")] path: JsonArg) -> AsyncTask<CoreTask<JsonText>> {
+    pub fn backup<'env>(
+        &self,
+        env: &'env Env,
+        #[napi(ts_arg_type = "string")] path: JsonArg,
+    ) -> napi::Result<PromiseRaw<'env, JsonText>> {
         let engine = self.inner.clone();
-        CoreTask::new(move || {
+        blocking(env, move || {
             let path = required_string(path, "path")?;
             to_json(&engine.backup(&path)?)
         })
@@ -654,9 +692,9 @@ impl LcmEngine {
 
     /// Closes the database. Later calls reject with E_CLOSED; closing twice is harmless.
     #[napi(ts_return_type = "Promise<void>")]
-    pub fn close(&self) -> AsyncTask<CoreTask<()>> {
+    pub fn close<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
         let engine = self.inner.clone();
-        CoreTask::new(move || {
+        blocking(env, move || {
             engine.close();
             Ok(())
         })

@@ -5,7 +5,7 @@ use napi_derive::napi;
 use serde_json::Value;
 
 use super::args::{opt_int, optional, required};
-use super::bridge::{js_error, to_json, CoreTask, JsonArg, JsonText};
+use super::bridge::{blocking, js_error, to_json, JsonArg, JsonText};
 use crate::config::{self};
 use crate::error::{self, LcmError};
 use crate::{engine, prompts, tokens};
@@ -13,11 +13,12 @@ use crate::{engine, prompts, tokens};
 /// Creates the lcm-native schema in `dbPath`, or upgrades a lossless-claw database in place
 /// (one transaction). A second run does nothing and says so (`upToDate`).
 #[napi(ts_return_type = "Promise<MigrationReport>")]
-pub fn migrate(
+pub fn migrate<'env>(
+    env: &'env Env,
     #[napi(ts_arg_type = "string")] db_path: JsonArg,
     #[napi(ts_arg_type = "{ busyTimeoutMs?: number }")] options: Option<JsonArg>,
-) -> AsyncTask<CoreTask<JsonText>> {
-    CoreTask::new(move || {
+) -> napi::Result<PromiseRaw<'env, JsonText>> {
+    blocking(env, move || {
         let db_path = db_path.parse("dbPath")?;
         let path = db_path
             .as_ref()
@@ -83,12 +84,13 @@ pub fn excerpt_text(text: String, max_tokens: i64, marker: String) -> String {
 /// with `vars`, resolving it as the engine does (`promptDir`, then
 /// `~/.config/lcm-tui/prompts`, then the built-in default).
 #[napi(ts_return_type = "Promise<string>")]
-pub fn render_prompt(
+pub fn render_prompt<'env>(
+    env: &'env Env,
     #[napi(ts_arg_type = "string")] name: JsonArg,
     #[napi(ts_arg_type = "Partial<PromptVars>")] vars: Option<JsonArg>,
     #[napi(ts_arg_type = "{ promptDir?: string }")] options: Option<JsonArg>,
-) -> AsyncTask<CoreTask<JsonText>> {
-    CoreTask::new(move || {
+) -> napi::Result<PromiseRaw<'env, JsonText>> {
+    blocking(env, move || {
         let name = template_name(name)?;
         let vars = optional(vars, "vars")?;
         to_json(&prompt_set(options)?.render_with(&name, vars.as_ref())?)
@@ -97,20 +99,22 @@ pub fn render_prompt(
 
 /// Where each of the four templates comes from (`embedded` or the override's path).
 #[napi(ts_return_type = "Promise<PromptSource[]>")]
-pub fn list_prompts(
+pub fn list_prompts<'env>(
+    env: &'env Env,
     #[napi(ts_arg_type = "{ promptDir?: string }")] options: Option<JsonArg>,
-) -> AsyncTask<CoreTask<JsonText>> {
-    CoreTask::new(move || to_json(&prompt_set(options)?.sources()))
+) -> napi::Result<PromiseRaw<'env, JsonText>> {
+    blocking(env, move || to_json(&prompt_set(options)?.sources()))
 }
 
 /// One template in effect (override or default), with the default text and the unified diff
 /// from the default to the override.
 #[napi(ts_return_type = "Promise<PromptText>")]
-pub fn show_prompt(
+pub fn show_prompt<'env>(
+    env: &'env Env,
     #[napi(ts_arg_type = "string")] name: JsonArg,
     #[napi(ts_arg_type = "{ promptDir?: string }")] options: Option<JsonArg>,
-) -> AsyncTask<CoreTask<JsonText>> {
-    CoreTask::new(move || {
+) -> napi::Result<PromiseRaw<'env, JsonText>> {
+    blocking(env, move || {
         let name = template_name(name)?;
         to_json(&prompt_set(options)?.show(&name)?)
     })
@@ -119,8 +123,11 @@ pub fn show_prompt(
 /// Writes the four default templates into `dir` (default `~/.config/lcm-tui/prompts`, where
 /// lcm-native and lcm-tui both look), to edit there; resolves with the paths written.
 #[napi(ts_return_type = "Promise<string[]>")]
-pub fn export_prompts(#[napi(ts_arg_type = "string")] dir: Option<JsonArg>) -> AsyncTask<CoreTask<JsonText>> {
-    CoreTask::new(move || {
+pub fn export_prompts<'env>(
+    env: &'env Env,
+    #[napi(ts_arg_type = "string")] dir: Option<JsonArg>,
+) -> napi::Result<PromiseRaw<'env, JsonText>> {
+    blocking(env, move || {
         let dir = match optional(dir, "dir")? {
             Some(Value::String(d)) if !d.trim().is_empty() => Some(std::path::PathBuf::from(d)),
             None => None,

@@ -7,6 +7,7 @@ pub mod migrate;
 pub mod pool;
 pub mod schema;
 pub mod totals;
+pub mod waits;
 pub mod wal_runs;
 
 pub use flags::SchemaFlags;

@@ -2,15 +2,22 @@
 //! for the writer, so `assemble` and searches go on while a pass is writing. All methods
 //! block; the binding calls them from tokio's blocking pool, never on Node's thread.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use rusqlite::hooks::Action;
 use rusqlite::Connection;
 
 use super::checkpoint::Checkpointer;
 use super::damage::Damage;
+use super::waits::{CallDeadline, TimedMutex};
 use crate::error::{LcmError, Result};
+
+/// How long `close` waits for a write that is running, before and after interrupting it.
+const CLOSE_WAIT: Duration = Duration::from_millis(1000);
+/// What `close` gives its final checkpoint and `optimize`.
+const CLOSE_WORK: Duration = Duration::from_millis(1000);
 
 /// Readers kept open between calls; more are opened on demand and dropped afterwards.
 const IDLE_READERS: usize = 4;
@@ -22,7 +29,13 @@ pub struct Pool {
     read_only: bool,
     /// Read-only connections open the file as immutable (see [`super::open_read_only`]).
     immutable: bool,
-    writer: Mutex<Option<Connection>>,
+    /// Taken by one call at a time, waiting at most until the call's deadline
+    /// (`busy_timeout_ms` from its start, SQLite's lock wait included: see `waits`).
+    writer: TimedMutex<Option<Connection>>,
+    /// Stops running statements on the writer (`close`).
+    writer_interrupt: Option<rusqlite::InterruptHandle>,
+    /// True from the start of `close`: writes waiting for the writer or SQLite's lock stop.
+    closing: Arc<AtomicBool>,
     readers: Mutex<Option<Vec<Connection>>>,
     checkpointer: Mutex<Option<Checkpointer>>,
     /// How many writes through this pool may have changed or deleted a stored message or
@@ -55,12 +68,17 @@ impl Pool {
                 seen.fetch_add(1, Ordering::SeqCst);
             }
         }))?;
+        // Waits for SQLite's lock end at the calling write's deadline (see `waits`).
+        writer.busy_handler(Some(super::waits::wait_for_lock))?;
+        let writer_interrupt = Some(writer.get_interrupt_handle());
         Ok(Pool {
             path: path.to_string(),
             busy_timeout_ms,
             read_only: false,
             immutable: false,
-            writer: Mutex::new(Some(writer)),
+            writer: TimedMutex::new(Some(writer)),
+            writer_interrupt,
+            closing: Arc::new(AtomicBool::new(false)),
             readers: Mutex::new(Some(Vec::new())),
             checkpointer: Mutex::new(Some(checkpointer)),
             message_rewrites,
@@ -77,7 +95,9 @@ impl Pool {
             busy_timeout_ms,
             read_only: true,
             immutable,
-            writer: Mutex::new(None),
+            writer: TimedMutex::new(None),
+            writer_interrupt: None,
+            closing: Arc::new(AtomicBool::new(false)),
             readers: Mutex::new(Some(vec![reader])),
             checkpointer: Mutex::new(None),
             message_rewrites: Arc::new(AtomicU64::new(0)),
@@ -123,7 +143,7 @@ impl Pool {
     /// and across processes by SQLite's lock (waiting up to the busy timeout). Counted as a
     /// write that may change stored messages (see `write_preserving_messages`).
     pub fn write<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
-        self.write_as(true, f)
+        self.write_as(true, self.deadline(), f)
     }
 
     /// `write` for work that adds rows but never changes or deletes a stored message or
@@ -132,12 +152,41 @@ impl Pool {
     /// valid across it; an UPDATE or DELETE of a message or part made anyway is still
     /// counted, by the writer's update hook.
     pub fn write_preserving_messages<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
-        self.write_as(false, f)
+        self.write_as(false, self.deadline(), f)
     }
 
-    fn write_as<T>(&self, may_rewrite: bool, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
+    /// `write_preserving_messages` for calls that waited in line before (group commit): the
+    /// writer and SQLite's lock are waited for until `deadline`, the earliest of the calls'.
+    pub fn write_preserving_messages_by<T>(
+        &self,
+        deadline: Instant,
+        f: impl FnOnce(&mut Connection) -> Result<T>,
+    ) -> Result<T> {
+        self.write_as(false, deadline, f)
+    }
+
+    /// When a call starting now must have had its turn at the writer and SQLite's lock.
+    pub fn deadline(&self) -> Instant {
+        Instant::now() + Duration::from_millis(self.busy_timeout_ms.max(0) as u64)
+    }
+
+    /// The error of a call that waited in line past its deadline (group commit).
+    pub fn waited_too_long(&self) -> LcmError {
+        self.writer_busy()
+    }
+
+    fn write_as<T>(
+        &self,
+        may_rewrite: bool,
+        deadline: Instant,
+        f: impl FnOnce(&mut Connection) -> Result<T>,
+    ) -> Result<T> {
         self.check_writable()?;
-        let mut guard = lock(&self.writer);
+        let _call = CallDeadline::set(deadline, &self.closing);
+        let mut guard = self
+            .writer
+            .lock_until(deadline, &self.closing)
+            .ok_or_else(|| self.writer_busy())?;
         let conn = guard.as_mut().ok_or(LcmError::Closed)?;
         if let Some(damage) = self.damage.get() {
             return Err(damage);
@@ -148,6 +197,21 @@ impl Pool {
             self.message_rewrites.fetch_add(1, Ordering::SeqCst);
         }
         self.noting_damage(f(conn))
+    }
+
+    /// Why a call did not get the writer in time.
+    fn writer_busy(&self) -> LcmError {
+        if self.closing.load(Ordering::SeqCst) {
+            return LcmError::Closed;
+        }
+        LcmError::Busy {
+            sqlite: None,
+            conversation_id: None,
+            message: format!(
+                "this engine's other writes held the database for longer than busyTimeoutMs ({} ms); retry later or raise busyTimeoutMs",
+                self.busy_timeout_ms
+            ),
+        }
     }
 
     /// The damage found in the file, if any: writes are refused with it.
@@ -218,13 +282,12 @@ impl Pool {
     /// `read_current`, telling `f` the count of message-changing writes when it runs on the
     /// writer (None on a reader, whose snapshot may be older than what the writer has seen).
     pub fn read_current_counted<T>(&self, f: impl FnOnce(&Connection, Option<u64>) -> Result<T>) -> Result<T> {
-        let guard = match self.writer.try_lock() {
-            Ok(g) => Some(g),
-            Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
-            Err(std::sync::TryLockError::WouldBlock) => None,
-        };
+        let guard = self.writer.try_lock();
         match guard.as_ref().and_then(|g| g.as_ref()) {
-            Some(writer) => self.noting_damage(f(writer, Some(self.message_rewrites.load(Ordering::SeqCst)))),
+            Some(writer) => {
+                let _call = CallDeadline::set(self.deadline(), &self.closing);
+                self.noting_damage(f(writer, Some(self.message_rewrites.load(Ordering::SeqCst))))
+            }
             None => {
                 drop(guard);
                 self.read(|conn| f(conn, None))
@@ -232,24 +295,43 @@ impl Pool {
         }
     }
 
-    /// Closes every connection. Calls made afterwards fail with E_CLOSED. Returns false when
-    /// the pool was already closed.
+    /// Closes every connection. Calls made afterwards fail with E_CLOSED. Bounded: writes
+    /// waiting for the writer or SQLite's lock stop at once; one that is running gets
+    /// `CLOSE_WAIT`, then its statement is interrupted (it rolls back whole); the final
+    /// checkpoint and `optimize` get `CLOSE_WORK` between them. Returns false when the pool
+    /// was already closed.
     pub fn close(&self) -> bool {
+        self.closing.store(true, Ordering::SeqCst);
         if let Some(check) = lock(&self.damage_check).take() {
             check.interrupt();
         }
         if let Some(mut c) = lock(&self.checkpointer).take() {
             c.stop();
         }
-        let writer = lock(&self.writer).take();
         let readers = lock(&self.readers).take();
         let was_open = readers.is_some();
-        if let Some(w) = writer {
-            // Fold the WAL back so the file is self-contained; failure here is harmless.
-            let _ = w.execute_batch("PRAGMA wal_checkpoint(PASSIVE); PRAGMA optimize;");
+        drop(readers);
+        let never = AtomicBool::new(false);
+        let mut guard = self.writer.lock_until(Instant::now() + CLOSE_WAIT, &never);
+        if guard.is_none() {
+            if let Some(h) = &self.writer_interrupt {
+                h.interrupt();
+            }
+            guard = self.writer.lock_until(Instant::now() + CLOSE_WAIT, &never);
+        }
+        // Still held (a callback of the write that never returns): the connection closes when
+        // that call ends and the pool is dropped; the file stays consistent either way.
+        if let Some(mut w) = guard.and_then(|mut g| g.take()) {
+            // Fold the WAL back so the file is self-contained, and refresh the planner's
+            // statistics; bounded (no wait for another process's lock: the pool is closing),
+            // and harmless when cut short.
+            let until = Instant::now() + CLOSE_WORK;
+            let _call = CallDeadline::set(until, &self.closing);
+            let _ = w.progress_handler(1000, Some(move || Instant::now() >= until));
+            let _ = w.execute_batch("PRAGMA wal_checkpoint(PASSIVE); PRAGMA analysis_limit = 400; PRAGMA optimize;");
+            let _ = w.progress_handler(0, None::<fn() -> bool>);
             drop(w);
         }
-        drop(readers);
         was_open
     }
 
@@ -338,6 +420,35 @@ mod tests {
         assert!(panicked.is_err());
         assert!(pool.writer.is_poisoned());
         assert!(pool.read_current(on_writer).unwrap());
+    }
+
+    /// `close` is bounded: a write that keeps the writer (here a statement that never ends)
+    /// is interrupted after `CLOSE_WAIT` and rolls back; writes waiting behind it stop at once
+    /// with E_CLOSED instead of waiting out their timeout (#33 item 5).
+    #[test]
+    fn close_interrupts_a_running_write_and_stops_the_waiting_ones() {
+        let (_dir, pool) = pool_with_marker();
+        let started = Instant::now();
+        std::thread::scope(|s| {
+            let running = s.spawn(|| {
+                pool.write(|c| {
+                    Ok(c.query_row(
+                        "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) SELECT count(*) FROM r",
+                        [],
+                        |r| r.get::<_, i64>(0),
+                    )?)
+                })
+            });
+            std::thread::sleep(Duration::from_millis(100));
+            let waiting = s.spawn(|| pool.write(|_| Ok(())));
+            std::thread::sleep(Duration::from_millis(100));
+            assert!(pool.close());
+            let closed_in = started.elapsed();
+            assert!(closed_in < Duration::from_secs(4), "close took {closed_in:?}");
+            assert!(running.join().unwrap().is_err());
+            assert_eq!(waiting.join().unwrap().unwrap_err().code(), "E_CLOSED");
+        });
+        assert!(started.elapsed() < Duration::from_secs(5));
     }
 
     fn rewrites(pool: &Pool) -> Option<u64> {

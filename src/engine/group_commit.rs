@@ -35,6 +35,8 @@ enum Reply {
 }
 
 struct Queued {
+    /// The call's turn at the writer must come by then (`busyTimeoutMs` from its start).
+    deadline: Instant,
     target: Target,
     messages: Vec<NewMessage>,
     options: IngestOptions,
@@ -117,6 +119,7 @@ impl GroupCommit {
             let mut st = self.lock();
             arrival.settle(&mut st);
             st.queued.push(Queued {
+                deadline: pool.deadline(),
                 target,
                 messages,
                 options,
@@ -179,6 +182,14 @@ impl GroupCommit {
             }
             st.queued.drain(..n).collect()
         };
+        // A call that waited in line past its deadline fails now (E_BUSY) rather than wait
+        // another full timeout for its own write; the others are written by the earliest of
+        // their deadlines, so none waits longer than its own.
+        let now = Instant::now();
+        let (group, late): (Vec<Queued>, Vec<Queued>) = group.into_iter().partition(|q| q.deadline > now);
+        for q in late {
+            let _ = q.reply.send(Reply::Done(Err(pool.waited_too_long())));
+        }
         let jobs: Vec<IngestJob<'_>> = group
             .iter()
             .map(|q| IngestJob {
@@ -187,13 +198,17 @@ impl GroupCommit {
                 options: &q.options,
             })
             .collect();
-        let results = match pool.write_preserving_messages(|conn| Ok(messages::ingest_group(conn, flags, &jobs))) {
-            Ok(results) => results,
-            // The pool refused (closed, read-only): the same answer for every call.
-            Err(e) => group.iter().map(|_| Err(e.clone())).collect(),
-        };
-        for (q, r) in group.iter().zip(results) {
-            let _ = q.reply.send(Reply::Done(r));
+        if let Some(deadline) = group.iter().map(|q| q.deadline).min() {
+            let written =
+                pool.write_preserving_messages_by(deadline, |conn| Ok(messages::ingest_group(conn, flags, &jobs)));
+            let results = match written {
+                Ok(results) => results,
+                // The pool refused (closed, read-only, busy): the same answer for every call.
+                Err(e) => group.iter().map(|_| Err(e.clone())).collect(),
+            };
+            for (q, r) in group.iter().zip(results) {
+                let _ = q.reply.send(Reply::Done(r));
+            }
         }
         let mut st = self.lock();
         // Under the state lock: a call queued after this finds either a leader or none.

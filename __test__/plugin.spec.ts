@@ -623,6 +623,32 @@ describe('a message larger than the whole window', () => {
   })
 })
 
+describe('hostile message shapes', () => {
+  it('a turn nested 20,000 levels deep is stored whole as its JSON text, not as "[object Object]"', async () => {
+    const host = fakeHost()
+    const s = session('deep')
+    let deep: unknown = { type: 'text', text: 'the-deepest-leaf-word' }
+    for (let i = 0; i < 20_000; i++) deep = { wrap: [deep] }
+    const messages = [{ role: 'user', content: [deep], timestamp: Date.now() }, turn(1)[1]]
+    expect(await host.engine().commitTurn({ ...s, advancementKey: 'deep', messages })).toEqual({ status: 'committed' })
+    const stored = await readDb(host, async (e) => e.messages((await e.findConversation({ sessionKey: s.sessionKey }))!.conversationId))
+    const text = JSON.stringify(stored[0].content)
+    expect(text).not.toContain('[object Object]')
+    expect(text).toContain('the-deepest-leaf-word')
+    expect(text.split('wrap').length - 1).toBe(20_000)
+  })
+
+  it('the JSON written without recursion is what JSON.stringify writes', () => {
+    const { flatJson } = require('../plugin/messages.cjs')
+    const values: unknown[] = [
+      null, 0, -1.5, 'a "quoted" line\n', true, [], {}, [1, [2, [3, {}]], 'x'],
+      { a: 1, b: undefined, c: () => 1, d: [undefined, () => 1, null], e: { f: new Date(0) } },
+      { '': 'empty key', 'ünïcode': '😀', nested: { deeper: { deepest: [[[]]] } } },
+    ]
+    for (const v of values) expect(flatJson(v)).toBe(JSON.stringify(v))
+  })
+})
+
 describe('recall tools', () => {
   it("take lossless-claw's argument forms, and lcm_expand_query answers through the session's model", async () => {
     const host = fakeHost({ freshTailCount: 2 }, async (p) => (p.purpose === 'lcm-native expand query' ? 'It was zebra-3, see the summary.' : 'summary of earlier turns: zebra-1 zebra-2 zebra-3'))

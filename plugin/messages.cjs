@@ -48,12 +48,72 @@ function safeJson(v) {
       }) ?? String(v)
     )
   } catch {
+    // Nested deeper than JSON.stringify's stack allows (thousands of levels): the same text,
+    // written without recursion, rather than "[object Object]".
     try {
-      return String(v)
+      return flatJson(v)
     } catch {
       return '[unreadable value]'
     }
   }
+}
+
+/**
+ * JSON text of `v` as `safeJson` writes it (cycles as "[cycle]", BigInts as strings, toJSON
+ * honoured), with an explicit stack instead of recursion, so that no depth overflows it.
+ * @param {unknown} v
+ */
+function flatJson(v) {
+  /** @param {unknown} x */
+  const plain = (x) => {
+    if (typeof x === 'bigint') return x.toString()
+    if (x !== null && typeof x === 'object' && typeof (/** @type {any} */ (x).toJSON) === 'function') return /** @type {any} */ (x).toJSON()
+    return x
+  }
+  /** @param {unknown} x */
+  const scalar = (x) => (typeof x === 'string' || typeof x === 'number' || typeof x === 'boolean' || x === null ? JSON.stringify(x) : undefined)
+  const out = []
+  const open = new Set()
+  /** @type {{ value: any, keys: string[] | null, at: number, wrote: boolean }[]} */
+  const stack = []
+  /** Writes a value, or opens a container (pushed). @param {unknown} raw @param {boolean} inArray @returns {boolean} written */
+  const start = (raw, inArray) => {
+    const x = plain(raw)
+    const s = scalar(x)
+    if (s !== undefined) return out.push(s) > 0
+    if (typeof x !== 'object' || x === undefined) {
+      if (inArray) out.push('null')
+      return inArray
+    }
+    if (open.has(x)) return out.push('"[cycle]"') > 0
+    open.add(x)
+    const isArray = Array.isArray(x)
+    out.push(isArray ? '[' : '{')
+    stack.push({ value: x, keys: isArray ? null : Object.keys(x), at: 0, wrote: false })
+    return true
+  }
+  if (!start(v, true)) return String(v)
+  while (stack.length > 0) {
+    const top = stack[stack.length - 1]
+    const length = top.keys ? top.keys.length : top.value.length
+    if (top.at >= length) {
+      out.push(top.keys ? '}' : ']')
+      open.delete(top.value)
+      stack.pop()
+      continue
+    }
+    const i = top.at++
+    const key = top.keys ? top.keys[i] : null
+    const child = key === null ? top.value[i] : top.value[key]
+    // An object's member that JSON leaves out (undefined, a function) writes nothing.
+    if (key !== null && (child === undefined || typeof child === 'function' || typeof child === 'symbol')) continue
+    const mark = out.length
+    if (top.wrote) out.push(',')
+    if (key !== null) out.push(`${JSON.stringify(key)}:`)
+    if (start(child, key === null)) top.wrote = true
+    else out.length = mark
+  }
+  return out.join('')
 }
 
 /**
@@ -138,4 +198,4 @@ function newestWithin(messages, tokenBudget, estimate) {
   return { messages: messages.slice(start), estimatedTokens: total }
 }
 
-module.exports = { asPlainText, isHeartbeatTurn, isRecord, newestWithin, safeJson, toIngest, RUNTIME_CONTEXT_TYPE }
+module.exports = { asPlainText, flatJson, isHeartbeatTurn, isRecord, newestWithin, safeJson, toIngest, RUNTIME_CONTEXT_TYPE }

@@ -286,6 +286,7 @@ pub const TABLES: &[(&str, &str)] = &[
 /// lcm-native tables a read-only open does without (their readers treat a missing table as
 /// empty), so a file migrated by an earlier lcm-native still opens read-only.
 pub const READ_OPTIONAL_TABLES: &[&str] = &[
+    "lcm_native_context_resets",
     "lcm_native_summary_fidelity",
     "lcm_native_summary_versions",
     "lcm_native_redactions",

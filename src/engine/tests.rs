@@ -290,6 +290,31 @@ fn file_bytes(path: &str) -> (Vec<u8>, Option<Vec<u8>>) {
     (std::fs::read(path).unwrap(), std::fs::read(format!("{path}-wal")).ok())
 }
 
+/// A file last written by an earlier lcm-native (without the tables added since, which their
+/// readers treat as empty) opens read-only: a read-only open must not need a migration for
+/// them, and the readers work.
+#[test]
+fn read_only_opens_a_file_from_before_the_newest_tables() {
+    let (_dir, engine) = temp_engine();
+    let cid = engine
+        .ingest(
+            &Target::Session("s".into()),
+            &[json!({"role": "user", "content": "kept"})],
+        )
+        .unwrap()
+        .conversation_id;
+    let path = engine.config().db_path.clone();
+    assert!(engine.close());
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch("DROP TABLE lcm_native_context_resets; DROP TABLE lcm_native_scrub_pending;")
+        .unwrap();
+    let ro = read_only(&path).unwrap();
+    assert_eq!(ro.migration().scrubs_pending, 0);
+    assert_eq!(ro.messages(cid, 0, 10).unwrap().len(), 1);
+    assert!(ro.verify(Some(cid)).unwrap().ok);
+}
+
 fn read_only(path: &str) -> Result<Engine> {
     Engine::open(Config::from_options(&json!({"dbPath": path, "readOnly": true}), None).unwrap())
 }

@@ -1,4 +1,6 @@
-// Shared test helpers: temp dirs, fixture copies, transcripts in the host's message shape.
+// Shared test helpers: temp dirs, fixture copies, transcripts in the host's message shape,
+// another process holding a database's write lock.
+import { spawn, type ChildProcess } from 'node:child_process'
 import { chmodSync, copyFileSync, mkdtempSync, readFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
@@ -10,6 +12,19 @@ export const FIXTURES = join(ROOT, 'fixtures')
 export const TRANSCRIPTS = join(ROOT, 'data', 'transcripts')
 export const THEME = 'pi-coding-agent-theme-session.jsonl'
 export const REFACTOR = 'pi-coding-agent-refactor-compaction-session.jsonl'
+
+/**
+ * Another process (Python's sqlite3) holding `dbPath`'s write lock (BEGIN IMMEDIATE) for
+ * `seconds`; resolves once it holds it. Await its `exit` event for the release.
+ */
+export async function holdWriteLock(dbPath: string, seconds: number): Promise<ChildProcess> {
+  const holder = spawn('python3', ['-c', `import sqlite3,sys,time; c=sqlite3.connect(sys.argv[1], isolation_level=None); c.execute("BEGIN IMMEDIATE"); print("locked", flush=True); time.sleep(${seconds})`, dbPath])
+  await new Promise<void>((resolve, reject) => {
+    holder.stdout!.once('data', () => resolve())
+    holder.once('exit', (code) => reject(new Error(`the lock holder exited (${code}) before it held the lock`)))
+  })
+  return holder
+}
 
 export function tempDir(): string {
   return mkdtempSync(join(tmpdir(), 'lcm-native-'))

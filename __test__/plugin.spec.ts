@@ -7,7 +7,7 @@ import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 
 import { LcmEngine } from '../index.js'
-import { ROOT, copyFixture } from './helpers'
+import { ROOT, copyFixture, holdWriteLock } from './helpers'
 import { fakeHost, hostGoesOn, turn, type FakeHost } from './plugin-host'
 
 // The plugin keeps one engine per file on globalThis; closed when the suite ends.
@@ -978,8 +978,7 @@ describe('the database', () => {
     const host = fakeHost({ busyTimeoutMs: 100 })
     const s = session('busy')
     await host.engine().commitTurn({ ...s, advancementKey: 'first', messages: turn(1) })
-    const holder = spawn('python3', ['-c', 'import sqlite3,sys,time; c=sqlite3.connect(sys.argv[1], isolation_level=None); c.execute("BEGIN IMMEDIATE"); print("locked", flush=True); time.sleep(2.5)', host.dbPath])
-    await new Promise<void>((resolve) => holder.stdout.once('data', () => resolve()))
+    const holder = await holdWriteLock(host.dbPath, 2.5)
     expect(await host.engine().commitTurn({ ...s, advancementKey: 'busy-1', messages: turn(2) })).toEqual({ status: 'committed' })
     await new Promise((r) => holder.once('exit', r))
     await host.engine().commitTurn({ ...s, advancementKey: 'after', messages: turn(3) })
@@ -991,8 +990,7 @@ describe('the database', () => {
     const host = fakeHost({ busyTimeoutMs: 1500 })
     const s = session('locked')
     await host.engine().commitTurn({ ...s, advancementKey: 'first', messages: turn(1) })
-    const holder = spawn('python3', ['-c', 'import sqlite3,sys,time; c=sqlite3.connect(sys.argv[1], isolation_level=None); c.execute("BEGIN IMMEDIATE"); print("locked", flush=True); time.sleep(4.5)', host.dbPath])
-    await new Promise<void>((resolve) => holder.stdout.once('data', () => resolve()))
+    const holder = await holdWriteLock(host.dbPath, 4.5)
     // Before: three attempts of busyTimeoutMs each (with pauses between), over 5 s.
     let t = Date.now()
     expect(await host.engine().commitTurn({ ...s, advancementKey: 'locked-1', messages: turn(2) })).toEqual({ status: 'committed' })
@@ -1017,8 +1015,7 @@ describe('the database', () => {
     const host = fakeHost({ busyTimeoutMs: 100, redactPatterns: ['CUST-[0-9]{8}'] })
     const s = session('spool-secret')
     await host.engine().commitTurn({ ...s, advancementKey: 'first', messages: turn(1) })
-    const holder = spawn('python3', ['-c', 'import sqlite3,sys,time; c=sqlite3.connect(sys.argv[1], isolation_level=None); c.execute("BEGIN IMMEDIATE"); print("locked", flush=True); time.sleep(2.5)', host.dbPath])
-    await new Promise<void>((resolve) => holder.stdout.once('data', () => resolve()))
+    const holder = await holdWriteLock(host.dbPath, 2.5)
     const secret = [{ role: 'user', content: 'refund CUST-40417733 today', timestamp: Date.now() }, turn(2)[1]]
     expect(await host.engine().commitTurn({ ...s, advancementKey: 'secret', messages: secret })).toEqual({ status: 'committed' })
     const spooled = readFileSync(spoolPath(host.dbPath), 'utf8')
@@ -1037,8 +1034,7 @@ describe('the database', () => {
     const host = fakeHost({ busyTimeoutMs: 100 })
     const s = session('spooled-secret')
     await host.engine().commitTurn({ ...s, advancementKey: 'first', messages: turn(1) })
-    const holder = spawn('python3', ['-c', 'import sqlite3,sys,time; c=sqlite3.connect(sys.argv[1], isolation_level=None); c.execute("BEGIN IMMEDIATE"); print("locked", flush=True); time.sleep(2.5)', host.dbPath])
-    await new Promise<void>((resolve) => holder.stdout.once('data', () => resolve()))
+    const holder = await holdWriteLock(host.dbPath, 2.5)
     const secret = [{ role: 'user', content: 'deploy with sk-live-Pq7Rs2Tu9Vw4 now', timestamp: Date.now() }, turn(2)[1]]
     expect(await host.engine().commitTurn({ ...s, advancementKey: 'secret', messages: secret })).toEqual({ status: 'committed' })
     expect(readFileSync(spoolPath(host.dbPath), 'utf8')).toContain('sk-live-Pq7Rs2Tu9Vw4')
@@ -1063,8 +1059,7 @@ describe('the database', () => {
     const host = fakeHost({ busyTimeoutMs: 100 })
     const s = session('keyless')
     await host.engine().ingestBatch({ ...s, messages: turn(1) })
-    const holder = spawn('python3', ['-c', 'import sqlite3,sys,time; c=sqlite3.connect(sys.argv[1], isolation_level=None); c.execute("BEGIN IMMEDIATE"); print("locked", flush=True); time.sleep(2.5)', host.dbPath])
-    await new Promise<void>((resolve) => holder.stdout.once('data', () => resolve()))
+    const holder = await holdWriteLock(host.dbPath, 2.5)
     expect(await host.engine().ingestBatch({ ...s, messages: turn(2) })).toEqual({ ingestedCount: 2 })
     await new Promise((r) => holder.once('exit', r))
     const line = JSON.parse(readFileSync(spoolPath(host.dbPath), 'utf8').trim())

@@ -7,7 +7,7 @@ import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 
 import { LcmEngine } from '../index.js'
-import { ROOT, THEME, TRANSCRIPTS, tempDir } from './helpers'
+import { ROOT, THEME, TRANSCRIPTS, holdWriteLock, tempDir } from './helpers'
 
 function run(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
@@ -55,8 +55,7 @@ describe('processes', () => {
     await setup.ingest({ sessionId: 'seed' }, [{ role: 'user', content: 'seed' }])
     await setup.close()
     writeFileSync(join(dir, 'other.txt'), 'unrelated')
-    const holder = spawn('python3', ['-c', 'import sqlite3,sys,time; c=sqlite3.connect(sys.argv[1], isolation_level=None); c.execute("BEGIN IMMEDIATE"); print("locked", flush=True); time.sleep(4)', dbPath])
-    await new Promise<void>((resolve) => holder.stdout.once('data', () => resolve()))
+    const holder = await holdWriteLock(dbPath, 4)
     const engine = await LcmEngine.open({ dbPath, busyTimeoutMs: 800 })
     const started = Date.now()
     // Six writes: more than libuv's four threads.

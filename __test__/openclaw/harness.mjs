@@ -7,7 +7,7 @@
 import { spawn, spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import {
-  createWriteStream, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync, writeFileSync,
+  createWriteStream, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, statSync, writeFileSync,
 } from 'node:fs'
 import { createServer } from 'node:net'
 import { homedir, tmpdir } from 'node:os'
@@ -215,9 +215,47 @@ export async function ensureHost() {
  */
 export async function packPlugin(repoDir, outDir) {
   mkdirSync(outDir, { recursive: true })
-  const args = ['pack', '--ignore-scripts', '--json', '--pack-destination', resolve(outDir)]
-  const r = check('npm pack', await exec('npm', args, { cwd: repoDir, timeoutMs: 120_000 }))
-  return join(resolve(outDir), JSON.parse(r.stdout)[0].filename)
+  // As a release packs it (scripts/release-package.cjs): the main package without build
+  // scripts or binary, and this platform's package holding the binary.
+  const args = [join(repoDir, 'scripts', 'release-package.cjs'), '--pack', resolve(outDir), '--platform', hostPlatform()]
+  const r = check('pack as a release', await exec(process.execPath, args, { cwd: repoDir, timeoutMs: 120_000 }))
+  const tgzs = r.stdout.trim().split('\n').filter((l) => l.endsWith('.tgz'))
+  if (!tgzs.some((t) => t.includes(`lcm-native-${hostPlatform()}-`))) throw new Error(`no ${hostPlatform()} package was packed (run npm run build first):\n${r.stdout}${r.stderr}`)
+  return tgzs[0]
+}
+
+/**
+ * The system npm's CA file setting, for the npm that OpenClaw runs (it has its own config).
+ * @returns {Record<string, string>}
+ */
+function npmTrust() {
+  const r = spawnSync('npm', ['config', 'get', 'cafile'], { encoding: 'utf8' })
+  const cafile = r.status === 0 ? r.stdout.trim() : ''
+  return cafile && cafile !== 'null' && existsSync(cafile) ? { npm_config_cafile: cafile, NODE_EXTRA_CA_CERTS: cafile } : {}
+}
+
+/** napi-rs's name of this machine's platform (`linux-x64-gnu`, `darwin-arm64`, …). */
+export function hostPlatform() {
+  const base = `${process.platform}-${process.arch}`
+  if (process.platform !== 'linux') return base
+  const report = /** @type {any} */ (process.report?.getReport?.())
+  return `${base}-${report?.header?.glibcVersionRuntime ? 'gnu' : 'musl'}`
+}
+
+/**
+ * Puts this platform's package (packed beside the main one by `packPlugin`) into an installed
+ * plugin's node_modules, as npm does with an optionalDependency from the registry: the
+ * platform packages are not published, so OpenClaw's npm could not fetch it.
+ * @param {string} tgz the main package @param {string} pluginDir
+ */
+async function addPlatformPackage(tgz, pluginDir) {
+  const dir = dirname(tgz)
+  const platform = readdirSync(dir).find((f) => f.startsWith(`lcm-native-${hostPlatform()}-`) && f.endsWith('.tgz'))
+  if (!platform) throw new Error(`no lcm-native-${hostPlatform()} package beside ${tgz}`)
+  const target = join(pluginDir, 'node_modules', `lcm-native-${hostPlatform()}`)
+  rmSync(target, { recursive: true, force: true })
+  mkdirSync(target, { recursive: true })
+  check('add the platform package', await exec('tar', ['-xzf', join(dir, platform), '-C', target, '--strip-components=1']))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -348,9 +386,15 @@ export async function installPlugin(run, tgz, { methods = ['archive', 'link'] } 
       check('extract plugin', await exec('tar', ['-xzf', tgz, '-C', spec, '--strip-components=1']))
     }
     const args = ['plugins', 'install', ...(method === 'link' ? ['-l'] : []), spec, ...flags]
-    const r = await openclaw(run, args, { timeoutMs: 180_000 })
+    // The platform packages are not published: OpenClaw's npm asks the registry for them (with
+    // the machine's CA file, as the system npm does) and skips them, and this platform's is
+    // added after.
+    const r = await openclaw(run, args, { timeoutMs: 180_000, env: npmTrust() })
     attempts.push({ method, code: r.code, ms: r.ms, output: (r.stdout + r.stderr).trim().split('\n').slice(-15).join('\n') })
-    if (r.code === 0) return { method, ms: r.ms, attempts }
+    if (r.code === 0) {
+      await addPlatformPackage(tgz, method === 'link' ? spec : join(run.state, 'extensions', 'lcm-native'))
+      return { method, ms: r.ms, attempts }
+    }
   }
   throw new Error(`installPlugin: no method worked\n${JSON.stringify(attempts, null, 2)}`)
 }

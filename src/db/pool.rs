@@ -170,9 +170,20 @@ impl Pool {
         Instant::now() + Duration::from_millis(self.busy_timeout_ms.max(0) as u64)
     }
 
-    /// The error of a call that waited in line past its deadline (group commit).
+    /// The error of a call that waited in line past its deadline (group commit): behind this
+    /// engine's other writes, which may themselves have waited for another process's lock.
     pub fn waited_too_long(&self) -> LcmError {
-        self.writer_busy()
+        if self.closing.load(Ordering::SeqCst) {
+            return LcmError::Closed;
+        }
+        LcmError::Busy {
+            sqlite: None,
+            conversation_id: None,
+            message: format!(
+                "the database stayed busy (this engine's other writes, or another connection's or process's lock) for longer than busyTimeoutMs ({} ms) while this call waited; retry later or raise busyTimeoutMs",
+                self.busy_timeout_ms
+            ),
+        }
     }
 
     fn write_as<T>(

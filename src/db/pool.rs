@@ -173,17 +173,9 @@ impl Pool {
     /// The error of a call that waited in line past its deadline (group commit): behind this
     /// engine's other writes, which may themselves have waited for another process's lock.
     pub fn waited_too_long(&self) -> LcmError {
-        if self.closing.load(Ordering::SeqCst) {
-            return LcmError::Closed;
-        }
-        LcmError::Busy {
-            sqlite: None,
-            conversation_id: None,
-            message: format!(
-                "the database stayed busy (this engine's other writes, or another connection's or process's lock) for longer than busyTimeoutMs ({} ms) while this call waited; retry later or raise busyTimeoutMs",
-                self.busy_timeout_ms
-            ),
-        }
+        self.out_of_time(
+            "the database stayed busy (this engine's other writes, or another connection's or process's lock)",
+        )
     }
 
     fn write_as<T>(
@@ -212,6 +204,11 @@ impl Pool {
 
     /// Why a call did not get the writer in time.
     fn writer_busy(&self) -> LcmError {
+        self.out_of_time("this engine's other writes held the database")
+    }
+
+    /// E_BUSY for a call whose `busyTimeoutMs` ran out while `what`; E_CLOSED once closing.
+    fn out_of_time(&self, what: &str) -> LcmError {
         if self.closing.load(Ordering::SeqCst) {
             return LcmError::Closed;
         }
@@ -219,7 +216,7 @@ impl Pool {
             sqlite: None,
             conversation_id: None,
             message: format!(
-                "this engine's other writes held the database for longer than busyTimeoutMs ({} ms); retry later or raise busyTimeoutMs",
+                "{what} for longer than busyTimeoutMs ({} ms); retry later or raise busyTimeoutMs",
                 self.busy_timeout_ms
             ),
         }

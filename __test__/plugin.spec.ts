@@ -621,6 +621,29 @@ describe('a message larger than the whole window', () => {
     await host.engine().assemble({ ...s, messages: [], tokenBudget: 1, prompt: large })
     expect(host.transformText(large)).toBe(large)
   })
+
+  it('with no budget known yet (a first turn in a new process) the excerpt is 8,000 tokens; a retry of the same turn keeps it without a second note', () => {
+    const { notePendingPrompt, forgetPendingPrompt, excerptOversized } = require('../plugin/oversized-prompt.cjs')
+    const state = require('../plugin/shared.cjs').shared()
+    const saved = { last: state.lastPromptBudget, budgets: state.promptBudgets }
+    try {
+      state.lastPromptBudget = undefined
+      state.promptBudgets = new Map()
+      const huge = paste(16_000, 'the-middle-word-heron')
+      expect(notePendingPrompt('agent:main:explicit:cold', huge, 1)).toBe(8000)
+      const shown = excerptOversized(huge)
+      expect(shown).not.toContain('the-middle-word-heron')
+      expect(require('../index.js').estimateTokens(shown)).toBeLessThanOrEqual(8000)
+      // The host assembles the same turn again (a retry after an overflow): kept, not noted again.
+      expect(notePendingPrompt('agent:main:explicit:cold', huge, 1)).toBeUndefined()
+      expect(excerptOversized(huge)).toBe(shown)
+      forgetPendingPrompt('agent:main:explicit:cold')
+      expect(excerptOversized(huge)).toBe(huge)
+    } finally {
+      state.lastPromptBudget = saved.last
+      state.promptBudgets = saved.budgets
+    }
+  })
 })
 
 describe('hostile message shapes', () => {

@@ -108,5 +108,14 @@ describe('processes', () => {
     expect(r.code, r.stderr).toBe(0)
     expect(r.stdout.trim()).toBe('E_TIMEOUT')
   })
-})
 
+  it('loads in worker threads: a worker that loaded it first and exited, then more, some at once, then the main thread', async () => {
+    // mimalloc 3.3's per-thread state crashed the second worker to load the addon (SIGSEGV in
+    // napi_register_module_v1): the allocator must survive its first thread's exit.
+    const r = await run([join(ROOT, '__test__/child/worker-threads.cjs'), tempDir()])
+    expect(r.stderr).toBe('')
+    expect(r.code).toBe(0)
+    expect(r.stdout.match(/^(worker \d+|main): 3 messages, 7 summaries$/gm)).toHaveLength(8)
+    expect(r.stdout).toContain('done')
+  })
+})

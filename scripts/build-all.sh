@@ -5,7 +5,9 @@
 # platform with it; the release workflow (.github/workflows/release.yml) builds the rest.
 #
 #   npm run build:all                  # the four Linux targets
-#   npm run build:all -- <triple>...   # some of them
+#   npm run build:all -- <triple>...   # some of them, or aarch64-apple-darwin /
+#                                      # x86_64-apple-darwin (zig's libSystem stubs, no Apple
+#                                      # SDK: built, not run; releases build them on macOS)
 #
 # Tools are installed on first use: the Rust targets (rustup), zig and cargo-zigbuild (PyPI,
 # into ~/.cache/lcm-native/pytools), so a clean machine needs only rustup, python3 and npm.

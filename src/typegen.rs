@@ -42,7 +42,7 @@ fn generated() -> String {
         RollingTrigger, StopReason, SweepResult,
     };
     use crate::db::migrate::{BackfillReport, MigrationReport};
-    use crate::fidelity::{store::StoredFidelity, survey::DepthFidelity, survey::ScoreReport, Fidelity};
+    use crate::fidelity::{survey::DepthFidelity, survey::ScoreReport, Fidelity};
     use crate::history::{Reason, SummaryVersion, TemplateRef};
     use crate::prompts::{PromptSource, PromptText, PromptVars};
     use crate::recall::{
@@ -53,6 +53,7 @@ fn generated() -> String {
     };
     use crate::redact::RedactionResult;
     use crate::rewrite::{Progress, RewriteEntry, RewritePreview, RewriteResult};
+    use crate::store::fidelity_scores::StoredFidelity;
     use crate::store::{
         conversations::{ConversationInfo, SessionConversation},
         dag::{DagNode, MessageSpan},

@@ -327,7 +327,7 @@ pub fn markdown(run: &[SummaryView<'_>]) -> String {
 /// `formatTimeRange` over optional ISO values, in `zone`.
 pub fn range(earliest: Option<&str>, latest: Option<&str>, zone: DisplayZone) -> String {
     use crate::time::parse_timestamp;
-    crate::compaction::source::range_text(
+    crate::source::range_text(
         earliest.and_then(parse_timestamp),
         latest.and_then(parse_timestamp),
         zone,

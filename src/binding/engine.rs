@@ -389,7 +389,7 @@ impl LcmEngine {
             let opts = RedactOptions::from_json(&required(options, "options")?)?;
             let summarizer: Arc<dyn crate::summarizer::Summarizer> = match summarizer {
                 Some(s) => s.into_summarizer(None)?,
-                None => Arc::new(crate::summarizer::offline::OfflineSummarizer),
+                None => Arc::new(crate::offline::OfflineSummarizer),
             };
             let report = |p: rewrite::Progress| report_progress(&progress, &p);
             to_json(&engine.redact(&opts, summarizer, &cancel, &report).await?)

@@ -9,7 +9,7 @@ use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 
 use super::bridge::{to_json, JsonText};
 use crate::error::{self, LcmError};
-use crate::summarizer;
+use crate::offline;
 use crate::summarizer::{SummarizeRequest, Summarizer, SummarizerFailure, SummaryFuture};
 
 /// The host's summarize callback, called on Node's thread through a threadsafe function.
@@ -272,7 +272,7 @@ impl SummarizerArg {
                 tsfn,
                 model: model.unwrap_or_else(|| "unknown".into()),
             })),
-            SummarizerArg::Offline => Ok(Arc::new(summarizer::offline::OfflineSummarizer)),
+            SummarizerArg::Offline => Ok(Arc::new(offline::OfflineSummarizer)),
             SummarizerArg::Invalid(why) => Err(LcmError::invalid_input(why)),
         }
     }

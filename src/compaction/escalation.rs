@@ -12,10 +12,9 @@ use crate::config::Config;
 use crate::error::LcmError;
 use crate::fidelity::{self, extract::IdentifierSet, Fidelity};
 use crate::history::TemplateRef;
+use crate::offline;
 use crate::prompts::{name_for_depth, PromptSet, PromptVars};
-use crate::summarizer::{
-    offline, SummarizeRequest, Summarizer, SummarizerFailure, SummaryKind, FALLBACK_MODEL, OFFLINE_MODEL,
-};
+use crate::summarizer::{SummarizeRequest, Summarizer, SummarizerFailure, SummaryKind, FALLBACK_MODEL, OFFLINE_MODEL};
 use crate::tokens;
 
 /// How a summary was obtained.

@@ -15,7 +15,6 @@ pub mod escalation;
 mod evaluate;
 pub mod model;
 mod results;
-pub mod source;
 pub mod verify;
 pub mod write;
 
@@ -31,6 +30,7 @@ use crate::db::pool::Pool;
 use crate::db::SchemaFlags;
 use crate::error::{LcmError, Result};
 use crate::prompts::{PromptSet, PromptVars};
+use crate::source;
 use crate::store::conversations;
 use crate::store::summaries::{NewSummary, SummaryFields};
 use crate::summarizer::entries::SourceEntry;

@@ -21,17 +21,7 @@ pub enum ItemRef {
     Summary(String),
 }
 
-/// A summary's facts the DAG arithmetic needs.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SummaryFacts {
-    pub depth: i64,
-    pub earliest_at: Option<String>,
-    pub latest_at: Option<String>,
-    pub created_at: String,
-    pub descendant_count: i64,
-    pub descendant_token_count: i64,
-    pub source_message_token_count: i64,
-}
+pub use crate::source::SummaryFacts;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Item {

@@ -8,8 +8,8 @@ use serde_json::{json, Value};
 
 use super::*;
 use crate::engine::Engine;
+use crate::offline::OfflineSummarizer;
 use crate::store::conversations::Target;
-use crate::summarizer::offline::OfflineSummarizer;
 use crate::summarizer::SummaryKind;
 use crate::summarizer::{SummarizerFailure, SummaryFuture, FALLBACK_MODEL, OFFLINE_MODEL};
 

@@ -3,6 +3,7 @@
 
 use rusqlite::Connection;
 
+use super::schema;
 use crate::error::Result;
 
 /// Facts about the file's schema that change how rows are read or written. Read once at open.
@@ -33,20 +34,13 @@ impl SchemaFlags {
             [],
             |r| r.get(0),
         )?;
-        let table = |name: &str| -> Result<bool> {
-            let n: i64 = conn.query_row(
-                "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
-                [name],
-                |r| r.get(0),
-            )?;
-            Ok(n > 0)
-        };
+        let table = |name: &str| schema::has_table(conn, name);
         Ok(SchemaFlags {
             conversations_have_active: active > 0,
             conversations_have_session_key: key > 0,
             has_cjk_fts: table("summaries_fts_cjk")?,
-            has_fidelity: table(crate::fidelity::store::TABLE)?,
-            has_versions: table(crate::history::TABLE)? && table(crate::history::PENDING_TABLE)?,
+            has_fidelity: table(schema::FIDELITY_TABLE)?,
+            has_versions: table(schema::VERSIONS_TABLE)? && table(schema::REDACTION_PENDING_TABLE)?,
         })
     }
 }

@@ -9,6 +9,11 @@
 pub const NATIVE_SCHEMA_VERSION: i64 = 1;
 pub const NATIVE_SCHEMA_STEP: &str = "lcmNativeSchema";
 
+/// lcm-native's tables that other modules name (the store's readers check they exist).
+pub const FIDELITY_TABLE: &str = "lcm_native_summary_fidelity";
+pub const VERSIONS_TABLE: &str = "lcm_native_summary_versions";
+pub const REDACTION_PENDING_TABLE: &str = "lcm_native_redaction_pending";
+
 /// Tables and their `CREATE` statements, in creation order (parents before children).
 pub const TABLES: &[(&str, &str)] = &[
     (
@@ -195,7 +200,7 @@ pub const TABLES: &[(&str, &str)] = &[
         // lcm-native's own: the fidelity score of each summary (see `fidelity`), and whether a
         // summary is marked for repair because it stayed under `minFidelity`. lossless-claw
         // ignores the table; deleting a summary deletes its row.
-        "lcm_native_summary_fidelity",
+        FIDELITY_TABLE,
         "CREATE TABLE IF NOT EXISTS lcm_native_summary_fidelity (
       summary_id TEXT PRIMARY KEY REFERENCES summaries(summary_id) ON DELETE CASCADE,
       score REAL,
@@ -216,7 +221,7 @@ pub const TABLES: &[(&str, &str)] = &[
         // rewrite, rollback and redaction add one each; a summary from before the table gets
         // its version 1 from its row when it first changes. Bounded per summary by
         // `maxSummaryVersions`; a redaction purges the versions that held the redacted text.
-        "lcm_native_summary_versions",
+        VERSIONS_TABLE,
         "CREATE TABLE IF NOT EXISTS lcm_native_summary_versions (
       summary_id TEXT NOT NULL REFERENCES summaries(summary_id) ON DELETE CASCADE,
       version INTEGER NOT NULL,
@@ -253,7 +258,7 @@ pub const TABLES: &[(&str, &str)] = &[
         // lcm-native's own: summaries a redaction replaced with a notice and that still await
         // regeneration (a mark-only redaction, or one that was stopped); the row goes in the
         // transaction that writes the new text.
-        "lcm_native_redaction_pending",
+        REDACTION_PENDING_TABLE,
         "CREATE TABLE IF NOT EXISTS lcm_native_redaction_pending (
       summary_id TEXT PRIMARY KEY REFERENCES summaries(summary_id) ON DELETE CASCADE,
       redaction_id INTEGER NOT NULL REFERENCES lcm_native_redactions(redaction_id),
@@ -287,10 +292,10 @@ pub const TABLES: &[(&str, &str)] = &[
 /// empty), so a file migrated by an earlier lcm-native still opens read-only.
 pub const READ_OPTIONAL_TABLES: &[&str] = &[
     "lcm_native_context_resets",
-    "lcm_native_summary_fidelity",
-    "lcm_native_summary_versions",
+    FIDELITY_TABLE,
+    VERSIONS_TABLE,
     "lcm_native_redactions",
-    "lcm_native_redaction_pending",
+    REDACTION_PENDING_TABLE,
     "lcm_native_scrub_pending",
 ];
 
@@ -439,3 +444,11 @@ pub const FTS_TABLES: &[FtsTable] = &[
 
 /// The shadow tables FTS5 keeps for each virtual table.
 pub const FTS_SHADOW_SUFFIXES: &[&str] = &["_data", "_idx", "_content", "_docsize", "_config"];
+
+/// Whether the file has table `name` (a read-only open of an older file may lack lcm-native's).
+pub fn has_table(conn: &rusqlite::Connection, name: &str) -> crate::error::Result<bool> {
+    let n: i64 = conn
+        .prepare_cached("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1")?
+        .query_row([name], |r| r.get(0))?;
+    Ok(n > 0)
+}

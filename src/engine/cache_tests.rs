@@ -88,7 +88,7 @@ fn reuse_gives_a_fresh_assemblys_result_turn_after_turn_and_across_compaction() 
     let cid = ingest_assembling(&engine);
     let before = assert_same(&engine, cid, "back to back");
     // Compaction writes summaries and context items, not messages: entries stay usable.
-    let summarizer: Arc<dyn Summarizer> = Arc::new(crate::summarizer::offline::OfflineSummarizer);
+    let summarizer: Arc<dyn Summarizer> = Arc::new(crate::offline::OfflineSummarizer);
     let rt = tokio::runtime::Runtime::new().unwrap();
     let swept = rt
         .block_on(engine.compact(

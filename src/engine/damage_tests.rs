@@ -27,7 +27,7 @@ fn base() -> &'static (tempfile::TempDir, String) {
             .enable_all()
             .build()
             .unwrap();
-        let offline: Arc<dyn Summarizer> = Arc::new(crate::summarizer::offline::OfflineSummarizer);
+        let offline: Arc<dyn Summarizer> = Arc::new(crate::offline::OfflineSummarizer);
         rt.block_on(engine.compact(
             cid,
             offline,
@@ -162,7 +162,7 @@ fn walk_everything(path: String) -> Vec<(String, std::result::Result<(), String>
         .enable_all()
         .build()
         .unwrap();
-    let offline: Arc<dyn Summarizer> = Arc::new(crate::summarizer::offline::OfflineSummarizer);
+    let offline: Arc<dyn Summarizer> = Arc::new(crate::offline::OfflineSummarizer);
     let rewrite = crate::rewrite::RewriteOptions::from_json(Some(&json!({ "all": true }))).unwrap();
     let no_progress = |_: crate::rewrite::Progress| {};
     let cancel = std::sync::atomic::AtomicBool::new(false);

@@ -232,7 +232,7 @@ async fn a_sweep_asked_to_stop_stops_before_its_next_pass() {
     let (_dir, engine) = temp_engine();
     let msgs: Vec<Value> = (0..80).flat_map(turn).collect();
     let cid = engine.ingest(&key("k", "s"), &msgs).unwrap().conversation_id;
-    let summarizer: Arc<dyn Summarizer> = Arc::new(crate::summarizer::offline::OfflineSummarizer);
+    let summarizer: Arc<dyn Summarizer> = Arc::new(crate::offline::OfflineSummarizer);
     let stopped = engine
         .compact(
             cid,

@@ -41,7 +41,7 @@ fn temp_engine() -> (tempfile::TempDir, Engine) {
 fn compacted(engine: &Engine, rt: &tokio::runtime::Runtime) -> i64 {
     engine.ingest(&key(), &transcript(THEME)).unwrap();
     let cid = engine.find_conversation(&key()).unwrap().unwrap().conversation_id;
-    let summarizer: Arc<dyn Summarizer> = Arc::new(crate::summarizer::offline::OfflineSummarizer);
+    let summarizer: Arc<dyn Summarizer> = Arc::new(crate::offline::OfflineSummarizer);
     let options = compaction::SweepOptions {
         token_budget: 2_000,
         force: true,

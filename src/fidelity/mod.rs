@@ -6,52 +6,24 @@
 pub mod extract;
 pub mod junk;
 #[cfg(test)]
-mod report;
+mod report_tests;
 #[cfg(test)]
 mod retry_tests;
-pub mod store;
 pub mod survey;
 
-use serde::Serialize;
 use serde_json::Value;
+
+/// The score and its rows live in the store (`store::fidelity_scores`); this module computes it.
+pub use crate::store::fidelity_scores::{Fidelity, EXTRACTOR_VERSION};
 
 use crate::summarizer::entries::{SourceEntry, SourcePart, COMMAND_KEYS};
 use extract::{Haystack, IdentifierSet};
 
-/// Bumped when the extractor's rules change, so stored scores can be told apart.
-pub const EXTRACTOR_VERSION: i64 = 1;
 /// Missing salient identifiers kept with a score (and listed in a retry prompt).
 pub const MAX_MISSING_LISTED: usize = 40;
 /// A tool-call argument longer than this, or on several lines, is a body (a file's content,
 /// an edit's text): its identifiers count, but not as salient.
 const SHORT_ARGUMENT_CHARS: usize = 200;
-
-/// What of its source's identifiers a summary keeps (the counts of `FidelityScore`).
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[cfg_attr(test, ts(rename = "FidelityCounts"))]
-#[serde(rename_all = "camelCase")]
-pub struct Fidelity {
-    /// (kept + salient kept) / (identifiers + salient); null when the source names nothing.
-    pub score: Option<f64>,
-    /// Salient kept / salient; null when nothing is salient.
-    pub salient_score: Option<f64>,
-    pub identifiers: u32,
-    pub kept: u32,
-    /// Identifiers the user named or a tool call used (in a condensed node: named by two or more
-    /// inputs).
-    pub salient: u32,
-    pub salient_kept: u32,
-    /// The salient identifiers it left out, first seen first (at most 40).
-    pub missing_salient: Vec<String>,
-}
-
-impl Fidelity {
-    /// Under `min`? A summary whose source names nothing is never under.
-    pub fn is_under(&self, min: Option<f64>) -> bool {
-        matches!((self.score, min), (Some(s), Some(m)) if s < m)
-    }
-}
 
 /// The identifiers of a source, salient ones marked.
 pub fn source_identifiers(entries: &[SourceEntry]) -> IdentifierSet {

@@ -10,9 +10,9 @@ use serde_json::{json, Value};
 use crate::compaction::tests::{engine_with, Act, Scripted};
 use crate::compaction::PassOptions;
 use crate::engine::Engine;
-use crate::fidelity::store;
 use crate::rewrite::RewriteOptions;
 use crate::store::conversations::Target;
+use crate::store::fidelity_scores as store;
 use crate::summarizer::SummaryKind;
 
 fn conversation() -> Vec<Value> {
@@ -121,7 +121,7 @@ async fn still_under_after_the_retry_it_is_kept_marked_and_rewrite_low_fidelity_
     let options = RewriteOptions::from_json(Some(&json!({"lowFidelity": true, "apply": true}))).unwrap();
     let cancel = AtomicBool::new(false);
     // The offline summarizer cannot repair it (it would only unmark it).
-    let offline = Arc::new(crate::summarizer::offline::OfflineSummarizer);
+    let offline = Arc::new(crate::offline::OfflineSummarizer);
     let refused = engine
         .rewrite(cid, offline, &options, &cancel, &|_| {})
         .await

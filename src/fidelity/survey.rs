@@ -4,10 +4,10 @@
 use rusqlite::{Connection, TransactionBehavior};
 use serde::Serialize;
 
-use super::store::{self, StoredFidelity};
 use super::{score, source_identifiers, Fidelity, EXTRACTOR_VERSION};
-use crate::compaction::source::summary_entries;
 use crate::error::Result;
+use crate::source::summary_entries;
+use crate::store::fidelity_scores::{self as store, StoredFidelity};
 use crate::time::DisplayZone;
 
 /// Source texts are clipped per message only in the prompt; the structure is whole, so the

@@ -88,7 +88,7 @@ pub struct SummaryDescription {
     pub chain: Vec<ChainLink>,
     /// Its fidelity in detail (`fidelity` is the score alone): the stored one, else computed now
     /// (`stored: false`).
-    pub fidelity_detail: crate::fidelity::store::StoredFidelity,
+    pub fidelity_detail: crate::store::fidelity_scores::StoredFidelity,
     /// Every version of its text, oldest first (`history`).
     pub versions: Vec<crate::history::SummaryVersion>,
 }

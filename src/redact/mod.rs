@@ -30,7 +30,7 @@ use text::Redactor;
 pub const NOTICE: &str = "[Redacted] This summary covered messages that were redacted; it awaits regeneration.";
 /// The model recorded for a summary holding the notice (a fallback: `rewrite` with
 /// `fallbacks: true` repairs it too).
-pub const NOTICE_MODEL: &str = "lcm-native/redacted";
+pub use crate::store::versions::NOTICE_MODEL;
 
 /// The text columns of `message_parts` that can hold what a user or a tool wrote.
 const PART_COLUMNS: &[&str] = &[
@@ -394,32 +394,7 @@ pub fn redact_messages(
     Ok(result)
 }
 
-/// The reason the log records for what `redactPatterns` replaced at ingest.
-pub const INGEST_REASON: &str = "redactPatterns at ingest";
-
-/// Logs the messages an ingest stored redacted (in the ingest's transaction): complete at
-/// once, since no summary covers them yet.
-pub fn log_ingest(tx: &Connection, conversation_id: i64, redacted: &[(i64, secrets::IngestRedaction)]) -> Result<()> {
-    let ids: Vec<i64> = redacted.iter().map(|(id, _)| *id).collect();
-    let (parts, matches) = redacted
-        .iter()
-        .fold((0, 0), |(p, m), (_, r)| (p + r.parts as i64, m + r.matches as i64));
-    tx.prepare_cached(
-        "INSERT INTO lcm_native_redactions
-           (conversation_ids, message_ids, messages, parts, matches, summaries, versions_purged, reason,
-            completed_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, 0, 0, ?6, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))",
-    )?
-    .execute(params![
-        serde_json::to_string(&[conversation_id])?,
-        serde_json::to_string(&ids)?,
-        ids.len() as i64,
-        parts,
-        matches,
-        INGEST_REASON,
-    ])?;
-    Ok(())
-}
+pub use crate::store::redactions::{log_ingest, INGEST_REASON};
 
 /// Conversations with summaries awaiting regeneration (within `only` when given): what
 /// `redact` with nothing new to redact finishes.

@@ -39,13 +39,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ),
 ];
 
-/// What ingest replaced in one message before storing it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct IngestRedaction {
-    /// Content blocks (the message's parts) that held a match; 1 for a string content.
-    pub parts: usize,
-    pub matches: usize,
-}
+pub use crate::store::redactions::IngestRedaction;
 
 /// A host message with the matches of `redactor` replaced in every string that says something
 /// (text, tool arguments and results, details; not its role, ids, types or time), and what was

@@ -14,8 +14,8 @@ use crate::compaction::SweepOptions;
 use crate::engine::tests::{transcript, THEME};
 use crate::engine::Engine;
 use crate::history::Reason;
+use crate::offline::OfflineSummarizer;
 use crate::store::conversations::Target;
-use crate::summarizer::offline::OfflineSummarizer;
 
 const SECRET: &str = "sk-live-Zq8Xw3Vb7Nn2Kp5Rt9";
 

@@ -248,7 +248,7 @@ fn select(conn: &Connection, conversation_id: i64, selection: &Selection) -> Res
         Selection::Depth(d) => ("AND depth = ?2", (*d).into()),
         Selection::All => ("AND ?2 IS NULL", rusqlite::types::Value::Null),
         Selection::Fallbacks => (fallbacks.as_str(), rusqlite::types::Value::Null),
-        Selection::LowFidelity if !crate::fidelity::store::exists(conn)? => ("AND ?2 IS NULL AND 0", rusqlite::types::Value::Null),
+        Selection::LowFidelity if !crate::store::fidelity_scores::exists(conn)? => ("AND ?2 IS NULL AND 0", rusqlite::types::Value::Null),
         Selection::LowFidelity => (
             "AND ?2 IS NULL AND summary_id IN (SELECT summary_id FROM lcm_native_summary_fidelity WHERE needs_repair = 1)",
             rusqlite::types::Value::Null,

@@ -8,8 +8,8 @@ use rusqlite::{params, Connection};
 
 use super::Target;
 use crate::compaction::model::SummaryFacts;
-use crate::compaction::source::{clip, condensed_entries, condensed_source, leaf_source, range_text, summary_range};
 use crate::error::Result;
+use crate::source::{clip, condensed_entries, condensed_source, leaf_source, range_text, summary_range};
 use crate::store::messages::load_parts;
 use crate::summarizer::entries::SourceEntry;
 use crate::time::{self, DisplayZone};

@@ -531,7 +531,7 @@ async fn fallbacks_selects_deterministic_fallbacks_of_either_implementation() {
     let offline = engine
         .rewrite(
             cid,
-            Arc::new(crate::summarizer::offline::OfflineSummarizer),
+            Arc::new(crate::offline::OfflineSummarizer),
             &fallbacks,
             &AtomicBool::new(false),
             &|_| {},

@@ -217,7 +217,7 @@ fn ingest_in<'a>(
     let mut seen: HashSet<&str> = HashSet::new();
     let (mut inserted, mut skipped) = (0i64, 0i64);
     // Stored messages that ingest redacted, with what was replaced in each.
-    let mut redacted: Vec<(i64, crate::redact::secrets::IngestRedaction)> = Vec::new();
+    let mut redacted: Vec<(i64, super::redactions::IngestRedaction)> = Vec::new();
     {
         let mut exists =
             tx.prepare_cached("SELECT 1 FROM messages WHERE conversation_id = ?1 AND transcript_entry_id = ?2")?;
@@ -302,7 +302,7 @@ fn ingest_in<'a>(
             .execute(params![cid, now])?;
     }
     if !redacted.is_empty() && flags.has_versions {
-        crate::redact::log_ingest(tx, cid, &redacted)?;
+        super::redactions::log_ingest(tx, cid, &redacted)?;
     }
     if let (Some(key), Some(turn)) = (options.advancement_key.as_deref(), options.turn.as_ref()) {
         tx.prepare_cached(

@@ -91,7 +91,7 @@ pub struct NewMessage {
     pub stable_event_key: Option<String>,
     pub parts: Vec<PartRow>,
     /// What `redactPatterns` replaced in the host's message before it was normalised.
-    pub redacted: crate::redact::secrets::IngestRedaction,
+    pub redacted: super::redactions::IngestRedaction,
 }
 
 #[derive(Serialize)]

@@ -4,11 +4,10 @@
 use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};
 use serde::Serialize;
 
-use super::conversations;
+use super::fidelity_scores::{self, Fidelity};
+use super::{conversations, versions};
 use crate::db::SchemaFlags;
 use crate::error::{LcmError, Result};
-use crate::fidelity::{self, Fidelity};
-use crate::history;
 use crate::summarizer::SummaryKind;
 
 /// A summary's own columns, the same whether a pass writes them or a read returns them.
@@ -47,7 +46,7 @@ pub struct NewSummary {
     /// Stayed under `minFidelity` after the retry.
     pub needs_repair: bool,
     /// The prompt template it was made with (none for a fallback or the offline summarizer).
-    pub template: Option<history::TemplateRef>,
+    pub template: Option<versions::TemplateRef>,
 }
 
 /// A summary node of the DAG.
@@ -125,7 +124,7 @@ pub fn list(conn: &Connection, conversation_id: i64, depth: Option<i64>) -> Resu
         .prepare_cached(&sql)?
         .query_map(params![conversation_id, depth], from_row)?
         .collect::<std::result::Result<Vec<_>, _>>()?;
-    let scores = crate::fidelity::store::for_conversation(conn, conversation_id)?;
+    let scores = fidelity_scores::for_conversation(conn, conversation_id)?;
     for r in &mut rows {
         if let Some(f) = scores.get(&r.fields.summary_id) {
             r.fidelity = f.fidelity.score;
@@ -142,7 +141,7 @@ pub fn get(conn: &Connection, summary_id: &str) -> Result<SummaryRecord> {
         .query_row([summary_id], from_row)
         .optional()?
         .ok_or_else(|| LcmError::not_found("summary", summary_id))?;
-    if let Some(f) = crate::fidelity::store::get(conn, summary_id)? {
+    if let Some(f) = fidelity_scores::get(conn, summary_id)? {
         record.fidelity = f.fidelity.score;
         record.low_fidelity = f.needs_repair;
     }
@@ -194,12 +193,12 @@ pub fn insert(
             link_parent.execute(params![f.summary_id, p, i as i64])?;
         }
         if let (Some(score), true) = (&s.fidelity, flags.has_fidelity) {
-            fidelity::store::put(tx, &f.summary_id, score, s.needs_repair)?;
+            fidelity_scores::put(tx, &f.summary_id, score, s.needs_repair)?;
         }
         if flags.has_versions {
             let (content, model) = (&f.content, &f.model);
             let template = s.template.as_ref();
-            history::insert(
+            versions::insert(
                 tx,
                 &f.summary_id,
                 1,
@@ -207,7 +206,7 @@ pub fn insert(
                 f.token_count,
                 model,
                 template,
-                history::Reason::Compaction,
+                versions::Reason::Compaction,
             )?;
         }
     }
@@ -237,7 +236,7 @@ pub struct Replacement<'a> {
     /// Its fidelity score, and whether it stays marked for repair.
     pub fidelity: (&'a Fidelity, bool),
     /// The version it becomes; `None` for a redaction's notice, which is not a version.
-    pub change: Option<history::Change<'a>>,
+    pub change: Option<versions::Change<'a>>,
 }
 
 /// Replaces a summary's text in one transaction (see `replace_content_in`); returns the
@@ -276,8 +275,8 @@ pub fn replace_content_in(
     };
     let version = match (new.change, flags.has_versions) {
         (Some(change), true) => {
-            let version = history::next_version(tx, summary_id)?;
-            history::insert(
+            let version = versions::next_version(tx, summary_id)?;
+            versions::insert(
                 tx,
                 summary_id,
                 version,
@@ -287,7 +286,7 @@ pub fn replace_content_in(
                 change.template,
                 change.reason,
             )?;
-            history::prune(tx, summary_id, change.keep)?;
+            versions::prune(tx, summary_id, change.keep)?;
             Some(version)
         }
         _ => None,
@@ -311,7 +310,7 @@ pub fn replace_content_in(
         )?;
     }
     if flags.has_fidelity {
-        fidelity::store::put(tx, summary_id, new.fidelity.0, new.fidelity.1)?;
+        fidelity_scores::put(tx, summary_id, new.fidelity.0, new.fidelity.1)?;
     }
     let mut tables = vec!["summaries_fts"];
     if flags.has_cjk_fts {

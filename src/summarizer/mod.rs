@@ -1,9 +1,8 @@
 //! The summarizer boundary. The core renders prompts and runs escalation; a `Summarizer` only
 //! turns a prompt into text. The host's JavaScript callback is one implementation (in the
-//! binding); the offline summarizer here is the other, and also the fallback.
+//! binding); the offline summarizer (`crate::offline`) is the other, and also the fallback.
 
 pub mod entries;
-pub mod offline;
 
 use std::future::Future;
 use std::pin::Pin;

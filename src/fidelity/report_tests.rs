@@ -12,12 +12,12 @@ use serde_json::{json, Value};
 
 use super::{extract::Haystack, junk, score, source_identifiers};
 use crate::compaction::escalation::target_tokens;
-use crate::compaction::source;
 use crate::compaction::{PassOptions, SweepOptions};
 use crate::config::Config;
 use crate::engine::Engine;
+use crate::offline::OfflineSummarizer;
+use crate::source;
 use crate::store::conversations::Target;
-use crate::summarizer::offline::OfflineSummarizer;
 use crate::summarizer::{SummarizeRequest, Summarizer, SummaryKind};
 use crate::time::DisplayZone;
 use crate::tokens;

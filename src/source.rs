@@ -1,7 +1,9 @@
 //! The text a summarizer sees. Leaf: each message as `[<time> | <role>]` + its content,
 //! rebuilt from its parts (tool calls named with their arguments, reasoning left out);
 //! condensed: each input summary as `[<time range>]` + its content. Entries are joined by a
-//! blank line. Times are shown in the configured zone.
+//! blank line. Times are shown in the configured zone. Shared by compaction (what a pass
+//! summarizes), rewrite, the fidelity score and assembly's time ranges, so each sees the same
+//! text.
 
 use std::collections::HashMap;
 
@@ -9,11 +11,22 @@ use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection};
 use serde_json::Value;
 
-use super::model::SummaryFacts;
 use crate::error::Result;
 use crate::store::messages::{load_parts, StoredPart};
 use crate::summarizer::entries::{SourceEntry, SourcePart};
 use crate::time::{self, DisplayZone};
+
+/// A summary's facts the DAG arithmetic needs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SummaryFacts {
+    pub depth: i64,
+    pub earliest_at: Option<String>,
+    pub latest_at: Option<String>,
+    pub created_at: String,
+    pub descendant_count: i64,
+    pub descendant_token_count: i64,
+    pub source_message_token_count: i64,
+}
 
 /// The source of a leaf pass.
 pub struct LeafSource {

@@ -1,15 +1,45 @@
-//! The fidelity table (`lcm_native_summary_fidelity`): one row per scored summary. Readers
-//! treat a missing table (a read-only open of a file an earlier lcm-native migrated) as empty.
+//! The fidelity table (`lcm_native_summary_fidelity`): one row per scored summary, and the
+//! score it holds (`crate::fidelity` computes it). Readers treat a missing table (a read-only
+//! open of a file an earlier lcm-native migrated) as empty.
 
 use std::collections::HashMap;
 
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 
-use super::{Fidelity, EXTRACTOR_VERSION};
 use crate::error::Result;
 
-pub const TABLE: &str = "lcm_native_summary_fidelity";
+pub const TABLE: &str = crate::db::schema::FIDELITY_TABLE;
+
+/// Bumped when the extractor's rules change, so stored scores can be told apart.
+pub const EXTRACTOR_VERSION: i64 = 1;
+
+/// What of its source's identifiers a summary keeps (the counts of `FidelityScore`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[cfg_attr(test, ts(rename = "FidelityCounts"))]
+#[serde(rename_all = "camelCase")]
+pub struct Fidelity {
+    /// (kept + salient kept) / (identifiers + salient); null when the source names nothing.
+    pub score: Option<f64>,
+    /// Salient kept / salient; null when nothing is salient.
+    pub salient_score: Option<f64>,
+    pub identifiers: u32,
+    pub kept: u32,
+    /// Identifiers the user named or a tool call used (in a condensed node: named by two or more
+    /// inputs).
+    pub salient: u32,
+    pub salient_kept: u32,
+    /// The salient identifiers it left out, first seen first (at most 40).
+    pub missing_salient: Vec<String>,
+}
+
+impl Fidelity {
+    /// Under `min`? A summary whose source names nothing is never under.
+    pub fn is_under(&self, min: Option<f64>) -> bool {
+        matches!((self.score, min), (Some(s), Some(m)) if s < m)
+    }
+}
 
 /// A summary's fidelity: what of its source's identifiers it keeps, and whether it is marked for
 /// repair.
@@ -77,12 +107,7 @@ const COLUMNS: &str = "f.summary_id, f.score, f.salient_score, f.identifiers, f.
                        f.missing_salient, f.needs_repair, f.extractor_version, f.computed_at";
 
 pub fn exists(conn: &Connection) -> Result<bool> {
-    let n: i64 = conn.query_row(
-        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
-        [TABLE],
-        |r| r.get(0),
-    )?;
-    Ok(n > 0)
+    crate::db::schema::has_table(conn, TABLE)
 }
 
 pub fn get(conn: &Connection, summary_id: &str) -> Result<Option<StoredFidelity>> {

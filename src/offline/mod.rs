@@ -14,9 +14,9 @@ mod leaf;
 mod tests;
 mod text;
 
-use super::entries::SourceEntry;
-use super::{SummarizeRequest, Summarizer, SummaryFuture, OFFLINE_MODEL};
 use crate::fidelity::{self, extract::Haystack};
+use crate::summarizer::entries::SourceEntry;
+use crate::summarizer::{SummarizeRequest, Summarizer, SummaryFuture, OFFLINE_MODEL};
 use crate::tokens;
 
 pub struct OfflineSummarizer;

@@ -25,7 +25,21 @@ pub fn open_connection(path: &str, busy_timeout_ms: i64) -> Result<Connection> {
     open_read_write(path, busy_timeout_ms).map_err(|e| e.with_path(path))
 }
 
+/// Whether writers open through `wal_runs`: yes unless `LCM_WAL_RUNS` is `0`, `false`, `off`
+/// or `no`, a switch for bisecting a field problem down to the VFS.
+fn wal_runs_wanted(value: Option<&str>) -> bool {
+    !matches!(
+        value.map(|v| v.trim().to_ascii_lowercase()).as_deref(),
+        Some("0" | "false" | "off" | "no")
+    )
+}
+
 fn open_read_write(path: &str, busy_timeout_ms: i64) -> Result<Connection> {
+    let wal_runs = wal_runs_wanted(std::env::var("LCM_WAL_RUNS").ok().as_deref());
+    open_read_write_via(path, busy_timeout_ms, wal_runs)
+}
+
+fn open_read_write_via(path: &str, busy_timeout_ms: i64, wal_runs: bool) -> Result<Connection> {
     check_path(path)?;
     let p = Path::new(path);
     if let Some(parent) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -40,8 +54,13 @@ fn open_read_write(path: &str, busy_timeout_ms: i64) -> Result<Connection> {
         }
     }
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    // Writers open through `wal_runs`: each commit's log frames in one write (see there).
-    let conn = Connection::open_with_flags_and_vfs(p, flags, wal_runs::vfs_name()?)?;
+    // Writers open through `wal_runs`: each commit's log frames in one write (see there),
+    // unless `LCM_WAL_RUNS=0` asks for SQLite's own VFS (the file is the same either way).
+    let conn = if wal_runs {
+        Connection::open_with_flags_and_vfs(p, flags, wal_runs::vfs_name()?)?
+    } else {
+        Connection::open_with_flags(p, flags)?
+    };
     conn.busy_timeout(Duration::from_millis(busy_timeout_ms.max(0) as u64))?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
     if conn.is_readonly(rusqlite::MAIN_DB)? {
@@ -192,6 +211,36 @@ pub fn open_configured(path: &str, busy_timeout_ms: i64) -> Result<Connection> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn writers_open_through_wal_runs_unless_switched_off() {
+        use super::wal_runs::testing::runs_written;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v.db").to_string_lossy().into_owned();
+        // Runs written on this thread by one committed insert through each kind of connection.
+        let runs_of_a_commit = |wal_runs: bool| {
+            let conn = super::open_read_write_via(&path, 1000, wal_runs).unwrap();
+            super::configure(&conn).unwrap();
+            // Two pages change (the table and its index): a commit of more than one frame.
+            conn.execute_batch("CREATE TABLE IF NOT EXISTS t(x); CREATE INDEX IF NOT EXISTS t_x ON t(x);")
+                .unwrap();
+            let before = runs_written().0;
+            conn.execute_batch("INSERT INTO t VALUES (1)").unwrap();
+            runs_written().0 - before
+        };
+        assert_eq!(runs_of_a_commit(true), 1, "the commit's frames in one run");
+        assert_eq!(runs_of_a_commit(false), 0, "SQLite's own VFS writes them itself");
+    }
+
+    #[test]
+    fn lcm_wal_runs_turns_the_vfs_off_only_when_asked() {
+        for off in ["0", "false", "OFF", " no "] {
+            assert!(!super::wal_runs_wanted(Some(off)), "{off}");
+        }
+        for on in [None, Some("1"), Some("true"), Some(""), Some("on")] {
+            assert!(super::wal_runs_wanted(on), "{on:?}");
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -179,8 +179,11 @@ unsafe fn wal<'a>(f: *mut ffi::sqlite3_file) -> &'a mut WalFile {
 
 /// Writes the run, if any, with one call to the default VFS. The run is gone afterwards
 /// either way: a failed write fails the transaction whose frames it held.
-unsafe fn write_run(f: *mut ffi::sqlite3_file) -> c_int {
-    let run = &mut wal(f).run;
+///
+/// # Safety
+/// `run` is the run of the `WalFile` at `f` (the caller's one borrow of it); the default VFS's
+/// file object, reached through `f`, lies after that struct.
+unsafe fn write_run(f: *mut ffi::sqlite3_file, run: &mut Run) -> c_int {
     if run.bytes.is_empty() {
         return ffi::SQLITE_OK;
     }
@@ -227,6 +230,7 @@ fn is_commit_header(data: &[u8]) -> bool {
 unsafe extern "C" fn write(f: *mut ffi::sqlite3_file, data: *const c_void, amt: c_int, offset: i64) -> c_int {
     let bytes = std::slice::from_raw_parts(data as *const u8, amt.max(0) as usize);
     let commit_header = is_commit_header(bytes);
+    // The one borrow of this file's state for the whole call.
     let run = &mut wal(f).run;
     let continues = !run.bytes.is_empty()
         && offset == run.start + run.bytes.len() as i64
@@ -235,9 +239,9 @@ unsafe extern "C" fn write(f: *mut ffi::sqlite3_file, data: *const c_void, amt: 
         // The write after a commit frame's header (its page): nothing stays in memory.
         if continues {
             run.bytes.extend_from_slice(bytes);
-            write_run(f)
+            write_run(f, run)
         } else {
-            match write_run(f) {
+            match write_run(f, run) {
                 ffi::SQLITE_OK => write_through(f, data, amt, offset),
                 rc => rc,
             }
@@ -246,12 +250,11 @@ unsafe extern "C" fn write(f: *mut ffi::sqlite3_file, data: *const c_void, amt: 
         run.bytes.extend_from_slice(bytes);
         ffi::SQLITE_OK
     } else {
-        match write_run(f) {
+        match write_run(f, run) {
             ffi::SQLITE_OK => {
                 let starts_run =
                     !commit_header && (bytes.len() == FRAME_HEADER || (bytes.len() == WAL_HEADER && offset == 0));
                 if starts_run {
-                    let run = &mut wal(f).run;
                     run.start = offset;
                     run.bytes.extend_from_slice(bytes);
                     ffi::SQLITE_OK
@@ -262,12 +265,12 @@ unsafe extern "C" fn write(f: *mut ffi::sqlite3_file, data: *const c_void, amt: 
             rc => rc,
         }
     };
-    wal(f).run.ends_commit = commit_header && rc == ffi::SQLITE_OK;
+    run.ends_commit = commit_header && rc == ffi::SQLITE_OK;
     rc
 }
 
 unsafe extern "C" fn close(f: *mut ffi::sqlite3_file) -> c_int {
-    let rc = write_run(f);
+    let rc = write_run(f, &mut wal(f).run);
     ptr::drop_in_place(&mut wal(f).run);
     let closed = forward!(f, xClose());
     if rc != ffi::SQLITE_OK {
@@ -280,7 +283,7 @@ unsafe extern "C" fn close(f: *mut ffi::sqlite3_file) -> c_int {
 /// Writes the run first, then calls the default VFS's method.
 macro_rules! after_run {
     ($f:expr, $method:ident ( $($arg:expr),* )) => {{
-        let rc = write_run($f);
+        let rc = write_run($f, &mut wal($f).run);
         if rc != ffi::SQLITE_OK {
             return rc;
         }

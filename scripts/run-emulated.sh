@@ -121,6 +121,7 @@ placed="lcm-native.$PLATFORM.node"
 [ -e "$placed" ] && die "$placed is in the way (a previous run?); remove it"
 cp "$BINARY" "$placed"
 trap 'rm -f "$placed"' EXIT
+trap 'exit 130' INT TERM
 
 specs=("$@")
 pool=forks

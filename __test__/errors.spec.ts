@@ -81,6 +81,34 @@ describe('errors', () => {
     expect(existsSync(dbPath)).toBe(false)
   })
 
+  it('call options are read as typed inputs: an unknown or malformed field is E_INVALID_INPUT naming its path', async () => {
+    const engine = await LcmEngine.open({ dbPath: join(tempDir(), 'x.db') })
+    const { conversationId } = await engine.ingest({ sessionId: 's' }, [{ role: 'user', content: 'hello there' }])
+    const cases: [() => Promise<unknown>, RegExp][] = [
+      [() => engine.grep(conversationId, { qurey: 'x' } as never), /^options\.qurey: unknown field; did you mean `query`\?/],
+      [() => engine.grep(conversationId, { query: 'x', limit: 0 }), /^options\.limit: must be from 1 to 1000, got 0/],
+      [() => engine.assemble(conversationId, { tokenBudget: 1000, freshTail: 3 } as never), /^options\.freshTail: unknown field; did you mean `freshTailCount`\?/],
+      [() => engine.assemble(conversationId, { tokenBudget: '1000' } as never), /^options\.tokenBudget: invalid type: string "1000"/],
+      [() => engine.evaluate(conversationId, { tokenBudget: 1000, observed: 5 } as never), /^options\.observed: unknown field; did you mean `observedTokens`\?/],
+      [() => engine.messages(conversationId, { afterSeq: -1 }), /^options\.afterSeq: must be an integer ≥ 0, got -1/],
+      [() => engine.expand('sum_x', { tokenBudget: 10, depth: 1 } as never), /^options\.depth: unknown field; did you mean `maxDepth`\?/],
+      [() => engine.ingest({ sessionId: 's' }, [], { turn: { payloadHash: 'h' } } as never), /^options\.turn: missing field `sessionId`/],
+      [() => engine.resetSession({ sessionId: 's' }, { reason: 'wipe' } as never), /^options\.reason: unknown variant `wipe`/],
+      [() => engine.rewrite(conversationId, 'offline', { all: true, dryRun: true } as never), /^options\.dryRun: unknown field/],
+      [() => engine.messages(0), /^conversationId: must be an integer ≥ 1, got 0/],
+      [() => engine.grep(conversationId, [{ query: 'x' }] as never), /^options: expected an object or a value, got an array/],
+    ]
+    for (const [call, message] of cases) {
+      const err = await rejection(call())
+      expect(err.code, String(message)).toBe('E_INVALID_INPUT')
+      expect(err.message).toMatch(message)
+    }
+    // null is "not given", as undefined is.
+    expect((await engine.messages(conversationId, { afterSeq: null, limit: null } as never)).length).toBe(1)
+    expect((await engine.messages(conversationId)).length).toBe(1)
+    await engine.close()
+  })
+
   it('a summarizer that rejects with anything (a Symbol, a Proxy, throwing getters, 5) fails the pass, never the process', () => {
     const out = spawnSync(process.execPath, [join(ROOT, '__test__/child/hostile-summarizer.cjs')], { encoding: 'utf8', timeout: 60_000 })
     expect(out.stderr).toBe('')

@@ -8,7 +8,9 @@ use crate::error::{LcmError, Result};
 use crate::time::DisplayZone;
 
 /// How live summaries are presented to the model by `assemble`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "lowercase")]
 pub enum Presentation {
     /// `<summary id=… range=… depth=… descendants=…>` … `</summary>` per summary.
     Xml,
@@ -469,25 +471,7 @@ fn describe(v: &Value) -> String {
 
 /// The closest known option name, to suggest on a typo.
 fn suggest(unknown: &str) -> Option<&'static str> {
-    fn distance(a: &str, b: &str) -> usize {
-        let a: Vec<char> = a.to_lowercase().chars().collect();
-        let b: Vec<char> = b.to_lowercase().chars().collect();
-        let mut prev: Vec<usize> = (0..=b.len()).collect();
-        for (i, ca) in a.iter().enumerate() {
-            let mut cur = vec![i + 1; b.len() + 1];
-            for (j, cb) in b.iter().enumerate() {
-                cur[j + 1] = (prev[j] + usize::from(ca != cb)).min(prev[j + 1] + 1).min(cur[j] + 1);
-            }
-            prev = cur;
-        }
-        prev[b.len()]
-    }
-    OPTIONS
-        .iter()
-        .map(|o| (distance(unknown, o.name), o.name))
-        .filter(|(d, _)| *d <= 3)
-        .min()
-        .map(|(_, n)| n)
+    crate::input::closest(unknown, OPTIONS.iter().map(|o| o.name))
 }
 
 impl Config {

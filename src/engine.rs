@@ -577,6 +577,34 @@ impl Engine {
     }
 }
 
+/// Options of `migrate`.
+#[derive(Clone, Copy, Debug, serde::Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MigrateOptions {
+    /// SQLite busy timeout while the migration waits for the file. Default 30000.
+    #[serde(
+        default = "MigrateOptions::default_busy",
+        skip_serializing,
+        deserialize_with = "crate::input::non_negative"
+    )]
+    pub busy_timeout_ms: i64,
+}
+
+impl MigrateOptions {
+    fn default_busy() -> i64 {
+        30_000
+    }
+}
+
+impl Default for MigrateOptions {
+    fn default() -> MigrateOptions {
+        MigrateOptions {
+            busy_timeout_ms: MigrateOptions::default_busy(),
+        }
+    }
+}
+
 /// Runs the migration on `path` and closes the file again.
 pub fn migrate_file(path: &str, busy_timeout_ms: i64) -> Result<MigrationReport> {
     let mut conn = db::open_connection(path, busy_timeout_ms)?;

@@ -13,6 +13,7 @@ pub mod engine;
 pub mod error;
 pub mod fidelity;
 pub mod history;
+pub mod input;
 pub mod json_text;
 pub mod offline;
 pub mod prompts;

@@ -1,9 +1,9 @@
-//! Writes the output types of the JavaScript API (the part of `src/types.d.ts` below
-//! [`MARKER`]) from the Rust types that serde serialises, so the two cannot drift: the test
-//! fails when the committed file differs, and `npm run types` rewrites it (then `npm run build`
-//! carries it into `index.d.ts`). What JavaScript passes in (options, messages, the
-//! summarizer callback) stays hand-written above the marker: the core reads those from JSON
-//! by hand, so there is no Rust type to generate them from.
+//! Writes the typed surface of the JavaScript API (the part of `src/types.d.ts` below
+//! [`MARKER`]) from the Rust types serde reads and writes: every call's options (the input
+//! structs of `input`'s convention) and every result, so the two cannot drift: the test fails
+//! when the committed file differs, and `npm run types` rewrites it (then `npm run build`
+//! carries it into `index.d.ts`). Above the marker stay the host's shapes the core reads part
+//! by part (messages, the conversation target, the summarizer callback) and `LcmConfig`.
 //!
 //! ts-rs renders each type on one line; [`pretty`] lays it out as the rest of the file is.
 
@@ -31,6 +31,32 @@ macro_rules! declarations {
     ($cfg:expr; $($ty:ty $(: $base:ty)?),* $(,)?) => {
         vec![$(declaration::<$ty>($cfg, None $(.or(Some((<$base as TS>::ident($cfg), <$base as TS>::inline($cfg)))))?)),*]
     };
+}
+
+/// Every generated input type: what JavaScript passes in, as the core reads it (`input`).
+fn generated_inputs(cfg: &Config) -> Vec<String> {
+    use crate::assemble::AssembleOptions;
+    use crate::compaction::{CompactOptions, EvaluateOptions, PassOptions, SweepTarget};
+    use crate::config::Presentation;
+    use crate::engine::MigrateOptions;
+    use crate::fidelity::survey::ScoreScope;
+    use crate::prompts::PromptOptions;
+    use crate::recall::{
+        expand::ExpandOptions,
+        grep::{GrepOptions, Mode, Scope, Sort},
+    };
+    use crate::redact::RedactRequest;
+    use crate::rewrite::{PreviewOptions, RewriteRequest};
+    use crate::store::{
+        lifecycle::{ResetKind, ResetRequest},
+        messages::{IngestOptions, MessagePage, TurnRecord},
+        summaries::SummaryFilter,
+    };
+    declarations![cfg;
+        IngestOptions, TurnRecord, MessagePage, SummaryFilter, ScoreScope, PassOptions, SweepTarget,
+        CompactOptions, Presentation, AssembleOptions, EvaluateOptions, Mode, Scope, Sort, GrepOptions, ExpandOptions, RewriteRequest, PreviewOptions, RedactRequest, ResetKind,
+        ResetRequest, MigrateOptions, PromptOptions,
+    ]
 }
 
 /// Every generated type, in the order a reader meets them.
@@ -75,6 +101,7 @@ fn generated() -> String {
         Description, Entry, Expansion, Progress, RewriteEntry, RewriteResult, RewritePreview, Reason,
         TemplateRef, SummaryVersion, RedactionResult, MessageSpan, DagNode: SummaryRecord, SessionReset,
     ];
+    let all: Vec<String> = generated_inputs(cfg).into_iter().chain(all).collect();
     format!("{MARKER}\n\n{}\n", all.join("\n\n"))
 }
 

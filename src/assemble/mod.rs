@@ -39,10 +39,19 @@ use repair::RepairStats;
 pub const TURN_START_NOTE: &str =
     "[lcm-native] The start of this turn is not shown: it did not fit the context budget.";
 
-#[derive(Clone, Debug)]
+/// Options of `assemble`.
+#[derive(Clone, Debug, serde::Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AssembleOptions {
+    /// The model's context budget for these messages.
+    #[serde(deserialize_with = "crate::input::positive")]
     pub token_budget: i64,
+    /// Overrides the configured fresh tail for this call.
+    #[serde(default, skip_serializing, deserialize_with = "crate::input::opt_non_negative")]
     pub fresh_tail_count: Option<i64>,
+    /// Overrides the configured presentation of summaries.
+    #[serde(default, skip_serializing)]
     pub presentation: Option<Presentation>,
 }
 

@@ -7,10 +7,11 @@
 use std::future::Future;
 
 use napi::bindgen_prelude::*;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::error::{self, LcmError};
-use crate::json_text;
+use crate::{input, json_text};
 
 /// A JS `Error` with `code` set to the core error's stable code.
 pub(crate) fn js_error(env: &Env, err: LcmError) -> napi::Error {
@@ -76,6 +77,15 @@ impl JsonArg {
         self.parse_repairing(what).map(|(v, _)| v)
     }
 
+    /// A required argument read as the core's input type `T` (E_INVALID_INPUT naming `what`
+    /// and the field when it is missing or is not one).
+    pub(crate) fn decode<T: DeserializeOwned>(self, what: &str) -> error::Result<T> {
+        match self.parse(what)? {
+            Some(v) => input::decode(v, what),
+            None => Err(LcmError::invalid_input(format!("{what} is required"))),
+        }
+    }
+
     /// `parse`, also saying how many lone UTF-16 surrogates (text JavaScript allows and UTF-8
     /// cannot hold) were replaced with U+FFFD on the way.
     pub(crate) fn parse_repairing(self, what: &str) -> error::Result<(Option<Value>, usize)> {
@@ -89,6 +99,14 @@ impl JsonArg {
                     .map_err(|e| LcmError::invalid_input(format!("{what} cannot be read as JSON: {e}")))
             }
         }
+    }
+}
+
+/// An optional argument read as `T`: `T::default()` when it is left out, undefined or null.
+pub(crate) fn decode_or_default<T: DeserializeOwned + Default>(arg: Option<JsonArg>, what: &str) -> error::Result<T> {
+    match arg {
+        Some(a) => input::decode_or_default(a.parse(what)?, what),
+        None => Ok(T::default()),
     }
 }
 

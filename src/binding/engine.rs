@@ -8,19 +8,22 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use serde_json::Value;
 
-use super::args::{
-    ingest_options, maybe_int, opt_bool, opt_int, optional, parse_id, parse_target, pass_options, required,
-    required_string, sweep_target, token_budget,
+use super::bridge::{
+    blocking, decode_or_default, spawn_coded, spawn_coded_then, to_json, to_json_sized, JsonArg, JsonText,
 };
-use super::bridge::{blocking, spawn_coded, spawn_coded_then, to_json, to_json_sized, JsonArg, JsonText};
-use super::signals::{report_progress, watch_abort, AbortWatch, RunControls};
+use super::signals::{report_progress, RunControls};
 use super::summarize::SummarizerArg;
-use crate::compaction::SweepOptions;
-use crate::config::{self, Config};
+use crate::compaction::{CompactOptions, EvaluateOptions, PassOptions};
+use crate::config::Config;
 use crate::engine::Engine;
-use crate::error::LcmError;
+use crate::error::{self, LcmError};
+use crate::fidelity::survey::ScoreScope;
+use crate::input::{ConversationId, NonEmpty, Positive};
 use crate::redact::RedactOptions;
-use crate::store::messages::IngestOutcome;
+use crate::store::conversations::Target;
+use crate::store::lifecycle::ResetRequest;
+use crate::store::messages::{IngestOptions, IngestOutcome, MessagePage};
+use crate::store::summaries::SummaryFilter;
 use crate::summarizer::SummaryKind;
 use crate::{assemble, recall, rewrite};
 
@@ -44,6 +47,76 @@ pub struct LcmEngine {
 }
 
 impl LcmEngine {
+    /// Runs `work` with the engine on lcm-native's blocking threads (a read or a short write)
+    /// and hands its result to JS as JSON.
+    fn run<'env, T: serde::Serialize>(
+        &self,
+        env: &'env Env,
+        work: impl FnOnce(&Engine) -> error::Result<T> + Send + 'static,
+    ) -> napi::Result<PromiseRaw<'env, JsonText>> {
+        let engine = self.inner.clone();
+        blocking(env, move || to_json(&work(&engine)?))
+    }
+
+    /// Runs `work` on napi's tokio runtime (an operation that waits for the summarizer or the
+    /// conversation's lock) and hands its result to JS as JSON.
+    fn run_async<'env, T, F>(
+        &self,
+        env: &'env Env,
+        work: impl FnOnce(Arc<Engine>) -> F + Send + 'static,
+    ) -> napi::Result<PromiseRaw<'env, JsonText>>
+    where
+        T: serde::Serialize,
+        F: std::future::Future<Output = error::Result<T>> + Send + 'static,
+    {
+        let engine = self.inner.clone();
+        spawn_coded(env, async move { to_json(&work(engine).await?) })
+    }
+
+    /// A long run (`compact`, `rewrite`, `redact`) that reads an AbortSignal and `onProgress`
+    /// from its options: `work` gets the engine and those controls, and the listener it
+    /// attached is removed when the run ends, however it ends.
+    fn run_controlled<'env, T, F>(
+        &self,
+        env: &'env Env,
+        options: Option<Unknown<'_>>,
+        work: impl FnOnce(Arc<Engine>, Controls) -> F + Send + 'static,
+    ) -> napi::Result<PromiseRaw<'env, JsonText>>
+    where
+        T: serde::Serialize,
+        F: std::future::Future<Output = error::Result<T>> + Send + 'static,
+    {
+        let engine = self.inner.clone();
+        let RunControls {
+            options,
+            cancel,
+            progress,
+            watch,
+            invalid,
+        } = RunControls::read(env, options)?;
+        let run = async move {
+            if let Some(e) = invalid {
+                return Err(e);
+            }
+            to_json(
+                &work(
+                    engine,
+                    Controls {
+                        options,
+                        cancel,
+                        progress,
+                    },
+                )
+                .await?,
+            )
+        };
+        spawn_coded_then(env, run, move |env| {
+            if let Some(w) = watch {
+                w.release(env);
+            }
+        })
+    }
+
     /// `leafPass` and `condensedPass`: one pass of `kind`.
     fn pass<'env>(
         &self,
@@ -53,15 +126,22 @@ impl LcmEngine {
         summarize: Unknown<'_>,
         options: Option<JsonArg>,
     ) -> napi::Result<PromiseRaw<'env, JsonText>> {
-        let engine = self.inner.clone();
         let summarizer = SummarizerArg::from_js(summarize);
-        spawn_coded(env, async move {
-            let id = parse_id(&required(conversation_id, "conversationId")?)?;
-            let opts = pass_options(&optional(options, "options")?)?;
+        self.run_async(env, move |engine| async move {
+            let id: ConversationId = conversation_id.decode("conversationId")?;
+            let opts: PassOptions = decode_or_default(options, "options")?;
             let summarizer = summarizer.into_summarizer(opts.model.clone())?;
-            to_json(&engine.pass(id, kind, summarizer, opts).await?)
+            engine.pass(id.0, kind, summarizer, opts).await
         })
     }
+}
+
+/// What `run_controlled` read from a run's options object: the JSON part, the flag its
+/// AbortSignal sets, and `onProgress`.
+struct Controls {
+    options: JsonArg,
+    cancel: Arc<AtomicBool>,
+    progress: Option<super::signals::ProgressTsfn>,
 }
 
 #[napi]
@@ -123,17 +203,15 @@ impl LcmEngine {
         #[napi(ts_arg_type = "IngestMessage[]")] messages: JsonArg,
         #[napi(ts_arg_type = "IngestOptions")] options: Option<JsonArg>,
     ) -> napi::Result<PromiseRaw<'env, JsonText>> {
-        let engine = self.inner.clone();
-        blocking(env, move || {
-            let target = parse_target(&required(target, "target")?)?;
+        self.run(env, move |engine| {
+            let target: Target = target.decode("target")?;
             let (messages, replaced) = messages.parse_repairing("messages")?;
             let Some(Value::Array(messages)) = messages else {
                 return Err(LcmError::invalid_input("messages must be an array"));
             };
-            let options = ingest_options(&optional(options, "options")?)?;
-            let outcome = engine.ingest_with(&target, &messages, options)?;
-            to_json(&IngestResult {
-                outcome,
+            let options: IngestOptions = decode_or_default(options, "options")?;
+            Ok(IngestResult {
+                outcome: engine.ingest_with(&target, &messages, options)?,
                 replaced_surrogates: replaced,
             })
         })
@@ -148,11 +226,7 @@ impl LcmEngine {
         env: &'env Env,
         #[napi(ts_arg_type = "ConversationTarget")] target: JsonArg,
     ) -> napi::Result<PromiseRaw<'env, JsonText>> {
-        let engine = self.inner.clone();
-        blocking(env, move || {
-            let target = parse_target(&required(target, "target")?)?;
-            to_json(&engine.find_conversation(&target)?)
-        })
+        self.run(env, move |engine| engine.find_conversation(&target.decode("target")?))
     }
 
     /// Stored messages of a conversation in order, content blocks rebuilt exactly as ingested.
@@ -161,23 +235,19 @@ impl LcmEngine {
         &self,
         env: &'env Env,
         #[napi(ts_arg_type = "number")] conversation_id: JsonArg,
-        #[napi(ts_arg_type = "{ afterSeq?: number; limit?: number }")] options: Option<JsonArg>,
+        #[napi(ts_arg_type = "MessagesOptions")] options: Option<JsonArg>,
     ) -> napi::Result<PromiseRaw<'env, JsonText>> {
-        let engine = self.inner.clone();
-        blocking(env, move || {
-            let id = parse_id(&required(conversation_id, "conversationId")?)?;
-            let options = optional(options, "options")?;
-            let after = opt_int(&options, "afterSeq", 0, 0)?;
-            let limit = opt_int(&options, "limit", 1000, 1)?;
-            to_json(&engine.messages(id, after, limit)?)
+        self.run(env, move |engine| {
+            let id: ConversationId = conversation_id.decode("conversationId")?;
+            let page: MessagePage = decode_or_default(options, "options")?;
+            engine.messages(id.0, page.after_seq, page.limit)
         })
     }
 
     /// Every conversation, oldest first, with its message, summary and context-item counts.
     #[napi(ts_return_type = "Promise<ConversationInfo[]>")]
     pub fn conversations<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, JsonText>> {
-        let engine = self.inner.clone();
-        blocking(env, move || to_json(&engine.conversations()?))
+        self.run(env, |engine| engine.conversations())
     }
 
     /// Summaries of a conversation in creation order (leaves and condensed nodes), optionally
@@ -187,14 +257,12 @@ impl LcmEngine {
         &self,
         env: &'env Env,
         #[napi(ts_arg_type = "number")] conversation_id: JsonArg,
-        #[napi(ts_arg_type = "{ depth?: number }")] options: Option<JsonArg>,
+        #[napi(ts_arg_type = "SummariesOptions")] options: Option<JsonArg>,
     ) -> napi::Result<PromiseRaw<'env, JsonText>> {
-        let engine = self.inner.clone();
-        blocking(env, move || {
-            let id = parse_id(&required(conversation_id, "conversationId")?)?;
-            let options = optional(options, "options")?;
-            let depth = maybe_int(&options, "depth", 0)?;
-            to_json(&engine.summaries(id, depth)?)
+        self.run(env, move |engine| {
+            let id: ConversationId = conversation_id.decode("conversationId")?;
+            let filter: SummaryFilter = decode_or_default(options, "options")?;
+            engine.summaries(id.0, filter.depth)
         })
     }
 
@@ -206,10 +274,8 @@ impl LcmEngine {
         env: &'env Env,
         #[napi(ts_arg_type = "number")] conversation_id: JsonArg,
     ) -> napi::Result<PromiseRaw<'env, JsonText>> {
-        let engine = self.inner.clone();
-        blocking(env, move || {
-            let id = parse_id(&required(conversation_id, "conversationId")?)?;
-            to_json(&engine.fidelity(id)?)
+        self.run(env, move |engine| {
+            engine.fidelity(conversation_id.decode::<ConversationId>("conversationId")?.0)
         })
     }
 
@@ -220,14 +286,12 @@ impl LcmEngine {
         &self,
         env: &'env Env,
         #[napi(ts_arg_type = "number")] conversation_id: JsonArg,
-        #[napi(ts_arg_type = "{ all?: boolean }")] options: Option<JsonArg>,
+        #[napi(ts_arg_type = "ScoreFidelityOptions")] options: Option<JsonArg>,
     ) -> napi::Result<PromiseRaw<'env, JsonText>> {
-        let engine = self.inner.clone();
-        blocking(env, move || {
-            let id = parse_id(&required(conversation_id, "conversationId")?)?;
-            let options = optional(options, "options")?;
-            let all = opt_bool(&options, "all")?;
-            to_json(&engine.score_fidelity(id, all)?)
+        self.run(env, move |engine| {
+            let id: ConversationId = conversation_id.decode("conversationId")?;
+            let scope: ScoreScope = decode_or_default(options, "options")?;
+            engine.score_fidelity(id.0, scope.all)
         })
     }
 
@@ -272,44 +336,12 @@ impl LcmEngine {
         #[napi(ts_arg_type = "Summarize")] summarize: Unknown<'_>,
         #[napi(ts_arg_type = "CompactOptions")] options: Unknown<'_>,
     ) -> napi::Result<PromiseRaw<'env, JsonText>> {
-        let engine = self.inner.clone();
         let summarizer = SummarizerArg::from_js(summarize);
-        let cancel = Arc::new(AtomicBool::new(false));
-        let mut watch: Option<AbortWatch> = None;
-        let mut invalid: Option<LcmError> = None;
-        if let Ok(ValueType::Object) = options.get_type() {
-            // SAFETY: checked to be an object.
-            let obj = unsafe { Object::from_napi_value(env.raw(), options.raw())? };
-            match watch_abort(env, &obj, cancel.clone()) {
-                Ok(w) => watch = w,
-                Err(e) => invalid = Some(e),
-            }
-        }
-        // SAFETY: `options` is the live argument of this call.
-        let options = unsafe { JsonArg::from_napi_value(env.raw(), options.raw())? };
-        let work = async move {
-            if let Some(e) = invalid.take() {
-                return Err(e);
-            }
-            let id = parse_id(&required(conversation_id, "conversationId")?)?;
-            let options = Some(required(options, "options")?);
-            let token_budget = token_budget(&options)?;
-            let force = opt_bool(&options, "force")?;
-            let pass = pass_options(&options)?;
-            let summarizer = summarizer.into_summarizer(pass.model.clone())?;
-            let sweep = SweepOptions {
-                token_budget,
-                force,
-                target: sweep_target(&options)?,
-                pass,
-                cancel: Some(cancel),
-            };
-            to_json(&engine.compact(id, summarizer, sweep).await?)
-        };
-        spawn_coded_then(env, work, move |env| {
-            if let Some(w) = watch {
-                w.release(env);
-            }
+        self.run_controlled(env, Some(options), move |engine, run| async move {
+            let id: ConversationId = conversation_id.decode("conversationId")?;
+            let options: CompactOptions = run.options.decode("options")?;
+            let summarizer = summarizer.into_summarizer(options.model.clone())?;
+            engine.compact(id.0, summarizer, options.sweep(Some(run.cancel))).await
         })
     }
 
@@ -326,29 +358,14 @@ impl LcmEngine {
         #[napi(ts_arg_type = "Summarize")] summarize: Unknown<'_>,
         #[napi(ts_arg_type = "RewriteOptions")] options: Option<Unknown<'_>>,
     ) -> napi::Result<PromiseRaw<'env, JsonText>> {
-        let engine = self.inner.clone();
         let summarizer = SummarizerArg::from_js(summarize);
-        let RunControls {
-            options,
-            cancel,
-            progress,
-            watch,
-            invalid,
-        } = RunControls::read(env, options)?;
-        let work = async move {
-            if let Some(e) = invalid {
-                return Err(e);
-            }
-            let id = parse_id(&required(conversation_id, "conversationId")?)?;
-            let opts = rewrite::RewriteOptions::from_json(options.parse("options")?.as_ref())?;
-            let summarizer = summarizer.into_summarizer(opts.model.clone())?;
-            let report = |p: rewrite::Progress| report_progress(&progress, &p);
-            to_json(&engine.rewrite(id, summarizer, &opts, &cancel, &report).await?)
-        };
-        spawn_coded_then(env, work, move |env| {
-            if let Some(w) = watch {
-                w.release(env);
-            }
+        self.run_controlled(env, options, move |engine, run| async move {
+            let id: ConversationId = conversation_id.decode("conversationId")?;
+            let request: rewrite::RewriteRequest = decode_or_default(Some(run.options), "options")?;
+            let options = rewrite::RewriteOptions::try_from(request).map_err(LcmError::invalid_input)?;
+            let summarizer = summarizer.into_summarizer(options.model.clone())?;
+            let report = |p: rewrite::Progress| report_progress(&run.progress, &p);
+            engine.rewrite(id.0, summarizer, &options, &run.cancel, &report).await
         })
     }
 
@@ -373,31 +390,15 @@ impl LcmEngine {
         #[napi(ts_arg_type = "RedactOptions")] options: Unknown<'_>,
         #[napi(ts_arg_type = "Summarize")] summarize: Option<Unknown<'_>>,
     ) -> napi::Result<PromiseRaw<'env, JsonText>> {
-        let engine = self.inner.clone();
         let summarizer = summarize.map(SummarizerArg::from_js);
-        let RunControls {
-            options,
-            cancel,
-            progress,
-            watch,
-            invalid,
-        } = RunControls::read(env, Some(options))?;
-        let work = async move {
-            if let Some(e) = invalid {
-                return Err(e);
-            }
-            let opts = RedactOptions::from_json(&required(options, "options")?)?;
+        self.run_controlled(env, Some(options), move |engine, run| async move {
+            let options: RedactOptions = run.options.decode("options")?;
             let summarizer: Arc<dyn crate::summarizer::Summarizer> = match summarizer {
                 Some(s) => s.into_summarizer(None)?,
                 None => Arc::new(crate::offline::OfflineSummarizer),
             };
-            let report = |p: rewrite::Progress| report_progress(&progress, &p);
-            to_json(&engine.redact(&opts, summarizer, &cancel, &report).await?)
-        };
-        spawn_coded_then(env, work, move |env| {
-            if let Some(w) = watch {
-                w.release(env);
-            }
+            let report = |p: rewrite::Progress| report_progress(&run.progress, &p);
+            engine.redact(&options, summarizer, &run.cancel, &report).await
         })
     }
 
@@ -410,32 +411,13 @@ impl LcmEngine {
         env: &'env Env,
         #[napi(ts_arg_type = "number")] conversation_id: JsonArg,
         #[napi(ts_arg_type = "string")] summary_id: JsonArg,
-        #[napi(ts_arg_type = "{ promptDir?: string; timestamps?: boolean }")] options: Option<JsonArg>,
+        #[napi(ts_arg_type = "RewritePreviewOptions")] options: Option<JsonArg>,
     ) -> napi::Result<PromiseRaw<'env, JsonText>> {
-        let engine = self.inner.clone();
-        blocking(env, move || {
-            let id = parse_id(&required(conversation_id, "conversationId")?)?;
-            let summary_id = required_string(summary_id, "summaryId")?;
-            let mut given = match optional(options, "options")? {
-                Some(Value::Object(o)) => o,
-                None => serde_json::Map::new(),
-                Some(other) => {
-                    return Err(LcmError::invalid_input(format!(
-                        "options must be an object, got {other}"
-                    )))
-                }
-            };
-            if let Some(key) = given
-                .keys()
-                .find(|k| !["promptDir", "timestamps"].contains(&k.as_str()))
-            {
-                return Err(LcmError::invalid_input(format!(
-                    "unknown rewritePreview option `{key}`"
-                )));
-            }
-            given.insert("summaryId".into(), summary_id.clone().into());
-            let opts = rewrite::RewriteOptions::from_json(Some(&Value::Object(given)))?;
-            to_json(&engine.rewrite_preview(id, &summary_id, &opts)?)
+        self.run(env, move |engine| {
+            let id: ConversationId = conversation_id.decode("conversationId")?;
+            let summary_id: String = summary_id.decode::<NonEmpty>("summaryId")?.0;
+            let options: rewrite::PreviewOptions = decode_or_default(options, "options")?;
+            engine.rewrite_preview(id.0, &summary_id, &options.rewrite_of(&summary_id))
         })
     }
 
@@ -448,10 +430,8 @@ impl LcmEngine {
         env: &'env Env,
         #[napi(ts_arg_type = "number")] conversation_id: JsonArg,
     ) -> napi::Result<PromiseRaw<'env, JsonText>> {
-        let engine = self.inner.clone();
-        blocking(env, move || {
-            let id = parse_id(&required(conversation_id, "conversationId")?)?;
-            to_json(&engine.dag(id)?)
+        self.run(env, move |engine| {
+            engine.dag(conversation_id.decode::<ConversationId>("conversationId")?.0)
         })
     }
 
@@ -463,10 +443,8 @@ impl LcmEngine {
         env: &'env Env,
         #[napi(ts_arg_type = "string")] summary_id: JsonArg,
     ) -> napi::Result<PromiseRaw<'env, JsonText>> {
-        let engine = self.inner.clone();
-        blocking(env, move || {
-            let id = required_string(summary_id, "summaryId")?;
-            to_json(&engine.history(&id)?)
+        self.run(env, move |engine| {
+            engine.history(&summary_id.decode::<NonEmpty>("summaryId")?.0)
         })
     }
 
@@ -480,14 +458,10 @@ impl LcmEngine {
         #[napi(ts_arg_type = "string")] summary_id: JsonArg,
         #[napi(ts_arg_type = "number")] version: JsonArg,
     ) -> napi::Result<PromiseRaw<'env, JsonText>> {
-        let engine = self.inner.clone();
-        spawn_coded(env, async move {
-            let id = required_string(summary_id, "summaryId")?;
-            let version = required(version, "version")?
-                .as_i64()
-                .filter(|v| *v > 0)
-                .ok_or_else(|| LcmError::invalid_input("`version` must be a positive integer"))?;
-            to_json(&engine.rollback(&id, version).await?)
+        self.run_async(env, move |engine| async move {
+            let id = summary_id.decode::<NonEmpty>("summaryId")?.0;
+            let version = version.decode::<Positive>("version")?.0;
+            engine.rollback(&id, version).await
         })
     }
 
@@ -502,21 +476,12 @@ impl LcmEngine {
         &self,
         env: &'env Env,
         #[napi(ts_arg_type = "ConversationTarget")] target: JsonArg,
-        #[napi(ts_arg_type = "{ reason: 'new' | 'reset' | 'deleted'; retainDepth?: number }")] options: JsonArg,
+        #[napi(ts_arg_type = "ResetOptions")] options: JsonArg,
     ) -> napi::Result<PromiseRaw<'env, JsonText>> {
-        use crate::store::lifecycle::{ResetReason, DEFAULT_RETAIN_DEPTH};
-        let engine = self.inner.clone();
-        spawn_coded(env, async move {
-            let target = parse_target(&required(target, "target")?)?;
-            let options = Some(required(options, "options")?);
-            let retain_depth = maybe_int(&options, "retainDepth", 0)?.unwrap_or(DEFAULT_RETAIN_DEPTH);
-            let reason = match options.as_ref().and_then(|o| o.get("reason")).and_then(|r| r.as_str()) {
-                Some("new") => ResetReason::New { retain_depth },
-                Some("reset") => ResetReason::Reset,
-                Some("deleted") => ResetReason::Deleted,
-                _ => return Err(LcmError::invalid_input("`reason` must be 'new', 'reset' or 'deleted'")),
-            };
-            to_json(&engine.reset_session(&target, reason).await?)
+        self.run_async(env, move |engine| async move {
+            let target: Target = target.decode("target")?;
+            let options: ResetRequest = options.decode("options")?;
+            engine.reset_session(&target, options.reason()).await
         })
     }
 
@@ -532,26 +497,9 @@ impl LcmEngine {
     ) -> napi::Result<PromiseRaw<'env, JsonText>> {
         let engine = self.inner.clone();
         blocking(env, move || {
-            let id = parse_id(&required(conversation_id, "conversationId")?)?;
-            let options = Some(required(options, "options")?);
-            let token_budget = token_budget(&options)?;
-            let fresh_tail_count = maybe_int(&options, "freshTailCount", 0)?;
-            let presentation = match options.as_ref().and_then(|o| o.get("presentation")) {
-                None | Some(Value::Null) => None,
-                Some(Value::String(p)) if p == "xml" => Some(config::Presentation::Xml),
-                Some(Value::String(p)) if p == "markdown" => Some(config::Presentation::Markdown),
-                Some(v) => {
-                    return Err(LcmError::invalid_input(format!(
-                        "`presentation` must be \"xml\" or \"markdown\", got {v}"
-                    )))
-                }
-            };
-            let opts = assemble::AssembleOptions {
-                token_budget,
-                fresh_tail_count,
-                presentation,
-            };
-            let assembled = engine.assemble(id, &opts)?;
+            let id: ConversationId = conversation_id.decode("conversationId")?;
+            let options: assemble::AssembleOptions = options.decode("options")?;
+            let assembled = engine.assemble(id.0, &options)?;
             to_json_sized(&assembled, assembled.json_size_hint())
         })
     }
@@ -563,10 +511,8 @@ impl LcmEngine {
         env: &'env Env,
         #[napi(ts_arg_type = "number")] conversation_id: JsonArg,
     ) -> napi::Result<PromiseRaw<'env, JsonText>> {
-        let engine = self.inner.clone();
-        blocking(env, move || {
-            let id = parse_id(&required(conversation_id, "conversationId")?)?;
-            to_json(&engine.context(id)?)
+        self.run(env, move |engine| {
+            engine.context(conversation_id.decode::<ConversationId>("conversationId")?.0)
         })
     }
 
@@ -576,15 +522,12 @@ impl LcmEngine {
         &self,
         env: &'env Env,
         #[napi(ts_arg_type = "number")] conversation_id: JsonArg,
-        #[napi(ts_arg_type = "{ tokenBudget: number; observedTokens?: number }")] options: JsonArg,
+        #[napi(ts_arg_type = "EvaluateOptions")] options: JsonArg,
     ) -> napi::Result<PromiseRaw<'env, JsonText>> {
-        let engine = self.inner.clone();
-        blocking(env, move || {
-            let id = parse_id(&required(conversation_id, "conversationId")?)?;
-            let options = Some(required(options, "options")?);
-            let budget = token_budget(&options)?;
-            let observed = maybe_int(&options, "observedTokens", 0)?;
-            to_json(&engine.evaluate(id, budget, observed)?)
+        self.run(env, move |engine| {
+            let id: ConversationId = conversation_id.decode("conversationId")?;
+            let options: EvaluateOptions = options.decode("options")?;
+            engine.evaluate(id.0, options.token_budget, options.observed_tokens)
         })
     }
 
@@ -598,14 +541,10 @@ impl LcmEngine {
         #[napi(ts_arg_type = "number | null")] conversation_id: JsonArg,
         #[napi(ts_arg_type = "GrepOptions")] options: JsonArg,
     ) -> napi::Result<PromiseRaw<'env, JsonText>> {
-        let engine = self.inner.clone();
-        blocking(env, move || {
-            let id = match conversation_id.parse("conversationId")? {
-                None => None,
-                Some(v) => Some(parse_id(&v)?),
-            };
-            let options = recall::GrepOptions::from_json(&required(options, "options")?)?;
-            to_json(&engine.grep(id, &options)?)
+        self.run(env, move |engine| {
+            let id: Option<ConversationId> = decode_or_default(Some(conversation_id), "conversationId")?;
+            let options: recall::GrepOptions = options.decode("options")?;
+            engine.grep(id.map(|id| id.0), &options)
         })
     }
 
@@ -617,10 +556,9 @@ impl LcmEngine {
         env: &'env Env,
         #[napi(ts_arg_type = "string | number")] id: JsonArg,
     ) -> napi::Result<PromiseRaw<'env, JsonText>> {
-        let engine = self.inner.clone();
-        blocking(env, move || {
-            let id = recall::ItemId::from_json(&required(id, "id")?)?;
-            to_json(&engine.describe(&id)?)
+        self.run(env, move |engine| {
+            let id = recall::ItemId::from_json(&id.decode::<Value>("id")?)?;
+            engine.describe(&id)
         })
     }
 
@@ -633,18 +571,10 @@ impl LcmEngine {
         #[napi(ts_arg_type = "string")] summary_id: JsonArg,
         #[napi(ts_arg_type = "ExpandOptions")] options: Option<JsonArg>,
     ) -> napi::Result<PromiseRaw<'env, JsonText>> {
-        let engine = self.inner.clone();
-        blocking(env, move || {
-            let id = match required(summary_id, "summaryId")? {
-                Value::String(s) if !s.trim().is_empty() => s,
-                other => {
-                    return Err(LcmError::invalid_input(format!(
-                        "summaryId must be a string, got {other}"
-                    )))
-                }
-            };
-            let options = recall::ExpandOptions::from_json(optional(options, "options")?.as_ref())?;
-            to_json(&engine.expand(&id, &options)?)
+        self.run(env, move |engine| {
+            let id = summary_id.decode::<NonEmpty>("summaryId")?.0;
+            let options: recall::ExpandOptions = decode_or_default(options, "options")?;
+            engine.expand(&id, &options)
         })
     }
 
@@ -656,13 +586,9 @@ impl LcmEngine {
         env: &'env Env,
         #[napi(ts_arg_type = "number")] conversation_id: Option<JsonArg>,
     ) -> napi::Result<PromiseRaw<'env, JsonText>> {
-        let engine = self.inner.clone();
-        blocking(env, move || {
-            let id = match optional(conversation_id, "conversationId")? {
-                None => None,
-                Some(v) => Some(parse_id(&v)?),
-            };
-            to_json(&engine.verify(id)?)
+        self.run(env, move |engine| {
+            let id: Option<ConversationId> = decode_or_default(conversation_id, "conversationId")?;
+            engine.verify(id.map(|id| id.0))
         })
     }
 
@@ -675,11 +601,7 @@ impl LcmEngine {
         env: &'env Env,
         #[napi(ts_arg_type = "string")] path: JsonArg,
     ) -> napi::Result<PromiseRaw<'env, JsonText>> {
-        let engine = self.inner.clone();
-        blocking(env, move || {
-            let path = required_string(path, "path")?;
-            to_json(&engine.backup(&path)?)
-        })
+        self.run(env, move |engine| engine.backup(&path.decode::<NonEmpty>("path")?.0))
     }
 
     /// Closes the database now, on the calling thread (for a process `exit` handler, where

@@ -4,10 +4,11 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use serde_json::Value;
 
-use super::args::{opt_int, optional, required};
-use super::bridge::{blocking, js_error, to_json, JsonArg, JsonText};
+use super::bridge::{blocking, decode_or_default, js_error, to_json, JsonArg, JsonText};
 use crate::config::{self};
 use crate::error::{self, LcmError};
+use crate::input::NonEmpty;
+use crate::prompts::PromptOptions;
 use crate::{engine, prompts, tokens};
 
 /// Creates the lcm-native schema in `dbPath`, or upgrades a lossless-claw database in place
@@ -16,7 +17,7 @@ use crate::{engine, prompts, tokens};
 pub fn migrate<'env>(
     env: &'env Env,
     #[napi(ts_arg_type = "string")] db_path: JsonArg,
-    #[napi(ts_arg_type = "{ busyTimeoutMs?: number }")] options: Option<JsonArg>,
+    #[napi(ts_arg_type = "MigrateOptions")] options: Option<JsonArg>,
 ) -> napi::Result<PromiseRaw<'env, JsonText>> {
     blocking(env, move || {
         let db_path = db_path.parse("dbPath")?;
@@ -24,9 +25,8 @@ pub fn migrate<'env>(
             .as_ref()
             .and_then(Value::as_str)
             .ok_or_else(|| LcmError::invalid_config("dbPath", "expected a string"))?;
-        let options = optional(options, "options")?;
-        let busy = opt_int(&options, "busyTimeoutMs", 30_000, 0)?;
-        to_json(&engine::migrate_file(path, busy)?)
+        let options: engine::MigrateOptions = decode_or_default(options, "options")?;
+        to_json(&engine::migrate_file(path, options.busy_timeout_ms)?)
     })
 }
 
@@ -51,8 +51,12 @@ pub fn redact_messages(
     #[napi(ts_arg_type = "boolean | string[]")] redact_patterns: JsonArg,
 ) -> napi::Result<Value> {
     let run = || -> error::Result<Value> {
-        let mut messages = required(messages, "messages")?;
-        let patterns = required(redact_patterns, "redactPatterns")?;
+        let mut messages = messages
+            .parse("messages")?
+            .ok_or_else(|| LcmError::invalid_input("messages is required"))?;
+        let patterns = redact_patterns
+            .parse("redactPatterns")?
+            .ok_or_else(|| LcmError::invalid_input("redactPatterns is required"))?;
         let Value::Array(list) = &mut messages else {
             return Err(LcmError::invalid_input("`messages` must be an array"));
         };
@@ -88,11 +92,11 @@ pub fn render_prompt<'env>(
     env: &'env Env,
     #[napi(ts_arg_type = "string")] name: JsonArg,
     #[napi(ts_arg_type = "Partial<PromptVars>")] vars: Option<JsonArg>,
-    #[napi(ts_arg_type = "{ promptDir?: string }")] options: Option<JsonArg>,
+    #[napi(ts_arg_type = "PromptOptions")] options: Option<JsonArg>,
 ) -> napi::Result<PromiseRaw<'env, JsonText>> {
     blocking(env, move || {
         let name = template_name(name)?;
-        let vars = optional(vars, "vars")?;
+        let vars: Option<Value> = decode_or_default(vars, "vars")?;
         to_json(&prompt_set(options)?.render_with(&name, vars.as_ref())?)
     })
 }
@@ -101,7 +105,7 @@ pub fn render_prompt<'env>(
 #[napi(ts_return_type = "Promise<PromptSource[]>")]
 pub fn list_prompts<'env>(
     env: &'env Env,
-    #[napi(ts_arg_type = "{ promptDir?: string }")] options: Option<JsonArg>,
+    #[napi(ts_arg_type = "PromptOptions")] options: Option<JsonArg>,
 ) -> napi::Result<PromiseRaw<'env, JsonText>> {
     blocking(env, move || to_json(&prompt_set(options)?.sources()))
 }
@@ -112,7 +116,7 @@ pub fn list_prompts<'env>(
 pub fn show_prompt<'env>(
     env: &'env Env,
     #[napi(ts_arg_type = "string")] name: JsonArg,
-    #[napi(ts_arg_type = "{ promptDir?: string }")] options: Option<JsonArg>,
+    #[napi(ts_arg_type = "PromptOptions")] options: Option<JsonArg>,
 ) -> napi::Result<PromiseRaw<'env, JsonText>> {
     blocking(env, move || {
         let name = template_name(name)?;
@@ -128,11 +132,8 @@ pub fn export_prompts<'env>(
     #[napi(ts_arg_type = "string")] dir: Option<JsonArg>,
 ) -> napi::Result<PromiseRaw<'env, JsonText>> {
     blocking(env, move || {
-        let dir = match optional(dir, "dir")? {
-            Some(Value::String(d)) if !d.trim().is_empty() => Some(std::path::PathBuf::from(d)),
-            None => None,
-            Some(v) => return Err(LcmError::invalid_input(format!("dir must be a string, got {v}"))),
-        };
+        let dir: Option<NonEmpty> = decode_or_default(dir, "dir")?;
+        let dir = dir.map(|d| std::path::PathBuf::from(d.0));
         let paths: Vec<String> = prompts::export(dir.as_deref())?
             .into_iter()
             .map(|p| p.display().to_string())
@@ -143,25 +144,11 @@ pub fn export_prompts<'env>(
 
 /// A template name argument.
 pub(crate) fn template_name(name: JsonArg) -> error::Result<String> {
-    match required(name, "name")? {
-        Value::String(s) => Ok(s),
-        other => Err(LcmError::invalid_input(format!("name must be a string, got {other}"))),
-    }
+    name.decode("name")
 }
 
 /// The templates as `{ promptDir }` resolves them.
 pub(crate) fn prompt_set(options: Option<JsonArg>) -> error::Result<prompts::PromptSet> {
-    let dir = prompt_dir_option(optional(options, "options")?)?;
-    prompts::PromptSet::load(&prompts::PromptDirs::new(dir.as_deref()))
-}
-
-pub(crate) fn prompt_dir_option(options: Option<Value>) -> error::Result<Option<String>> {
-    match options.as_ref().and_then(|o| o.get("promptDir")) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(v) => Err(LcmError::invalid_config(
-            "promptDir",
-            format!("expected a string, got {v}"),
-        )),
-    }
+    let options: PromptOptions = decode_or_default(options, "options")?;
+    prompts::PromptSet::load(&prompts::PromptDirs::new(options.prompt_dir.as_deref()))
 }

@@ -2,7 +2,6 @@
 //! back, runs the core off Node's main thread, and turns core errors into JS errors with a
 //! stable `code`. No rule of the library lives here.
 
-mod args;
 mod bridge;
 pub mod engine;
 pub mod functions;

@@ -57,6 +57,20 @@ pub struct RollingTrigger {
     pub should_summarize: bool,
 }
 
+/// Options of `evaluate`.
+#[derive(Clone, Debug, serde::Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EvaluateOptions {
+    /// The model's context budget.
+    #[serde(deserialize_with = "crate::input::positive")]
+    pub token_budget: i64,
+    /// The host's count of the prompt's tokens, when it has one: the decision takes the larger
+    /// of it and the stored estimate.
+    #[serde(default, skip_serializing, deserialize_with = "crate::input::opt_non_negative")]
+    pub observed_tokens: Option<i64>,
+}
+
 /// Threshold, leaf-trigger and rolling-trigger decisions for a conversation.
 pub fn evaluate(
     conn: &rusqlite::Connection,

@@ -41,8 +41,10 @@ use escalation::{Escalated, Level, PassError};
 use model::{Item, ItemRef, LiveContext, TailRule};
 use write::Baseline;
 
-pub use evaluate::{evaluate, Evaluation, LeafTrigger, RollingTrigger};
-pub use results::{PassFailure, PassOptions, PassResult, StopReason, SweepOptions, SweepResult, SweepTarget};
+pub use evaluate::{evaluate, EvaluateOptions, Evaluation, LeafTrigger, RollingTrigger};
+pub use results::{
+    CompactOptions, PassFailure, PassOptions, PassResult, StopReason, SweepOptions, SweepResult, SweepTarget,
+};
 
 /// Write a group once it holds this many passes, or once its first pass waited this long, or
 /// four times as long as the last write took: a write rewrites every context row after the

@@ -3,23 +3,82 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::escalation::Level;
+use crate::input;
 use crate::summarizer::SummaryKind;
 
-/// Options of one pass or sweep.
-#[derive(Clone, Debug, Default)]
+/// Options of one pass (`leafPass`, `condensedPass`) or of a sweep's passes.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PassOptions {
-    /// Condense with `condensedMinFanoutHard`.
+    /// Condense with `condensedMinFanoutHard` instead of the normal fanout.
+    #[serde(default, skip_serializing)]
+    pub hard_trigger: bool,
+    /// condensedPass: condense only runs whose inputs have this depth.
+    #[serde(default, skip_serializing, deserialize_with = "input::opt_non_negative")]
+    pub depth: Option<i64>,
+    /// Recorded in `summaries.model` for summaries the callback wrote. Default "unknown".
+    #[serde(default, skip_serializing)]
+    pub model: Option<String>,
+    /// leafPass, condensedPass: the model's context budget, which bounds the fresh tail in
+    /// tokens as `evaluate` and `assemble` bound it for the same budget (see
+    /// `freshTailMaxTokens`). Without it the tail is bounded in messages only.
+    #[serde(default, skip_serializing, deserialize_with = "input::opt_positive")]
+    pub token_budget: Option<i64>,
+}
+
+/// Options of `compact`, a sweep.
+#[derive(Clone, Debug, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CompactOptions {
+    /// The model's context budget; a sweep is due above `contextThreshold × tokenBudget`.
+    #[serde(deserialize_with = "input::positive")]
+    pub token_budget: i64,
+    /// Sweep even when under the threshold.
+    #[serde(default, skip_serializing)]
+    pub force: bool,
+    /// `threshold` (default): compact what is due outside the fresh tail. `budget` (a host's
+    /// preflight or overflow): when that leaves the context over `contextThreshold ×
+    /// tokenBudget`, compact into the fresh tail too, oldest first, down to the newest turn
+    /// (`compactedTail: true` in the result).
+    #[serde(default, skip_serializing)]
+    pub target: SweepTarget,
+    /// Condense with `condensedMinFanoutHard` instead of the normal fanout.
+    #[serde(default, skip_serializing)]
     pub hard_trigger: bool,
     /// Condense only runs whose inputs have this depth.
+    #[serde(default, skip_serializing, deserialize_with = "input::opt_non_negative")]
     pub depth: Option<i64>,
-    /// Recorded in `summaries.model` for summaries the callback wrote.
+    /// Recorded in `summaries.model` for summaries the callback wrote. Default "unknown".
+    #[serde(default, skip_serializing)]
     pub model: Option<String>,
-    /// The caller's token budget: bounds the fresh tail in tokens when `freshTailMaxTokens` is
-    /// unset (None: the tail is bounded in messages only).
-    pub token_budget: Option<i64>,
+    /// Stops the sweep before its next pass (`stopReason: 'aborted'`); passes already written
+    /// stay.
+    #[serde(default, skip_serializing, rename = "signal")]
+    #[cfg_attr(test, ts(type = "AbortSignal"))]
+    pub _signal: Option<serde::de::IgnoredAny>,
+}
+
+impl CompactOptions {
+    /// The sweep these options ask for; `cancel` stops it before its next pass.
+    pub fn sweep(self, cancel: Option<Arc<std::sync::atomic::AtomicBool>>) -> SweepOptions {
+        SweepOptions {
+            token_budget: self.token_budget,
+            force: self.force,
+            target: self.target,
+            pass: PassOptions {
+                hard_trigger: self.hard_trigger,
+                depth: self.depth,
+                model: self.model,
+                token_budget: Some(self.token_budget),
+            },
+            cancel,
+        }
+    }
 }
 
 /// The outcome of one pass.
@@ -124,7 +183,9 @@ pub struct SweepResult {
 }
 
 /// What a sweep must reach before it may stop early.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "lowercase")]
 pub enum SweepTarget {
     /// The usual sweep: everything outside the fresh tail that is due.
     #[default]

@@ -156,14 +156,14 @@ fn walk_everything(path: String) -> Vec<(String, std::result::Result<(), String>
                 .map(|_| ()),
         ),
     ));
-    let grep = GrepOptions::from_json(&json!({ "query": "theme" })).unwrap();
+    let grep = crate::input::decode::<GrepOptions>(json!({ "query": "theme" }), "options").unwrap();
     out.push(("grep".into(), code(engine.grep(Some(1), &grep).map(|_| ()))));
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .unwrap();
     let offline: Arc<dyn Summarizer> = Arc::new(crate::offline::OfflineSummarizer);
-    let rewrite = crate::rewrite::RewriteOptions::from_json(Some(&json!({ "all": true }))).unwrap();
+    let rewrite = crate::input::decode::<crate::rewrite::RewriteOptions>(json!({ "all": true }), "options").unwrap();
     let no_progress = |_: crate::rewrite::Progress| {};
     let cancel = std::sync::atomic::AtomicBool::new(false);
     out.push((

@@ -348,12 +348,12 @@ async fn read_only_engines_read_everything_and_write_nothing() {
         )
         .unwrap();
     assert!(!assembled.messages.is_empty());
-    let grep = crate::recall::GrepOptions::from_json(&json!({"query": "lorem"})).unwrap();
+    let grep = crate::input::decode::<crate::recall::GrepOptions>(json!({"query": "lorem"}), "options").unwrap();
     assert!(!ro.grep(Some(cid), &grep).unwrap().hits.is_empty());
     let report = ro.verify(None).unwrap();
     assert!(report.ok, "{:?}", report.problems);
     assert_eq!(report.digest, digest);
-    let dry = crate::rewrite::RewriteOptions::from_json(Some(&json!({"all": true}))).unwrap();
+    let dry = crate::input::decode::<crate::rewrite::RewriteOptions>(json!({"all": true}), "options").unwrap();
     let summarizer = Scripted::stub();
     let flag = std::sync::atomic::AtomicBool::new(false);
     assert!(!ro
@@ -397,7 +397,8 @@ async fn read_only_engines_read_everything_and_write_nothing() {
         ),
         Some("E_READ_ONLY")
     );
-    let apply = crate::rewrite::RewriteOptions::from_json(Some(&json!({"all": true, "apply": true}))).unwrap();
+    let apply =
+        crate::input::decode::<crate::rewrite::RewriteOptions>(json!({"all": true, "apply": true}), "options").unwrap();
     assert_eq!(
         code(
             ro.rewrite(cid, summarizer.clone(), &apply, &flag, &|_| {})

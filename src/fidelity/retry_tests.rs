@@ -118,7 +118,8 @@ async fn still_under_after_the_retry_it_is_kept_marked_and_rewrite_low_fidelity_
     assert_eq!(listed.fields.content, VAGUE, "kept, not dropped");
     assert!(listed.low_fidelity);
 
-    let options = RewriteOptions::from_json(Some(&json!({"lowFidelity": true, "apply": true}))).unwrap();
+    let options =
+        crate::input::decode::<RewriteOptions>(json!({"lowFidelity": true, "apply": true}), "options").unwrap();
     let cancel = AtomicBool::new(false);
     // The offline summarizer cannot repair it (it would only unmark it).
     let offline = Arc::new(crate::offline::OfflineSummarizer);
@@ -241,7 +242,7 @@ async fn a_file_an_earlier_lcm_native_migrated_opens_read_only_without_the_table
     };
     assert!(!d.fidelity_detail.stored && d.fidelity_detail.fidelity.score.is_some());
     assert!(ro.fidelity(cid).unwrap()[0].scored == 0);
-    let dry = RewriteOptions::from_json(Some(&json!({"lowFidelity": true}))).unwrap();
+    let dry = crate::input::decode::<RewriteOptions>(json!({"lowFidelity": true}), "options").unwrap();
     let r = ro
         .rewrite(cid, Scripted::stub(), &dry, &AtomicBool::new(false), &|_| {})
         .await

@@ -73,6 +73,17 @@ pub struct DepthFidelity {
     pub low_fidelity: usize,
 }
 
+/// Options of `scoreFidelity`.
+#[derive(Clone, Copy, Debug, Default, serde::Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[cfg_attr(test, ts(rename = "ScoreFidelityOptions"))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ScoreScope {
+    /// Score every summary again, not only those without a score from this extractor.
+    #[serde(default, skip_serializing)]
+    pub all: bool,
+}
+
 /// Scores the summaries of a conversation that have no score from this extractor (every
 /// summary with `all`), in one transaction, and returns the distribution.
 pub fn score_conversation(

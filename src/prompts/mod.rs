@@ -149,6 +149,16 @@ pub struct PromptSet {
     loaded: Vec<Loaded>,
 }
 
+/// Options of the prompt tools (`renderPrompt`, `listPrompts`, `showPrompt`).
+#[derive(Clone, Debug, Default, serde::Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PromptOptions {
+    /// Directory searched first for prompt templates (as the engine's `promptDir`).
+    #[serde(default, skip_serializing)]
+    pub prompt_dir: Option<String>,
+}
+
 /// The directories searched before the embedded defaults.
 #[derive(Clone, Debug, Default)]
 pub struct PromptDirs {

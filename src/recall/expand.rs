@@ -11,47 +11,39 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::assemble::render::host_message;
-use crate::error::{LcmError, Result};
+use crate::error::Result;
 use crate::store::messages::load_parts;
 use crate::store::summaries;
 
 pub const DEFAULT_TOKEN_BUDGET: i64 = 4000;
 
-#[derive(Clone, Debug)]
+/// Options of `expand`.
+#[derive(Clone, Debug, serde::Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ExpandOptions {
+    /// Stored tokens of the entries returned, at most. Default 4000.
+    #[serde(
+        default = "default_budget",
+        skip_serializing,
+        deserialize_with = "crate::input::positive"
+    )]
     pub token_budget: i64,
-    /// Levels below the summary to walk (1 = its direct inputs or messages); None = no limit.
+    /// Levels below the summary to walk (1 = its direct inputs or messages). Default: no limit.
+    #[serde(default, skip_serializing, deserialize_with = "crate::input::opt_positive")]
     pub max_depth: Option<i64>,
 }
 
-impl ExpandOptions {
-    /// Reads `{ tokenBudget?, maxDepth? }` (absent or null options take the defaults).
-    pub fn from_json(v: Option<&Value>) -> Result<ExpandOptions> {
-        let mut o = ExpandOptions {
+fn default_budget() -> i64 {
+    DEFAULT_TOKEN_BUDGET
+}
+
+impl Default for ExpandOptions {
+    fn default() -> ExpandOptions {
+        ExpandOptions {
             token_budget: DEFAULT_TOKEN_BUDGET,
             max_depth: None,
-        };
-        let Some(obj) = v.filter(|v| !v.is_null()) else {
-            return Ok(o);
-        };
-        let obj = obj
-            .as_object()
-            .ok_or_else(|| LcmError::invalid_input("expand options must be an object"))?;
-        for (key, value) in obj {
-            let n = || {
-                value
-                    .as_i64()
-                    .filter(|n| *n >= 1)
-                    .ok_or_else(|| LcmError::invalid_input(format!("`{key}` must be a positive integer, got {value}")))
-            };
-            match key.as_str() {
-                _ if value.is_null() => {}
-                "tokenBudget" => o.token_budget = n()?,
-                "maxDepth" => o.max_depth = Some(n()?),
-                _ => return Err(LcmError::invalid_input(format!("unknown expand option `{key}`"))),
-            }
         }
-        Ok(o)
     }
 }
 

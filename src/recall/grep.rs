@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{params_from_iter, Connection};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::coverage;
@@ -15,23 +15,39 @@ use crate::store::conversations;
 use crate::store::normalize::Role;
 use crate::time;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+/// How `grep` matches: `fts` (default) full-text words, `like` substrings, `regex` a regular
+/// expression.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[cfg_attr(test, ts(rename = "GrepMode"))]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
+    #[default]
     Fts,
     Regex,
     Like,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What `grep` searches.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[cfg_attr(test, ts(rename = "GrepScope"))]
+#[serde(rename_all = "lowercase")]
 pub enum Scope {
     Messages,
     Summaries,
+    #[default]
     Both,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The order of `grep`'s hits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[cfg_attr(test, ts(rename = "GrepSort"))]
+#[serde(rename_all = "lowercase")]
 pub enum Sort {
+    /// Newest first (the default).
+    #[default]
     Recency,
     /// Best full-text rank (bm25) first.
     Relevance,
@@ -43,16 +59,79 @@ pub enum Sort {
 /// Per-hour age discount of `Sort::Hybrid`.
 const HYBRID_AGE_WEIGHT_PER_HOUR: f64 = 0.001;
 
-#[derive(Clone, Debug)]
+/// Options of `grep`.
+#[derive(Clone, Debug, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct GrepOptions {
+    /// Words to find (all required; `"quoted phrases"` stay together). In `fts` mode FTS5's
+    /// operators are plain text, so any text is a valid query. In `regex` mode, a Rust `regex`
+    /// pattern (linear-time; no look-around or backreferences), at most 1024 bytes.
+    /// At most 8 KiB and 64 terms.
     pub query: String,
+    /// `fts` (default): full-text words; `like`: substrings; `regex`: a regular expression.
+    #[serde(default, skip_serializing)]
     pub mode: Mode,
+    /// Messages, summaries or both (the default).
+    #[serde(default, skip_serializing)]
     pub scope: Scope,
-    /// SQLite-format UTC bounds: `since` inclusive, `until` exclusive.
+    /// Only items at or after this time (epoch ms or ISO-8601). Held in SQLite's UTC format.
+    #[serde(default, skip_serializing, deserialize_with = "time_bound")]
+    #[cfg_attr(test, ts(type = "number | string"))]
     pub since: Option<String>,
+    /// Only items before this time.
+    #[serde(default, skip_serializing, deserialize_with = "time_bound")]
+    #[cfg_attr(test, ts(type = "number | string"))]
     pub until: Option<String>,
+    /// Most hits returned, 1–1000. Default 50.
+    #[serde(default = "default_limit", skip_serializing, deserialize_with = "limit")]
+    #[cfg_attr(test, ts(type = "number"))]
     pub limit: usize,
+    /// `recency` (default): newest first; `relevance`: best full-text rank first; `hybrid`: rank
+    /// divided by (1 + 0.001 × age in hours), as lossless-claw does.
+    #[serde(default, skip_serializing)]
     pub sort: Sort,
+}
+
+impl GrepOptions {
+    /// A search for `query` with every other option at its default.
+    pub fn new(query: impl Into<String>) -> GrepOptions {
+        GrepOptions {
+            query: query.into(),
+            mode: Mode::default(),
+            scope: Scope::default(),
+            since: None,
+            until: None,
+            limit: DEFAULT_LIMIT,
+            sort: Sort::default(),
+        }
+    }
+}
+
+fn default_limit() -> usize {
+    DEFAULT_LIMIT
+}
+
+fn limit<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<usize, D::Error> {
+    let n = u64::deserialize(d)?;
+    if !(1..=MAX_LIMIT as u64).contains(&n) {
+        return Err(serde::de::Error::custom(format!(
+            "must be from 1 to {MAX_LIMIT}, got {n}"
+        )));
+    }
+    Ok(n as usize)
+}
+
+/// `since` / `until`: epoch milliseconds or an ISO-8601 time, held as SQLite's UTC text.
+fn time_bound<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Option<String>, D::Error> {
+    let v = Value::deserialize(d)?;
+    let t = match &v {
+        Value::Number(n) => n.as_f64().and_then(time::from_epoch_ms),
+        Value::String(s) => time::parse_timestamp(s),
+        _ => None,
+    };
+    t.map(|t| Some(time::to_sqlite(&t)))
+        .ok_or_else(|| serde::de::Error::custom(format!("must be epoch milliseconds or an ISO-8601 time, got {v}")))
 }
 
 pub const DEFAULT_LIMIT: usize = 50;
@@ -68,92 +147,6 @@ pub const REGEX_MAX_ROWS: usize = 200_000;
 pub const DEADLINE: Duration = Duration::from_secs(3);
 /// SQLite virtual-machine steps between two looks at the deadline.
 const DEADLINE_CHECK_STEPS: i32 = 4_000;
-
-impl GrepOptions {
-    /// Reads `{ query, mode?, scope?, since?, until?, limit?, sort? }`.
-    pub fn from_json(v: &Value) -> Result<GrepOptions> {
-        let obj = v
-            .as_object()
-            .ok_or_else(|| LcmError::invalid_input("grep options must be an object with a `query`"))?;
-        for key in obj.keys() {
-            if !["query", "mode", "scope", "since", "until", "limit", "sort"].contains(&key.as_str()) {
-                return Err(LcmError::invalid_input(format!("unknown grep option `{key}`")));
-            }
-        }
-        let query = match obj.get("query") {
-            Some(Value::String(q)) => q.clone(),
-            other => {
-                return Err(LcmError::invalid_input(format!(
-                    "`query` must be a string, got {}",
-                    other.map_or("nothing".to_string(), Value::to_string)
-                )))
-            }
-        };
-        let choice = |key: &str, allowed: &[&str], default: &'static str| -> Result<String> {
-            match obj.get(key) {
-                None | Some(Value::Null) => Ok(default.to_string()),
-                Some(Value::String(s)) if allowed.contains(&s.as_str()) => Ok(s.clone()),
-                Some(other) => Err(LcmError::invalid_input(format!(
-                    "`{key}` must be one of {}, got {other}",
-                    allowed
-                        .iter()
-                        .map(|a| format!("\"{a}\""))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ))),
-            }
-        };
-        let mode = match choice("mode", &["fts", "regex", "like"], "fts")?.as_str() {
-            "regex" => Mode::Regex,
-            "like" => Mode::Like,
-            _ => Mode::Fts,
-        };
-        let scope = match choice("scope", &["messages", "summaries", "both"], "both")?.as_str() {
-            "messages" => Scope::Messages,
-            "summaries" => Scope::Summaries,
-            _ => Scope::Both,
-        };
-        let sort = match choice("sort", &["recency", "relevance", "hybrid"], "recency")?.as_str() {
-            "relevance" => Sort::Relevance,
-            "hybrid" => Sort::Hybrid,
-            _ => Sort::Recency,
-        };
-        let limit = match obj.get("limit") {
-            None | Some(Value::Null) => DEFAULT_LIMIT,
-            Some(v) => v
-                .as_u64()
-                .filter(|n| (1..=MAX_LIMIT as u64).contains(n))
-                .ok_or_else(|| {
-                    LcmError::invalid_input(format!("`limit` must be an integer from 1 to {MAX_LIMIT}, got {v}"))
-                })? as usize,
-        };
-        Ok(GrepOptions {
-            query,
-            mode,
-            scope,
-            since: bound(obj.get("since"), "since")?,
-            until: bound(obj.get("until"), "until")?,
-            limit,
-            sort,
-        })
-    }
-}
-
-/// A time bound: epoch milliseconds or an ISO-8601 string, as SQLite-format UTC.
-fn bound(v: Option<&Value>, key: &str) -> Result<Option<String>> {
-    let t = match v {
-        None | Some(Value::Null) => return Ok(None),
-        Some(Value::Number(n)) => n.as_f64().and_then(time::from_epoch_ms),
-        Some(Value::String(s)) => time::parse_timestamp(s),
-        Some(_) => None,
-    };
-    t.map(|t| Some(time::to_sqlite(&t))).ok_or_else(|| {
-        LcmError::invalid_input(format!(
-            "`{key}` must be epoch milliseconds or an ISO-8601 time, got {}",
-            v.unwrap()
-        ))
-    })
-}
 
 /// One `grep` match.
 #[derive(Clone, Debug, Serialize)]

@@ -17,8 +17,7 @@ mod tests;
 use std::collections::BTreeSet;
 
 use rusqlite::{params, Connection, TransactionBehavior};
-use serde::Serialize;
-use serde_json::Value;
+use serde::{Deserialize, Serialize};
 
 use crate::db::SchemaFlags;
 use crate::error::{LcmError, Result};
@@ -46,8 +45,9 @@ const PART_COLUMNS: &[&str] = &[
     "patch_files",
 ];
 
-/// What to redact.
-#[derive(Clone, Debug)]
+/// What to redact. Read from JavaScript as a `RedactRequest`.
+#[derive(Clone, Debug, serde::Deserialize)]
+#[serde(try_from = "RedactRequest")]
 pub struct RedactOptions {
     pub conversation_id: Option<i64>,
     pub message_ids: Option<Vec<i64>>,
@@ -62,89 +62,88 @@ pub struct RedactOptions {
     pub finish: bool,
 }
 
-impl RedactOptions {
-    /// Reads `{ conversationId?, messageIds?, pattern?, replacement?, reason?, markOnly? }`
-    /// (`signal` and `onProgress` are the binding's).
-    pub fn from_json(v: &Value) -> Result<RedactOptions> {
-        let Value::Object(obj) = v else {
-            return Err(LcmError::invalid_input(format!(
-                "redact options must be an object, got {v}"
-            )));
+/// Options of `redact` as JavaScript passes them: a `pattern`, or `messageIds` whose whole text
+/// is redacted (or both); or neither (or `finish: true`), which finishes what earlier
+/// redactions left: the summaries awaiting regeneration (in `conversationId`, else everywhere)
+/// and a scrub of the file that a kill or a full disk cut short.
+#[derive(Clone, Debug, Default, serde::Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[cfg_attr(test, ts(rename = "RedactOptions"))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RedactRequest {
+    /// Only this conversation's messages. Default: those of `messageIds`, else every
+    /// conversation.
+    #[serde(default, skip_serializing, deserialize_with = "crate::input::opt_positive")]
+    pub conversation_id: Option<i64>,
+    /// Only these messages (all must exist); without `pattern`, their whole text is replaced.
+    #[serde(default, skip_serializing, deserialize_with = "message_ids")]
+    pub message_ids: Option<Vec<i64>>,
+    /// A Rust `regex` pattern (linear-time; no look-around or backreferences), at most 4 KiB;
+    /// one that is invalid, matches the empty string or matches nothing is E_INVALID_INPUT.
+    #[serde(default, skip_serializing)]
+    pub pattern: Option<String>,
+    /// What each match becomes (literally; `$1` is not expanded). Default `[REDACTED]`.
+    #[serde(default, skip_serializing)]
+    pub replacement: Option<String>,
+    /// Recorded in the redaction log (which never holds the redacted text).
+    #[serde(default, skip_serializing)]
+    pub reason: Option<String>,
+    /// Replace the covering summaries with a notice and leave them marked instead of
+    /// regenerating them; the next `redact` (or `rewrite` with `fallbacks: true`) regenerates
+    /// them.
+    #[serde(default, skip_serializing)]
+    pub mark_only: bool,
+    /// Finish earlier redactions only (what a call with no `pattern` and no `messageIds` does).
+    #[serde(default, skip_serializing)]
+    pub finish: bool,
+    /// Stops between two regenerated summaries; the rest stay marked.
+    #[serde(default, skip_serializing, rename = "signal")]
+    #[cfg_attr(test, ts(type = "AbortSignal"))]
+    pub _signal: Option<serde::de::IgnoredAny>,
+    /// Called before each summary is regenerated.
+    #[serde(default, skip_serializing, rename = "onProgress")]
+    #[cfg_attr(test, ts(type = "(progress: RewriteProgress) => void"))]
+    pub _on_progress: Option<serde::de::IgnoredAny>,
+}
+
+fn message_ids<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Option<Vec<i64>>, D::Error> {
+    let ids = Vec::<i64>::deserialize(d)?;
+    if ids.is_empty() {
+        return Err(serde::de::Error::custom("must be a non-empty array of message ids"));
+    }
+    Ok(Some(ids))
+}
+
+impl TryFrom<RedactRequest> for RedactOptions {
+    type Error = String;
+
+    fn try_from(r: RedactRequest) -> std::result::Result<RedactOptions, String> {
+        let pattern = match &r.pattern {
+            Some(p) => Some(text::compile(p).map_err(|e| format!("`pattern`: {e}"))?),
+            None => None,
         };
-        let mut o = RedactOptions {
-            conversation_id: None,
-            message_ids: None,
-            redactor: Redactor {
-                pattern: None,
-                replacement: "[REDACTED]".to_string(),
-            },
-            reason: None,
-            mark_only: false,
-            finish: false,
+        let nothing_new = pattern.is_none() && r.message_ids.is_none();
+        if r.finish && !nothing_new {
+            return Err("`finish` finishes earlier redactions; it takes no `pattern` or `messageIds`".into());
+        }
+        let redactor = Redactor {
+            pattern,
+            replacement: r.replacement.unwrap_or_else(|| "[REDACTED]".to_string()),
         };
-        for (key, value) in obj {
-            if value.is_null() {
-                continue;
-            }
-            let string = || {
-                value
-                    .as_str()
-                    .map(str::to_string)
-                    .ok_or_else(|| LcmError::invalid_input(format!("`{key}` must be a string, got {value}")))
-            };
-            match key.as_str() {
-                "conversationId" => {
-                    o.conversation_id = Some(value.as_i64().filter(|id| *id > 0).ok_or_else(|| {
-                        LcmError::invalid_input(format!("`conversationId` must be a positive integer, got {value}"))
-                    })?)
-                }
-                "messageIds" => {
-                    let ids = value
-                        .as_array()
-                        .filter(|a| !a.is_empty())
-                        .and_then(|a| a.iter().map(Value::as_i64).collect::<Option<Vec<i64>>>())
-                        .ok_or_else(|| {
-                            LcmError::invalid_input(format!(
-                                "`messageIds` must be a non-empty array of integers, got {value}"
-                            ))
-                        })?;
-                    o.message_ids = Some(ids);
-                }
-                "pattern" => {
-                    let re =
-                        text::compile(&string()?).map_err(|e| LcmError::invalid_input(format!("`pattern`: {e}")))?;
-                    o.redactor.pattern = Some(re);
-                }
-                "replacement" => o.redactor.replacement = string()?,
-                "reason" => o.reason = Some(string()?),
-                "markOnly" => {
-                    o.mark_only = value
-                        .as_bool()
-                        .ok_or_else(|| LcmError::invalid_input(format!("`markOnly` must be a boolean, got {value}")))?
-                }
-                "finish" => {
-                    o.finish = value
-                        .as_bool()
-                        .ok_or_else(|| LcmError::invalid_input(format!("`finish` must be a boolean, got {value}")))?
-                }
-                "signal" | "onProgress" => {}
-                _ => return Err(LcmError::invalid_input(format!("unknown redact option `{key}`"))),
+        if let Some(re) = &redactor.pattern {
+            if re.is_match(&redactor.replacement) {
+                return Err("the `replacement` matches the `pattern`".into());
             }
         }
-        let nothing_new = o.redactor.pattern.is_none() && o.message_ids.is_none();
-        if o.finish && !nothing_new {
-            return Err(LcmError::invalid_input(
-                "`finish` finishes earlier redactions; it takes no `pattern` or `messageIds`",
-            ));
-        }
-        // With nothing new to redact, a call finishes what earlier ones left.
-        o.finish = nothing_new;
-        if let Some(re) = &o.redactor.pattern {
-            if re.is_match(&o.redactor.replacement) {
-                return Err(LcmError::invalid_input("the `replacement` matches the `pattern`"));
-            }
-        }
-        Ok(o)
+        Ok(RedactOptions {
+            conversation_id: r.conversation_id,
+            message_ids: r.message_ids,
+            redactor,
+            reason: r.reason,
+            mark_only: r.mark_only,
+            // With nothing new to redact, a call finishes what earlier ones left.
+            finish: nothing_new,
+        })
     }
 }
 

@@ -79,7 +79,7 @@ async fn planted(extra: Value) -> (tempfile::TempDir, Engine, i64) {
 }
 
 fn options(v: Value) -> RedactOptions {
-    RedactOptions::from_json(&v).unwrap()
+    crate::input::decode::<RedactOptions>(v, "options").unwrap()
 }
 
 async fn redact(engine: &Engine, o: &RedactOptions) -> Result<RedactionResult> {
@@ -294,7 +294,13 @@ async fn bad_requests_are_refused_and_change_nothing() {
             "E_INVALID_INPUT",
         ),
     ] {
-        assert_eq!(RedactOptions::from_json(&v).unwrap_err().code(), code, "{v}");
+        assert_eq!(
+            crate::input::decode::<RedactOptions>(v.clone(), "options")
+                .unwrap_err()
+                .code(),
+            code,
+            "{v}"
+        );
     }
     let nothing = redact(
         &engine,

@@ -16,13 +16,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use rusqlite::{params, Connection};
-use serde::Serialize;
-use serde_json::Value;
+use serde::{Deserialize, Serialize};
 
 use crate::compaction::escalation::{self, Level, PassError};
 use crate::compaction::Deps;
 use crate::error::{LcmError, Result};
 use crate::history;
+use crate::input;
 use crate::prompts::{PromptDirs, PromptSet, PromptVars};
 use crate::store::conversations;
 use crate::store::summaries::Replacement;
@@ -47,7 +47,9 @@ pub enum Selection {
     PendingRedaction,
 }
 
-#[derive(Clone, Debug)]
+/// A rewrite: which summaries, and how. Read from JavaScript as a `RewriteRequest`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(try_from = "RewriteRequest")]
 pub struct RewriteOptions {
     pub selection: Selection,
     /// Write the new texts (default: a dry run that writes nothing).
@@ -80,87 +82,117 @@ impl RewriteOptions {
             model: None,
         }
     }
+}
 
-    /// Reads `{ summaryId? | subtree? | depth? | all? | fallbacks? | lowFidelity?, apply?, promptDir?, timestamps?, model? }`; the
-    /// binding handles `signal` and `onProgress`, which JSON cannot carry.
-    pub fn from_json(v: Option<&Value>) -> Result<RewriteOptions> {
-        let empty = serde_json::Map::new();
-        let obj = match v {
-            None | Some(Value::Null) => &empty,
-            Some(Value::Object(o)) => o,
-            Some(other) => {
-                return Err(LcmError::invalid_input(format!(
-                    "rewrite options must be an object, got {other}"
-                )))
-            }
-        };
-        let mut selection = Vec::new();
-        let mut o = RewriteOptions {
-            selection: Selection::All,
-            apply: false,
-            prompt_dir: None,
-            timestamps: true,
-            model: None,
-        };
-        for (key, value) in obj {
-            if value.is_null() {
-                continue;
-            }
-            let bool_of = || {
-                value
-                    .as_bool()
-                    .ok_or_else(|| LcmError::invalid_input(format!("`{key}` must be a boolean, got {value}")))
-            };
-            let string_of = || {
-                value
-                    .as_str()
-                    .filter(|s| !s.trim().is_empty())
-                    .map(str::to_string)
-                    .ok_or_else(|| LcmError::invalid_input(format!("`{key}` must be a non-empty string, got {value}")))
-            };
-            match key.as_str() {
-                "summaryId" => selection.push(Selection::Summary(string_of()?)),
-                "subtree" => selection.push(Selection::Subtree(string_of()?)),
-                "depth" => selection.push(Selection::Depth(value.as_i64().filter(|d| *d >= 0).ok_or_else(
-                    || LcmError::invalid_input(format!("`depth` must be an integer ≥ 0, got {value}")),
-                )?)),
-                "all" => {
-                    if bool_of()? {
-                        selection.push(Selection::All)
-                    }
-                }
-                "fallbacks" => {
-                    if bool_of()? {
-                        selection.push(Selection::Fallbacks)
-                    }
-                }
-                "lowFidelity" => {
-                    if bool_of()? {
-                        selection.push(Selection::LowFidelity)
-                    }
-                }
-                "apply" => o.apply = bool_of()?,
-                "promptDir" => o.prompt_dir = Some(string_of()?),
-                "timestamps" => o.timestamps = bool_of()?,
-                "model" => o.model = Some(string_of()?),
-                "signal" | "onProgress" => {}
-                _ => return Err(LcmError::invalid_input(format!("unknown rewrite option `{key}`"))),
-            }
-        }
-        o.selection = match selection.len() {
+/// Options of `rewrite`: which summaries (exactly one way of choosing them) and how.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[cfg_attr(test, ts(rename = "RewriteOptions"))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RewriteRequest {
+    /// Exactly one of `summaryId`, `subtree`, `depth`, `all`, `fallbacks` and `lowFidelity`
+    /// chooses the summaries.
+    #[serde(default, skip_serializing, deserialize_with = "input::opt_non_empty")]
+    pub summary_id: Option<String>,
+    /// A summary and every summary beneath it (its inputs, theirs, … down to the leaves),
+    /// bottom-up.
+    #[serde(default, skip_serializing, deserialize_with = "input::opt_non_empty")]
+    pub subtree: Option<String>,
+    /// Every summary of this depth.
+    #[serde(default, skip_serializing, deserialize_with = "input::opt_non_negative")]
+    pub depth: Option<i64>,
+    /// Every summary.
+    #[serde(default, skip_serializing)]
+    pub all: bool,
+    /// The deterministic fallbacks a failed summarizer left (see `SummaryRecord.fallback`).
+    /// Applying this with `'offline'` is E_INVALID_INPUT: it would only swap one extractive text
+    /// for another and unmark them.
+    #[serde(default, skip_serializing)]
+    pub fallbacks: bool,
+    /// The summaries marked for repair because they stayed under `minFidelity`. Applying this
+    /// with `'offline'` is E_INVALID_INPUT, as for `fallbacks`.
+    #[serde(default, skip_serializing)]
+    pub low_fidelity: bool,
+    /// Write the new texts. Default false: a dry run that writes nothing.
+    #[serde(default, skip_serializing)]
+    pub apply: bool,
+    /// Prompt templates to use for this run (each file found there overrides one template).
+    #[serde(default, skip_serializing, deserialize_with = "input::opt_non_empty")]
+    pub prompt_dir: Option<String>,
+    /// Show times in the source text. Default true.
+    #[serde(default, skip_serializing)]
+    pub timestamps: Option<bool>,
+    /// Recorded in `summaries.model` for rewritten summaries.
+    #[serde(default, skip_serializing, deserialize_with = "input::opt_non_empty")]
+    pub model: Option<String>,
+    /// Cancels between two summaries: the promise rejects with E_ABORTED, what was applied
+    /// stays.
+    #[serde(default, skip_serializing, rename = "signal")]
+    #[cfg_attr(test, ts(type = "AbortSignal"))]
+    pub _signal: Option<serde::de::IgnoredAny>,
+    /// Called before each summary, which starts once it has returned (aborting the signal
+    /// inside it stops before that summary). A throwing callback does not stop the run.
+    #[serde(default, skip_serializing, rename = "onProgress")]
+    #[cfg_attr(test, ts(type = "(progress: RewriteProgress) => void"))]
+    pub _on_progress: Option<serde::de::IgnoredAny>,
+}
+
+impl TryFrom<RewriteRequest> for RewriteOptions {
+    type Error = String;
+
+    fn try_from(r: RewriteRequest) -> std::result::Result<RewriteOptions, String> {
+        let mut selection: Vec<Selection> = [
+            r.summary_id.map(Selection::Summary),
+            r.subtree.map(Selection::Subtree),
+            r.depth.map(Selection::Depth),
+            r.all.then_some(Selection::All),
+            r.fallbacks.then_some(Selection::Fallbacks),
+            r.low_fidelity.then_some(Selection::LowFidelity),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        let selection = match selection.len() {
             1 => selection.pop().unwrap_or(Selection::All),
-            0 => {
-                return Err(LcmError::invalid_input(
-                    "say which summaries to rewrite: `summaryId`, `subtree`, `depth`, `all: true`, `fallbacks: true` or `lowFidelity: true`",
-                ))
-            }
-            _ => {
-                return Err(LcmError::invalid_input(
-                    "give only one of `summaryId`, `subtree`, `depth`, `all`, `fallbacks` and `lowFidelity`",
-                ))
-            }
+            0 => return Err(
+                "say which summaries to rewrite: `summaryId`, `subtree`, `depth`, `all: true`, `fallbacks: true` or `lowFidelity: true`".into(),
+            ),
+            _ => return Err("give only one of `summaryId`, `subtree`, `depth`, `all`, `fallbacks` and `lowFidelity`".into()),
         };
-        Ok(o)
+        Ok(RewriteOptions {
+            selection,
+            apply: r.apply,
+            prompt_dir: r.prompt_dir,
+            timestamps: r.timestamps.unwrap_or(true),
+            model: r.model,
+        })
+    }
+}
+
+/// Options of `rewritePreview`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[cfg_attr(test, ts(rename = "RewritePreviewOptions"))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PreviewOptions {
+    /// Prompt templates to render with (each file found there overrides one template).
+    #[serde(default, skip_serializing, deserialize_with = "input::opt_non_empty")]
+    pub prompt_dir: Option<String>,
+    /// Show times in the source text. Default true.
+    #[serde(default, skip_serializing)]
+    pub timestamps: Option<bool>,
+}
+
+impl PreviewOptions {
+    /// The rewrite of `summary_id` these options preview.
+    pub fn rewrite_of(self, summary_id: &str) -> RewriteOptions {
+        RewriteOptions {
+            selection: Selection::Summary(summary_id.to_string()),
+            apply: false,
+            prompt_dir: self.prompt_dir,
+            timestamps: self.timestamps.unwrap_or(true),
+            model: None,
+        }
     }
 }
 

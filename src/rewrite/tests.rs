@@ -427,7 +427,7 @@ async fn selection_and_options() {
     assert!(s.prompts()[0].contains("\n[user] ") || s.prompts()[0].contains("\n[assistant] "));
     assert!(!s.prompts()[0].contains(" UTC] ["));
 
-    let parse = |v: serde_json::Value| RewriteOptions::from_json(Some(&v));
+    let parse = |v: serde_json::Value| crate::input::decode::<RewriteOptions>(v, "options");
     assert_eq!(parse(json!({"depth": 0})).unwrap().selection, Selection::Depth(0));
     assert_eq!(
         parse(json!({"fallbacks": true})).unwrap().selection,

@@ -5,8 +5,10 @@ use rusqlite::{params, Connection, OptionalExtension};
 use crate::db::SchemaFlags;
 use crate::error::{LcmError, Result};
 
-/// Which conversation a call is about.
-#[derive(Clone, Debug, PartialEq)]
+/// Which conversation a call is about. Read from JavaScript's `ConversationTarget` (one of
+/// `{ sessionId }`, `{ sessionKey, sessionId? }`, `{ conversationId }`).
+#[derive(Clone, Debug, PartialEq, serde::Deserialize)]
+#[serde(try_from = "TargetFields")]
 pub enum Target {
     /// The host's session id; the newest (active) conversation of that session, created on
     /// first ingest.
@@ -20,6 +22,35 @@ pub enum Target {
         session_id: Option<String>,
     },
     Conversation(i64),
+}
+
+/// The fields a `ConversationTarget` may have; which of them are given says which target it is.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct TargetFields {
+    #[serde(default)]
+    session_id: Option<String>,
+    #[serde(default)]
+    session_key: Option<String>,
+    #[serde(default)]
+    conversation_id: Option<i64>,
+}
+
+impl TryFrom<TargetFields> for Target {
+    type Error = &'static str;
+
+    fn try_from(f: TargetFields) -> std::result::Result<Target, &'static str> {
+        const BAD: &str = "must be { sessionId: string }, { sessionKey: string, sessionId?: string } or { conversationId: number } (a positive integer)";
+        if [&f.session_key, &f.session_id].iter().any(|s| s.as_deref() == Some("")) {
+            return Err(BAD);
+        }
+        match (f.session_key, f.session_id, f.conversation_id) {
+            (Some(key), session_id, None) => Ok(Target::SessionKey { key, session_id }),
+            (None, Some(id), None) => Ok(Target::Session(id)),
+            (None, None, Some(id)) if id > 0 => Ok(Target::Conversation(id)),
+            _ => Err(BAD),
+        }
+    }
 }
 
 /// A conversation row, as far as the core needs it.

@@ -33,28 +33,49 @@ pub struct IngestOutcome {
     pub redacted: i64,
 }
 
-/// How an ingest call is applied.
-#[derive(Clone, Debug, Default)]
+/// Options of `ingest`: how the call is applied.
+#[derive(Clone, Debug, Default, serde::Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct IngestOptions {
-    /// The host's key for the turn these messages complete: stored in the same transaction,
-    /// and a key already stored for the conversation makes the call a no-op (`duplicate`).
+    /// The host's key of the turn these messages complete, stored in the same transaction: a
+    /// key already stored for the conversation makes the call a no-op (`duplicate: true`), also
+    /// after a restart.
+    #[serde(default, skip_serializing, deserialize_with = "crate::input::opt_non_empty")]
     pub advancement_key: Option<String>,
-    /// An import of the session's earlier transcript: only into a conversation that holds
-    /// no message yet, once (`already_bootstrapped` otherwise).
+    /// Import a session's earlier transcript: only into a conversation with no message yet,
+    /// once (`alreadyBootstrapped` otherwise).
+    #[serde(default, skip_serializing)]
     pub bootstrap: bool,
-    /// The turn's row in lossless-claw 1.x's `turn_advancements` (with `advancement_key`), so
-    /// that lossless-claw answers `duplicate` for a turn lcm-native committed.
+    /// With `advancementKey`: the turn's row in lossless-claw 1.x's `turn_advancements`, so
+    /// that lossless-claw answers `duplicate` for it after a switch (the plugin computes
+    /// `payloadHash` as lossless-claw does).
+    #[serde(default, skip_serializing)]
     pub turn: Option<TurnRecord>,
 }
 
-/// A committed turn as lossless-claw 1.x records it. `payload_hash` is its hash of the
-/// host's commit parameters (the plugin computes it exactly as lossless-claw does).
+impl IngestOptions {
+    /// E_INVALID_INPUT for options that contradict each other.
+    pub fn check(&self) -> Result<()> {
+        if self.turn.is_some() && self.advancement_key.is_none() {
+            return Err(LcmError::invalid_input(
+                "options.turn needs the `advancementKey` it records",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A committed turn as lossless-claw 1.x records it in `turn_advancements`. `payloadHash` is
+/// its hash of the host's commit parameters (the plugin computes it exactly as lossless-claw
+/// does).
 #[derive(Clone, Debug, Default, serde::Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TurnRecord {
     pub payload_hash: String,
     pub session_id: String,
-    #[serde(default)]
+    #[serde(default, skip_serializing)]
     pub session_key: Option<String>,
     pub admission_entry_id: String,
     pub terminal_entry_id: String,
@@ -586,6 +607,39 @@ pub fn load_parts(conn: &Connection, message_ids: &[i64]) -> Result<Vec<Vec<Stor
 
 /// The columns `stored()` reads, in its order.
 const STORED_COLUMNS: &str = "message_id, seq, role, content, created_at, token_count, transcript_entry_id";
+
+/// Options of `messages`: a page of a conversation's messages.
+#[derive(Clone, Copy, Debug, serde::Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[cfg_attr(test, ts(rename = "MessagesOptions"))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MessagePage {
+    /// Messages after this `seq` (exclusive). Default 0: from the first.
+    #[serde(default, skip_serializing, deserialize_with = "crate::input::non_negative")]
+    pub after_seq: i64,
+    /// Most messages returned. Default 1000.
+    #[serde(
+        default = "MessagePage::default_limit",
+        skip_serializing,
+        deserialize_with = "crate::input::positive"
+    )]
+    pub limit: i64,
+}
+
+impl MessagePage {
+    fn default_limit() -> i64 {
+        1000
+    }
+}
+
+impl Default for MessagePage {
+    fn default() -> MessagePage {
+        MessagePage {
+            after_seq: 0,
+            limit: MessagePage::default_limit(),
+        }
+    }
+}
 
 /// Messages of a conversation in order, from `after_seq` (exclusive), at most `limit`.
 pub fn list(conn: &Connection, conversation_id: i64, after_seq: i64, limit: i64) -> Result<Vec<StoredMessage>> {

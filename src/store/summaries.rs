@@ -113,6 +113,17 @@ pub fn from_row(r: &Row<'_>) -> rusqlite::Result<SummaryRecord> {
     })
 }
 
+/// Options of `summaries`.
+#[derive(Clone, Copy, Debug, Default, serde::Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[cfg_attr(test, ts(rename = "SummariesOptions"))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SummaryFilter {
+    /// Only summaries of this depth (0: leaves).
+    #[serde(default, skip_serializing, deserialize_with = "crate::input::opt_non_negative")]
+    pub depth: Option<i64>,
+}
+
 /// Every summary of a conversation in creation order, optionally only one depth.
 pub fn list(conn: &Connection, conversation_id: i64, depth: Option<i64>) -> Result<Vec<SummaryRecord>> {
     conversations::get(conn, conversation_id)?;

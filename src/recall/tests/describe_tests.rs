@@ -195,20 +195,19 @@ async fn expand_walks_down_breadth_first_within_the_budget() {
         .unwrap();
     assert!(down.entries.iter().all(|e| matches!(e, expand::Entry::Message { .. })));
     assert_eq!(
-        engine
-            .expand("sum_nope", &ExpandOptions::from_json(None).unwrap())
-            .unwrap_err()
-            .code(),
+        engine.expand("sum_nope", &ExpandOptions::default()).unwrap_err().code(),
         "E_NOT_FOUND"
     );
     assert_eq!(
-        ExpandOptions::from_json(Some(&json!({"tokenBudget": 0})))
+        crate::input::decode::<ExpandOptions>(json!({"tokenBudget": 0}), "options")
             .unwrap_err()
             .code(),
         "E_INVALID_INPUT"
     );
     assert_eq!(
-        ExpandOptions::from_json(Some(&json!({"depth": 2}))).unwrap_err().code(),
+        crate::input::decode::<ExpandOptions>(json!({"depth": 2}), "options")
+            .unwrap_err()
+            .code(),
         "E_INVALID_INPUT"
     );
 }

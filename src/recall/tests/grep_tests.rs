@@ -318,7 +318,7 @@ async fn hostile_queries_return_results_or_a_coded_error_and_change_nothing() {
 
 #[test]
 fn grep_options_are_validated() {
-    let ok = GrepOptions::from_json(&json!({"query": "x", "mode": "like", "scope": "messages", "since": 0, "until": "2026-01-01T00:00:00Z", "limit": 5, "sort": "relevance"})).unwrap();
+    let ok = crate::input::decode::<GrepOptions>(json!({"query": "x", "mode": "like", "scope": "messages", "since": 0, "until": "2026-01-01T00:00:00Z", "limit": 5, "sort": "relevance"}), "options").unwrap();
     assert_eq!(
         (ok.mode, ok.scope, ok.sort, ok.limit),
         (Mode::Like, Scope::Messages, Sort::Relevance, 5)
@@ -337,7 +337,9 @@ fn grep_options_are_validated() {
         json!("x"),
     ] {
         assert_eq!(
-            GrepOptions::from_json(&bad).unwrap_err().code(),
+            crate::input::decode::<GrepOptions>(bad.clone(), "options")
+                .unwrap_err()
+                .code(),
             "E_INVALID_INPUT",
             "{bad}"
         );
@@ -385,7 +387,7 @@ fn hybrid_sort_trades_rank_for_recency() {
         "by rank discounted by age"
     );
     assert_eq!(order(Sort::Recency), vec![fresh, month, old]);
-    let parsed = GrepOptions::from_json(&json!({"query": "x", "sort": "hybrid"})).unwrap();
+    let parsed = crate::input::decode::<GrepOptions>(json!({"query": "x", "sort": "hybrid"}), "options").unwrap();
     assert_eq!(parsed.sort, Sort::Hybrid);
     // A stored time SQLite cannot read (older writers stored raw text) counts as now.
     conn(&engine)

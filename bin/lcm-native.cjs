@@ -10,6 +10,12 @@ const path = require('node:path')
 const { LcmEngine, exportPrompts, listPrompts, migrate: migrateFile, renderPrompt, showPrompt } = require('../index.js')
 const { resolveLlm } = require('./llm.cjs')
 
+/**
+ * @typedef {import('../index.js').LcmEngine} Engine
+ * @typedef {import('../index.js').LcmConfig} LcmConfig
+ * @typedef {import('../index.js').IngestMessage} IngestMessage
+ */
+
 const DEFAULT_TRANSCRIPT = path.join(__dirname, '..', 'data', 'transcripts', 'pi-coding-agent-theme-session.jsonl')
 
 const HELP = {
@@ -80,15 +86,49 @@ commands:
 The database is --db, else LCM_DATABASE_PATH, else $OPENCLAW_STATE_DIR/lcm.db, else
 ~/.openclaw/lcm.db. Run 'lcm-native <command> --help' for one command.`
 
+/** @typedef {keyof typeof HELP} Command */
+
+/** @param {string | undefined} name @returns {name is Command} */
+function isCommand(name) {
+  return name !== undefined && Object.hasOwn(HELP, name)
+}
+
 class UsageError extends Error {
+  /** @param {string} message @param {Command} [command] whose usage to show (else the whole usage) */
   constructor(message, command) {
     super(message)
     this.command = command
   }
 }
 
-/** Parses `--flag value` / `--flag=value` / `--switch` arguments against a spec. */
+/**
+ * The kinds of option: `string`, `int` (a non-negative integer), `bool` (`--flag`,
+ * `--flag=true|false`), `switch` (`--flag` alone) and `optional` (`--flag` with or without a
+ * value).
+ * @typedef {'string' | 'int' | 'bool' | 'switch' | 'optional'} OptionKind
+ * @typedef {Readonly<Record<string, OptionKind>>} OptionSpec
+ */
+
+/**
+ * The value an option of kind `K` parses to.
+ * @template {OptionKind} K
+ * @typedef {K extends 'string' ? string : K extends 'int' ? number : K extends 'bool' ? boolean : K extends 'switch' ? true : string | true} OptionValue
+ */
+
+/**
+ * The arguments `parseArgs` returns for a spec: the positional ones, and each option given.
+ * @template {OptionSpec} S
+ * @typedef {{ _: string[] } & { -readonly [K in keyof S]?: OptionValue<S[K]> }} Args
+ */
+
+/**
+ * Parses `--flag value` / `--flag=value` / `--switch` arguments against a spec.
+ * @template {OptionSpec} S
+ * @param {readonly string[]} argv @param {S} spec @param {Command} command
+ * @returns {Args<S>}
+ */
 function parseArgs(argv, spec, command) {
+  /** @type {{ _: string[], [option: string]: string | number | boolean | string[] }} */
   const out = { _: [] }
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]
@@ -97,7 +137,7 @@ function parseArgs(argv, spec, command) {
       continue
     }
     const [name, inline] = arg.slice(2).split(/=(.*)/s)
-    const kind = spec[name]
+    const kind = Object.hasOwn(spec, name) ? spec[name] : undefined
     if (!kind) throw new UsageError(`unknown option --${name}`, command)
     if (kind === 'bool') {
       // `--flag`, `--flag=true` or `--flag=false` (lcm-tui's form).
@@ -126,17 +166,21 @@ function parseArgs(argv, spec, command) {
       }
     }
   }
-  return out
+  // Each option's value has its kind's type (set above by the same spec).
+  return /** @type {Args<S>} */ (out)
 }
 
+/** @param {number} n */
 function fmt(n) {
   return n.toLocaleString('en-US')
 }
 
+/** @param {number} n @param {string} word */
 function plural(n, word) {
   return `${fmt(n)} ${word}${n === 1 ? '' : 's'}`
 }
 
+/** @param {number} n */
 function signed(n) {
   return n > 0 ? `+${fmt(n)}` : fmt(n)
 }
@@ -147,24 +191,38 @@ function defaultDb() {
   return path.join(state, 'lcm.db')
 }
 
-/** Opening migrates a database written by lossless-claw or an older lcm-native: say so. */
+/**
+ * The value at `key` of a thrown value (or anything else), or undefined when it is not an object.
+ * @param {unknown} v @param {string} key @returns {unknown}
+ */
+function fieldOf(v, key) {
+  return typeof v === 'object' && v !== null ? /** @type {Record<string, unknown>} */ (v)[key] : undefined
+}
+
+/** Opening migrates a database written by lossless-claw or an older lcm-native: say so. @param {Engine} engine @param {string} db */
 function reportMigration(engine, db) {
   if (!engine.migration.upToDate) console.error(`note: ${db} was upgraded in place for lcm-native: ${engine.migration.summary}`)
 }
 
-/** Opens `db` for reading only; a file that needs a schema upgrade says which command does it. */
+/**
+ * Opens `db` for reading only; a file that needs a schema upgrade says which command does it.
+ * @param {string} db @param {Omit<LcmConfig, 'dbPath' | 'readOnly'>} [options]
+ */
 async function openReadOnly(db, options = {}) {
   try {
     return await LcmEngine.open({ dbPath: db, readOnly: true, ...options })
   } catch (err) {
-    if (err.code === 'E_IO' && /immutable: true/.test(err.message)) {
-      const hint = `${err.message.replace(/, open it with readOnly and immutable: true$/, '')}; pass --immutable`
+    const code = fieldOf(err, 'code')
+    const message = fieldOf(err, 'message')
+    if (typeof message !== 'string') throw err
+    if (code === 'E_IO' && /immutable: true/.test(message)) {
+      const hint = `${message.replace(/, open it with readOnly and immutable: true$/, '')}; pass --immutable`
       throw Object.assign(new Error(hint), { code: 'E_IO' })
     }
-    if (err.code === 'E_SCHEMA' && / is empty \(/.test(err.message)) {
+    if (code === 'E_SCHEMA' && / is empty \(/.test(message)) {
       throw Object.assign(new Error(`${db} is empty: not an lcm-native or lossless-claw database`), { code: 'E_SCHEMA' })
     }
-    if (err.code === 'E_SCHEMA' && /readOnly never writes/.test(err.message)) {
+    if (code === 'E_SCHEMA' && /readOnly never writes/.test(message)) {
       const upgrade =
         `${db} needs a schema upgrade before lcm-native can read it; run 'lcm-native migrate --db ${db}' ` +
         '(it upgrades the file in place, in one transaction). Nothing was changed.'
@@ -174,22 +232,32 @@ async function openReadOnly(db, options = {}) {
   }
 }
 
-/** The database of a command that reads an existing one: it must exist (open would create it). */
+/** The database of a command that reads an existing one: it must exist (open would create it). @param {{ db?: string }} args */
 function existingDb(args) {
   const db = args.db ?? defaultDb()
   if (!fs.existsSync(db)) throw new Error(`database not found: ${db}`)
   return db
 }
 
+/**
+ * The messages of a JSONL transcript (host messages, one a line) as `ingest` takes them: role,
+ * content, time, id and tool call id. Their shapes are the engine's to check, as it checks
+ * every message it stores (E_INVALID_INPUT naming what is wrong).
+ * @param {string} file @returns {IngestMessage[]}
+ */
 function readTranscript(file) {
   const lines = fs.readFileSync(file, 'utf8').split('\n').filter((l) => l.trim() !== '')
   return lines.map((line, i) => {
-    let m
+    /** @type {unknown} */
+    let parsed
     try {
-      m = JSON.parse(line)
+      parsed = JSON.parse(line)
     } catch (e) {
-      throw new Error(`${file}:${i + 1}: not JSON (${e.message})`)
+      throw new Error(`${file}:${i + 1}: not JSON (${fieldOf(e, 'message')})`)
     }
+    if (typeof parsed !== 'object' || parsed === null) throw new Error(`${file}:${i + 1}: not a message (a JSON object)`)
+    const m = /** @type {Record<string, unknown>} */ (parsed)
+    /** @type {Record<string, unknown>} */
     const msg = {
       role: m.role === 'tool' ? 'toolResult' : m.role,
       content: m.content,
@@ -197,26 +265,33 @@ function readTranscript(file) {
       entryId: m.entryId ?? `line-${i + 1}`,
     }
     if (m.toolCallId) msg.toolCallId = m.toolCallId
-    return msg
+    return /** @type {IngestMessage} */ (msg)
   })
 }
 
+/** @param {string} text @param {number} max */
 function oneLine(text, max) {
   const t = text.replace(/\s+/g, ' ').trim()
   return t.length > max ? `${t.slice(0, max - 1)}…` : t
 }
 
-/** The live context as a small tree: each live summary with the nodes beneath it. */
+/**
+ * The live context as a small tree: each live summary with the nodes beneath it.
+ * @param {Engine} engine @param {number} conversationId @param {number} [maxChildren]
+ */
 async function printTree(engine, conversationId, maxChildren = 3) {
   const context = await engine.context(conversationId)
   const summaries = await engine.summaries(conversationId)
   const byId = new Map(summaries.map((s) => [s.summaryId, s]))
   const raw = context.filter((e) => e.kind === 'message').length
   console.log(`live context: ${fmt(context.length)} items (${fmt(context.length - raw)} summaries, ${fmt(raw)} raw messages)`)
+  /** @type {string[]} */
   const lines = []
+  /** @param {string} id @param {string} prefix @param {boolean} last @param {number} level @returns {Promise<void>} */
   const walk = async (id, prefix, last, level) => {
     const s = byId.get(id)
     const d = await engine.describe(id)
+    if (!s || d.type !== 'summary') throw new Error(`${id} is not a summary of conversation ${conversationId}`)
     const range = d.range ? `, ${d.range}` : ''
     const below = s.kind === 'leaf' ? plural(d.coveredMessages.count, 'message') : plural(d.inputs.length, 'input')
     lines.push(`${prefix}${last ? '└─' : '├─'} ${id} d${s.depth} (${below}${range}, ${fmt(s.tokenCount)}t)`)
@@ -229,11 +304,12 @@ async function printTree(engine, conversationId, maxChildren = 3) {
     if (d.inputs.length > maxChildren) lines.push(`${childPrefix}└─ … ${d.inputs.length - maxChildren} more`)
   }
   const live = context.filter((e) => e.kind === 'summary')
-  for (const [i, e] of live.entries()) await walk(e.summaryId, '', i === live.length - 1 && raw === 0, 0)
+  for (const [i, e] of live.entries()) await walk(e.summaryId ?? '', '', i === live.length - 1 && raw === 0, 0)
   if (raw) lines.push(`└─ ${fmt(raw)} raw messages (the newest, including the fresh tail)`)
   for (const l of lines) console.log(`  ${l}`)
 }
 
+/** @param {string[]} argv */
 async function demo(argv) {
   const args = parseArgs(argv, { transcript: 'string', db: 'string', budget: 'int', help: 'switch' }, 'demo')
   if (args.help) return console.log(`usage: ${HELP.demo}`)
@@ -257,6 +333,7 @@ async function demo(argv) {
     let conversationId = 0
     let started = process.hrtime.bigint()
     // One call per turn, the way a host ingests.
+    /** @type {IngestMessage[]} */
     let turn = []
     const flush = async () => {
       if (!turn.length) return
@@ -283,6 +360,7 @@ async function demo(argv) {
     )
     const summaries = await engine.summaries(conversationId)
     printFidelity(await engine.fidelity(conversationId), '')
+    /** @type {Record<number, number>} */
     const perDepth = {}
     for (const s of summaries) perDepth[s.depth] = (perDepth[s.depth] ?? 0) + 1
     console.log(`\nDAG: ${Object.entries(perDepth).map(([d, n]) => `depth ${d}: ${n}`).join(', ')}`)
@@ -314,6 +392,7 @@ async function demo(argv) {
   }
 }
 
+/** @param {string[]} argv */
 async function backup(argv) {
   const args = parseArgs(argv, { db: 'string', help: 'switch' }, 'backup')
   if (args.help) return console.log(`usage: ${HELP.backup}`)
@@ -329,6 +408,7 @@ async function backup(argv) {
   }
 }
 
+/** @param {string[]} argv */
 async function stats(argv) {
   const args = parseArgs(argv, { db: 'string', immutable: 'switch', help: 'switch' }, 'stats')
   if (args.help) return console.log(`usage: ${HELP.stats}`)
@@ -340,9 +420,11 @@ async function stats(argv) {
     console.log(`database ${db}: ${fmt(size[0])} bytes${size[1] ? ` (+ ${fmt(size[1])} bytes of WAL)` : ''}`)
     const conversations = await engine.conversations()
     if (!conversations.length) console.log('no conversations')
+    /** @type {{ messages: number, summaries: number, fallback: number, depths: Record<number, number> }} */
     const total = { messages: 0, summaries: 0, fallback: 0, depths: {} }
     for (const c of conversations) {
       const sums = await engine.summaries(c.conversationId)
+      /** @type {Record<number, number>} */
       const depths = {}
       for (const s of sums) {
         depths[s.depth] = (depths[s.depth] ?? 0) + 1
@@ -368,9 +450,12 @@ async function stats(argv) {
   }
 }
 
-/** The fidelity distribution, one line per depth. */
+/**
+ * The fidelity distribution, one line per depth.
+ * @param {import('../index.js').DepthFidelity[]} byDepth @param {string} indent
+ */
 function printFidelity(byDepth, indent) {
-  const f = (x) => (x === null ? '–' : x.toFixed(2))
+  const f = (/** @type {number | null} */ x) => (x === null ? '–' : x.toFixed(2))
   for (const d of byDepth) {
     const unscored = d.summaries - d.scored
     const figures = d.mean === null ? 'no score' : `mean ${f(d.mean)}, median ${f(d.median)}, p10 ${f(d.p10)}, min ${f(d.min)}`
@@ -383,6 +468,7 @@ function printFidelity(byDepth, indent) {
   }
 }
 
+/** @param {string[]} argv */
 async function fidelity(argv) {
   const args = parseArgs(argv, { db: 'string', conversation: 'int', all: 'switch', help: 'switch' }, 'fidelity')
   if (args.help) return console.log(`usage: ${HELP.fidelity}`)
@@ -403,6 +489,7 @@ async function fidelity(argv) {
   }
 }
 
+/** @param {string[]} argv */
 async function migrate(argv) {
   const args = parseArgs(argv, { db: 'string', help: 'switch' }, 'migrate')
   if (args.help) return console.log(`usage: ${HELP.migrate}`)
@@ -422,15 +509,20 @@ async function migrate(argv) {
   if (report.liveTotalsRebuilt) console.log('  live-context totals recomputed')
 }
 
-/** The options that choose the model the rewrite, redact and tui commands call. */
+/**
+ * The options that choose the model the rewrite, redact and tui commands call.
+ * @satisfies {OptionSpec}
+ */
 const LLM_OPTIONS = { provider: 'string', model: 'string', 'base-url': 'string' }
 
-/** The model those options (and the environment) name. */
+/** The model those options (and the environment) name. @param {Args<typeof LLM_OPTIONS>} args */
 function llmFromArgs(args) {
   return resolveLlm({ env: process.env, provider: args.provider, model: args.model, baseUrl: args['base-url'] })
 }
 
+/** @param {string[]} argv */
 async function rewrite(argv) {
+  /** @satisfies {OptionSpec} */
   const spec = {
     summary: 'string',
     depth: 'int',
@@ -454,7 +546,7 @@ async function rewrite(argv) {
   if (args._.length !== 1 || !/^\d+$/.test(args._[0]) || Number(args._[0]) < 1) {
     throw new UsageError('rewrite needs one conversation id (a positive integer)', 'rewrite')
   }
-  const chosen = ['summary', 'depth', 'all', 'fallbacks', 'low-fidelity'].filter((k) => args[k] !== undefined)
+  const chosen = /** @type {const} */ (['summary', 'depth', 'all', 'fallbacks', 'low-fidelity']).filter((k) => args[k] !== undefined)
   if (chosen.length !== 1) {
     throw new UsageError('choose exactly one of --summary ID, --depth N, --all, --fallbacks and --low-fidelity', 'rewrite')
   }
@@ -528,6 +620,7 @@ async function rewrite(argv) {
   }
 }
 
+/** @param {string[]} argv */
 async function history(argv) {
   const args = parseArgs(argv, { db: 'string', content: 'switch', help: 'switch' }, 'history')
   if (args.help) return console.log(`usage: ${HELP.history}`)
@@ -547,6 +640,7 @@ async function history(argv) {
   }
 }
 
+/** @param {string[]} argv */
 async function rollback(argv) {
   const args = parseArgs(argv, { db: 'string', help: 'switch' }, 'rollback')
   if (args.help) return console.log(`usage: ${HELP.rollback}`)
@@ -562,7 +656,9 @@ async function rollback(argv) {
   }
 }
 
+/** @param {string[]} argv */
 async function redact(argv) {
+  /** @satisfies {OptionSpec} */
   const spec = {
     pattern: 'string',
     messages: 'string',
@@ -578,7 +674,7 @@ async function redact(argv) {
   const args = parseArgs(argv, spec, 'redact')
   if (args.help) return console.log(`usage: ${HELP.redact}`)
   if (args._.length) throw new UsageError(`unexpected argument ${args._[0]}`, 'redact')
-  const chosen = [args.pattern, args.messages, args.finish].filter((v) => v !== undefined && v !== false).length
+  const chosen = [args.pattern, args.messages, args.finish].filter((v) => v !== undefined).length
   if (chosen !== 1) throw new UsageError('give one of --pattern, --messages and --finish', 'redact')
   const messageIds = args.messages === undefined ? undefined : args.messages.split(',').map((s) => Number(s.trim()))
   if (messageIds && messageIds.some((n) => !Number.isInteger(n) || n < 1)) throw new UsageError('--messages takes message ids separated by commas', 'redact')
@@ -627,49 +723,45 @@ async function redact(argv) {
   }
 }
 
+/** @param {string[]} argv */
 async function prompts(argv) {
+  /** @satisfies {OptionSpec} */
   const spec = { list: 'switch', export: 'optional', show: 'string', diff: 'string', render: 'string', 'prompt-dir': 'string', 'target-tokens': 'int', 'previous-context': 'string', 'child-count': 'int', 'time-range': 'string', 'source-text': 'string', help: 'switch' }
   const args = parseArgs(argv, spec, 'prompts')
   if (args.help) return console.log(`usage: ${HELP.prompts}`)
   if (args._.length) throw new UsageError(`unexpected argument ${args._[0]}`, 'prompts')
-  const actions = ['list', 'export', 'show', 'diff', 'render'].filter((k) => args[k] !== undefined)
+  const actions = /** @type {const} */ (['list', 'export', 'show', 'diff', 'render']).filter((k) => args[k] !== undefined)
   if (actions.length !== 1) throw new UsageError('choose exactly one of --list, --export, --show, --diff and --render', 'prompts')
   const options = { promptDir: args['prompt-dir'] }
-  switch (actions[0]) {
-    case 'list':
-      for (const p of await listPrompts(options)) console.log(`${p.name.padEnd(20)} ${p.overridden ? p.source : 'embedded (default)'}`)
-      return
-    case 'export': {
-      const paths = await exportPrompts(args.export === true ? undefined : args.export)
-      for (const p of paths) console.log(`wrote ${p}`)
-      return
-    }
-    case 'show': {
-      const p = await showPrompt(args.show, options)
-      console.error(`# ${p.name}: ${p.overridden ? p.source : 'embedded (default)'}`)
-      process.stdout.write(p.text.endsWith('\n') ? p.text : `${p.text}\n`)
-      return
-    }
-    case 'diff': {
-      const p = await showPrompt(args.diff, options)
-      if (!p.overridden) throw new Error(`${p.name} is not overridden (no file in --prompt-dir or ~/.config/lcm-tui/prompts)`)
-      console.log(p.diff || `${p.source} is identical to the default`)
-      return
-    }
-    case 'render': {
-      const vars = {}
-      if (args['target-tokens'] !== undefined) vars.targetTokens = args['target-tokens']
-      if (args['previous-context'] !== undefined) vars.previousContext = args['previous-context']
-      if (args['child-count'] !== undefined) vars.childCount = args['child-count']
-      if (args['time-range'] !== undefined) vars.timeRange = args['time-range']
-      if (args['source-text'] !== undefined) vars.sourceText = args['source-text']
-      process.stdout.write(`${await renderPrompt(args.render, vars, options)}\n`)
-      return
-    }
+  // Exactly one of them is given.
+  if (args.list) {
+    for (const p of await listPrompts(options)) console.log(`${p.name.padEnd(20)} ${p.overridden ? p.source : 'embedded (default)'}`)
+  } else if (args.export !== undefined) {
+    const paths = await exportPrompts(args.export === true ? undefined : args.export)
+    for (const p of paths) console.log(`wrote ${p}`)
+  } else if (args.show !== undefined) {
+    const p = await showPrompt(args.show, options)
+    console.error(`# ${p.name}: ${p.overridden ? p.source : 'embedded (default)'}`)
+    process.stdout.write(p.text.endsWith('\n') ? p.text : `${p.text}\n`)
+  } else if (args.diff !== undefined) {
+    const p = await showPrompt(args.diff, options)
+    if (!p.overridden) throw new Error(`${p.name} is not overridden (no file in --prompt-dir or ~/.config/lcm-tui/prompts)`)
+    console.log(p.diff || `${p.source} is identical to the default`)
+  } else if (args.render !== undefined) {
+    /** @type {Partial<import('../index.js').PromptVars>} */
+    const vars = {}
+    if (args['target-tokens'] !== undefined) vars.targetTokens = args['target-tokens']
+    if (args['previous-context'] !== undefined) vars.previousContext = args['previous-context']
+    if (args['child-count'] !== undefined) vars.childCount = args['child-count']
+    if (args['time-range'] !== undefined) vars.timeRange = args['time-range']
+    if (args['source-text'] !== undefined) vars.sourceText = args['source-text']
+    process.stdout.write(`${await renderPrompt(args.render, vars, options)}\n`)
   }
 }
 
+/** @param {string[]} argv */
 async function tui(argv) {
+  /** @satisfies {OptionSpec} */
   const spec = {
     db: 'string',
     conversation: 'int',
@@ -691,7 +783,8 @@ async function tui(argv) {
     ;({ runTui } = await import('../tui/main.mjs'))
   } catch (err) {
     // Ink and React are optional peers: the OpenClaw plugin and the library never need them.
-    if (err.code === 'ERR_MODULE_NOT_FOUND' && /['"](ink|react)['"]/.test(err.message)) {
+    const message = fieldOf(err, 'message')
+    if (fieldOf(err, 'code') === 'ERR_MODULE_NOT_FOUND' && typeof message === 'string' && /['"](ink|react)['"]/.test(message)) {
       throw Object.assign(new Error('the tui needs Ink and React, which lcm-native does not install for the library or the plugin: run npm install ink@6 react@19 where lcm-native is installed'), { code: 'E_INVALID_CONFIG' })
     }
     throw err
@@ -706,10 +799,12 @@ async function tui(argv) {
   })
 }
 
+/** @param {string[]} argv */
 async function main(argv) {
   const [command, ...rest] = argv
+  /** @type {Record<Command, (argv: string[]) => Promise<void>>} */
   const commands = { demo, stats, fidelity, migrate, backup, rewrite, history, rollback, redact, tui, prompts }
-  if (commands[command]) return commands[command](rest)
+  if (isCommand(command)) return commands[command](rest)
   if (command === undefined || command === '--help' || command === '-h' || command === 'help') {
     console.log(USAGE)
     if (command === undefined) process.exitCode = 2
@@ -718,12 +813,14 @@ async function main(argv) {
   throw new UsageError(`unknown command ${command}`)
 }
 
-main(process.argv.slice(2)).catch((err) => {
+main(process.argv.slice(2)).catch((/** @type {unknown} */ err) => {
   if (err instanceof UsageError) {
     console.error(`lcm-native: ${err.message}\n\n${err.command ? `usage: ${HELP[err.command]}` : USAGE}`)
     process.exitCode = 2
   } else {
-    console.error(`lcm-native: ${err.code ? `${err.code}: ` : ''}${oneLine(err.message, 2000)}`)
+    const code = fieldOf(err, 'code')
+    const message = fieldOf(err, 'message')
+    console.error(`lcm-native: ${code ? `${code}: ` : ''}${oneLine(typeof message === 'string' ? message : String(err), 2000)}`)
     process.exitCode = 1
   }
 })

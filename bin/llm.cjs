@@ -10,12 +10,41 @@ const path = require('node:path')
 const ANTHROPIC_DEFAULT_MODEL = 'claude-sonnet-4-20250514'
 const REQUEST_TIMEOUT_MS = 120_000
 
-/** An Error the engine sorts as an authentication failure. */
+/**
+ * @typedef {import('../index.js').SummarizeRequest} SummarizeRequest
+ * @typedef {(prompt: string, request: SummarizeRequest) => Promise<string>} SummarizeFn
+ * @typedef {object} Llm  the summarizer the flags and the environment choose
+ * @property {string} model
+ * @property {string} describe                                 what the CLI and the TUI say about it
+ * @property {SummarizeFn} summarize
+ * @property {(signal?: AbortSignal) => SummarizeFn} summarizerFor  the same, cancelled by `signal`
+ */
+
+/**
+ * The value at `keys` inside parsed JSON (or anything else), or undefined where a step is not
+ * an object: `v?.a?.[0]?.b` for a value of unknown shape.
+ * @param {unknown} v @param {...(string | number)} keys @returns {unknown}
+ */
+function at(v, ...keys) {
+  let x = v
+  for (const k of keys) {
+    if (typeof x !== 'object' || x === null) return undefined
+    x = /** @type {Record<string | number, unknown>} */ (x)[k]
+  }
+  return x
+}
+
+/** An Error the engine sorts as an authentication failure. @param {string} message */
 function authError(message) {
   return Object.assign(new Error(message), { code: 'LCM_AUTH' })
 }
 
-/** POSTs JSON; `signal` (the TUI's esc) cancels the request besides the timeout. */
+/**
+ * POSTs JSON; `signal` (the TUI's esc) cancels the request besides the timeout. Resolves with
+ * the parsed answer.
+ * @param {string} url @param {Record<string, string>} headers @param {unknown} body @param {AbortSignal | undefined} signal
+ * @returns {Promise<unknown>}
+ */
 async function post(url, headers, body, signal) {
   let res
   const timeout = AbortSignal.timeout(REQUEST_TIMEOUT_MS)
@@ -28,7 +57,7 @@ async function post(url, headers, body, signal) {
     })
   } catch (err) {
     if (signal?.aborted) throw Object.assign(new Error('cancelled'), { code: 'E_ABORTED' })
-    throw new Error(`cannot reach ${url}: ${err.cause?.message ?? err.message}`)
+    throw new Error(`cannot reach ${url}: ${at(err, 'cause', 'message') ?? at(err, 'message')}`)
   }
   const text = await res.text()
   if (res.status === 401 || res.status === 403) throw authError(`${url} refused the credentials (HTTP ${res.status}): ${text.slice(0, 200)}`)
@@ -40,17 +69,32 @@ async function post(url, headers, body, signal) {
   }
 }
 
-/** Room for the answer: the target, with headroom for models that overshoot a little. */
+/** Room for the answer: the target, with headroom for models that overshoot a little. @param {SummarizeRequest} request */
 function maxTokens(request) {
   return Math.max(256, Math.ceil(request.targetTokens * 1.5))
 }
 
-/** Default models, as lcm-tui chooses them when only a provider is known. */
+/**
+ * Default models, as lcm-tui chooses them when only a provider is known.
+ * @type {Readonly<Record<string, string>>}
+ */
 const DEFAULT_MODELS = { anthropic: ANTHROPIC_DEFAULT_MODEL, openai: 'gpt-5.3-codex' }
-/** Default endpoints; any other provider needs a base URL (flag, environment or openclaw.json). */
+/**
+ * Default endpoints; any other provider needs a base URL (flag, environment or openclaw.json).
+ * @type {Readonly<Record<string, string>>}
+ */
 const DEFAULT_BASE_URLS = { anthropic: 'https://api.anthropic.com', openai: 'https://api.openai.com/v1' }
 
-/** A variable's value, or undefined when it is unset or blank. */
+/**
+ * A provider's entry of one of those tables (only the table's own: a provider named
+ * `constructor` or `toString` has no default).
+ * @param {Readonly<Record<string, string>>} table @param {string} provider
+ */
+function defaultFor(table, provider) {
+  return Object.hasOwn(table, provider) ? table[provider] : undefined
+}
+
+/** A variable's value, or undefined when it is unset or blank. @param {NodeJS.ProcessEnv} env @param {string} name */
 function setting(env, name) {
   const v = env[name]
   return typeof v === 'string' && v.trim() ? v.trim() : undefined
@@ -60,6 +104,8 @@ function setting(env, name) {
  * `models.providers` of OpenClaw's config (OPENCLAW_CONFIG_PATH, else openclaw.json in the
  * state directory), or {}. OpenClaw accepts JSON5; a file plain JSON cannot read is skipped
  * with a note, so it never stands in the way of a key set in the environment.
+ * @param {NodeJS.ProcessEnv} env @param {string} home @param {(message: string) => void} warn
+ * @returns {Record<string, unknown>}
  */
 function openclawProviders(env, home, warn) {
   const file =
@@ -71,15 +117,15 @@ function openclawProviders(env, home, warn) {
     return {}
   }
   try {
-    const providers = JSON.parse(text)?.models?.providers
-    return providers && typeof providers === 'object' ? providers : {}
+    const providers = at(JSON.parse(text), 'models', 'providers')
+    return providers && typeof providers === 'object' ? /** @type {Record<string, unknown>} */ (providers) : {}
   } catch (err) {
-    warn(`note: ${file} is not plain JSON (${err.message}); its model providers are not used`)
+    warn(`note: ${file} is not plain JSON (${at(err, 'message')}); its model providers are not used`)
     return {}
   }
 }
 
-/** The provider a bare model name implies, as lcm-tui infers it. */
+/** The provider a bare model name implies, as lcm-tui infers it. @param {string} model */
 function providerOfModel(model) {
   if (/^claude/i.test(model)) return 'anthropic'
   if (/^(gpt|o\d|chatgpt|codex)/i.test(model)) return 'openai'
@@ -104,10 +150,13 @@ function providerOfModel(model) {
  * Anthropic's Messages API; every other provider an OpenAI-compatible chat-completions endpoint
  * (the base URL as OpenAI's clients take it, ending in `/v1`).
  * @param {{ env?: NodeJS.ProcessEnv, home?: string, provider?: string, model?: string, baseUrl?: string, warn?: (message: string) => void }} [options]
+ * @returns {Llm | null}
  */
 function resolveLlm({ env = process.env, home = os.homedir(), provider: flagProvider, model: flagModel, baseUrl: flagBaseUrl, warn = console.error } = {}) {
+  /** @type {Record<string, unknown> | undefined} */
   let providers
   const openclaw = () => (providers ??= openclawProviders(env, home, warn))
+  /** The provider's entry in openclaw.json (its name in any case). @param {string} p @returns {unknown} */
   const entryOf = (p) => {
     const key = Object.keys(openclaw()).find((k) => k.toLowerCase() === p.toLowerCase())
     return key === undefined ? undefined : openclaw()[key]
@@ -116,9 +165,9 @@ function resolveLlm({ env = process.env, home = os.homedir(), provider: flagProv
   let model = flagModel ?? setting(env, 'LCM_TUI_SUMMARY_MODEL') ?? setting(env, 'LCM_SUMMARY_MODEL') ?? setting(env, 'LCM_LLM_MODEL')
   if (!provider && setting(env, 'LCM_LLM_BASE_URL')) provider = 'openai'
   const slash = model?.indexOf('/') ?? -1
-  if (!provider && slash > 0) {
+  if (!provider && model !== undefined && slash > 0) {
     const prefix = model.slice(0, slash)
-    if (DEFAULT_BASE_URLS[prefix.toLowerCase()] || entryOf(prefix)) {
+    if (defaultFor(DEFAULT_BASE_URLS, prefix.toLowerCase()) || entryOf(prefix)) {
       provider = prefix
       model = model.slice(slash + 1)
     }
@@ -132,18 +181,19 @@ function resolveLlm({ env = process.env, home = os.homedir(), provider: flagProv
     return null
   }
   provider = provider.toLowerCase()
-  model ??= DEFAULT_MODELS[provider]
+  model ??= defaultFor(DEFAULT_MODELS, provider)
   if (!model) throw new Error(`no model for provider ${provider}: pass --model or set LCM_SUMMARY_MODEL`)
   const entry = entryOf(provider)
-  const messagesApi = provider === 'anthropic' || entry?.api === 'anthropic-messages'
+  const messagesApi = provider === 'anthropic' || at(entry, 'api') === 'anthropic-messages'
+  const entryBase = at(entry, 'baseUrl')
   const legacyBase = messagesApi ? undefined : setting(env, 'LCM_LLM_BASE_URL')
   const chosenBase =
     flagBaseUrl ??
     setting(env, 'LCM_TUI_SUMMARY_BASE_URL') ??
     setting(env, 'LCM_SUMMARY_BASE_URL') ??
     (provider === 'anthropic' ? setting(env, 'ANTHROPIC_BASE_URL') : legacyBase) ??
-    (typeof entry?.baseUrl === 'string' && entry.baseUrl.trim() ? entry.baseUrl.trim() : undefined) ??
-    DEFAULT_BASE_URLS[provider]
+    (typeof entryBase === 'string' && entryBase.trim() ? entryBase.trim() : undefined) ??
+    defaultFor(DEFAULT_BASE_URLS, provider)
   if (!chosenBase) throw new Error(`no base URL for provider ${provider}: pass --base-url, or set its baseUrl in openclaw.json`)
   const base = chosenBase.replace(/\/+$/, '')
   const keyVar = `${provider.toUpperCase().replace(/[^A-Z0-9]/g, '_')}_API_KEY`
@@ -156,8 +206,11 @@ function resolveLlm({ env = process.env, home = os.homedir(), provider: flagProv
   return openAiCompatibleLlm(base, model, key)
 }
 
+/** @param {string} base @param {string} model @param {string | undefined} key @returns {Llm} */
 function openAiCompatibleLlm(base, model, key) {
+  /** @type {Record<string, string>} */
   const headers = key ? { authorization: `Bearer ${key}` } : {}
+  /** @param {AbortSignal} [signal] @returns {SummarizeFn} */
   const summarizerFor = (signal) => async (prompt, request) => {
     const out = await post(
       `${base}/chat/completions`,
@@ -165,15 +218,17 @@ function openAiCompatibleLlm(base, model, key) {
       { model, messages: [{ role: 'user', content: prompt }], max_tokens: maxTokens(request), temperature: request.aggressive ? 0.1 : 0.2 },
       signal,
     )
-    const content = out?.choices?.[0]?.message?.content
+    const content = at(out, 'choices', 0, 'message', 'content')
     if (typeof content !== 'string') throw new Error('the endpoint answered without choices[0].message.content')
     return content
   }
   return { model, describe: `${model} at ${base} (OpenAI-compatible)`, summarize: summarizerFor(undefined), summarizerFor }
 }
 
+/** @param {string} base @param {string} model @param {string} key @returns {Llm} */
 function anthropicLlm(base, model, key) {
   const headers = { 'x-api-key': key, 'anthropic-version': '2023-06-01' }
+  /** @param {AbortSignal} [signal] @returns {SummarizeFn} */
   const summarizerFor = (signal) => async (prompt, request) => {
     const out = await post(
       `${base}/v1/messages`,
@@ -181,10 +236,11 @@ function anthropicLlm(base, model, key) {
       { model, max_tokens: maxTokens(request), temperature: request.aggressive ? 0.1 : 0.2, messages: [{ role: 'user', content: prompt }] },
       signal,
     )
-    if (!Array.isArray(out?.content)) throw new Error('Anthropic answered without content blocks')
-    return out.content
-      .filter((b) => b.type === 'text')
-      .map((b) => b.text)
+    const blocks = at(out, 'content')
+    if (!Array.isArray(blocks)) throw new Error('Anthropic answered without content blocks')
+    return blocks
+      .filter((/** @type {unknown} */ b) => at(b, 'type') === 'text')
+      .map((/** @type {unknown} */ b) => at(b, 'text'))
       .join('')
   }
   return { model, describe: `${model} (Anthropic)`, summarize: summarizerFor(undefined), summarizerFor }

@@ -7,7 +7,7 @@
 // messages, a spooled turn, a compaction that reports it did not fit).
 
 const { agentOf, databaseFor } = require('./config.cjs')
-const { isHeartbeatTurn, newestWithin, safeJson, toIngest, asPlainText } = require('./messages.cjs')
+const { isHeartbeatTurn, isIngestBatch, newestWithin, safeJson, toIngest, asPlainText } = require('./messages.cjs')
 const { turnRecord } = require('./turns.cjs')
 const { MIN_HISTORY_BUDGET, forgetPendingPrompt, notePendingPrompt } = require('./oversized-prompt.cjs')
 const { describeFailure, makeSummarizer } = require('./summarizer.cjs')
@@ -22,7 +22,7 @@ const VERSION = require('../package.json').version
  * `LCM_NATIVE_TIMINGS=<file>` appends one JSON line per lifecycle call (operation, session,
  * milliseconds, and what `note` says of the result): the plugin's own cost inside a host, as
  * bench/RESULTS.md reports it, and what it did (the end-to-end run reads both).
- * @template T @param {string} op @param {Record<string, any>} p @param {() => Promise<T>} fn
+ * @template T @param {string} op @param {HostParams} p @param {() => Promise<T>} fn
  * @param {(result: T) => Record<string, unknown>} [note]
  * @returns {Promise<T>}
  */
@@ -59,28 +59,56 @@ const DRAIN_GLIMPSE_MS = 250
  * @typedef {InstanceType<typeof import('./sessions.cjs').SessionRules>} SessionRules
  * @typedef {import('./shared.cjs').Logger} Logger
  * @typedef {import('../index.js').LcmEngine} LcmEngine
+ * @typedef {import('../index.js').ConversationTarget} ConversationTarget
+ * @typedef {import('../index.js').IngestMessage} IngestMessage
  * @typedef {{ sessionId?: string, sessionKey?: string }} SessionRef
  * @typedef {import('./summarizer.cjs').LlmLike} LlmLike
  */
 
-/** @param {unknown} v @returns {Record<string, any>} */
-const obj = (v) => (typeof v === 'object' && v !== null ? /** @type {Record<string, any>} */ (v) : {})
+/**
+ * The parameters of OpenClaw's calls of a context engine (openclaw/plugin-sdk ContextEngine:
+ * bootstrap, assemble, ingest, ingestBatch, afterTurn, commitTurn, maintain, compact): the
+ * fields read, each checked where it is read but the session's names.
+ * @typedef {object} HostParams
+ * @property {string} [sessionId]
+ * @property {string} [sessionKey]
+ * @property {unknown} [messages]                the turn's (or the transcript's) messages
+ * @property {unknown} [message]                 ingest: one message
+ * @property {unknown} [prompt]                  assemble: the pending prompt
+ * @property {unknown} [tokenBudget]
+ * @property {unknown} [currentTokenCount]
+ * @property {unknown} [runtimeContext]          `tokenBudget`, `currentTokenCount`, `llm`
+ * @property {unknown} [runtimeSettings]         `limits.promptTokenBudget`, `model`
+ * @property {unknown} [abortSignal]
+ * @property {unknown} [availableTools]
+ * @property {unknown} [isHeartbeat]
+ * @property {unknown} [advancementKey]
+ * @property {unknown} [prePromptMessageCount]
+ * @property {unknown} [compactionTarget]
+ * @property {unknown} [force]
+ * @property {unknown} [customInstructions]
+ * @property {unknown} [admission]               commitTurn: lossless-claw's turn record (turns.cjs)
+ * @property {unknown} [terminal]
+ */
+
+/** @param {unknown} v @returns {Record<string, unknown>} */
+const obj = (v) => (typeof v === 'object' && v !== null ? /** @type {Record<string, unknown>} */ (v) : {})
 
 /** @param {unknown} v */
 const positive = (v) => (typeof v === 'number' && Number.isFinite(v) && v > 0 ? Math.floor(v) : undefined)
 
-/** The session a lifecycle call is about. @param {Record<string, any>} p @returns {SessionRef} */
+/** The session a lifecycle call is about. @param {HostParams} p @returns {SessionRef} */
 const sessionOf = (p) => ({ sessionId: p?.sessionId, sessionKey: p?.sessionKey })
 
 /** One string naming a session, for per-session state. @param {SessionRef} s */
 const keyOf = (s) => s.sessionKey || s.sessionId || ''
 
-/** The call's AbortSignal, if it has one. @param {Record<string, any>} p */
-const signalOf = (p) => (p?.abortSignal instanceof AbortSignal ? /** @type {AbortSignal} */ (p.abortSignal) : undefined)
+/** The call's AbortSignal, if it has one. @param {HostParams} p */
+const signalOf = (p) => (p?.abortSignal instanceof AbortSignal ? p.abortSignal : undefined)
 
 /**
  * The engine target of a session: its key (lossless-claw's identity), else its id.
- * @param {SessionRef} s
+ * @param {SessionRef} s @returns {ConversationTarget}
  */
 function targetOf(s) {
   if (s.sessionKey) return { sessionKey: s.sessionKey, ...(s.sessionId ? { sessionId: s.sessionId } : {}) }
@@ -231,7 +259,7 @@ class LcmNativeContextEngine {
   /**
    * The token budget of a session: the call's, else the host's runtime figures, else the last
    * one seen for the session, else the configured default.
-   * @param {SessionRef} s @param {Record<string, any>} p
+   * @param {SessionRef} s @param {HostParams} p
    */
   budgetOf(s, p) {
     const key = keyOf(s)
@@ -252,7 +280,7 @@ class LcmNativeContextEngine {
    * `assemble` during the last committed turn, else `budgetOf`. OpenClaw sizes that budget
    * (window less its reserve and the pending prompt) so that it need not compact before the
    * next turn; a context kept within it means the host never has to ask.
-   * @param {SessionRef} s @param {Record<string, any>} p
+   * @param {SessionRef} s @param {HostParams} p
    */
   maintenanceBudgetOf(s, p) {
     const general = this.budgetOf(s, p)
@@ -262,7 +290,7 @@ class LcmNativeContextEngine {
 
   /**
    * The summarizer for one operation, with the session-bound LLM when the call carries one.
-   * @param {Record<string, any>} p @param {string | undefined} customInstructions
+   * @param {HostParams} p @param {string | undefined} customInstructions
    */
   summarizerFor(p, customInstructions) {
     const llm = obj(p.runtimeContext).llm ?? this.llm
@@ -304,7 +332,7 @@ class LcmNativeContextEngine {
         engine = await this.engineOf(s, true)
         // Older turns the drain could not store yet: this one waits behind them.
         if (spoolPending(this.dbPathOf(s))) break
-        const r = await engine.ingest(/** @type {any} */ (target), /** @type {any} */ (batch), options)
+        const r = await engine.ingest(target, batch, options)
         if (r.replacedSurrogates > 0) this.logger.warn(`lcm-native: stored ${r.replacedSurrogates} broken UTF-16 character(s) as U+FFFD`)
         return { inserted: r.inserted, duplicate: r.duplicate, spooled: false }
       } catch (err) {
@@ -313,7 +341,7 @@ class LcmNativeContextEngine {
         if (code === 'E_INVALID_INPUT' && engine) {
           this.report('storing a turn as the host sent it (stored as text instead)', err)
           try {
-            const r = await engine.ingest(/** @type {any} */ (target), /** @type {any} */ (asPlainText(batch)), options)
+            const r = await engine.ingest(target, asPlainText(batch), options)
             return { inserted: r.inserted, duplicate: r.duplicate, spooled: false }
           } catch (again) {
             last = again
@@ -339,13 +367,17 @@ class LcmNativeContextEngine {
    * A batch as the engine would store it under `redactPatterns`, for the spool file: a secret
    * the database would never hold is not written there in clear either. Without patterns, or
    * when the patterns cannot be applied (then the database could not open either), the batch.
-   * @param {unknown[]} batch
+   * @param {IngestMessage[]} batch @returns {IngestMessage[]}
    */
   redactedForSpool(batch) {
     const patterns = this.settings.engineOptions().redactPatterns
     if (patterns === undefined || patterns === false) return batch
     try {
-      return /** @type {unknown[]} */ (addon().redactMessages(batch, /** @type {any} */ (patterns)).messages)
+      // The addon checks the value (E_INVALID_CONFIG, as `LcmEngine.open` does); redaction
+      // replaces text and keeps every message's shape.
+      const redacted = addon().redactMessages(batch, /** @type {boolean | string[]} */ (patterns)).messages
+      if (!isIngestBatch(redacted)) throw new Error('redactMessages returned something other than messages')
+      return redacted
     } catch (err) {
       this.report('redacting a spooled turn', err)
       return batch
@@ -369,7 +401,7 @@ class LcmNativeContextEngine {
   /**
    * OpenClaw 2026.9 keeps the transcript in its own SQLite store and hands the history to
    * `assemble`, which imports it once; here only turns left in the spool are stored.
-   * @param {Record<string, any>} p
+   * @param {HostParams} p
    */
   async bootstrap(p) {
     const s = sessionOf(p)
@@ -377,7 +409,7 @@ class LcmNativeContextEngine {
       const policy = this.policy(s)
       if (policy !== 'keep') return { bootstrapped: false, importedMessages: 0, reason: `${policy} session` }
       const engine = await this.engineOf(s)
-      const conv = await engine.findConversation(/** @type {any} */ (targetOf(s)))
+      const conv = await engine.findConversation(targetOf(s))
       if (conv && conv.messageCount > 0) return { bootstrapped: false, importedMessages: 0, reason: 'already bootstrapped' }
       return { bootstrapped: false, importedMessages: 0, reason: 'history is imported from the first assemble' }
     } catch (err) {
@@ -389,14 +421,14 @@ class LcmNativeContextEngine {
   /**
    * The context for the turn: LCM's (summaries and the fresh tail) within `tokenBudget`, or
    * the host's messages unchanged when LCM does not know the session.
-   * @param {Record<string, any>} p
+   * @param {HostParams} p
    */
   assemble(p) {
     const note = (/** @type {{ estimatedTokens: number }} */ r) => ({ tokenBudget: p?.tokenBudget, estimatedTokens: r.estimatedTokens })
     return timed('assemble', p, () => this.assembleNow(p), note)
   }
 
-  /** @param {Record<string, any>} p */
+  /** @param {HostParams} p */
   async assembleNow(p) {
     const hostMessages = Array.isArray(p?.messages) ? p.messages : []
     const s = sessionOf(p)
@@ -432,21 +464,21 @@ class LcmNativeContextEngine {
       // from what lcm-native holds: the host's messages have them.
       if (policy === 'keep' && spoolPending(this.dbPathOf(s))) return passthrough('turns are still spooled')
       const target = targetOf(s)
-      let conv = await engine.findConversation(/** @type {any} */ (target))
+      let conv = await engine.findConversation(target)
       if ((!conv || conv.messageCount === 0) && policy === 'keep' && hostMessages.length > 0) {
         // A session that began before lcm-native (on OpenClaw's built-in engine, or another):
         // its earlier turns are imported once, before this turn is committed.
         const history = toIngest(hostMessages)
         const r = await engine
-          .ingest(/** @type {any} */ (target), /** @type {any} */ (history), { bootstrap: true })
+          .ingest(target, history, { bootstrap: true })
           .catch((err) => {
             // A message the engine refuses must not cost the session its history: stored as text.
             if (describeFailure(err).code !== 'E_INVALID_INPUT') throw err
             this.report('importing the earlier history as the host sent it (stored as text instead)', err)
-            return engine.ingest(/** @type {any} */ (target), /** @type {any} */ (asPlainText(history)), { bootstrap: true })
+            return engine.ingest(target, asPlainText(history), { bootstrap: true })
           })
         if (r.inserted > 0) this.logger.info(`lcm-native: imported ${r.inserted} earlier message(s) of ${s.sessionKey ?? s.sessionId}`)
-        conv = await engine.findConversation(/** @type {any} */ (target))
+        conv = await engine.findConversation(target)
       }
       if (!conv || conv.messageCount === 0) {
         // A stateless session lcm-native has nothing of (OpenClaw's internal runs): the host's
@@ -456,7 +488,7 @@ class LcmNativeContextEngine {
       }
       const out = await engine.assemble(conv.conversationId, { tokenBudget })
       if (out.messages.length === 0 && hostMessages.length > 0) return passthrough('nothing assembled')
-      /** @type {{ messages: any[], estimatedTokens: number, systemPromptAddition?: string }} */
+      /** @type {{ messages: unknown[], estimatedTokens: number, systemPromptAddition?: string }} */
       const result = { messages: out.messages, estimatedTokens: out.estimatedTokens }
       if (out.stats.summaryCount > 0) {
         result.systemPromptAddition = systemPromptAddition(p.availableTools instanceof Set ? p.availableTools : undefined)
@@ -472,13 +504,13 @@ class LcmNativeContextEngine {
    * Stores the turn atomically with its advancement key: `duplicate` when it was stored
    * before (a replay after a restart), `committed` otherwise, including when the write had to
    * be spooled (it is stored at the next call).
-   * @param {Record<string, any>} p
+   * @param {HostParams} p
    */
   commitTurn(p) {
     return timed('commitTurn', p, () => this.commitNow(p))
   }
 
-  /** @param {Record<string, any>} p */
+  /** @param {HostParams} p */
   async commitNow(p) {
     const s = sessionOf(p)
     try {
@@ -501,14 +533,14 @@ class LcmNativeContextEngine {
    * Deferred compaction after a turn: a sweep when the context is over its threshold, leaf
    * passes when enough raw messages have gathered outside the fresh tail. Stops between passes
    * when `abortSignal` fires; every pass is atomic.
-   * @param {Record<string, any>} p
+   * @param {HostParams} p
    */
   maintain(p) {
     const note = (/** @type {{ reason: string }} */ r) => ({ tokenBudget: this.maintenanceBudgetOf(sessionOf(p), p), reason: r.reason })
     return timed('maintain', p, () => this.maintainNow(p), note)
   }
 
-  /** @param {Record<string, any>} p */
+  /** @param {HostParams} p */
   async maintainNow(p) {
     const s = sessionOf(p)
     const result = { changed: false, bytesFreed: 0, rewrittenEntries: 0, reason: 'nothing to do' }
@@ -533,13 +565,13 @@ class LcmNativeContextEngine {
   }
 
   /**
-   * @param {SessionRef} s @param {Record<string, any>} p
+   * @param {SessionRef} s @param {HostParams} p
    * @returns {Promise<string>}
    */
   async compactIfDue(s, p) {
     const signal = signalOf(p)
     const engine = await this.engineOf(s)
-    const conv = await engine.findConversation(/** @type {any} */ (targetOf(s)))
+    const conv = await engine.findConversation(targetOf(s))
     if (!conv) return 'no conversation yet'
     const tokenBudget = this.maintenanceBudgetOf(s, p)
     const ev = await engine.evaluate(conv.conversationId, { tokenBudget })
@@ -566,14 +598,14 @@ class LcmNativeContextEngine {
    * Compaction the host asks for: overflow recovery and preflight (`budget`: the context must
    * fit `tokenBudget` afterwards), `/compact` (`threshold`, with the operator's instructions).
    * `compacted` tells the host whether lcm-native's context now fits.
-   * @param {Record<string, any>} p
+   * @param {HostParams} p
    */
   compact(p) {
     const note = (/** @type {{ compacted: boolean, reason?: string }} */ r) => ({ target: p?.compactionTarget, tokenBudget: p?.tokenBudget, currentTokenCount: p?.currentTokenCount, compacted: r.compacted, reason: r.reason })
     return timed('compact', p, () => this.compactNow(p), note)
   }
 
-  /** @param {Record<string, any>} p */
+  /** @param {HostParams} p */
   async compactNow(p) {
     const s = sessionOf(p)
     const tokensBefore = positive(p?.currentTokenCount) ?? positive(obj(p?.runtimeContext).currentTokenCount) ?? 0
@@ -584,7 +616,7 @@ class LcmNativeContextEngine {
       const tokenBudget = this.budgetOf(s, p)
       const signal = signalOf(p)
       const engine = await this.engineOf(s)
-      const conv = await engine.findConversation(/** @type {any} */ (targetOf(s)))
+      const conv = await engine.findConversation(targetOf(s))
       // The host's own transcript (the turn's pending message) is not lcm-native's to compact
       // before it is committed: a skip the host goes on from.
       if (!conv || conv.messageCount === 0) return { ok: true, compacted: false, reason: 'nothing to compact: no lcm-native history for this session yet' }
@@ -656,7 +688,7 @@ class LcmNativeContextEngine {
 
   /**
    * For hosts that hand over messages one by one (OpenClaw 2026.9 uses commitTurn).
-   * @param {Record<string, any>} p
+   * @param {HostParams} p
    */
   async ingest(p) {
     const s = sessionOf(p)
@@ -670,7 +702,7 @@ class LcmNativeContextEngine {
     }
   }
 
-  /** @param {Record<string, any>} p */
+  /** @param {HostParams} p */
   async ingestBatch(p) {
     const s = sessionOf(p)
     try {
@@ -687,7 +719,7 @@ class LcmNativeContextEngine {
   /**
    * For hosts that finish a turn with afterTurn: imports the history once, stores the turn's
    * new messages, then runs maintenance.
-   * @param {Record<string, any>} p
+   * @param {HostParams} p
    */
   async afterTurn(p) {
     const s = sessionOf(p)
@@ -700,9 +732,9 @@ class LcmNativeContextEngine {
         // from being stored (or spooled) below.
         try {
           const engine = await this.engineOf(s)
-          const conv = await engine.findConversation(/** @type {any} */ (targetOf(s)))
+          const conv = await engine.findConversation(targetOf(s))
           if (!conv || conv.messageCount === 0) {
-            await engine.ingest(/** @type {any} */ (targetOf(s)), /** @type {any} */ (toIngest(messages.slice(0, start))), { bootstrap: true })
+            await engine.ingest(targetOf(s), toIngest(messages.slice(0, start)), { bootstrap: true })
           }
         } catch (err) {
           this.report('importing the earlier history', err)
@@ -752,7 +784,7 @@ class LcmNativeContextEngine {
     if (this.policy(s) !== 'keep') return undefined
     try {
       const engine = await this.engineOf(s)
-      const r = await engine.resetSession(/** @type {any} */ (targetOf(s)), { reason, retainDepth: this.settings.newSessionRetainDepth })
+      const r = await engine.resetSession(targetOf(s), { reason, retainDepth: this.settings.newSessionRetainDepth })
       if (r.action === 'pruned') this.logger.info(`lcm-native: ${what} took ${r.contextItemsRemoved} item(s) of conversation ${r.conversationId} out of the context`)
       if (r.action === 'archived') {
         const next = r.replacementId === null || r.replacementId === undefined ? '' : `; the session continues in ${r.replacementId}`

@@ -7,6 +7,7 @@
 const { ConfigError, resolveSettings } = require('./config.cjs')
 const { LcmNativeContextEngine } = require('./context-engine.cjs')
 const { oversizedPromptTransform } = require('./oversized-prompt.cjs')
+const { isRecord } = require('./messages.cjs')
 const { SessionRules } = require('./sessions.cjs')
 const { addon, logOnce } = require('./shared.cjs')
 const { TOOL_NAMES, recallTools } = require('./tools.cjs')
@@ -21,10 +22,38 @@ const PLUGIN_ID = 'lcm-native'
  * @property {{ info: (m: string) => void, warn: (m: string) => void, error: (m: string) => void, debug?: (m: string) => void }} logger
  * @property {{ llm?: import('./summarizer.cjs').LlmLike }} [runtime]
  * @property {(id: string, factory: (ctx: unknown) => InstanceType<typeof LcmNativeContextEngine>) => void} registerContextEngine
- * @property {(tool: (ctx: any) => ReturnType<typeof recallTools>[number], opts?: { name?: string }) => void} [registerTool]
- * @property {(hook: any, handler: (event: any, ctx: any) => any) => void} [on]  host hooks (`before_reset`)
+ * @property {(tool: (ctx: ToolContext | undefined) => ReturnType<typeof recallTools>[number], opts?: { name?: string }) => void} [registerTool]
+ * @property {(hook: 'before_reset' | 'session_end', handler: (event: unknown, ctx: unknown) => void) => void} [on]  host hooks
  * @property {(t: { input?: { from: string | RegExp, to: string }[] }) => void} [registerTextTransforms]  rewrites of provider-bound text
  */
+
+/**
+ * The tool factory's context (openclaw/plugin-sdk: OpenClawPluginToolContext), the fields read.
+ * @typedef {{ sessionKey?: string, sessionId?: string, agentId?: string }} ToolContext
+ */
+
+/**
+ * The fields of OpenClaw's hook events and contexts this plugin reads (openclaw/plugin-sdk:
+ * PluginHookBeforeResetEvent `reason`; PluginHookSessionEndEvent `reason`, `sessionId`,
+ * `sessionKey`, `nextSessionKey`; PluginHookAgentContext `sessionId`, `sessionKey`).
+ * @typedef {object} HookFields
+ * @property {unknown} [reason]          checked by the engine's handler (`new`, `reset`, `deleted`)
+ * @property {string} [sessionId]
+ * @property {string} [sessionKey]
+ * @property {string} [nextSessionKey]
+ */
+
+/**
+ * `HookFields` of what the host passed a hook handler (an event or a context): a field that is
+ * missing or not a string is undefined.
+ * @param {unknown} v @returns {HookFields}
+ */
+function hookFields(v) {
+  if (!isRecord(v)) return {}
+  /** @param {string} k */
+  const text = (k) => (typeof v[k] === 'string' ? v[k] : undefined)
+  return { reason: v.reason, sessionId: text('sessionId'), sessionKey: text('sessionKey'), nextSessionKey: text('nextSessionKey') }
+}
 
 /** @param {PluginApi} api */
 function register(api) {
@@ -61,18 +90,21 @@ function register(api) {
     // and session_end hooks).
     const s = settings
     const lifecycle = () => new LcmNativeContextEngine({ settings: s, rules: new SessionRules(s), logger, llm: api.runtime?.llm })
-    api.on('before_reset', (/** @type {any} */ event, /** @type {any} */ ctx) =>
-      lifecycle().beforeReset({ reason: event?.reason, sessionId: ctx?.sessionId, sessionKey: ctx?.sessionKey }),
-    )
-    api.on('session_end', (/** @type {any} */ event) =>
-      lifecycle().sessionEnd({ reason: event?.reason, sessionId: event?.sessionId, sessionKey: event?.sessionKey, nextSessionKey: event?.nextSessionKey }),
-    )
+    api.on('before_reset', (event, ctx) => {
+      const e = hookFields(event)
+      const c = hookFields(ctx)
+      return lifecycle().beforeReset({ reason: e.reason, sessionId: c.sessionId, sessionKey: c.sessionKey })
+    })
+    api.on('session_end', (event) => {
+      const e = hookFields(event)
+      return lifecycle().sessionEnd({ reason: e.reason, sessionId: e.sessionId, sessionKey: e.sessionKey, nextSessionKey: e.nextSessionKey })
+    })
   }
 
   if (settings && typeof api.registerTool === 'function') {
     const s = settings
     for (const [i, name] of TOOL_NAMES.entries()) {
-      api.registerTool((/** @type {any} */ ctx) => recallTools(s, ctx ?? {}, api.runtime?.llm)[i], { name })
+      api.registerTool((ctx) => recallTools(s, ctx ?? {}, api.runtime?.llm)[i], { name })
     }
   }
 }

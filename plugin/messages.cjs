@@ -6,7 +6,10 @@
 // reads the same whichever plugin wrote it), and wraps kinds it does not know so that one new
 // message kind can never make a turn uncommittable.
 
-/** Roles and message kinds the engine stores as they are. */
+/**
+ * Roles and message kinds the engine stores as they are (`IngestMessage['role']`).
+ * @type {ReadonlySet<string>}
+ */
 const STORED_ROLES = new Set([
   'user',
   'assistant',
@@ -25,9 +28,29 @@ const RUNTIME_CONTEXT_TYPE = 'openclaw.runtime-context'
 /** The host's own entries (`role: "custom"`), which it never sends to the model. */
 const HOST_CUSTOM_ROLE = 'custom'
 
-/** @param {unknown} v @returns {v is Record<string, any>} */
+/**
+ * @typedef {import('../index.js').IngestMessage} IngestMessage
+ */
+
+/** @param {unknown} v @returns {v is Record<string, unknown>} */
 function isRecord(v) {
   return typeof v === 'object' && v !== null && !Array.isArray(v)
+}
+
+/**
+ * A message the engine takes as the host sent it: an object of a role it stores. The rest of
+ * its shape (content blocks, a tool result's call id, times) is the engine's to check, as it
+ * checks every message: it refuses a malformed one with E_INVALID_INPUT, and the plugin then
+ * stores the batch as text (`asPlainText`).
+ * @param {unknown} m @returns {m is IngestMessage}
+ */
+function isIngestMessage(m) {
+  return isRecord(m) && typeof m.role === 'string' && STORED_ROLES.has(m.role)
+}
+
+/** @param {readonly unknown[]} list @returns {list is IngestMessage[]} */
+function isIngestBatch(list) {
+  return list.every(isIngestMessage)
 }
 
 /**
@@ -64,24 +87,31 @@ function safeJson(v) {
  * @param {unknown} v
  */
 function flatJson(v) {
-  /** @param {unknown} x */
+  /** @param {unknown} x @returns {unknown} */
   const plain = (x) => {
     if (typeof x === 'bigint') return x.toString()
-    if (x !== null && typeof x === 'object' && typeof (/** @type {any} */ (x).toJSON) === 'function') return /** @type {any} */ (x).toJSON()
+    if (x !== null && typeof x === 'object') {
+      const toJSON = /** @type {{ toJSON?: unknown }} */ (x).toJSON
+      if (typeof toJSON === 'function') return toJSON.call(x)
+    }
     return x
   }
   /** @param {unknown} x */
   const scalar = (x) => (typeof x === 'string' || typeof x === 'number' || typeof x === 'boolean' || x === null ? JSON.stringify(x) : undefined)
   const out = []
   const open = new Set()
-  /** @type {{ value: any, keys: string[] | null, at: number, wrote: boolean }[]} */
+  /**
+   * The containers open, innermost last: an array, or an object and its keys.
+   * @type {({ array: true, value: readonly unknown[], at: number, wrote: boolean } | { array: false, value: Record<string, unknown>, keys: string[], at: number, wrote: boolean })[]}
+   */
   const stack = []
   /** Writes a value, or opens a container (pushed). @param {unknown} raw @param {boolean} inArray @returns {boolean} written */
   const start = (raw, inArray) => {
     const x = plain(raw)
     const s = scalar(x)
     if (s !== undefined) return out.push(s) > 0
-    if (typeof x !== 'object' || x === undefined) {
+    // Not a container (null was a scalar above): a function, a symbol, undefined.
+    if (typeof x !== 'object' || x === null) {
       if (inArray) out.push('null')
       return inArray
     }
@@ -89,22 +119,31 @@ function flatJson(v) {
     open.add(x)
     const isArray = Array.isArray(x)
     out.push(isArray ? '[' : '{')
-    stack.push({ value: x, keys: isArray ? null : Object.keys(x), at: 0, wrote: false })
+    if (isArray) stack.push({ array: true, value: x, at: 0, wrote: false })
+    else stack.push({ array: false, value: /** @type {Record<string, unknown>} */ (x), keys: Object.keys(x), at: 0, wrote: false })
     return true
   }
   if (!start(v, true)) return String(v)
   while (stack.length > 0) {
     const top = stack[stack.length - 1]
-    const length = top.keys ? top.keys.length : top.value.length
+    // (`=== true`: the scripts' non-strict check narrows the frame only on a comparison.)
+    const length = top.array === true ? top.value.length : top.keys.length
     if (top.at >= length) {
-      out.push(top.keys ? '}' : ']')
+      out.push(top.array ? ']' : '}')
       open.delete(top.value)
       stack.pop()
       continue
     }
     const i = top.at++
-    const key = top.keys ? top.keys[i] : null
-    const child = key === null ? top.value[i] : top.value[key]
+    /** @type {string | null} */
+    let key = null
+    /** @type {unknown} */
+    let child
+    if (top.array === true) child = top.value[i]
+    else {
+      key = top.keys[i]
+      child = top.value[key]
+    }
     // An object's member that JSON leaves out (undefined, a function) writes nothing.
     if (key !== null && (child === undefined || typeof child === 'function' || typeof child === 'symbol')) continue
     const mark = out.length
@@ -121,14 +160,14 @@ function flatJson(v) {
  * context among them) are left out; anything that is not a message object, or of a kind the engine does not know, is kept as a
  * `custom` message holding its JSON.
  * @param {readonly unknown[]} messages
- * @returns {Record<string, unknown>[]}
+ * @returns {IngestMessage[]}
  */
 function toIngest(messages) {
-  /** @type {Record<string, unknown>[]} */
+  /** @type {IngestMessage[]} */
   const out = []
   for (const m of Array.isArray(messages) ? messages : []) {
     if (isRecord(m) && m.role === HOST_CUSTOM_ROLE) continue
-    if (isRecord(m) && typeof m.role === 'string' && STORED_ROLES.has(m.role)) {
+    if (isIngestMessage(m)) {
       out.push(m)
       continue
     }
@@ -146,7 +185,8 @@ function toIngest(messages) {
 /**
  * A last resort for a batch the engine refused: every message as a plain text message of a
  * role the engine always takes, so the turn is still stored (verbatim, as JSON).
- * @param {readonly Record<string, unknown>[]} messages
+ * @param {readonly IngestMessage[]} messages
+ * @returns {IngestMessage[]}
  */
 function asPlainText(messages) {
   return messages.map((m) => ({
@@ -177,9 +217,12 @@ function isHeartbeatTurn(messages) {
 /**
  * The newest of `messages` that fit `tokenBudget` (the newest one always), never starting
  * with a tool result whose call was left out. Walks back only as far as it keeps.
- * @param {any[]} messages @param {number} tokenBudget @param {(m: unknown) => number} estimate
+ * @template T
+ * @param {readonly T[]} messages @param {number} tokenBudget @param {(m: T) => number} estimate
  */
 function newestWithin(messages, tokenBudget, estimate) {
+  /** @param {T} m */
+  const isToolResult = (m) => isRecord(m) && m.role === 'toolResult'
   let total = 0
   let start = messages.length
   /** @type {number[]} */
@@ -191,11 +234,11 @@ function newestWithin(messages, tokenBudget, estimate) {
     sizes.unshift(t)
     start = i
   }
-  while (start < messages.length - 1 && messages[start]?.role === 'toolResult') {
+  while (start < messages.length - 1 && isToolResult(messages[start])) {
     total -= /** @type {number} */ (sizes.shift())
     start++
   }
   return { messages: messages.slice(start), estimatedTokens: total }
 }
 
-module.exports = { asPlainText, flatJson, isHeartbeatTurn, isRecord, newestWithin, safeJson, toIngest, RUNTIME_CONTEXT_TYPE }
+module.exports = { asPlainText, flatJson, isHeartbeatTurn, isIngestBatch, isRecord, newestWithin, safeJson, toIngest, RUNTIME_CONTEXT_TYPE }

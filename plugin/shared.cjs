@@ -165,8 +165,10 @@ async function settleInflight(ms, works) {
 const spoolPath = (dbPath) => `${dbPath}.lcm-native-pending.jsonl`
 
 /**
- * @typedef {{ target: { sessionKey?: string, sessionId?: string }, messages: unknown[], advancementKey?: string,
- *   turn?: import('../index.js').TurnRecord }} SpooledTurn
+ * A turn as the spool file holds it (one JSON line): what `ingest` takes, written by the
+ * plugin itself (the engine checks it again when it is stored).
+ * @typedef {{ target: import('../index.js').ConversationTarget, messages: import('../index.js').IngestMessage[],
+ *   advancementKey?: string, turn?: import('../index.js').TurnRecord }} SpooledTurn
  * @param {string} dbPath @param {SpooledTurn} turn
  */
 function spool(dbPath, turn) {
@@ -291,6 +293,15 @@ async function drainSpool(dbPath, engine, onHeld) {
   }
 }
 
+/**
+ * The target a spooled turn is stored under: by key alone when it has one (the session id it
+ * was spooled with may be an old one by now).
+ * @param {import('../index.js').ConversationTarget} target @returns {import('../index.js').ConversationTarget}
+ */
+function byKey(target) {
+  return typeof target === 'object' && target !== null && 'sessionKey' in target && target.sessionKey ? { sessionKey: target.sessionKey } : target
+}
+
 /** `drainSpool` under the lock. @param {string} dbPath @param {string} file @param {LcmEngine} engine @param {(turn: SpooledTurn, error: string) => void} [onHeld] */
 async function drainLocked(dbPath, file, engine, onHeld) {
   // Files taken by a drain that did not finish (a crash, a kill, a turn that failed) are
@@ -337,17 +348,16 @@ async function drainLocked(dbPath, file, engine, onHeld) {
     }
     for (const [i, t] of turns.entries()) {
       const options = t.advancementKey ? { advancementKey: t.advancementKey, ...(t.turn ? { turn: t.turn } : {}) } : undefined
-      // By key alone: the session id it was spooled with may be an old one by now.
-      const target = t.target?.sessionKey ? { sessionKey: t.target.sessionKey } : t.target
+      const target = byKey(t.target)
       try {
-        await engine.ingest(/** @type {any} */ (target), /** @type {any} */ (t.messages), options)
+        await engine.ingest(target, t.messages, options)
         stored++
       } catch (err) {
         const code = /** @type {{ code?: string }} */ (err)?.code
         try {
           // A batch the engine refuses as input is stored as text rather than kept forever.
           if (code !== 'E_INVALID_INPUT') throw err
-          await engine.ingest(/** @type {any} */ (target), /** @type {any} */ (asPlainText(/** @type {any} */ (t.messages))), options)
+          await engine.ingest(target, asPlainText(t.messages), options)
           stored++
         } catch (failed) {
           const failure = /** @type {{ code?: string, message?: string }} */ (failed)

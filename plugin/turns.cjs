@@ -25,8 +25,21 @@ function canonical(v) {
 }
 
 /**
+ * The fields of the host's commitTurn parameters that lossless-claw hashes and records.
+ * @typedef {{ admission?: unknown, terminal?: unknown, isHeartbeat?: unknown, messages?: unknown, sessionId?: unknown, sessionKey?: unknown }} CommitParams
+ */
+
+/**
+ * The value at `key` of `v`, or undefined when `v` is not an object (`v?.[key]`).
+ * @param {unknown} v @param {string} key @returns {unknown}
+ */
+function fieldOf(v, key) {
+  return typeof v === 'object' && v !== null ? /** @type {Record<string, unknown>} */ (v)[key] : undefined
+}
+
+/**
  * The hash lossless-claw 1.x stores in `turn_advancements.payload_hash` for a commitTurn call.
- * @param {Record<string, any>} p the host's commitTurn parameters
+ * @param {CommitParams} p the host's commitTurn parameters
  */
 function payloadHash(p) {
   const payload = {
@@ -43,21 +56,22 @@ function payloadHash(p) {
 /**
  * The `turn` option of `ingest` for a commitTurn call, or undefined when the host gave no
  * admission and terminal entries (an older host): then only lcm-native's own key is kept.
- * @param {Record<string, any>} p
+ * @param {CommitParams} p
  * @returns {import('../index.js').TurnRecord | undefined}
  */
 function turnRecord(p) {
   const admission = p?.admission
-  const terminal = p?.terminal
-  const sessionId = admission?.sessionId ?? p?.sessionId
-  if (typeof admission?.entryId !== 'string' || typeof terminal?.entryId !== 'string' || typeof sessionId !== 'string') return undefined
-  const sessionKey = admission?.sessionKey ?? p?.sessionKey
+  const admissionEntryId = fieldOf(admission, 'entryId')
+  const terminalEntryId = fieldOf(p?.terminal, 'entryId')
+  const sessionId = fieldOf(admission, 'sessionId') ?? p?.sessionId
+  if (typeof admissionEntryId !== 'string' || typeof terminalEntryId !== 'string' || typeof sessionId !== 'string') return undefined
+  const sessionKey = fieldOf(admission, 'sessionKey') ?? p?.sessionKey
   return {
     payloadHash: payloadHash(p),
     sessionId,
     ...(typeof sessionKey === 'string' ? { sessionKey } : {}),
-    admissionEntryId: admission.entryId,
-    terminalEntryId: terminal.entryId,
+    admissionEntryId,
+    terminalEntryId,
   }
 }
 

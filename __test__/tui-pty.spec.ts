@@ -87,6 +87,53 @@ describe('tui in a pseudo-terminal', () => {
     }
   })
 
+  it('takes every key of one write: jjj moves the cursor three rows', async () => {
+    const dbPath = join(tempDir(), 'burst.db')
+    const engine = await LcmEngine.open({ dbPath })
+    for (let i = 1; i <= 5; i++) await engine.ingest({ sessionId: `burst-${i}` }, [{ role: 'user', content: `conversation ${i}` }])
+    await engine.close()
+
+    const env: Record<string, string> = {}
+    for (const [k, v] of Object.entries(process.env)) {
+      if (v !== undefined && k !== 'CI' && !/^(LCM_|ANTHROPIC_|OPENAI_)/.test(k)) env[k] = v
+    }
+    env.HOME = tempDir()
+    env.TERM = 'xterm-256color'
+    const term = spawn(process.execPath, [join(ROOT, 'bin', 'lcm-native.cjs'), 'tui', '--db', dbPath], { cols: 140, rows: 30, env, cwd: ROOT })
+    let raw = ''
+    term.onData((d) => (raw += d))
+    const exited = new Promise<number>((resolve) => term.onExit((e) => resolve(e.exitCode)))
+    let mark = 0
+    const waitFor = async (pattern: RegExp, what: string) => {
+      const deadline = Date.now() + 20_000
+      for (;;) {
+        const m = pattern.exec(raw.replace(ANSI, '').slice(mark))
+        if (m) {
+          mark += m.index + m[0].length
+          return m
+        }
+        if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; screen:\n${raw.replace(ANSI, '').slice(-3000)}`)
+        await new Promise((r) => setTimeout(r, 50))
+      }
+    }
+    try {
+      // The list drawn with the cursor (›) on the first of the five.
+      await waitFor(/›\s+1\s+burst-1\b[\s\S]*burst-5/, 'the conversation list')
+      await new Promise((r) => setTimeout(r, 150))
+      // Three keys in one write reach the app as one input of three characters.
+      term.write('jjj')
+      await waitFor(/›\s+4\s+burst-4\b/, 'the cursor on the fourth conversation')
+      await new Promise((r) => setTimeout(r, 150))
+      term.write('\r')
+      await waitFor(/conversation 4: 0 summaries/, 'the fourth conversation opened')
+      await new Promise((r) => setTimeout(r, 150))
+      term.write('q')
+      expect(await exited).toBe(0)
+    } finally {
+      term.kill()
+    }
+  })
+
   it('needs a terminal, and require(\'lcm-native\') never loads Ink or React', () => {
     const dbPath = join(tempDir(), 'none.db')
     const noTty = spawnSync(process.execPath, [join(ROOT, 'bin', 'lcm-native.cjs'), 'tui', '--db', dbPath], { encoding: 'utf8', stdio: ['pipe', 'pipe', 'pipe'] })

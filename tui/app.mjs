@@ -1,38 +1,28 @@
 // @ts-check
 // The screens of `lcm-native tui` (Ink): the conversation list, a conversation's DAG with a
 // detail pane, the one-summary rewrite (`w`: preview → inflight → review → apply/discard),
-// the subtree rewrite (`W`: plan → progress → summary) and the fallback list (`f`). Every
-// read and write goes through the session (the library's engine API).
+// the subtree rewrite (`W`: plan → progress → summary) and the fallback list (`f`). The
+// component only draws `state.mjs`'s state and runs its effects; every read and write goes
+// through the session (the library's engine API).
 
 import { Box, Text, useApp, useInput, useStdout } from 'ink'
 import { createElement as h, Fragment, useCallback, useEffect, useMemo, useRef, useState } from 'react'
 
-import { count, deltaText, indexDag, planText, rowLabel, subtreePlan, timeRange, variant, visibleRows } from './tree.mjs'
+import { errorText, initialState, keysOf, reduce, shownConversations } from './state.mjs'
+import { count, deltaText, indexDag, planText, rowLabel, timeRange, variant, visibleRows } from './tree.mjs'
+
+export { errorText }
 
 /** @typedef {import('./session.mjs').TuiSession} TuiSession */
 /** @typedef {import('../index.js').ConversationInfo} ConversationInfo */
 /** @typedef {import('../index.js').DagNode} DagNode */
-/** @typedef {import('../index.js').RewritePreview} RewritePreview */
-/** @typedef {import('../index.js').RewriteEntry} RewriteEntry */
-/** @typedef {import('../index.js').RewriteProgress} RewriteProgress */
-/** @typedef {import('../index.js').SummaryVersion} SummaryVersion */
-
-/**
- * @typedef {{ type: 'rewrite', phase: 'loading' | 'preview' | 'inflight' | 'review' | 'applying', summaryId: string,
- *             preview?: RewritePreview, entry?: RewriteEntry, showDiff: boolean, scroll: number }
- *   | { type: 'subtree', phase: 'plan' | 'running' | 'stopping' | 'done', summaryId: string,
- *       plan: ReturnType<typeof subtreePlan>, progress?: RewriteProgress, line?: string }
- *   | { type: 'versions', phase: 'shown', summaryId: string, versions: SummaryVersion[], scroll: number }} Dialog
- */
+/** @typedef {import('./state.mjs').Dialog} Dialog */
+/** @typedef {import('./state.mjs').Effect} Effect */
+/** @typedef {import('./state.mjs').Event} Event */
+/** @typedef {import('./state.mjs').SubtreeOutcome} SubtreeOutcome */
+/** @typedef {import('./state.mjs').Reload} Reload */
 
 const SPINNER = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏']
-
-/** "E_CODE: message" of a rejection. @param {unknown} err */
-export function errorText(err) {
-  const e = /** @type {{ code?: string, message?: string }} */ (err)
-  const message = String(e?.message ?? err).split('\n')[0].slice(0, 300)
-  return e?.code ? `${e.code}: ${message}` : message
-}
 
 /** The lines `text` shows in a window of `height` lines from `scroll`. @param {string} text @param {number} scroll @param {number} height */
 function windowLines(text, scroll, height) {
@@ -51,6 +41,88 @@ function Lines({ lines, color }) {
 }
 
 /**
+ * Runs one of the reducer's effects against the session and dispatches what came of it.
+ * @param {Effect} effect
+ * @param {{ session: TuiSession, dispatch: (event: Event) => void, exit: () => void, inflight: { current: AbortController | null } }} app
+ *   `inflight` holds the controller of the call or run in flight (the `abort` effect aborts it)
+ */
+async function runEffect(effect, { session, dispatch, exit, inflight }) {
+  const failed = (/** @type {unknown} */ err) => dispatch({ type: 'failed', effect, error: errorText(err), mode: session.mode })
+  switch (effect.type) {
+    case 'exit':
+      return exit()
+    case 'abort':
+      return inflight.current?.abort()
+    case 'loadConversations':
+      return session.conversations().then((conversations) => dispatch({ type: 'conversationsLoaded', conversations }), failed)
+    case 'loadDag': {
+      const { conversationId } = effect
+      return session.dag(conversationId).then((dag) => dispatch({ type: 'dagLoaded', conversationId, dag }), failed)
+    }
+    case 'loadVersions': {
+      const { summaryId } = effect
+      return session.history(summaryId).then((versions) => dispatch({ type: 'versionsLoaded', summaryId, versions }), failed)
+    }
+    case 'preview': {
+      const { summaryId } = effect
+      return session.preview(effect.conversationId, summaryId).then((preview) => dispatch({ type: 'previewLoaded', summaryId, preview }), failed)
+    }
+    case 'rewriteOne': {
+      const controller = new AbortController()
+      inflight.current = controller
+      try {
+        const entry = await session.rewriteOne(effect.conversationId, effect.summaryId, controller.signal)
+        // A cancelled call's late answer is dropped: the dialog is gone.
+        if (!controller.signal.aborted) dispatch({ type: 'rewritten', summaryId: effect.summaryId, entry })
+      } catch (err) {
+        if (!controller.signal.aborted) failed(err)
+      } finally {
+        if (inflight.current === controller) inflight.current = null
+      }
+      return
+    }
+    case 'apply':
+      try {
+        const entry = await session.apply(effect.conversationId, effect.entry)
+        const dag = await session.dag(effect.conversationId)
+        const conversations = await session.conversations()
+        dispatch({ type: 'applied', entry, mode: session.mode, dag, conversations })
+      } catch (err) {
+        failed(err)
+      }
+      return
+    case 'rewriteSubtree': {
+      const controller = new AbortController()
+      inflight.current = controller
+      /** @type {SubtreeOutcome} */
+      let outcome
+      try {
+        const result = await session.rewriteSubtree(effect.conversationId, effect.summaryId, controller.signal, (progress) =>
+          dispatch({ type: 'subtreeProgress', progress }),
+        )
+        const written = result.entries.filter((e) => e.applied).length
+        outcome = { kind: 'done', written, total: result.entries.length, tokensBefore: result.tokensBefore, tokensAfter: result.tokensAfter }
+      } catch (err) {
+        const stopped = /** @type {{ code?: string }} */ (err)?.code === 'E_ABORTED'
+        outcome = stopped ? { kind: 'stopped' } : { kind: 'failed', error: errorText(err) }
+      } finally {
+        if (inflight.current === controller) inflight.current = null
+      }
+      // What was written stays written: the DAG is read again however the run ended.
+      /** @type {Reload} */
+      let reload
+      try {
+        reload = { dag: await session.dag(effect.conversationId), conversations: await session.conversations() }
+      } catch (err) {
+        reload = { error: errorText(err) }
+      }
+      dispatch({ type: 'subtreeFinished', summaryId: effect.summaryId, outcome, mode: session.mode, reload })
+      return
+    }
+  }
+}
+
+/**
  * @param {{ session: TuiSession, dbPath: string, summarizer: string, initialConversation?: number }} props
  */
 export function App({ session, dbPath, summarizer, initialConversation }) {
@@ -60,72 +132,37 @@ export function App({ session, dbPath, summarizer, initialConversation }) {
   const columns = Math.max(60, stdout?.columns ?? 100)
   const bodyHeight = rows - 5
 
-  const [screen, setScreen] = useState(/** @type {'conversations' | 'dag'} */ ('conversations'))
-  const [conversations, setConversations] = useState(/** @type {ConversationInfo[] | null} */ (null))
-  const [convCursor, setConvCursor] = useState(0)
-  const [filter, setFilter] = useState('')
-  const [filtering, setFiltering] = useState(false)
-  const [conversationId, setConversationId] = useState(/** @type {number | null} */ (null))
-  const [dag, setDag] = useState(/** @type {DagNode[]} */ ([]))
-  const [expanded, setExpanded] = useState(/** @type {Set<string>} */ (new Set()))
-  const [cursor, setCursor] = useState(0)
-  const [detailScroll, setDetailScroll] = useState(0)
-  const [fallbacksOnly, setFallbacksOnly] = useState(false)
-  const [dialog, setDialog] = useState(/** @type {Dialog | null} */ (null))
-  const [status, setStatus] = useState(/** @type {{ kind: 'info' | 'error', text: string }} */ ({ kind: 'info', text: '' }))
-  const [mode, setMode] = useState(session.mode)
+  const [state, setState] = useState(() => initialState({ mode: session.mode, initialConversation }))
   const [tick, setTick] = useState(0)
-  /** The controller of the call or run in flight (esc aborts it). */
+  // The reducer always sees the newest state, even for several events in one tick (the keys
+  // of one burst, an answer arriving between two keys), so the state lives in a ref and
+  // `setState` only asks for a render.
+  const latest = useRef(state)
   const inflight = useRef(/** @type {AbortController | null} */ (null))
+  const dispatch = useMemo(() => {
+    /** @param {Event} event */
+    const dispatch = (event) => {
+      const { state: next, effects } = reduce(latest.current, event)
+      latest.current = next
+      setState(next)
+      for (const effect of effects) void runEffect(effect, { session, dispatch, exit, inflight })
+    }
+    return dispatch
+  }, [session, exit])
 
-  const fail = useCallback((/** @type {unknown} */ err) => setStatus({ kind: 'error', text: errorText(err) }), [])
+  useEffect(() => dispatch({ type: 'start' }), [])
 
-  useEffect(() => {
-    session.conversations().then(setConversations, fail)
-  }, [session, fail])
+  useInput(
+    useCallback((input, key) => {
+      for (const k of keysOf(input, key)) dispatch({ type: 'key', key: k })
+    }, [dispatch]),
+  )
 
-  const shown = useMemo(() => {
-    const all = conversations ?? []
-    const f = filter.trim().toLowerCase()
-    if (!f) return all
-    return all.filter((c) => `${c.conversationId} ${c.sessionId} ${c.sessionKey ?? ''}`.toLowerCase().includes(f))
-  }, [conversations, filter])
-
+  const { screen, conversations, convCursor, filter, filtering, dag, expanded, cursor, detailScroll, fallbacksOnly, dialog, status, mode } = state
+  const shown = useMemo(() => shownConversations(conversations, filter), [conversations, filter])
   const byId = useMemo(() => indexDag(dag), [dag])
   const treeRows = useMemo(() => visibleRows(dag, expanded, fallbacksOnly), [dag, expanded, fallbacksOnly])
   const selected = treeRows[Math.min(cursor, treeRows.length - 1)]?.node
-
-  const openConversation = useCallback(
-    async (/** @type {number} */ id) => {
-      try {
-        const nodes = await session.dag(id)
-        setConversationId(id)
-        setDag(nodes)
-        setExpanded(new Set())
-        setCursor(0)
-        setDetailScroll(0)
-        setFallbacksOnly(false)
-        setScreen('dag')
-        setStatus({ kind: 'info', text: `conversation ${id}: ${nodes.length} summaries` })
-      } catch (err) {
-        fail(err)
-      }
-    },
-    [session, fail],
-  )
-
-  useEffect(() => {
-    if (initialConversation !== undefined && conversations) void openConversation(initialConversation)
-  }, [initialConversation, conversations !== null])
-
-  /** Reads the conversation's DAG (and the list's counts) again; returns the new DAG. */
-  const reloadDag = useCallback(async () => {
-    if (conversationId === null) return []
-    const nodes = await session.dag(conversationId)
-    setDag(nodes)
-    setConversations(await session.conversations())
-    return nodes
-  }, [session, conversationId])
 
   // The spinner turns while a call or a run is in flight.
   const spinning = dialog !== null && ['loading', 'inflight', 'applying', 'running', 'stopping'].includes(dialog.phase)
@@ -134,229 +171,6 @@ export function App({ session, dbPath, summarizer, initialConversation }) {
     const t = setInterval(() => setTick((n) => n + 1), 100)
     return () => clearInterval(t)
   }, [spinning])
-
-  const startRewrite = useCallback(
-    async (/** @type {DagNode} */ node) => {
-      if (conversationId === null) return
-      setDialog({ type: 'rewrite', phase: 'loading', summaryId: node.summaryId, showDiff: false, scroll: 0 })
-      try {
-        const preview = await session.preview(conversationId, node.summaryId)
-        setDialog({ type: 'rewrite', phase: 'preview', summaryId: node.summaryId, preview, showDiff: false, scroll: 0 })
-      } catch (err) {
-        setDialog(null)
-        fail(err)
-      }
-    },
-    [session, conversationId, fail],
-  )
-
-  const send = useCallback(
-    async (/** @type {Dialog & { type: 'rewrite' }} */ d) => {
-      if (conversationId === null) return
-      const controller = new AbortController()
-      inflight.current = controller
-      setDialog({ ...d, phase: 'inflight', scroll: 0 })
-      try {
-        const entry = await session.rewriteOne(conversationId, d.summaryId, controller.signal)
-        if (controller.signal.aborted) return
-        if (entry.level === 'fallback') {
-          setDialog(null)
-          setStatus({ kind: 'error', text: `E_SUMMARIZER: the summarizer gave nothing usable for ${d.summaryId}; it was left as it was` })
-          return
-        }
-        setDialog({ ...d, phase: 'review', entry, scroll: 0 })
-      } catch (err) {
-        if (controller.signal.aborted) return
-        setDialog(null)
-        fail(err)
-      } finally {
-        if (inflight.current === controller) inflight.current = null
-      }
-    },
-    [session, conversationId, fail],
-  )
-
-  const applyReviewed = useCallback(
-    async (/** @type {Dialog & { type: 'rewrite' }} */ d) => {
-      if (conversationId === null || !d.entry) return
-      setDialog({ ...d, phase: 'applying' })
-      try {
-        const entry = await session.apply(conversationId, d.entry)
-        setMode(session.mode)
-        await reloadDag()
-        setDialog(null)
-        setStatus({ kind: 'info', text: `applied ${entry.summaryId}: ${deltaText(entry.oldTokens, entry.newTokens)}` })
-      } catch (err) {
-        setMode(session.mode)
-        setDialog(null)
-        fail(err)
-      }
-    },
-    [session, conversationId, reloadDag, fail],
-  )
-
-  const runSubtree = useCallback(
-    async (/** @type {Dialog & { type: 'subtree' }} */ d) => {
-      if (conversationId === null) return
-      const controller = new AbortController()
-      inflight.current = controller
-      setDialog({ ...d, phase: 'running' })
-      const before = d.plan.tokens
-      let done = 0
-      let line
-      try {
-        const result = await session.rewriteSubtree(conversationId, d.summaryId, controller.signal, (p) => {
-          done = p.done
-          setDialog((cur) => (cur && cur.type === 'subtree' && cur.phase !== 'done' ? { ...cur, progress: p } : cur))
-        })
-        const written = result.entries.filter((e) => e.applied).length
-        line = `Rewrote ${written} of ${result.entries.length} summaries: ${count(result.tokensBefore)} → ${count(result.tokensAfter)} tokens`
-      } catch (err) {
-        const e = /** @type {{ code?: string }} */ (err)
-        line = e?.code === 'E_ABORTED' ? `Stopped after ${done} of ${d.plan.ids.length}` : errorText(err)
-        if (e?.code !== 'E_ABORTED') setStatus({ kind: 'error', text: errorText(err) })
-      } finally {
-        if (inflight.current === controller) inflight.current = null
-      }
-      setMode(session.mode)
-      /** @type {DagNode[]} */
-      let nodes = []
-      try {
-        nodes = await reloadDag()
-      } catch (err) {
-        fail(err)
-      }
-      const after = subtreeTokens(nodes, d.plan.ids)
-      setDialog({ ...d, phase: 'done', line: `${line} (subtree ${count(before)} → ${count(after)} tokens)` })
-    },
-    [session, conversationId, reloadDag, fail],
-  )
-
-  useInput((input, key) => {
-    if (key.ctrl && input === 'c') {
-      inflight.current?.abort()
-      exit()
-      return
-    }
-    // Dialogs take every key while open.
-    if (dialog?.type === 'rewrite') {
-      const scroll = (/** @type {number} */ by) => setDialog({ ...dialog, scroll: Math.max(0, dialog.scroll + by) })
-      if (input === 'J') return scroll(5)
-      if (input === 'K') return scroll(-5)
-      if (dialog.phase === 'preview') {
-        if (key.return) void send(dialog)
-        else if (key.escape || input === 'n') setDialog(null)
-      } else if (dialog.phase === 'inflight') {
-        if (key.escape) {
-          inflight.current?.abort()
-          setDialog(null)
-          setStatus({ kind: 'info', text: `cancelled: ${dialog.summaryId} was left as it was` })
-        }
-      } else if (dialog.phase === 'review') {
-        if (input === 'd') setDialog({ ...dialog, showDiff: !dialog.showDiff, scroll: 0 })
-        else if (input === 'y' || key.return) void applyReviewed(dialog)
-        else if (input === 'n' || key.escape) {
-          setDialog(null)
-          setStatus({ kind: 'info', text: `discarded: ${dialog.summaryId} was left as it was` })
-        }
-      }
-      return
-    }
-    if (dialog?.type === 'versions') {
-      if (input === 'J') setDialog({ ...dialog, scroll: dialog.scroll + 5 })
-      else if (input === 'K') setDialog({ ...dialog, scroll: Math.max(0, dialog.scroll - 5) })
-      else if (key.escape || key.return || input === 'v' || input === 'q') setDialog(null)
-      return
-    }
-    if (dialog?.type === 'subtree') {
-      if (dialog.phase === 'plan') {
-        if (input === 'y' || key.return) void runSubtree(dialog)
-        else if (input === 'n' || key.escape) setDialog(null)
-      } else if (dialog.phase === 'running') {
-        if (key.escape) {
-          inflight.current?.abort()
-          setDialog({ ...dialog, phase: 'stopping' })
-        }
-      } else if (dialog.phase === 'done') {
-        if (key.return || key.escape || input === 'q') setDialog(null)
-      }
-      return
-    }
-
-    if (screen === 'conversations') {
-      if (filtering) {
-        if (key.return) setFiltering(false)
-        else if (key.escape) {
-          setFilter('')
-          setFiltering(false)
-        } else if (key.backspace || key.delete) setFilter((f) => f.slice(0, -1))
-        else if (input && !key.ctrl && !key.meta) {
-          setFilter((f) => f + input)
-          setConvCursor(0)
-        }
-        return
-      }
-      if (input === 'q') return exit()
-      if (input === '/') return setFiltering(true)
-      if (input === 'j' || key.downArrow) return setConvCursor((c) => Math.min(c + 1, Math.max(0, shown.length - 1)))
-      if (input === 'k' || key.upArrow) return setConvCursor((c) => Math.max(0, c - 1))
-      if (key.return && shown[convCursor]) return void openConversation(shown[convCursor].conversationId)
-      return
-    }
-
-    // The DAG view.
-    if (input === 'q') return exit()
-    if (key.escape || key.backspace) {
-      setScreen('conversations')
-      setStatus({ kind: 'info', text: '' })
-      return
-    }
-    const move = (/** @type {number} */ by) => {
-      setCursor((c) => Math.max(0, Math.min(c + by, treeRows.length - 1)))
-      setDetailScroll(0)
-    }
-    if (input === 'j' || key.downArrow) return move(1)
-    if (input === 'k' || key.upArrow) return move(-1)
-    if (input === 'J') return setDetailScroll((s) => s + 5)
-    if (input === 'K') return setDetailScroll((s) => Math.max(0, s - 5))
-    const row = treeRows[cursor]
-    if ((key.return || input === 'l' || key.rightArrow) && row?.expandable && !row.expanded) {
-      return setExpanded((e) => new Set(e).add(row.node.summaryId))
-    }
-    if (input === 'h' || key.leftArrow) {
-      if (row?.expanded) {
-        return setExpanded((e) => {
-          const next = new Set(e)
-          next.delete(row.node.summaryId)
-          return next
-        })
-      }
-      // On a child: go to the node above it.
-      if (row && row.level > 0) {
-        let parent = cursor - 1
-        while (parent > 0 && treeRows[parent].level >= row.level) parent--
-        setCursor(parent)
-      }
-      return
-    }
-    if (input === 'f') {
-      setFallbacksOnly((f) => !f)
-      setCursor(0)
-      const n = dag.filter((d) => d.fallback).length
-      setStatus({ kind: 'info', text: fallbacksOnly ? '' : `${n} fallback ${n === 1 ? 'summary' : 'summaries'}: w or W repairs one` })
-      return
-    }
-    if (input === 'v' && selected) {
-      const summaryId = selected.summaryId
-      session.history(summaryId).then((versions) => setDialog({ type: 'versions', phase: 'shown', summaryId, versions, scroll: 0 }), fail)
-      return
-    }
-    if (input === 'w' && selected && row?.type === 'summary') return void startRewrite(selected)
-    if (input === 'W' && selected && row?.type === 'summary') {
-      const plan = subtreePlan(byId, selected.summaryId)
-      setDialog({ type: 'subtree', phase: 'plan', summaryId: selected.summaryId, plan })
-    }
-  })
 
   const header = h(
     Box,
@@ -388,12 +202,6 @@ export function App({ session, dbPath, summarizer, initialConversation }) {
     h(Text, { dimColor: true, wrap: 'truncate-end' }, keys),
     h(Text, { color: status.kind === 'error' ? 'red' : 'green', wrap: 'truncate-end' }, status.text || ' '),
   )
-}
-
-/** @param {DagNode[]} nodes @param {string[]} ids */
-function subtreeTokens(nodes, ids) {
-  const wanted = new Set(ids)
-  return nodes.filter((n) => wanted.has(n.summaryId)).reduce((sum, n) => sum + n.tokenCount, 0)
 }
 
 /** @param {ConversationInfo[]} list @param {number} cursor @param {number} height @param {boolean} loading */

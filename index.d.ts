@@ -232,10 +232,21 @@ export interface PassOptions {
    * `freshTailMaxTokens`). Without it the tail is bounded in messages only.
    */
   tokenBudget?: number | null
+  /**
+   * Instructions for this call's prompts (a manual `/compact …`), given to the templates as
+   * `CustomInstructions` after the configured `customInstructions`.
+   */
+  customInstructions?: string | null
+  /**
+   * When the summarizer has not answered within `summaryTimeoutMs`: `fail` (default) fails
+   * the pass with E_TIMEOUT, writing nothing; `fallback` writes the deterministic fallback
+   * summary, marked for repair.
+   */
+  onSummaryTimeout?: SummaryTimeoutPolicy
 }
 
 /** What a sweep must reach before it may stop early. */
-export type SweepTarget = 'threshold' | 'budget'
+export type SweepTarget = 'threshold' | 'budget' | 'fit' | 'leaf'
 
 /** Options of `compact`, a sweep. */
 export interface CompactOptions {
@@ -243,12 +254,7 @@ export interface CompactOptions {
   tokenBudget: number
   /** Sweep even when under the threshold. */
   force?: boolean
-  /**
-   * `threshold` (default): compact what is due outside the fresh tail. `budget` (a host's
-   * preflight or overflow): when that leaves the context over `contextThreshold ×
-   * tokenBudget`, compact into the fresh tail too, oldest first, down to the newest turn
-   * (`compactedTail: true` in the result).
-   */
+  /** What the sweep must reach (see `SweepTarget`). Default `threshold`. */
   target?: SweepTarget
   /** Condense with `condensedMinFanoutHard` instead of the normal fanout. */
   hardTrigger?: boolean
@@ -256,6 +262,17 @@ export interface CompactOptions {
   depth?: number | null
   /** Recorded in `summaries.model` for summaries the callback wrote. Default "unknown". */
   model?: string | null
+  /**
+   * Instructions for this sweep's prompts (a manual `/compact …`), given to the templates
+   * as `CustomInstructions` after the configured `customInstructions`.
+   */
+  customInstructions?: string | null
+  /**
+   * When the summarizer has not answered within `summaryTimeoutMs`: `fail` (default) ends
+   * the sweep with E_TIMEOUT (passes already written stay); `fallback` writes the
+   * deterministic fallback summary, marked for repair, and goes on.
+   */
+  onSummaryTimeout?: SummaryTimeoutPolicy
   /**
    * Stops the sweep before its next pass (`stopReason: 'aborted'`); passes already written
    * stay.
@@ -447,6 +464,9 @@ export interface PromptOptions {
   /** Directory searched first for prompt templates (as the engine's `promptDir`). */
   promptDir?: string | null
 }
+
+/** What a pass does when the summarizer has not answered within `summaryTimeoutMs`. */
+export type SummaryTimeoutPolicy = 'fail' | 'fallback'
 
 /** What an ingest call did (the core's part of `IngestResult`). */
 export interface IngestOutcome {
@@ -695,6 +715,11 @@ export interface SummarizeRequest {
   inputCount: number
   /** The time range the inputs cover, in the configured zone. */
   timeRange: string
+  /**
+   * How long the engine waits for this call (`summaryTimeoutMs`): a callback may give up
+   * its own request then, as the engine has.
+   */
+  timeoutMs: number
 }
 
 /** How a summary was obtained. */
@@ -743,6 +768,22 @@ export type StopReason =
   | 'deadline'
   | 'auth-failure'
   | 'aborted'
+  | 'fits'
+
+/**
+ * Where the assembled context stands against a sweep's `tokenBudget` (`target: 'fit'`
+ * and every `compact`): what `assemble` would send before and after the sweep.
+ */
+export interface ContextFit {
+  /** `assemble`'s `estimatedTokens` for the budget before the sweep, and after it. */
+  tokensBefore: number
+  tokensAfter: number
+  /** After the sweep: within the budget, the fresh tail included. */
+  fits: boolean
+  /** The fresh tail after the sweep (never compacted below the newest turn). */
+  freshTailItems: number
+  freshTailTokens: number
+}
 
 /** The outcome of `compact`. */
 export interface SweepResult {
@@ -774,6 +815,8 @@ export interface SweepResult {
   durationMs: number
   /** Time spent waiting for the summarizer; `durationMs − summarizerMs` is bookkeeping. */
   summarizerMs: number
+  /** The assembled context against the budget, before and after (set by `LcmEngine.compact`). */
+  fit?: ContextFit
 }
 
 /** The leaf trigger: raw tokens outside the fresh tail against a leaf chunk. */

@@ -59,6 +59,30 @@ describe('leafPass and condensedPass', () => {
     await engine.close()
   })
 
+  it('compact answers for the host: leaf-only maintenance, fitting a budget with the estimate, per-call instructions, timeout policy', async () => {
+    const { engine, conversationId } = await setup({ summaryTimeoutMs: 200, maxSweepIterations: 100 })
+    const prompts: string[] = []
+    const leaf = await engine.compact(conversationId, async (prompt, req) => {
+      prompts.push(prompt)
+      expect(req.timeoutMs).toBe(200)
+      return stub(prompt, req)
+    }, { tokenBudget: 1_000_000, target: 'leaf', customInstructions: 'Keep PORT-4242.' })
+    expect(leaf.leafPasses).toBeGreaterThan(0)
+    expect(leaf.condensedPasses, JSON.stringify(leaf)).toEqual({})
+    expect((await engine.evaluate(conversationId, { tokenBudget: 1_000_000 })).leafTrigger, JSON.stringify(leaf)).toMatchObject({ shouldCompact: false })
+    expect(prompts.every((p) => p.includes('Keep PORT-4242.'))).toBe(true)
+    const fits = await engine.compact(conversationId, stub, { tokenBudget: 1_000_000, target: 'fit' })
+    expect(fits).toMatchObject({ actionTaken: false, stopReason: 'fits', fit: { fits: true } })
+    expect(fits.fit!.tokensAfter).toBe((await engine.assemble(conversationId, { tokenBudget: 1_000_000 })).estimatedTokens)
+    // A model that never answers: the fallback when asked for, else E_TIMEOUT.
+    const never = () => new Promise<string>(() => {})
+    expect((await rejection(engine.leafPass(conversationId, never, { tokenBudget: 50 }))).code).toBe('E_TIMEOUT')
+    const fallback = await engine.leafPass(conversationId, never, { tokenBudget: 50, onSummaryTimeout: 'fallback' })
+    expect(fallback?.level).toBe('fallback')
+    expect((await engine.verify(conversationId)).ok).toBe(true)
+    await engine.close()
+  })
+
   it('returns null when there is nothing to do', async () => {
     const { engine, conversationId } = await setup({ freshTailCount: 100 })
     expect(await engine.leafPass(conversationId, stub)).toBeNull()
@@ -91,7 +115,7 @@ describe('callback failures', () => {
     ['resolves an object', async () => ({ text: 'x' }) as unknown as string, 'E_SUMMARIZER'],
   ]
   it.each(cases)('a callback that %s fails the pass and leaves the database byte-for-byte as it was', async (_name, summarize, code) => {
-    const { engine, conversationId } = await setup({ summaryTimeoutMs: 200 })
+    const { engine, conversationId } = await setup({ summaryTimeoutMs: 200, maxSweepIterations: 100 })
     await engine.leafPass(conversationId, stub)
     const before = await engine.verify()
     const err = await rejection(engine.leafPass(conversationId, summarize))

@@ -290,17 +290,14 @@ class LcmNativeContextEngine {
 
   /**
    * The summarizer for one operation, with the session-bound LLM when the call carries one.
-   * @param {HostParams} p @param {string | undefined} customInstructions
+   * @param {HostParams} p
    */
-  summarizerFor(p, customInstructions) {
+  summarizerFor(p) {
     const llm = obj(p.runtimeContext).llm ?? this.llm
     const model = obj(obj(p.runtimeSettings).model)
     const made = makeSummarizer({
       llm: typeof obj(llm).complete === 'function' ? /** @type {LlmLike} */ (llm) : undefined,
       summaryModel: this.settings.summaryModel,
-      // Answer (with the fallback) before the engine itself gives up on the call.
-      timeoutMs: Math.max(100, Math.floor(Number(this.settings.engineOptions().summaryTimeoutMs ?? 60000) * 0.9)),
-      customInstructions,
       signal: signalOf(p),
       memory: shared().memory,
       logOnce: (k, level, m) => this.logOnce(k, level, m),
@@ -576,22 +573,13 @@ class LcmNativeContextEngine {
     const tokenBudget = this.maintenanceBudgetOf(s, p)
     const ev = await engine.evaluate(conv.conversationId, { tokenBudget })
     if (!ev.shouldCompact && !ev.leafTrigger.shouldCompact) return 'nothing to do'
-    const { summarize, model } = this.summarizerFor(p, undefined)
-    if (ev.shouldCompact) {
-      // Over the threshold: compact until under it, into the fresh tail if that is what it takes.
-      const sweep = await engine.compact(conv.conversationId, summarize, { tokenBudget, model, target: 'budget', ...(signal ? { signal } : {}) })
-      return `sweep: ${sweep.leafPasses} leaf pass(es), ${sweep.createdSummaryIds.length} summaries, ${sweep.tokensBefore} → ${sweep.tokensAfter} tokens (${sweep.stopReason})`
-    }
-    let passes = 0
-    const max = Number(this.settings.engineOptions().maxSweepIterations ?? 12)
-    while (passes < max && !signal?.aborted) {
-      const pass = await engine.leafPass(conv.conversationId, summarize, { model, tokenBudget })
-      if (!pass || pass.authFailure) break
-      passes++
-      const again = await engine.evaluate(conv.conversationId, { tokenBudget })
-      if (!again.leafTrigger.shouldCompact) break
-    }
-    return `${passes} leaf pass(es)${signal?.aborted ? ' (stopped: aborted)' : ''}`
+    const { summarize, model } = this.summarizerFor(p)
+    // Over the threshold: compact until under it, into the fresh tail if that is what it
+    // takes; else leaf passes while the leaf trigger is due. A model that does not answer
+    // gets the fallback summary, so the context keeps shrinking.
+    const target = ev.shouldCompact ? 'budget' : 'leaf'
+    const sweep = await engine.compact(conv.conversationId, summarize, { tokenBudget, model, target, onSummaryTimeout: 'fallback', ...(signal ? { signal } : {}) })
+    return `${target} sweep: ${sweep.leafPasses} leaf pass(es), ${sweep.createdSummaryIds.length} summaries, ${sweep.tokensBefore} → ${sweep.tokensAfter} tokens (${sweep.stopReason})`
   }
 
   /**
@@ -620,26 +608,32 @@ class LcmNativeContextEngine {
       // The host's own transcript (the turn's pending message) is not lcm-native's to compact
       // before it is committed: a skip the host goes on from.
       if (!conv || conv.messageCount === 0) return { ok: true, compacted: false, reason: 'nothing to compact: no lcm-native history for this session yet' }
-      const before = await engine.assemble(conv.conversationId, { tokenBudget })
-      const fitsBefore = before.estimatedTokens <= tokenBudget && !before.stats.freshTailOverBudget
-      if (target === 'budget' && fitsBefore && p.force !== true) {
-        // A preflight: the host measured its own transcript, but what the model receives is
-        // lcm-native's context, which already fits.
-        const reason = `context already fits: ${before.estimatedTokens} of ${tokenBudget} tokens`
-        return { ok: true, compacted: true, reason, result: { tokensBefore: tokensBefore || before.estimatedTokens, tokensAfter: before.estimatedTokens, details: { target, tokenBudget, fits: true } } }
-      }
-      const { summarize, model } = this.summarizerFor(p, typeof p.customInstructions === 'string' ? p.customInstructions : undefined)
-      const force = p.force === true || target === 'budget'
+      const customInstructions = typeof p.customInstructions === 'string' ? p.customInstructions : undefined
+      const { summarize, model } = this.summarizerFor(p)
       // Background maintenance of this session stops after its current pass instead of
       // holding the conversation while the host waits.
       shared().maintaining?.get(keyOf(s))?.abort()
-      // Budget pressure (preflight, overflow): when compacting outside the fresh tail is not
-      // enough, the engine compacts into it, oldest first, down to the newest turn.
+      // `fit` (preflight, overflow): nothing when lcm-native's context already fits the budget
+      // (the host measured its own transcript, but what the model receives is lcm-native's);
+      // else compact, into the fresh tail down to the newest turn when that is what it takes.
       const sweep = await this.background(() =>
-        engine.compact(conv.conversationId, summarize, { tokenBudget, force, target, model, ...(signal ? { signal } : {}) }),
+        engine.compact(conv.conversationId, summarize, {
+          tokenBudget,
+          force: p.force === true,
+          target: target === 'budget' ? 'fit' : 'threshold',
+          model,
+          customInstructions,
+          onSummaryTimeout: 'fallback',
+          ...(signal ? { signal } : {}),
+        }),
       )
-      const after = await engine.assemble(conv.conversationId, { tokenBudget })
-      const fits = after.estimatedTokens <= tokenBudget && !after.stats.freshTailOverBudget
+      const fit = sweep.fit
+      const fits = fit?.fits === true
+      const estimate = fit?.tokensAfter ?? 0
+      if (sweep.stopReason === 'fits') {
+        const reason = `context already fits: ${estimate} of ${tokenBudget} tokens`
+        return { ok: true, compacted: true, reason, result: { tokensBefore: tokensBefore || estimate, tokensAfter: estimate, details: { target, tokenBudget, fits: true } } }
+      }
       const details = {
         target,
         tokenBudget,
@@ -653,7 +647,7 @@ class LcmNativeContextEngine {
         storedTokensBefore: sweep.tokensBefore,
         storedTokensAfter: sweep.tokensAfter,
       }
-      const result = { tokensBefore: tokensBefore || before.estimatedTokens, tokensAfter: after.estimatedTokens, details }
+      const result = { tokensBefore: tokensBefore || (fit?.tokensBefore ?? 0), tokensAfter: estimate, details }
       // OpenClaw goes on with a turn when the reason starts "nothing to compact" (ok: true);
       // any other refusal fails the user's turn. So lcm-native says compacted: false only when
       // it could do nothing, and then in those words, with why.
@@ -661,14 +655,14 @@ class LcmNativeContextEngine {
       if (target === 'budget') {
         if (fits) {
           const reason = sweep.actionTaken
-            ? `compacted: context ${after.estimatedTokens} of ${tokenBudget} tokens`
-            : `context already fits: ${after.estimatedTokens} of ${tokenBudget} tokens`
+            ? `compacted: context ${estimate} of ${tokenBudget} tokens`
+            : `context already fits: ${estimate} of ${tokenBudget} tokens`
           return { ok: true, compacted: true, reason, result }
         }
         const rest = sweep.compactedTail
-          ? `; the rest is the newest turn (${after.stats.freshTailItems} message(s), ${after.stats.freshTailTokens} tokens), which is never compacted`
+          ? `; the rest is the newest turn (${fit?.freshTailItems ?? 0} message(s), ${fit?.freshTailTokens ?? 0} tokens), which is never compacted`
           : ''
-        const over = `context still over budget: ${after.estimatedTokens} of ${tokenBudget} tokens (${sweep.stopReason})${rest}`
+        const over = `context still over budget: ${estimate} of ${tokenBudget} tokens (${sweep.stopReason})${rest}`
         // Compacted as far as it goes: the turn is tried with the smaller context.
         if (sweep.actionTaken) return { ok: true, compacted: true, reason: `compacted, ${over}`, result }
         return { ok: true, compacted: false, reason: `nothing to compact: ${over}`, result }

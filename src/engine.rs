@@ -9,7 +9,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::compaction::{self, Deps, Evaluation, PassOptions, PassResult, SweepOptions, SweepResult};
+use crate::compaction::{
+    self, ContextFit, Deps, Evaluation, PassOptions, PassResult, SweepOptions, SweepResult, SweepTarget,
+};
 use crate::config::Config;
 use crate::db::{self, migrate::MigrationReport, pool::Pool, SchemaFlags};
 use crate::error::{LcmError, Result};
@@ -319,7 +321,39 @@ impl Engine {
         options: SweepOptions,
     ) -> Result<SweepResult> {
         let (_turn, summarizer) = self.mutation(conversation_id, summarizer).await?;
-        compaction::compact(&self.deps, conversation_id, summarizer, options).await
+        let budget = options.token_budget;
+        let before = self.fit_of(conversation_id, budget)?;
+        if options.target == SweepTarget::Fit && !options.force && before.fits {
+            let now = self.evaluate(conversation_id, budget, None)?;
+            return Ok(SweepResult::fits(before, now.stored_tokens, now.threshold));
+        }
+        let mut result = compaction::compact(&self.deps, conversation_id, summarizer, options).await?;
+        result.fit = Some(ContextFit {
+            tokens_before: before.tokens_after,
+            ..self.fit_of(conversation_id, budget)?
+        });
+        Ok(result)
+    }
+
+    /// What `assemble` would send for `token_budget` now, as a `ContextFit` whose before and
+    /// after are both now.
+    fn fit_of(&self, conversation_id: i64, token_budget: i64) -> Result<ContextFit> {
+        let assembled = self.assemble(
+            conversation_id,
+            &crate::assemble::AssembleOptions {
+                token_budget,
+                fresh_tail_count: None,
+                presentation: None,
+            },
+        )?;
+        let s = &assembled.stats;
+        Ok(ContextFit {
+            tokens_before: assembled.estimated_tokens,
+            tokens_after: assembled.estimated_tokens,
+            fits: assembled.estimated_tokens <= token_budget && !s.fresh_tail_over_budget,
+            fresh_tail_items: s.fresh_tail_items,
+            fresh_tail_tokens: s.fresh_tail_tokens,
+        })
     }
 
     /// What every mutating operation starts with: a writable file, the conversation's lock,

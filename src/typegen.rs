@@ -52,10 +52,11 @@ fn generated_inputs(cfg: &Config) -> Vec<String> {
         messages::{IngestOptions, MessagePage, TurnRecord},
         summaries::SummaryFilter,
     };
+    use crate::summarizer::TimeoutPolicy;
     declarations![cfg;
         IngestOptions, TurnRecord, MessagePage, SummaryFilter, ScoreScope, PassOptions, SweepTarget,
         CompactOptions, Presentation, AssembleOptions, EvaluateOptions, Mode, Scope, Sort, GrepOptions, ExpandOptions, RewriteRequest, PreviewOptions, RedactRequest, ResetKind,
-        ResetRequest, MigrateOptions, PromptOptions,
+        ResetRequest, MigrateOptions, PromptOptions, TimeoutPolicy,
     ]
 }
 
@@ -64,8 +65,8 @@ fn generated() -> String {
     use crate::assemble::{repair::RepairStats, AssembleStats, Assembled};
     use crate::binding::engine::IngestResult;
     use crate::compaction::{
-        escalation::Level, model::ContextEntry, verify::VerifyReport, Evaluation, LeafTrigger, PassFailure, PassResult,
-        RollingTrigger, StopReason, SweepResult,
+        escalation::Level, model::ContextEntry, verify::VerifyReport, ContextFit, Evaluation, LeafTrigger, PassFailure,
+        PassResult, RollingTrigger, StopReason, SweepResult,
     };
     use crate::db::migrate::{BackfillReport, MigrationReport};
     use crate::fidelity::{survey::DepthFidelity, survey::ScoreReport, Fidelity};
@@ -94,7 +95,7 @@ fn generated() -> String {
         IngestOutcome, IngestResult: IngestOutcome, SessionConversation, StoredMessage, BackfillReport,
         MigrationReport, SummaryKind, SummaryFields, SummaryRecord: SummaryFields, Fidelity,
         StoredFidelity: Fidelity, DepthFidelity, ScoreReport, ConversationInfo, SummarizeRequest, Level,
-        PassFailure, PassResult, StopReason, SweepResult, LeafTrigger, RollingTrigger, Evaluation,
+        PassFailure, PassResult, StopReason, ContextFit, SweepResult, LeafTrigger, RollingTrigger, Evaluation,
         VerifyReport, PromptVars, PromptSource, PromptText: PromptSource, ContextEntry, RepairStats,
         AssembleStats: RepairStats, Assembled, SearchedBy, GrepHit, GrepPartial, GrepResult, ChainLink, InputRef,
         CoveredMessages, SummaryDescription: SummaryRecord, PartInfo, MessageDescription: StoredMessage,

@@ -14,7 +14,9 @@ use crate::fidelity::{self, extract::IdentifierSet, Fidelity};
 use crate::history::TemplateRef;
 use crate::offline;
 use crate::prompts::{name_for_depth, PromptSet, PromptVars};
-use crate::summarizer::{SummarizeRequest, Summarizer, SummarizerFailure, SummaryKind, FALLBACK_MODEL, OFFLINE_MODEL};
+use crate::summarizer::{
+    SummarizeRequest, Summarizer, SummarizerFailure, SummaryKind, TimeoutPolicy, FALLBACK_MODEL, OFFLINE_MODEL,
+};
 use crate::tokens;
 
 /// How a summary was obtained.
@@ -116,6 +118,8 @@ async fn call(
 ) -> Result<String, PassError> {
     let fut = summarizer.summarize(prompt, request);
     match tokio::time::timeout(Duration::from_millis(timeout_ms.max(1) as u64), fut).await {
+        // An empty answer: the caller writes the deterministic fallback.
+        Err(_) if request.on_timeout == TimeoutPolicy::Fallback => Ok(String::new()),
         Err(_) => Err(PassError::Failed(LcmError::timeout(timeout_ms))),
         Ok(Err(SummarizerFailure::Auth(m))) => Err(PassError::Auth(m)),
         Ok(Err(SummarizerFailure::Closed)) => Err(PassError::Failed(LcmError::Closed)),

@@ -43,7 +43,8 @@ use write::Baseline;
 
 pub use evaluate::{evaluate, EvaluateOptions, Evaluation, LeafTrigger, RollingTrigger};
 pub use results::{
-    CompactOptions, PassFailure, PassOptions, PassResult, StopReason, SweepOptions, SweepResult, SweepTarget,
+    CompactOptions, ContextFit, PassFailure, PassOptions, PassResult, StopReason, SweepOptions, SweepResult,
+    SweepTarget,
 };
 
 /// Write a group once it holds this many passes, or once its first pass waited this long, or
@@ -177,9 +178,20 @@ impl<'a> Run<'a> {
             time_range: range.to_string(),
             depth,
             aggressive: false,
-            custom_instructions: self.config().custom_instructions.clone(),
+            custom_instructions: self.custom_instructions(),
             missing_identifiers: String::new(),
         }
+    }
+
+    /// The configured instructions, then this call's.
+    fn custom_instructions(&self) -> String {
+        let call = self.options.custom_instructions.as_deref().map(str::trim).unwrap_or("");
+        [self.config().custom_instructions.trim(), call]
+            .iter()
+            .filter(|s| !s.is_empty())
+            .copied()
+            .collect::<Vec<_>>()
+            .join("\n\n")
     }
 
     fn request(
@@ -202,6 +214,8 @@ impl<'a> Run<'a> {
             time_range: range.to_string(),
             source_text: source,
             entries: Arc::new(entries),
+            timeout_ms: self.config().summary_timeout_ms,
+            on_timeout: self.options.on_summary_timeout,
         }
     }
 
@@ -581,8 +595,17 @@ pub async fn compact(
         compacted_tail: false,
         duration_ms: 0.0,
         summarizer_ms: 0.0,
+        fit: None,
     };
-    if !options.force && tokens_before <= threshold {
+    let leaf_only = options.target == SweepTarget::Leaf;
+    let leaf_due = |run: &Run| run.live.raw_tokens_outside_tail(run.tail) >= config.leaf_chunk_tokens;
+    let due = match options.target {
+        SweepTarget::Leaf => leaf_due(&run),
+        // The engine runs `fit` only when the context does not fit: whatever the threshold.
+        SweepTarget::Fit => true,
+        SweepTarget::Threshold | SweepTarget::Budget => tokens_before > threshold,
+    };
+    if !options.force && !due {
         result.stop_reason = StopReason::BelowThreshold;
         result.duration_ms = started.elapsed().as_secs_f64() * 1000.0;
         return Ok(result);
@@ -606,8 +629,12 @@ pub async fn compact(
         (true, SummaryKind::Condensed, false),
         (true, SummaryKind::Condensed, true),
     ] {
+        if leaf_only && phase != SummaryKind::Leaf {
+            break;
+        }
         if pressure && !result.compacted_tail {
-            if options.target != SweepTarget::Budget || run.live.stored_tokens() <= threshold {
+            let pressing = matches!(options.target, SweepTarget::Budget | SweepTarget::Fit);
+            if !pressing || run.live.stored_tokens() <= threshold {
                 break;
             }
             run.tail = run.tail.newest_turn();
@@ -626,6 +653,10 @@ pub async fn compact(
             }
             if pressure && phase == SummaryKind::Leaf && run.live.stored_tokens() <= threshold {
                 phase_end = StopReason::NoCandidates;
+                break;
+            }
+            if leaf_only && !leaf_due(&run) {
+                phase_end = StopReason::BelowThreshold;
                 break;
             }
             if Instant::now() >= deadline {

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::escalation::Level;
 use crate::input;
-use crate::summarizer::SummaryKind;
+use crate::summarizer::{SummaryKind, TimeoutPolicy};
 
 /// Options of one pass (`leafPass`, `condensedPass`) or of a sweep's passes.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -28,6 +28,15 @@ pub struct PassOptions {
     /// `freshTailMaxTokens`). Without it the tail is bounded in messages only.
     #[serde(default, skip_serializing, deserialize_with = "input::opt_positive")]
     pub token_budget: Option<i64>,
+    /// Instructions for this call's prompts (a manual `/compact …`), given to the templates as
+    /// `CustomInstructions` after the configured `customInstructions`.
+    #[serde(default, skip_serializing)]
+    pub custom_instructions: Option<String>,
+    /// When the summarizer has not answered within `summaryTimeoutMs`: `fail` (default) fails
+    /// the pass with E_TIMEOUT, writing nothing; `fallback` writes the deterministic fallback
+    /// summary, marked for repair.
+    #[serde(default, skip_serializing)]
+    pub on_summary_timeout: TimeoutPolicy,
 }
 
 /// Options of `compact`, a sweep.
@@ -41,10 +50,7 @@ pub struct CompactOptions {
     /// Sweep even when under the threshold.
     #[serde(default, skip_serializing)]
     pub force: bool,
-    /// `threshold` (default): compact what is due outside the fresh tail. `budget` (a host's
-    /// preflight or overflow): when that leaves the context over `contextThreshold ×
-    /// tokenBudget`, compact into the fresh tail too, oldest first, down to the newest turn
-    /// (`compactedTail: true` in the result).
+    /// What the sweep must reach (see `SweepTarget`). Default `threshold`.
     #[serde(default, skip_serializing)]
     pub target: SweepTarget,
     /// Condense with `condensedMinFanoutHard` instead of the normal fanout.
@@ -56,6 +62,15 @@ pub struct CompactOptions {
     /// Recorded in `summaries.model` for summaries the callback wrote. Default "unknown".
     #[serde(default, skip_serializing)]
     pub model: Option<String>,
+    /// Instructions for this sweep's prompts (a manual `/compact …`), given to the templates
+    /// as `CustomInstructions` after the configured `customInstructions`.
+    #[serde(default, skip_serializing)]
+    pub custom_instructions: Option<String>,
+    /// When the summarizer has not answered within `summaryTimeoutMs`: `fail` (default) ends
+    /// the sweep with E_TIMEOUT (passes already written stay); `fallback` writes the
+    /// deterministic fallback summary, marked for repair, and goes on.
+    #[serde(default, skip_serializing)]
+    pub on_summary_timeout: TimeoutPolicy,
     /// Stops the sweep before its next pass (`stopReason: 'aborted'`); passes already written
     /// stay.
     #[serde(default, skip_serializing, rename = "signal")]
@@ -75,6 +90,8 @@ impl CompactOptions {
                 depth: self.depth,
                 model: self.model,
                 token_budget: Some(self.token_budget),
+                custom_instructions: self.custom_instructions,
+                on_summary_timeout: self.on_summary_timeout,
             },
             cancel,
         }
@@ -147,6 +164,24 @@ pub enum StopReason {
     AuthFailure,
     /// The caller's signal asked the sweep to stop (between two passes).
     Aborted,
+    /// `target: 'fit'`: the assembled context already fit the budget; nothing was compacted.
+    Fits,
+}
+
+/// Where the assembled context stands against a sweep's `tokenBudget` (`target: 'fit'`
+/// and every `compact`): what `assemble` would send before and after the sweep.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct ContextFit {
+    /// `assemble`'s `estimatedTokens` for the budget before the sweep, and after it.
+    pub tokens_before: i64,
+    pub tokens_after: i64,
+    /// After the sweep: within the budget, the fresh tail included.
+    pub fits: bool,
+    /// The fresh tail after the sweep (never compacted below the newest turn).
+    pub fresh_tail_items: i64,
+    pub fresh_tail_tokens: i64,
 }
 
 /// The outcome of `compact`.
@@ -180,6 +215,35 @@ pub struct SweepResult {
     pub duration_ms: f64,
     /// Time spent waiting for the summarizer; `durationMs − summarizerMs` is bookkeeping.
     pub summarizer_ms: f64,
+    /// The assembled context against the budget, before and after (set by `LcmEngine.compact`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, ts(optional))]
+    pub fit: Option<ContextFit>,
+}
+
+impl SweepResult {
+    /// `target: 'fit'` when the context already fits: nothing compacted (`stored`: the live
+    /// context's stored tokens).
+    pub fn fits(fit: ContextFit, stored: i64, threshold: i64) -> SweepResult {
+        SweepResult {
+            action_taken: false,
+            tokens_before: stored,
+            tokens_after: stored,
+            threshold,
+            leaf_passes: 0,
+            condensed_passes: BTreeMap::new(),
+            created_summary_ids: Vec::new(),
+            passes_by_level: BTreeMap::new(),
+            fallback_summaries: 0,
+            stop_reason: StopReason::Fits,
+            auth_failure: false,
+            relaxed_fanout: false,
+            compacted_tail: false,
+            duration_ms: 0.0,
+            summarizer_ms: 0.0,
+            fit: Some(fit),
+        }
+    }
 }
 
 /// What a sweep must reach before it may stop early.
@@ -187,13 +251,22 @@ pub struct SweepResult {
 #[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "lowercase")]
 pub enum SweepTarget {
-    /// The usual sweep: everything outside the fresh tail that is due.
+    /// `threshold`: the usual sweep, run when the stored tokens exceed `contextThreshold ×
+    /// tokenBudget` (or `force`): everything outside the fresh tail that is due.
     #[default]
     Threshold,
-    /// Budget pressure (a host's preflight or overflow): when the usual sweep leaves the
-    /// context over `contextThreshold` of the budget, the fresh tail is compacted too, oldest
-    /// first, down to the newest turn, until it is under.
+    /// `budget`: budget pressure. The usual sweep, then, when that leaves the context over
+    /// `contextThreshold × tokenBudget`, the fresh tail too, oldest first, down to the newest
+    /// turn (`compactedTail: true`), until it is under.
     Budget,
+    /// `fit` (a host's preflight or overflow): the assembled context must fit `tokenBudget`.
+    /// When it already does, nothing is compacted (`stopReason: 'fits'`; `force` compacts
+    /// anyway); otherwise a `budget` sweep runs whatever the threshold. `fit` in the result
+    /// says where it ended.
+    Fit,
+    /// `leaf` (background maintenance): leaf passes only, while the raw messages outside the
+    /// fresh tail reach `leafChunkTokens` (the leaf trigger), bounded as any sweep.
+    Leaf,
 }
 
 /// Options of a sweep.

@@ -239,6 +239,8 @@ async fn measure(label: &str, msgs: &[Value]) -> (String, String, f64, usize) {
                 time_range: String::new(),
                 source_text: text,
                 entries: Arc::new(entries),
+                timeout_ms: config.summary_timeout_ms,
+                on_timeout: Default::default(),
             });
         }
     }

@@ -537,6 +537,8 @@ fn prepare(
         time_range: built.time_range.clone(),
         source_text: built.text,
         entries: Arc::new(built.entries),
+        timeout_ms: config.summary_timeout_ms,
+        on_timeout: Default::default(),
     };
     Ok(Prepared {
         vars,

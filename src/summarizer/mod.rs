@@ -27,6 +27,20 @@ impl SummaryKind {
     }
 }
 
+/// What a pass does when the summarizer has not answered within `summaryTimeoutMs`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[cfg_attr(test, ts(rename = "SummaryTimeoutPolicy"))]
+#[serde(rename_all = "lowercase")]
+pub enum TimeoutPolicy {
+    /// The pass fails with E_TIMEOUT and writes nothing (the default).
+    #[default]
+    Fail,
+    /// The pass writes the deterministic fallback summary, marked for repair (a host that
+    /// must keep its context shrinking while its model is slow).
+    Fallback,
+}
+
 /// What the summarizer is asked for besides the prompt: the second argument of the JS callback (the
 /// source text and its structure stay in Rust).
 #[derive(Clone, Debug, Serialize)]
@@ -46,6 +60,12 @@ pub struct SummarizeRequest {
     pub input_count: i64,
     /// The time range the inputs cover, in the configured zone.
     pub time_range: String,
+    /// How long the engine waits for this call (`summaryTimeoutMs`): a callback may give up
+    /// its own request then, as the engine has.
+    pub timeout_ms: i64,
+    /// What the pass does when that time is up.
+    #[serde(skip)]
+    pub on_timeout: TimeoutPolicy,
     /// The source text itself, for in-process summarizers; not sent to JavaScript.
     #[serde(skip)]
     pub source_text: String,

@@ -550,3 +550,156 @@ async fn budget_pressure_compacts_into_the_tail_down_to_the_newest_turn() {
     let first_raw = context.iter().position(|e| e.kind == "message").unwrap();
     assert!(context[first_raw..].iter().all(|e| e.kind == "message"), "{context:?}");
 }
+
+/// `target: leaf` (background maintenance): leaf passes only, while the raw messages outside
+/// the fresh tail reach `leafChunkTokens`; no condensation even where a run is eligible.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leaf_sweep_runs_leaf_passes_while_the_leaf_trigger_is_due() {
+    let (_dir, engine, cid) = with_synthetic(json!({"leafChunkTokens": 600, "leafMinFanout": 2}), 80, 200);
+    let budget = 1_000_000;
+    let due = |engine: &Engine| engine.evaluate(cid, budget, None).unwrap().leaf_trigger;
+    assert!(due(&engine).should_compact);
+    let r = engine
+        .compact(
+            cid,
+            Scripted::stub(),
+            SweepOptions {
+                token_budget: budget,
+                target: SweepTarget::Leaf,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(r.leaf_passes >= 2, "{r:?}");
+    assert!(r.condensed_passes.is_empty(), "{r:?}");
+    assert_eq!(r.stop_reason, StopReason::BelowThreshold, "{r:?}");
+    let trigger = due(&engine);
+    assert!(!trigger.should_compact, "{trigger:?}");
+    assert_invariants(&engine, cid);
+    // Not due: nothing runs.
+    let again = engine
+        .compact(
+            cid,
+            Scripted::stub(),
+            SweepOptions {
+                token_budget: budget,
+                target: SweepTarget::Leaf,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(!again.action_taken && again.leaf_passes == 0, "{again:?}");
+}
+
+/// `target: fit`: nothing when the assembled context already fits (unless `force`); otherwise
+/// a budget sweep whatever the threshold, and `fit` says where the context ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fit_sweep_compacts_only_what_does_not_fit_and_reports_the_estimate() {
+    let (_dir, engine, cid) = with_synthetic(json!({"leafChunkTokens": 600}), 60, 200);
+    let fit = |budget, force| SweepOptions {
+        token_budget: budget,
+        target: SweepTarget::Fit,
+        force,
+        ..Default::default()
+    };
+    let before = assert_invariants(&engine, cid);
+    let roomy = engine
+        .compact(cid, Scripted::stub(), fit(1_000_000, false))
+        .await
+        .unwrap();
+    assert_eq!(roomy.stop_reason, StopReason::Fits, "{roomy:?}");
+    let f = roomy.fit.clone().unwrap();
+    assert!(
+        f.fits && f.tokens_before == f.tokens_after && f.tokens_after > 0,
+        "{f:?}"
+    );
+    assert_eq!(assert_invariants(&engine, cid), before, "nothing written");
+
+    // Assembly evicts the oldest items to fit any budget down to the newest turn's: a budget
+    // under that is one the context does not fit. The sweep compacts all it may (into the
+    // tail, down to that turn) and says it still does not fit.
+    let tiny = 10;
+    let r = engine.compact(cid, Scripted::stub(), fit(tiny, false)).await.unwrap();
+    let f = r.fit.clone().unwrap();
+    assert!(r.action_taken && r.compacted_tail, "{r:?}");
+    assert!(
+        !f.fits && f.fresh_tail_tokens > tiny && f.tokens_after <= f.tokens_before,
+        "{f:?}"
+    );
+    assert_invariants(&engine, cid);
+    // `force` compacts although it fits.
+    let forced = engine
+        .compact(cid, Scripted::stub(), fit(1_000_000, true))
+        .await
+        .unwrap();
+    assert_ne!(forced.stop_reason, StopReason::Fits, "{forced:?}");
+    assert!(forced.fit.as_ref().is_some_and(|f| f.fits), "{forced:?}");
+    assert_invariants(&engine, cid);
+}
+
+/// Per-call instructions reach the prompt through the templates' `CustomInstructions`, after
+/// the configured ones; the summarizer is told how long the engine waits for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_call_instructions_reach_the_prompt_after_the_configured_ones() {
+    let (_dir, engine, cid) = with_synthetic(
+        json!({"leafChunkTokens": 600, "customInstructions": "CONFIGURED-RULE", "summaryTimeoutMs": 4321}),
+        40,
+        200,
+    );
+    let s = Scripted::stub();
+    engine
+        .pass(
+            cid,
+            SummaryKind::Leaf,
+            s.clone(),
+            PassOptions {
+                custom_instructions: Some("  focus on PER-CALL-RULE  ".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    let calls = s.calls.lock().unwrap().clone();
+    let (prompt, request) = &calls[0];
+    let configured = prompt
+        .find("CONFIGURED-RULE")
+        .expect("configured instructions in the prompt");
+    let call = prompt
+        .find("focus on PER-CALL-RULE")
+        .expect("the call's instructions in the prompt");
+    assert!(configured < call);
+    assert_eq!(request.timeout_ms, 4321);
+}
+
+/// `onSummaryTimeout: fallback`: a summarizer that never answers gets the deterministic
+/// fallback written (marked), where the default fails the pass with E_TIMEOUT.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timeout_writes_the_fallback_when_the_caller_asks_for_it() {
+    let (_dir, engine, cid) = with_synthetic(json!({"leafChunkTokens": 600, "summaryTimeoutMs": 100}), 40, 200);
+    let hang = || Scripted::new(|_, _| Act::Hang);
+    let before = assert_invariants(&engine, cid);
+    let err = engine
+        .pass(cid, SummaryKind::Leaf, hang(), PassOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "E_TIMEOUT");
+    assert_eq!(assert_invariants(&engine, cid), before);
+    let r = engine
+        .pass(
+            cid,
+            SummaryKind::Leaf,
+            hang(),
+            PassOptions {
+                on_summary_timeout: crate::summarizer::TimeoutPolicy::Fallback,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(r.level, Some(Level::Fallback), "{r:?}");
+    assert_invariants(&engine, cid);
+}

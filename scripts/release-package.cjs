@@ -14,7 +14,7 @@
 // checkout (lcm-native.<platform>.node), so a contributor's build packs as a release would.
 'use strict'
 const { execFileSync } = require('node:child_process')
-const { copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } = require('node:fs')
+const { copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } = require('node:fs')
 const { join, resolve } = require('node:path')
 
 const ROOT = join(__dirname, '..')
@@ -58,7 +58,10 @@ if (!packDir) {
     if (onlyPlatform && p !== onlyPlatform) continue
     const dir = join(ROOT, 'npm', p)
     const built = join(ROOT, `lcm-native.${p}.node`)
-    if (!readdirSync(dir).some((f) => f.endsWith('.node')) && existsSync(built)) copyFileSync(built, join(dir, `lcm-native.${p}.node`))
+    const packed = join(dir, `lcm-native.${p}.node`)
+    // The root build when the package has none, or an older one (a build:all left it there
+    // before the sources changed): a pack must never ship a stale binary.
+    if (existsSync(built) && (!existsSync(packed) || statSync(built).mtimeMs > statSync(packed).mtimeMs)) copyFileSync(built, packed)
     if (!readdirSync(dir).some((f) => f.endsWith('.node'))) continue
     const tgz = execFileSync('npm', ['pack', '--pack-destination', packDir], { cwd: dir, encoding: 'utf8' }).trim().split('\n').pop()
     console.log(join(packDir, tgz))

@@ -251,10 +251,10 @@ impl Engine {
     }
 
     /// The live context items in order.
-    pub fn context(&self, conversation_id: i64) -> Result<Vec<crate::compaction::model::ContextEntry>> {
+    pub fn context(&self, conversation_id: i64) -> Result<Vec<crate::live::ContextEntry>> {
         self.deps.pool.read(|conn| {
             conversations::get(conn, conversation_id)?;
-            Ok(crate::compaction::model::LiveContext::load(conn, conversation_id)?.entries())
+            Ok(crate::live::LiveContext::load(conn, conversation_id)?.entries())
         })
     }
 

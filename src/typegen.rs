@@ -65,12 +65,13 @@ fn generated() -> String {
     use crate::assemble::{repair::RepairStats, AssembleStats, Assembled};
     use crate::binding::engine::IngestResult;
     use crate::compaction::{
-        escalation::Level, model::ContextEntry, verify::VerifyReport, ContextFit, Evaluation, LeafTrigger, PassFailure,
-        PassResult, RollingTrigger, StopReason, SweepResult,
+        escalation::Level, verify::VerifyReport, ContextFit, Evaluation, LeafTrigger, PassFailure, PassResult,
+        RollingTrigger, StopReason, SweepResult,
     };
     use crate::db::migrate::{BackfillReport, MigrationReport};
     use crate::fidelity::{survey::DepthFidelity, survey::ScoreReport, Fidelity};
     use crate::history::{Reason, SummaryVersion, TemplateRef};
+    use crate::live::ContextEntry;
     use crate::prompts::{PromptSource, PromptText, PromptVars};
     use crate::recall::{
         coverage::ChainLink,

@@ -15,9 +15,9 @@ use std::collections::HashMap;
 use rusqlite::Connection;
 
 use super::render::Msg;
-use crate::compaction::model::SummaryFacts;
 use crate::config::Presentation;
 use crate::error::Result;
+use crate::live::SummaryFacts;
 
 /// Conversations whose last context is kept; the least recently assembled goes first.
 const MAX_CONVERSATIONS: usize = 8;

@@ -23,10 +23,10 @@ use std::collections::{HashMap, HashSet};
 use rusqlite::{params, Connection};
 use serde::Serialize;
 
-use crate::compaction::model::{ItemRef, LiveContext, TailRule, TailWalk};
 use crate::config::{Config, Presentation};
 use crate::db::totals;
 use crate::error::Result;
+use crate::live::{ItemRef, LiveContext, TailRule, TailWalk};
 use crate::store::conversations;
 use crate::store::messages::load_parts;
 use crate::store::normalize::Role;
@@ -113,11 +113,7 @@ impl Assembled {
 
 /// Reads and renders the kept messages not rendered already (`rendered`, by message id):
 /// their rows and parts with a fixed number of queries.
-fn render_missing(
-    conn: &Connection,
-    items: &[Box<crate::compaction::model::Item>],
-    rendered: &mut HashMap<i64, Msg>,
-) -> Result<()> {
+fn render_missing(conn: &Connection, items: &[Box<crate::live::Item>], rendered: &mut HashMap<i64, Msg>) -> Result<()> {
     let message_ids: Vec<i64> = items
         .iter()
         .filter_map(|i| match i.r {
@@ -222,7 +218,7 @@ fn build(
 /// range (empty for a message). A summary's wrapper is computed once per set of facts
 /// (`wrappers`, kept between assemblies).
 fn cost(
-    item: &crate::compaction::model::Item,
+    item: &crate::live::Item,
     config: &Config,
     presentation: Presentation,
     max_message_tokens: i64,

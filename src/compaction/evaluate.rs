@@ -3,10 +3,10 @@
 
 use serde::Serialize;
 
-use super::model::{LiveContext, TailRule, TailWalk};
 use crate::config::Config;
 use crate::db::totals;
 use crate::error::Result;
+use crate::live::{LiveContext, TailRule, TailWalk};
 use crate::store::conversations;
 
 /// What `evaluate` decides.

@@ -13,7 +13,6 @@
 
 pub mod escalation;
 mod evaluate;
-pub mod model;
 mod results;
 pub mod verify;
 pub mod write;
@@ -29,6 +28,7 @@ use crate::config::Config;
 use crate::db::pool::Pool;
 use crate::db::SchemaFlags;
 use crate::error::{LcmError, Result};
+use crate::live::{self, Item, ItemRef, LiveContext, TailRule};
 use crate::prompts::{PromptSet, PromptVars};
 use crate::source;
 use crate::store::conversations;
@@ -38,7 +38,6 @@ use crate::summarizer::{SummarizeRequest, Summarizer, SummaryKind};
 use crate::time;
 use crate::tokens;
 use escalation::{Escalated, Level, PassError};
-use model::{Item, ItemRef, LiveContext, TailRule};
 use write::Baseline;
 
 pub use evaluate::{evaluate, EvaluateOptions, Evaluation, LeafTrigger, RollingTrigger};
@@ -120,11 +119,11 @@ impl<'a> Run<'a> {
 
     /// Runs a selection on the model, reading more of the live context (in windows that
     /// double) while the answer depends on items not read yet.
-    fn select<T>(&mut self, pick: impl Fn(&LiveContext, &Config, TailRule) -> model::Pick<T>) -> Result<T> {
+    fn select<T>(&mut self, pick: impl Fn(&LiveContext, &Config, TailRule) -> live::Pick<T>) -> Result<T> {
         loop {
             match pick(&self.live, &self.deps.config, self.tail) {
                 Ok(v) => return Ok(v),
-                Err(model::ReadMore) => {
+                Err(live::ReadMore) => {
                     let n = self.live.items.len().max(self.deps.config.head_window);
                     let (pool, live) = (&self.deps.pool, &mut self.live);
                     let read = blocking(|| pool.read(|conn| live.read_more(conn, n)))?;
@@ -230,7 +229,7 @@ impl<'a> Run<'a> {
     fn finish(
         &mut self,
         summary: NewSummary,
-        chunk: &model::Chunk,
+        chunk: &live::Chunk,
         before: i64,
         e: &Escalated,
         input_tokens: i64,
@@ -371,9 +370,9 @@ impl<'a> Run<'a> {
             })
             .collect();
         let contents = self.contents_of(&ids)?;
-        let facts: Vec<&model::SummaryFacts> = inputs.iter().filter_map(|i| i.summary.as_ref()).collect();
+        let facts: Vec<&live::SummaryFacts> = inputs.iter().filter_map(|i| i.summary.as_ref()).collect();
         let zone = self.config().zone;
-        let pairs: Vec<(&model::SummaryFacts, &str)> = facts
+        let pairs: Vec<(&live::SummaryFacts, &str)> = facts
             .iter()
             .copied()
             .zip(contents.iter().map(|(c, _)| c.as_str()))

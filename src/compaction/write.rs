@@ -13,9 +13,9 @@
 use rusqlite::{params, Connection, TransactionBehavior};
 use sha2::{Digest, Sha256};
 
-use super::model::{ItemRef, LiveContext};
 use crate::db::SchemaFlags;
 use crate::error::{LcmError, Result};
+use crate::live::{ItemRef, LiveContext};
 use crate::store::summaries::{self, NewSummary};
 use crate::time;
 
@@ -48,7 +48,7 @@ impl Baseline {
     }
 
     /// Adds items read after the baseline was taken (`LiveContext::read_more`).
-    pub fn add(&mut self, items: &[Box<super::model::Item>]) {
+    pub fn add(&mut self, items: &[Box<crate::live::Item>]) {
         let read: Vec<(i64, ItemRef)> = items
             .iter()
             .filter_map(|i| i.db_ordinal.map(|o| (o, i.r.clone())))
@@ -282,15 +282,15 @@ fn stale(cid: i64) -> LcmError {
 }
 
 /// Appends created items' facts: an `Item` for a new summary, as the model holds it.
-pub fn summary_item(new: &NewSummary) -> super::model::Item {
+pub fn summary_item(new: &NewSummary) -> crate::live::Item {
     let s = &new.fields;
-    super::model::Item {
+    crate::live::Item {
         r: ItemRef::Summary(s.summary_id.clone()),
         tokens: s.token_count,
         db_ordinal: None,
         role: None,
         created_at: None,
-        summary: Some(super::model::SummaryFacts {
+        summary: Some(crate::live::SummaryFacts {
             depth: s.depth,
             earliest_at: s.earliest_at.clone(),
             latest_at: s.latest_at.clone(),
@@ -306,8 +306,8 @@ pub fn summary_item(new: &NewSummary) -> super::model::Item {
 mod tests {
     use super::*;
 
-    fn item(r: ItemRef, db_ordinal: Option<i64>) -> Box<super::super::model::Item> {
-        Box::new(super::super::model::Item {
+    fn item(r: ItemRef, db_ordinal: Option<i64>) -> Box<crate::live::Item> {
+        Box::new(crate::live::Item {
             r,
             tokens: 1,
             db_ordinal,
@@ -323,11 +323,11 @@ mod tests {
         }
     }
 
-    fn kept(o: i64) -> Box<super::super::model::Item> {
+    fn kept(o: i64) -> Box<crate::live::Item> {
         item(ItemRef::Message(o + 100), Some(o))
     }
 
-    fn new(id: &str) -> Box<super::super::model::Item> {
+    fn new(id: &str) -> Box<crate::live::Item> {
         item(ItemRef::Summary(id.into()), None)
     }
 

@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use crate::db::SchemaFlags;
 use crate::error::{LcmError, Result};
 use crate::fidelity::Fidelity;
+use crate::store::redactions;
 use crate::store::summaries::{replace_content_in, Replacement};
 use text::Redactor;
 
@@ -316,25 +317,17 @@ pub fn redact_messages(
     }
     let ids: Vec<i64> = redacted.iter().map(|(id, _)| *id).collect();
     let ids_json = serde_json::to_string(&ids)?;
-    tx.execute(
-        "INSERT INTO lcm_native_redactions
-           (conversation_ids, message_ids, messages, parts, matches, summaries, versions_purged, mark_only, reason)
-         VALUES (?1, ?2, ?3, ?4, ?5, 0, 0, ?6, ?7)",
-        params![
-            scope,
-            ids_json,
-            result.messages as i64,
-            result.parts as i64,
-            result.matches as i64,
-            o.mark_only,
-            o.reason
-        ],
-    )?;
-    let redaction_id = tx.last_insert_rowid();
-    // The file holds the old text until the scrub has run: recorded with the replacement.
-    tx.execute(
-        "INSERT OR IGNORE INTO lcm_native_scrub_pending (redaction_id) VALUES (?1)",
-        [redaction_id],
+    let redaction_id = redactions::log_operator(
+        &tx,
+        &redactions::OperatorRedaction {
+            scope: &scope,
+            message_ids: &ids_json,
+            messages: result.messages,
+            parts: result.parts,
+            matches: result.matches,
+            mark_only: o.mark_only,
+            reason: o.reason.as_deref(),
+        },
     )?;
     let affected: Vec<String> = tx
         .prepare(
@@ -357,23 +350,11 @@ pub fn redact_messages(
         missing_salient: Vec::new(),
     };
     for summary_id in &affected {
-        let (max, purged): (Option<i64>, i64) = tx.query_row(
-            "SELECT max(version), count(*) FROM lcm_native_summary_versions WHERE summary_id = ?1",
-            [summary_id],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )?;
-        tx.execute(
-            "DELETE FROM lcm_native_summary_versions WHERE summary_id = ?1",
-            [summary_id],
-        )?;
-        result.versions_purged += purged as usize;
+        let (max, purged) = crate::store::versions::purge(&tx, summary_id)?;
+        result.versions_purged += purged;
         // A summary already waiting keeps its number; one without stored versions had its
         // text as version 1.
-        tx.execute(
-            "INSERT OR IGNORE INTO lcm_native_redaction_pending (summary_id, redaction_id, next_version)
-             VALUES (?1, ?2, ?3)",
-            params![summary_id, redaction_id, max.unwrap_or(1) + 1],
-        )?;
+        redactions::await_regeneration(&tx, summary_id, redaction_id, max.unwrap_or(1) + 1)?;
         let notice = Replacement {
             content: NOTICE,
             token_count: crate::tokens::estimate(NOTICE),
@@ -384,51 +365,15 @@ pub fn redact_messages(
         replace_content_in(&tx, flags, summary_id, &notice)?;
     }
     result.summaries = affected.len();
-    tx.execute(
-        "UPDATE lcm_native_redactions SET summaries = ?2, versions_purged = ?3 WHERE redaction_id = ?1",
-        params![redaction_id, result.summaries as i64, result.versions_purged as i64],
-    )?;
+    redactions::record_cascade(&tx, redaction_id, result.summaries, result.versions_purged)?;
     tx.commit()?;
     result.redaction_id = Some(redaction_id);
     Ok(result)
 }
 
-pub use crate::store::redactions::{log_ingest, INGEST_REASON};
-
-/// Conversations with summaries awaiting regeneration (within `only` when given): what
-/// `redact` with nothing new to redact finishes.
-pub fn conversations_awaiting(conn: &Connection, only: Option<i64>) -> Result<Vec<i64>> {
-    Ok(conn
-        .prepare(
-            "SELECT DISTINCT s.conversation_id FROM lcm_native_redaction_pending p
-             JOIN summaries s ON s.summary_id = p.summary_id
-             WHERE ?1 IS NULL OR s.conversation_id = ?1 ORDER BY 1",
-        )?
-        .query_map([only], |r| r.get(0))?
-        .collect::<std::result::Result<_, _>>()?)
-}
-
-/// Summaries of `conversations` still awaiting regeneration.
-pub fn pending(conn: &Connection, conversations: &[i64]) -> Result<usize> {
-    let n: i64 = conn.query_row(
-        "SELECT count(*) FROM lcm_native_redaction_pending p JOIN summaries s ON s.summary_id = p.summary_id
-         WHERE s.conversation_id IN (SELECT value FROM json_each(?1))",
-        [serde_json::to_string(conversations)?],
-        |r| r.get(0),
-    )?;
-    Ok(n as usize)
-}
-
-/// Marks every redaction with no summary left to regenerate as complete.
-pub fn complete(conn: &Connection) -> Result<()> {
-    conn.execute(
-        "UPDATE lcm_native_redactions SET completed_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
-         WHERE completed_at IS NULL
-           AND NOT EXISTS (SELECT 1 FROM lcm_native_redaction_pending p WHERE p.redaction_id = lcm_native_redactions.redaction_id)",
-        [],
-    )?;
-    Ok(())
-}
+pub use crate::store::redactions::{
+    complete, conversations_awaiting, log_ingest, pending, scrubs_pending, INGEST_REASON,
+};
 
 /// How long the final checkpoint is retried while another process's checkpoint holds the
 /// lock (waiting for readers is the busy timeout's job, within each try).
@@ -469,21 +414,7 @@ pub fn scrub(conn: &Connection, flags: SchemaFlags) -> Result<bool> {
     };
     conn.pragma_update(None, "secure_delete", false)?;
     if emptied {
-        conn.execute("DELETE FROM lcm_native_scrub_pending", [])?;
+        redactions::scrubbed(conn)?;
     }
     Ok(emptied)
-}
-
-/// Redactions whose scrub has not completed (0 when the file has no such table: a read-only
-/// open of a file from before it).
-pub fn scrubs_pending(conn: &Connection) -> Result<i64> {
-    let exists: bool = conn.query_row(
-        "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'lcm_native_scrub_pending'",
-        [],
-        |r| r.get(0),
-    )?;
-    if !exists {
-        return Ok(0);
-    }
-    Ok(conn.query_row("SELECT count(*) FROM lcm_native_scrub_pending", [], |r| r.get(0))?)
 }

@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use rusqlite::{params, Connection};
 
 use super::Target;
-use crate::compaction::model::SummaryFacts;
 use crate::error::Result;
+use crate::live::SummaryFacts;
 use crate::source::{clip, condensed_entries, condensed_source, leaf_source, range_text, summary_range};
 use crate::store::messages::load_parts;
 use crate::summarizer::entries::SourceEntry;

@@ -1,6 +1,7 @@
 //! The redaction log (`lcm_native_redactions`): what was redacted, by ids and counts, never
-//! the text. Ingest writes its entry here, in the ingest's transaction; `crate::redact` does the
-//! operator's redactions and their cascade.
+//! the text; the summaries awaiting regeneration (`lcm_native_redaction_pending`) and the
+//! scrubs not yet run (`lcm_native_scrub_pending`). Ingest and `crate::redact` (the operator's
+//! redactions and their cascade) write these rows through this module only.
 
 use rusqlite::{params, Connection};
 
@@ -39,4 +40,117 @@ pub fn log_ingest(tx: &Connection, conversation_id: i64, redacted: &[(i64, Inges
         INGEST_REASON,
     ])?;
     Ok(())
+}
+
+/// An operator's redaction as the log records it (ids and counts, never the text).
+pub struct OperatorRedaction<'a> {
+    /// The conversations concerned, as a JSON array.
+    pub scope: &'a str,
+    /// The redacted messages' ids, as a JSON array.
+    pub message_ids: &'a str,
+    pub messages: usize,
+    pub parts: usize,
+    pub matches: usize,
+    pub mark_only: bool,
+    pub reason: Option<&'a str>,
+}
+
+/// Logs an operator's redaction (in its transaction) and records that the file still holds
+/// the old text until its scrub has run. Returns the redaction's id.
+pub fn log_operator(tx: &Connection, r: &OperatorRedaction) -> Result<i64> {
+    tx.execute(
+        "INSERT INTO lcm_native_redactions
+           (conversation_ids, message_ids, messages, parts, matches, summaries, versions_purged, mark_only, reason)
+         VALUES (?1, ?2, ?3, ?4, ?5, 0, 0, ?6, ?7)",
+        params![
+            r.scope,
+            r.message_ids,
+            r.messages as i64,
+            r.parts as i64,
+            r.matches as i64,
+            r.mark_only,
+            r.reason
+        ],
+    )?;
+    let redaction_id = tx.last_insert_rowid();
+    tx.execute(
+        "INSERT OR IGNORE INTO lcm_native_scrub_pending (redaction_id) VALUES (?1)",
+        [redaction_id],
+    )?;
+    Ok(redaction_id)
+}
+
+/// Lists a summary as awaiting regeneration after `redaction_id`, its next text to be
+/// version `next_version` (a summary already waiting keeps its entry).
+pub fn await_regeneration(tx: &Connection, summary_id: &str, redaction_id: i64, next_version: i64) -> Result<()> {
+    tx.execute(
+        "INSERT OR IGNORE INTO lcm_native_redaction_pending (summary_id, redaction_id, next_version)
+         VALUES (?1, ?2, ?3)",
+        params![summary_id, redaction_id, next_version],
+    )?;
+    Ok(())
+}
+
+/// Records what a redaction's cascade touched.
+pub fn record_cascade(tx: &Connection, redaction_id: i64, summaries: usize, versions_purged: usize) -> Result<()> {
+    tx.execute(
+        "UPDATE lcm_native_redactions SET summaries = ?2, versions_purged = ?3 WHERE redaction_id = ?1",
+        params![redaction_id, summaries as i64, versions_purged as i64],
+    )?;
+    Ok(())
+}
+
+/// Every pending scrub has run: the file no longer holds replaced text.
+pub fn scrubbed(conn: &Connection) -> Result<()> {
+    conn.execute("DELETE FROM lcm_native_scrub_pending", [])?;
+    Ok(())
+}
+
+/// Conversations with summaries awaiting regeneration (within `only` when given): what
+/// `redact` with nothing new to redact finishes.
+pub fn conversations_awaiting(conn: &Connection, only: Option<i64>) -> Result<Vec<i64>> {
+    Ok(conn
+        .prepare(
+            "SELECT DISTINCT s.conversation_id FROM lcm_native_redaction_pending p
+             JOIN summaries s ON s.summary_id = p.summary_id
+             WHERE ?1 IS NULL OR s.conversation_id = ?1 ORDER BY 1",
+        )?
+        .query_map([only], |r| r.get(0))?
+        .collect::<std::result::Result<_, _>>()?)
+}
+
+/// Summaries of `conversations` still awaiting regeneration.
+pub fn pending(conn: &Connection, conversations: &[i64]) -> Result<usize> {
+    let n: i64 = conn.query_row(
+        "SELECT count(*) FROM lcm_native_redaction_pending p JOIN summaries s ON s.summary_id = p.summary_id
+         WHERE s.conversation_id IN (SELECT value FROM json_each(?1))",
+        [serde_json::to_string(conversations)?],
+        |r| r.get(0),
+    )?;
+    Ok(n as usize)
+}
+
+/// Marks every redaction with no summary left to regenerate as complete.
+pub fn complete(conn: &Connection) -> Result<()> {
+    conn.execute(
+        "UPDATE lcm_native_redactions SET completed_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+         WHERE completed_at IS NULL
+           AND NOT EXISTS (SELECT 1 FROM lcm_native_redaction_pending p WHERE p.redaction_id = lcm_native_redactions.redaction_id)",
+        [],
+    )?;
+    Ok(())
+}
+
+/// Redactions whose scrub has not completed (0 when the file has no such table: a read-only
+/// open of a file from before it).
+pub fn scrubs_pending(conn: &Connection) -> Result<i64> {
+    let exists: bool = conn.query_row(
+        "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'lcm_native_scrub_pending'",
+        [],
+        |r| r.get(0),
+    )?;
+    if !exists {
+        return Ok(0);
+    }
+    Ok(conn.query_row("SELECT count(*) FROM lcm_native_scrub_pending", [], |r| r.get(0))?)
 }

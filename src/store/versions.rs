@@ -174,6 +174,21 @@ pub fn next_version(tx: &Connection, summary_id: &str) -> Result<i64> {
     Ok(row_version + 1)
 }
 
+/// Deletes every stored version of a summary (a redaction: no copy of the old text may stay).
+/// Returns the highest version number there was and how many rows went.
+pub fn purge(tx: &Connection, summary_id: &str) -> Result<(Option<i64>, usize)> {
+    let (max, n): (Option<i64>, i64) = tx.query_row(
+        "SELECT max(version), count(*) FROM lcm_native_summary_versions WHERE summary_id = ?1",
+        [summary_id],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    tx.execute(
+        "DELETE FROM lcm_native_summary_versions WHERE summary_id = ?1",
+        [summary_id],
+    )?;
+    Ok((max, n as usize))
+}
+
 /// Drops the oldest versions of `summary_id` beyond the newest `keep`.
 pub fn prune(tx: &Connection, summary_id: &str, keep: i64) -> Result<()> {
     tx.prepare_cached(

@@ -913,11 +913,13 @@ export interface PromptText extends PromptSource {
   diff: string
 }
 
+/** What a context item (or a search hit) is. */
+export type ItemKind = 'message' | 'summary'
+
 /** A live context item. */
 export interface ContextEntry {
   ordinal: number
-  /** `message` or `summary`. */
-  kind: 'message' | 'summary'
+  kind: ItemKind
   messageId?: number
   summaryId?: string
   /** Message role as stored: user, assistant, tool, system. */
@@ -980,8 +982,7 @@ export interface SearchedBy {
 
 /** One `grep` match. */
 export interface GrepHit {
-  /** `message` or `summary`. */
-  type: 'message' | 'summary'
+  type: ItemKind
   messageId?: number
   summaryId?: string
   conversationId: number

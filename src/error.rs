@@ -91,9 +91,15 @@ pub enum LcmError {
     #[error("{0}")]
     Aborted(String),
 
-    /// SQLite reported something we do not classify further.
+    /// SQLite reported something we do not classify further; `source` is rusqlite's error
+    /// (shared, so that one failed group commit can answer each of its callers with it).
     #[error("sqlite error: {message}")]
-    Sqlite { code: Option<i32>, message: String },
+    Sqlite {
+        code: Option<i32>,
+        message: String,
+        #[source]
+        source: std::sync::Arc<rusqlite::Error>,
+    },
 
     /// A bug or an unexpected state inside lcm-native.
     #[error("internal error: {0}")]
@@ -262,12 +268,14 @@ impl From<rusqlite::Error> for LcmError {
                 _ => LcmError::Sqlite {
                     code: sqlite,
                     message: detail,
+                    source: std::sync::Arc::new(rusqlite::Error::SqliteFailure(e, msg.clone())),
                 },
             };
         }
         LcmError::Sqlite {
             code: None,
             message: err.to_string(),
+            source: std::sync::Arc::new(err),
         }
     }
 }
@@ -281,6 +289,24 @@ impl From<serde_json::Error> for LcmError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unclassified_sqlite_error_keeps_rusqlite_s_error_as_its_source() {
+        use std::error::Error as _;
+        let rusqlite_of = |e: &LcmError| {
+            e.source()
+                .and_then(|s| s.downcast_ref::<std::sync::Arc<rusqlite::Error>>())
+                .map(|s| s.to_string())
+        };
+        let e = LcmError::from(rusqlite::Error::InvalidColumnName("nope".into()));
+        assert_eq!(e.code(), "E_SQLITE");
+        assert!(rusqlite_of(&e).is_some_and(|s| s.contains("nope")), "{e:?}");
+        let e = LcmError::from(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_MISMATCH),
+            None,
+        ));
+        assert!(rusqlite_of(&e).is_some_and(|s| s.contains("mismatch")), "{e:?}");
+    }
 
     #[test]
     fn codes_are_stable() {

@@ -87,15 +87,22 @@ pub struct ReadMore;
 /// What a selection returns on a partly read context.
 pub type Pick<T> = std::result::Result<T, ReadMore>;
 
+/// What a context item (or a search hit) is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "lowercase")]
+pub enum ItemKind {
+    Message,
+    Summary,
+}
+
 /// A live context item.
 #[derive(Clone, Debug, serde::Serialize)]
 #[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct ContextEntry {
     pub ordinal: i64,
-    /// `message` or `summary`.
-    #[cfg_attr(test, ts(type = "\"message\" | \"summary\""))]
-    pub kind: &'static str,
+    pub kind: ItemKind,
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(test, ts(optional))]
     pub message_id: Option<i64>,
@@ -541,7 +548,11 @@ impl LiveContext {
             .enumerate()
             .map(|(i, item)| ContextEntry {
                 ordinal: item.db_ordinal.unwrap_or(i as i64),
-                kind: if item.is_message() { "message" } else { "summary" },
+                kind: if item.is_message() {
+                    ItemKind::Message
+                } else {
+                    ItemKind::Summary
+                },
                 message_id: match item.r {
                     ItemRef::Message(id) => Some(id),
                     _ => None,

@@ -71,7 +71,7 @@ fn generated() -> String {
     use crate::db::migrate::{BackfillReport, MigrationReport};
     use crate::fidelity::{survey::DepthFidelity, survey::ScoreReport, Fidelity};
     use crate::history::{Reason, SummaryVersion, TemplateRef};
-    use crate::live::ContextEntry;
+    use crate::live::{ContextEntry, ItemKind};
     use crate::prompts::{PromptSource, PromptText, PromptVars};
     use crate::recall::{
         coverage::ChainLink,
@@ -97,7 +97,7 @@ fn generated() -> String {
         MigrationReport, SummaryKind, SummaryFields, SummaryRecord: SummaryFields, Fidelity,
         StoredFidelity: Fidelity, DepthFidelity, ScoreReport, ConversationInfo, SummarizeRequest, Level,
         PassFailure, PassResult, StopReason, ContextFit, SweepResult, LeafTrigger, RollingTrigger, Evaluation,
-        VerifyReport, PromptVars, PromptSource, PromptText: PromptSource, ContextEntry, RepairStats,
+        VerifyReport, PromptVars, PromptSource, PromptText: PromptSource, ItemKind, ContextEntry, RepairStats,
         AssembleStats: RepairStats, Assembled, SearchedBy, GrepHit, GrepPartial, GrepResult, ChainLink, InputRef,
         CoveredMessages, SummaryDescription: SummaryRecord, PartInfo, MessageDescription: StoredMessage,
         Description, Entry, Expansion, Progress, RewriteEntry, RewriteResult, RewritePreview, Reason,

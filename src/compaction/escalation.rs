@@ -14,9 +14,7 @@ use crate::fidelity::{self, extract::IdentifierSet, Fidelity};
 use crate::history::TemplateRef;
 use crate::offline;
 use crate::prompts::{name_for_depth, PromptSet, PromptVars};
-use crate::summarizer::{
-    SummarizeRequest, Summarizer, SummarizerFailure, SummaryKind, TimeoutPolicy, FALLBACK_MODEL, OFFLINE_MODEL,
-};
+use crate::summarizer::{SummarizeRequest, Summarizer, SummarizerFailure, SummaryKind, TimeoutPolicy, FALLBACK_MODEL};
 use crate::tokens;
 
 /// How a summary was obtained.
@@ -257,7 +255,7 @@ pub async fn summarize(
             let mut needs_repair = false;
             // `minFidelity`: a host summary that keeps too little is asked for once more, with
             // what it left out listed; if it still scores under, it is kept and marked.
-            if score.is_under(config.min_fidelity) && summarizer.model() != OFFLINE_MODEL {
+            if score.is_under(config.min_fidelity) && !summarizer.is_offline() {
                 let missing = missing_for_retry(&identifiers, &score, &content);
                 let retry_vars = PromptVars {
                     missing_identifiers: missing.clone(),
@@ -295,7 +293,7 @@ pub async fn summarize(
                 summarizer_ms: waited,
                 fidelity: score,
                 needs_repair,
-                template: match summarizer.model() == OFFLINE_MODEL {
+                template: match summarizer.is_offline() {
                     true => None,
                     false => Some(prompts.reference(template)?),
                 },

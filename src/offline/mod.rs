@@ -30,6 +30,10 @@ impl Summarizer for OfflineSummarizer {
     fn model(&self) -> String {
         OFFLINE_MODEL.to_string()
     }
+
+    fn is_offline(&self) -> bool {
+        true
+    }
 }
 
 const FOOTER: &str = "Expand for details about:";

@@ -11,6 +11,7 @@ use serde_json::Value;
 use super::coverage;
 use super::query;
 use crate::error::{LcmError, Result};
+use crate::live::ItemKind;
 use crate::store::conversations;
 use crate::store::normalize::Role;
 use crate::time;
@@ -153,10 +154,8 @@ const DEADLINE_CHECK_STEPS: i32 = 4_000;
 #[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct GrepHit {
-    /// `message` or `summary`.
     #[serde(rename = "type")]
-    #[cfg_attr(test, ts(type = "\"message\" | \"summary\""))]
-    pub kind: &'static str,
+    pub kind: ItemKind,
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(test, ts(optional))]
     pub message_id: Option<i64>,
@@ -529,7 +528,7 @@ fn found_from_row(
     let time = time::iso_or_raw(r.get(4)?);
     let hit = match table {
         Table::Messages => GrepHit {
-            kind: "message",
+            kind: ItemKind::Message,
             message_id: Some(r.get(0)?),
             summary_id: None,
             conversation_id: r.get(1)?,
@@ -543,7 +542,7 @@ fn found_from_row(
             covered_by: None,
         },
         Table::Summaries => GrepHit {
-            kind: "summary",
+            kind: ItemKind::Summary,
             message_id: None,
             summary_id: Some(r.get(0)?),
             conversation_id: r.get(1)?,

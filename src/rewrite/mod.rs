@@ -336,7 +336,7 @@ pub async fn rewrite(
     let started = Instant::now();
     if options.apply
         && matches!(options.selection, Selection::Fallbacks | Selection::LowFidelity)
-        && summarizer.model() == crate::summarizer::OFFLINE_MODEL
+        && summarizer.is_offline()
     {
         // The offline summary is deterministic too: writing it would unmark the fallbacks
         // without giving them a model's summary.

@@ -37,15 +37,23 @@ impl Reason {
             Reason::Rollback => "rollback",
         }
     }
+}
 
-    fn parse(s: &str) -> Reason {
-        match s {
-            "rewrite" => Reason::Rewrite,
-            "fallback-repair" => Reason::FallbackRepair,
-            "redaction" => Reason::Redaction,
-            "rollback" => Reason::Rollback,
-            _ => Reason::Compaction,
-        }
+/// Read from the column's text; a reason this version does not know (the column's CHECK
+/// admits none, but a newer lcm-native might) is an error, never taken for another.
+impl rusqlite::types::FromSql for Reason {
+    fn column_result(value: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Reason> {
+        let text = value.as_str()?;
+        [
+            Reason::Compaction,
+            Reason::Rewrite,
+            Reason::FallbackRepair,
+            Reason::Redaction,
+            Reason::Rollback,
+        ]
+        .into_iter()
+        .find(|r| r.as_str() == text)
+        .ok_or_else(|| rusqlite::types::FromSqlError::Other(format!("unknown version reason `{text}`").into()))
     }
 }
 
@@ -201,7 +209,6 @@ pub fn prune(tx: &Connection, summary_id: &str, keep: i64) -> Result<()> {
 
 fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SummaryVersion> {
     let name: Option<String> = r.get(5)?;
-    let reason: String = r.get(8)?;
     Ok(SummaryVersion {
         summary_id: r.get(0)?,
         version: r.get(1)?,
@@ -216,7 +223,7 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SummaryVersion> {
             }),
             None => None,
         },
-        reason: Reason::parse(&reason),
+        reason: r.get(8)?,
         created_at: r.get(9)?,
         current: false,
         stored: true,
@@ -318,4 +325,26 @@ pub fn problems(conn: &Connection, only: Option<i64>) -> Result<Vec<String>> {
         ));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Reason;
+
+    #[test]
+    fn a_reason_is_read_back_as_written_and_an_unknown_one_is_an_error() {
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        for r in [
+            Reason::Compaction,
+            Reason::Rewrite,
+            Reason::FallbackRepair,
+            Reason::Redaction,
+            Reason::Rollback,
+        ] {
+            let back: Reason = conn.query_row("SELECT ?1", [r.as_str()], |row| row.get(0)).unwrap();
+            assert_eq!(back, r);
+        }
+        let unknown = conn.query_row("SELECT 'merge'", [], |row| row.get::<_, Reason>(0));
+        assert!(unknown.is_err());
+    }
 }

@@ -93,6 +93,11 @@ pub trait Summarizer: Send + Sync {
     fn summarize(&self, prompt: String, request: &SummarizeRequest) -> SummaryFuture;
     /// The model id recorded in `summaries.model` for text this summarizer wrote.
     fn model(&self) -> String;
+    /// Whether this is the built-in extractive summarizer: deterministic, so a retry asks it
+    /// nothing new and its text repairs no fallback.
+    fn is_offline(&self) -> bool {
+        false
+    }
 }
 
 /// `summaries.model` of deterministic fallback summaries, so they can be found and
@@ -123,5 +128,9 @@ impl Summarizer for UntilClosed {
 
     fn model(&self) -> String {
         self.inner.model()
+    }
+
+    fn is_offline(&self) -> bool {
+        self.inner.is_offline()
     }
 }

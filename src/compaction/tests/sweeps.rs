@@ -490,9 +490,13 @@ async fn a_tail_bounded_in_tokens_lets_long_turns_compact() {
     let context = engine.context(cid).unwrap();
     assert!(context
         .iter()
-        .any(|e| e.kind == "message" && e.role.as_deref() == Some("user")));
+        .any(|e| e.kind == crate::live::ItemKind::Message && e.role.as_deref() == Some("user")));
     assert!(
-        context.iter().filter(|e| e.kind == "message").count() >= 2,
+        context
+            .iter()
+            .filter(|e| e.kind == crate::live::ItemKind::Message)
+            .count()
+            >= 2,
         "{context:?}"
     );
 }
@@ -540,15 +544,26 @@ async fn budget_pressure_compacts_into_the_tail_down_to_the_newest_turn() {
     assert!(r.tokens_after <= r.threshold, "{r:?}");
     assert_invariants(&engine, cid);
     let context = engine.context(cid).unwrap();
-    let raw: Vec<_> = context.iter().filter(|e| e.kind == "message").collect();
+    let raw: Vec<_> = context
+        .iter()
+        .filter(|e| e.kind == crate::live::ItemKind::Message)
+        .collect();
     assert!(!raw.is_empty(), "the newest turn is never compacted");
     assert_eq!(
         raw.last().and_then(|e| e.message_id),
         context.last().and_then(|e| e.message_id)
     );
     // Oldest first: what is left raw is the newest messages, contiguous at the end.
-    let first_raw = context.iter().position(|e| e.kind == "message").unwrap();
-    assert!(context[first_raw..].iter().all(|e| e.kind == "message"), "{context:?}");
+    let first_raw = context
+        .iter()
+        .position(|e| e.kind == crate::live::ItemKind::Message)
+        .unwrap();
+    assert!(
+        context[first_raw..]
+            .iter()
+            .all(|e| e.kind == crate::live::ItemKind::Message),
+        "{context:?}"
+    );
 }
 
 /// `target: leaf` (background maintenance): leaf passes only, while the raw messages outside

@@ -17,7 +17,11 @@ async fn full_text_finds_messages_and_summaries_newest_first_with_their_live_cov
         .unwrap();
     assert_eq!(r.searched_by.messages, Some("fts"));
     assert_eq!(r.searched_by.summaries, Some("fts"));
-    let messages: Vec<_> = r.hits.iter().filter(|h| h.kind == "message").collect();
+    let messages: Vec<_> = r
+        .hits
+        .iter()
+        .filter(|h| h.kind == crate::live::ItemKind::Message)
+        .collect();
     assert!(messages.len() > 20, "{} message hits", messages.len());
     assert!(r.hits.windows(2).all(|w| w[0].time >= w[1].time), "not newest first");
     let (mut live, mut covered) = (0, 0);
@@ -60,10 +64,19 @@ async fn scope_sort_limit_time_and_conversation_filters() {
             .unwrap()
     };
     let summaries = only(Scope::Summaries);
-    assert!(!summaries.hits.is_empty() && summaries.hits.iter().all(|h| h.kind == "summary" && h.depth.is_some()));
+    assert!(
+        !summaries.hits.is_empty()
+            && summaries
+                .hits
+                .iter()
+                .all(|h| h.kind == crate::live::ItemKind::Summary && h.depth.is_some())
+    );
     assert!(summaries.searched_by.messages.is_none());
     let messages = only(Scope::Messages);
-    assert!(messages.hits.iter().all(|h| h.kind == "message" && h.role.is_some()));
+    assert!(messages
+        .hits
+        .iter()
+        .all(|h| h.kind == crate::live::ItemKind::Message && h.role.is_some()));
     // Relevance: best rank first.
     let rel = engine
         .grep(
@@ -249,8 +262,17 @@ async fn cjk_text_is_found_through_the_trigram_table_or_like() {
         long.searched_by.summaries,
         Some(if has_trigram { "trigram" } else { "like" })
     );
-    assert!(long.hits.iter().any(|h| h.kind == "summary"), "{long:?}");
-    assert!(long.hits.iter().filter(|h| h.kind == "message").count() >= 2);
+    assert!(
+        long.hits.iter().any(|h| h.kind == crate::live::ItemKind::Summary),
+        "{long:?}"
+    );
+    assert!(
+        long.hits
+            .iter()
+            .filter(|h| h.kind == crate::live::ItemKind::Message)
+            .count()
+            >= 2
+    );
     // Two characters: below the trigram tokenizer's reach, found by LIKE.
     let short = engine.grep(Some(cid), &opts("要約")).unwrap();
     assert_eq!(short.searched_by.summaries, Some("like"));

@@ -20,7 +20,7 @@ pub mod write;
 #[cfg(test)]
 pub(crate) mod tests;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -578,24 +578,7 @@ pub async fn compact(
     let mut run = Run::start(deps, conversation_id, summarizer, pass)?;
     let tokens_before = run.live.stored_tokens();
     let threshold = (config.context_threshold * options.token_budget as f64).floor() as i64;
-    let mut result = SweepResult {
-        action_taken: false,
-        tokens_before,
-        tokens_after: tokens_before,
-        threshold,
-        leaf_passes: 0,
-        condensed_passes: BTreeMap::new(),
-        created_summary_ids: Vec::new(),
-        passes_by_level: BTreeMap::new(),
-        fallback_summaries: 0,
-        stop_reason: StopReason::NoCandidates,
-        auth_failure: false,
-        relaxed_fanout: false,
-        compacted_tail: false,
-        duration_ms: 0.0,
-        summarizer_ms: 0.0,
-        fit: None,
-    };
+    let mut result = SweepResult::nothing_done(tokens_before, threshold, StopReason::NoCandidates);
     let leaf_only = options.target == SweepTarget::Leaf;
     let leaf_due = |run: &Run| run.live.raw_tokens_outside_tail(run.tail) >= config.leaf_chunk_tokens;
     let due = match options.target {

@@ -222,9 +222,9 @@ pub struct SweepResult {
 }
 
 impl SweepResult {
-    /// `target: 'fit'` when the context already fits: nothing compacted (`stored`: the live
-    /// context's stored tokens).
-    pub fn fits(fit: ContextFit, stored: i64, threshold: i64) -> SweepResult {
+    /// A sweep that has done nothing (yet): `stored` tokens in the live context, before and
+    /// after, and why it stopped.
+    pub fn nothing_done(stored: i64, threshold: i64, stop_reason: StopReason) -> SweepResult {
         SweepResult {
             action_taken: false,
             tokens_before: stored,
@@ -235,13 +235,21 @@ impl SweepResult {
             created_summary_ids: Vec::new(),
             passes_by_level: BTreeMap::new(),
             fallback_summaries: 0,
-            stop_reason: StopReason::Fits,
+            stop_reason,
             auth_failure: false,
             relaxed_fanout: false,
             compacted_tail: false,
             duration_ms: 0.0,
             summarizer_ms: 0.0,
+            fit: None,
+        }
+    }
+
+    /// `target: 'fit'` when the context already fits: nothing compacted.
+    pub fn fits(fit: ContextFit, stored: i64, threshold: i64) -> SweepResult {
+        SweepResult {
             fit: Some(fit),
+            ..SweepResult::nothing_done(stored, threshold, StopReason::Fits)
         }
     }
 }

@@ -95,6 +95,8 @@ struct OptionSpec {
     env: Option<&'static str>,
     kind: Kind,
     default: Default,
+    /// What the option does: the source's documentation of it (the README says it to users).
+    #[allow(dead_code)]
     doc: &'static str,
 }
 
@@ -328,15 +330,16 @@ const OPTIONS: &[OptionSpec] = &[
 ];
 
 /// One row of the option table, for documentation and the binding's type hints.
-pub struct OptionDoc {
+#[cfg(test)]
+pub(crate) struct OptionDoc {
     pub name: &'static str,
     pub env: Option<&'static str>,
     pub default: String,
-    pub doc: &'static str,
 }
 
 /// The option table as documentation rows.
-pub fn option_docs() -> Vec<OptionDoc> {
+#[cfg(test)]
+pub(crate) fn option_docs() -> Vec<OptionDoc> {
     OPTIONS
         .iter()
         .map(|o| OptionDoc {
@@ -350,7 +353,6 @@ pub fn option_docs() -> Vec<OptionDoc> {
                 Default::Unset => "unset".into(),
                 Default::Required => "required".into(),
             },
-            doc: o.doc,
         })
         .collect()
 }
@@ -447,7 +449,7 @@ fn ingest_redactor(value: &Value) -> Option<crate::redact::text::Redactor> {
 
 /// The redactor of a `redactPatterns` value (`None` when it redacts nothing); E_INVALID_CONFIG
 /// for a value that is not one.
-pub fn redactor_of(value: &Value) -> crate::error::Result<Option<crate::redact::text::Redactor>> {
+pub(crate) fn redactor_of(value: &Value) -> crate::error::Result<Option<crate::redact::text::Redactor>> {
     let entries = pattern_entries(value).ok_or_else(|| {
         crate::error::LcmError::invalid_config(
             "redactPatterns",
@@ -593,7 +595,7 @@ impl Config {
 /// Reads lossless-claw's environment variables (`LCM_*`, then `TZ` for the timezone) into an
 /// options object. Only variables that are set appear. A malformed value is an
 /// E_INVALID_CONFIG error naming the variable.
-pub fn config_from_env(get: impl Fn(&str) -> Option<String>) -> Result<Map<String, Value>> {
+pub(crate) fn config_from_env(get: impl Fn(&str) -> Option<String>) -> Result<Map<String, Value>> {
     let mut out = Map::new();
     for spec in OPTIONS {
         let Some(var) = spec.env else { continue };

@@ -5,7 +5,7 @@ use similar::TextDiff;
 
 /// `--- <old_label>` / `+++ <new_label>` and the changed hunks with three lines of context;
 /// empty when the texts are equal.
-pub fn unified(old_label: &str, new_label: &str, old: &str, new: &str) -> String {
+pub(crate) fn unified(old_label: &str, new_label: &str, old: &str, new: &str) -> String {
     if old == new {
         return String::new();
     }

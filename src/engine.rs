@@ -615,7 +615,7 @@ impl Engine {
 #[derive(Clone, Copy, Debug, serde::Deserialize)]
 #[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct MigrateOptions {
+pub(crate) struct MigrateOptions {
     /// SQLite busy timeout while the migration waits for the file. Default 30000.
     #[serde(
         default = "MigrateOptions::default_busy",
@@ -640,7 +640,7 @@ impl Default for MigrateOptions {
 }
 
 /// Runs the migration on `path` and closes the file again.
-pub fn migrate_file(path: &str, busy_timeout_ms: i64) -> Result<MigrationReport> {
+pub(crate) fn migrate_file(path: &str, busy_timeout_ms: i64) -> Result<MigrationReport> {
     let mut conn = db::open_connection(path, busy_timeout_ms)?;
     db::migrate::migrate(&mut conn, path)
 }

@@ -4,7 +4,7 @@
 use std::fmt;
 
 /// Result alias used throughout the core.
-pub type Result<T> = std::result::Result<T, LcmError>;
+pub(crate) type Result<T> = std::result::Result<T, LcmError>;
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum LcmError {

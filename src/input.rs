@@ -16,7 +16,7 @@ use crate::error::{LcmError, Result};
 
 /// Reads `value` as a `T`; `what` names it in errors (`options`, `conversationId`). No input
 /// is a list at the top (serde would read an array as a struct's fields in order).
-pub fn decode<T: DeserializeOwned>(mut value: Value, what: &str) -> Result<T> {
+pub(crate) fn decode<T: DeserializeOwned>(mut value: Value, what: &str) -> Result<T> {
     match &mut value {
         Value::Object(map) => map.retain(|_, v| !v.is_null()),
         Value::Array(_) => {
@@ -60,7 +60,7 @@ fn list(names: &[&str]) -> String {
 
 /// The candidate closest to `unknown` (case-insensitive edit distance of at most 3, or one
 /// name beginning the other: `freshTail` for `freshTailCount`), to suggest on a typo.
-pub fn closest<'a>(unknown: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+pub(crate) fn closest<'a>(unknown: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     fn distance(a: &str, b: &str) -> usize {
         let a: Vec<char> = a.to_lowercase().chars().collect();
         let b: Vec<char> = b.to_lowercase().chars().collect();
@@ -95,27 +95,27 @@ fn at_least<'de, D: Deserializer<'de>>(d: D, min: i64) -> std::result::Result<i6
 }
 
 /// An integer ≥ 1 (ids, budgets, limits).
-pub fn positive<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<i64, D::Error> {
+pub(crate) fn positive<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<i64, D::Error> {
     at_least(d, 1)
 }
 
 /// An integer ≥ 0 (depths, counts, offsets).
-pub fn non_negative<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<i64, D::Error> {
+pub(crate) fn non_negative<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<i64, D::Error> {
     at_least(d, 0)
 }
 
 /// `positive` for an optional field (with `#[serde(default)]`).
-pub fn opt_positive<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<i64>, D::Error> {
+pub(crate) fn opt_positive<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<i64>, D::Error> {
     positive(d).map(Some)
 }
 
 /// `non_negative` for an optional field (with `#[serde(default)]`).
-pub fn opt_non_negative<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<i64>, D::Error> {
+pub(crate) fn opt_non_negative<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<i64>, D::Error> {
     non_negative(d).map(Some)
 }
 
 /// A string with something besides white space.
-pub fn non_empty<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<String, D::Error> {
+pub(crate) fn non_empty<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<String, D::Error> {
     let s = String::deserialize(d)?;
     if s.trim().is_empty() {
         return Err(D::Error::custom("must be a non-empty string"));
@@ -124,28 +124,28 @@ pub fn non_empty<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<String,
 }
 
 /// `non_empty` for an optional field (with `#[serde(default)]`).
-pub fn opt_non_empty<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<String>, D::Error> {
+pub(crate) fn opt_non_empty<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<String>, D::Error> {
     non_empty(d).map(Some)
 }
 
 /// A conversation id: an integer ≥ 1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(transparent)]
-pub struct ConversationId(#[serde(deserialize_with = "positive")] pub i64);
+pub(crate) struct ConversationId(#[serde(deserialize_with = "positive")] pub i64);
 
 /// A positive integer (a version number).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(transparent)]
-pub struct Positive(#[serde(deserialize_with = "positive")] pub i64);
+pub(crate) struct Positive(#[serde(deserialize_with = "positive")] pub i64);
 
 /// A string with something besides white space (a summary id, a path).
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(transparent)]
-pub struct NonEmpty(#[serde(deserialize_with = "non_empty")] pub String);
+pub(crate) struct NonEmpty(#[serde(deserialize_with = "non_empty")] pub String);
 
 /// A positional argument the caller may leave out or pass as `null`, or an options object
 /// whose every field has a default: `T::default()` then.
-pub fn decode_or_default<T: DeserializeOwned + Default>(value: Option<Value>, what: &str) -> Result<T> {
+pub(crate) fn decode_or_default<T: DeserializeOwned + Default>(value: Option<Value>, what: &str) -> Result<T> {
     match value {
         None | Some(Value::Null) => Ok(T::default()),
         Some(v) => decode(v, what),

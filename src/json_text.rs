@@ -25,7 +25,7 @@ fn escape_at(bytes: &[u8], at: usize) -> Option<u16> {
 
 /// `json` with every lone surrogate escape replaced by `\ufffd`, and how many were replaced.
 /// Paired surrogates (`\ud83d\ude00`) and every other escape are left as they are.
-pub fn replace_lone_surrogates(json: &str) -> (Cow<'_, str>, usize) {
+pub(crate) fn replace_lone_surrogates(json: &str) -> (Cow<'_, str>, usize) {
     let bytes = json.as_bytes();
     // Cheap exit: no `\ud8`–`\udf` escape at all (upper or lower case).
     let maybe = bytes
@@ -120,7 +120,7 @@ fn write_ascii<W: ?Sized + Write>(writer: &mut W, text: &str) -> io::Result<()> 
 
 /// `value` as compact JSON text that is ASCII only, written into a buffer of `capacity`
 /// bytes (a large result is then written once, not copied each time its buffer doubles).
-pub fn to_ascii_json<T: serde::Serialize + ?Sized>(value: &T, capacity: usize) -> serde_json::Result<String> {
+pub(crate) fn to_ascii_json<T: serde::Serialize + ?Sized>(value: &T, capacity: usize) -> serde_json::Result<String> {
     let mut buf = Vec::with_capacity(capacity);
     value.serialize(&mut serde_json::Serializer::with_formatter(&mut buf, AsciiFormatter))?;
     // Every byte written is ASCII (the formatter escapes the rest).

@@ -3,33 +3,51 @@
 //! The core modules below know nothing of Node. `binding` is the only module that uses napi:
 //! it converts JS values in, runs the core off Node's main thread, and turns core errors into
 //! JS errors with a stable `code`.
+//!
+//! The crate is not published: its API is the JavaScript one. Every module is private and
+//! items are `pub(crate)` unless `probe` re-exports them for the profiling probes
+//! (bench/probes/, run as Cargo examples).
 
-pub mod assemble;
-pub mod compaction;
-pub mod config;
-pub mod db;
-pub mod diff;
-pub mod engine;
-pub mod error;
-pub mod fidelity;
-pub mod history;
-pub mod input;
-pub mod json_text;
-pub mod live;
-pub mod offline;
-pub mod prompts;
-pub mod recall;
-pub mod redact;
-pub mod rewrite;
-pub mod source;
-pub mod store;
-pub mod summarizer;
-pub mod time;
-pub mod tokens;
+#![warn(unreachable_pub)]
+
+mod assemble;
+mod compaction;
+mod config;
+mod db;
+mod diff;
+mod engine;
+mod error;
+mod fidelity;
+mod history;
+mod input;
+mod json_text;
+mod live;
+mod offline;
+mod prompts;
+mod recall;
+mod redact;
+mod rewrite;
+mod source;
+mod store;
+mod summarizer;
+mod time;
+mod tokens;
 
 pub mod binding;
 #[cfg(test)]
 mod typegen;
+
+/// What the profiling probes (bench/probes/) use of the core, and nothing else.
+pub mod probe {
+    pub use crate::assemble::{assemble, AssembleOptions};
+    pub use crate::compaction::{PassOptions, SweepOptions};
+    pub use crate::config::Config;
+    pub use crate::db::open_configured;
+    pub use crate::engine::Engine;
+    pub use crate::store::conversations::Target;
+    pub use crate::store::normalize::normalize;
+    pub use crate::summarizer::{SummarizeRequest, Summarizer, SummaryFuture};
+}
 
 /// mimalloc instead of glibc's malloc: assembly and ingest allocate many small strings and
 /// JSON values on tokio's worker threads, where glibc's per-thread arenas spent a

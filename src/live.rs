@@ -16,15 +16,15 @@ use crate::error::{LcmError, Result};
 
 /// What a context item points at.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum ItemRef {
+pub(crate) enum ItemRef {
     Message(i64),
     Summary(String),
 }
 
-pub use crate::source::SummaryFacts;
+pub(crate) use crate::source::SummaryFacts;
 
 #[derive(Clone, Debug, PartialEq)]
-pub struct Item {
+pub(crate) struct Item {
     pub r: ItemRef,
     /// Stored `token_count` (the threshold contract).
     pub tokens: i64,
@@ -38,11 +38,11 @@ pub struct Item {
 }
 
 impl Item {
-    pub fn is_message(&self) -> bool {
+    pub(crate) fn is_message(&self) -> bool {
         matches!(self.r, ItemRef::Message(_))
     }
 
-    pub fn depth(&self) -> Option<i64> {
+    pub(crate) fn depth(&self) -> Option<i64> {
         self.summary.as_ref().map(|s| s.depth)
     }
 }
@@ -51,10 +51,12 @@ impl Item {
 /// 8-byte pointers instead of whole items keeps that cheap when tens of thousands of raw
 /// messages follow the chunk.
 #[derive(Clone, Debug)]
-pub struct LiveContext {
+pub(crate) struct LiveContext {
     pub conversation_id: i64,
     /// The items read, in order; with a gap, `items[..gap.at]` are the oldest ones and
-    /// `items[gap.at..]` the newest ones.
+    /// `items[gap.at..]` the newest ones. Boxed: passes splice runs in and out of long lists,
+    /// which then move pointers, not items.
+    #[allow(clippy::vec_box)]
     pub items: Vec<Box<Item>>,
     /// Highest database ordinal the model knows; items appended later (by ingest) sit above it.
     pub last_db_ordinal: i64,
@@ -67,7 +69,7 @@ pub struct LiveContext {
 /// The unread middle of a partly read live context: where it sits, and what the live totals
 /// say it holds.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Gap {
+pub(crate) struct Gap {
     /// Index in `items` of the first item after it.
     pub at: usize,
     /// It holds the live items with `after < ordinal < before`.
@@ -82,10 +84,10 @@ pub struct Gap {
 /// A selection on a partly read context whose answer could depend on items not read yet: read
 /// more (`LiveContext::read_more`) and select again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ReadMore;
+pub(crate) struct ReadMore;
 
 /// What a selection returns on a partly read context.
-pub type Pick<T> = std::result::Result<T, ReadMore>;
+pub(crate) type Pick<T> = std::result::Result<T, ReadMore>;
 
 /// What a context item (or a search hit) is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -200,13 +202,13 @@ fn item_from_row(r: &rusqlite::Row<'_>) -> Result<(i64, Option<Box<Item>>)> {
 }
 
 /// Share of a call's token budget the fresh tail may hold when `freshTailMaxTokens` is unset.
-pub const FRESH_TAIL_BUDGET_SHARE: f64 = 0.4;
+pub(crate) const FRESH_TAIL_BUDGET_SHARE: f64 = 0.4;
 
 /// Which raw messages the fresh tail protects: the newest `count` of them while together they
 /// hold at most `max_tokens` (the newest one always), and in any case the newest turn, from
 /// the newest user message on. The same rule serves compaction, `evaluate` and assembly.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TailRule {
+pub(crate) struct TailRule {
     /// 0 protects nothing at all.
     pub count: i64,
     pub max_tokens: i64,
@@ -215,7 +217,7 @@ pub struct TailRule {
 impl TailRule {
     /// The configured rule for a call with `token_budget` (None: a call without one, whose
     /// tail is bounded in messages only unless `freshTailMaxTokens` is set).
-    pub fn of(config: &Config, token_budget: Option<i64>) -> TailRule {
+    pub(crate) fn of(config: &Config, token_budget: Option<i64>) -> TailRule {
         let share = token_budget.map(|b| (b.max(0) as f64 * FRESH_TAIL_BUDGET_SHARE) as i64);
         TailRule {
             count: config.fresh_tail_count,
@@ -224,7 +226,8 @@ impl TailRule {
     }
 
     /// The newest `count` messages (back to the newest user message), whatever they hold.
-    pub fn messages(count: i64) -> TailRule {
+    #[cfg(test)]
+    pub(crate) fn messages(count: i64) -> TailRule {
         TailRule {
             count,
             max_tokens: i64::MAX,
@@ -232,7 +235,7 @@ impl TailRule {
     }
 
     /// Under budget pressure: the newest turn only.
-    pub fn newest_turn(self) -> TailRule {
+    pub(crate) fn newest_turn(self) -> TailRule {
         TailRule {
             count: self.count.min(1),
             max_tokens: 0,
@@ -243,7 +246,7 @@ impl TailRule {
 /// Walks a live context newest first, one item at a time, and finds where its fresh tail
 /// begins; also tells a reader of the newest items when it has read the whole tail.
 #[derive(Clone, Debug)]
-pub struct TailWalk {
+pub(crate) struct TailWalk {
     rule: TailRule,
     counted: i64,
     tokens: i64,
@@ -261,7 +264,7 @@ pub struct TailWalk {
 }
 
 impl TailWalk {
-    pub fn new(rule: TailRule) -> TailWalk {
+    pub(crate) fn new(rule: TailRule) -> TailWalk {
         TailWalk {
             rule,
             counted: 0,
@@ -276,7 +279,7 @@ impl TailWalk {
 
     /// Feeds the next older item, numbered `index`; false once no older item can be part of
     /// the tail (the walk can stop).
-    pub fn push(&mut self, index: usize, item: &Item) -> bool {
+    pub(crate) fn push(&mut self, index: usize, item: &Item) -> bool {
         if self.done {
             return false;
         }
@@ -313,7 +316,7 @@ impl TailWalk {
 
 /// A contiguous run of items chosen for one pass.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Chunk {
+pub(crate) struct Chunk {
     /// Index of the first item in `LiveContext::items`.
     pub start: usize,
     /// Number of items.
@@ -322,7 +325,7 @@ pub struct Chunk {
 }
 
 impl LiveContext {
-    pub fn load(conn: &Connection, conversation_id: i64) -> Result<LiveContext> {
+    pub(crate) fn load(conn: &Connection, conversation_id: i64) -> Result<LiveContext> {
         let sql = format!("{ITEM_QUERY} ORDER BY ci.ordinal");
         let mut stmt = conn.prepare_cached(&sql)?;
         let mut items = Vec::new();
@@ -340,7 +343,7 @@ impl LiveContext {
     /// partial context, with the ordinal of the oldest item read. Reading stops as soon as
     /// `more` returns false for an item (that item is included). With `summary_content`,
     /// `more` is also handed each summary's content.
-    pub fn load_newest(
+    pub(crate) fn load_newest(
         conn: &Connection,
         conversation_id: i64,
         summary_content: bool,
@@ -379,7 +382,8 @@ impl LiveContext {
         Ok((LiveContext::new(conversation_id, items, last), oldest))
     }
 
-    pub fn new(conversation_id: i64, items: Vec<Box<Item>>, last_db_ordinal: i64) -> LiveContext {
+    #[allow(clippy::vec_box)] // see `items`
+    pub(crate) fn new(conversation_id: i64, items: Vec<Box<Item>>, last_db_ordinal: i64) -> LiveContext {
         let total_tokens = items.iter().map(|i| i.tokens).sum();
         LiveContext {
             conversation_id,
@@ -394,7 +398,12 @@ impl LiveContext {
     /// protects (newest first), then the oldest items (every summary before the first message,
     /// and `window` messages), in one snapshot with the live totals, which describe the unread
     /// middle. A context that short is read whole.
-    pub fn load_window(conn: &Connection, conversation_id: i64, tail: TailRule, window: usize) -> Result<LiveContext> {
+    pub(crate) fn load_window(
+        conn: &Connection,
+        conversation_id: i64,
+        tail: TailRule,
+        window: usize,
+    ) -> Result<LiveContext> {
         let snapshot = conn.unchecked_transaction()?;
         let conn: &Connection = &snapshot;
         // The tail, walked back exactly as `tail_start` walks it.
@@ -461,7 +470,7 @@ impl LiveContext {
     /// model has them: another process that compacted meanwhile and renumbered the rows (as
     /// lossless-claw does) would make the range hold items already read, and miss others.
     /// Then nothing is read and the error is E_STALE.
-    pub fn read_more(&mut self, conn: &Connection, n: usize) -> Result<std::ops::Range<usize>> {
+    pub(crate) fn read_more(&mut self, conn: &Connection, n: usize) -> Result<std::ops::Range<usize>> {
         let Some(gap) = self.gap.as_ref() else {
             return Ok(0..0);
         };
@@ -541,7 +550,7 @@ impl LiveContext {
     }
 
     /// The live items as the API lists them (of a context read whole).
-    pub fn entries(&self) -> Vec<ContextEntry> {
+    pub(crate) fn entries(&self) -> Vec<ContextEntry> {
         debug_assert!(self.gap.is_none(), "entries of a partly read context");
         self.items
             .iter()
@@ -569,14 +578,14 @@ impl LiveContext {
     }
 
     /// Σ stored tokens of the live items.
-    pub fn stored_tokens(&self) -> i64 {
+    pub(crate) fn stored_tokens(&self) -> i64 {
         self.total_tokens
     }
 
     /// Index of the first protected item (see `TailRule`). Summaries are never part of the
     /// tail. Items at or after the returned index are never compacted; `len()` when nothing is
     /// protected.
-    pub fn tail_start(&self, rule: TailRule) -> usize {
+    pub(crate) fn tail_start(&self, rule: TailRule) -> usize {
         // Walk back from the newest item: O(tail), whatever the length of the history.
         let mut walk = TailWalk::new(rule);
         for i in (0..self.items.len()).rev() {
@@ -588,7 +597,7 @@ impl LiveContext {
     }
 
     /// Raw-message tokens outside the fresh tail (the leaf trigger's measure).
-    pub fn raw_tokens_outside_tail(&self, tail: TailRule) -> i64 {
+    pub(crate) fn raw_tokens_outside_tail(&self, tail: TailRule) -> i64 {
         let end = self.tail_start(tail);
         let read: i64 = self.items[..end]
             .iter()
@@ -600,7 +609,7 @@ impl LiveContext {
 
     /// The oldest run of raw messages outside the tail, up to `leafChunkTokens` (a single
     /// larger message is taken alone).
-    pub fn leaf_chunk(&self, config: &Config, tail: TailRule) -> Pick<Option<Chunk>> {
+    pub(crate) fn leaf_chunk(&self, config: &Config, tail: TailRule) -> Pick<Option<Chunk>> {
         // The gap may hold messages (it usually holds nothing else).
         match self.oldest_run(config, tail, Item::is_message, self.gap.is_some())? {
             Some(c) => self.keeping_tool_pairs(config, c, tail).map(Some),
@@ -650,7 +659,7 @@ impl LiveContext {
 
     /// The oldest contiguous run of summaries at `depth` outside the tail, up to
     /// `leafChunkTokens` of input.
-    pub fn run_at_depth(&self, config: &Config, tail: TailRule, depth: i64) -> Pick<Option<Chunk>> {
+    pub(crate) fn run_at_depth(&self, config: &Config, tail: TailRule, depth: i64) -> Pick<Option<Chunk>> {
         self.oldest_run(
             config,
             tail,
@@ -697,7 +706,7 @@ impl LiveContext {
     }
 
     /// Minimum run length to condense summaries of `depth`.
-    pub fn fanout(config: &Config, depth: i64, hard: bool) -> i64 {
+    pub(crate) fn fanout(config: &Config, depth: i64, hard: bool) -> i64 {
         if hard {
             config.condensed_min_fanout_hard
         } else if depth == 0 {
@@ -710,7 +719,7 @@ impl LiveContext {
     /// Minimum input tokens of a condensation: lossless-claw's `max(condensedTargetTokens,
     /// leafChunkTokens / 10)`, but never more than a run can hold (runs stop at
     /// `leafChunkTokens`).
-    pub fn min_condensed_tokens(config: &Config) -> i64 {
+    pub(crate) fn min_condensed_tokens(config: &Config) -> i64 {
         config
             .condensed_target_tokens
             .max(config.leaf_chunk_tokens / 10)
@@ -722,7 +731,7 @@ impl LiveContext {
     /// over the threshold with nothing else to do) asks only for the hard fanout: with
     /// `leafChunkTokens` small next to the summaries' size, no run reaches the token minimum,
     /// and a long session's leaf summaries would pile up over the threshold for good.
-    pub fn condensation_candidate(
+    pub(crate) fn condensation_candidate(
         &self,
         config: &Config,
         tail: TailRule,
@@ -763,7 +772,7 @@ impl LiveContext {
 
     /// Summary items before index `before` (newest first), up to `limit`, optionally of one
     /// depth only: the previous-context candidates.
-    pub fn summaries_before(&self, before: usize, depth: Option<i64>, limit: usize) -> Vec<String> {
+    pub(crate) fn summaries_before(&self, before: usize, depth: Option<i64>, limit: usize) -> Vec<String> {
         let mut out: Vec<String> = self.items[..before]
             .iter()
             .rev()
@@ -779,7 +788,7 @@ impl LiveContext {
     }
 
     /// Replaces the chunk with one new summary item (not yet in the database).
-    pub fn replace(&mut self, chunk: &Chunk, item: Item) {
+    pub(crate) fn replace(&mut self, chunk: &Chunk, item: Item) {
         if let Some(gap) = self.gap.as_mut() {
             debug_assert!(chunk.start + chunk.len <= gap.at, "a chunk beyond the read items");
             gap.at -= chunk.len - 1;

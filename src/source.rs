@@ -18,7 +18,7 @@ use crate::time::{self, DisplayZone};
 
 /// A summary's facts the DAG arithmetic needs.
 #[derive(Clone, Debug, PartialEq)]
-pub struct SummaryFacts {
+pub(crate) struct SummaryFacts {
     pub depth: i64,
     pub earliest_at: Option<String>,
     pub latest_at: Option<String>,
@@ -29,7 +29,7 @@ pub struct SummaryFacts {
 }
 
 /// The source of a leaf pass.
-pub struct LeafSource {
+pub(crate) struct LeafSource {
     pub text: String,
     pub earliest: Option<DateTime<Utc>>,
     pub latest: Option<DateTime<Utc>>,
@@ -140,7 +140,7 @@ fn entry_part(p: &StoredPart, role: &str) -> Option<SourcePart> {
 }
 
 /// Collects `file_<16 hex>` ids from `text`, in order, without repeats.
-pub fn file_ids_in(text: &str, out: &mut Vec<String>) {
+pub(crate) fn file_ids_in(text: &str, out: &mut Vec<String>) {
     let bytes = text.as_bytes();
     let mut i = 0;
     while let Some(pos) = text[i..].find("file_") {
@@ -162,7 +162,7 @@ pub fn file_ids_in(text: &str, out: &mut Vec<String>) {
 }
 
 /// Builds the source of a leaf pass over `message_ids` (in order).
-pub fn leaf_source(
+pub(crate) fn leaf_source(
     conn: &Connection,
     message_ids: &[i64],
     zone: DisplayZone,
@@ -232,7 +232,7 @@ pub fn leaf_source(
 }
 
 /// The earliest/latest instants of a summary (its own `created_at` when unknown).
-pub fn summary_range(f: &SummaryFacts) -> (Option<DateTime<Utc>>, Option<DateTime<Utc>>) {
+pub(crate) fn summary_range(f: &SummaryFacts) -> (Option<DateTime<Utc>>, Option<DateTime<Utc>>) {
     let created = time::parse_timestamp(&f.created_at);
     (
         f.earliest_at.as_deref().and_then(time::parse_timestamp).or(created),
@@ -241,7 +241,7 @@ pub fn summary_range(f: &SummaryFacts) -> (Option<DateTime<Utc>>, Option<DateTim
 }
 
 /// Renders a time range, or an empty string when unknown.
-pub fn range_text(earliest: Option<DateTime<Utc>>, latest: Option<DateTime<Utc>>, zone: DisplayZone) -> String {
+pub(crate) fn range_text(earliest: Option<DateTime<Utc>>, latest: Option<DateTime<Utc>>, zone: DisplayZone) -> String {
     match (earliest, latest) {
         (Some(a), Some(b)) => time::format_time_range(&a, &b, zone),
         (Some(a), None) | (None, Some(a)) => time::format_timestamp(&a, zone),
@@ -250,7 +250,7 @@ pub fn range_text(earliest: Option<DateTime<Utc>>, latest: Option<DateTime<Utc>>
 }
 
 /// The structure of a condensed pass's source: one `summary` entry per input.
-pub fn condensed_entries(inputs: &[(&SummaryFacts, &str)], zone: DisplayZone) -> Vec<SourceEntry> {
+pub(crate) fn condensed_entries(inputs: &[(&SummaryFacts, &str)], zone: DisplayZone) -> Vec<SourceEntry> {
     inputs
         .iter()
         .map(|(facts, content)| {
@@ -261,7 +261,7 @@ pub fn condensed_entries(inputs: &[(&SummaryFacts, &str)], zone: DisplayZone) ->
 }
 
 /// Builds the source of a condensed pass: `[time range]\ncontent` per input.
-pub fn condensed_source(inputs: &[(&SummaryFacts, &str)], zone: DisplayZone) -> String {
+pub(crate) fn condensed_source(inputs: &[(&SummaryFacts, &str)], zone: DisplayZone) -> String {
     inputs
         .iter()
         .map(|(facts, content)| {
@@ -279,7 +279,7 @@ pub fn condensed_source(inputs: &[(&SummaryFacts, &str)], zone: DisplayZone) -> 
 
 /// The structure of a stored summary's source, as its pass saw it: its messages (leaf) or its
 /// inputs (condensed). For scoring old summaries.
-pub fn summary_entries(
+pub(crate) fn summary_entries(
     conn: &Connection,
     summary_id: &str,
     zone: DisplayZone,
@@ -318,7 +318,7 @@ pub fn summary_entries(
 }
 
 /// Contents of the given summaries (one query).
-pub fn summary_contents(conn: &Connection, ids: &[String]) -> Result<HashMap<String, (String, Vec<String>)>> {
+pub(crate) fn summary_contents(conn: &Connection, ids: &[String]) -> Result<HashMap<String, (String, Vec<String>)>> {
     let mut out = HashMap::with_capacity(ids.len());
     if ids.is_empty() {
         return Ok(out);

@@ -109,7 +109,7 @@ fn gmt_style(abbr: &str) -> String {
 /// Parses a stored or supplied timestamp as UTC. Accepts SQLite's `YYYY-MM-DD HH:MM:SS`
 /// (optionally with fractional seconds), ISO-8601 with `T`, `Z` or a numeric offset, and a
 /// bare date. Naive values are UTC, never local time (the seed plugin's skew bug).
-pub fn parse_timestamp(value: &str) -> Option<DateTime<Utc>> {
+pub(crate) fn parse_timestamp(value: &str) -> Option<DateTime<Utc>> {
     let v = value.trim();
     if v.is_empty() {
         return None;
@@ -145,7 +145,7 @@ pub fn parse_timestamp(value: &str) -> Option<DateTime<Utc>> {
 }
 
 /// A UTC instant from epoch milliseconds, if representable.
-pub fn from_epoch_ms(ms: f64) -> Option<DateTime<Utc>> {
+pub(crate) fn from_epoch_ms(ms: f64) -> Option<DateTime<Utc>> {
     if !ms.is_finite() {
         return None;
     }
@@ -153,27 +153,27 @@ pub fn from_epoch_ms(ms: f64) -> Option<DateTime<Utc>> {
 }
 
 /// SQLite's `datetime('now')` shape: `YYYY-MM-DD HH:MM:SS` (UTC, seconds).
-pub fn to_sqlite(dt: &DateTime<Utc>) -> String {
+pub(crate) fn to_sqlite(dt: &DateTime<Utc>) -> String {
     dt.format("%Y-%m-%d %H:%M:%S").to_string()
 }
 
 /// JavaScript's `toISOString()` shape: `YYYY-MM-DDTHH:MM:SS.sssZ`.
-pub fn to_iso_ms(dt: &DateTime<Utc>) -> String {
+pub(crate) fn to_iso_ms(dt: &DateTime<Utc>) -> String {
     dt.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
 }
 
 /// A stored timestamp as ISO-8601 UTC with milliseconds; text that does not parse is kept.
-pub fn iso_or_raw(raw: String) -> String {
+pub(crate) fn iso_or_raw(raw: String) -> String {
     parse_timestamp(&raw).map(|t| to_iso_ms(&t)).unwrap_or(raw)
 }
 
 /// The current time in SQLite's shape.
-pub fn now_sqlite() -> String {
+pub(crate) fn now_sqlite() -> String {
     to_sqlite(&Utc::now())
 }
 
 /// `2026-02-17 15:37 PST`: date and 24-hour time to the minute, with the zone abbreviation.
-pub fn format_timestamp(dt: &DateTime<Utc>, zone: DisplayZone) -> String {
+pub(crate) fn format_timestamp(dt: &DateTime<Utc>, zone: DisplayZone) -> String {
     let l = zone.local(dt);
     let mut out = String::with_capacity(24);
     l.write_date_time(&mut out);
@@ -184,7 +184,7 @@ pub fn format_timestamp(dt: &DateTime<Utc>, zone: DisplayZone) -> String {
 
 /// `2026-02-17 15:37–17:21 PST` on one day, `2026-02-17 15:37 – 2026-02-18 09:10 PST` across
 /// days, a single timestamp when both ends render the same.
-pub fn format_time_range(earliest: &DateTime<Utc>, latest: &DateTime<Utc>, zone: DisplayZone) -> String {
+pub(crate) fn format_time_range(earliest: &DateTime<Utc>, latest: &DateTime<Utc>, zone: DisplayZone) -> String {
     let (a, b) = (zone.local(earliest), zone.local(latest));
     let mut out = String::with_capacity(48);
     a.write_date_time(&mut out);

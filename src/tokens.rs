@@ -17,7 +17,7 @@ fn quarters(c: char) -> u64 {
 
 /// Code points the estimator (and recall's CJK search path) treats as CJK: Han, kana, Hangul
 /// and their punctuation and full-width forms.
-pub fn is_cjk(cp: u32) -> bool {
+pub(crate) fn is_cjk(cp: u32) -> bool {
     matches!(cp,
         0x4E00..=0x9FFF
         | 0x3400..=0x4DBF
@@ -33,13 +33,13 @@ pub fn is_cjk(cp: u32) -> bool {
 }
 
 /// Estimated tokens of `text`.
-pub fn estimate(text: &str) -> i64 {
+pub(crate) fn estimate(text: &str) -> i64 {
     quarter_tokens(text).div_ceil(4) as i64
 }
 
 /// The weight of `text` in quarter tokens: additive, so the estimate of a text built piece
 /// by piece is `sum.div_ceil(4)` without re-reading what came before.
-pub fn quarter_tokens(text: &str) -> u64 {
+pub(crate) fn quarter_tokens(text: &str) -> u64 {
     // ASCII: every byte is one code point of weight 1/4.
     if text.is_ascii() {
         return text.len() as u64;
@@ -60,7 +60,7 @@ pub fn quarter_tokens(text: &str) -> u64 {
 
 /// Estimated tokens of the JSON text of `value` (what the plugin estimates for block content),
 /// counted as it is serialized instead of materializing the string.
-pub fn estimate_json(value: &serde_json::Value) -> i64 {
+pub(crate) fn estimate_json(value: &serde_json::Value) -> i64 {
     use std::io::Write;
     let mut counter = QuarterCounter::default();
     {
@@ -130,7 +130,7 @@ impl std::io::Write for QuarterCounter {
 }
 
 /// The longest prefix of `text` (cut at a char boundary) whose estimate is at most `max_tokens`.
-pub fn truncate_to_tokens(text: &str, max_tokens: i64) -> &str {
+pub(crate) fn truncate_to_tokens(text: &str, max_tokens: i64) -> &str {
     if max_tokens <= 0 {
         return "";
     }
@@ -146,7 +146,7 @@ pub fn truncate_to_tokens(text: &str, max_tokens: i64) -> &str {
 }
 
 /// The longest suffix of `text` (cut at a char boundary) whose estimate is at most `max_tokens`.
-pub fn truncate_start_to_tokens(text: &str, max_tokens: i64) -> &str {
+pub(crate) fn truncate_start_to_tokens(text: &str, max_tokens: i64) -> &str {
     if max_tokens <= 0 {
         return "";
     }

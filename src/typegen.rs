@@ -65,8 +65,10 @@ fn generated() -> String {
     use crate::assemble::{repair::RepairStats, AssembleStats, Assembled};
     use crate::binding::engine::IngestResult;
     use crate::compaction::{
-        escalation::Level, verify::VerifyReport, ContextFit, Evaluation, LeafTrigger, PassFailure, PassResult,
-        RollingTrigger, StopReason, SweepResult,
+        escalation::Level,
+        evaluate::{LeafTrigger, RollingTrigger},
+        verify::VerifyReport,
+        ContextFit, Evaluation, PassFailure, PassResult, StopReason, SweepResult,
     };
     use crate::db::migrate::{BackfillReport, MigrationReport};
     use crate::fidelity::{survey::DepthFidelity, survey::ScoreReport, Fidelity};

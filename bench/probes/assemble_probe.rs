@@ -8,9 +8,9 @@
 
 use std::time::Instant;
 
-use lcm_native::assemble::AssembleOptions;
-use lcm_native::config::Config;
-use lcm_native::engine::Engine;
+use lcm_native::probe::AssembleOptions;
+use lcm_native::probe::Config;
+use lcm_native::probe::Engine;
 use serde_json::json;
 
 fn main() {
@@ -21,7 +21,7 @@ fn main() {
     let runs: usize = args.get(4).and_then(|s| s.parse().ok()).unwrap_or(50);
     let cold = args.get(5).is_some_and(|a| a == "cold");
     let engine = Engine::open(Config::from_options(&json!({ "dbPath": path }), None).unwrap()).unwrap();
-    let conn = lcm_native::db::open_configured(path, 5_000).unwrap();
+    let conn = lcm_native::probe::open_configured(path, 5_000).unwrap();
     let opts = AssembleOptions {
         token_budget: budget,
         fresh_tail_count: None,
@@ -33,7 +33,7 @@ fn main() {
     for _ in 0..runs {
         let t = Instant::now();
         let a = match cold {
-            true => lcm_native::assemble::assemble(&conn, engine.config(), cid, &opts).unwrap(),
+            true => lcm_native::probe::assemble(&conn, engine.config(), cid, &opts).unwrap(),
             false => engine.assemble(cid, &opts).unwrap(),
         };
         times.push(t.elapsed().as_secs_f64() * 1000.0);

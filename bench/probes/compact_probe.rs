@@ -7,11 +7,11 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use lcm_native::compaction::{PassOptions, SweepOptions};
-use lcm_native::config::Config;
-use lcm_native::engine::Engine;
-use lcm_native::store::conversations::Target;
-use lcm_native::summarizer::{SummarizeRequest, Summarizer, SummaryFuture};
+use lcm_native::probe::Config;
+use lcm_native::probe::Engine;
+use lcm_native::probe::Target;
+use lcm_native::probe::{PassOptions, SweepOptions};
+use lcm_native::probe::{SummarizeRequest, Summarizer, SummaryFuture};
 use serde_json::json;
 
 struct Stub;

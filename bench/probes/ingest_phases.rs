@@ -11,7 +11,7 @@
 
 use std::time::Instant;
 
-use lcm_native::{config::Config, engine::Engine, store::conversations::Target, store::normalize};
+use lcm_native::probe::{normalize, Config, Engine, Target};
 use serde_json::Value;
 
 const BATCH: usize = 500;
@@ -31,7 +31,7 @@ fn main() {
     let contents: Vec<String> = parsed
         .iter()
         .flat_map(|b| b.iter().enumerate())
-        .map(|(i, m)| normalize::normalize(i, m).unwrap().content)
+        .map(|(i, m)| normalize(i, m).unwrap().content)
         .collect();
     println!("validate + rows     {:7.2} us/message", per_message(t));
 
@@ -75,7 +75,7 @@ fn main() {
     .enumerate()
     {
         let file = dir.path().join(format!("table{i}.db"));
-        let mut conn = lcm_native::db::open_configured(file.to_str().unwrap(), 1000).unwrap();
+        let mut conn = lcm_native::probe::open_configured(file.to_str().unwrap(), 1000).unwrap();
         conn.execute_batch(ddl).unwrap();
         let t = Instant::now();
         for chunk in contents.chunks(BATCH) {

@@ -5,7 +5,7 @@
 
 use std::time::Instant;
 
-use lcm_native::{config::Config, engine::Engine, store::conversations::Target};
+use lcm_native::probe::{Config, Engine, Target};
 use serde_json::json;
 
 fn main() {

@@ -27,7 +27,7 @@ const MAX_BYTES: usize = 32 << 20;
 
 /// What the last assembly of each of a few conversations rendered.
 #[derive(Default)]
-pub struct RenderCache {
+pub(crate) struct RenderCache {
     /// (count of message-changing writes, the writer's data_version) the entries were read at.
     stamp: Option<(u64, i64)>,
     /// Most recently assembled last, with the rendered size of each.
@@ -42,7 +42,7 @@ struct Kept {
 
 /// One conversation's rendered items.
 #[derive(Default)]
-pub struct Rendered {
+pub(crate) struct Rendered {
     /// Messages by id, as `render::host_message` built them (`item` unset).
     pub messages: HashMap<i64, Msg>,
     /// Summaries' wrappers by summary id.
@@ -52,13 +52,13 @@ pub struct Rendered {
 /// A summary's formatted time range and the tokens its wrapper adds, with the facts they were
 /// computed from: reused only for the same facts, so a summary's row never goes stale here.
 /// (The display zone is the engine's, fixed when it opens.)
-pub struct Wrapper {
+pub(crate) struct Wrapper {
     pub facts: WrapperFacts,
     pub range: String,
     pub tokens: i64,
 }
 
-pub struct WrapperFacts {
+pub(crate) struct WrapperFacts {
     pub earliest_at: Option<String>,
     pub latest_at: Option<String>,
     pub depth: i64,
@@ -68,7 +68,7 @@ pub struct WrapperFacts {
 
 impl WrapperFacts {
     /// True when these are the facts of `summary` presented as `presentation`.
-    pub fn describe(&self, summary: &SummaryFacts, presentation: Presentation) -> bool {
+    pub(crate) fn describe(&self, summary: &SummaryFacts, presentation: Presentation) -> bool {
         self.presentation == presentation
             && self.depth == summary.depth
             && self.descendant_count == summary.descendant_count
@@ -78,7 +78,7 @@ impl WrapperFacts {
 }
 
 /// What one assembly on the writer may reuse and leaves behind.
-pub struct Reuse<'a> {
+pub(crate) struct Reuse<'a> {
     pub cache: &'a mut RenderCache,
     /// The pool's count of message-changing writes, read under the writer's lock.
     pub rewrites: u64,
@@ -88,7 +88,7 @@ impl RenderCache {
     /// Empties the cache unless nothing can have changed a stored message since it was
     /// filled. `conn` is the writer, inside the read transaction the assembly reads in, so the
     /// data version is that snapshot's.
-    pub fn validate(&mut self, conn: &Connection, rewrites: u64) -> Result<()> {
+    pub(crate) fn validate(&mut self, conn: &Connection, rewrites: u64) -> Result<()> {
         let version: i64 = conn
             .prepare_cached("PRAGMA data_version")?
             .query_row([], |r| r.get(0))?;
@@ -101,7 +101,7 @@ impl RenderCache {
     }
 
     /// What was rendered for this conversation last time (taken out; `keep` puts it back).
-    pub fn take(&mut self, conversation_id: i64) -> Rendered {
+    pub(crate) fn take(&mut self, conversation_id: i64) -> Rendered {
         match self
             .conversations
             .iter()
@@ -113,7 +113,7 @@ impl RenderCache {
     }
 
     /// Keeps what this assembly rendered as the conversation's entry, the most recent.
-    pub fn keep(&mut self, conversation_id: i64, rendered: Rendered) {
+    pub(crate) fn keep(&mut self, conversation_id: i64, rendered: Rendered) {
         self.conversations.retain(|k| k.conversation_id != conversation_id);
         let bytes = rendered
             .messages
@@ -133,11 +133,13 @@ impl RenderCache {
     }
 
     /// Messages held, over all conversations.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.conversations.iter().map(|k| k.rendered.messages.len()).sum()
     }
 
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 }

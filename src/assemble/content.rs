@@ -13,7 +13,7 @@ use crate::store::messages::json_str;
 use crate::tokens;
 
 /// Block types that call a tool.
-pub const CALL_TYPES: &[&str] = &[
+pub(crate) const CALL_TYPES: &[&str] = &[
     "toolCall",
     "toolUse",
     "tool_use",

@@ -8,19 +8,19 @@ use super::render::Msg;
 use crate::tokens;
 
 /// Share of the budget one message may take before it is excerpted.
-pub const MESSAGE_BUDGET_SHARE: f64 = 0.25;
+pub(crate) const MESSAGE_BUDGET_SHARE: f64 = 0.25;
 
 /// The smallest excerpt: the marker and a few lines on each side of it.
 const MIN_EXCERPT_TOKENS: i64 = 256;
 
 /// Tokens of an excerpt of a message, for a budget: what assembly charges such a message
 /// before it is rendered (a message at or under it is shown whole).
-pub fn max_message_tokens(budget: i64) -> i64 {
+pub(crate) fn max_message_tokens(budget: i64) -> i64 {
     ((budget.max(0) as f64 * MESSAGE_BUDGET_SHARE) as i64).max(MIN_EXCERPT_TOKENS)
 }
 
 /// The marker put where the middle of a message was left out.
-pub fn marker(message_id: i64, total_tokens: i64) -> String {
+pub(crate) fn marker(message_id: i64, total_tokens: i64) -> String {
     format!(
         "\n\n[lcm-native: message {message_id} has {total_tokens} tokens, more than fit this context; only its \
          beginning and its end are shown. It is stored whole: lcm_describe with id \"{message_id}\" reads it page \
@@ -30,7 +30,7 @@ pub fn marker(message_id: i64, total_tokens: i64) -> String {
 
 /// The text cut to its first and last `keep` tokens together, with `marker` between; the text
 /// itself when it fits.
-pub fn shorten(text: &str, keep: i64, marker: &str) -> String {
+pub(crate) fn shorten(text: &str, keep: i64, marker: &str) -> String {
     if tokens::estimate(text) <= keep {
         return text.to_string();
     }
@@ -51,7 +51,7 @@ fn block_text(b: &Block) -> Option<String> {
 /// `msg` (message `message_id`) shortened to about `max_tokens`, or None when it fits. Text
 /// is shortened in proportion to its size; a tool call is kept whole (its result pairs with
 /// it); reasoning and any other block too large to keep are replaced by a one-line note.
-pub fn excerpt(msg: &Msg, message_id: i64, max_tokens: i64) -> Option<Msg> {
+pub(crate) fn excerpt(msg: &Msg, message_id: i64, max_tokens: i64) -> Option<Msg> {
     let total = msg.tokens();
     if total <= max_tokens {
         return None;

@@ -9,11 +9,11 @@
 //! already render (`cache`), and the counts of everything evicted come from the live totals
 //! the triggers keep (`db::totals`).
 
-pub mod cache;
-pub mod content;
-pub mod excerpt;
-pub mod render;
-pub mod repair;
+pub(crate) mod cache;
+pub(crate) mod content;
+pub(crate) mod excerpt;
+pub(crate) mod render;
+pub(crate) mod repair;
 
 #[cfg(test)]
 mod tests;
@@ -36,7 +36,7 @@ use render::{HostMessage, Msg, SummaryView};
 use repair::RepairStats;
 
 /// Put first when the kept messages begin inside a turn.
-pub const TURN_START_NOTE: &str =
+pub(crate) const TURN_START_NOTE: &str =
     "[lcm-native] The start of this turn is not shown: it did not fit the context budget.";
 
 /// Options of `assemble`.
@@ -272,7 +272,7 @@ pub fn assemble(
 
 /// `assemble`, reusing the messages an earlier assembly on the writer rendered when nothing
 /// can have changed them, and leaving this one's in the cache.
-pub fn assemble_reusing(
+pub(crate) fn assemble_reusing(
     conn: &Connection,
     config: &Config,
     conversation_id: i64,

@@ -137,7 +137,7 @@ fn block_of(part: &StoredPart, raw: Option<&serde_json::value::RawValue>) -> Blo
 /// content follows `store::messages::stored_content`, reading each part's metadata once and
 /// only the fields it needs. It depends on the message's rows only (`item` is left unset), so
 /// the result can be kept while they are unchanged (`cache`).
-pub fn host_message(db_role: &str, content_text: &str, parts: &[StoredPart]) -> Msg {
+pub(crate) fn host_message(db_role: &str, content_text: &str, parts: &[StoredPart]) -> Msg {
     let views: Vec<_> = parts.iter().map(StoredPart::metadata_view).collect();
     let original = views.iter().find_map(|v| v.original_role().filter(|r| !r.is_empty()));
     let mut role = match original.as_deref().unwrap_or(db_role) {
@@ -227,7 +227,7 @@ fn plain_text(blocks: &[Block]) -> Option<String> {
 }
 
 /// A summary as the assembler presents it.
-pub struct SummaryView<'a> {
+pub(crate) struct SummaryView<'a> {
     pub id: &'a str,
     pub depth: i64,
     pub descendant_count: i64,
@@ -238,7 +238,7 @@ pub struct SummaryView<'a> {
 
 /// Makes `content` unable to open or close the wrapper: `<summary` and `</summary` (any case)
 /// lose their `<`.
-pub fn neutralize(content: &str) -> Cow<'_, str> {
+pub(crate) fn neutralize(content: &str) -> Cow<'_, str> {
     let starts = |rest: &[u8], word: &[u8]| rest.len() >= word.len() && rest[..word.len()].eq_ignore_ascii_case(word);
     let mut out = String::new();
     let mut last = 0;
@@ -289,7 +289,7 @@ const XML_CLOSE: &str = "\n</summary>";
 
 /// `<summary id="…" range="…" depth="N" descendants="N">` (range omitted when unknown,
 /// descendants when 0), the content, `</summary>`.
-pub fn xml(s: &SummaryView<'_>) -> String {
+pub(crate) fn xml(s: &SummaryView<'_>) -> String {
     let open = open_tag(s.id, &s.range, s.depth, s.descendant_count);
     let body = neutralize(s.content.trim());
     let mut out = String::with_capacity(open.len() + body.len() + XML_OPEN_END.len() + XML_CLOSE.len());
@@ -302,17 +302,17 @@ pub fn xml(s: &SummaryView<'_>) -> String {
 
 /// The wrapper's own tokens (everything but the content), for budgeting before the content is
 /// read: an upper bound of `tokens(xml) - tokens(content)`.
-pub fn xml_overhead(id: &str, range: &str, depth: i64, descendants: i64) -> i64 {
+pub(crate) fn xml_overhead(id: &str, range: &str, depth: i64, descendants: i64) -> i64 {
     let quarters = tokens::quarter_tokens(&open_tag(id, range, depth, descendants))
         + tokens::quarter_tokens(XML_OPEN_END)
         + tokens::quarter_tokens(XML_CLOSE);
     quarters.div_ceil(4) as i64 + 1
 }
 
-pub const MARKDOWN_HEADING: &str = "## Earlier in this conversation";
+pub(crate) const MARKDOWN_HEADING: &str = "## Earlier in this conversation";
 
 /// One `## Earlier in this conversation` section for a run of summaries.
-pub fn markdown(run: &[SummaryView<'_>]) -> String {
+pub(crate) fn markdown(run: &[SummaryView<'_>]) -> String {
     let mut out = String::from(MARKDOWN_HEADING);
     for s in run {
         out.push_str("\n\n");
@@ -325,7 +325,7 @@ pub fn markdown(run: &[SummaryView<'_>]) -> String {
 }
 
 /// `formatTimeRange` over optional ISO values, in `zone`.
-pub fn range(earliest: Option<&str>, latest: Option<&str>, zone: DisplayZone) -> String {
+pub(crate) fn range(earliest: Option<&str>, latest: Option<&str>, zone: DisplayZone) -> String {
     use crate::time::parse_timestamp;
     crate::source::range_text(
         earliest.and_then(parse_timestamp),

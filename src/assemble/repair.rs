@@ -7,13 +7,16 @@
 use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
+#[cfg(test)]
 use serde_json::Value;
 
-use super::content::{Block, BlockKind, Content, CALL_TYPES};
+#[cfg(test)]
+use super::content::CALL_TYPES;
+use super::content::{Block, BlockKind, Content};
 use super::render::Msg;
 use crate::store::normalize::Role;
 
-pub const SYNTHETIC_TEXT: &str =
+pub(crate) const SYNTHETIC_TEXT: &str =
     "[lcm-native] missing tool result in session history; inserted synthetic error result for transcript repair.";
 
 /// What the pairing repair of tool calls and results changed.
@@ -29,6 +32,7 @@ pub struct RepairStats {
 
 /// The id of a tool call in a block of a message's JSON (the validator's reading of what
 /// `BlockKind::Call` is).
+#[cfg(test)]
 fn call_id(block: &Value) -> Option<&str> {
     let t = block.get("type")?.as_str()?;
     if !CALL_TYPES.contains(&t) {
@@ -55,7 +59,7 @@ fn is_empty(m: &Msg) -> bool {
 }
 
 /// Repairs `msgs` in order.
-pub fn repair(msgs: Vec<Msg>) -> (Vec<Msg>, RepairStats) {
+pub(crate) fn repair(msgs: Vec<Msg>) -> (Vec<Msg>, RepairStats) {
     let mut stats = RepairStats::default();
     let mut out: Vec<Msg> = Vec::with_capacity(msgs.len() + 4);
     let mut seen_calls: HashSet<String> = HashSet::new();
@@ -155,7 +159,8 @@ pub fn repair(msgs: Vec<Msg>) -> (Vec<Msg>, RepairStats) {
 
 /// Checks a sequence the way a strict provider does; returns the first violation. Used by the
 /// tests and available to hosts through the assemble tests' helper.
-pub fn validate(messages: &[Value]) -> Result<(), String> {
+#[cfg(test)]
+pub(crate) fn validate(messages: &[Value]) -> Result<(), String> {
     let role = |m: &Value| m.get("role").and_then(Value::as_str).unwrap_or("").to_string();
     if let Some(first) = messages.first() {
         if role(first) != "user" {

@@ -41,7 +41,7 @@ impl Level {
 }
 
 #[derive(Clone, Debug)]
-pub struct Escalated {
+pub(crate) struct Escalated {
     pub content: String,
     pub level: Level,
     pub model: String,
@@ -60,7 +60,7 @@ pub struct Escalated {
 
 /// Why a pass ended without a summary.
 #[derive(Debug)]
-pub enum PassError {
+pub(crate) enum PassError {
     /// The provider refused the credentials: the pass is aborted and reported, not thrown.
     Auth(String),
     Failed(LcmError),
@@ -73,7 +73,7 @@ impl From<LcmError> for PassError {
 }
 
 /// Target tokens for one call.
-pub fn target_tokens(config: &Config, kind: SummaryKind, input_tokens: i64, aggressive: bool) -> i64 {
+pub(crate) fn target_tokens(config: &Config, kind: SummaryKind, input_tokens: i64, aggressive: bool) -> i64 {
     match (kind, aggressive) {
         (SummaryKind::Condensed, _) => config.condensed_target_tokens.max(512),
         (SummaryKind::Leaf, false) => ((input_tokens as f64 * 0.35) as i64)
@@ -90,7 +90,7 @@ const FOOTER: &str = "Expand for details about:";
 
 /// Cuts `text` to `max` tokens, keeping its "Expand for details about:" footer and saying
 /// that it was capped.
-pub fn cap(text: &str, max: i64) -> String {
+pub(crate) fn cap(text: &str, max: i64) -> String {
     let original = tokens::estimate(text);
     let (body, footer) = match text.rfind(FOOTER) {
         Some(i) => (text[..i].trim_end(), text[i..].trim()),
@@ -129,7 +129,12 @@ async fn call(
 }
 
 /// The deterministic summary used when the summarizer gives nothing usable.
-pub fn fallback(request: &SummarizeRequest, identifiers: &IdentifierSet, target: i64, input_tokens: i64) -> Escalated {
+pub(crate) fn fallback(
+    request: &SummarizeRequest,
+    identifiers: &IdentifierSet,
+    target: i64,
+    input_tokens: i64,
+) -> Escalated {
     let budget = target.min((input_tokens / 2).max(24));
     let content = offline::summarize(&request.entries, &request.source_text, budget);
     Escalated {
@@ -171,14 +176,14 @@ fn missing_for_retry(identifiers: &IdentifierSet, f: &Fidelity, content: &str) -
 
 /// One attempt's prompt: the template of the request's depth, rendered with the attempt's
 /// target (what the summarizer is sent, and what the TUI's preview shows).
-pub struct Attempt {
+pub(crate) struct Attempt {
     pub vars: PromptVars,
     pub prompt: String,
     pub target_tokens: i64,
 }
 
 /// Renders the prompt of the first (`aggressive: false`) or second attempt.
-pub fn attempt(
+pub(crate) fn attempt(
     prompts: &PromptSet,
     config: &Config,
     base: &PromptVars,
@@ -201,13 +206,13 @@ pub fn attempt(
 }
 
 /// Estimated tokens of a request's source text, as the escalation counts them.
-pub fn input_tokens(request: &SummarizeRequest) -> i64 {
+pub(crate) fn input_tokens(request: &SummarizeRequest) -> i64 {
     tokens::estimate(&request.source_text).max(1)
 }
 
 /// Runs the escalation for one pass. `base` holds the prompt variables that do not depend on
 /// the attempt (source, previous context, time range, …).
-pub async fn summarize(
+pub(crate) async fn summarize(
     summarizer: &Arc<dyn Summarizer>,
     prompts: &PromptSet,
     config: &Config,

@@ -61,7 +61,7 @@ pub struct RollingTrigger {
 #[derive(Clone, Debug, serde::Deserialize)]
 #[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct EvaluateOptions {
+pub(crate) struct EvaluateOptions {
     /// The model's context budget.
     #[serde(deserialize_with = "crate::input::positive")]
     pub token_budget: i64,
@@ -72,7 +72,7 @@ pub struct EvaluateOptions {
 }
 
 /// Threshold, leaf-trigger and rolling-trigger decisions for a conversation.
-pub fn evaluate(
+pub(crate) fn evaluate(
     conn: &rusqlite::Connection,
     config: &Config,
     conversation_id: i64,

@@ -11,11 +11,11 @@
 //! contents cache) that the leaf pass, the condensed pass and the sweep all drive; split
 //! across files its invariants would be too. Options, results and `evaluate` live apart.
 
-pub mod escalation;
-mod evaluate;
+pub(crate) mod escalation;
+pub(crate) mod evaluate;
 mod results;
-pub mod verify;
-pub mod write;
+pub(crate) mod verify;
+pub(crate) mod write;
 
 #[cfg(test)]
 pub(crate) mod tests;
@@ -40,11 +40,10 @@ use crate::tokens;
 use escalation::{Escalated, Level, PassError};
 use write::Baseline;
 
-pub use evaluate::{evaluate, EvaluateOptions, Evaluation, LeafTrigger, RollingTrigger};
-pub use results::{
-    CompactOptions, ContextFit, PassFailure, PassOptions, PassResult, StopReason, SweepOptions, SweepResult,
-    SweepTarget,
-};
+pub(crate) use evaluate::{evaluate, EvaluateOptions, Evaluation};
+pub(crate) use results::{CompactOptions, ContextFit, PassFailure, PassResult, StopReason, SweepResult, SweepTarget};
+/// Re-exported by `crate::probe` too.
+pub use results::{PassOptions, SweepOptions};
 
 /// Write a group once it holds this many passes, or once its first pass waited this long, or
 /// four times as long as the last write took: a write rewrites every context row after the
@@ -56,7 +55,7 @@ const GROUP_WRITE_SHARE: u32 = 4;
 
 /// What a pass needs from the engine.
 #[derive(Clone)]
-pub struct Deps {
+pub(crate) struct Deps {
     pub pool: Arc<Pool>,
     pub config: Arc<Config>,
     pub prompts: Arc<PromptSet>,
@@ -494,7 +493,7 @@ impl<'a> Run<'a> {
 }
 
 /// One leaf pass (plus incremental condensation up to `incrementalMaxDepth`).
-pub async fn leaf_pass(
+pub(crate) async fn leaf_pass(
     deps: &Deps,
     conversation_id: i64,
     summarizer: Arc<dyn Summarizer>,
@@ -546,7 +545,7 @@ pub async fn leaf_pass(
 }
 
 /// One condensed pass over the shallowest eligible run (or the run at `options.depth`).
-pub async fn condensed_pass(
+pub(crate) async fn condensed_pass(
     deps: &Deps,
     conversation_id: i64,
     summarizer: Arc<dyn Summarizer>,
@@ -564,7 +563,7 @@ pub async fn condensed_pass(
 /// A full sweep: leaf passes until no chunk or no progress, then condensation, shallowest
 /// depth first, until no candidate or no progress; bounded by `maxSweepIterations` and
 /// `sweepDeadlineMs`.
-pub async fn compact(
+pub(crate) async fn compact(
     deps: &Deps,
     conversation_id: i64,
     summarizer: Arc<dyn Summarizer>,

@@ -43,7 +43,7 @@ pub struct PassOptions {
 #[derive(Clone, Debug, Deserialize)]
 #[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct CompactOptions {
+pub(crate) struct CompactOptions {
     /// The model's context budget; a sweep is due above `contextThreshold × tokenBudget`.
     #[serde(deserialize_with = "input::positive")]
     pub token_budget: i64,
@@ -80,7 +80,7 @@ pub struct CompactOptions {
 
 impl CompactOptions {
     /// The sweep these options ask for; `cancel` stops it before its next pass.
-    pub fn sweep(self, cancel: Option<Arc<std::sync::atomic::AtomicBool>>) -> SweepOptions {
+    pub(crate) fn sweep(self, cancel: Option<Arc<std::sync::atomic::AtomicBool>>) -> SweepOptions {
         SweepOptions {
             token_budget: self.token_budget,
             force: self.force,

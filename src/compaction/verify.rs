@@ -129,7 +129,7 @@ fn cycles(parents: &HashMap<String, Vec<String>>) -> Vec<Vec<String>> {
     found
 }
 
-pub fn verify(conn: &Connection, only: Option<i64>) -> Result<VerifyReport> {
+pub(crate) fn verify(conn: &Connection, only: Option<i64>) -> Result<VerifyReport> {
     let mut problems = Vec::new();
     let integrity: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0))?;
     if integrity != "ok" {

@@ -20,7 +20,7 @@ use crate::store::summaries::{self, NewSummary};
 use crate::time;
 
 /// `sum_` + 16 hex of SHA-256(content ‖ random nonce).
-pub fn new_summary_id(content: &str) -> String {
+pub(crate) fn new_summary_id(content: &str) -> String {
     let mut h = Sha256::new();
     h.update(content.as_bytes());
     h.update(uuid::Uuid::now_v7().as_bytes());
@@ -31,13 +31,13 @@ pub fn new_summary_id(content: &str) -> String {
 
 /// The state of the live context the pending passes were planned on: each item that existed
 /// in the database, by its ordinal (survivors and the items the passes consumed).
-pub struct Baseline {
+pub(crate) struct Baseline {
     /// (db ordinal, item) for every item the passes read or consumed, sorted by ordinal.
     pub items: Vec<(i64, ItemRef)>,
 }
 
 impl Baseline {
-    pub fn of(ctx: &LiveContext) -> Baseline {
+    pub(crate) fn of(ctx: &LiveContext) -> Baseline {
         Baseline {
             items: ctx
                 .items
@@ -48,7 +48,7 @@ impl Baseline {
     }
 
     /// Adds items read after the baseline was taken (`LiveContext::read_more`).
-    pub fn add(&mut self, items: &[Box<crate::live::Item>]) {
+    pub(crate) fn add(&mut self, items: &[Box<crate::live::Item>]) {
         let read: Vec<(i64, ItemRef)> = items
             .iter()
             .filter_map(|i| i.db_ordinal.map(|o| (o, i.r.clone())))
@@ -63,7 +63,7 @@ impl Baseline {
 /// transaction. `baseline` is the state the passes were planned on. On success `ctx` holds the
 /// ordinals the rows now have. `keep_start_rows`: up to this many rows after the changed span
 /// are shifted down rather than the rows before it up (see the module's doc).
-pub fn write_passes(
+pub(crate) fn write_passes(
     conn: &mut Connection,
     flags: SchemaFlags,
     baseline: &Baseline,
@@ -282,7 +282,7 @@ fn stale(cid: i64) -> LcmError {
 }
 
 /// Appends created items' facts: an `Item` for a new summary, as the model holds it.
-pub fn summary_item(new: &NewSummary) -> crate::live::Item {
+pub(crate) fn summary_item(new: &NewSummary) -> crate::live::Item {
     let s = &new.fields;
     crate::live::Item {
         r: ItemRef::Summary(s.summary_id.clone()),

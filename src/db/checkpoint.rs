@@ -11,7 +11,7 @@ use rusqlite::Connection;
 use crate::error::Result;
 
 /// Checkpoint once the log holds this many pages (SQLite's own default threshold).
-pub const CHECKPOINT_PAGES: i32 = 1000;
+pub(crate) const CHECKPOINT_PAGES: i32 = 1000;
 /// Past this, the committing writer checkpoints itself, as SQLite would: the background
 /// thread is not keeping up (for example, long-lived readers pin the log).
 const WRITER_CHECKPOINT_PAGES: i32 = 4 * CHECKPOINT_PAGES;
@@ -32,7 +32,7 @@ struct State {
 }
 
 /// Owns the checkpoint thread; dropping it stops and joins the thread.
-pub struct Checkpointer {
+pub(crate) struct Checkpointer {
     shared: Arc<(Mutex<State>, Condvar)>,
     thread: Option<JoinHandle<()>>,
 }
@@ -40,7 +40,7 @@ pub struct Checkpointer {
 impl Checkpointer {
     /// Starts the thread with its own connection to `path`, and installs the WAL hook on
     /// `writer` that wakes it.
-    pub fn start(path: &str, busy_timeout_ms: i64, writer: &mut Connection) -> Result<Checkpointer> {
+    pub(crate) fn start(path: &str, busy_timeout_ms: i64, writer: &mut Connection) -> Result<Checkpointer> {
         let conn = super::open_configured(path, busy_timeout_ms)?;
         let shared: Arc<(Mutex<State>, Condvar)> = Arc::default();
         let thread_shared = shared.clone();
@@ -90,7 +90,7 @@ impl Checkpointer {
     /// a checkpoint in progress to finish. Two checkpoints cannot run at once, and one that
     /// must complete (a redaction's TRUNCATE) fails at once, without waiting, while the
     /// thread's holds the checkpoint lock.
-    pub fn hold(&self) -> Hold {
+    pub(crate) fn hold(&self) -> Hold {
         let (lock, cv) = &*self.shared;
         let mut st = lock.lock().unwrap_or_else(|e| e.into_inner());
         st.held += 1;
@@ -103,12 +103,13 @@ impl Checkpointer {
     }
 
     /// How many checkpoints the background thread has run so far.
-    pub fn runs(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn runs(&self) -> u64 {
         self.shared.0.lock().unwrap_or_else(|e| e.into_inner()).runs
     }
 
     /// Stops the thread (after any checkpoint in progress) and closes its connection.
-    pub fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         {
             let (lock, cv) = &*self.shared;
             lock.lock().unwrap_or_else(|e| e.into_inner()).stop = true;
@@ -121,7 +122,7 @@ impl Checkpointer {
 }
 
 /// While alive, the checkpoint thread starts no checkpoint (see [`Checkpointer::hold`]).
-pub struct Hold {
+pub(crate) struct Hold {
     shared: Arc<(Mutex<State>, Condvar)>,
 }
 

@@ -12,11 +12,11 @@ use rusqlite::Connection;
 use crate::error::{LcmError, Result};
 
 /// Largest file (database and WAL together) checked before `open` returns.
-pub const CHECK_AT_OPEN_BYTES: u64 = 32 << 20;
+pub(crate) const CHECK_AT_OPEN_BYTES: u64 = 32 << 20;
 
 /// What a quick check of `conn`'s database found: None when it is sound, else the first
 /// problem as a coded E_CORRUPT error. A file that is not SQLite at all stays E_SCHEMA.
-pub fn quick_check(conn: &Connection) -> Result<Option<LcmError>> {
+pub(crate) fn quick_check(conn: &Connection) -> Result<Option<LcmError>> {
     let found: rusqlite::Result<String> = conn.query_row("PRAGMA quick_check(1)", [], |r| r.get(0));
     match found {
         Ok(line) if line == "ok" => Ok(None),
@@ -32,22 +32,22 @@ pub fn quick_check(conn: &Connection) -> Result<Option<LcmError>> {
 }
 
 /// Bytes of the database file and its WAL.
-pub fn file_bytes(path: &str) -> u64 {
+pub(crate) fn file_bytes(path: &str) -> u64 {
     let size = |p: &str| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
     size(path) + size(&format!("{path}-wal"))
 }
 
 /// The damage found in one engine's file, once found (shared with the background check).
 #[derive(Clone, Default)]
-pub struct Damage(Arc<Mutex<Option<LcmError>>>);
+pub(crate) struct Damage(Arc<Mutex<Option<LcmError>>>);
 
 impl Damage {
-    pub fn get(&self) -> Option<LcmError> {
+    pub(crate) fn get(&self) -> Option<LcmError> {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Records `err` when it says the file is damaged (the first such error is kept).
-    pub fn note(&self, err: &LcmError, path: &str) {
+    pub(crate) fn note(&self, err: &LcmError, path: &str) {
         if matches!(err, LcmError::Corrupt { .. }) {
             let mut slot = self.0.lock().unwrap_or_else(|e| e.into_inner());
             if slot.is_none() {
@@ -58,7 +58,7 @@ impl Damage {
 
     /// Checks `path` on a thread of its own with a connection of its own (read-only); the
     /// returned handle stops it (`interrupt`) when the engine closes first.
-    pub fn check_in_background(&self, path: &str, busy_timeout_ms: i64) -> Option<rusqlite::InterruptHandle> {
+    pub(crate) fn check_in_background(&self, path: &str, busy_timeout_ms: i64) -> Option<rusqlite::InterruptHandle> {
         let conn = super::open_read_only(path, busy_timeout_ms, false).ok()?;
         let handle = conn.get_interrupt_handle();
         let (damage, path) = (self.clone(), path.to_string());

@@ -8,7 +8,7 @@ use crate::error::Result;
 
 /// Facts about the file's schema that change how rows are read or written. Read once at open.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct SchemaFlags {
+pub(crate) struct SchemaFlags {
     /// lossless-claw 0.15 marks archived conversations with `active = 0`; new messages of a
     /// session must go to its active one.
     pub conversations_have_active: bool,
@@ -23,7 +23,7 @@ pub struct SchemaFlags {
 }
 
 impl SchemaFlags {
-    pub fn read(conn: &Connection) -> Result<SchemaFlags> {
+    pub(crate) fn read(conn: &Connection) -> Result<SchemaFlags> {
         let active: i64 = conn.query_row(
             "SELECT count(*) FROM pragma_table_info('conversations') WHERE name = 'active'",
             [],

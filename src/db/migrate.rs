@@ -27,11 +27,11 @@ use inspect::{has_trigram, FtsState, Inspection};
 
 mod inspect;
 
-pub const STEP_DEPTHS: (&str, i64) = ("backfillSummaryDepths", 1);
-pub const STEP_METADATA: (&str, i64) = ("backfillSummaryMetadata", 1);
+pub(crate) const STEP_DEPTHS: (&str, i64) = ("backfillSummaryDepths", 1);
+pub(crate) const STEP_METADATA: (&str, i64) = ("backfillSummaryMetadata", 1);
 /// lcm-native's own one-time step: index messages and summaries the FTS tables are missing
 /// (the seed plugin created `messages_fts` empty and indexed summaries best-effort).
-pub const STEP_FTS_FILL: (&str, i64) = ("lcmNativeFtsBackfill", 1);
+pub(crate) const STEP_FTS_FILL: (&str, i64) = ("lcmNativeFtsBackfill", 1);
 const STEP_SCHEMA: (&str, i64) = (NATIVE_SCHEMA_STEP, NATIVE_SCHEMA_VERSION);
 
 /// What `migrate` (or `LcmEngine.open`) found and did.
@@ -80,15 +80,10 @@ pub struct BackfillReport {
     pub rows: i64,
 }
 
-/// Reads the file and refuses it if it belongs to a newer lcm-native. Writes nothing.
-pub fn check_openable(conn: &Connection) -> Result<()> {
-    Inspection::read(conn, true)?.check_version()
-}
-
 /// For a read-only open: inspects the file without writing and accepts it only when no
 /// migration step is missing (queries rely on the current schema). Otherwise E_SCHEMA, saying
 /// how to upgrade it.
-pub fn check_current(conn: &Connection, db_path: &str) -> Result<MigrationReport> {
+pub(crate) fn check_current(conn: &Connection, db_path: &str) -> Result<MigrationReport> {
     let started = Instant::now();
     let ins = Inspection::read(conn, has_trigram())?;
     ins.check_version().map_err(|e| e.with_path(db_path))?;
@@ -118,7 +113,7 @@ pub fn check_current(conn: &Connection, db_path: &str) -> Result<MigrationReport
 
 /// Migrates the database behind `conn` (which must be open read-write; see
 /// [`super::open_connection`]). `conn` is left in WAL mode.
-pub fn migrate(conn: &mut Connection, db_path: &str) -> Result<MigrationReport> {
+pub(crate) fn migrate(conn: &mut Connection, db_path: &str) -> Result<MigrationReport> {
     let started = Instant::now();
     let trigram = has_trigram();
     let first = Inspection::read(conn, trigram)?;

@@ -1,16 +1,16 @@
 //! Opening SQLite files the way lcm-native needs them, and the schema migration.
 
-pub mod checkpoint;
-pub mod damage;
+pub(crate) mod checkpoint;
+pub(crate) mod damage;
 mod flags;
-pub mod migrate;
-pub mod pool;
-pub mod schema;
-pub mod totals;
-pub mod waits;
-pub mod wal_runs;
+pub(crate) mod migrate;
+pub(crate) mod pool;
+pub(crate) mod schema;
+pub(crate) mod totals;
+pub(crate) mod waits;
+pub(crate) mod wal_runs;
 
-pub use flags::SchemaFlags;
+pub(crate) use flags::SchemaFlags;
 
 use std::path::Path;
 use std::time::Duration;
@@ -21,7 +21,7 @@ use crate::error::{LcmError, Result};
 
 /// Opens `path` read-write without changing the file: no pragma that writes runs here, so a
 /// database we then refuse (not SQLite, newer schema) is left exactly as it was.
-pub fn open_connection(path: &str, busy_timeout_ms: i64) -> Result<Connection> {
+pub(crate) fn open_connection(path: &str, busy_timeout_ms: i64) -> Result<Connection> {
     open_read_write(path, busy_timeout_ms).map_err(|e| e.with_path(path))
 }
 
@@ -100,7 +100,7 @@ fn check_path(path: &str) -> Result<()> {
 /// mode). SQLite may create the empty `-wal`/`-shm` side files a WAL database's readers share;
 /// where the directory is not writable it cannot, and then only an `immutable` open works: one
 /// that trusts nobody writes the file (a backup, a read-only mount) and takes no locks.
-pub fn open_read_only(path: &str, busy_timeout_ms: i64, immutable: bool) -> Result<Connection> {
+pub(crate) fn open_read_only(path: &str, busy_timeout_ms: i64, immutable: bool) -> Result<Connection> {
     open_reading(path, busy_timeout_ms, immutable).map_err(|e| e.with_path(path))
 }
 
@@ -170,7 +170,7 @@ fn file_uri(path: &str) -> String {
 
 /// Switches the file to WAL (readers never wait for the writer) and sets the per-connection
 /// pragmas every lcm-native connection uses.
-pub fn configure(conn: &Connection) -> Result<()> {
+pub(crate) fn configure(conn: &Connection) -> Result<()> {
     let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
     if !mode.eq_ignore_ascii_case("wal") {
         return Err(LcmError::Io {

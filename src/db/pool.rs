@@ -22,7 +22,7 @@ const CLOSE_WORK: Duration = Duration::from_millis(1000);
 /// Readers kept open between calls; more are opened on demand and dropped afterwards.
 const IDLE_READERS: usize = 4;
 
-pub struct Pool {
+pub(crate) struct Pool {
     path: String,
     busy_timeout_ms: i64,
     /// Opened with `readOnly`: there is no writer, and every connection is read-only.
@@ -59,7 +59,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Pool {
     /// Wraps an already migrated and configured writer connection, and starts the
     /// background checkpointer for it.
-    pub fn new(path: &str, busy_timeout_ms: i64, mut writer: Connection) -> Result<Pool> {
+    pub(crate) fn new(path: &str, busy_timeout_ms: i64, mut writer: Connection) -> Result<Pool> {
         let checkpointer = Checkpointer::start(path, busy_timeout_ms, &mut writer)?;
         let message_rewrites = Arc::new(AtomicU64::new(0));
         let seen = message_rewrites.clone();
@@ -89,7 +89,7 @@ impl Pool {
 
     /// A pool that never writes: `reader` (opened with [`super::open_read_only`]) becomes the
     /// first idle reader, further readers are read-only too, and no checkpointer runs.
-    pub fn read_only(path: &str, busy_timeout_ms: i64, immutable: bool, reader: Connection) -> Pool {
+    pub(crate) fn read_only(path: &str, busy_timeout_ms: i64, immutable: bool, reader: Connection) -> Pool {
         Pool {
             path: path.to_string(),
             busy_timeout_ms,
@@ -108,7 +108,7 @@ impl Pool {
 
     /// E_READ_ONLY for a read-only pool, E_CLOSED for a closed one: checked before work that
     /// would end in a write (a compaction pass asks the summarizer first).
-    pub fn check_writable(&self) -> Result<()> {
+    pub(crate) fn check_writable(&self) -> Result<()> {
         if self.is_closed() {
             Err(LcmError::Closed)
         } else if self.read_only {
@@ -125,7 +125,7 @@ impl Pool {
     }
 
     /// A new connection outside the pool, of the pool's kind (read-only or not).
-    pub fn fresh_connection(&self) -> Result<Connection> {
+    pub(crate) fn fresh_connection(&self) -> Result<Connection> {
         if self.is_closed() {
             return Err(LcmError::Closed);
         }
@@ -135,14 +135,10 @@ impl Pool {
         }
     }
 
-    pub fn path(&self) -> &str {
-        &self.path
-    }
-
     /// Runs `f` with the writer connection. Writers are serialised in-process by the mutex
     /// and across processes by SQLite's lock (waiting up to the busy timeout). Counted as a
     /// write that may change stored messages (see `write_preserving_messages`).
-    pub fn write<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
+    pub(crate) fn write<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
         self.write_as(true, self.deadline(), f)
     }
 
@@ -151,13 +147,13 @@ impl Pool {
     /// parts) and compaction (summaries and context items). Messages rendered earlier stay
     /// valid across it; an UPDATE or DELETE of a message or part made anyway is still
     /// counted, by the writer's update hook.
-    pub fn write_preserving_messages<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
+    pub(crate) fn write_preserving_messages<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
         self.write_as(false, self.deadline(), f)
     }
 
     /// `write_preserving_messages` for calls that waited in line before (group commit): the
     /// writer and SQLite's lock are waited for until `deadline`, the earliest of the calls'.
-    pub fn write_preserving_messages_by<T>(
+    pub(crate) fn write_preserving_messages_by<T>(
         &self,
         deadline: Instant,
         f: impl FnOnce(&mut Connection) -> Result<T>,
@@ -166,13 +162,13 @@ impl Pool {
     }
 
     /// When a call starting now must have had its turn at the writer and SQLite's lock.
-    pub fn deadline(&self) -> Instant {
+    pub(crate) fn deadline(&self) -> Instant {
         Instant::now() + Duration::from_millis(self.busy_timeout_ms.max(0) as u64)
     }
 
     /// The error of a call that waited in line past its deadline (group commit): behind this
     /// engine's other writes, which may themselves have waited for another process's lock.
-    pub fn waited_too_long(&self) -> LcmError {
+    pub(crate) fn waited_too_long(&self) -> LcmError {
         self.out_of_time(
             "the database stayed busy (this engine's other writes, or another connection's or process's lock)",
         )
@@ -223,18 +219,18 @@ impl Pool {
     }
 
     /// The damage found in the file, if any: writes are refused with it.
-    pub fn damage(&self) -> Option<LcmError> {
+    pub(crate) fn damage(&self) -> Option<LcmError> {
         self.damage.get()
     }
 
     /// Records that the file is damaged (found by the check at open).
-    pub fn set_damage(&self, found: LcmError) {
+    pub(crate) fn set_damage(&self, found: LcmError) {
         self.damage.note(&found, &self.path);
     }
 
     /// Checks a file too large to check at open on a thread of its own; writes are refused
     /// once it finds damage.
-    pub fn check_damage_in_background(&self) {
+    pub(crate) fn check_damage_in_background(&self) {
         *lock(&self.damage_check) = self.damage.check_in_background(&self.path, self.busy_timeout_ms);
     }
 
@@ -251,14 +247,14 @@ impl Pool {
 
     /// Runs `f` with the writer connection while the background checkpointer is held off, for
     /// a checkpoint that must complete rather than give up to the thread's.
-    pub fn write_without_checkpointer<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
+    pub(crate) fn write_without_checkpointer<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
         self.check_writable()?;
         let _hold = lock(&self.checkpointer).as_ref().map(|c| c.hold());
         self.write(f)
     }
 
     /// Runs `f` with a reader connection (its own snapshot per statement or transaction).
-    pub fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+    pub(crate) fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
         let conn = {
             let mut guard = lock(&self.readers);
             let idle = guard.as_mut().ok_or(LcmError::Closed)?;
@@ -283,13 +279,13 @@ impl Pool {
     /// cache is dropped whenever another connection has written, so after each ingest it
     /// reads every page again, while the writer's cache holds what it wrote itself. A write
     /// that arrives meanwhile waits for `f`, so long reads (searches) use `read`.
-    pub fn read_current<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+    pub(crate) fn read_current<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
         self.read_current_counted(|conn, _| f(conn))
     }
 
     /// `read_current`, telling `f` the count of message-changing writes when it runs on the
     /// writer (None on a reader, whose snapshot may be older than what the writer has seen).
-    pub fn read_current_counted<T>(&self, f: impl FnOnce(&Connection, Option<u64>) -> Result<T>) -> Result<T> {
+    pub(crate) fn read_current_counted<T>(&self, f: impl FnOnce(&Connection, Option<u64>) -> Result<T>) -> Result<T> {
         let guard = self.writer.try_lock();
         match guard.as_ref().and_then(|g| g.as_ref()) {
             Some(writer) => {
@@ -308,7 +304,7 @@ impl Pool {
     /// `CLOSE_WAIT`, then its statement is interrupted (it rolls back whole); the final
     /// checkpoint and `optimize` get `CLOSE_WORK` between them. Returns false when the pool
     /// was already closed.
-    pub fn close(&self) -> bool {
+    pub(crate) fn close(&self) -> bool {
         self.closing.store(true, Ordering::SeqCst);
         if let Some(check) = lock(&self.damage_check).take() {
             check.interrupt();
@@ -343,7 +339,7 @@ impl Pool {
         was_open
     }
 
-    pub fn is_closed(&self) -> bool {
+    pub(crate) fn is_closed(&self) -> bool {
         lock(&self.readers).is_none()
     }
 }

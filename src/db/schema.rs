@@ -6,16 +6,16 @@
 
 /// Version of lcm-native's own schema, recorded as `lcmNativeSchema` in `lcm_migration_state`.
 /// A database that records a higher version was written by a newer lcm-native and is refused.
-pub const NATIVE_SCHEMA_VERSION: i64 = 1;
-pub const NATIVE_SCHEMA_STEP: &str = "lcmNativeSchema";
+pub(crate) const NATIVE_SCHEMA_VERSION: i64 = 1;
+pub(crate) const NATIVE_SCHEMA_STEP: &str = "lcmNativeSchema";
 
 /// lcm-native's tables that other modules name (the store's readers check they exist).
-pub const FIDELITY_TABLE: &str = "lcm_native_summary_fidelity";
-pub const VERSIONS_TABLE: &str = "lcm_native_summary_versions";
-pub const REDACTION_PENDING_TABLE: &str = "lcm_native_redaction_pending";
+pub(crate) const FIDELITY_TABLE: &str = "lcm_native_summary_fidelity";
+pub(crate) const VERSIONS_TABLE: &str = "lcm_native_summary_versions";
+pub(crate) const REDACTION_PENDING_TABLE: &str = "lcm_native_redaction_pending";
 
 /// Tables and their `CREATE` statements, in creation order (parents before children).
-pub const TABLES: &[(&str, &str)] = &[
+pub(crate) const TABLES: &[(&str, &str)] = &[
     (
         "conversations",
         "CREATE TABLE IF NOT EXISTS conversations (
@@ -290,7 +290,7 @@ pub const TABLES: &[(&str, &str)] = &[
 
 /// lcm-native tables a read-only open does without (their readers treat a missing table as
 /// empty), so a file migrated by an earlier lcm-native still opens read-only.
-pub const READ_OPTIONAL_TABLES: &[&str] = &[
+pub(crate) const READ_OPTIONAL_TABLES: &[&str] = &[
     "lcm_native_context_resets",
     FIDELITY_TABLE,
     VERSIONS_TABLE,
@@ -301,7 +301,7 @@ pub const READ_OPTIONAL_TABLES: &[&str] = &[
 
 /// Columns that older eras lack, added with `ALTER TABLE … ADD COLUMN` (same declarations as
 /// the plugin uses, so a later plugin start finds them as it expects).
-pub const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
+pub(crate) const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
     ("conversations", "bootstrapped_at", "TEXT"),
     ("conversations", "session_key", "TEXT"),
     ("conversations", "active", "INTEGER NOT NULL DEFAULT 1"),
@@ -328,7 +328,7 @@ pub const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
 /// exists) and `message_parts_type_idx` (no core query filters on part type). lcm-native does
 /// not create them on new files: each would be one more page written per ingest commit.
 /// Where the plugin made them they stay, and the plugin recreates them if it opens the file.
-pub const INDEXES: &[(&str, &str)] = &[
+pub(crate) const INDEXES: &[(&str, &str)] = &[
     (
         // lossless-claw 1.x's: one message per stable event (a provider response, a tool result).
         "messages_stable_event_key_unique",
@@ -392,7 +392,7 @@ pub const INDEXES: &[(&str, &str)] = &[
 ];
 
 /// A full-text table lcm-native keeps: its name, the columns it must have, and its DDL.
-pub struct FtsTable {
+pub(crate) struct FtsTable {
     pub name: &'static str,
     pub columns: &'static [&'static str],
     pub create: &'static str,
@@ -404,7 +404,7 @@ pub struct FtsTable {
     pub trigram: bool,
 }
 
-pub const FTS_TABLES: &[FtsTable] = &[
+pub(crate) const FTS_TABLES: &[FtsTable] = &[
     FtsTable {
         name: "messages_fts",
         columns: &["content"],
@@ -443,10 +443,10 @@ pub const FTS_TABLES: &[FtsTable] = &[
 ];
 
 /// The shadow tables FTS5 keeps for each virtual table.
-pub const FTS_SHADOW_SUFFIXES: &[&str] = &["_data", "_idx", "_content", "_docsize", "_config"];
+pub(crate) const FTS_SHADOW_SUFFIXES: &[&str] = &["_data", "_idx", "_content", "_docsize", "_config"];
 
 /// Whether the file has table `name` (a read-only open of an older file may lack lcm-native's).
-pub fn has_table(conn: &rusqlite::Connection, name: &str) -> crate::error::Result<bool> {
+pub(crate) fn has_table(conn: &rusqlite::Connection, name: &str) -> crate::error::Result<bool> {
     let n: i64 = conn
         .prepare_cached("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1")?
         .query_row([name], |r| r.get(0))?;

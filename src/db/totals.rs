@@ -8,9 +8,9 @@ use rusqlite::{params, Connection};
 use crate::error::Result;
 
 /// The table's name.
-pub const TABLE: &str = "lcm_context_totals";
+pub(crate) const TABLE: &str = "lcm_context_totals";
 
-pub const DDL: &str = "CREATE TABLE IF NOT EXISTS lcm_context_totals (
+pub(crate) const DDL: &str = "CREATE TABLE IF NOT EXISTS lcm_context_totals (
       conversation_id INTEGER PRIMARY KEY,
       items INTEGER NOT NULL DEFAULT 0,
       summaries INTEGER NOT NULL DEFAULT 0,
@@ -19,7 +19,7 @@ pub const DDL: &str = "CREATE TABLE IF NOT EXISTS lcm_context_totals (
     )";
 
 /// The triggers' names; `triggers()` gives their DDL.
-pub const TRIGGER_NAMES: [&str; 6] = [
+pub(crate) const TRIGGER_NAMES: [&str; 6] = [
     "lcm_context_items_totals_insert",
     "lcm_context_items_totals_delete",
     "lcm_context_items_totals_update",
@@ -73,7 +73,7 @@ fn follow_tokens(name: &str, table: &str, key: &str, column: &str) -> String {
 }
 
 /// The triggers, by name (in `TRIGGER_NAMES` order).
-pub fn triggers() -> [(&'static str, String); 6] {
+pub(crate) fn triggers() -> [(&'static str, String); 6] {
     let [insert, delete, update, summaries, messages, conversations] = TRIGGER_NAMES;
     [
         (
@@ -134,7 +134,7 @@ macro_rules! live_sums {
 
 /// Recomputes every conversation's totals from the live items (once, when the triggers are
 /// installed, and whenever they were missing).
-pub const REBUILD: &str = concat!(
+pub(crate) const REBUILD: &str = concat!(
     "DELETE FROM lcm_context_totals;
      INSERT INTO lcm_context_totals (conversation_id, items, summaries, message_tokens, summary_tokens)
      SELECT ci.conversation_id, ",
@@ -144,7 +144,7 @@ pub const REBUILD: &str = concat!(
 
 /// The live totals of one conversation.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct LiveTotals {
+pub(crate) struct LiveTotals {
     pub items: i64,
     pub summaries: i64,
     pub message_tokens: i64,
@@ -152,7 +152,7 @@ pub struct LiveTotals {
 }
 
 impl LiveTotals {
-    pub fn tokens(&self) -> i64 {
+    pub(crate) fn tokens(&self) -> i64 {
         self.message_tokens + self.summary_tokens
     }
 }
@@ -177,17 +177,17 @@ fn read(conn: &Connection, sql: &str, conversation_id: i64) -> Result<Option<Liv
 }
 
 /// The stored totals of a conversation; zero when it never had a live item.
-pub fn load(conn: &Connection, conversation_id: i64) -> Result<LiveTotals> {
+pub(crate) fn load(conn: &Connection, conversation_id: i64) -> Result<LiveTotals> {
     Ok(read(conn, SELECT_STORED, conversation_id)?.unwrap_or_default())
 }
 
 /// The totals summed from the live items themselves (O(items): for checks, not for hot paths).
-pub fn recompute(conn: &Connection, conversation_id: i64) -> Result<LiveTotals> {
+pub(crate) fn recompute(conn: &Connection, conversation_id: i64) -> Result<LiveTotals> {
     Ok(read(conn, SELECT_RECOMPUTED, conversation_id)?.unwrap_or_default())
 }
 
 /// Describes how the stored totals of a conversation differ from its live items, if they do.
-pub fn drift(conn: &Connection, conversation_id: i64) -> Result<Option<String>> {
+pub(crate) fn drift(conn: &Connection, conversation_id: i64) -> Result<Option<String>> {
     let stored = load(conn, conversation_id)?;
     let actual = recompute(conn, conversation_id)?;
     Ok((stored != actual).then(|| {

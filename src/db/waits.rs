@@ -20,7 +20,7 @@ thread_local! {
 
 /// Sets this thread's writer deadline for the life of the value (restoring the one before:
 /// calls can nest, e.g. a read on the writer inside a write's closure).
-pub struct CallDeadline {
+pub(crate) struct CallDeadline {
     previous: Option<Instant>,
     previous_closing: Option<*const AtomicBool>,
     /// Keeps the flag alive while the thread-local points at it.
@@ -28,7 +28,7 @@ pub struct CallDeadline {
 }
 
 impl CallDeadline {
-    pub fn set(deadline: Instant, closing: &Arc<AtomicBool>) -> CallDeadline {
+    pub(crate) fn set(deadline: Instant, closing: &Arc<AtomicBool>) -> CallDeadline {
         let previous = CALL.with(|c| c.replace(Some(deadline)));
         let previous_closing = CLOSING.with(|c| c.replace(Some(Arc::as_ptr(closing))));
         CallDeadline {
@@ -52,7 +52,7 @@ const DELAYS_MS: [u64; 12] = [1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, 100];
 /// The writer's busy handler: sleeps and retries until this thread's deadline, stops at once
 /// when the engine closes. Without a deadline set (a path that did not go through the pool)
 /// it waits as a 5 s busy timeout would.
-pub fn wait_for_lock(tries: i32) -> bool {
+pub(crate) fn wait_for_lock(tries: i32) -> bool {
     let closing = CLOSING.with(Cell::get);
     // SAFETY: the pointer is set by a live `CallDeadline`, which holds an Arc of the flag.
     if closing.is_some_and(|flag| unsafe { &*flag }.load(Ordering::SeqCst)) {
@@ -79,13 +79,13 @@ pub fn wait_for_lock(tries: i32) -> bool {
 
 /// A mutex whose lock can wait with a deadline, for the writer connection: a release wakes
 /// one waiter.
-pub struct TimedMutex<T> {
+pub(crate) struct TimedMutex<T> {
     inner: Mutex<T>,
     released: (Mutex<()>, Condvar),
 }
 
 /// The guard of a [`TimedMutex`]; wakes a waiter when dropped.
-pub struct TimedGuard<'a, T> {
+pub(crate) struct TimedGuard<'a, T> {
     guard: Option<MutexGuard<'a, T>>,
     released: &'a (Mutex<()>, Condvar),
 }
@@ -116,7 +116,7 @@ impl<T> Drop for TimedGuard<'_, T> {
 const RECHECK: Duration = Duration::from_millis(5);
 
 impl<T> TimedMutex<T> {
-    pub fn new(value: T) -> Self {
+    pub(crate) fn new(value: T) -> Self {
         TimedMutex {
             inner: Mutex::new(value),
             released: (Mutex::new(()), Condvar::new()),
@@ -125,7 +125,7 @@ impl<T> TimedMutex<T> {
 
     /// The lock, waiting until `deadline` at most (None when it passed, or when `give_up`
     /// turned true). A panic while it was held leaves the value usable (see `Pool`).
-    pub fn lock_until(&self, deadline: Instant, give_up: &AtomicBool) -> Option<TimedGuard<'_, T>> {
+    pub(crate) fn lock_until(&self, deadline: Instant, give_up: &AtomicBool) -> Option<TimedGuard<'_, T>> {
         loop {
             match self.inner.try_lock() {
                 Ok(g) => return Some(self.guard(g)),
@@ -142,17 +142,19 @@ impl<T> TimedMutex<T> {
     }
 
     /// A call panicked holding the lock (the value is still used: see `Pool`).
-    pub fn is_poisoned(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_poisoned(&self) -> bool {
         self.inner.is_poisoned()
     }
 
     /// The lock, waiting as long as it takes.
-    pub fn lock(&self) -> TimedGuard<'_, T> {
+    #[cfg(test)]
+    pub(crate) fn lock(&self) -> TimedGuard<'_, T> {
         self.guard(self.inner.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// The lock if it is free now.
-    pub fn try_lock(&self) -> Option<TimedGuard<'_, T>> {
+    pub(crate) fn try_lock(&self) -> Option<TimedGuard<'_, T>> {
         match self.inner.try_lock() {
             Ok(g) => Some(self.guard(g)),
             Err(TryLockError::Poisoned(e)) => Some(self.guard(e.into_inner())),

@@ -34,7 +34,7 @@ use rusqlite::ffi;
 use crate::error::{LcmError, Result};
 
 /// The name connections open the VFS by.
-pub const NAME: &CStr = c"lcm-wal-runs";
+pub(crate) const NAME: &CStr = c"lcm-wal-runs";
 
 /// SQLite's WAL frame header (page number, commit size, salts, checksums).
 const FRAME_HEADER: usize = 24;
@@ -68,7 +68,7 @@ const REAL_OFFSET: usize = std::mem::size_of::<WalFile>().next_multiple_of(16);
 static DEFAULT_VFS: OnceLock<usize> = OnceLock::new();
 
 /// Registers the VFS (once per process) and returns its name, for `open_with_flags_and_vfs`.
-pub fn vfs_name() -> Result<&'static CStr> {
+pub(crate) fn vfs_name() -> Result<&'static CStr> {
     static REGISTERED: OnceLock<std::result::Result<(), String>> = OnceLock::new();
     match REGISTERED.get_or_init(register) {
         Ok(()) => Ok(NAME),
@@ -349,13 +349,13 @@ pub(crate) mod testing {
     }
 
     /// Runs (their count and bytes) written on this thread so far.
-    pub fn runs_written() -> (u64, u64) {
+    pub(crate) fn runs_written() -> (u64, u64) {
         WRITES.with(|w| w.get())
     }
 
     /// Makes the next run on this thread fail with `code` without being written, as a full
     /// disk would.
-    pub fn fail_next_run(code: i32) {
+    pub(crate) fn fail_next_run(code: i32) {
         FAIL_NEXT.with(|f| f.set(Some(code)));
     }
 

@@ -58,14 +58,14 @@ struct State {
 }
 
 #[derive(Default)]
-pub struct GroupCommit {
+pub(super) struct GroupCommit {
     state: Mutex<State>,
     /// Signalled when an announced call queues or withdraws.
     joined: Condvar,
 }
 
 /// An announced call; dropping it unqueued (validation failed) withdraws the announcement.
-pub struct Arrival<'a> {
+pub(super) struct Arrival<'a> {
     group: &'a GroupCommit,
     pending: bool,
 }
@@ -94,7 +94,7 @@ impl GroupCommit {
     }
 
     /// Announces a call that is about to validate its messages and then queue them.
-    pub fn arrive(&self) -> Arrival<'_> {
+    pub(super) fn arrive(&self) -> Arrival<'_> {
         self.lock().arriving += 1;
         Arrival {
             group: self,
@@ -104,7 +104,7 @@ impl GroupCommit {
 
     /// Stores `messages` (already validated) and returns this call's outcome, possibly in a
     /// transaction shared with concurrent calls. Blocks the calling thread.
-    pub fn ingest(
+    pub(super) fn ingest(
         &self,
         mut arrival: Arrival<'_>,
         pool: &Pool,

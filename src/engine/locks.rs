@@ -12,12 +12,12 @@ use tokio::sync::OwnedMutexGuard;
 use crate::error::{LcmError, Result};
 
 #[derive(Default)]
-pub struct ConversationLocks {
+pub(super) struct ConversationLocks {
     map: Mutex<HashMap<i64, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl ConversationLocks {
-    pub async fn acquire(&self, conversation_id: i64, timeout_ms: i64) -> Result<OwnedMutexGuard<()>> {
+    pub(super) async fn acquire(&self, conversation_id: i64, timeout_ms: i64) -> Result<OwnedMutexGuard<()>> {
         let lock = self
             .map
             .lock()

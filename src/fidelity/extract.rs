@@ -10,7 +10,7 @@ use serde::Serialize;
 /// What kind of thing an identifier is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub enum Kind {
+pub(crate) enum Kind {
     Path,
     Url,
     Code,
@@ -22,7 +22,7 @@ pub enum Kind {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Identifier {
+pub(crate) struct Identifier {
     pub text: String,
     pub kind: Kind,
     /// Named by the user or used by a tool call.
@@ -31,13 +31,13 @@ pub struct Identifier {
 
 /// Identifiers in first-seen order, without repeats (a repeat can only make one salient).
 #[derive(Clone, Debug, Default)]
-pub struct IdentifierSet {
+pub(crate) struct IdentifierSet {
     items: Vec<Identifier>,
     index: HashMap<String, usize>,
 }
 
 impl IdentifierSet {
-    pub fn add(&mut self, text: &str, kind: Kind, salient: bool) {
+    pub(crate) fn add(&mut self, text: &str, kind: Kind, salient: bool) {
         let key = match kind {
             Kind::Hash => text.to_ascii_lowercase(),
             _ => text.to_string(),
@@ -55,19 +55,15 @@ impl IdentifierSet {
         }
     }
 
-    pub fn items(&self) -> &[Identifier] {
+    pub(crate) fn items(&self) -> &[Identifier] {
         &self.items
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.items.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.items.is_empty()
-    }
-
-    pub fn contains(&self, text: &str) -> bool {
+    pub(crate) fn contains(&self, text: &str) -> bool {
         self.index.contains_key(text) || self.index.contains_key(&text.to_ascii_lowercase())
     }
 }
@@ -434,7 +430,7 @@ fn quoted_paths(line: &str) -> Vec<(usize, usize, &str)> {
 }
 
 /// Adds the identifiers of `text` to `out`.
-pub fn extract(text: &str, salient: bool, out: &mut IdentifierSet) {
+pub(crate) fn extract(text: &str, salient: bool, out: &mut IdentifierSet) {
     for line in text.lines() {
         extract_line(line, salient, out);
     }
@@ -512,7 +508,7 @@ fn extract_line(line: &str, salient: bool, out: &mut IdentifierSet) {
 
 /// The command of a shell call as an identifier: its program and subcommand (`npm test`,
 /// `git diff`, `cargo build`), from the first line; the rest of that line is scanned as text.
-pub fn extract_command(command: &str, salient: bool, out: &mut IdentifierSet) {
+pub(crate) fn extract_command(command: &str, salient: bool, out: &mut IdentifierSet) {
     let first = command.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
     if let Some(name) = command_name(first) {
         out.add(&name, Kind::Command, salient);
@@ -522,7 +518,7 @@ pub fn extract_command(command: &str, salient: bool, out: &mut IdentifierSet) {
 
 /// `npm test`, `git commit`, `cargo build`: a program and a plain-word subcommand, skipping
 /// `cd dir &&` and environment assignments. `None` when there is no subcommand.
-pub fn command_name(line: &str) -> Option<String> {
+pub(crate) fn command_name(line: &str) -> Option<String> {
     let segment = line.rsplit("&& ").next().unwrap_or(line);
     let mut words = segment
         .split_whitespace()
@@ -539,7 +535,7 @@ pub fn command_name(line: &str) -> Option<String> {
 /// Whether `summary` keeps `ident`: it appears verbatim on word boundaries. Hashes match
 /// case-insensitively and by a prefix of 7 or more characters (`7f3a9c2` keeps the full
 /// hash); quantities match with or without the space (`128 ms`, `128ms`).
-pub fn kept_in(summary: &Haystack, ident: &Identifier) -> bool {
+pub(crate) fn kept_in(summary: &Haystack, ident: &Identifier) -> bool {
     match ident.kind {
         Kind::Hash => {
             let lower = ident.text.to_ascii_lowercase();
@@ -562,14 +558,14 @@ pub fn kept_in(summary: &Haystack, ident: &Identifier) -> bool {
 }
 
 /// A summary prepared for `kept_in`.
-pub struct Haystack {
+pub(crate) struct Haystack {
     pub text: String,
     pub lower: String,
     lower_words: Vec<String>,
 }
 
 impl Haystack {
-    pub fn new(text: &str) -> Haystack {
+    pub(crate) fn new(text: &str) -> Haystack {
         let lower = text.to_ascii_lowercase();
         let lower_words = lower
             .split(|c: char| !c.is_ascii_hexdigit())

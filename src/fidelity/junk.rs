@@ -4,7 +4,7 @@
 
 /// Why a line is junk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Junk {
+pub(crate) enum Junk {
     /// `\n`, `\t`, `\"`, `\\`, `\u00e9` written out.
     Escapes,
     /// A JSON object or a `"key": value` pair.
@@ -14,7 +14,7 @@ pub enum Junk {
 }
 
 /// Classifies one line of a summary; `None` when it reads as prose, a log entry or a list.
-pub fn classify(line: &str) -> Option<Junk> {
+pub(crate) fn classify(line: &str) -> Option<Junk> {
     let line = line.trim();
     if line.is_empty() {
         return None;
@@ -120,7 +120,8 @@ fn is_code(line: &str) -> bool {
 }
 
 /// Junk lines / all non-empty lines, without the "Expand for details about:" footer.
-pub fn share(summary: &str) -> (usize, usize) {
+#[cfg(test)]
+pub(crate) fn share(summary: &str) -> (usize, usize) {
     let lines: Vec<&str> = summary
         .lines()
         .map(str::trim)

@@ -3,30 +3,30 @@
 //! identifiers (named by the user, used by a tool call; recurring across a condensed node's
 //! inputs) count twice.
 
-pub mod extract;
-pub mod junk;
+pub(crate) mod extract;
+pub(crate) mod junk;
 #[cfg(test)]
 mod report_tests;
 #[cfg(test)]
 mod retry_tests;
-pub mod survey;
+pub(crate) mod survey;
 
 use serde_json::Value;
 
 /// The score and its rows live in the store (`store::fidelity_scores`); this module computes it.
-pub use crate::store::fidelity_scores::{Fidelity, EXTRACTOR_VERSION};
+pub(crate) use crate::store::fidelity_scores::{Fidelity, EXTRACTOR_VERSION};
 
 use crate::summarizer::entries::{SourceEntry, SourcePart, COMMAND_KEYS};
 use extract::{Haystack, IdentifierSet};
 
 /// Missing salient identifiers kept with a score (and listed in a retry prompt).
-pub const MAX_MISSING_LISTED: usize = 40;
+pub(crate) const MAX_MISSING_LISTED: usize = 40;
 /// A tool-call argument longer than this, or on several lines, is a body (a file's content,
 /// an edit's text): its identifiers count, but not as salient.
 const SHORT_ARGUMENT_CHARS: usize = 200;
 
 /// The identifiers of a source, salient ones marked.
-pub fn source_identifiers(entries: &[SourceEntry]) -> IdentifierSet {
+pub(crate) fn source_identifiers(entries: &[SourceEntry]) -> IdentifierSet {
     let mut set = IdentifierSet::default();
     if !entries.is_empty() && entries.iter().all(|e| e.role == "summary") {
         return condensed_identifiers(entries);
@@ -137,7 +137,7 @@ fn without_footer_notes(text: &str) -> String {
 }
 
 /// Scores `summary` against the identifiers of its source.
-pub fn score(identifiers: &IdentifierSet, summary: &str) -> Fidelity {
+pub(crate) fn score(identifiers: &IdentifierSet, summary: &str) -> Fidelity {
     let hay = Haystack::new(summary);
     let (mut kept, mut salient, mut salient_kept) = (0u32, 0u32, 0u32);
     let mut missing_salient = Vec::new();

@@ -15,7 +15,7 @@ use crate::time::DisplayZone;
 const CHUNK_TOKENS: i64 = 20_000;
 
 /// The stored score of a summary, else one computed now (`stored: false`).
-pub fn of_summary(conn: &Connection, summary_id: &str, zone: DisplayZone) -> Result<StoredFidelity> {
+pub(crate) fn of_summary(conn: &Connection, summary_id: &str, zone: DisplayZone) -> Result<StoredFidelity> {
     if let Some(f) = store::get(conn, summary_id)? {
         return Ok(f);
     }
@@ -37,7 +37,7 @@ fn compute(conn: &Connection, summary_id: &str, zone: DisplayZone) -> Result<Fid
 }
 
 /// Scores `content` as a text of summary `summary_id` (a version it is about to get back).
-pub fn score_text(conn: &Connection, summary_id: &str, content: &str, zone: DisplayZone) -> Result<Fidelity> {
+pub(crate) fn score_text(conn: &Connection, summary_id: &str, content: &str, zone: DisplayZone) -> Result<Fidelity> {
     let entries = summary_entries(conn, summary_id, zone, CHUNK_TOKENS)?;
     Ok(score(&source_identifiers(&entries), content))
 }
@@ -78,7 +78,7 @@ pub struct DepthFidelity {
 #[cfg_attr(test, derive(ts_rs::TS))]
 #[cfg_attr(test, ts(rename = "ScoreFidelityOptions"))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ScoreScope {
+pub(crate) struct ScoreScope {
     /// Score every summary again, not only those without a score from this extractor.
     #[serde(default, skip_serializing)]
     pub all: bool,
@@ -86,7 +86,7 @@ pub struct ScoreScope {
 
 /// Scores the summaries of a conversation that have no score from this extractor (every
 /// summary with `all`), in one transaction, and returns the distribution.
-pub fn score_conversation(
+pub(crate) fn score_conversation(
     conn: &mut Connection,
     conversation_id: i64,
     all: bool,
@@ -108,7 +108,7 @@ pub fn score_conversation(
 }
 
 /// Per-depth distribution of the stored scores.
-pub fn distribution(conn: &Connection, conversation_id: i64) -> Result<Vec<DepthFidelity>> {
+pub(crate) fn distribution(conn: &Connection, conversation_id: i64) -> Result<Vec<DepthFidelity>> {
     let scores = store::for_conversation(conn, conversation_id)?;
     let rows: Vec<(String, i64)> = conn
         .prepare_cached("SELECT summary_id, depth FROM summaries WHERE conversation_id = ?1 ORDER BY depth")?

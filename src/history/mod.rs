@@ -7,12 +7,12 @@ mod tests;
 use rusqlite::Connection;
 
 use crate::error::{LcmError, Result};
-pub use crate::store::versions::*;
+pub(crate) use crate::store::versions::*;
 
 /// Makes version `version` of `summary_id` its text again, as a new version (reason
 /// `rollback`, with the restored version's model and template), in one transaction: content,
 /// token count, fidelity score and full-text rows follow. Returns the new version.
-pub fn rollback(
+pub(crate) fn rollback(
     conn: &mut Connection,
     flags: crate::db::SchemaFlags,
     zone: crate::time::DisplayZone,

@@ -57,7 +57,7 @@ fn labelled(line: &str) -> Option<(&str, &str)> {
     .then_some((label, rest.trim()))
 }
 
-pub fn draft(entries: &[SourceEntry]) -> Draft {
+pub(super) fn draft(entries: &[SourceEntry]) -> Draft {
     let mut d = Draft::default();
     let mut order = 0;
     let mut next = || {

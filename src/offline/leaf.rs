@@ -32,7 +32,7 @@ fn is_change(tool: &str) -> bool {
 }
 
 /// A tool call as an action: `read src/a.ts`, `bash: npm test`, `grep "TODO" in src/`.
-pub fn action(name: &str, arguments: &Value) -> String {
+pub(super) fn action(name: &str, arguments: &Value) -> String {
     let clean = |s: &str, max: usize| text::first_line(s, max);
     if let Some(cmd) = argument(arguments, COMMAND_KEYS) {
         let line = clean(cmd, 120);
@@ -175,13 +175,13 @@ enum CallKind {
 }
 
 /// `3 tool calls`, `1 tool call`.
-pub fn plural(n: usize, one: &str, many: &str) -> String {
+pub(super) fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// The leaf's draft: one section per user turn (section 0 holds what came before the first
 /// request of the span).
-pub fn draft(entries: &[SourceEntry]) -> Draft {
+pub(super) fn draft(entries: &[SourceEntry]) -> Draft {
     let mut d = Draft::default();
     let mut section = 0;
     let mut order = 0;
@@ -351,6 +351,6 @@ fn count_action(
 }
 
 /// Whether an action line (`edit src/a.ts`, `write: …`) is a change.
-pub fn is_change_action(action: &str) -> bool {
+pub(super) fn is_change_action(action: &str) -> bool {
     is_change(action.split([' ', ':']).next().unwrap_or(""))
 }

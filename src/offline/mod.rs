@@ -19,7 +19,7 @@ use crate::summarizer::entries::SourceEntry;
 use crate::summarizer::{SummarizeRequest, Summarizer, SummaryFuture, OFFLINE_MODEL};
 use crate::tokens;
 
-pub struct OfflineSummarizer;
+pub(crate) struct OfflineSummarizer;
 
 impl Summarizer for OfflineSummarizer {
     fn summarize(&self, _prompt: String, request: &SummarizeRequest) -> SummaryFuture {
@@ -39,7 +39,7 @@ impl Summarizer for OfflineSummarizer {
 const FOOTER: &str = "Expand for details about:";
 
 /// Summarises a source within `target_tokens` (at least 24).
-pub fn summarize(entries: &[SourceEntry], source_text: &str, target_tokens: i64) -> String {
+pub(crate) fn summarize(entries: &[SourceEntry], source_text: &str, target_tokens: i64) -> String {
     let target = target_tokens.max(24);
     let fallback_entries;
     let entries = if entries.is_empty() && !source_text.trim().is_empty() {
@@ -60,7 +60,7 @@ pub fn summarize(entries: &[SourceEntry], source_text: &str, target_tokens: i64)
 
 /// One piece of a summary: a line, or one element of a joined line (`Did: a · b`).
 #[derive(Clone, Debug)]
-pub struct Item {
+pub(crate) struct Item {
     /// Where it is rendered: items are ordered by (section, slot, order).
     pub section: usize,
     pub slot: u8,
@@ -76,7 +76,14 @@ pub struct Item {
 
 impl Item {
     /// An item on a line of its own (`Found: …`).
-    pub fn line(section: usize, slot: u8, order: usize, priority: u8, label: impl Into<String>, text: String) -> Item {
+    pub(crate) fn line(
+        section: usize,
+        slot: u8,
+        order: usize,
+        priority: u8,
+        label: impl Into<String>,
+        text: String,
+    ) -> Item {
         Item {
             section,
             slot,
@@ -89,7 +96,7 @@ impl Item {
     }
 
     /// An item that shares its line with the others of its slot (`Did: a · b`).
-    pub fn joined(section: usize, slot: u8, order: usize, priority: u8, label: &str, text: String) -> Item {
+    pub(crate) fn joined(section: usize, slot: u8, order: usize, priority: u8, label: &str, text: String) -> Item {
         Item {
             joined: true,
             ..Item::line(section, slot, order, priority, label, text)
@@ -99,7 +106,7 @@ impl Item {
 
 /// A summary before fitting: its items and notes for the footer about what it left out.
 #[derive(Default)]
-pub struct Draft {
+pub(crate) struct Draft {
     pub items: Vec<Item>,
     /// Said in the footer when anything is left out (`output of 12 tool calls`).
     pub notes: Vec<String>,

@@ -6,7 +6,7 @@ use crate::fidelity::junk;
 
 /// Prose lines of `text`: fenced code blocks, table rows, and lines the junk rules reject are
 /// left out; markdown bullets and heading marks are stripped; whitespace is collapsed.
-pub fn prose_lines(text: &str) -> Vec<String> {
+pub(super) fn prose_lines(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut in_code = false;
     for line in text.lines() {
@@ -45,13 +45,13 @@ fn strip_bullet(t: &str) -> &str {
 }
 
 /// Whitespace runs become one space.
-pub fn collapse(t: &str) -> String {
+pub(super) fn collapse(t: &str) -> String {
     t.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// Sentences of a prose line (split after `.`, `!` or `?` followed by a space and a capital
 /// or a digit, so `e.g. this` and `src/a.ts is` stay whole).
-pub fn sentences(line: &str) -> Vec<String> {
+pub(super) fn sentences(line: &str) -> Vec<String> {
     let mut out = Vec::new();
     let chars: Vec<char> = line.chars().collect();
     let mut start = 0;
@@ -78,7 +78,7 @@ pub fn sentences(line: &str) -> Vec<String> {
 }
 
 /// At most `max` characters, cut at a space (never inside a word), with `…` when cut.
-pub fn shorten(text: &str, max: usize) -> String {
+pub(super) fn shorten(text: &str, max: usize) -> String {
     let text = collapse(text);
     if text.chars().count() <= max {
         return text;
@@ -96,7 +96,7 @@ pub fn shorten(text: &str, max: usize) -> String {
 }
 
 /// The first line of a text, shortened.
-pub fn first_line(text: &str, max: usize) -> String {
+pub(super) fn first_line(text: &str, max: usize) -> String {
     shorten(text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or(""), max)
 }
 
@@ -167,18 +167,18 @@ const ERROR_WORDS: &[&str] = &[
     "exited with",
 ];
 
-pub fn is_decision(s: &str) -> bool {
+pub(super) fn is_decision(s: &str) -> bool {
     let lower = s.to_lowercase();
     DECISION_WORDS.iter().any(|w| lower.contains(w))
 }
 
-pub fn is_error(s: &str) -> bool {
+pub(super) fn is_error(s: &str) -> bool {
     let lower = s.to_lowercase();
     ERROR_WORDS.iter().any(|w| lower.contains(w))
 }
 
 /// Narration that says what is about to happen (`Let me read…`, `Now I'll…`).
-pub fn is_narration(s: &str) -> bool {
+pub(super) fn is_narration(s: &str) -> bool {
     let lower = s.trim_start().to_lowercase();
     [
         "let me ",
@@ -198,7 +198,7 @@ pub fn is_narration(s: &str) -> bool {
 }
 
 /// A test tally (`Tests  3 failed | 120 passed`, `test result: ok. 12 passed`, `5 passing`).
-pub fn is_test_tally(s: &str) -> bool {
+pub(super) fn is_test_tally(s: &str) -> bool {
     let lower = s.to_lowercase();
     let words: Vec<&str> = lower
         .split(|c: char| !c.is_alphanumeric())
@@ -214,7 +214,7 @@ pub fn is_test_tally(s: &str) -> bool {
 }
 
 /// `path:line` somewhere in the line.
-pub fn has_location(s: &str) -> bool {
+pub(super) fn has_location(s: &str) -> bool {
     s.split(|c: char| c.is_whitespace() || "()[]'\"".contains(c)).any(|w| {
         let w = w.trim_end_matches([',', '.', ';']);
         match w.split_once(':') {
@@ -232,7 +232,7 @@ pub fn has_location(s: &str) -> bool {
 
 /// `HH:MM` of a source stamp (`2026-02-17 15:37 UTC`), with the date when it differs from
 /// `date_before`.
-pub fn short_time(stamp: &str, date_before: Option<&str>) -> String {
+pub(super) fn short_time(stamp: &str, date_before: Option<&str>) -> String {
     let mut it = stamp.split(' ');
     match (it.next(), it.next()) {
         (Some(date), Some(time)) if date.len() == 10 && time.len() == 5 => {

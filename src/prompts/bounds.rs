@@ -18,29 +18,29 @@ use std::collections::HashMap;
 use std::io::Write;
 
 /// A template file larger than this is refused (the defaults are under 2 KB).
-pub const MAX_TEMPLATE_BYTES: u64 = 256 * 1024;
+pub(super) const MAX_TEMPLATE_BYTES: u64 = 256 * 1024;
 /// Templates one render may invoke, counting every call site along every path.
-pub const MAX_INVOCATIONS: u64 = 1_000;
+pub(super) const MAX_INVOCATIONS: u64 = 1_000;
 /// Native stack of the render thread: room for gtmpl's own depth limit (100,000 nested
 /// template calls, ~6 KB each), the backstop should a recursion get past `check_structure`.
-pub const RENDER_STACK_BYTES: usize = 1 << 30;
+pub(super) const RENDER_STACK_BYTES: usize = 1 << 30;
 /// The absolute cap on a rendered prompt.
-pub const MAX_RENDERED_BYTES: usize = 32 * 1024 * 1024;
+pub(super) const MAX_RENDERED_BYTES: usize = 32 * 1024 * 1024;
 
 /// The cap on one render: a generous multiple of what goes in (the template and the
 /// variables' text), and never more than `MAX_RENDERED_BYTES`.
-pub fn max_rendered_bytes(template_len: usize, vars_len: usize) -> usize {
+pub(super) fn max_rendered_bytes(template_len: usize, vars_len: usize) -> usize {
     (16 * (template_len + vars_len) + 1024 * 1024).min(MAX_RENDERED_BYTES)
 }
 
 /// A writer that refuses to grow past its cap, which ends the render with an error.
-pub struct CappedWriter {
+pub(super) struct CappedWriter {
     pub buf: Vec<u8>,
     cap: usize,
 }
 
 impl CappedWriter {
-    pub fn new(cap: usize) -> CappedWriter {
+    pub(super) fn new(cap: usize) -> CappedWriter {
         CappedWriter { buf: Vec::new(), cap }
     }
 }
@@ -160,7 +160,7 @@ fn quoted_name(rest: &str) -> Option<String> {
 
 /// Refuses a template that calls itself (directly or through others) or whose render would
 /// invoke more than `MAX_INVOCATIONS` templates. The reason names the templates.
-pub fn check_structure(text: &str) -> Result<(), String> {
+pub(super) fn check_structure(text: &str) -> Result<(), String> {
     // Calls made by each template, by call site ("" is the file's main template).
     let mut calls: HashMap<String, Vec<String>> = HashMap::new();
     calls.insert(String::new(), Vec::new());

@@ -20,7 +20,7 @@ mod bounds;
 mod printf;
 
 /// The four templates, by name, with their embedded defaults.
-pub const TEMPLATES: [(&str, &str); 4] = [
+pub(crate) const TEMPLATES: [(&str, &str); 4] = [
     ("leaf", include_str!("../../prompts/leaf.tmpl")),
     ("condensed-d1", include_str!("../../prompts/condensed-d1.tmpl")),
     ("condensed-d2", include_str!("../../prompts/condensed-d2.tmpl")),
@@ -28,7 +28,7 @@ pub const TEMPLATES: [(&str, &str); 4] = [
 ];
 
 /// The template for a summary of output depth `depth`: 0 leaf, 1, 2, and 3 for anything deeper.
-pub fn name_for_depth(depth: i64) -> &'static str {
+pub(crate) fn name_for_depth(depth: i64) -> &'static str {
     match depth {
         d if d <= 0 => "leaf",
         1 => "condensed-d1",
@@ -38,20 +38,20 @@ pub fn name_for_depth(depth: i64) -> &'static str {
 }
 
 /// The depth a template is for: `leaf` 0, `condensed-dN` N (the inverse of `name_for_depth`).
-pub fn depth_of(canonical: &str) -> i64 {
+pub(crate) fn depth_of(canonical: &str) -> i64 {
     (0..=3).find(|&d| name_for_depth(d) == canonical).unwrap_or(3)
 }
 
 /// `$HOME/.config/lcm-tui/prompts`: where lcm-native and lcm-tui both look for overrides, and
 /// where `export` writes by default.
-pub fn user_dir() -> Option<PathBuf> {
+pub(crate) fn user_dir() -> Option<PathBuf> {
     std::env::var_os("HOME")
         .filter(|h| !h.is_empty())
         .map(|h| PathBuf::from(h).join(".config/lcm-tui/prompts"))
 }
 
 /// Accepts `leaf`, `leaf.tmpl`, `condensed-d2`, `d2`, …; returns the canonical name.
-pub fn canonical_name(name: &str) -> Result<&'static str> {
+pub(crate) fn canonical_name(name: &str) -> Result<&'static str> {
     let n = name.trim().to_ascii_lowercase();
     let n = n.strip_suffix(".tmpl").unwrap_or(&n);
     let n = match n {
@@ -153,7 +153,7 @@ pub struct PromptSet {
 #[derive(Clone, Debug, Default, serde::Deserialize)]
 #[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct PromptOptions {
+pub(crate) struct PromptOptions {
     /// Directory searched first for prompt templates (as the engine's `promptDir`).
     #[serde(default, skip_serializing)]
     pub prompt_dir: Option<String>,
@@ -410,13 +410,13 @@ impl PromptSet {
 }
 
 /// The embedded default of `name`.
-pub fn embedded(name: &str) -> Result<&'static str> {
+pub(crate) fn embedded(name: &str) -> Result<&'static str> {
     let name = canonical_name(name)?;
     Ok(TEMPLATES.iter().find(|(n, _)| *n == name).expect("known").1)
 }
 
 /// Writes the embedded defaults into `dir` (created if missing); returns the paths written.
-pub fn export(dir: Option<&Path>) -> Result<Vec<PathBuf>> {
+pub(crate) fn export(dir: Option<&Path>) -> Result<Vec<PathBuf>> {
     let default = user_dir();
     let dir = dir
         .or(default.as_deref())

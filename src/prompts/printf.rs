@@ -20,7 +20,7 @@ struct Spec {
 const MAX_WIDTH: usize = 1_000_000;
 
 /// The template function: `printf FORMAT ARGS...`.
-pub fn printf(args: &[Value]) -> Result<Value, FuncError> {
+pub(super) fn printf(args: &[Value]) -> Result<Value, FuncError> {
     let Some(Value::String(format)) = args.first() else {
         return Err(FuncError::AtLeastXArgs("printf".into(), 1));
     };
@@ -28,7 +28,7 @@ pub fn printf(args: &[Value]) -> Result<Value, FuncError> {
 }
 
 /// Formats like Go's `fmt.Sprintf`.
-pub fn sprintf(format: &str, args: &[Value]) -> String {
+pub(super) fn sprintf(format: &str, args: &[Value]) -> String {
     let mut out = String::new();
     let mut next = 0usize;
     let chars: Vec<char> = format.chars().collect();

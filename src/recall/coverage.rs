@@ -26,7 +26,7 @@ pub struct ChainLink {
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Cover {
+pub(crate) struct Cover {
     /// The item itself is a live context item.
     pub live: bool,
     /// The live summary above the item (None when the item is live, or when nothing live
@@ -81,7 +81,7 @@ fn climb(conn: &Connection, first: Option<String>) -> Result<Cover> {
 }
 
 /// The condensed node that took `summary_id` as an input, if any.
-pub fn consumer_of(conn: &Connection, summary_id: &str) -> Result<Option<String>> {
+pub(crate) fn consumer_of(conn: &Connection, summary_id: &str) -> Result<Option<String>> {
     Ok(conn
         .prepare_cached("SELECT summary_id FROM summary_parents WHERE parent_summary_id = ?1 ORDER BY rowid LIMIT 1")?
         .query_row([summary_id], |r| r.get(0))
@@ -116,7 +116,7 @@ fn live_among(conn: &Connection, ids: &[i64]) -> Result<HashSet<i64>> {
 }
 
 /// Where each of these messages sits: covered by a chain up to a live summary, or live itself.
-pub fn of_messages(conn: &Connection, ids: &[i64]) -> Result<HashMap<i64, Cover>> {
+pub(crate) fn of_messages(conn: &Connection, ids: &[i64]) -> Result<HashMap<i64, Cover>> {
     let mut out = HashMap::with_capacity(ids.len());
     let mut uncovered = Vec::new();
     for &id in ids {
@@ -140,13 +140,13 @@ pub fn of_messages(conn: &Connection, ids: &[i64]) -> Result<HashMap<i64, Cover>
     Ok(out)
 }
 
-pub fn of_message(conn: &Connection, message_id: i64) -> Result<Cover> {
+pub(crate) fn of_message(conn: &Connection, message_id: i64) -> Result<Cover> {
     Ok(of_messages(conn, &[message_id])?
         .remove(&message_id)
         .unwrap_or_default())
 }
 
-pub fn of_summary(conn: &Connection, summary_id: &str) -> Result<Cover> {
+pub(crate) fn of_summary(conn: &Connection, summary_id: &str) -> Result<Cover> {
     if is_live_summary(conn, summary_id)? {
         return Ok(Cover {
             live: true,

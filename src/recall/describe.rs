@@ -141,7 +141,7 @@ pub enum Description {
     Message(Box<MessageDescription>),
 }
 
-pub fn describe(conn: &Connection, id: &ItemId, zone: DisplayZone) -> Result<Description> {
+pub(crate) fn describe(conn: &Connection, id: &ItemId, zone: DisplayZone) -> Result<Description> {
     let tx = conn.unchecked_transaction()?;
     let conn: &Connection = &tx;
     match id {

@@ -15,7 +15,7 @@ use crate::error::Result;
 use crate::store::messages::load_parts;
 use crate::store::summaries;
 
-pub const DEFAULT_TOKEN_BUDGET: i64 = 4000;
+pub(crate) const DEFAULT_TOKEN_BUDGET: i64 = 4000;
 
 /// Options of `expand`.
 #[derive(Clone, Debug, serde::Deserialize)]
@@ -94,7 +94,7 @@ pub struct Expansion {
     pub truncated: bool,
 }
 
-pub fn expand(conn: &Connection, summary_id: &str, o: &ExpandOptions) -> Result<Expansion> {
+pub(crate) fn expand(conn: &Connection, summary_id: &str, o: &ExpandOptions) -> Result<Expansion> {
     let tx = conn.unchecked_transaction()?;
     let conn: &Connection = &tx;
     summaries::get(conn, summary_id)?;

@@ -135,17 +135,17 @@ fn time_bound<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Opt
         .ok_or_else(|| serde::de::Error::custom(format!("must be epoch milliseconds or an ISO-8601 time, got {v}")))
 }
 
-pub const DEFAULT_LIMIT: usize = 50;
-pub const MAX_LIMIT: usize = 1000;
+pub(crate) const DEFAULT_LIMIT: usize = 50;
+pub(crate) const MAX_LIMIT: usize = 1000;
 /// Longest regular expression accepted, in bytes.
-pub const MAX_PATTERN_BYTES: usize = 1024;
+pub(crate) const MAX_PATTERN_BYTES: usize = 1024;
 /// Compiled-program bound for a regular expression (the `regex` crate's size limit).
 const REGEX_SIZE_LIMIT: usize = 1 << 20;
 /// Rows a regex search reads per scope at most.
-pub const REGEX_MAX_ROWS: usize = 200_000;
+pub(crate) const REGEX_MAX_ROWS: usize = 200_000;
 /// How long one `grep` may search, in every mode: a call from a model must not pin a core and
 /// hang its turn. What was found by then is returned, marked `partial`.
-pub const DEADLINE: Duration = Duration::from_secs(3);
+pub(crate) const DEADLINE: Duration = Duration::from_secs(3);
 /// SQLite virtual-machine steps between two looks at the deadline.
 const DEADLINE_CHECK_STEPS: i32 = 4_000;
 
@@ -244,7 +244,7 @@ struct Found {
 }
 
 /// `trigram_table`: the summaries' trigram table exists (the engine's schema flags).
-pub fn grep(
+pub(crate) fn grep(
     conn: &Connection,
     trigram_table: bool,
     conversation_id: Option<i64>,

@@ -2,15 +2,15 @@
 //! about: …". `grep` finds messages and summaries, `describe` tells what one item is and where
 //! it sits in the DAG, `expand` walks a summary down to what it stands for.
 
-pub mod coverage;
-pub mod describe;
-pub mod expand;
-pub mod grep;
-pub mod query;
+pub(crate) mod coverage;
+pub(crate) mod describe;
+pub(crate) mod expand;
+pub(crate) mod grep;
+pub(crate) mod query;
 
 #[cfg(test)]
 mod tests;
 
-pub use describe::{describe, Description, ItemId};
-pub use expand::{expand, ExpandOptions, Expansion};
-pub use grep::{grep, GrepOptions, GrepResult};
+pub(crate) use describe::{describe, Description, ItemId};
+pub(crate) use expand::{expand, ExpandOptions, Expansion};
+pub(crate) use grep::{grep, GrepOptions, GrepResult};

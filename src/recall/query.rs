@@ -6,20 +6,20 @@ use crate::error::{LcmError, Result};
 
 /// Longest query accepted, in bytes. Longer text is not a search a person or an agent means,
 /// and every term costs FTS5 a lookup.
-pub const MAX_QUERY_BYTES: usize = 8 * 1024;
+pub(crate) const MAX_QUERY_BYTES: usize = 8 * 1024;
 /// Most terms (words or quoted phrases) in one query.
-pub const MAX_TERMS: usize = 64;
+pub(crate) const MAX_TERMS: usize = 64;
 
 /// The terms of a query: whitespace-separated words, with `"quoted phrases"` kept whole.
 /// Quotes are removed from the terms; an unbalanced quote runs to the end of the text.
-pub fn terms(query: &str) -> Result<Vec<String>> {
+pub(crate) fn terms(query: &str) -> Result<Vec<String>> {
     split_terms(query, false)
 }
 
 /// The terms of a `like` search: as `terms`, but control characters (NUL too) are searched for
 /// as they are, and a query of quotes alone (`"`) is searched for itself: a substring search
 /// has no syntax to protect.
-pub fn like_terms(query: &str) -> Result<Vec<String>> {
+pub(crate) fn like_terms(query: &str) -> Result<Vec<String>> {
     split_terms(query, true).or_else(|e| {
         let quotes = query.trim();
         if !quotes.is_empty() && quotes.len() <= MAX_QUERY_BYTES && quotes.chars().all(|c| c == '"') {
@@ -76,7 +76,7 @@ fn split_terms(query: &str, keep_controls: bool) -> Result<Vec<String>> {
 
 /// An FTS5 MATCH expression for `terms`: each term a quoted string (so `AND`, `NEAR(`, `*`,
 /// `^`, `col:` and parentheses are plain text), all required.
-pub fn fts_match(terms: &[String]) -> String {
+pub(crate) fn fts_match(terms: &[String]) -> String {
     terms
         .iter()
         .map(|t| format!("\"{}\"", t.replace('"', "")))
@@ -85,7 +85,7 @@ pub fn fts_match(terms: &[String]) -> String {
 }
 
 /// `%term%` with LIKE's wildcards and the escape character escaped (use `ESCAPE '\'`).
-pub fn like_pattern(term: &str) -> String {
+pub(crate) fn like_pattern(term: &str) -> String {
     let mut p = String::with_capacity(term.len() + 2);
     p.push('%');
     for c in term.chars() {
@@ -100,13 +100,13 @@ pub fn like_pattern(term: &str) -> String {
 
 /// True when `text` has characters of the scripts written without spaces between words,
 /// which the `unicode61` tokenizer cannot split (the estimator's CJK set).
-pub fn has_cjk(text: &str) -> bool {
+pub(crate) fn has_cjk(text: &str) -> bool {
     text.chars().any(|c| crate::tokens::is_cjk(c as u32))
 }
 
 /// The trigram tokenizer matches substrings of at least three characters: a query it can
 /// answer has only such terms.
-pub fn trigram_ready(terms: &[String]) -> bool {
+pub(crate) fn trigram_ready(terms: &[String]) -> bool {
     terms.iter().all(|t| t.chars().count() >= 3)
 }
 
@@ -115,7 +115,7 @@ const SNIPPET_SIDE: usize = 80;
 
 /// A one-line excerpt of `text` around the byte range `at`, cut at character boundaries,
 /// with `…` where text was cut.
-pub fn snippet_around(text: &str, at: std::ops::Range<usize>) -> String {
+pub(crate) fn snippet_around(text: &str, at: std::ops::Range<usize>) -> String {
     let before: Vec<(usize, char)> = text[..at.start].char_indices().collect();
     let start = before.len().checked_sub(SNIPPET_SIDE).map_or(0, |i| before[i].0);
     let after_len = text[at.end..].char_indices().nth(SNIPPET_SIDE).map(|(i, _)| i);
@@ -132,13 +132,13 @@ pub fn snippet_around(text: &str, at: std::ops::Range<usize>) -> String {
 }
 
 /// Whitespace runs (newlines included) as single spaces.
-pub fn one_line(text: &str) -> String {
+pub(crate) fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// Where the first of `terms` occurs in `text`, comparing as SQLite's LIKE does (ASCII letters
 /// without case, everything else exactly).
-pub fn find_like(text: &str, terms: &[String]) -> Option<std::ops::Range<usize>> {
+pub(crate) fn find_like(text: &str, terms: &[String]) -> Option<std::ops::Range<usize>> {
     let hay = text.to_ascii_lowercase();
     terms.iter().find_map(|t| {
         let needle = t.to_ascii_lowercase();
@@ -149,7 +149,7 @@ pub fn find_like(text: &str, terms: &[String]) -> Option<std::ops::Range<usize>>
 /// Where a full-text match most likely is, for its snippet: the first place a term occurs (as
 /// `find_like` compares), else the first place the stem of one of its words does (FTS5's porter
 /// stemmer finds "running" for "run" and the reverse). Linear in the text.
-pub fn find_term(text: &str, terms: &[String]) -> Option<std::ops::Range<usize>> {
+pub(crate) fn find_term(text: &str, terms: &[String]) -> Option<std::ops::Range<usize>> {
     find_like(text, terms).or_else(|| {
         let stems: Vec<String> = terms
             .iter()

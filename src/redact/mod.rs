@@ -7,9 +7,9 @@
 //! regeneration are listed in `lcm_native_redaction_pending`, and the next `redact` finishes
 //! them. The log (`lcm_native_redactions`) records ids and counts, never the text.
 
-pub mod secrets;
-pub mod spool;
-pub mod text;
+pub(crate) mod secrets;
+pub(crate) mod spool;
+pub(crate) mod text;
 
 #[cfg(test)]
 mod tests;
@@ -27,10 +27,10 @@ use crate::store::summaries::{replace_content_in, Replacement};
 use text::Redactor;
 
 /// The text a summary holds between its redaction and its regeneration.
-pub const NOTICE: &str = "[Redacted] This summary covered messages that were redacted; it awaits regeneration.";
+pub(crate) const NOTICE: &str = "[Redacted] This summary covered messages that were redacted; it awaits regeneration.";
 /// The model recorded for a summary holding the notice (a fallback: `rewrite` with
 /// `fallbacks: true` repairs it too).
-pub use crate::store::versions::NOTICE_MODEL;
+pub(crate) use crate::store::versions::NOTICE_MODEL;
 
 /// The text columns of `message_parts` that can hold what a user or a tool wrote.
 const PART_COLUMNS: &[&str] = &[
@@ -194,7 +194,7 @@ pub struct RedactionResult {
 
 /// The conversations a redaction touches: the one given, those of the messages given (all of
 /// them must exist), or all.
-pub fn conversations_in_scope(conn: &Connection, o: &RedactOptions) -> Result<Vec<i64>> {
+pub(crate) fn conversations_in_scope(conn: &Connection, o: &RedactOptions) -> Result<Vec<i64>> {
     let mut ids = BTreeSet::new();
     if let Some(id) = o.conversation_id {
         crate::store::conversations::get(conn, id)?;
@@ -228,7 +228,7 @@ pub fn conversations_in_scope(conn: &Connection, o: &RedactOptions) -> Result<Ve
 /// Step one, in one transaction: the messages, their parts and full-text rows, the covering
 /// summaries (notice, purged versions, pending rows) and the log entry. Returns the result so
 /// far; `redaction_id` is `None` when nothing matched.
-pub fn redact_messages(
+pub(crate) fn redact_messages(
     conn: &mut Connection,
     flags: SchemaFlags,
     o: &RedactOptions,
@@ -371,9 +371,7 @@ pub fn redact_messages(
     Ok(result)
 }
 
-pub use crate::store::redactions::{
-    complete, conversations_awaiting, log_ingest, pending, scrubs_pending, INGEST_REASON,
-};
+pub(crate) use crate::store::redactions::{complete, conversations_awaiting, pending, scrubs_pending};
 
 /// How long the final checkpoint is retried while another process's checkpoint holds the
 /// lock (waiting for readers is the busy timeout's job, within each try).
@@ -383,7 +381,7 @@ const TRUNCATE_RETRY: std::time::Duration = std::time::Duration::from_secs(2);
 /// log still hold of replaced text: merges each full-text index (dropping deleted entries),
 /// rebuilds the file with `VACUUM` (with `secure_delete` on), and checkpoints and truncates the
 /// log. Returns whether the log was emptied.
-pub fn scrub(conn: &Connection, flags: SchemaFlags) -> Result<bool> {
+pub(crate) fn scrub(conn: &Connection, flags: SchemaFlags) -> Result<bool> {
     conn.pragma_update(None, "secure_delete", true)?;
     let mut tables = vec!["messages_fts", "summaries_fts"];
     if flags.has_cjk_fts {

@@ -8,14 +8,14 @@ use super::text::{compile, Redactor};
 
 /// The array entry of `redactPatterns` that stands for [`BUILTIN`] (`true` is the same as
 /// `[BUILTIN_ENTRY]`).
-pub const BUILTIN_ENTRY: &str = "@builtin";
+pub(crate) const BUILTIN_ENTRY: &str = "@builtin";
 
 /// What ingest puts where a secret was.
-pub const INGEST_REPLACEMENT: &str = "[REDACTED]";
+pub(crate) const INGEST_REPLACEMENT: &str = "[REDACTED]";
 
 /// Common credential formats, each specific enough that ordinary prose and code do not match:
 /// a fixed prefix and a long random tail.
-pub const BUILTIN: &[(&str, &str)] = &[
+pub(crate) const BUILTIN: &[(&str, &str)] = &[
     // OpenAI (sk-, sk-proj-, sk-svcacct-) and Anthropic (sk-ant-api03-…) keys.
     ("openai-anthropic", r"\bsk-[A-Za-z0-9][A-Za-z0-9_-]{19,}"),
     ("stripe", r"\b[rs]k_(?:live|test)_[A-Za-z0-9]{16,}"),
@@ -39,12 +39,12 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ),
 ];
 
-pub use crate::store::redactions::IngestRedaction;
+pub(crate) use crate::store::redactions::IngestRedaction;
 
 /// A host message with the matches of `redactor` replaced in every string that says something
 /// (text, tool arguments and results, details; not its role, ids, types or time), and what was
 /// replaced; `None` when nothing matched.
-pub fn redact_incoming(redactor: &Redactor, message: &Value) -> Option<(Value, IngestRedaction)> {
+pub(crate) fn redact_incoming(redactor: &Redactor, message: &Value) -> Option<(Value, IngestRedaction)> {
     let mut copy = message.clone();
     let matches = redactor.message(&mut copy);
     if matches == 0 {
@@ -61,7 +61,7 @@ pub fn redact_incoming(redactor: &Redactor, message: &Value) -> Option<(Value, I
 
 /// One redactor for the configured entries: each a regular expression, or [`BUILTIN_ENTRY`].
 /// The error names the entry and why it was refused.
-pub fn ingest_redactor(entries: &[String]) -> std::result::Result<Option<Redactor>, String> {
+pub(crate) fn ingest_redactor(entries: &[String]) -> std::result::Result<Option<Redactor>, String> {
     let mut parts: Vec<String> = Vec::new();
     for entry in entries {
         if entry == BUILTIN_ENTRY {

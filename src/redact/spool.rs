@@ -15,7 +15,7 @@ use super::text::Redactor;
 
 /// What the scrub of the spool did.
 #[derive(Debug, Default)]
-pub struct SpoolScrub {
+pub(crate) struct SpoolScrub {
     /// Matches replaced in spooled messages.
     pub matches: usize,
     /// A drain held the spool's lock: the spool was left as it was (`redact` again).
@@ -28,7 +28,7 @@ fn spool_path(db_path: &str) -> String {
 
 /// Applies `redactor` to every spooled message beside `db_path`. Files that change are
 /// rewritten whole (a temporary file renamed over them).
-pub fn scrub(db_path: &str, redactor: &Redactor) -> std::io::Result<SpoolScrub> {
+pub(crate) fn scrub(db_path: &str, redactor: &Redactor) -> std::io::Result<SpoolScrub> {
     let spool = spool_path(db_path);
     let (dir, name) = match Path::new(&spool).parent() {
         Some(d) => (
@@ -140,14 +140,14 @@ fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// The plugin's drain lock (plugin/shared.cjs `lockSpool`): a file created exclusively that
 /// names its process and host; one whose process is gone is taken over.
 mod lock {
-    pub struct Lock {
+    pub(super) struct Lock {
         path: String,
         me: String,
     }
 
     impl Lock {
         /// The lock, or None while a live process holds it.
-        pub fn take(path: &str) -> Option<Lock> {
+        pub(super) fn take(path: &str) -> Option<Lock> {
             let me = serde_json::json!({
                 "pid": std::process::id(),
                 "host": host(),
@@ -226,7 +226,7 @@ mod lock {
     }
 
     /// This machine's host name, as Node's `os.hostname()` gives it.
-    pub fn host() -> String {
+    pub(super) fn host() -> String {
         #[cfg(unix)]
         {
             let mut buf = [0u8; 256];

@@ -16,6 +16,7 @@ use crate::engine::Engine;
 use crate::history::Reason;
 use crate::offline::OfflineSummarizer;
 use crate::store::conversations::Target;
+use crate::store::redactions::INGEST_REASON;
 
 const SECRET: &str = "sk-live-Zq8Xw3Vb7Nn2Kp5Rt9";
 

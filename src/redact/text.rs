@@ -6,7 +6,7 @@ use regex::Regex;
 use serde_json::Value;
 
 /// The longest pattern accepted, as for `grep`.
-pub const MAX_PATTERN_BYTES: usize = 4096;
+pub(crate) const MAX_PATTERN_BYTES: usize = 4096;
 /// Compiled size a pattern may reach: a counted repetition of a large class can otherwise
 /// take hundreds of megabytes to build.
 const MAX_COMPILED_BYTES: usize = 16 << 20;
@@ -14,7 +14,7 @@ const MAX_COMPILED_BYTES: usize = 16 << 20;
 /// Compiles a redaction pattern, refusing what cannot redact anything sensibly: an empty or
 /// oversized pattern, an invalid one, and one that matches the empty string (it would insert
 /// the replacement between every two characters).
-pub fn compile(pattern: &str) -> std::result::Result<Regex, String> {
+pub(crate) fn compile(pattern: &str) -> std::result::Result<Regex, String> {
     if pattern.is_empty() || pattern.len() > MAX_PATTERN_BYTES {
         return Err(format!("a pattern must be 1 to {MAX_PATTERN_BYTES} bytes"));
     }

@@ -174,7 +174,7 @@ impl TryFrom<RewriteRequest> for RewriteOptions {
 #[cfg_attr(test, derive(ts_rs::TS))]
 #[cfg_attr(test, ts(rename = "RewritePreviewOptions"))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct PreviewOptions {
+pub(crate) struct PreviewOptions {
     /// Prompt templates to render with (each file found there overrides one template).
     #[serde(default, skip_serializing, deserialize_with = "input::opt_non_empty")]
     pub prompt_dir: Option<String>,
@@ -185,7 +185,7 @@ pub struct PreviewOptions {
 
 impl PreviewOptions {
     /// The rewrite of `summary_id` these options preview.
-    pub fn rewrite_of(self, summary_id: &str) -> RewriteOptions {
+    pub(crate) fn rewrite_of(self, summary_id: &str) -> RewriteOptions {
         RewriteOptions {
             selection: Selection::Summary(summary_id.to_string()),
             apply: false,
@@ -325,7 +325,7 @@ fn blocking<T>(f: impl FnOnce() -> T) -> T {
 
 /// Rewrites the selected summaries of a conversation. `cancel` is checked between summaries;
 /// `progress` is told before each one.
-pub async fn rewrite(
+pub(crate) async fn rewrite(
     deps: &Deps,
     conversation_id: i64,
     summarizer: Arc<dyn Summarizer>,
@@ -577,7 +577,7 @@ pub struct RewritePreview {
 
 /// Renders the first prompt a rewrite of `summary_id` would send, with the engine's templates
 /// or those of `options.prompt_dir`. Calls no summarizer and writes nothing.
-pub fn preview(
+pub(crate) fn preview(
     deps: &Deps,
     conversation_id: i64,
     summary_id: &str,

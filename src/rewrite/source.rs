@@ -14,7 +14,7 @@ use crate::store::messages::load_parts;
 use crate::summarizer::entries::SourceEntry;
 use crate::time::{self, DisplayZone};
 
-pub struct Built {
+pub(super) struct Built {
     pub text: String,
     pub child_count: usize,
     pub time_range: String,
@@ -50,7 +50,7 @@ fn message_text(content: &str, parts: &[crate::store::messages::StoredPart]) -> 
     }
 }
 
-pub fn build(
+pub(super) fn build(
     conn: &Connection,
     target: &Target,
     rewritten: &HashMap<String, String>,

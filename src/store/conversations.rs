@@ -55,12 +55,12 @@ impl TryFrom<TargetFields> for Target {
 
 /// A conversation row, as far as the core needs it.
 #[derive(Clone, Debug)]
-pub struct Conversation {
+pub(crate) struct Conversation {
     pub conversation_id: i64,
     pub session_id: String,
 }
 
-pub fn get(conn: &Connection, conversation_id: i64) -> Result<Conversation> {
+pub(crate) fn get(conn: &Connection, conversation_id: i64) -> Result<Conversation> {
     conn.prepare_cached("SELECT session_id FROM conversations WHERE conversation_id = ?1")?
         .query_row([conversation_id], |r| r.get::<_, String>(0))
         .optional()?
@@ -71,7 +71,7 @@ pub fn get(conn: &Connection, conversation_id: i64) -> Result<Conversation> {
         .ok_or_else(|| LcmError::not_found("conversation", conversation_id))
 }
 
-pub fn find_by_session(conn: &Connection, flags: SchemaFlags, session_id: &str) -> Result<Option<Conversation>> {
+pub(crate) fn find_by_session(conn: &Connection, flags: SchemaFlags, session_id: &str) -> Result<Option<Conversation>> {
     let sql = if flags.conversations_have_active {
         "SELECT conversation_id FROM conversations WHERE session_id = ?1 AND active = 1
          ORDER BY created_at DESC, conversation_id DESC LIMIT 1"
@@ -90,7 +90,7 @@ pub fn find_by_session(conn: &Connection, flags: SchemaFlags, session_id: &str) 
 }
 
 /// The active conversation recorded under a session key.
-pub fn find_by_session_key(conn: &Connection, flags: SchemaFlags, key: &str) -> Result<Option<Conversation>> {
+pub(crate) fn find_by_session_key(conn: &Connection, flags: SchemaFlags, key: &str) -> Result<Option<Conversation>> {
     if !flags.conversations_have_session_key {
         return Ok(None);
     }
@@ -166,7 +166,13 @@ fn for_session_key(
 
 /// A new, active conversation row for a session (its key recorded where the file has the
 /// column); returns its id.
-pub fn insert(conn: &Connection, flags: SchemaFlags, session_id: &str, key: Option<&str>, now: &str) -> Result<i64> {
+pub(crate) fn insert(
+    conn: &Connection,
+    flags: SchemaFlags,
+    session_id: &str,
+    key: Option<&str>,
+    now: &str,
+) -> Result<i64> {
     if flags.conversations_have_session_key {
         conn.prepare_cached(
             "INSERT INTO conversations (session_id, session_key, created_at, updated_at) VALUES (?1, ?2, ?3, ?3)",
@@ -181,7 +187,12 @@ pub fn insert(conn: &Connection, flags: SchemaFlags, session_id: &str, key: Opti
 
 /// Resolves a target; a session without a conversation gets one (inside the caller's
 /// transaction, so a failed ingest leaves no empty conversation behind).
-pub fn resolve_or_create(conn: &Connection, flags: SchemaFlags, target: &Target, now: &str) -> Result<Conversation> {
+pub(crate) fn resolve_or_create(
+    conn: &Connection,
+    flags: SchemaFlags,
+    target: &Target,
+    now: &str,
+) -> Result<Conversation> {
     match target {
         Target::Conversation(id) => get(conn, *id),
         Target::SessionKey { key, session_id } => {
@@ -202,7 +213,7 @@ pub fn resolve_or_create(conn: &Connection, flags: SchemaFlags, target: &Target,
 }
 
 /// Resolves a target without creating anything.
-pub fn resolve(conn: &Connection, flags: SchemaFlags, target: &Target) -> Result<Conversation> {
+pub(crate) fn resolve(conn: &Connection, flags: SchemaFlags, target: &Target) -> Result<Conversation> {
     match target {
         Target::Conversation(id) => get(conn, *id),
         Target::Session(s) => find_by_session(conn, flags, s)?.ok_or_else(|| LcmError::not_found("session", s)),
@@ -227,7 +238,7 @@ pub struct SessionConversation {
 }
 
 /// The conversation a target names, without creating one; `None` when there is none.
-pub fn lookup(conn: &Connection, flags: SchemaFlags, target: &Target) -> Result<Option<SessionConversation>> {
+pub(crate) fn lookup(conn: &Connection, flags: SchemaFlags, target: &Target) -> Result<Option<SessionConversation>> {
     let found = match resolve(conn, flags, target) {
         Ok(c) => c,
         Err(LcmError::NotFound { .. }) => return Ok(None),
@@ -278,7 +289,7 @@ pub struct ConversationInfo {
 }
 
 /// Every conversation, oldest first.
-pub fn list(conn: &Connection, flags: SchemaFlags) -> Result<Vec<ConversationInfo>> {
+pub(crate) fn list(conn: &Connection, flags: SchemaFlags) -> Result<Vec<ConversationInfo>> {
     let key = if flags.conversations_have_session_key {
         "c.session_key"
     } else {

@@ -53,7 +53,7 @@ pub struct DagNode {
 
 /// Every summary of `conversation_id`, deepest first, then oldest first within a depth: the
 /// order the DAG's roots are shown in.
-pub fn read(conn: &Connection, conversation_id: i64) -> Result<Vec<DagNode>> {
+pub(crate) fn read(conn: &Connection, conversation_id: i64) -> Result<Vec<DagNode>> {
     let records = summaries::list(conn, conversation_id, None)?;
     let mut inputs: HashMap<String, Vec<String>> = HashMap::new();
     let mut consumed_by: HashMap<String, String> = HashMap::new();

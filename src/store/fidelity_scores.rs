@@ -9,10 +9,10 @@ use serde::Serialize;
 
 use crate::error::Result;
 
-pub const TABLE: &str = crate::db::schema::FIDELITY_TABLE;
+pub(crate) const TABLE: &str = crate::db::schema::FIDELITY_TABLE;
 
 /// Bumped when the extractor's rules change, so stored scores can be told apart.
-pub const EXTRACTOR_VERSION: i64 = 1;
+pub(crate) const EXTRACTOR_VERSION: i64 = 1;
 
 /// What of its source's identifiers a summary keeps (the counts of `FidelityScore`).
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -62,7 +62,7 @@ pub struct StoredFidelity {
 }
 
 /// Writes (or replaces) the score of `summary_id`.
-pub fn put(conn: &Connection, summary_id: &str, f: &Fidelity, needs_repair: bool) -> Result<()> {
+pub(crate) fn put(conn: &Connection, summary_id: &str, f: &Fidelity, needs_repair: bool) -> Result<()> {
     conn.prepare_cached(
         "INSERT OR REPLACE INTO lcm_native_summary_fidelity
            (summary_id, score, salient_score, identifiers, kept, salient, salient_kept, missing_salient,
@@ -106,11 +106,11 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<StoredFidelity> {
 const COLUMNS: &str = "f.summary_id, f.score, f.salient_score, f.identifiers, f.kept, f.salient, f.salient_kept, \
                        f.missing_salient, f.needs_repair, f.extractor_version, f.computed_at";
 
-pub fn exists(conn: &Connection) -> Result<bool> {
+pub(crate) fn exists(conn: &Connection) -> Result<bool> {
     crate::db::schema::has_table(conn, TABLE)
 }
 
-pub fn get(conn: &Connection, summary_id: &str) -> Result<Option<StoredFidelity>> {
+pub(crate) fn get(conn: &Connection, summary_id: &str) -> Result<Option<StoredFidelity>> {
     if !exists(conn)? {
         return Ok(None);
     }
@@ -119,7 +119,7 @@ pub fn get(conn: &Connection, summary_id: &str) -> Result<Option<StoredFidelity>
 }
 
 /// The scores of a conversation's summaries, by summary id.
-pub fn for_conversation(conn: &Connection, conversation_id: i64) -> Result<HashMap<String, StoredFidelity>> {
+pub(crate) fn for_conversation(conn: &Connection, conversation_id: i64) -> Result<HashMap<String, StoredFidelity>> {
     let mut out = HashMap::new();
     if !exists(conn)? {
         return Ok(out);
@@ -138,7 +138,7 @@ pub fn for_conversation(conn: &Connection, conversation_id: i64) -> Result<HashM
 
 /// Summaries of a conversation without a score from this extractor, oldest first (depth
 /// order, so a condensed node is scored after its inputs).
-pub fn unscored(conn: &Connection, conversation_id: i64, all: bool) -> Result<Vec<String>> {
+pub(crate) fn unscored(conn: &Connection, conversation_id: i64, all: bool) -> Result<Vec<String>> {
     let table = exists(conn)?;
     let sql = if all || !table {
         "SELECT summary_id FROM summaries WHERE conversation_id = ?1 ORDER BY depth, created_at, summary_id".to_string()
@@ -157,7 +157,7 @@ pub fn unscored(conn: &Connection, conversation_id: i64, all: bool) -> Result<Ve
 }
 
 /// Whether `summary_id` is marked for repair.
-pub fn needs_repair(conn: &Connection, summary_id: &str) -> Result<bool> {
+pub(crate) fn needs_repair(conn: &Connection, summary_id: &str) -> Result<bool> {
     Ok(get(conn, summary_id)?.is_some_and(|f| f.needs_repair))
 }
 

@@ -18,7 +18,7 @@ use crate::error::{LcmError, Result};
 
 /// lossless-claw's `newSessionRetainDepth` default: condensed summaries of depth 2 and deeper
 /// stay in the context after `/new`.
-pub const DEFAULT_RETAIN_DEPTH: i64 = 2;
+pub(crate) const DEFAULT_RETAIN_DEPTH: i64 = 2;
 
 /// What the host asked for.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -36,7 +36,7 @@ pub enum ResetReason {
 #[cfg_attr(test, derive(ts_rs::TS))]
 #[cfg_attr(test, ts(rename = "ResetOptions"))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ResetRequest {
+pub(crate) struct ResetRequest {
     /// `new` (`/new`), `reset` (`/reset`) or `deleted` (the host deleted the session).
     pub reason: ResetKind,
     /// `new`: summaries of this depth and deeper stay in the context. Default 2.
@@ -48,14 +48,14 @@ pub struct ResetRequest {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
 #[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "lowercase")]
-pub enum ResetKind {
+pub(crate) enum ResetKind {
     New,
     Reset,
     Deleted,
 }
 
 impl ResetRequest {
-    pub fn reason(&self) -> ResetReason {
+    pub(crate) fn reason(&self) -> ResetReason {
         match self.reason {
             ResetKind::New => ResetReason::New {
                 retain_depth: self.retain_depth.unwrap_or(DEFAULT_RETAIN_DEPTH),
@@ -94,7 +94,7 @@ impl SessionReset {
 }
 
 /// Applies `reason` to conversation `conversation_id`, in one transaction.
-pub fn reset(
+pub(crate) fn reset(
     conn: &mut Connection,
     flags: SchemaFlags,
     conversation_id: i64,
@@ -231,7 +231,7 @@ fn archive(
 
 /// The highest message seq of each conversation that `/new` took out of the context on
 /// purpose (none when the table is absent: a file opened read-only before its migration).
-pub fn reset_through(conn: &Connection, conversation_id: i64) -> Result<Option<i64>> {
+pub(crate) fn reset_through(conn: &Connection, conversation_id: i64) -> Result<Option<i64>> {
     let exists: bool = conn
         .prepare_cached("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'lcm_native_context_resets'")?
         .exists([])?;

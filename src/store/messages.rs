@@ -82,7 +82,7 @@ pub struct TurnRecord {
 }
 
 /// One caller's share of a group commit: where its messages go, the messages, and how.
-pub struct IngestJob<'a> {
+pub(crate) struct IngestJob<'a> {
     pub target: &'a Target,
     pub messages: &'a [NewMessage],
     pub options: &'a IngestOptions,
@@ -95,7 +95,11 @@ pub struct IngestJob<'a> {
 /// transaction is rolled back, that job gets its error, and the others are written again
 /// without it. A failure of the transaction itself (the database busy, the disk full) is
 /// every job's answer. One commit then pays for the log writes of every job.
-pub fn ingest_group(conn: &mut Connection, flags: SchemaFlags, jobs: &[IngestJob<'_>]) -> Vec<Result<IngestOutcome>> {
+pub(crate) fn ingest_group(
+    conn: &mut Connection,
+    flags: SchemaFlags,
+    jobs: &[IngestJob<'_>],
+) -> Vec<Result<IngestOutcome>> {
     let mut results: Vec<Option<Result<IngestOutcome>>> = jobs.iter().map(|_| None).collect();
     let mut pending: Vec<usize> = (0..jobs.len()).collect();
     while !pending.is_empty() {
@@ -356,7 +360,7 @@ fn ingest_in<'a>(
 /// only needs a few of its fields and the original block's text (`metadata_view`), which it
 /// reads without building a tree of the whole; `metadata()` parses it on first use.
 #[derive(Debug, Clone, Default)]
-pub struct StoredPart {
+pub(crate) struct StoredPart {
     pub part_id: String,
     pub part_type: String,
     pub text_content: Option<String>,
@@ -372,7 +376,7 @@ pub struct StoredPart {
 /// Each is left as JSON text so that a field of an unexpected type reads as absent instead of
 /// failing the whole view.
 #[derive(Debug, Default, serde::Deserialize)]
-pub struct MetadataView<'a> {
+pub(crate) struct MetadataView<'a> {
     #[serde(borrow, default)]
     raw: Option<&'a serde_json::value::RawValue>,
     #[serde(borrow, default, rename = "originalRole")]
@@ -388,7 +392,7 @@ pub struct MetadataView<'a> {
 }
 
 /// The string a JSON value holds, `None` for any other value. Borrowed when it has no escape.
-pub fn json_str(raw: Option<&serde_json::value::RawValue>) -> Option<std::borrow::Cow<'_, str>> {
+pub(crate) fn json_str(raw: Option<&serde_json::value::RawValue>) -> Option<std::borrow::Cow<'_, str>> {
     let text = raw?.get();
     // Valid JSON (a RawValue always is): a string is its quotes around its content.
     let inner = text.strip_prefix('"')?.strip_suffix('"')?;
@@ -400,22 +404,22 @@ pub fn json_str(raw: Option<&serde_json::value::RawValue>) -> Option<std::borrow
 
 impl<'a> MetadataView<'a> {
     /// The original block's JSON text, when the writer kept it and it is an object.
-    pub fn raw(&self) -> Option<&'a serde_json::value::RawValue> {
+    pub(crate) fn raw(&self) -> Option<&'a serde_json::value::RawValue> {
         self.raw.filter(|r| r.get().starts_with('{'))
     }
-    pub fn original_role(&self) -> Option<std::borrow::Cow<'a, str>> {
+    pub(crate) fn original_role(&self) -> Option<std::borrow::Cow<'a, str>> {
         json_str(self.original_role)
     }
-    pub fn tool_name(&self) -> Option<std::borrow::Cow<'a, str>> {
+    pub(crate) fn tool_name(&self) -> Option<std::borrow::Cow<'a, str>> {
         json_str(self.tool_name)
     }
-    pub fn tool_call_id(&self) -> Option<std::borrow::Cow<'a, str>> {
+    pub(crate) fn tool_call_id(&self) -> Option<std::borrow::Cow<'a, str>> {
         json_str(self.tool_call_id)
     }
-    pub fn raw_type(&self) -> Option<std::borrow::Cow<'a, str>> {
+    pub(crate) fn raw_type(&self) -> Option<std::borrow::Cow<'a, str>> {
         json_str(self.raw_type)
     }
-    pub fn is_error(&self) -> Option<bool> {
+    pub(crate) fn is_error(&self) -> Option<bool> {
         match self.is_error.map(|r| r.get()) {
             Some("true") => Some(true),
             Some("false") => Some(false),
@@ -426,7 +430,7 @@ impl<'a> MetadataView<'a> {
 
 impl StoredPart {
     /// The part's metadata, parsed on first use (`None` when absent or not JSON).
-    pub fn metadata(&self) -> Option<&Value> {
+    pub(crate) fn metadata(&self) -> Option<&Value> {
         self.metadata
             .get_or_init(|| self.metadata_text.as_deref().and_then(|m| serde_json::from_str(m).ok()))
             .as_ref()
@@ -434,7 +438,7 @@ impl StoredPart {
 
     /// The fields of the metadata that rebuilding the message reads, without parsing the rest
     /// into values (empty when absent or unreadable).
-    pub fn metadata_view(&self) -> MetadataView<'_> {
+    pub(crate) fn metadata_view(&self) -> MetadataView<'_> {
         self.metadata_text
             .as_deref()
             .and_then(|m| serde_json::from_str(m).ok())
@@ -442,18 +446,18 @@ impl StoredPart {
     }
 
     /// The original content block, when the writer kept it (`metadata.raw`).
-    pub fn raw(&self) -> Option<&Value> {
+    pub(crate) fn raw(&self) -> Option<&Value> {
         self.metadata().and_then(|m| m.get("raw")).filter(|r| r.is_object())
     }
 
-    pub fn meta_str(&self, key: &str) -> Option<&str> {
+    pub(crate) fn meta_str(&self, key: &str) -> Option<&str> {
         self.metadata().and_then(|m| m.get(key)).and_then(Value::as_str)
     }
 }
 
 /// Content blocks of a message rebuilt from its parts. A part that kept its original block
 /// gives it back verbatim; older rows (written without `raw`) are rebuilt from their columns.
-pub fn rebuild_blocks(parts: &[StoredPart]) -> Vec<Value> {
+pub(crate) fn rebuild_blocks(parts: &[StoredPart]) -> Vec<Value> {
     parts.iter().map(rebuild_block).collect()
 }
 
@@ -465,7 +469,7 @@ fn rebuild_block(p: &StoredPart) -> Value {
 }
 
 /// The block of a part written without its original (`metadata.raw`), from its columns.
-pub fn block_from_columns(p: &StoredPart) -> Value {
+pub(crate) fn block_from_columns(p: &StoredPart) -> Value {
     let text = |t: &str| serde_json::json!({ "type": "text", "text": t });
     match p.part_type.as_str() {
         "text" => text(p.text_content.as_deref().unwrap_or("")),
@@ -499,7 +503,7 @@ pub fn block_from_columns(p: &StoredPart) -> Value {
 
 /// The message's content as the host gave it: a string when it was stored from a string
 /// (a single text part without `raw`), otherwise the array of blocks.
-pub fn stored_content(role: Role, content_text: &str, parts: &[StoredPart]) -> Value {
+pub(crate) fn stored_content(role: Role, content_text: &str, parts: &[StoredPart]) -> Value {
     match parts {
         [] => {
             // String content always has a part, so a message with none was ingested as an
@@ -543,7 +547,7 @@ pub struct StoredMessage {
 }
 
 /// The tool call a toolResult answers: the parts' column, else what the metadata kept.
-pub fn tool_call_id_of(parts: &[StoredPart]) -> Option<String> {
+pub(crate) fn tool_call_id_of(parts: &[StoredPart]) -> Option<String> {
     parts
         .iter()
         .find_map(|p| p.tool_call_id.clone())
@@ -559,7 +563,7 @@ pub fn tool_call_id_of(parts: &[StoredPart]) -> Option<String> {
 }
 
 /// Parts of the given messages, grouped in `ids` order (one query, not one per message).
-pub fn load_parts(conn: &Connection, message_ids: &[i64]) -> Result<Vec<Vec<StoredPart>>> {
+pub(crate) fn load_parts(conn: &Connection, message_ids: &[i64]) -> Result<Vec<Vec<StoredPart>>> {
     let mut out: Vec<Vec<StoredPart>> = vec![Vec::new(); message_ids.len()];
     if message_ids.is_empty() {
         return Ok(out);
@@ -613,7 +617,7 @@ const STORED_COLUMNS: &str = "message_id, seq, role, content, created_at, token_
 #[cfg_attr(test, derive(ts_rs::TS))]
 #[cfg_attr(test, ts(rename = "MessagesOptions"))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct MessagePage {
+pub(crate) struct MessagePage {
     /// Messages after this `seq` (exclusive). Default 0: from the first.
     #[serde(default, skip_serializing, deserialize_with = "crate::input::non_negative")]
     pub after_seq: i64,
@@ -642,7 +646,7 @@ impl Default for MessagePage {
 }
 
 /// Messages of a conversation in order, from `after_seq` (exclusive), at most `limit`.
-pub fn list(conn: &Connection, conversation_id: i64, after_seq: i64, limit: i64) -> Result<Vec<StoredMessage>> {
+pub(crate) fn list(conn: &Connection, conversation_id: i64, after_seq: i64, limit: i64) -> Result<Vec<StoredMessage>> {
     conversations::get(conn, conversation_id)?;
     let sql =
         format!("SELECT {STORED_COLUMNS} FROM messages WHERE conversation_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3");
@@ -650,7 +654,7 @@ pub fn list(conn: &Connection, conversation_id: i64, after_seq: i64, limit: i64)
 }
 
 /// The messages with these ids (those that exist), in the order given.
-pub fn by_ids(conn: &Connection, ids: &[i64]) -> Result<Vec<StoredMessage>> {
+pub(crate) fn by_ids(conn: &Connection, ids: &[i64]) -> Result<Vec<StoredMessage>> {
     let sql = format!(
         "SELECT {STORED_COLUMNS} FROM json_each(?1) j JOIN messages m ON m.message_id = j.value ORDER BY j.key"
     );

@@ -2,13 +2,13 @@
 //! fidelity scores, the redaction log. The ground floor above `db`: it imports nothing else of
 //! the crate but the error type, time formatting and the summary kinds.
 
-pub mod conversations;
-pub mod dag;
-pub mod fidelity_scores;
-pub mod lifecycle;
-pub mod messages;
-pub mod normalize;
-pub mod pending;
-pub mod redactions;
-pub mod summaries;
-pub mod versions;
+pub(crate) mod conversations;
+pub(crate) mod dag;
+pub(crate) mod fidelity_scores;
+pub(crate) mod lifecycle;
+pub(crate) mod messages;
+pub(crate) mod normalize;
+pub(crate) mod pending;
+pub(crate) mod redactions;
+pub(crate) mod summaries;
+pub(crate) mod versions;

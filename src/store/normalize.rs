@@ -115,7 +115,7 @@ struct PartMeta<'a> {
 /// Message kinds of OpenClaw's transcript that are not model roles (a plugin's custom message,
 /// a `!command` run by the user, summaries of branches and of the host's own compactions).
 /// They are stored, and shown to the model as user messages.
-pub const HOST_KINDS: &[&str] = &["custom", "bashExecution", "branchSummary", "compactionSummary"];
+pub(crate) const HOST_KINDS: &[&str] = &["custom", "bashExecution", "branchSummary", "compactionSummary"];
 
 /// The text of a host message kind that has no `content`.
 fn host_kind_text(kind: &str, obj: &serde_json::Map<String, Value>) -> String {
@@ -133,7 +133,7 @@ fn host_kind_text(kind: &str, obj: &serde_json::Map<String, Value>) -> String {
 }
 
 /// `message_parts.part_type` of a content block type (the plugin's mapping).
-pub fn part_type_of(block_type: &str) -> &'static str {
+pub(crate) fn part_type_of(block_type: &str) -> &'static str {
     match block_type {
         "text" => "text",
         "thinking" | "reasoning" | "redacted_thinking" => "reasoning",
@@ -373,7 +373,7 @@ fn is_provider_call_id(id: &str) -> bool {
 /// a zero byte and the stored content. A user message that starts with OpenClaw's
 /// untrusted-metadata block is hashed by lossless-claw after rewriting that block; those get
 /// None, which lossless-claw fills in itself when it next starts (never a wrong hash).
-pub fn identity_hash(db_role: &str, content: &str) -> Option<String> {
+pub(crate) fn identity_hash(db_role: &str, content: &str) -> Option<String> {
     use sha2::{Digest, Sha256};
     // lossless-claw rewrites such a block (after an optional `Delivery:` prelude) before
     // hashing; any user message that mentions one is left to it rather than hashed wrongly.

@@ -11,7 +11,7 @@ use crate::error::Result;
 
 /// Drops every batch that is not published, with its nodes and their links; returns how many
 /// batches. A file without lossless-claw 1.x's tables has none.
-pub fn take_over(conn: &Connection) -> Result<i64> {
+pub(crate) fn take_over(conn: &Connection) -> Result<i64> {
     let has_tables = conn
         .query_row(
             "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'pending_compaction_batches'",

@@ -16,11 +16,11 @@ pub struct IngestRedaction {
 }
 
 /// The reason the log records for what `redactPatterns` replaced at ingest.
-pub const INGEST_REASON: &str = "redactPatterns at ingest";
+pub(crate) const INGEST_REASON: &str = "redactPatterns at ingest";
 
 /// Logs the messages an ingest stored redacted (in the ingest's transaction): complete at
 /// once, since no summary covers them yet.
-pub fn log_ingest(tx: &Connection, conversation_id: i64, redacted: &[(i64, IngestRedaction)]) -> Result<()> {
+pub(crate) fn log_ingest(tx: &Connection, conversation_id: i64, redacted: &[(i64, IngestRedaction)]) -> Result<()> {
     let ids: Vec<i64> = redacted.iter().map(|(id, _)| *id).collect();
     let (parts, matches) = redacted
         .iter()
@@ -43,7 +43,7 @@ pub fn log_ingest(tx: &Connection, conversation_id: i64, redacted: &[(i64, Inges
 }
 
 /// An operator's redaction as the log records it (ids and counts, never the text).
-pub struct OperatorRedaction<'a> {
+pub(crate) struct OperatorRedaction<'a> {
     /// The conversations concerned, as a JSON array.
     pub scope: &'a str,
     /// The redacted messages' ids, as a JSON array.
@@ -57,7 +57,7 @@ pub struct OperatorRedaction<'a> {
 
 /// Logs an operator's redaction (in its transaction) and records that the file still holds
 /// the old text until its scrub has run. Returns the redaction's id.
-pub fn log_operator(tx: &Connection, r: &OperatorRedaction) -> Result<i64> {
+pub(crate) fn log_operator(tx: &Connection, r: &OperatorRedaction) -> Result<i64> {
     tx.execute(
         "INSERT INTO lcm_native_redactions
            (conversation_ids, message_ids, messages, parts, matches, summaries, versions_purged, mark_only, reason)
@@ -82,7 +82,12 @@ pub fn log_operator(tx: &Connection, r: &OperatorRedaction) -> Result<i64> {
 
 /// Lists a summary as awaiting regeneration after `redaction_id`, its next text to be
 /// version `next_version` (a summary already waiting keeps its entry).
-pub fn await_regeneration(tx: &Connection, summary_id: &str, redaction_id: i64, next_version: i64) -> Result<()> {
+pub(crate) fn await_regeneration(
+    tx: &Connection,
+    summary_id: &str,
+    redaction_id: i64,
+    next_version: i64,
+) -> Result<()> {
     tx.execute(
         "INSERT OR IGNORE INTO lcm_native_redaction_pending (summary_id, redaction_id, next_version)
          VALUES (?1, ?2, ?3)",
@@ -92,7 +97,12 @@ pub fn await_regeneration(tx: &Connection, summary_id: &str, redaction_id: i64, 
 }
 
 /// Records what a redaction's cascade touched.
-pub fn record_cascade(tx: &Connection, redaction_id: i64, summaries: usize, versions_purged: usize) -> Result<()> {
+pub(crate) fn record_cascade(
+    tx: &Connection,
+    redaction_id: i64,
+    summaries: usize,
+    versions_purged: usize,
+) -> Result<()> {
     tx.execute(
         "UPDATE lcm_native_redactions SET summaries = ?2, versions_purged = ?3 WHERE redaction_id = ?1",
         params![redaction_id, summaries as i64, versions_purged as i64],
@@ -101,14 +111,14 @@ pub fn record_cascade(tx: &Connection, redaction_id: i64, summaries: usize, vers
 }
 
 /// Every pending scrub has run: the file no longer holds replaced text.
-pub fn scrubbed(conn: &Connection) -> Result<()> {
+pub(crate) fn scrubbed(conn: &Connection) -> Result<()> {
     conn.execute("DELETE FROM lcm_native_scrub_pending", [])?;
     Ok(())
 }
 
 /// Conversations with summaries awaiting regeneration (within `only` when given): what
 /// `redact` with nothing new to redact finishes.
-pub fn conversations_awaiting(conn: &Connection, only: Option<i64>) -> Result<Vec<i64>> {
+pub(crate) fn conversations_awaiting(conn: &Connection, only: Option<i64>) -> Result<Vec<i64>> {
     Ok(conn
         .prepare(
             "SELECT DISTINCT s.conversation_id FROM lcm_native_redaction_pending p
@@ -120,7 +130,7 @@ pub fn conversations_awaiting(conn: &Connection, only: Option<i64>) -> Result<Ve
 }
 
 /// Summaries of `conversations` still awaiting regeneration.
-pub fn pending(conn: &Connection, conversations: &[i64]) -> Result<usize> {
+pub(crate) fn pending(conn: &Connection, conversations: &[i64]) -> Result<usize> {
     let n: i64 = conn.query_row(
         "SELECT count(*) FROM lcm_native_redaction_pending p JOIN summaries s ON s.summary_id = p.summary_id
          WHERE s.conversation_id IN (SELECT value FROM json_each(?1))",
@@ -131,7 +141,7 @@ pub fn pending(conn: &Connection, conversations: &[i64]) -> Result<usize> {
 }
 
 /// Marks every redaction with no summary left to regenerate as complete.
-pub fn complete(conn: &Connection) -> Result<()> {
+pub(crate) fn complete(conn: &Connection) -> Result<()> {
     conn.execute(
         "UPDATE lcm_native_redactions SET completed_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
          WHERE completed_at IS NULL
@@ -143,7 +153,7 @@ pub fn complete(conn: &Connection) -> Result<()> {
 
 /// Redactions whose scrub has not completed (0 when the file has no such table: a read-only
 /// open of a file from before it).
-pub fn scrubs_pending(conn: &Connection) -> Result<i64> {
+pub(crate) fn scrubs_pending(conn: &Connection) -> Result<i64> {
     let exists: bool = conn.query_row(
         "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'lcm_native_scrub_pending'",
         [],

@@ -34,7 +34,7 @@ pub struct SummaryFields {
 
 /// A summary made by a pass, with its lineage, before it is written.
 #[derive(Clone, Debug)]
-pub struct NewSummary {
+pub(crate) struct NewSummary {
     pub fields: SummaryFields,
     pub file_ids: Vec<String>,
     /// Leaf: the covered messages, in order.
@@ -77,7 +77,7 @@ pub struct SummaryRecord {
 /// `[Truncated from N tokens]` or (seed, empty answer) `[LCM fallback summary; truncated for
 /// context management]`, or are just `[Truncated from 0 tokens]`. A model's text that merely
 /// mentions a note is not one. Reads the `model` and `content` columns.
-pub const FALLBACK_SQL: &str = "(model IN ('lcm-native/fallback', 'lcm-native/redacted') \
+pub(crate) const FALLBACK_SQL: &str = "(model IN ('lcm-native/fallback', 'lcm-native/redacted') \
      OR rtrim(content, ' ' || char(9, 10, 13)) GLOB '[[]Truncated from [0-9]* tokens]' \
      OR rtrim(content, ' ' || char(9, 10, 13)) GLOB '*' || char(10) || '[[]Truncated from [0-9]* tokens]' \
      OR rtrim(content, ' ' || char(9, 10, 13)) GLOB '*' || char(10) || '[[]LCM fallback summary; truncated for context management]')";
@@ -85,7 +85,7 @@ pub const FALLBACK_SQL: &str = "(model IN ('lcm-native/fallback', 'lcm-native/re
 const SUMMARY_COLUMNS: &str = "summary_id, conversation_id, kind, depth, content, token_count, earliest_at, latest_at,
      descendant_count, descendant_token_count, source_message_token_count, model, created_at";
 
-pub fn from_row(r: &Row<'_>) -> rusqlite::Result<SummaryRecord> {
+pub(crate) fn from_row(r: &Row<'_>) -> rusqlite::Result<SummaryRecord> {
     let kind: String = r.get(2)?;
     Ok(SummaryRecord {
         fields: SummaryFields {
@@ -118,14 +118,14 @@ pub fn from_row(r: &Row<'_>) -> rusqlite::Result<SummaryRecord> {
 #[cfg_attr(test, derive(ts_rs::TS))]
 #[cfg_attr(test, ts(rename = "SummariesOptions"))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct SummaryFilter {
+pub(crate) struct SummaryFilter {
     /// Only summaries of this depth (0: leaves).
     #[serde(default, skip_serializing, deserialize_with = "crate::input::opt_non_negative")]
     pub depth: Option<i64>,
 }
 
 /// Every summary of a conversation in creation order, optionally only one depth.
-pub fn list(conn: &Connection, conversation_id: i64, depth: Option<i64>) -> Result<Vec<SummaryRecord>> {
+pub(crate) fn list(conn: &Connection, conversation_id: i64, depth: Option<i64>) -> Result<Vec<SummaryRecord>> {
     conversations::get(conn, conversation_id)?;
     let sql = format!(
         "SELECT {SUMMARY_COLUMNS}, {FALLBACK_SQL} FROM summaries
@@ -145,7 +145,7 @@ pub fn list(conn: &Connection, conversation_id: i64, depth: Option<i64>) -> Resu
     Ok(rows)
 }
 
-pub fn get(conn: &Connection, summary_id: &str) -> Result<SummaryRecord> {
+pub(crate) fn get(conn: &Connection, summary_id: &str) -> Result<SummaryRecord> {
     let sql = format!("SELECT {SUMMARY_COLUMNS}, {FALLBACK_SQL} FROM summaries WHERE summary_id = ?1");
     let mut record = conn
         .prepare_cached(&sql)?
@@ -162,7 +162,7 @@ pub fn get(conn: &Connection, summary_id: &str) -> Result<SummaryRecord> {
 /// Inserts new summaries with their lineage links and fidelity scores, in the caller's
 /// transaction. Their full-text rows come separately (`insert_fts`), last in a pass's
 /// transaction.
-pub fn insert(
+pub(crate) fn insert(
     tx: &Connection,
     flags: SchemaFlags,
     conversation_id: i64,
@@ -226,7 +226,7 @@ pub fn insert(
 
 /// The full-text rows of new summaries. FTS5 flushes its pending rows at every savepoint
 /// (multi-row updates, trigger firings), one segment each time, so a pass adds them last.
-pub fn insert_fts(tx: &Connection, flags: SchemaFlags, summaries: &[NewSummary]) -> Result<()> {
+pub(crate) fn insert_fts(tx: &Connection, flags: SchemaFlags, summaries: &[NewSummary]) -> Result<()> {
     let mut fts = tx.prepare_cached("INSERT INTO summaries_fts (summary_id, content) VALUES (?1, ?2)")?;
     for s in summaries {
         fts.execute(params![s.fields.summary_id, s.fields.content])?;
@@ -240,7 +240,7 @@ pub fn insert_fts(tx: &Connection, flags: SchemaFlags, summaries: &[NewSummary])
 
 /// A summary's new text and what to record about it.
 #[derive(Clone, Copy, Debug)]
-pub struct Replacement<'a> {
+pub(crate) struct Replacement<'a> {
     pub content: &'a str,
     pub token_count: i64,
     pub model: &'a str,
@@ -252,7 +252,7 @@ pub struct Replacement<'a> {
 
 /// Replaces a summary's text in one transaction (see `replace_content_in`); returns the
 /// version the text became, if recorded.
-pub fn replace_content(
+pub(crate) fn replace_content(
     conn: &mut Connection,
     flags: SchemaFlags,
     summary_id: &str,
@@ -268,7 +268,7 @@ pub fn replace_content(
 /// fidelity score, its version (the old text kept, the new one recorded), its full-text rows
 /// (keeping their rowids), and the `descendant_token_count` of every summary above it (which
 /// sums the tokens below).
-pub fn replace_content_in(
+pub(crate) fn replace_content_in(
     tx: &Connection,
     flags: SchemaFlags,
     summary_id: &str,

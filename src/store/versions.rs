@@ -8,11 +8,11 @@ use serde::Serialize;
 
 use crate::error::{LcmError, Result};
 
-pub const TABLE: &str = crate::db::schema::VERSIONS_TABLE;
+pub(crate) const TABLE: &str = crate::db::schema::VERSIONS_TABLE;
 
 /// The model of a summary whose text a redaction replaced with its notice until it is
 /// regenerated (not a version of it).
-pub const NOTICE_MODEL: &str = "lcm-native/redacted";
+pub(crate) const NOTICE_MODEL: &str = "lcm-native/redacted";
 
 /// Why a summary's text changed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -98,7 +98,7 @@ pub struct SummaryVersion {
 
 /// What a change writes into the version table.
 #[derive(Clone, Copy, Debug)]
-pub struct Change<'a> {
+pub(crate) struct Change<'a> {
     pub reason: Reason,
     pub template: Option<&'a TemplateRef>,
     /// Versions kept per summary (`maxSummaryVersions`), the new one included.
@@ -112,7 +112,7 @@ fn exists(conn: &Connection) -> Result<bool> {
 
 /// Writes a version row.
 #[allow(clippy::too_many_arguments)]
-pub fn insert(
+pub(crate) fn insert(
     tx: &Connection,
     summary_id: &str,
     version: i64,
@@ -145,7 +145,7 @@ pub fn insert(
 /// The number the next version of `summary_id` gets, in the caller's transaction, before its
 /// row changes. A summary awaiting regeneration after a redaction continues the numbering its
 /// purged versions had; one without stored versions first gets its current text as version 1.
-pub fn next_version(tx: &Connection, summary_id: &str) -> Result<i64> {
+pub(crate) fn next_version(tx: &Connection, summary_id: &str) -> Result<i64> {
     let pending: Option<i64> = tx
         .prepare_cached("SELECT next_version FROM lcm_native_redaction_pending WHERE summary_id = ?1")?
         .query_row([summary_id], |r| r.get(0))
@@ -184,7 +184,7 @@ pub fn next_version(tx: &Connection, summary_id: &str) -> Result<i64> {
 
 /// Deletes every stored version of a summary (a redaction: no copy of the old text may stay).
 /// Returns the highest version number there was and how many rows went.
-pub fn purge(tx: &Connection, summary_id: &str) -> Result<(Option<i64>, usize)> {
+pub(crate) fn purge(tx: &Connection, summary_id: &str) -> Result<(Option<i64>, usize)> {
     let (max, n): (Option<i64>, i64) = tx.query_row(
         "SELECT max(version), count(*) FROM lcm_native_summary_versions WHERE summary_id = ?1",
         [summary_id],
@@ -198,7 +198,7 @@ pub fn purge(tx: &Connection, summary_id: &str) -> Result<(Option<i64>, usize)> 
 }
 
 /// Drops the oldest versions of `summary_id` beyond the newest `keep`.
-pub fn prune(tx: &Connection, summary_id: &str, keep: i64) -> Result<()> {
+pub(crate) fn prune(tx: &Connection, summary_id: &str, keep: i64) -> Result<()> {
     tx.prepare_cached(
         "DELETE FROM lcm_native_summary_versions WHERE summary_id = ?1 AND version <= (
            SELECT max(version) FROM lcm_native_summary_versions WHERE summary_id = ?1) - ?2",
@@ -232,7 +232,7 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SummaryVersion> {
 
 /// Every version of `summary_id`, oldest first, the current one marked. Without stored
 /// versions, the summary's row as version 1 (`stored: false`).
-pub fn list(conn: &Connection, summary_id: &str) -> Result<Vec<SummaryVersion>> {
+pub(crate) fn list(conn: &Connection, summary_id: &str) -> Result<Vec<SummaryVersion>> {
     let current: Option<(String, i64, String, String)> = conn
         .prepare_cached("SELECT content, token_count, model, created_at FROM summaries WHERE summary_id = ?1")?
         .query_row([summary_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
@@ -287,7 +287,7 @@ pub fn list(conn: &Connection, summary_id: &str) -> Result<Vec<SummaryVersion>> 
 
 /// Version `version` of `summary_id`: E_NOT_FOUND when the summary or the version does not
 /// exist (or was pruned or purged).
-pub fn get(conn: &Connection, summary_id: &str, version: i64) -> Result<SummaryVersion> {
+pub(crate) fn get(conn: &Connection, summary_id: &str, version: i64) -> Result<SummaryVersion> {
     list(conn, summary_id)?
         .into_iter()
         .find(|v| v.version == version)
@@ -298,7 +298,7 @@ pub fn get(conn: &Connection, summary_id: &str, version: i64) -> Result<SummaryV
 /// or its notice, a summary holding the notice without a pending row. (A row whose text is not
 /// its newest version is not wrong: lossless-claw may have changed it; its next change records
 /// it as a version first.)
-pub fn problems(conn: &Connection, only: Option<i64>) -> Result<Vec<String>> {
+pub(crate) fn problems(conn: &Connection, only: Option<i64>) -> Result<Vec<String>> {
     if !exists(conn)? {
         return Ok(Vec::new());
     }

@@ -51,14 +51,14 @@ impl SourceEntry {
 }
 
 /// The string value of the first of `keys` in a tool call's arguments.
-pub fn argument<'a>(arguments: &'a Value, keys: &[&str]) -> Option<&'a str> {
+pub(crate) fn argument<'a>(arguments: &'a Value, keys: &[&str]) -> Option<&'a str> {
     keys.iter()
         .find_map(|k| arguments.get(*k).and_then(Value::as_str))
         .filter(|s| !s.trim().is_empty())
 }
 
 /// Argument keys that hold a file path.
-pub const PATH_KEYS: &[&str] = &[
+pub(crate) const PATH_KEYS: &[&str] = &[
     "path",
     "file_path",
     "filePath",
@@ -69,4 +69,4 @@ pub const PATH_KEYS: &[&str] = &[
     "directory",
 ];
 /// Argument keys that hold a shell command.
-pub const COMMAND_KEYS: &[&str] = &["command", "cmd", "script"];
+pub(crate) const COMMAND_KEYS: &[&str] = &["command", "cmd", "script"];

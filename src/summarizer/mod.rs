@@ -2,7 +2,7 @@
 //! turns a prompt into text. The host's JavaScript callback is one implementation (in the
 //! binding); the offline summarizer (`crate::offline`) is the other, and also the fallback.
 
-pub mod entries;
+pub(crate) mod entries;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -102,14 +102,14 @@ pub trait Summarizer: Send + Sync {
 
 /// `summaries.model` of deterministic fallback summaries, so they can be found and
 /// re-summarised later.
-pub const FALLBACK_MODEL: &str = "lcm-native/fallback";
+pub(crate) const FALLBACK_MODEL: &str = "lcm-native/fallback";
 /// `summaries.model` when the host asked for the offline summarizer.
-pub const OFFLINE_MODEL: &str = "lcm-native/offline";
+pub(crate) const OFFLINE_MODEL: &str = "lcm-native/offline";
 
 /// A summarizer whose calls end (with `SummarizerFailure::Closed`) as soon as `closed` turns
 /// true, so that closing an engine never waits on, or keeps alive, a callback that does not
 /// answer.
-pub struct UntilClosed {
+pub(crate) struct UntilClosed {
     pub inner: std::sync::Arc<dyn Summarizer>,
     pub closed: tokio::sync::watch::Receiver<bool>,
 }

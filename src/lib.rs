@@ -35,6 +35,8 @@ mod tokens;
 
 pub mod binding;
 #[cfg(test)]
+mod test_support;
+#[cfg(test)]
 mod typegen;
 
 /// What the profiling probes (bench/probes/) use of the core, and nothing else.

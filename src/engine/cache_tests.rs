@@ -6,9 +6,9 @@ use std::sync::Arc;
 use rusqlite::Connection;
 use serde_json::Value;
 
-use super::tests::{temp_engine, transcript, THEME};
 use super::*;
 use crate::assemble::AssembleOptions;
+use crate::test_support::{temp_engine, transcript, THEME};
 
 fn options() -> AssembleOptions {
     AssembleOptions {

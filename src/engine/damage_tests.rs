@@ -10,9 +10,9 @@ use proptest::prelude::*;
 use rusqlite::Connection;
 use serde_json::json;
 
-use super::tests::{temp_engine, transcript, THEME};
 use super::*;
 use crate::recall::{ExpandOptions, GrepOptions, ItemId};
+use crate::test_support::{temp_engine, transcript, THEME};
 
 /// A compacted copy of the theme transcript (leaves and condensed nodes), made once.
 fn base() -> &'static (tempfile::TempDir, String) {

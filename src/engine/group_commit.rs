@@ -251,9 +251,9 @@ mod tests {
 
     use serde_json::json;
 
-    use crate::compaction::tests::engine_with;
     use crate::engine::Engine;
     use crate::store::conversations::Target;
+    use crate::test_support::engine_with;
 
     /// Concurrent calls from many threads: every message stored once, each call's messages
     /// contiguous and in order in its conversation, and a call that fails (an unknown

@@ -7,8 +7,8 @@ use std::sync::atomic::AtomicBool;
 use rusqlite::Connection;
 use serde_json::{json, Value};
 
-use super::tests::temp_engine;
 use super::*;
+use crate::test_support::temp_engine;
 
 fn turn(n: usize) -> Vec<Value> {
     vec![

@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use rusqlite::Connection;
 
-use super::tests::{transcript, THEME};
 use super::*;
 use crate::store::lifecycle::{ResetReason, DEFAULT_RETAIN_DEPTH};
 use crate::summarizer::Summarizer;
+use crate::test_support::{transcript, THEME};
 
 fn key() -> Target {
     Target::SessionKey {
@@ -25,7 +25,7 @@ fn rows(engine: &Engine, sql: &str) -> i64 {
 }
 
 /// An engine whose compaction condenses small fixtures into deep summaries.
-fn temp_engine() -> (tempfile::TempDir, Engine) {
+fn deep_engine() -> (tempfile::TempDir, Engine) {
     let dir = tempfile::tempdir().unwrap();
     let mut config = Config::with_db_path(&dir.path().join("lcm.db").to_string_lossy());
     config.leaf_min_fanout = 2;
@@ -58,7 +58,7 @@ fn compacted(engine: &Engine, rt: &tokio::runtime::Runtime) -> i64 {
 
 #[test]
 fn new_takes_raw_messages_and_shallow_summaries_out_of_the_context_and_deletes_nothing() {
-    let (_dir, engine) = temp_engine();
+    let (_dir, engine) = deep_engine();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let cid = compacted(&engine, &rt);
     let messages = rows(&engine, "SELECT count(*) FROM messages");
@@ -129,7 +129,7 @@ fn new_takes_raw_messages_and_shallow_summaries_out_of_the_context_and_deletes_n
 
 #[test]
 fn reset_archives_the_conversation_and_the_session_goes_on_in_a_new_one() {
-    let (_dir, engine) = temp_engine();
+    let (_dir, engine) = deep_engine();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let cid = compacted(&engine, &rt);
     let r = rt.block_on(engine.reset_session(&key(), ResetReason::Reset)).unwrap();

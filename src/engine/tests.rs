@@ -3,43 +3,10 @@
 use std::path::Path;
 
 use rusqlite::{params, Connection};
-use serde_json::{json, Value};
+use serde_json::json;
 
 use super::*;
-
-pub(crate) fn transcript(name: &str) -> Vec<Value> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("data/transcripts")
-        .join(name);
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .enumerate()
-        .map(|(i, l)| {
-            let mut m: Value = serde_json::from_str(l).unwrap();
-            let obj = m.as_object_mut().unwrap();
-            if obj["role"] == "tool" {
-                obj.insert("role".into(), json!("toolResult"));
-            }
-            if let Some(ts) = obj.remove("createdAt") {
-                obj.insert("timestamp".into(), ts);
-            }
-            obj.insert("entryId".into(), json!(format!("line-{i}")));
-            m
-        })
-        .collect()
-}
-
-pub(crate) const THEME: &str = "pi-coding-agent-theme-session.jsonl";
-pub(crate) const REFACTOR: &str = "pi-coding-agent-refactor-compaction-session.jsonl";
-
-pub(crate) fn temp_engine() -> (tempfile::TempDir, Engine) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("lcm.db").to_string_lossy().into_owned();
-    let engine = Engine::open(Config::with_db_path(&path)).unwrap();
-    (dir, engine)
-}
+use crate::test_support::{temp_engine, transcript, REFACTOR, THEME};
 
 fn count(engine: &Engine, sql: &str) -> i64 {
     Connection::open(&engine.config().db_path)
@@ -321,8 +288,8 @@ fn read_only(path: &str) -> Result<Engine> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn read_only_engines_read_everything_and_write_nothing() {
-    use crate::compaction::tests::{compact_offline, with_synthetic, Scripted};
     use crate::compaction::{PassOptions, SweepOptions};
+    use crate::test_support::{compact_offline, with_synthetic, Scripted};
     let (dir, engine, cid) = with_synthetic(json!({}), 120, 400);
     compact_offline(&engine, cid, 4000).await;
     let digest = engine.verify(None).unwrap().digest;
@@ -488,7 +455,7 @@ fn read_only_refuses_files_that_need_a_migration_or_do_not_exist() {
 /// crash), calls that do not touch it go on, and verify reports the damage (#33 item 6).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_damaged_file_gives_coded_errors_and_verify_reports_it() {
-    use crate::compaction::tests::{compact_offline, with_synthetic};
+    use crate::test_support::{compact_offline, with_synthetic};
     let (_dir, engine, cid) = with_synthetic(json!({}), 400, 600);
     compact_offline(&engine, cid, 8000).await;
     let path = engine.config().db_path.clone();

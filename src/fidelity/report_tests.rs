@@ -23,7 +23,7 @@ use crate::time::DisplayZone;
 use crate::tokens;
 
 fn transcript(name: &str) -> Vec<Value> {
-    crate::engine::tests::transcript(name)
+    crate::test_support::transcript(name)
 }
 
 /// A deterministic coding session: asks that name files, reads, edits, test runs that fail
@@ -265,8 +265,8 @@ async fn measure(label: &str, msgs: &[Value]) -> (String, String, f64, usize) {
 #[ignore = "a benchmark: npm run bench:fidelity"]
 async fn fidelity_report() {
     let sets = [
-        ("theme", transcript(crate::engine::tests::THEME)),
-        ("refactor", transcript(crate::engine::tests::REFACTOR)),
+        ("theme", transcript(crate::test_support::THEME)),
+        ("refactor", transcript(crate::test_support::REFACTOR)),
         ("synthetic", synthetic(60)),
     ];
     println!("| source | summaries | junk lines | identifiers kept | truncation keeps | ratio | salient kept | truncation keeps salient |");

@@ -7,13 +7,13 @@ use std::sync::Arc;
 use rusqlite::Connection;
 use serde_json::{json, Value};
 
-use crate::compaction::tests::{engine_with, Act, Scripted};
 use crate::compaction::PassOptions;
 use crate::engine::Engine;
 use crate::rewrite::RewriteOptions;
 use crate::store::conversations::Target;
 use crate::store::fidelity_scores as store;
 use crate::summarizer::SummaryKind;
+use crate::test_support::{engine_with, Act, Scripted};
 
 fn conversation() -> Vec<Value> {
     vec![

@@ -8,13 +8,13 @@ use serde_json::json;
 use sha2::Digest;
 
 use super::*;
-use crate::compaction::tests::{engine_with, Act, Scripted};
 use crate::compaction::SweepOptions;
-use crate::engine::tests::{transcript, THEME};
 use crate::engine::Engine;
 use crate::recall::grep::{GrepOptions, Mode, Scope, Sort};
 use crate::rewrite::{RewriteOptions, Selection};
 use crate::store::conversations::Target;
+use crate::test_support::{engine_with, Act, Scripted};
+use crate::test_support::{transcript, THEME};
 
 /// The theme transcript compacted to depth 1 by a scripted model.
 async fn compacted(extra: serde_json::Value) -> (tempfile::TempDir, Engine, i64) {

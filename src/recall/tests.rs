@@ -9,12 +9,12 @@ use serde_json::{json, Value};
 
 use super::grep::{Mode, Scope, Sort};
 use super::*;
-use crate::compaction::tests::{compact_offline, engine_with, Act, Scripted};
 use crate::compaction::PassOptions;
-use crate::engine::tests::{transcript, REFACTOR, THEME};
 use crate::engine::Engine;
 use crate::store::conversations::Target;
 use crate::summarizer::SummaryKind;
+use crate::test_support::{compact_offline, engine_with, Act, Scripted};
+use crate::test_support::{transcript, REFACTOR, THEME};
 
 /// Both transcripts ingested (theme = 1, refactor = 2) and compacted to depth 1.
 async fn compacted() -> (tempfile::TempDir, Engine) {

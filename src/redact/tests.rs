@@ -9,14 +9,14 @@ use rusqlite::Connection;
 use serde_json::{json, Value};
 
 use super::*;
-use crate::compaction::tests::{engine_with, stub_text, Act, Scripted};
 use crate::compaction::SweepOptions;
-use crate::engine::tests::{transcript, THEME};
 use crate::engine::Engine;
 use crate::history::Reason;
 use crate::offline::OfflineSummarizer;
 use crate::store::conversations::Target;
 use crate::store::redactions::INGEST_REASON;
+use crate::test_support::{engine_with, stub_text, Act, Scripted};
+use crate::test_support::{transcript, THEME};
 
 const SECRET: &str = "sk-live-Zq8Xw3Vb7Nn2Kp5Rt9";
 

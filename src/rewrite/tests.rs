@@ -8,11 +8,11 @@ use rusqlite::Connection;
 use serde_json::json;
 
 use super::*;
-use crate::compaction::tests::{compact_offline, engine_with, Act, Scripted};
-use crate::engine::tests::{transcript, THEME};
 use crate::engine::Engine;
 use crate::recall::grep::{GrepOptions, Mode, Scope, Sort};
 use crate::store::conversations::Target as ConversationTarget;
+use crate::test_support::{compact_offline, engine_with, Act, Scripted};
+use crate::test_support::{transcript, THEME};
 
 async fn compacted() -> (tempfile::TempDir, Engine, i64) {
     let dir = tempfile::tempdir().unwrap();

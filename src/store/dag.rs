@@ -133,9 +133,9 @@ pub(crate) fn read(conn: &Connection, conversation_id: i64) -> Result<Vec<DagNod
 mod tests {
     use serde_json::json;
 
-    use crate::compaction::tests::{compact_offline, engine_with};
-    use crate::engine::tests::{transcript, THEME};
     use crate::store::conversations::Target;
+    use crate::test_support::{compact_offline, engine_with};
+    use crate::test_support::{transcript, THEME};
 
     /// On the theme transcript compacted to depth 2: links agree both ways, a condensed node's
     /// span is its inputs' together, the live nodes are the context's, roots come first.

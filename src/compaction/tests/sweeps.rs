@@ -118,14 +118,14 @@ fn assert_balanced(engine: &Engine, cid: i64, config: &Config, relaxed: bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_real_transcripts_compact_to_a_balanced_dag_with_the_offline_summarizer() {
-    for name in [crate::engine::tests::THEME, crate::engine::tests::REFACTOR] {
+    for name in [crate::test_support::THEME, crate::test_support::REFACTOR] {
         let dir = tempfile::tempdir().unwrap();
         // Leaves of ~300 tokens and a 3,000-token chunk budget: runs of 8+ leaves fit.
         let engine = engine_with(
             &dir,
             json!({"leafChunkTokens": 3000, "leafTargetTokens": 300, "freshTailCount": 32}),
         );
-        let msgs = crate::engine::tests::transcript(name);
+        let msgs = crate::test_support::transcript(name);
         let cid = engine
             .ingest(&Target::Session(name.into()), &msgs)
             .unwrap()

@@ -133,6 +133,12 @@ export interface LcmConfig {
    * a file with a pending write-ahead log is refused with E_IO. Default false.
    */
   immutable?: boolean
+  /**
+   * Write each commit's log frames in one write (lcm-native's VFS over SQLite's). `false`, or
+   * `LCM_WAL_RUNS=0` in the environment, opens the writers through SQLite's own VFS: the same
+   * file, for bisecting a field problem. Default true.
+   */
+  walRuns?: boolean
 }
 
 /** Every option with its effective value. */

@@ -56,6 +56,9 @@ pub struct Config {
     pub read_only: bool,
     /// With `read_only`: trust that nobody writes the file (SQLite's immutable mode).
     pub immutable: bool,
+    /// `walRuns`: read-write connections open through `db::wal_runs` (unless the environment
+    /// says `LCM_WAL_RUNS=0`).
+    pub wal_runs: bool,
     /// Messages a compaction run reads first after the leading summaries (it reads more, in
     /// doubling windows, when its passes reach further). Not an option: tests set it to 1 to
     /// show that decisions do not depend on it.
@@ -327,6 +330,13 @@ const OPTIONS: &[OptionSpec] = &[
         default: Default::Bool(false),
         doc: "With `readOnly`: read the file as a snapshot nobody writes (SQLite's immutable mode, no locks), which opens even where its directory is not writable. Writes by another process then make reads fail or go stale.",
     },
+    OptionSpec {
+        name: "walRuns",
+        env: None,
+        kind: Kind::Bool,
+        default: Default::Bool(true),
+        doc: "Write each commit's log frames in one write (lcm-native's VFS over SQLite's). `false`, or `LCM_WAL_RUNS=0` in the environment, opens through SQLite's own VFS: the same file, for bisecting a field problem.",
+    },
 ];
 
 /// One row of the option table, for documentation and the binding's type hints.
@@ -535,6 +545,7 @@ impl Config {
         let text = |k: &str| resolved.get(k).and_then(|v| v.as_str()).map(str::to_string);
         let read_only = resolved["readOnly"].as_bool().expect("validated boolean");
         let immutable = resolved["immutable"].as_bool().expect("validated boolean");
+        let wal_runs = resolved["walRuns"].as_bool().expect("validated boolean");
         if immutable && !read_only {
             return Err(LcmError::invalid_config(
                 "immutable",
@@ -575,6 +586,7 @@ impl Config {
             presentation,
             read_only,
             immutable,
+            wal_runs,
             head_window: HEAD_WINDOW,
             shift_down_rows: SHIFT_DOWN_ROWS,
             resolved: resolved.clone(),

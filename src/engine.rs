@@ -70,7 +70,7 @@ impl Engine {
             note_scrubs_pending(&mut migration, &conn)?;
             (migration, flags, Pool::read_only(path, busy, config.immutable, conn))
         } else {
-            let mut conn = db::open_connection(path, busy)?;
+            let mut conn = db::open_connection_with(path, busy, config.wal_runs)?;
             // A damaged file gets no write, the migration's included: it opens for reading
             // when its schema is current (what can be read is still served), and every write
             // is refused with E_CORRUPT.
@@ -88,7 +88,7 @@ impl Engine {
             }
             let flags = SchemaFlags::read(&conn)?;
             note_scrubs_pending(&mut migration, &conn)?;
-            let pool = Pool::new(path, busy, conn)?;
+            let pool = Pool::new(path, busy, conn, config.wal_runs)?;
             match damage {
                 Some(found) => pool.set_damage(found),
                 None if !checked => pool.check_damage_in_background(),

@@ -39,9 +39,14 @@ pub(crate) struct Checkpointer {
 
 impl Checkpointer {
     /// Starts the thread with its own connection to `path`, and installs the WAL hook on
-    /// `writer` that wakes it.
-    pub(crate) fn start(path: &str, busy_timeout_ms: i64, writer: &mut Connection) -> Result<Checkpointer> {
-        let conn = super::open_configured(path, busy_timeout_ms)?;
+    /// `writer` that wakes it (its connection through `wal_runs` as the writer's is).
+    pub(crate) fn start(
+        path: &str,
+        busy_timeout_ms: i64,
+        writer: &mut Connection,
+        wal_runs: bool,
+    ) -> Result<Checkpointer> {
+        let conn = super::open_configured_with(path, busy_timeout_ms, wal_runs)?;
         let shared: Arc<(Mutex<State>, Condvar)> = Arc::default();
         let thread_shared = shared.clone();
         let thread = std::thread::Builder::new()
@@ -209,7 +214,7 @@ mod tests {
         let path = path.to_str().unwrap();
         let mut writer = crate::db::open_configured(path, 1000).unwrap();
         writer.execute_batch("CREATE TABLE t (body BLOB)").unwrap();
-        let mut cp = Checkpointer::start(path, 1000, &mut writer).unwrap();
+        let mut cp = Checkpointer::start(path, 1000, &mut writer, true).unwrap();
         let commits = 2000;
         for _ in 0..commits {
             // About five log frames per commit, 10,000 in all, paced like calls from Node.
@@ -231,7 +236,7 @@ mod tests {
         let path = path.to_str().unwrap();
         let mut writer = crate::db::open_configured(path, 1000).unwrap();
         writer.execute_batch("CREATE TABLE t (body BLOB)").unwrap();
-        let mut cp = Checkpointer::start(path, 1000, &mut writer).unwrap();
+        let mut cp = Checkpointer::start(path, 1000, &mut writer, true).unwrap();
         let write = |n: usize| {
             for _ in 0..n {
                 writer.execute("INSERT INTO t VALUES (zeroblob(16000))", []).unwrap();

@@ -22,7 +22,13 @@ use crate::error::{LcmError, Result};
 /// Opens `path` read-write without changing the file: no pragma that writes runs here, so a
 /// database we then refuse (not SQLite, newer schema) is left exactly as it was.
 pub(crate) fn open_connection(path: &str, busy_timeout_ms: i64) -> Result<Connection> {
-    open_read_write(path, busy_timeout_ms).map_err(|e| e.with_path(path))
+    open_connection_with(path, busy_timeout_ms, true)
+}
+
+/// `open_connection`; `wal_runs: false` (the `walRuns` option) opens through SQLite's own VFS
+/// even where the environment does not say so.
+pub(crate) fn open_connection_with(path: &str, busy_timeout_ms: i64, wal_runs: bool) -> Result<Connection> {
+    open_read_write(path, busy_timeout_ms, wal_runs).map_err(|e| e.with_path(path))
 }
 
 /// Whether writers open through `wal_runs`: yes unless `LCM_WAL_RUNS` is `0`, `false`, `off`
@@ -34,8 +40,8 @@ fn wal_runs_wanted(value: Option<&str>) -> bool {
     )
 }
 
-fn open_read_write(path: &str, busy_timeout_ms: i64) -> Result<Connection> {
-    let wal_runs = wal_runs_wanted(std::env::var("LCM_WAL_RUNS").ok().as_deref());
+fn open_read_write(path: &str, busy_timeout_ms: i64, allowed: bool) -> Result<Connection> {
+    let wal_runs = allowed && wal_runs_wanted(std::env::var("LCM_WAL_RUNS").ok().as_deref());
     open_read_write_via(path, busy_timeout_ms, wal_runs)
 }
 
@@ -204,7 +210,13 @@ fn read_pragmas(conn: &Connection) -> Result<()> {
 
 /// Opens a further connection to an already migrated file (readers and the writer).
 pub fn open_configured(path: &str, busy_timeout_ms: i64) -> Result<Connection> {
-    let conn = open_connection(path, busy_timeout_ms)?;
+    open_configured_with(path, busy_timeout_ms, true)
+}
+
+/// `open_configured`, through SQLite's own VFS when `wal_runs` is false (see
+/// `open_connection_with`).
+pub(crate) fn open_configured_with(path: &str, busy_timeout_ms: i64, wal_runs: bool) -> Result<Connection> {
+    let conn = open_connection_with(path, busy_timeout_ms, wal_runs)?;
     configure(&conn)?;
     Ok(conn)
 }

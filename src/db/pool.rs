@@ -29,6 +29,8 @@ pub(crate) struct Pool {
     read_only: bool,
     /// Read-only connections open the file as immutable (see [`super::open_read_only`]).
     immutable: bool,
+    /// Read-write connections open through `wal_runs` (the `walRuns` option).
+    wal_runs: bool,
     /// Taken by one call at a time, waiting at most until the call's deadline
     /// (`busy_timeout_ms` from its start, SQLite's lock wait included: see `waits`).
     writer: TimedMutex<Option<Connection>>,
@@ -59,8 +61,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Pool {
     /// Wraps an already migrated and configured writer connection, and starts the
     /// background checkpointer for it.
-    pub(crate) fn new(path: &str, busy_timeout_ms: i64, mut writer: Connection) -> Result<Pool> {
-        let checkpointer = Checkpointer::start(path, busy_timeout_ms, &mut writer)?;
+    pub(crate) fn new(path: &str, busy_timeout_ms: i64, mut writer: Connection, wal_runs: bool) -> Result<Pool> {
+        let checkpointer = Checkpointer::start(path, busy_timeout_ms, &mut writer, wal_runs)?;
         let message_rewrites = Arc::new(AtomicU64::new(0));
         let seen = message_rewrites.clone();
         writer.update_hook(Some(move |action: Action, _db: &str, table: &str, _rowid: i64| {
@@ -76,6 +78,7 @@ impl Pool {
             busy_timeout_ms,
             read_only: false,
             immutable: false,
+            wal_runs,
             writer: TimedMutex::new(Some(writer)),
             writer_interrupt,
             closing: Arc::new(AtomicBool::new(false)),
@@ -95,6 +98,7 @@ impl Pool {
             busy_timeout_ms,
             read_only: true,
             immutable,
+            wal_runs: false,
             writer: TimedMutex::new(None),
             writer_interrupt: None,
             closing: Arc::new(AtomicBool::new(false)),
@@ -131,7 +135,7 @@ impl Pool {
         }
         match self.read_only {
             true => super::open_read_only(&self.path, self.busy_timeout_ms, self.immutable),
-            false => super::open_configured(&self.path, self.busy_timeout_ms),
+            false => super::open_configured_with(&self.path, self.busy_timeout_ms, self.wal_runs),
         }
     }
 
@@ -358,7 +362,7 @@ mod tests {
         let path = dir.path().join("pool.db").to_string_lossy().into_owned();
         let mut conn = super::super::open_connection(&path, 5_000).unwrap();
         super::super::migrate::migrate(&mut conn, &path).unwrap();
-        let pool = Pool::new(&path, 5_000, conn).unwrap();
+        let pool = Pool::new(&path, 5_000, conn, true).unwrap();
         pool.write(|c| Ok(c.execute_batch("CREATE TEMP TABLE marker(x)")?))
             .unwrap();
         (dir, pool)

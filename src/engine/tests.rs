@@ -535,3 +535,22 @@ fn immutable_opens_read_a_snapshot_and_refuse_a_pending_log() {
         "E_READ_ONLY"
     );
 }
+
+/// `walRuns: false` opens the engine's writers through SQLite's own VFS: a commit writes no
+/// run through `wal_runs` (which the default does).
+#[test]
+fn the_wal_runs_option_turns_the_vfs_off() {
+    use crate::db::wal_runs::testing::runs_written;
+    for wal_runs in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lcm.db").to_string_lossy().into_owned();
+        let engine =
+            Engine::open(Config::from_options(&json!({ "dbPath": path, "walRuns": wal_runs }), None).unwrap()).unwrap();
+        assert_eq!(engine.config().to_json()["walRuns"], json!(wal_runs));
+        let before = runs_written().0;
+        let message = json!({ "role": "user", "content": "a longer message ".repeat(2_000) });
+        engine.ingest(&Target::Session("s".into()), &[message]).unwrap();
+        assert_eq!(runs_written().0 > before, wal_runs, "walRuns: {wal_runs}");
+        engine.close();
+    }
+}

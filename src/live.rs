@@ -31,19 +31,63 @@ pub(crate) struct Item {
     /// `context_items.ordinal` in the database when the model was last in sync with it;
     /// `None` for a summary created by a pass not yet written.
     pub db_ordinal: Option<i64>,
-    /// Messages: stored role (`user`, `assistant`, `tool`, `system`) and `created_at`.
-    pub role: Option<String>,
-    pub created_at: Option<String>,
-    pub summary: Option<SummaryFacts>,
+    /// What is known of it besides its id; of the kind `r` says (the constructors keep the two
+    /// in step).
+    facts: Facts,
+}
+
+/// A message's role, or a summary's facts. Either may be missing: a message row
+/// without a role, a context item whose summary row is gone (kept as an opaque item).
+#[derive(Clone, Debug, PartialEq)]
+enum Facts {
+    Message {
+        /// Stored role: `user`, `assistant`, `tool`, `system`.
+        role: Option<String>,
+    },
+    Summary(Option<SummaryFacts>),
 }
 
 impl Item {
+    pub(crate) fn message(id: i64, tokens: i64, db_ordinal: Option<i64>, role: Option<String>) -> Item {
+        Item {
+            r: ItemRef::Message(id),
+            tokens,
+            db_ordinal,
+            facts: Facts::Message { role },
+        }
+    }
+
+    pub(crate) fn summary(id: String, tokens: i64, db_ordinal: Option<i64>, facts: Option<SummaryFacts>) -> Item {
+        Item {
+            r: ItemRef::Summary(id),
+            tokens,
+            db_ordinal,
+            facts: Facts::Summary(facts),
+        }
+    }
+
     pub(crate) fn is_message(&self) -> bool {
         matches!(self.r, ItemRef::Message(_))
     }
 
+    /// A message's stored role.
+    pub(crate) fn role(&self) -> Option<&str> {
+        match &self.facts {
+            Facts::Message { role, .. } => role.as_deref(),
+            Facts::Summary(_) => None,
+        }
+    }
+
+    /// A summary's facts (None for a message, or a summary whose row is gone).
+    pub(crate) fn summary_facts(&self) -> Option<&SummaryFacts> {
+        match &self.facts {
+            Facts::Summary(f) => f.as_ref(),
+            Facts::Message { .. } => None,
+        }
+    }
+
     pub(crate) fn depth(&self) -> Option<i64> {
-        self.summary.as_ref().map(|s| s.depth)
+        self.summary_facts().map(|s| s.depth)
     }
 }
 
@@ -158,14 +202,12 @@ fn item_from_row(r: &rusqlite::Row<'_>) -> Result<(i64, Option<Box<Item>>)> {
         };
         return Ok((
             ordinal,
-            Some(Box::new(Item {
-                r: ItemRef::Message(id),
-                tokens: r.get::<_, Option<i64>>(5)?.unwrap_or(0).max(0),
-                db_ordinal: Some(ordinal),
-                role: r.get(4)?,
-                created_at: r.get(6)?,
-                summary: None,
-            })),
+            Some(Box::new(Item::message(
+                id,
+                r.get::<_, Option<i64>>(5)?.unwrap_or(0).max(0),
+                Some(ordinal),
+                r.get(4)?,
+            ))),
         ));
     }
     let Some(id) = r.get::<_, Option<String>>(3)? else {
@@ -186,18 +228,16 @@ fn item_from_row(r: &rusqlite::Row<'_>) -> Result<(i64, Option<Box<Item>>)> {
     };
     Ok((
         ordinal,
-        Some(Box::new(Item {
-            r: ItemRef::Summary(id),
-            tokens: if summary.is_some() {
+        Some(Box::new(Item::summary(
+            id,
+            if summary.is_some() {
                 r.get::<_, Option<i64>>(8)?.unwrap_or(0).max(0)
             } else {
                 0
             },
-            db_ordinal: Some(ordinal),
-            role: None,
-            created_at: None,
+            Some(ordinal),
             summary,
-        })),
+        ))),
     ))
 }
 
@@ -297,7 +337,7 @@ impl TailWalk {
             self.start = Some(index);
             self.counted += 1;
             self.tokens = self.tokens.saturating_add(item.tokens);
-            self.after_result = item.role.as_deref() == Some("tool");
+            self.after_result = item.role() == Some("tool");
         } else if self.user_seen {
             self.done = true;
             return false;
@@ -305,7 +345,7 @@ impl TailWalk {
             // Protected only if the newest turn's user message is this one or an older one.
             self.closed = true;
         }
-        if !self.user_seen && item.role.as_deref() == Some("user") {
+        if !self.user_seen && item.role() == Some("user") {
             self.user_seen = true;
             self.start = Some(index);
         }
@@ -367,7 +407,7 @@ impl LiveContext {
             }
             oldest = ordinal;
             if let Some(item) = item {
-                let content = match summary_content && item.summary.is_some() {
+                let content = match summary_content && item.summary_facts().is_some() {
                     true => r.get(15)?,
                     false => None,
                 };
@@ -570,7 +610,7 @@ impl LiveContext {
                     ItemRef::Summary(id) => Some(id.clone()),
                     _ => None,
                 },
-                role: item.role.clone(),
+                role: item.role().map(str::to_string),
                 depth: item.depth(),
                 tokens: item.tokens,
             })
@@ -629,7 +669,7 @@ impl LiveContext {
         let is_result = |i: usize| {
             self.items
                 .get(i)
-                .is_some_and(|item| item.is_message() && item.role.as_deref() == Some("tool"))
+                .is_some_and(|item| item.is_message() && item.role() == Some("tool"))
         };
         if !is_result(chunk.start + chunk.len) {
             return Ok(chunk);
@@ -778,7 +818,7 @@ impl LiveContext {
             .rev()
             .filter(|i| depth.is_none() || i.depth() == depth)
             .filter_map(|i| match &i.r {
-                ItemRef::Summary(id) if i.summary.is_some() => Some(id.clone()),
+                ItemRef::Summary(id) if i.summary_facts().is_some() => Some(id.clone()),
                 _ => None,
             })
             .take(limit)
@@ -808,24 +848,15 @@ mod tests {
     use super::*;
 
     fn msg(id: i64, role: &str, tokens: i64) -> Item {
-        Item {
-            r: ItemRef::Message(id),
-            tokens,
-            db_ordinal: Some(id),
-            role: Some(role.into()),
-            created_at: Some("2026-01-01 00:00:00".into()),
-            summary: None,
-        }
+        Item::message(id, tokens, Some(id), Some(role.into()))
     }
 
     fn sum(id: &str, depth: i64, tokens: i64) -> Item {
-        Item {
-            r: ItemRef::Summary(id.into()),
+        Item::summary(
+            id.into(),
             tokens,
-            db_ordinal: None,
-            role: None,
-            created_at: None,
-            summary: Some(SummaryFacts {
+            None,
+            Some(SummaryFacts {
                 depth,
                 earliest_at: None,
                 latest_at: None,
@@ -834,7 +865,7 @@ mod tests {
                 descendant_token_count: 0,
                 source_message_token_count: 0,
             }),
-        }
+        )
     }
 
     fn ctx(items: Vec<Item>) -> LiveContext {

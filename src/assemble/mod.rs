@@ -189,7 +189,7 @@ fn build(
                 out.push(Msg { item: Some(i), ..msg });
             }
             ItemRef::Summary(id) => {
-                let (Some(facts), Some(content)) = (&item.summary, summaries.get(id)) else {
+                let (Some(facts), Some(content)) = (item.summary_facts(), summaries.get(id)) else {
                     continue;
                 };
                 let view = SummaryView {
@@ -224,7 +224,7 @@ fn cost(
     max_message_tokens: i64,
     wrappers: &mut HashMap<String, Wrapper>,
 ) -> (i64, String) {
-    match (&item.r, &item.summary) {
+    match (&item.r, item.summary_facts()) {
         (ItemRef::Summary(id), Some(f)) => {
             if let Some(w) = wrappers.get(id).filter(|w| w.facts.describe(f, presentation)) {
                 return (item.tokens + w.tokens, w.range.clone());
@@ -366,7 +366,7 @@ pub(crate) fn assemble_reusing(
         if let Some(i) = first_bad {
             let next_user = (i + 1..tail).find(|&j| {
                 let item = &live.items[j];
-                !item.is_message() || item.role.as_deref() == Some("user") || item.role.as_deref() == Some("system")
+                !item.is_message() || item.role() == Some("user") || item.role() == Some("system")
             });
             if let Some(j) = next_user {
                 start = j;

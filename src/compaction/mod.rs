@@ -369,7 +369,7 @@ impl<'a> Run<'a> {
             })
             .collect();
         let contents = self.contents_of(&ids)?;
-        let facts: Vec<&live::SummaryFacts> = inputs.iter().filter_map(|i| i.summary.as_ref()).collect();
+        let facts: Vec<&live::SummaryFacts> = inputs.iter().filter_map(|i| i.summary_facts()).collect();
         let zone = self.config().zone;
         let pairs: Vec<(&live::SummaryFacts, &str)> = facts
             .iter()
@@ -433,7 +433,7 @@ impl<'a> Run<'a> {
                 descendant_count: facts.iter().map(|f| f.descendant_count.max(0) + 1).sum(),
                 descendant_token_count: inputs
                     .iter()
-                    .map(|i| i.tokens + i.summary.as_ref().map_or(0, |f| f.descendant_token_count))
+                    .map(|i| i.tokens + i.summary_facts().map_or(0, |f| f.descendant_token_count))
                     .sum(),
                 source_message_token_count: facts.iter().map(|f| f.source_message_token_count).sum(),
                 model: self.model_name(&e),

@@ -284,13 +284,11 @@ fn stale(cid: i64) -> LcmError {
 /// Appends created items' facts: an `Item` for a new summary, as the model holds it.
 pub(crate) fn summary_item(new: &NewSummary) -> crate::live::Item {
     let s = &new.fields;
-    crate::live::Item {
-        r: ItemRef::Summary(s.summary_id.clone()),
-        tokens: s.token_count,
-        db_ordinal: None,
-        role: None,
-        created_at: None,
-        summary: Some(crate::live::SummaryFacts {
+    crate::live::Item::summary(
+        s.summary_id.clone(),
+        s.token_count,
+        None,
+        Some(crate::live::SummaryFacts {
             depth: s.depth,
             earliest_at: s.earliest_at.clone(),
             latest_at: s.latest_at.clone(),
@@ -299,7 +297,7 @@ pub(crate) fn summary_item(new: &NewSummary) -> crate::live::Item {
             descendant_token_count: s.descendant_token_count,
             source_message_token_count: s.source_message_token_count,
         }),
-    }
+    )
 }
 
 #[cfg(test)]
@@ -307,13 +305,9 @@ mod tests {
     use super::*;
 
     fn item(r: ItemRef, db_ordinal: Option<i64>) -> Box<crate::live::Item> {
-        Box::new(crate::live::Item {
-            r,
-            tokens: 1,
-            db_ordinal,
-            role: None,
-            created_at: None,
-            summary: None,
+        Box::new(match r {
+            ItemRef::Message(id) => crate::live::Item::message(id, 1, db_ordinal, None),
+            ItemRef::Summary(id) => crate::live::Item::summary(id, 1, db_ordinal, None),
         })
     }
 

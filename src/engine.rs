@@ -321,16 +321,18 @@ impl Engine {
         options: SweepOptions,
     ) -> Result<SweepResult> {
         let (_turn, summarizer) = self.mutation(conversation_id, summarizer).await?;
+        use tokio::task::block_in_place as blocking;
         let budget = options.token_budget;
-        let before = self.fit_of(conversation_id, budget)?;
+        // Reads off the runtime's worker thread, as the sweep's own are.
+        let before = blocking(|| self.fit_of(conversation_id, budget))?;
         if options.target == SweepTarget::Fit && !options.force && before.fits {
-            let now = self.evaluate(conversation_id, budget, None)?;
+            let now = blocking(|| self.evaluate(conversation_id, budget, None))?;
             return Ok(SweepResult::fits(before, now.stored_tokens, now.threshold));
         }
         let mut result = compaction::compact(&self.deps, conversation_id, summarizer, options).await?;
         result.fit = Some(ContextFit {
             tokens_before: before.tokens_after,
-            ..self.fit_of(conversation_id, budget)?
+            ..blocking(|| self.fit_of(conversation_id, budget))?
         });
         Ok(result)
     }

@@ -1,6 +1,6 @@
 // The command line: demo, stats, prompts, rewrite against a local OpenAI-shaped server, and
 // its exit codes (0 done, 1 one-line error, 2 usage).
-import { spawn } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
 import { readFileSync, writeFileSync } from 'node:fs'
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
@@ -132,6 +132,27 @@ describe('exit codes', () => {
     const r = await cli(args)
     expect(r.code).toBe(2)
     expect(r.stdout + r.stderr).toMatch(/usage: lcm-native/)
+  })
+
+  it('-h and --help after any command print its usage and exit 0; --version prints the version', async () => {
+    for (const args of [['stats', '-h'], ['rewrite', '1', '--all', '--help'], ['prompts', '-h'], ['history', '--help']]) {
+      const r = await cli(args)
+      expect(r.code, args.join(' ')).toBe(0)
+      expect(r.stdout, args.join(' ')).toMatch(new RegExp(`^usage: lcm-native ${args[0]}`))
+    }
+    for (const flag of ['--version', '-V']) {
+      const r = await cli([flag])
+      expect(r.code).toBe(0)
+      expect(r.stdout.trim()).toBe(`lcm-native ${JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).version}`)
+    }
+  })
+
+  it('output into a pipe closed early ends quietly (no EPIPE stack)', async () => {
+    const r = spawnSync('sh', ['-c', `"${process.execPath}" "${BIN}" --help | head -c 20 > /dev/null`], { encoding: 'utf8', env: { ...process.env, HOME: tempDir() } })
+    expect(r.stderr).not.toMatch(/EPIPE|Error/)
+    const big = spawnSync('sh', ['-c', `"${process.execPath}" "${BIN}" demo --db "${join(tempDir(), 'p.db')}" | head -n 1; echo "exit $?"`], { encoding: 'utf8', env: { ...process.env, HOME: tempDir() } })
+    expect(big.stderr).not.toMatch(/EPIPE|Unhandled|Error:/)
+    expect(big.stdout).toMatch(/exit 0/)
   })
 
   it('a missing database or conversation is a one-line error and exit 1', async () => {

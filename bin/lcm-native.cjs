@@ -804,13 +804,29 @@ async function main(argv) {
   const [command, ...rest] = argv
   /** @type {Record<Command, (argv: string[]) => Promise<void>>} */
   const commands = { demo, stats, fidelity, migrate, backup, rewrite, history, rollback, redact, tui, prompts }
-  if (isCommand(command)) return commands[command](rest)
+  if (isCommand(command)) {
+    // `-h` and `--help` anywhere after a command show its usage, whatever else is given.
+    if (rest.some((a) => a === '-h' || a === '--help')) return console.log(`usage: ${HELP[command]}`)
+    return commands[command](rest)
+  }
+  if (command === '--version' || command === '-V' || command === 'version') {
+    return console.log(`lcm-native ${require('../package.json').version}`)
+  }
   if (command === undefined || command === '--help' || command === '-h' || command === 'help') {
     console.log(USAGE)
     if (command === undefined) process.exitCode = 2
     return
   }
   throw new UsageError(`unknown command ${command}`)
+}
+
+// Output piped into a reader that stops early (`| head`) is not an error: stop quietly, the way
+// Unix tools do, instead of an unhandled EPIPE stack.
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on('error', (/** @type {NodeJS.ErrnoException} */ err) => {
+    if (err.code === 'EPIPE') process.exit(0)
+    throw err
+  })
 }
 
 main(process.argv.slice(2)).catch((/** @type {unknown} */ err) => {

@@ -168,12 +168,13 @@ pub struct ContextEntry {
 }
 
 /// The query of the live items of a conversation with what the model needs of their rows,
-/// with `$extra` columns after the ones `item_from_row` reads.
+/// with `$extra` columns after the ones `item_from_row` reads. Column 6 (a message's time,
+/// which no reader needs) is NULL, so the summary columns keep their places.
 macro_rules! item_query {
     ($extra:literal) => {
         concat!(
             "SELECT ci.ordinal, ci.item_type, ci.message_id, ci.summary_id,
-        m.role, m.token_count, m.created_at,
+        m.role, m.token_count, NULL,
         s.depth, s.token_count, s.earliest_at, s.latest_at, s.created_at,
         s.descendant_count, s.descendant_token_count, s.source_message_token_count",
             $extra,

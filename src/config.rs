@@ -1,14 +1,19 @@
-//! Engine configuration: every option, its default, its validation, and the lossless-claw
-//! environment variables that can set it. One table (`OPTIONS`) drives both the JS options
-//! object and `configFromEnv`, so the two cannot drift apart.
+//! Engine configuration. `LcmOptions` is what `LcmEngine.open` takes, read by serde in one step
+//! (types, ranges and unknown names checked there, E_INVALID_CONFIG naming the option);
+//! `Config` is the resolved configuration (defaults filled in, the timezone chosen, the
+//! redactor built), which the `config` getter shows. [`ENV`] maps lossless-claw's environment
+//! variables onto options for `configFromEnv`. Both types are written into `src/types.d.ts`
+//! (`LcmConfig`, `ResolvedConfig`), so the TypeScript cannot drift from what is read.
 
+use serde::de::{DeserializeOwned, Error as _};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
 use crate::error::{LcmError, Result};
 use crate::time::DisplayZone;
 
 /// How live summaries are presented to the model by `assemble`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
 #[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "lowercase")]
 pub enum Presentation {
@@ -18,101 +23,227 @@ pub enum Presentation {
     Markdown,
 }
 
-/// The resolved configuration of one engine.
-#[derive(Clone, Debug)]
-pub struct Config {
+/// `redactPatterns`: `false` (nothing), `true` (the built-in secret patterns) or regular
+/// expressions (`"@builtin"` among them adds the built-in ones). Checked when read: a pattern
+/// that does not compile, or matches the empty string, is refused.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(untagged)]
+pub enum RedactPatterns {
+    Builtin(bool),
+    Patterns(Vec<String>),
+}
+
+impl Default for RedactPatterns {
+    fn default() -> Self {
+        RedactPatterns::Builtin(false)
+    }
+}
+
+impl RedactPatterns {
+    fn entries(&self) -> Vec<String> {
+        match self {
+            RedactPatterns::Builtin(true) => vec![crate::redact::secrets::BUILTIN_ENTRY.to_string()],
+            RedactPatterns::Builtin(false) => Vec::new(),
+            RedactPatterns::Patterns(list) => list.clone(),
+        }
+    }
+
+    /// What new messages are redacted with (`None`: nothing).
+    pub(crate) fn redactor(&self) -> std::result::Result<Option<crate::redact::text::Redactor>, String> {
+        crate::redact::secrets::ingest_redactor(&self.entries())
+    }
+}
+
+impl<'de> Deserialize<'de> for RedactPatterns {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let patterns = match Value::deserialize(d)? {
+            Value::Bool(on) => RedactPatterns::Builtin(on),
+            Value::Array(items) => RedactPatterns::Patterns(
+                items
+                    .iter()
+                    .map(|v| v.as_str().map(str::to_string))
+                    .collect::<Option<_>>()
+                    .ok_or_else(|| {
+                        D::Error::custom("expected a boolean or an array of strings, got an array with a non-string")
+                    })?,
+            ),
+            other => {
+                return Err(D::Error::custom(format!(
+                    "expected a boolean or an array of strings, got {}",
+                    describe(&other)
+                )))
+            }
+        };
+        patterns.redactor().map_err(D::Error::custom)?;
+        Ok(patterns)
+    }
+}
+
+/// The options of `LcmEngine.open`. Unknown keys are rejected with E_INVALID_CONFIG (with the
+/// closest known name), so a typo never silently falls back to a default; `null` means the
+/// default.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS), ts(rename = "LcmConfig"))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LcmOptions {
+    /// Path of the SQLite file. Its directory must exist.
+    #[serde(default)]
     pub db_path: String,
-    pub context_threshold: f64,
-    pub fresh_tail_count: i64,
-    /// `freshTailMaxTokens`: None takes a share of each call's token budget.
+    /// Fraction of the token budget above which a sweep is due (0 < x ≤ 1). Default 0.75.
+    #[serde(default, skip_serializing, deserialize_with = "fraction")]
+    pub context_threshold: Option<f64>,
+    /// Newest raw messages never compacted (extended back to the newest user message). Default 32.
+    #[serde(default, skip_serializing, deserialize_with = "integer::<0, _>")]
+    pub fresh_tail_count: Option<i64>,
+    /// Most tokens the fresh tail protects; it always keeps the newest turn (from the newest user
+    /// message on). Default: 40% of each call's `tokenBudget` (without one, messages only).
+    #[serde(default, skip_serializing, deserialize_with = "integer::<0, _>")]
     pub fresh_tail_max_tokens: Option<i64>,
-    pub leaf_min_fanout: i64,
-    pub condensed_min_fanout: i64,
-    pub condensed_min_fanout_hard: i64,
-    pub incremental_max_depth: i64,
-    pub leaf_chunk_tokens: i64,
-    pub leaf_target_tokens: i64,
-    pub condensed_target_tokens: i64,
-    pub timezone: String,
-    pub zone: DisplayZone,
-    pub max_sweep_iterations: i64,
-    pub sweep_deadline_ms: i64,
-    pub summary_timeout_ms: i64,
-    pub summary_max_overage_factor: f64,
-    /// A host summary whose fidelity score is under this is retried once, then marked.
+    /// Minimum run of depth-0 summaries condensed together. Default 8.
+    #[serde(default, skip_serializing, deserialize_with = "integer::<2, _>")]
+    pub leaf_min_fanout: Option<i64>,
+    /// Minimum run of same-depth summaries (depth ≥ 1) condensed together. Default 4.
+    #[serde(default, skip_serializing, deserialize_with = "integer::<2, _>")]
+    pub condensed_min_fanout: Option<i64>,
+    /// Fanout used with `hardTrigger`. Default 2.
+    #[serde(default, skip_serializing, deserialize_with = "integer::<2, _>")]
+    pub condensed_min_fanout_hard: Option<i64>,
+    /// Depths condensed right after a leaf pass (0 none, -1 unlimited). Default 0.
+    #[serde(default, skip_serializing, deserialize_with = "integer::<-1, _>")]
+    pub incremental_max_depth: Option<i64>,
+    /// Token size of a leaf chunk; also the condensation chunk budget. Default 20000.
+    #[serde(default, skip_serializing, deserialize_with = "integer::<1, _>")]
+    pub leaf_chunk_tokens: Option<i64>,
+    /// Upper bound of a leaf summary's target. Default 1200.
+    #[serde(default, skip_serializing, deserialize_with = "integer::<1, _>")]
+    pub leaf_target_tokens: Option<i64>,
+    /// Target of a condensed summary (at least 512 is asked for). Default 2000.
+    #[serde(default, skip_serializing, deserialize_with = "integer::<1, _>")]
+    pub condensed_target_tokens: Option<i64>,
+    /// IANA zone for timestamps shown to the model. Default: `TZ` when it names one, else UTC.
+    #[serde(default, skip_serializing, deserialize_with = "zone_name")]
+    pub timezone: Option<String>,
+    /// Most passes one `compact` sweep may run. Default 12.
+    #[serde(default, skip_serializing, deserialize_with = "integer::<1, _>")]
+    pub max_sweep_iterations: Option<i64>,
+    /// Wall-clock bound of one sweep. Default 120000.
+    #[serde(default, skip_serializing, deserialize_with = "integer::<1, _>")]
+    pub sweep_deadline_ms: Option<i64>,
+    /// Time one summarizer call may take. Default 60000.
+    #[serde(default, skip_serializing, deserialize_with = "integer::<1, _>")]
+    pub summary_timeout_ms: Option<i64>,
+    /// Accepted summaries longer than this × their target are capped (1 ≤ x ≤ 100). Default 3.
+    #[serde(default, skip_serializing, deserialize_with = "overage")]
+    pub summary_max_overage_factor: Option<f64>,
+    /// Off unless set (0 < x ≤ 1). A summary from the host's summarizer whose fidelity score is
+    /// under it is asked for once more, with the identifiers it left out listed in the prompt
+    /// (`MissingIdentifiers`); if it still scores under, it is kept and marked for repair
+    /// (`SummaryRecord.lowFidelity`, `rewrite` with `lowFidelity: true`).
+    #[serde(default, skip_serializing, deserialize_with = "fraction")]
     pub min_fidelity: Option<f64>,
-    /// Versions of a summary's text kept, the current one included.
-    pub max_summary_versions: i64,
-    /// `redactPatterns`: what new messages are redacted with before they are stored.
-    pub ingest_redactor: Option<crate::redact::text::Redactor>,
-    pub messages_per_summary: i64,
-    pub busy_timeout_ms: i64,
-    pub lock_timeout_ms: i64,
-    pub max_expand_tokens: i64,
+    /// Versions of a summary's text kept, the current one included; older ones are dropped. Default 16.
+    #[serde(default, skip_serializing, deserialize_with = "integer::<1, _>")]
+    pub max_summary_versions: Option<i64>,
+    /// Ingest-time secret detection, off by default. `true`: matches of the built-in patterns for
+    /// common API-key formats (OpenAI/Anthropic `sk-…`, Stripe, AWS access key ids, GitHub,
+    /// GitLab, Slack, Google, Hugging Face and npm tokens, JWTs, PEM private keys) are replaced
+    /// with `[REDACTED]` in new messages before they are stored, and logged. An array gives the
+    /// regular expressions instead; its entry `'@builtin'` adds the built-in ones. An invalid
+    /// pattern, or one matching the empty string, fails `open` with E_INVALID_CONFIG.
+    #[serde(default, skip_serializing)]
+    pub redact_patterns: Option<RedactPatterns>,
+    /// Rolling trigger: summarise once this many messages arrived since the last summary (0 disables). Default 20.
+    #[serde(default, skip_serializing, deserialize_with = "integer::<0, _>")]
+    pub messages_per_summary: Option<i64>,
+    /// How long one call may wait for the database (behind this engine's other writes and for
+    /// another process's lock together). Default 30000.
+    #[serde(default, skip_serializing, deserialize_with = "integer::<0, _>")]
+    pub busy_timeout_ms: Option<i64>,
+    /// Wait for another mutating operation on the same conversation before E_BUSY. Default 30000.
+    #[serde(default, skip_serializing, deserialize_with = "integer::<0, _>")]
+    pub lock_timeout_ms: Option<i64>,
+    /// Default budget of `expand`. Default 4000.
+    #[serde(default, skip_serializing, deserialize_with = "integer::<1, _>")]
+    pub max_expand_tokens: Option<i64>,
+    /// Directory searched first for prompt templates (then `~/.config/lcm-tui/prompts`, then built-in).
+    #[serde(default, skip_serializing)]
     pub prompt_dir: Option<String>,
-    pub custom_instructions: String,
-    pub presentation: Presentation,
-    /// Open without ever writing: no migration, no checkpoints; writes fail with E_READ_ONLY.
-    pub read_only: bool,
-    /// With `read_only`: trust that nobody writes the file (SQLite's immutable mode).
-    pub immutable: bool,
-    /// `walRuns`: read-write connections open through `db::wal_runs` (unless the environment
-    /// says `LCM_WAL_RUNS=0`).
-    pub wal_runs: bool,
-    /// Messages a compaction run reads first after the leading summaries (it reads more, in
-    /// doubling windows, when its passes reach further). Not an option: tests set it to 1 to
-    /// show that decisions do not depend on it.
-    pub head_window: usize,
-    /// Rows after a write's changed span it shifts down to keep the first ordinal at 0; past
-    /// that it moves the rows before the span up instead (`compaction::write`). Not an option:
-    /// tests set it to 0 to make every write take the second way.
-    pub shift_down_rows: i64,
-    /// Every option with its effective value, as the JS `config` getter shows it.
-    resolved: Map<String, Value>,
+    /// Operator instructions given to every prompt as `CustomInstructions`. Default "".
+    #[serde(default, skip_serializing)]
+    pub custom_instructions: Option<String>,
+    /// How `assemble` presents summaries. Default "xml".
+    #[serde(default, skip_serializing)]
+    pub presentation: Option<Presentation>,
+    /// Open without writing anything: no migration (a file that needs one is refused with
+    /// E_SCHEMA), no checkpoints; ingest, compaction and an applying rewrite reject with
+    /// E_READ_ONLY. For inspecting a database another process owns, or one on a read-only file
+    /// or mount. Default false.
+    #[serde(default, skip_serializing)]
+    pub read_only: Option<bool>,
+    /// With `readOnly`: read the file as a snapshot nobody writes (SQLite's immutable mode: no
+    /// locks, no `-shm`), which opens even where its directory is not writable (a read-only
+    /// mount, a backup). Another process writing the file meanwhile makes reads fail or go stale;
+    /// a file with a pending write-ahead log is refused with E_IO. Default false.
+    #[serde(default, skip_serializing)]
+    pub immutable: Option<bool>,
+    /// Write each commit's log frames in one write (lcm-native's VFS over SQLite's). `false`, or
+    /// `LCM_WAL_RUNS=0` in the environment, opens the writers through SQLite's own VFS: the same
+    /// file, for bisecting a field problem. Default true.
+    #[serde(default, skip_serializing)]
+    pub wal_runs: Option<bool>,
 }
 
-#[derive(Clone, Copy)]
-enum Kind {
-    /// An integer in `[min, max]`.
-    Int {
-        min: i64,
-        max: i64,
-    },
-    /// A finite number in `(min_exclusive, max]`.
-    Number {
-        min_exclusive: f64,
-        max: f64,
-    },
-    Text,
-    /// A timezone name.
-    Zone,
-    /// One of a fixed set of strings.
-    Choice(&'static [&'static str]),
-    Bool,
-    /// `false`, `true` (the built-in secret patterns) or an array of regular expressions.
-    Patterns,
+/// An integer ≥ `MIN` (JavaScript numbers arrive as floats when they are written `64.0`).
+fn integer<'de, const MIN: i64, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<i64>, D::Error> {
+    let value = Value::deserialize(d)?;
+    let n = value
+        .as_f64()
+        .ok_or_else(|| D::Error::custom(format!("expected an integer, got {}", describe(&value))))?;
+    if !n.is_finite() || n.fract() != 0.0 {
+        return Err(D::Error::custom(format!("expected an integer, got {n}")));
+    }
+    if n < MIN as f64 || n > I32 as f64 {
+        return Err(D::Error::custom(format!(
+            "{n} is out of range; expected an integer from {MIN} to {I32}"
+        )));
+    }
+    Ok(Some(n as i64))
 }
 
-struct OptionSpec {
-    name: &'static str,
-    env: Option<&'static str>,
-    kind: Kind,
-    default: Default,
-    /// What the option does: the source's documentation of it (the README says it to users).
-    #[allow(dead_code)]
-    doc: &'static str,
+/// A finite number in `(above, max]`.
+fn number_in<'de, D: Deserializer<'de>>(d: D, above: f64, max: f64) -> std::result::Result<Option<f64>, D::Error> {
+    let value = Value::deserialize(d)?;
+    let n = value
+        .as_f64()
+        .ok_or_else(|| D::Error::custom(format!("expected a number, got {}", describe(&value))))?;
+    if !n.is_finite() || n <= above || n > max {
+        return Err(D::Error::custom(format!(
+            "{n} is out of range; expected a number above {above} and at most {max}"
+        )));
+    }
+    Ok(Some(n))
 }
 
-#[derive(Clone, Copy)]
-enum Default {
-    Int(i64),
-    Number(f64),
-    Text(&'static str),
-    Bool(bool),
-    /// No default: absent means "not set".
-    Unset,
-    /// Required: absence is an error.
-    Required,
+/// A number in `(0, 1]`.
+fn fraction<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<f64>, D::Error> {
+    number_in(d, 0.0, 1.0)
+}
+
+/// `summaryMaxOverageFactor`: a number in `(0.999, 100]`.
+fn overage<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<f64>, D::Error> {
+    number_in(d, 0.999, 100.0)
+}
+
+/// An IANA timezone name.
+fn zone_name<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<String>, D::Error> {
+    let name = String::deserialize(d)?;
+    DisplayZone::parse(&name).map_err(|_| {
+        D::Error::custom(format!(
+            "`{name}` is not an IANA timezone name (for example `Europe/Berlin` or `UTC`)"
+        ))
+    })?;
+    Ok(Some(name))
 }
 
 const I32: i64 = i32::MAX as i64;
@@ -123,352 +254,113 @@ const HEAD_WINDOW: usize = 512;
 /// `Config::shift_down_rows`' value: renumbering this many rows costs about a millisecond.
 const SHIFT_DOWN_ROWS: i64 = 1_000;
 
-/// Every option `LcmEngine.open` accepts. The README's option table is written from this.
-const OPTIONS: &[OptionSpec] = &[
-    OptionSpec {
-        name: "dbPath",
-        env: Some("LCM_DATABASE_PATH"),
-        kind: Kind::Text,
-        default: Default::Required,
-        doc: "Path of the SQLite database file. Its directory must exist.",
-    },
-    OptionSpec {
-        name: "contextThreshold",
-        env: Some("LCM_CONTEXT_THRESHOLD"),
-        kind: Kind::Number {
-            min_exclusive: 0.0,
-            max: 1.0,
-        },
-        default: Default::Number(0.75),
-        doc: "Fraction of the token budget above which a sweep is due.",
-    },
-    OptionSpec {
-        name: "freshTailCount",
-        env: Some("LCM_FRESH_TAIL_COUNT"),
-        kind: Kind::Int { min: 0, max: I32 },
-        default: Default::Int(32),
-        doc: "Newest raw messages never compacted (extended back to the newest user message).",
-    },
-    OptionSpec {
-        name: "freshTailMaxTokens",
-        env: Some("LCM_FRESH_TAIL_MAX_TOKENS"),
-        kind: Kind::Int { min: 0, max: I32 },
-        default: Default::Unset,
-        doc: "Most tokens the fresh tail protects; it always keeps the newest turn (from the newest user message on). Unset: 40% of the call's `tokenBudget` (without a budget, messages only).",
-    },
-    OptionSpec {
-        name: "leafMinFanout",
-        env: Some("LCM_LEAF_MIN_FANOUT"),
-        kind: Kind::Int { min: 2, max: I32 },
-        default: Default::Int(8),
-        doc: "Minimum run of depth-0 summaries condensed into one depth-1 node.",
-    },
-    OptionSpec {
-        name: "condensedMinFanout",
-        env: Some("LCM_CONDENSED_MIN_FANOUT"),
-        kind: Kind::Int { min: 2, max: I32 },
-        default: Default::Int(4),
-        doc: "Minimum run of same-depth summaries (depth ≥ 1) condensed into one node.",
-    },
-    OptionSpec {
-        name: "condensedMinFanoutHard",
-        env: Some("LCM_CONDENSED_MIN_FANOUT_HARD"),
-        kind: Kind::Int { min: 2, max: I32 },
-        default: Default::Int(2),
-        doc: "Fanout used instead when a pass runs with `hardTrigger`.",
-    },
-    OptionSpec {
-        name: "incrementalMaxDepth",
-        env: Some("LCM_INCREMENTAL_MAX_DEPTH"),
-        kind: Kind::Int { min: -1, max: I32 },
-        default: Default::Int(0),
-        doc: "Depths condensed right after a leaf pass (0 none, -1 unlimited).",
-    },
-    OptionSpec {
-        name: "leafChunkTokens",
-        env: Some("LCM_LEAF_CHUNK_TOKENS"),
-        kind: Kind::Int { min: 1, max: I32 },
-        default: Default::Int(20000),
-        doc: "Token size of one leaf chunk; also the condensation chunk budget.",
-    },
-    OptionSpec {
-        name: "leafTargetTokens",
-        env: Some("LCM_LEAF_TARGET_TOKENS"),
-        kind: Kind::Int { min: 1, max: I32 },
-        default: Default::Int(1200),
-        doc: "Upper bound of a leaf summary's target length.",
-    },
-    OptionSpec {
-        name: "condensedTargetTokens",
-        env: Some("LCM_CONDENSED_TARGET_TOKENS"),
-        kind: Kind::Int { min: 1, max: I32 },
-        default: Default::Int(2000),
-        doc: "Target length of a condensed summary (at least 512 is asked for).",
-    },
-    OptionSpec {
-        name: "timezone",
-        env: Some("LCM_TIMEZONE"),
-        kind: Kind::Zone,
-        default: Default::Unset,
-        doc: "IANA zone for timestamps shown to the model; default `TZ`, else UTC.",
-    },
-    OptionSpec {
-        name: "maxSweepIterations",
-        env: Some("LCM_MAX_SWEEP_ITERATIONS"),
-        kind: Kind::Int { min: 1, max: I32 },
-        default: Default::Int(12),
-        doc: "Most passes one `compact` sweep may run.",
-    },
-    OptionSpec {
-        name: "sweepDeadlineMs",
-        env: Some("LCM_SWEEP_DEADLINE_MS"),
-        kind: Kind::Int { min: 1, max: I32 },
-        default: Default::Int(120_000),
-        doc: "Wall-clock bound of one `compact` sweep.",
-    },
-    OptionSpec {
-        name: "summaryTimeoutMs",
-        env: Some("LCM_SUMMARY_TIMEOUT_MS"),
-        kind: Kind::Int { min: 1, max: I32 },
-        default: Default::Int(60_000),
-        doc: "How long one summarizer call may take before the pass fails with E_TIMEOUT.",
-    },
-    OptionSpec {
-        name: "summaryMaxOverageFactor",
-        env: Some("LCM_SUMMARY_MAX_OVERAGE_FACTOR"),
-        kind: Kind::Number {
-            min_exclusive: 0.999,
-            max: 100.0,
-        },
-        default: Default::Number(3.0),
-        doc: "An accepted summary longer than this × its target is capped.",
-    },
-    OptionSpec {
-        name: "minFidelity",
-        env: Some("LCM_MIN_FIDELITY"),
-        kind: Kind::Number {
-            min_exclusive: 0.0,
-            max: 1.0,
-        },
-        default: Default::Unset,
-        doc: "Off unless set: a host summary scoring under it is asked for once more, then marked for repair.",
-    },
-    OptionSpec {
-        name: "maxSummaryVersions",
-        env: Some("LCM_MAX_SUMMARY_VERSIONS"),
-        kind: Kind::Int { min: 1, max: I32 },
-        default: Default::Int(16),
-        doc: "Versions of a summary's text kept (the current one included); older ones are dropped.",
-    },
-    OptionSpec {
-        name: "redactPatterns",
-        env: Some("LCM_REDACT_PATTERNS"),
-        kind: Kind::Patterns,
-        default: Default::Bool(false),
-        doc: "Off unless set: `true` replaces common API-key formats in new messages with `[REDACTED]` before they are stored; an array gives regular expressions (`\"@builtin\"` adds the built-in ones).",
-    },
-    OptionSpec {
-        name: "messagesPerSummary",
-        env: None,
-        kind: Kind::Int { min: 0, max: I32 },
-        default: Default::Int(20),
-        doc: "Rolling trigger: summarise once this many messages arrived since the last summary (0 disables).",
-    },
-    OptionSpec {
-        name: "busyTimeoutMs",
-        env: None,
-        kind: Kind::Int { min: 0, max: I32 },
-        default: Default::Int(30_000),
-        doc: "SQLite busy timeout when another connection or process holds the write lock.",
-    },
-    OptionSpec {
-        name: "lockTimeoutMs",
-        env: None,
-        kind: Kind::Int { min: 0, max: I32 },
-        default: Default::Int(30_000),
-        doc: "How long a mutating operation waits for another one on the same conversation before E_BUSY.",
-    },
-    OptionSpec {
-        name: "maxExpandTokens",
-        env: Some("LCM_MAX_EXPAND_TOKENS"),
-        kind: Kind::Int { min: 1, max: I32 },
-        default: Default::Int(4000),
-        doc: "Default token budget of `expand`.",
-    },
-    OptionSpec {
-        name: "promptDir",
-        env: None,
-        kind: Kind::Text,
-        default: Default::Unset,
-        doc: "Directory searched first for prompt templates (then ~/.config/lcm-tui/prompts, then built-in).",
-    },
-    OptionSpec {
-        name: "customInstructions",
-        env: Some("LCM_CUSTOM_INSTRUCTIONS"),
-        kind: Kind::Text,
-        default: Default::Text(""),
-        doc: "Operator instructions passed to every prompt as `CustomInstructions`.",
-    },
-    OptionSpec {
-        name: "presentation",
-        env: None,
-        kind: Kind::Choice(&["xml", "markdown"]),
-        default: Default::Text("xml"),
-        doc: "How `assemble` presents summaries: XML wrappers or one markdown section.",
-    },
-    OptionSpec {
-        name: "readOnly",
-        env: None,
-        kind: Kind::Bool,
-        default: Default::Bool(false),
-        doc: "Open without writing anything: no migration (a file that needs one is refused with E_SCHEMA), and writes reject with E_READ_ONLY.",
-    },
-    OptionSpec {
-        name: "immutable",
-        env: None,
-        kind: Kind::Bool,
-        default: Default::Bool(false),
-        doc: "With `readOnly`: read the file as a snapshot nobody writes (SQLite's immutable mode, no locks), which opens even where its directory is not writable. Writes by another process then make reads fail or go stale.",
-    },
-    OptionSpec {
-        name: "walRuns",
-        env: None,
-        kind: Kind::Bool,
-        default: Default::Bool(true),
-        doc: "Write each commit's log frames in one write (lcm-native's VFS over SQLite's). `false`, or `LCM_WAL_RUNS=0` in the environment, opens through SQLite's own VFS: the same file, for bisecting a field problem.",
-    },
+/// The resolved configuration of one engine: every option with its effective value (what the
+/// `config` getter shows), and what the engine derives from them.
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS), ts(rename = "ResolvedConfig"))]
+#[serde(rename_all = "camelCase")]
+pub struct Config {
+    pub db_path: String,
+    pub context_threshold: f64,
+    pub fresh_tail_count: i64,
+    /// Absent when unset: the tail takes a share of each call's token budget.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, ts(optional))]
+    pub fresh_tail_max_tokens: Option<i64>,
+    pub leaf_min_fanout: i64,
+    pub condensed_min_fanout: i64,
+    pub condensed_min_fanout_hard: i64,
+    pub incremental_max_depth: i64,
+    pub leaf_chunk_tokens: i64,
+    pub leaf_target_tokens: i64,
+    pub condensed_target_tokens: i64,
+    pub timezone: String,
+    #[serde(skip)]
+    pub zone: DisplayZone,
+    pub max_sweep_iterations: i64,
+    pub sweep_deadline_ms: i64,
+    pub summary_timeout_ms: i64,
+    pub summary_max_overage_factor: f64,
+    /// Absent when unset: a host summary whose fidelity score is under it is retried once, then marked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, ts(optional))]
+    pub min_fidelity: Option<f64>,
+    /// Versions of a summary's text kept, the current one included.
+    pub max_summary_versions: i64,
+    pub redact_patterns: RedactPatterns,
+    /// What new messages are redacted with before they are stored (from `redact_patterns`).
+    #[serde(skip)]
+    pub ingest_redactor: Option<crate::redact::text::Redactor>,
+    pub messages_per_summary: i64,
+    pub busy_timeout_ms: i64,
+    pub lock_timeout_ms: i64,
+    pub max_expand_tokens: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, ts(optional))]
+    pub prompt_dir: Option<String>,
+    pub custom_instructions: String,
+    pub presentation: Presentation,
+    /// Open without ever writing: no migration, no checkpoints; writes fail with E_READ_ONLY.
+    pub read_only: bool,
+    /// With `readOnly`: trust that nobody writes the file (SQLite's immutable mode).
+    pub immutable: bool,
+    /// Read-write connections open through lcm-native's VFS (`db::wal_runs`) unless the
+    /// environment says `LCM_WAL_RUNS=0`.
+    pub wal_runs: bool,
+    /// Messages a compaction run reads first after the leading summaries (it reads more, in
+    /// doubling windows, when its passes reach further). Not an option: tests set it to 1 to
+    /// show that decisions do not depend on it.
+    #[serde(skip)]
+    pub head_window: usize,
+    /// Rows after a write's changed span it shifts down to keep the first ordinal at 0; past
+    /// that it moves the rows before the span up instead (`compaction::write`). Not an option:
+    /// tests set it to 0 to make every write take the second way.
+    #[serde(skip)]
+    pub shift_down_rows: i64,
+}
+
+/// How an environment variable's text becomes an option's value.
+#[derive(Clone, Copy)]
+enum EnvText {
+    Number,
+    Text,
+    /// `true`/`1`, `false`/`0`, or a JSON array of regular expressions.
+    Patterns,
+}
+
+/// lossless-claw's environment variables: the option each sets and how its text is read.
+/// (`TZ` is read after them for `timezone`; `LCM_WAL_RUNS=0` is read when connections open.)
+const ENV: &[(&str, &str, EnvText)] = &[
+    ("dbPath", "LCM_DATABASE_PATH", EnvText::Text),
+    ("contextThreshold", "LCM_CONTEXT_THRESHOLD", EnvText::Number),
+    ("freshTailCount", "LCM_FRESH_TAIL_COUNT", EnvText::Number),
+    ("freshTailMaxTokens", "LCM_FRESH_TAIL_MAX_TOKENS", EnvText::Number),
+    ("leafMinFanout", "LCM_LEAF_MIN_FANOUT", EnvText::Number),
+    ("condensedMinFanout", "LCM_CONDENSED_MIN_FANOUT", EnvText::Number),
+    (
+        "condensedMinFanoutHard",
+        "LCM_CONDENSED_MIN_FANOUT_HARD",
+        EnvText::Number,
+    ),
+    ("incrementalMaxDepth", "LCM_INCREMENTAL_MAX_DEPTH", EnvText::Number),
+    ("leafChunkTokens", "LCM_LEAF_CHUNK_TOKENS", EnvText::Number),
+    ("leafTargetTokens", "LCM_LEAF_TARGET_TOKENS", EnvText::Number),
+    ("condensedTargetTokens", "LCM_CONDENSED_TARGET_TOKENS", EnvText::Number),
+    ("timezone", "LCM_TIMEZONE", EnvText::Text),
+    ("maxSweepIterations", "LCM_MAX_SWEEP_ITERATIONS", EnvText::Number),
+    ("sweepDeadlineMs", "LCM_SWEEP_DEADLINE_MS", EnvText::Number),
+    ("summaryTimeoutMs", "LCM_SUMMARY_TIMEOUT_MS", EnvText::Number),
+    (
+        "summaryMaxOverageFactor",
+        "LCM_SUMMARY_MAX_OVERAGE_FACTOR",
+        EnvText::Number,
+    ),
+    ("minFidelity", "LCM_MIN_FIDELITY", EnvText::Number),
+    ("maxSummaryVersions", "LCM_MAX_SUMMARY_VERSIONS", EnvText::Number),
+    ("redactPatterns", "LCM_REDACT_PATTERNS", EnvText::Patterns),
+    ("maxExpandTokens", "LCM_MAX_EXPAND_TOKENS", EnvText::Number),
+    ("customInstructions", "LCM_CUSTOM_INSTRUCTIONS", EnvText::Text),
 ];
-
-/// One row of the option table, for documentation and the binding's type hints.
-#[cfg(test)]
-pub(crate) struct OptionDoc {
-    pub name: &'static str,
-    pub env: Option<&'static str>,
-    pub default: String,
-}
-
-/// The option table as documentation rows.
-#[cfg(test)]
-pub(crate) fn option_docs() -> Vec<OptionDoc> {
-    OPTIONS
-        .iter()
-        .map(|o| OptionDoc {
-            name: o.name,
-            env: o.env,
-            default: match o.default {
-                Default::Int(i) => i.to_string(),
-                Default::Number(n) => n.to_string(),
-                Default::Text(t) => format!("\"{t}\""),
-                Default::Bool(b) => b.to_string(),
-                Default::Unset => "unset".into(),
-                Default::Required => "required".into(),
-            },
-        })
-        .collect()
-}
-
-/// Checks one value against its spec; returns the normalised JSON value.
-fn check(spec: &OptionSpec, value: &Value, label: &str) -> Result<Value> {
-    let bad = |reason: String| LcmError::invalid_config(label, reason);
-    match spec.kind {
-        Kind::Int { min, max } => {
-            let n = value
-                .as_f64()
-                .ok_or_else(|| bad(format!("expected an integer, got {}", describe(value))))?;
-            if !n.is_finite() || n.fract() != 0.0 {
-                return Err(bad(format!("expected an integer, got {n}")));
-            }
-            if n < min as f64 || n > max as f64 {
-                return Err(bad(format!("{n} is out of range; expected {min}..={max}")));
-            }
-            Ok(Value::from(n as i64))
-        }
-        Kind::Number { min_exclusive, max } => {
-            let n = value
-                .as_f64()
-                .ok_or_else(|| bad(format!("expected a number, got {}", describe(value))))?;
-            if !n.is_finite() || n <= min_exclusive || n > max {
-                return Err(bad(format!(
-                    "{n} is out of range; expected a number above {min_exclusive} and at most {max}"
-                )));
-            }
-            Ok(Value::from(n))
-        }
-        Kind::Text => match value {
-            Value::String(s) if spec.name == "dbPath" && s.trim().is_empty() => Err(bad("must not be empty".into())),
-            Value::String(_) => Ok(value.clone()),
-            _ => Err(bad(format!("expected a string, got {}", describe(value)))),
-        },
-        Kind::Zone => match value {
-            Value::String(s) => {
-                DisplayZone::parse(s).map_err(|_| {
-                    bad(format!(
-                        "`{s}` is not an IANA timezone name (for example `Europe/Berlin` or `UTC`)"
-                    ))
-                })?;
-                Ok(value.clone())
-            }
-            _ => Err(bad(format!("expected a timezone name, got {}", describe(value)))),
-        },
-        Kind::Bool => match value {
-            Value::Bool(_) => Ok(value.clone()),
-            _ => Err(bad(format!("expected a boolean, got {}", describe(value)))),
-        },
-        Kind::Patterns => {
-            let entries = pattern_entries(value).ok_or_else(|| {
-                bad(format!(
-                    "expected a boolean or an array of strings, got {}",
-                    describe(value)
-                ))
-            })?;
-            crate::redact::secrets::ingest_redactor(&entries).map_err(bad)?;
-            Ok(value.clone())
-        }
-        Kind::Choice(choices) => match value {
-            Value::String(s) if choices.contains(&s.as_str()) => Ok(value.clone()),
-            _ => Err(bad(format!(
-                "expected one of {}, got {}",
-                choices
-                    .iter()
-                    .map(|c| format!("\"{c}\""))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                describe(value)
-            ))),
-        },
-    }
-}
-
-/// The entries a `redactPatterns` value stands for (`true` is the built-in set); `None` when it
-/// is neither a boolean nor an array of strings.
-fn pattern_entries(value: &Value) -> Option<Vec<String>> {
-    match value {
-        Value::Bool(on) => Some(match on {
-            true => vec![crate::redact::secrets::BUILTIN_ENTRY.to_string()],
-            false => Vec::new(),
-        }),
-        Value::Array(items) => items.iter().map(|v| v.as_str().map(str::to_string)).collect(),
-        _ => None,
-    }
-}
-
-/// The redactor of a validated `redactPatterns` value.
-fn ingest_redactor(value: &Value) -> Option<crate::redact::text::Redactor> {
-    redactor_of(value).expect("validated patterns")
-}
-
-/// The redactor of a `redactPatterns` value (`None` when it redacts nothing); E_INVALID_CONFIG
-/// for a value that is not one.
-pub(crate) fn redactor_of(value: &Value) -> crate::error::Result<Option<crate::redact::text::Redactor>> {
-    let entries = pattern_entries(value).ok_or_else(|| {
-        crate::error::LcmError::invalid_config(
-            "redactPatterns",
-            format!("expected true, false or an array of strings, got {}", describe(value)),
-        )
-    })?;
-    crate::redact::secrets::ingest_redactor(&entries)
-        .map_err(|why| crate::error::LcmError::invalid_config("redactPatterns", why))
-}
 
 fn describe(v: &Value) -> String {
     match v {
@@ -481,126 +373,123 @@ fn describe(v: &Value) -> String {
     }
 }
 
-/// The closest known option name, to suggest on a typo.
-fn suggest(unknown: &str) -> Option<&'static str> {
-    crate::input::closest(unknown, OPTIONS.iter().map(|o| o.name))
+/// Reads `value` as a `T` whose fields are options: E_INVALID_CONFIG naming the option (through
+/// `label`, which `configFromEnv` uses to add the variable), with the closest known name for an
+/// unknown one. `null` fields mean "not given".
+fn read_options<T: DeserializeOwned>(value: Value, label: impl Fn(&str) -> String) -> Result<T> {
+    let Value::Object(mut map) = value else {
+        return Err(LcmError::invalid_config(
+            "options",
+            format!("expected an object, got {}", describe(&value)),
+        ));
+    };
+    map.retain(|_, v| !v.is_null());
+    serde_path_to_error::deserialize(Value::Object(map)).map_err(|e| {
+        let option = e
+            .path()
+            .iter()
+            .next()
+            .map(|seg| seg.to_string())
+            .unwrap_or_else(|| "options".into());
+        LcmError::invalid_config(label(&option), crate::input::explain(&e.into_inner().to_string()))
+    })
+}
+
+impl LcmOptions {
+    /// Reads the JavaScript options object.
+    pub(crate) fn read(value: Value) -> Result<LcmOptions> {
+        read_options(value, str::to_string)
+    }
+}
+
+/// The redactor of a `redactPatterns` value (`None` when it redacts nothing); E_INVALID_CONFIG
+/// for a value that is not one.
+pub(crate) fn redactor_of(value: &Value) -> Result<Option<crate::redact::text::Redactor>> {
+    let patterns = RedactPatterns::deserialize(value).map_err(|e| LcmError::invalid_config("redactPatterns", e))?;
+    Ok(patterns.redactor().expect("checked when read"))
 }
 
 impl Config {
-    /// Builds a config from the JS options object. Unknown keys are rejected (with a
-    /// suggestion), so a typo never silently falls back to a default.
-    /// `tz_env` is the process's `TZ`, used when `timezone` is not given.
-    pub fn from_options(options: &Value, tz_env: Option<&str>) -> Result<Config> {
-        let obj = options.as_object().ok_or_else(|| {
-            LcmError::invalid_config("options", format!("expected an object, got {}", describe(options)))
-        })?;
-        for key in obj.keys() {
-            if !OPTIONS.iter().any(|o| o.name == key) {
-                let hint = suggest(key)
-                    .map(|s| format!("; did you mean `{s}`?"))
-                    .unwrap_or_default();
-                return Err(LcmError::invalid_config(key.clone(), format!("unknown option{hint}")));
-            }
+    /// Resolves the options: defaults filled in, the timezone chosen (`timezone`, else `tz_env`,
+    /// the process's `TZ`, when it names an IANA zone, else UTC), the redactor built.
+    pub fn resolve(o: LcmOptions, tz_env: Option<&str>) -> Result<Config> {
+        if o.db_path.trim().is_empty() {
+            return Err(LcmError::invalid_config(
+                "dbPath",
+                "is required (a file path, not empty)",
+            ));
         }
-        let mut resolved = Map::new();
-        for spec in OPTIONS {
-            match obj.get(spec.name) {
-                Some(v) if !v.is_null() => {
-                    resolved.insert(spec.name.into(), check(spec, v, spec.name)?);
-                }
-                _ => match spec.default {
-                    Default::Int(i) => {
-                        resolved.insert(spec.name.into(), Value::from(i));
-                    }
-                    Default::Number(n) => {
-                        resolved.insert(spec.name.into(), Value::from(n));
-                    }
-                    Default::Text(t) => {
-                        resolved.insert(spec.name.into(), Value::from(t));
-                    }
-                    Default::Bool(b) => {
-                        resolved.insert(spec.name.into(), Value::from(b));
-                    }
-                    Default::Unset => {}
-                    Default::Required => {
-                        return Err(LcmError::invalid_config(spec.name, "is required"));
-                    }
-                },
-            }
-        }
-        // timezone: explicit option, else TZ (ignored when it is not an IANA name), else UTC.
-        let timezone = match resolved.get("timezone").and_then(Value::as_str) {
-            Some(tz) => tz.to_string(),
-            None => tz_env
-                .filter(|tz| DisplayZone::parse(tz).is_ok())
-                .map(|tz| tz.trim().trim_start_matches(':').to_string())
-                .filter(|tz| !tz.is_empty())
-                .unwrap_or_else(|| "UTC".into()),
-        };
-        let zone = DisplayZone::parse(&timezone)?;
-        resolved.insert("timezone".into(), Value::from(timezone.clone()));
-
-        let int = |k: &str| resolved[k].as_i64().expect("validated integer");
-        let num = |k: &str| resolved[k].as_f64().expect("validated number");
-        let text = |k: &str| resolved.get(k).and_then(|v| v.as_str()).map(str::to_string);
-        let read_only = resolved["readOnly"].as_bool().expect("validated boolean");
-        let immutable = resolved["immutable"].as_bool().expect("validated boolean");
-        let wal_runs = resolved["walRuns"].as_bool().expect("validated boolean");
+        let read_only = o.read_only.unwrap_or(false);
+        let immutable = o.immutable.unwrap_or(false);
         if immutable && !read_only {
             return Err(LcmError::invalid_config(
                 "immutable",
                 "needs readOnly: true (an immutable file cannot be written)",
             ));
         }
-        let presentation = match text("presentation").as_deref() {
-            Some("markdown") => Presentation::Markdown,
-            _ => Presentation::Xml,
+        let timezone = match o.timezone {
+            Some(tz) => tz,
+            None => tz_env
+                .map(|tz| tz.trim().trim_start_matches(':'))
+                .filter(|tz| !tz.is_empty() && DisplayZone::parse(tz).is_ok())
+                .unwrap_or("UTC")
+                .to_string(),
         };
+        let redact_patterns = o.redact_patterns.unwrap_or_default();
         Ok(Config {
-            db_path: text("dbPath").expect("required"),
-            context_threshold: num("contextThreshold"),
-            fresh_tail_count: int("freshTailCount"),
-            fresh_tail_max_tokens: resolved.get("freshTailMaxTokens").and_then(Value::as_i64),
-            leaf_min_fanout: int("leafMinFanout"),
-            condensed_min_fanout: int("condensedMinFanout"),
-            condensed_min_fanout_hard: int("condensedMinFanoutHard"),
-            incremental_max_depth: int("incrementalMaxDepth"),
-            leaf_chunk_tokens: int("leafChunkTokens"),
-            leaf_target_tokens: int("leafTargetTokens"),
-            condensed_target_tokens: int("condensedTargetTokens"),
+            db_path: o.db_path,
+            context_threshold: o.context_threshold.unwrap_or(0.75),
+            fresh_tail_count: o.fresh_tail_count.unwrap_or(32),
+            fresh_tail_max_tokens: o.fresh_tail_max_tokens,
+            leaf_min_fanout: o.leaf_min_fanout.unwrap_or(8),
+            condensed_min_fanout: o.condensed_min_fanout.unwrap_or(4),
+            condensed_min_fanout_hard: o.condensed_min_fanout_hard.unwrap_or(2),
+            incremental_max_depth: o.incremental_max_depth.unwrap_or(0),
+            leaf_chunk_tokens: o.leaf_chunk_tokens.unwrap_or(20_000),
+            leaf_target_tokens: o.leaf_target_tokens.unwrap_or(1_200),
+            condensed_target_tokens: o.condensed_target_tokens.unwrap_or(2_000),
+            zone: DisplayZone::parse(&timezone)?,
             timezone,
-            zone,
-            max_sweep_iterations: int("maxSweepIterations"),
-            sweep_deadline_ms: int("sweepDeadlineMs"),
-            summary_timeout_ms: int("summaryTimeoutMs"),
-            summary_max_overage_factor: num("summaryMaxOverageFactor"),
-            min_fidelity: resolved.get("minFidelity").and_then(Value::as_f64),
-            max_summary_versions: int("maxSummaryVersions"),
-            ingest_redactor: ingest_redactor(&resolved["redactPatterns"]),
-            messages_per_summary: int("messagesPerSummary"),
-            busy_timeout_ms: int("busyTimeoutMs"),
-            lock_timeout_ms: int("lockTimeoutMs"),
-            max_expand_tokens: int("maxExpandTokens"),
-            prompt_dir: text("promptDir").filter(|s| !s.is_empty()),
-            custom_instructions: text("customInstructions").unwrap_or_default(),
-            presentation,
+            max_sweep_iterations: o.max_sweep_iterations.unwrap_or(12),
+            sweep_deadline_ms: o.sweep_deadline_ms.unwrap_or(120_000),
+            summary_timeout_ms: o.summary_timeout_ms.unwrap_or(60_000),
+            summary_max_overage_factor: o.summary_max_overage_factor.unwrap_or(3.0),
+            min_fidelity: o.min_fidelity,
+            max_summary_versions: o.max_summary_versions.unwrap_or(16),
+            ingest_redactor: redact_patterns.redactor().expect("checked when read"),
+            redact_patterns,
+            messages_per_summary: o.messages_per_summary.unwrap_or(20),
+            busy_timeout_ms: o.busy_timeout_ms.unwrap_or(30_000),
+            lock_timeout_ms: o.lock_timeout_ms.unwrap_or(30_000),
+            max_expand_tokens: o.max_expand_tokens.unwrap_or(4_000),
+            prompt_dir: o.prompt_dir.filter(|s| !s.is_empty()),
+            custom_instructions: o.custom_instructions.unwrap_or_default(),
+            presentation: o.presentation.unwrap_or(Presentation::Xml),
             read_only,
             immutable,
-            wal_runs,
+            wal_runs: o.wal_runs.unwrap_or(true),
             head_window: HEAD_WINDOW,
             shift_down_rows: SHIFT_DOWN_ROWS,
-            resolved: resolved.clone(),
         })
+    }
+
+    /// Reads and resolves an options object (tests and tools).
+    pub fn from_options(options: &Value, tz_env: Option<&str>) -> Result<Config> {
+        Config::resolve(LcmOptions::read(options.clone())?, tz_env)
     }
 
     /// The effective options as a JSON object (camelCase names, like the input).
     pub fn to_json(&self) -> Value {
-        Value::Object(self.resolved.clone())
+        serde_json::to_value(self).expect("a config serialises")
     }
 
     /// A config with every default, for tests and tools.
     pub fn with_db_path(db_path: &str) -> Config {
-        Config::from_options(&serde_json::json!({ "dbPath": db_path }), None).expect("defaults are valid")
+        let options = LcmOptions {
+            db_path: db_path.to_string(),
+            ..LcmOptions::default()
+        };
+        Config::resolve(options, None).expect("defaults are valid")
     }
 }
 
@@ -609,30 +498,27 @@ impl Config {
 /// E_INVALID_CONFIG error naming the variable.
 pub(crate) fn config_from_env(get: impl Fn(&str) -> Option<String>) -> Result<Map<String, Value>> {
     let mut out = Map::new();
-    for spec in OPTIONS {
-        let Some(var) = spec.env else { continue };
+    for &(name, var, text) in ENV {
         let Some(raw) = get(var).filter(|v| !v.trim().is_empty()) else {
             continue;
         };
-        let label = format!("{} (from {var})", spec.name);
         let raw = raw.trim();
-        let value = match spec.kind {
-            Kind::Int { .. } | Kind::Number { .. } => {
-                let n: f64 = raw
-                    .parse()
-                    .map_err(|_| LcmError::invalid_config(&label, format!("{raw:?} is not a number")))?;
-                Value::from(n)
-            }
-            Kind::Patterns => match raw {
+        let bad = |why: &str| LcmError::invalid_config(format!("{name} (from {var})"), why);
+        let value = match text {
+            EnvText::Number => match (raw.parse::<i64>(), raw.parse::<f64>()) {
+                (Ok(i), _) => Value::from(i),
+                (_, Ok(n)) => Value::from(n),
+                _ => return Err(bad(&format!("{raw:?} is not a number"))),
+            },
+            EnvText::Patterns => match raw {
                 "true" | "1" => Value::Bool(true),
                 "false" | "0" => Value::Bool(false),
-                _ => serde_json::from_str(raw).map_err(|_| {
-                    LcmError::invalid_config(&label, "expected true, false or a JSON array of regular expressions")
-                })?,
+                _ => serde_json::from_str(raw)
+                    .map_err(|_| bad("expected true, false or a JSON array of regular expressions"))?,
             },
-            _ => Value::from(raw),
+            EnvText::Text => Value::from(raw),
         };
-        out.insert(spec.name.into(), check(spec, &value, &label)?);
+        out.insert(name.into(), value);
     }
     if !out.contains_key("timezone") {
         if let Some(tz) = get("TZ") {
@@ -643,6 +529,12 @@ pub(crate) fn config_from_env(get: impl Fn(&str) -> Option<String>) -> Result<Ma
             }
         }
     }
+    // Checked as `open` checks them, each error naming its variable.
+    let var_of = |option: &str| match ENV.iter().find(|(name, ..)| *name == option) {
+        Some((_, var, _)) => format!("{option} (from {var})"),
+        None => format!("{option} (from TZ)"),
+    };
+    read_options::<LcmOptions>(Value::Object(out.clone()), var_of)?;
     Ok(out)
 }
 
@@ -754,6 +646,33 @@ mod tests {
 #[cfg(test)]
 mod readme_tests {
     use super::*;
+    use serde_json::json;
+
+    /// Every option's name: from serde's list of the fields `LcmOptions` takes.
+    fn option_names() -> Vec<String> {
+        let err = serde_json::from_value::<LcmOptions>(json!({ "-": 1 }))
+            .unwrap_err()
+            .to_string();
+        err.split('`').skip(3).step_by(2).map(str::to_string).collect()
+    }
+
+    /// The resolved configuration shows every option (the unset ones when set).
+    #[test]
+    fn resolved_config_shows_every_option() {
+        let all = Config::from_options(
+            &json!({"dbPath": "x.db", "freshTailMaxTokens": 1, "minFidelity": 0.5, "promptDir": "p"}),
+            None,
+        )
+        .unwrap()
+        .to_json();
+        let shown: Vec<&String> = all.as_object().unwrap().keys().collect();
+        let names = option_names();
+        assert_eq!(names.len(), 29, "{names:?}");
+        assert_eq!(shown, names.iter().collect::<Vec<_>>());
+        for (name, ..) in ENV {
+            assert!(names.iter().any(|n| n == name), "ENV names an unknown option {name}");
+        }
+    }
 
     /// The README's option table must list every option with its default and variable.
     #[test]
@@ -764,19 +683,27 @@ mod readme_tests {
             .split_once("\n## Configuration\n")
             .expect("README has a Configuration section")
             .1;
-        for o in option_docs() {
+        let defaults = Config::with_db_path("x.db").to_json();
+        for name in option_names() {
             let row = section
                 .lines()
-                .find(|l| l.starts_with(&format!("| `{}` |", o.name)))
-                .unwrap_or_else(|| panic!("README has no row for `{}`", o.name));
-            let default = o.default.trim_matches('"');
+                .find(|l| l.starts_with(&format!("| `{name}` |")))
+                .unwrap_or_else(|| panic!("README has no row for `{name}`"));
+            let default = match (name.as_str(), &defaults[&name]) {
+                ("dbPath", _) => "required".to_string(),
+                (_, Value::Null) => "unset".to_string(),
+                (_, Value::Number(n)) if n.as_f64().is_some_and(|f| f.fract() == 0.0) => {
+                    format!("{}", n.as_f64().unwrap() as i64)
+                }
+                (_, Value::String(s)) => s.clone(),
+                (_, v) => v.to_string(),
+            };
             assert!(
-                row.contains(default),
-                "README row of `{}` lacks its default {default}: {row}",
-                o.name
+                row.contains(&default),
+                "README row of `{name}` lacks its default {default}: {row}"
             );
-            if let Some(env) = o.env {
-                assert!(row.contains(env), "README row of `{}` lacks {env}", o.name);
+            if let Some((_, env, _)) = ENV.iter().find(|(n, ..)| *n == name) {
+                assert!(row.contains(env), "README row of `{name}` lacks {env}");
             }
         }
     }

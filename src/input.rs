@@ -39,7 +39,7 @@ pub(crate) fn decode<T: DeserializeOwned>(mut value: Value, what: &str) -> Resul
 
 /// serde's message; for an unknown field (which the path already names), the closest known
 /// name or the list of them.
-fn explain(message: &str) -> String {
+pub(crate) fn explain(message: &str) -> String {
     let Some(rest) = message.strip_prefix("unknown field `") else {
         return message.to_string();
     };

@@ -3,7 +3,7 @@
 //! structs of `input`'s convention) and every result, so the two cannot drift: the test fails
 //! when the committed file differs, and `npm run types` rewrites it (then `npm run build`
 //! carries it into `index.d.ts`). Above the marker stay the host's shapes the core reads part
-//! by part (messages, the conversation target, the summarizer callback) and `LcmConfig`.
+//! by part (messages, the conversation target, the summarizer callback).
 //!
 //! ts-rs renders each type on one line; [`pretty`] lays it out as the rest of the file is.
 
@@ -37,7 +37,7 @@ macro_rules! declarations {
 fn generated_inputs(cfg: &Config) -> Vec<String> {
     use crate::assemble::AssembleOptions;
     use crate::compaction::{CompactOptions, EvaluateOptions, PassOptions, SweepTarget};
-    use crate::config::Presentation;
+    use crate::config::{Config, LcmOptions, Presentation, RedactPatterns};
     use crate::engine::MigrateOptions;
     use crate::fidelity::survey::ScoreScope;
     use crate::prompts::PromptOptions;
@@ -54,8 +54,8 @@ fn generated_inputs(cfg: &Config) -> Vec<String> {
     };
     use crate::summarizer::TimeoutPolicy;
     declarations![cfg;
-        IngestOptions, TurnRecord, MessagePage, SummaryFilter, ScoreScope, PassOptions, SweepTarget,
-        CompactOptions, Presentation, AssembleOptions, EvaluateOptions, Mode, Scope, Sort, GrepOptions, ExpandOptions, RewriteRequest, PreviewOptions, RedactRequest, ResetKind,
+        Presentation, RedactPatterns, LcmOptions, Config, IngestOptions, TurnRecord, MessagePage, SummaryFilter, ScoreScope, PassOptions, SweepTarget,
+        CompactOptions, AssembleOptions, EvaluateOptions, Mode, Scope, Sort, GrepOptions, ExpandOptions, RewriteRequest, PreviewOptions, RedactRequest, ResetKind,
         ResetRequest, MigrateOptions, PromptOptions, TimeoutPolicy,
     ]
 }

@@ -5,9 +5,7 @@
  * are generated below the marker from the Rust types serde reads and writes (src/typegen.rs):
  * `cargo test` fails when the two differ, `npm run types` rewrites that part, and `npm run
  * build` carries it into index.d.ts. Written here by hand: the host's shapes the core reads
- * part by part (messages, content blocks, the conversation target, the summarizer callback)
- * and `LcmConfig`, whose checks, defaults and environment variables come from one table
- * (src/config.rs).
+ * part by part (messages, content blocks, the conversation target, the summarizer callback).
  */
 
 /**
@@ -50,100 +48,6 @@ export type ConversationTarget =
   | { sessionKey: string; sessionId?: string }
   | { conversationId: number }
 
-/** Options of `LcmEngine.open`. Unknown keys are rejected with E_INVALID_CONFIG. */
-export interface LcmConfig {
-  /** Path of the SQLite file. Its directory must exist. */
-  dbPath: string
-  /** Fraction of the token budget above which a sweep is due. Default 0.75. */
-  contextThreshold?: number
-  /** Newest raw messages never compacted (extended back to the newest user message). Default 32. */
-  freshTailCount?: number
-  /**
-   * Most tokens the fresh tail protects; it always keeps the newest turn (from the newest user
-   * message on). Default: 40% of each call's `tokenBudget` (without one, messages only).
-   */
-  freshTailMaxTokens?: number
-  /** Minimum run of depth-0 summaries condensed together. Default 8. */
-  leafMinFanout?: number
-  /** Minimum run of same-depth summaries (depth ≥ 1) condensed together. Default 4. */
-  condensedMinFanout?: number
-  /** Fanout used with `hardTrigger`. Default 2. */
-  condensedMinFanoutHard?: number
-  /** Depths condensed right after a leaf pass (0 none, -1 unlimited). Default 0. */
-  incrementalMaxDepth?: number
-  /** Token size of a leaf chunk; also the condensation chunk budget. Default 20000. */
-  leafChunkTokens?: number
-  /** Upper bound of a leaf summary's target. Default 1200. */
-  leafTargetTokens?: number
-  /** Target of a condensed summary (at least 512 is asked for). Default 2000. */
-  condensedTargetTokens?: number
-  /** IANA zone for timestamps shown to the model. Default: `TZ`, else UTC. */
-  timezone?: string
-  /** Most passes one `compact` sweep may run. Default 12. */
-  maxSweepIterations?: number
-  /** Wall-clock bound of one sweep. Default 120000. */
-  sweepDeadlineMs?: number
-  /** Time one summarizer call may take. Default 60000. */
-  summaryTimeoutMs?: number
-  /** Accepted summaries longer than this × their target are capped. Default 3. */
-  summaryMaxOverageFactor?: number
-  /**
-   * Off unless set (0 < x ≤ 1). A summary from the host's summarizer whose fidelity score is
-   * under it is asked for once more, with the identifiers it left out listed in the prompt
-   * (`MissingIdentifiers`); if it still scores under, it is kept and marked for repair
-   * (`SummaryRecord.lowFidelity`, `rewrite` with `lowFidelity: true`).
-   */
-  minFidelity?: number
-  /** Versions of a summary's text kept, the current one included; older ones are dropped. Default 16. */
-  maxSummaryVersions?: number
-  /**
-   * Ingest-time secret detection, off by default. `true`: matches of the built-in patterns for
-   * common API-key formats (OpenAI/Anthropic `sk-…`, Stripe, AWS access key ids, GitHub,
-   * GitLab, Slack, Google, Hugging Face and npm tokens, JWTs, PEM private keys) are replaced
-   * with `[REDACTED]` in new messages before they are stored, and logged. An array gives the
-   * regular expressions instead; its entry `'@builtin'` adds the built-in ones. An invalid
-   * pattern, or one matching the empty string, fails `open` with E_INVALID_CONFIG.
-   */
-  redactPatterns?: boolean | string[]
-  /** Rolling trigger: summarise once this many messages arrived since the last summary (0 disables). Default 20. */
-  messagesPerSummary?: number
-  /** SQLite busy timeout. Default 30000. */
-  busyTimeoutMs?: number
-  /** Wait for another mutating operation on the same conversation before E_BUSY. Default 30000. */
-  lockTimeoutMs?: number
-  /** Default budget of `expand`. Default 4000. */
-  maxExpandTokens?: number
-  /** Directory searched first for prompt templates. */
-  promptDir?: string
-  /** Operator instructions given to every prompt. Default "". */
-  customInstructions?: string
-  /** How `assemble` presents summaries. Default "xml". */
-  presentation?: 'xml' | 'markdown'
-  /**
-   * Open without writing anything: no migration (a file that needs one is refused with
-   * E_SCHEMA), no checkpoints; ingest, compaction and an applying rewrite reject with
-   * E_READ_ONLY. For inspecting a database another process owns, or one on a read-only file
-   * or mount. Default false.
-   */
-  readOnly?: boolean
-  /**
-   * With `readOnly`: read the file as a snapshot nobody writes (SQLite's immutable mode: no
-   * locks, no `-shm`), which opens even where its directory is not writable (a read-only
-   * mount, a backup). Another process writing the file meanwhile makes reads fail or go stale;
-   * a file with a pending write-ahead log is refused with E_IO. Default false.
-   */
-  immutable?: boolean
-  /**
-   * Write each commit's log frames in one write (lcm-native's VFS over SQLite's). `false`, or
-   * `LCM_WAL_RUNS=0` in the environment, opens the writers through SQLite's own VFS: the same
-   * file, for bisecting a field problem. Default true.
-   */
-  walRuns?: boolean
-}
-
-/** Every option with its effective value. */
-export type ResolvedConfig = Required<Omit<LcmConfig, 'promptDir'>> & { promptDir?: string }
-
 /**
  * The host's LLM call: resolve with the summary text. Reject with an error whose
  * `code` is `'LCM_AUTH'` (or whose `name` is `'LcmProviderAuthError'`) to abort the pass
@@ -169,6 +73,159 @@ export type AssembledMessage =
   | { role: 'toolResult'; content: ContentBlock[]; toolCallId: string; toolName: string; isError?: boolean }
 
 /* ---- Generated from the Rust types by src/typegen.rs (`npm run types`); do not edit below. ---- */
+
+/** How live summaries are presented to the model by `assemble`. */
+export type Presentation = 'xml' | 'markdown'
+
+/**
+ * `redactPatterns`: `false` (nothing), `true` (the built-in secret patterns) or regular
+ * expressions (`"@builtin"` among them adds the built-in ones). Checked when read: a pattern
+ * that does not compile, or matches the empty string, is refused.
+ */
+export type RedactPatterns = boolean | string[]
+
+/**
+ * The options of `LcmEngine.open`. Unknown keys are rejected with E_INVALID_CONFIG (with the
+ * closest known name), so a typo never silently falls back to a default; `null` means the
+ * default.
+ */
+export interface LcmConfig {
+  /** Path of the SQLite file. Its directory must exist. */
+  dbPath: string
+  /** Fraction of the token budget above which a sweep is due (0 < x ≤ 1). Default 0.75. */
+  contextThreshold?: number | null
+  /** Newest raw messages never compacted (extended back to the newest user message). Default 32. */
+  freshTailCount?: number | null
+  /**
+   * Most tokens the fresh tail protects; it always keeps the newest turn (from the newest user
+   * message on). Default: 40% of each call's `tokenBudget` (without one, messages only).
+   */
+  freshTailMaxTokens?: number | null
+  /** Minimum run of depth-0 summaries condensed together. Default 8. */
+  leafMinFanout?: number | null
+  /** Minimum run of same-depth summaries (depth ≥ 1) condensed together. Default 4. */
+  condensedMinFanout?: number | null
+  /** Fanout used with `hardTrigger`. Default 2. */
+  condensedMinFanoutHard?: number | null
+  /** Depths condensed right after a leaf pass (0 none, -1 unlimited). Default 0. */
+  incrementalMaxDepth?: number | null
+  /** Token size of a leaf chunk; also the condensation chunk budget. Default 20000. */
+  leafChunkTokens?: number | null
+  /** Upper bound of a leaf summary's target. Default 1200. */
+  leafTargetTokens?: number | null
+  /** Target of a condensed summary (at least 512 is asked for). Default 2000. */
+  condensedTargetTokens?: number | null
+  /** IANA zone for timestamps shown to the model. Default: `TZ` when it names one, else UTC. */
+  timezone?: string | null
+  /** Most passes one `compact` sweep may run. Default 12. */
+  maxSweepIterations?: number | null
+  /** Wall-clock bound of one sweep. Default 120000. */
+  sweepDeadlineMs?: number | null
+  /** Time one summarizer call may take. Default 60000. */
+  summaryTimeoutMs?: number | null
+  /** Accepted summaries longer than this × their target are capped (1 ≤ x ≤ 100). Default 3. */
+  summaryMaxOverageFactor?: number | null
+  /**
+   * Off unless set (0 < x ≤ 1). A summary from the host's summarizer whose fidelity score is
+   * under it is asked for once more, with the identifiers it left out listed in the prompt
+   * (`MissingIdentifiers`); if it still scores under, it is kept and marked for repair
+   * (`SummaryRecord.lowFidelity`, `rewrite` with `lowFidelity: true`).
+   */
+  minFidelity?: number | null
+  /** Versions of a summary's text kept, the current one included; older ones are dropped. Default 16. */
+  maxSummaryVersions?: number | null
+  /**
+   * Ingest-time secret detection, off by default. `true`: matches of the built-in patterns for
+   * common API-key formats (OpenAI/Anthropic `sk-…`, Stripe, AWS access key ids, GitHub,
+   * GitLab, Slack, Google, Hugging Face and npm tokens, JWTs, PEM private keys) are replaced
+   * with `[REDACTED]` in new messages before they are stored, and logged. An array gives the
+   * regular expressions instead; its entry `'@builtin'` adds the built-in ones. An invalid
+   * pattern, or one matching the empty string, fails `open` with E_INVALID_CONFIG.
+   */
+  redactPatterns?: RedactPatterns | null
+  /** Rolling trigger: summarise once this many messages arrived since the last summary (0 disables). Default 20. */
+  messagesPerSummary?: number | null
+  /**
+   * How long one call may wait for the database (behind this engine's other writes and for
+   * another process's lock together). Default 30000.
+   */
+  busyTimeoutMs?: number | null
+  /** Wait for another mutating operation on the same conversation before E_BUSY. Default 30000. */
+  lockTimeoutMs?: number | null
+  /** Default budget of `expand`. Default 4000. */
+  maxExpandTokens?: number | null
+  /** Directory searched first for prompt templates (then `~/.config/lcm-tui/prompts`, then built-in). */
+  promptDir?: string | null
+  /** Operator instructions given to every prompt as `CustomInstructions`. Default "". */
+  customInstructions?: string | null
+  /** How `assemble` presents summaries. Default "xml". */
+  presentation?: Presentation | null
+  /**
+   * Open without writing anything: no migration (a file that needs one is refused with
+   * E_SCHEMA), no checkpoints; ingest, compaction and an applying rewrite reject with
+   * E_READ_ONLY. For inspecting a database another process owns, or one on a read-only file
+   * or mount. Default false.
+   */
+  readOnly?: boolean | null
+  /**
+   * With `readOnly`: read the file as a snapshot nobody writes (SQLite's immutable mode: no
+   * locks, no `-shm`), which opens even where its directory is not writable (a read-only
+   * mount, a backup). Another process writing the file meanwhile makes reads fail or go stale;
+   * a file with a pending write-ahead log is refused with E_IO. Default false.
+   */
+  immutable?: boolean | null
+  /**
+   * Write each commit's log frames in one write (lcm-native's VFS over SQLite's). `false`, or
+   * `LCM_WAL_RUNS=0` in the environment, opens the writers through SQLite's own VFS: the same
+   * file, for bisecting a field problem. Default true.
+   */
+  walRuns?: boolean | null
+}
+
+/**
+ * The resolved configuration of one engine: every option with its effective value (what the
+ * `config` getter shows), and what the engine derives from them.
+ */
+export interface ResolvedConfig {
+  dbPath: string
+  contextThreshold: number
+  freshTailCount: number
+  /** Absent when unset: the tail takes a share of each call's token budget. */
+  freshTailMaxTokens?: number
+  leafMinFanout: number
+  condensedMinFanout: number
+  condensedMinFanoutHard: number
+  incrementalMaxDepth: number
+  leafChunkTokens: number
+  leafTargetTokens: number
+  condensedTargetTokens: number
+  timezone: string
+  maxSweepIterations: number
+  sweepDeadlineMs: number
+  summaryTimeoutMs: number
+  summaryMaxOverageFactor: number
+  /** Absent when unset: a host summary whose fidelity score is under it is retried once, then marked. */
+  minFidelity?: number
+  /** Versions of a summary's text kept, the current one included. */
+  maxSummaryVersions: number
+  redactPatterns: RedactPatterns
+  messagesPerSummary: number
+  busyTimeoutMs: number
+  lockTimeoutMs: number
+  maxExpandTokens: number
+  promptDir?: string
+  customInstructions: string
+  presentation: Presentation
+  /** Open without ever writing: no migration, no checkpoints; writes fail with E_READ_ONLY. */
+  readOnly: boolean
+  /** With `readOnly`: trust that nobody writes the file (SQLite's immutable mode). */
+  immutable: boolean
+  /**
+   * Read-write connections open through lcm-native's VFS (`db::wal_runs`) unless the
+   * environment says `LCM_WAL_RUNS=0`.
+   */
+  walRuns: boolean
+}
 
 /** Options of `ingest`: how the call is applied. */
 export interface IngestOptions {
@@ -285,9 +342,6 @@ export interface CompactOptions {
    */
   signal?: AbortSignal
 }
-
-/** How live summaries are presented to the model by `assemble`. */
-export type Presentation = 'xml' | 'markdown'
 
 /** Options of `assemble`. */
 export interface AssembleOptions {

@@ -14,7 +14,7 @@ use super::bridge::{
 use super::signals::{report_progress, RunControls};
 use super::summarize::SummarizerArg;
 use crate::compaction::{CompactOptions, EvaluateOptions, PassOptions};
-use crate::config::Config;
+use crate::config::{Config, LcmOptions};
 use crate::engine::Engine;
 use crate::error::{self, LcmError};
 use crate::fidelity::survey::ScoreScope;
@@ -154,8 +154,8 @@ impl LcmEngine {
         #[napi(ts_arg_type = "LcmConfig")] options: JsonArg,
     ) -> napi::Result<PromiseRaw<'env, LcmEngine>> {
         blocking(env, move || {
-            let options = options.parse("options")?.unwrap_or(Value::Null);
-            let config = Config::from_options(&options, std::env::var("TZ").ok().as_deref())?;
+            let options = LcmOptions::read(options.parse("options")?.unwrap_or(Value::Null))?;
+            let config = Config::resolve(options, std::env::var("TZ").ok().as_deref())?;
             Ok(LcmEngine {
                 inner: Arc::new(Engine::open(config)?),
             })

@@ -16,12 +16,13 @@ mod tests;
 
 use std::collections::BTreeSet;
 
-use rusqlite::{params, Connection, TransactionBehavior};
+use rusqlite::{Connection, TransactionBehavior};
 use serde::{Deserialize, Serialize};
 
 use crate::db::SchemaFlags;
 use crate::error::{LcmError, Result};
 use crate::fidelity::Fidelity;
+use crate::store::messages::{self, StoredText};
 use crate::store::redactions;
 use crate::store::summaries::{replace_content_in, Replacement};
 use text::Redactor;
@@ -31,20 +32,6 @@ pub(crate) const NOTICE: &str = "[Redacted] This summary covered messages that w
 /// The model recorded for a summary holding the notice (a fallback: `rewrite` with
 /// `fallbacks: true` repairs it too).
 pub(crate) use crate::store::versions::NOTICE_MODEL;
-
-/// The text columns of `message_parts` that can hold what a user or a tool wrote.
-const PART_COLUMNS: &[&str] = &[
-    "text_content",
-    "tool_input",
-    "tool_output",
-    "tool_error",
-    "tool_title",
-    "metadata",
-    "subtask_prompt",
-    "subtask_desc",
-    "file_url",
-    "patch_files",
-];
 
 /// What to redact. Read from JavaScript as a `RedactRequest`.
 #[derive(Clone, Debug, serde::Deserialize)]
@@ -201,10 +188,7 @@ pub(crate) fn conversations_in_scope(conn: &Connection, o: &RedactOptions) -> Re
         ids.insert(id);
     }
     if let Some(messages) = &o.message_ids {
-        let found: Vec<(i64, i64)> = conn
-            .prepare("SELECT message_id, conversation_id FROM messages WHERE message_id IN (SELECT value FROM json_each(?1))")?
-            .query_map([serde_json::to_string(messages)?], |r| Ok((r.get(0)?, r.get(1)?)))?
-            .collect::<std::result::Result<_, _>>()?;
+        let found = crate::store::messages::conversations_of(conn, messages)?;
         if let Some(missing) = messages.iter().find(|m| !found.iter().any(|(id, _)| id == *m)) {
             return Err(LcmError::not_found("message", missing));
         }
@@ -216,11 +200,7 @@ pub(crate) fn conversations_in_scope(conn: &Connection, o: &RedactOptions) -> Re
         ids.extend(found.iter().map(|(_, c)| *c));
     }
     if ids.is_empty() {
-        let all: Vec<i64> = conn
-            .prepare("SELECT conversation_id FROM conversations ORDER BY conversation_id")?
-            .query_map([], |r| r.get(0))?
-            .collect::<std::result::Result<_, _>>()?;
-        ids.extend(all);
+        ids.extend(crate::store::conversations::ids(conn)?);
     }
     Ok(ids.into_iter().collect())
 }
@@ -241,82 +221,22 @@ pub(crate) fn redact_messages(
         conversation_ids: conversations.to_vec(),
         ..RedactionResult::default()
     };
-    let mut redacted = Vec::new();
-    {
-        let mut messages = tx.prepare(
-            "SELECT message_id, content FROM messages
-             WHERE conversation_id IN (SELECT value FROM json_each(?1))
-               AND (?2 IS NULL OR message_id IN (SELECT value FROM json_each(?2)))
-             ORDER BY message_id",
-        )?;
-        let mut rows = messages.query(params![scope, only])?;
-        let mut update = tx.prepare("UPDATE messages SET content = ?2 WHERE message_id = ?1")?;
-        let parts_sql = format!(
-            "SELECT part_id, {} FROM message_parts WHERE message_id = ?1",
-            PART_COLUMNS.join(", ")
-        );
-        let mut parts = tx.prepare(&parts_sql)?;
-        while let Some(row) = rows.next()? {
-            let (id, content): (i64, String) = (row.get(0)?, row.get(1)?);
-            let mut changed = false;
-            let mut new_content = content.clone();
-            if let Some((new, n)) = o.redactor.text(&content) {
-                update.execute(params![id, new])?;
-                new_content = new;
-                result.matches += n;
-                changed = true;
-            }
-            let stored: Vec<(String, Vec<Option<String>>)> = parts
-                .query_map([id], |r| {
-                    let values = (1..=PART_COLUMNS.len())
-                        .map(|i| r.get(i))
-                        .collect::<rusqlite::Result<_>>()?;
-                    Ok((r.get(0)?, values))
-                })?
-                .collect::<std::result::Result<_, _>>()?;
-            for (part_id, values) in stored {
-                let mut sets = Vec::new();
-                for (column, value) in PART_COLUMNS.iter().zip(values) {
-                    if let Some((new, n)) = value.as_deref().and_then(|v| o.redactor.column(v)) {
-                        sets.push((*column, new));
-                        result.matches += n;
-                    }
-                }
-                if sets.is_empty() {
-                    continue;
-                }
-                let assignments: Vec<String> = sets
-                    .iter()
-                    .enumerate()
-                    .map(|(i, (c, _))| format!("{c} = ?{}", i + 2))
-                    .collect();
-                let sql = format!("UPDATE message_parts SET {} WHERE part_id = ?1", assignments.join(", "));
-                let mut args: Vec<&dyn rusqlite::ToSql> = vec![&part_id];
-                args.extend(sets.iter().map(|(_, v)| v as &dyn rusqlite::ToSql));
-                tx.execute(&sql, args.as_slice())?;
-                result.parts += 1;
-                changed = true;
-            }
-            if changed {
-                redacted.push((id, new_content));
-            }
-        }
-    }
-    result.messages = redacted.len();
-    if redacted.is_empty() {
+    let mut matches = 0;
+    let edits = messages::edit_texts(&tx, &scope, only.as_deref(), |text| {
+        let (new, n) = match text {
+            StoredText::Content(content) => o.redactor.text(content),
+            StoredText::PartColumn(value) => o.redactor.column(value),
+        }?;
+        matches += n;
+        Some(new)
+    })?;
+    result.matches = matches;
+    result.messages = edits.messages.len();
+    result.parts = edits.parts;
+    if edits.messages.is_empty() {
         return Ok(result);
     }
-    for (id, content) in &redacted {
-        tx.execute("DELETE FROM messages_fts WHERE rowid = ?1", [id])?;
-        if !content.is_empty() {
-            tx.execute(
-                "INSERT INTO messages_fts (rowid, content) VALUES (?1, ?2)",
-                params![id, content],
-            )?;
-        }
-    }
-    let ids: Vec<i64> = redacted.iter().map(|(id, _)| *id).collect();
-    let ids_json = serde_json::to_string(&ids)?;
+    let ids_json = serde_json::to_string(&edits.messages)?;
     let redaction_id = redactions::log_operator(
         &tx,
         &redactions::OperatorRedaction {
@@ -329,17 +249,7 @@ pub(crate) fn redact_messages(
             reason: o.reason.as_deref(),
         },
     )?;
-    let affected: Vec<String> = tx
-        .prepare(
-            "WITH RECURSIVE affected(id) AS (
-               SELECT summary_id FROM summary_messages WHERE message_id IN (SELECT value FROM json_each(?1))
-               UNION
-               SELECT p.summary_id FROM summary_parents p JOIN affected a ON p.parent_summary_id = a.id
-             )
-             SELECT s.summary_id FROM summaries s JOIN affected a ON a.id = s.summary_id ORDER BY s.depth, s.rowid",
-        )?
-        .query_map([&ids_json], |r| r.get(0))?
-        .collect::<std::result::Result<_, _>>()?;
+    let affected = crate::store::summaries::above_messages(&tx, &ids_json)?;
     let blank = Fidelity {
         score: None,
         salient_score: None,

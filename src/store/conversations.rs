@@ -288,6 +288,15 @@ pub struct ConversationInfo {
     pub updated_at: String,
 }
 
+/// Every conversation's id, in order.
+pub(crate) fn ids(conn: &Connection) -> Result<Vec<i64>> {
+    let ids = conn
+        .prepare("SELECT conversation_id FROM conversations ORDER BY conversation_id")?
+        .query_map([], |r| r.get(0))?
+        .collect::<std::result::Result<_, _>>()?;
+    Ok(ids)
+}
+
 /// Every conversation, oldest first.
 pub(crate) fn list(conn: &Connection, flags: SchemaFlags) -> Result<Vec<ConversationInfo>> {
     let key = if flags.conversations_have_session_key {

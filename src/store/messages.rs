@@ -711,6 +711,121 @@ fn stored(conn: &Connection, sql: &str, args: impl rusqlite::Params) -> Result<V
         .collect())
 }
 
+/// `(message_id, conversation_id)` of those of `message_ids` that exist.
+pub(crate) fn conversations_of(conn: &Connection, message_ids: &[i64]) -> Result<Vec<(i64, i64)>> {
+    let found = conn
+        .prepare(
+            "SELECT message_id, conversation_id FROM messages WHERE message_id IN (SELECT value FROM json_each(?1))",
+        )?
+        .query_map([serde_json::to_string(message_ids)?], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<std::result::Result<_, _>>()?;
+    Ok(found)
+}
+
+/// The text columns of `message_parts` that can hold what a user or a tool wrote.
+const PART_TEXT_COLUMNS: &[&str] = &[
+    "text_content",
+    "tool_input",
+    "tool_output",
+    "tool_error",
+    "tool_title",
+    "metadata",
+    "subtask_prompt",
+    "subtask_desc",
+    "file_url",
+    "patch_files",
+];
+
+/// A stored text `edit_texts` offers for change: a message's `content`, or one text column of
+/// one of its parts.
+pub(crate) enum StoredText<'a> {
+    Content(&'a str),
+    PartColumn(&'a str),
+}
+
+/// What `edit_texts` changed: the messages (in id order) and how many parts.
+pub(crate) struct TextEdits {
+    pub messages: Vec<i64>,
+    pub parts: usize,
+}
+
+/// Offers every stored text of the messages of `conversations` (a JSON array of ids; only the
+/// ids of `only` when given) to `edit`, and writes back each text it replaces, with the
+/// message's full-text row: the operator's redaction, in the caller's transaction.
+pub(crate) fn edit_texts(
+    tx: &Connection,
+    conversations: &str,
+    only: Option<&str>,
+    mut edit: impl FnMut(StoredText<'_>) -> Option<String>,
+) -> Result<TextEdits> {
+    let mut messages = tx.prepare(
+        "SELECT message_id, content FROM messages
+         WHERE conversation_id IN (SELECT value FROM json_each(?1))
+           AND (?2 IS NULL OR message_id IN (SELECT value FROM json_each(?2)))
+         ORDER BY message_id",
+    )?;
+    let mut rows = messages.query(params![conversations, only])?;
+    let mut update = tx.prepare("UPDATE messages SET content = ?2 WHERE message_id = ?1")?;
+    let mut parts = tx.prepare(&format!(
+        "SELECT part_id, {} FROM message_parts WHERE message_id = ?1",
+        PART_TEXT_COLUMNS.join(", ")
+    ))?;
+    let mut edited = Vec::new();
+    let mut edited_parts = 0;
+    while let Some(row) = rows.next()? {
+        let (id, content): (i64, String) = (row.get(0)?, row.get(1)?);
+        let new_content = edit(StoredText::Content(&content));
+        if let Some(new) = &new_content {
+            update.execute(params![id, new])?;
+        }
+        let stored: Vec<(String, Vec<Option<String>>)> = parts
+            .query_map([id], |r| {
+                let values = (1..=PART_TEXT_COLUMNS.len())
+                    .map(|i| r.get(i))
+                    .collect::<rusqlite::Result<_>>()?;
+                Ok((r.get(0)?, values))
+            })?
+            .collect::<std::result::Result<_, _>>()?;
+        let mut part_changed = false;
+        for (part_id, values) in stored {
+            let sets: Vec<(&str, String)> = PART_TEXT_COLUMNS
+                .iter()
+                .zip(values)
+                .filter_map(|(column, value)| Some((*column, edit(StoredText::PartColumn(value.as_deref()?))?)))
+                .collect();
+            if sets.is_empty() {
+                continue;
+            }
+            let assignments: Vec<String> = sets
+                .iter()
+                .enumerate()
+                .map(|(i, (c, _))| format!("{c} = ?{}", i + 2))
+                .collect();
+            let sql = format!("UPDATE message_parts SET {} WHERE part_id = ?1", assignments.join(", "));
+            let mut args: Vec<&dyn rusqlite::ToSql> = vec![&part_id];
+            args.extend(sets.iter().map(|(_, v)| v as &dyn rusqlite::ToSql));
+            tx.execute(&sql, args.as_slice())?;
+            edited_parts += 1;
+            part_changed = true;
+        }
+        if new_content.is_some() || part_changed {
+            let content = new_content.unwrap_or(content);
+            tx.execute("DELETE FROM messages_fts WHERE rowid = ?1", [id])?;
+            if !content.is_empty() {
+                tx.execute(
+                    "INSERT INTO messages_fts (rowid, content) VALUES (?1, ?2)",
+                    params![id, content],
+                )?;
+            }
+            edited.push(id);
+        }
+    }
+    Ok(TextEdits {
+        messages: edited,
+        parts: edited_parts,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::{Duration, Instant};

@@ -347,3 +347,20 @@ pub(crate) fn replace_content_in(
     }
     Ok(version)
 }
+
+/// Every summary built on the messages `message_ids` (a JSON array), directly or through other
+/// summaries, lowest depth first.
+pub(crate) fn above_messages(conn: &Connection, message_ids: &str) -> Result<Vec<String>> {
+    let ids = conn
+        .prepare(
+            "WITH RECURSIVE affected(id) AS (
+               SELECT summary_id FROM summary_messages WHERE message_id IN (SELECT value FROM json_each(?1))
+               UNION
+               SELECT p.summary_id FROM summary_parents p JOIN affected a ON p.parent_summary_id = a.id
+             )
+             SELECT s.summary_id FROM summaries s JOIN affected a ON a.id = s.summary_id ORDER BY s.depth, s.rowid",
+        )?
+        .query_map([message_ids], |r| r.get(0))?
+        .collect::<std::result::Result<_, _>>()?;
+    Ok(ids)
+}

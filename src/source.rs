@@ -28,6 +28,14 @@ pub(crate) struct SummaryFacts {
     pub source_message_token_count: i64,
 }
 
+/// Whether a leaf source's messages carry their times (`[time | role]`, as compaction renders
+/// them) or only their roles (a rewrite with `timestamps: false`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Stamps {
+    With,
+    Without,
+}
+
 /// The source of a leaf pass.
 pub(crate) struct LeafSource {
     pub text: String,
@@ -167,6 +175,7 @@ pub(crate) fn leaf_source(
     message_ids: &[i64],
     zone: DisplayZone,
     leaf_chunk_tokens: i64,
+    stamps: Stamps,
 ) -> Result<LeafSource> {
     let mut rows: HashMap<i64, (String, String, String)> = HashMap::with_capacity(message_ids.len());
     {
@@ -205,7 +214,7 @@ pub(crate) fn leaf_source(
             continue;
         }
         let stamp = at.map(|at| time::format_timestamp(&at, zone)).unwrap_or_default();
-        let header = if stamp.is_empty() {
+        let header = if stamp.is_empty() || stamps == Stamps::Without {
             format!("[{role}]")
         } else {
             format!("[{stamp} | {role}]")
@@ -314,7 +323,7 @@ pub(crate) fn summary_entries(
         .prepare_cached("SELECT message_id FROM summary_messages WHERE summary_id = ?1 ORDER BY ordinal")?
         .query_map([summary_id], |r| r.get(0))?
         .collect::<std::result::Result<_, _>>()?;
-    Ok(leaf_source(conn, &ids, zone, leaf_chunk_tokens)?.entries)
+    Ok(leaf_source(conn, &ids, zone, leaf_chunk_tokens, Stamps::With)?.entries)
 }
 
 /// Contents of the given summaries (one query).

@@ -304,7 +304,7 @@ impl<'a> Run<'a> {
         let src = blocking(|| {
             self.deps
                 .pool
-                .read(|conn| source::leaf_source(conn, &message_ids, zone, chunk_tokens))
+                .read(|conn| source::leaf_source(conn, &message_ids, zone, chunk_tokens, source::Stamps::With))
         })?;
         let previous = self.previous_context(chunk.start, None)?;
         let range = source::range_text(src.earliest, src.latest, zone);

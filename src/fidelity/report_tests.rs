@@ -187,7 +187,9 @@ async fn measure(label: &str, msgs: &[Value]) -> (String, String, f64, usize) {
                 .unwrap()
                 .collect::<Result<_, _>>()
                 .unwrap();
-            source::leaf_source(&conn, &ids, DisplayZone::Utc, 3000).unwrap().text
+            source::leaf_source(&conn, &ids, DisplayZone::Utc, 3000, source::Stamps::With)
+                .unwrap()
+                .text
         } else {
             entries
                 .iter()

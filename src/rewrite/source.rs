@@ -1,6 +1,7 @@
-//! The source text of a rewrite, as lcm-tui builds it: a leaf from its messages, one line each
-//! (`[2026-02-17 15:37 UTC] [user] content`); a condensed node from its inputs, each under its
-//! time range. New texts of summaries already rewritten in the run replace the stored ones.
+//! The source text of a rewrite: what compaction rendered for the first summary (a leaf's
+//! messages with their tool calls, arguments and results, `source::leaf_source`; a condensed
+//! node's inputs, each under its time range). New texts of summaries already rewritten in the
+//! run replace the stored ones.
 
 use std::collections::HashMap;
 
@@ -9,10 +10,9 @@ use rusqlite::{params, Connection};
 use super::Target;
 use crate::error::Result;
 use crate::live::SummaryFacts;
-use crate::source::{clip, condensed_entries, condensed_source, leaf_source, range_text, summary_range};
-use crate::store::messages::load_parts;
+use crate::source::{condensed_entries, condensed_source, leaf_source, range_text, summary_range, Stamps};
 use crate::summarizer::entries::SourceEntry;
-use crate::time::{self, DisplayZone};
+use crate::time::DisplayZone;
 
 pub(super) struct Built {
     pub text: String,
@@ -22,32 +22,6 @@ pub(super) struct Built {
     pub previous_context: String,
     /// The source's structure (messages, or the inputs with their new texts).
     pub entries: Vec<SourceEntry>,
-}
-
-/// A message's text for the source: its stored text, else what its parts hold.
-fn message_text(content: &str, parts: &[crate::store::messages::StoredPart]) -> String {
-    if !content.trim().is_empty() {
-        return content.trim().to_string();
-    }
-    let from_parts: Vec<String> = parts
-        .iter()
-        .filter_map(|p| {
-            let mut s = p.text_content.clone().unwrap_or_default();
-            if let Some(i) = p.tool_input.as_deref().filter(|t| !t.is_empty()) {
-                s.push_str(&format!("\nTool input: {i}"));
-            }
-            if let Some(o) = p.tool_output.as_deref().filter(|t| !t.is_empty()) {
-                s.push_str(&format!("\nTool output: {o}"));
-            }
-            let s = s.trim().to_string();
-            (!s.is_empty()).then_some(s)
-        })
-        .collect();
-    if from_parts.is_empty() {
-        "(empty)".to_string()
-    } else {
-        from_parts.join("\n\n")
-    }
 }
 
 pub(super) fn build(
@@ -103,37 +77,15 @@ pub(super) fn build(
         };
         (text, inputs.len(), condensed_entries(&refs, zone))
     } else {
-        let rows: Vec<(i64, String, String, String)> = conn
-            .prepare_cached(
-                "SELECT m.message_id, m.role, m.content, m.created_at FROM summary_messages sm
-                 JOIN messages m ON m.message_id = sm.message_id
-                 WHERE sm.summary_id = ?1 ORDER BY sm.ordinal",
-            )?
-            .query_map([&target.summary_id], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-            })?
+        let ids: Vec<i64> = conn
+            .prepare_cached("SELECT message_id FROM summary_messages WHERE summary_id = ?1 ORDER BY ordinal")?
+            .query_map([&target.summary_id], |r| r.get(0))?
             .collect::<std::result::Result<_, _>>()?;
-        let ids: Vec<i64> = rows.iter().map(|r| r.0).collect();
-        let parts = load_parts(conn, &ids)?;
-        let max_chars = (leaf_chunk_tokens.max(1000) * 4) as usize;
-        let lines: Vec<String> = rows
-            .iter()
-            .zip(&parts)
-            .map(|((_, role, content, created_at), parts)| {
-                let role = if role.trim().is_empty() {
-                    "unknown"
-                } else {
-                    role.as_str()
-                };
-                let body = clip(&message_text(content, parts), max_chars);
-                match time::parse_timestamp(created_at).filter(|_| timestamps) {
-                    Some(at) => format!("[{}] [{role}] {body}", time::format_timestamp(&at, zone)),
-                    None => format!("[{role}] {body}"),
-                }
-            })
-            .collect();
-        let entries = leaf_source(conn, &ids, zone, leaf_chunk_tokens)?.entries;
-        (lines.join("\n"), rows.len(), entries)
+        // The text compaction rendered for the first summary: tool calls with their arguments,
+        // results, every part.
+        let stamps = if timestamps { Stamps::With } else { Stamps::Without };
+        let leaf = leaf_source(conn, &ids, zone, leaf_chunk_tokens, stamps)?;
+        (leaf.text, ids.len(), leaf.entries)
     };
     let previous_context = if target.depth <= 1 {
         previous(conn, target, rewritten)?

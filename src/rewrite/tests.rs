@@ -104,7 +104,7 @@ async fn a_dry_run_writes_nothing_and_reports_each_summary_with_a_diff() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn order_is_bottom_up_and_condensed_nodes_are_rebuilt_from_their_childrens_new_text() {
     let (_d, engine, cid) = compacted().await;
-    let line = regex::Regex::new(r"\n\[\d{4}-\d\d-\d\d \d\d:\d\d UTC\] \[(user|assistant|tool|system)\] ").unwrap();
+    let line = regex::Regex::new(r"\n\[\d{4}-\d\d-\d\d \d\d:\d\d UTC \| (user|assistant|toolResult|system)\]\n").unwrap();
     for apply in [false, true] {
         let s = marking();
         let r = run(&engine, cid, s.clone(), &all(apply)).await.unwrap();
@@ -424,8 +424,8 @@ async fn selection_and_options() {
     )
     .await
     .unwrap();
-    assert!(s.prompts()[0].contains("\n[user] ") || s.prompts()[0].contains("\n[assistant] "));
-    assert!(!s.prompts()[0].contains(" UTC] ["));
+    assert!(s.prompts()[0].contains("\n[user]\n") || s.prompts()[0].contains("\n[assistant]\n"));
+    assert!(!s.prompts()[0].contains(" UTC | "));
 
     let parse = |v: serde_json::Value| crate::input::decode::<RewriteOptions>(v, "options");
     assert_eq!(parse(json!({"depth": 0})).unwrap().selection, Selection::Depth(0));
@@ -647,5 +647,79 @@ async fn the_preview_is_the_first_prompt_the_rewrite_sends() {
     assert_eq!(
         engine.rewrite_preview(cid, "sum_nope", &o).unwrap_err().code(),
         "E_NOT_FOUND"
+    );
+}
+
+/// A rewrite sees the source compaction saw (tool calls with their arguments, results: one
+/// rendering), and its fidelity is scored against that source: a rewrite that drops the tool
+/// actions scores lower than one that keeps them (#30, item 2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rewrite_sees_what_compaction_saw_and_dropping_tool_actions_scores_lower() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_with(
+        &dir,
+        json!({"leafChunkTokens": 3000, "leafTargetTokens": 1200, "summaryMaxOverageFactor": 100, "freshTailCount": 32}),
+    );
+    let cid = engine
+        .ingest(&ConversationTarget::Session("t".into()), &transcript(THEME))
+        .unwrap()
+        .conversation_id;
+    let first = Scripted::stub();
+    let sweep = engine
+        .compact(
+            cid,
+            first.clone(),
+            crate::compaction::SweepOptions {
+                token_budget: 8000,
+                force: true,
+                target: crate::compaction::SweepTarget::Leaf,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(sweep.leaf_passes > 1);
+    let compacted: Vec<String> = first.calls.lock().unwrap().iter().map(|(_, r)| r.source_text.clone()).collect();
+    assert!(compacted.iter().any(|t| t.contains("[tool call: ")), "the theme session has tool calls");
+
+    // Keeps the source but its tool results, and with `keep_calls` false its tool-call lines.
+    let rewrite_with = |keep_calls: bool| {
+        Scripted::new(move |_, r| {
+            let kept: Vec<String> = r
+                .source_text
+                .split("\n\n[")
+                .filter(|entry| !entry.contains("| toolResult]") && !entry.starts_with("toolResult]"))
+                .map(|entry| {
+                    entry
+                        .lines()
+                        .filter(|l| keep_calls || !l.starts_with("[tool call: "))
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                })
+                .collect();
+            Act::Text(kept.join("\n\n"))
+        })
+    };
+    let depth0 = RewriteOptions {
+        selection: Selection::Depth(0),
+        ..all(false)
+    };
+    let keeping = rewrite_with(true);
+    let kept = run(&engine, cid, keeping.clone(), &depth0).await.unwrap();
+    for (_, request) in keeping.calls.lock().unwrap().iter() {
+        assert!(
+            compacted.contains(&request.source_text),
+            "a rewrite's source differs from every source compaction rendered: {:.400}",
+            request.source_text
+        );
+    }
+    let dropped = run(&engine, cid, rewrite_with(false), &depth0).await.unwrap();
+    let total = |r: &RewriteResult| r.entries.iter().map(|e| e.fidelity.unwrap_or(0.0)).sum::<f64>();
+    assert_eq!(kept.entries.len(), dropped.entries.len());
+    assert!(
+        total(&dropped) < total(&kept),
+        "dropping the tool calls scored {} against {} for keeping them",
+        total(&dropped),
+        total(&kept)
     );
 }

@@ -1648,3 +1648,11 @@ export declare function renderPrompt(name: string, vars?: Partial<PromptVars>, o
  * from the default to the override.
  */
 export declare function showPrompt(name: string, options?: PromptOptions): Promise<PromptText>
+
+/**
+ * Writes a consistent copy of the database at `dbPath` to `outPath` (a new file; SQLite's
+ * `VACUUM INTO`) without writing to `dbPath` or reading its schema, so a lossless-claw
+ * database that `LcmEngine.open` with `readOnly` refuses (it needs an upgrade) can be copied
+ * and the copy opened (and upgraded) instead. Resolves to the copy's size in bytes.
+ */
+export declare function snapshot(dbPath: string, outPath: string, options?: MigrateOptions): Promise<number>

@@ -1,7 +1,7 @@
 // The command line: demo, stats, prompts, rewrite against a local OpenAI-shaped server, and
 // its exit codes (0 done, 1 one-line error, 2 usage).
 import { spawn, spawnSync } from 'node:child_process'
-import { readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
@@ -67,13 +67,15 @@ describe('demo and stats', () => {
   it('stats never changes a lossless-claw database; migrate upgrades it, once', async () => {
     const db = copyFixture('head-theme.db')
     const original = readFileSync(db)
-    const refused = await cli(['stats', '--db', db])
-    expect(refused.code).toBe(1)
-    expect(refused.stderr.trim().split('\n')).toHaveLength(1)
-    expect(refused.stderr).toMatch(/^lcm-native: E_SCHEMA: .*head-theme\.db needs a schema upgrade .*run 'lcm-native migrate --db .*head-theme\.db'/)
+    // Read commands read an un-upgraded file through an upgraded copy, leaving it as it is.
+    const read = await cli(['stats', '--db', db])
+    expect(read.code, read.stderr).toBe(0)
+    expect(read.stdout).toMatch(/conversation 1 .*914 messages/)
+    expect(read.stderr).toMatch(/^note: .*head-theme\.db is a lossless-claw database; read through an upgraded copy \(the file is not changed/)
     expect(readFileSync(db).equals(original)).toBe(true)
-    const dry = await cli(['rewrite', '1', '--all', '--db', db])
-    expect(dry.code).toBe(1)
+    const dry = await cli(['rewrite', '1', '--depth', '1', '--db', db])
+    expect(dry.code, dry.stderr).toBe(0)
+    expect(dry.stdout).toMatch(/Dry run: no summary was changed/)
     expect(readFileSync(db).equals(original)).toBe(true)
     const empty = join(tempDir(), 'empty.db')
     writeFileSync(empty, '')
@@ -108,10 +110,102 @@ describe('demo and stats', () => {
   })
 })
 
+describe('read commands', () => {
+  it('conversations, messages, show, grep, describe, expand and verify answer in text and --json', async () => {
+    const conversations = await cli(['conversations', '--db', demoDb, '--json'])
+    expect(conversations.code, conversations.stderr).toBe(0)
+    const list = JSON.parse(conversations.stdout)
+    expect(list).toHaveLength(1)
+    expect(list[0]).toMatchObject({ conversationId: 1, messageCount: 914 })
+    expect((await cli(['conversations', '--db', demoDb])).stdout).toMatch(/^1 {2}pi-coding-agent-theme-session {2}914 messages/)
+
+    const page = JSON.parse((await cli(['messages', '1', '--limit', '3', '--after', '2', '--db', demoDb, '--json'])).stdout)
+    expect(page.map((m: { seq: number }) => m.seq)).toEqual([3, 4, 5])
+    const text = await cli(['messages', '1', '--limit', '3', '--db', demoDb])
+    expect(text.stdout.trim().split('\n')).toHaveLength(4)
+    expect(text.stdout).toMatch(/\(more: lcm-native messages 1 --after 3\)/)
+
+    // A message with a tool call shows its name and arguments.
+    const withCall = page.find((m: { content: unknown }) => Array.isArray(m.content) && m.content.some((b: { type: string }) => b.type === 'toolCall'))
+    expect(withCall).toBeDefined()
+    const show = await cli(['show', String(withCall.messageId), '--db', demoDb])
+    expect(show.code, show.stderr).toBe(0)
+    expect(show.stdout).toMatch(/\[tool call: \w+\] \{/)
+
+    const grep = JSON.parse((await cli(['grep', 'theme', '--limit', '2', '--db', demoDb, '--json'])).stdout)
+    expect(grep.hits).toHaveLength(2)
+    const regex = await cli(['grep', 'them[e]s?\\.ts', '--mode', 'regex', '--scope', 'messages', '--db', demoDb])
+    expect(regex.code, regex.stderr).toBe(0)
+    expect(regex.stdout).toMatch(/^#\d+ /m)
+
+    const summaryHit = JSON.parse((await cli(['grep', 'theme', '--scope', 'summaries', '--limit', '1', '--db', demoDb, '--json'])).stdout).hits[0]
+    const leaf = JSON.parse((await cli(['describe', summaryHit.summaryId, '--db', demoDb, '--json'])).stdout)
+    expect(leaf.type).toBe('summary')
+    const described = await cli(['describe', leaf.summaryId, '--db', demoDb])
+    expect(described.stdout).toMatch(new RegExp(`^${leaf.summaryId}: (leaf|condensed) d\\d`))
+    const expanded = await cli(['expand', leaf.summaryId, '--tokens', '2000', '--db', demoDb, '--json'])
+    expect(JSON.parse(expanded.stdout).entries.length).toBeGreaterThan(0)
+
+    const verify = await cli(['verify', '--db', demoDb])
+    expect(verify.code).toBe(0)
+    expect(verify.stdout).toMatch(/^ok: 1 conversation, 914 messages, \d+ summaries checked/)
+    const missing = await cli(['show', '999999', '--db', demoDb])
+    expect(missing.code).toBe(1)
+    expect(missing.stderr).toMatch(/^lcm-native: E_NOT_FOUND: /)
+  })
+
+  it('doctor says what to run next, and read commands never change a lossless-claw file', async () => {
+    const db = copyFixture('head-theme.db')
+    const original = readFileSync(db)
+    const doctor = await cli(['doctor', '--db', db, '--json'])
+    expect(doctor.code, doctor.stderr).toBe(0)
+    const report = JSON.parse(doctor.stdout)
+    expect(report.ok).toBe(true)
+    expect(report.upgradeNeeded).toBe(true)
+    const fixes = report.advice.map((a: { fix: string }) => a.fix).join('\n')
+    expect(fixes).toMatch(/lcm-native migrate --db /)
+    expect(fixes).toMatch(/lcm-native rewrite 1 --fallbacks --apply/)
+    expect(fixes).toMatch(/lcm-native fidelity --conversation 1/)
+    for (const args of [['conversations'], ['messages', '1'], ['grep', 'theme'], ['verify'], ['history', 'sum_x'], ['backup', join(tempDir(), 'copy.db')]]) {
+      await cli([...args, '--db', db])
+    }
+    expect(readFileSync(db).equals(original)).toBe(true)
+    expect(existsSync(`${db}-wal`) && statSync(`${db}-wal`).size > 0).toBe(false)
+  })
+
+  it('takes the engine options from OpenClaw\'s config entry and LCM_* as the plugin does, flags over both', async () => {
+    const dir = tempDir()
+    const db = join(dir, 'lcm.db')
+    const made = await cli(['demo', '--db', db])
+    expect(made.code, made.stderr).toBe(0)
+    const config = join(dir, 'openclaw.json')
+    writeFileSync(config, JSON.stringify({ plugins: { entries: { 'lcm-native': { enabled: true, config: { dbPath: db, leafTargetTokens: 400, leafChunkTokens: 3000 } } } } }))
+    const total = (r: Run) => {
+      const m = /Total: ([\d,]+)t → ([\d,]+)t/.exec(r.stdout)
+      expect(m, r.stdout + r.stderr).not.toBeNull()
+      return [Number(m![1].replace(/,/g, '')), Number(m![2].replace(/,/g, ''))]
+    }
+    // The entry's sizes (and its dbPath: no --db) keep the total within a few percent.
+    const configured = await cli(['rewrite', '1', '--all', '--config', config])
+    expect(configured.code, configured.stderr).toBe(0)
+    const [before, after] = total(configured)
+    expect(Math.abs(after - before) / before).toBeLessThan(0.05)
+    // The default config file in OpenClaw's state directory is read too; LCM_* over it.
+    const fromEnv = await cli(['rewrite', '1', '--all', '--db', db], { OPENCLAW_STATE_DIR: join(dir, 'elsewhere'), LCM_LEAF_TARGET_TOKENS: '400', LCM_LEAF_CHUNK_TOKENS: '3000' })
+    expect(total(fromEnv)).toEqual([before, after])
+    const defaults = await cli(['rewrite', '1', '--all', '--db', db], { OPENCLAW_STATE_DIR: join(dir, 'elsewhere') })
+    expect(total(defaults)[1]).toBeGreaterThan(after * 1.1)
+    const flags = await cli(['rewrite', '1', '--all', '--db', db, '--leaf-target-tokens', '400', '--leaf-chunk-tokens', '3000'], { OPENCLAW_STATE_DIR: join(dir, 'elsewhere') })
+    expect(total(flags)).toEqual([before, after])
+    const bad = await cli(['stats', '--config', join(dir, 'nope.json')])
+    expect(bad.code).toBe(1)
+    expect(bad.stderr).toMatch(/E_INVALID_CONFIG: config file not found/)
+  })
+})
+
 describe('exit codes', () => {
   const usage: string[][] = [
     [],
-    ['frobnicate'],
     ['rewrite'],
     ['rewrite', '1'],
     ['rewrite', 'one', '--all'],
@@ -119,6 +213,11 @@ describe('exit codes', () => {
     ['rewrite', '1', '--depth', 'x'],
     ['prompts'],
     ['prompts', '--list', '--show', 'leaf'],
+    ['messages'],
+    ['show', 'x'],
+    ['grep'],
+    ['grep', 'x', '--mode', 'fuzzy'],
+    ['verify', 'extra'],
     ['stats', '--colour'],
     ['demo', '--budget'],
     ['rewrite', '1', '--all', '--apply=false'],
@@ -165,8 +264,15 @@ describe('exit codes', () => {
       expect(r.code, args.join(' ')).toBe(1)
       const lines = r.stderr.trim().split('\n')
       expect(lines).toHaveLength(1)
-      expect(lines[0]).toMatch(/^lcm-native: (database not found: |E_NOT_FOUND: conversation 42 not found)/)
+      expect(lines[0]).toMatch(/^lcm-native: E_NOT_FOUND: (database not found: |conversation 42 not found)/)
     }
+  })
+
+  it('an unknown command is one line with the closest command, and exit 2', async () => {
+    const r = await cli(['grepp', 'x'])
+    expect(r.code).toBe(2)
+    expect(r.stderr.trim().split('\n')).toEqual(['lcm-native: unknown command grepp; did you mean grep? (lcm-native --help lists the commands)'])
+    expect((await cli(['frobnicate'])).stderr).toMatch(/^lcm-native: unknown command frobnicate \(lcm-native --help/)
   })
 })
 
@@ -249,7 +355,7 @@ describe('rewrite against an OpenAI-compatible server', () => {
     expect(r.stdout).toContain('Dry run: no summary was changed')
     expect(requests.length).toBeGreaterThan(0)
     expect(requests.every((q) => q.auth === 'Bearer test-key' && q.body.model === 'test-model')).toBe(true)
-    expect(requests[0].body.messages[0].content).toMatch(/\[\d{4}-\d\d-\d\d \d\d:\d\d [A-Z]+\] \[(user|assistant|tool)\] /)
+    expect(requests[0].body.messages[0].content).toMatch(/\[\d{4}-\d\d-\d\d \d\d:\d\d [A-Z]+ \| (user|assistant|toolResult)\]\n/)
     const after = await LcmEngine.open({ dbPath: demoDb })
     expect((await after.verify()).digest).toBe(before)
     await after.close()

@@ -147,8 +147,8 @@ describe('tui in a pseudo-terminal', () => {
   it('without Ink and React installed, says how to add them', async () => {
     // The package as npm installs it for the library or the plugin: no optional peers.
     const pkg = tempDir()
-    for (const f of ['index.js', 'package.json', ...readdirSync(ROOT).filter((f) => f.endsWith('.node'))]) cpSync(join(ROOT, f), join(pkg, f))
-    for (const d of ['bin', 'tui']) cpSync(join(ROOT, d), join(pkg, d), { recursive: true })
+    for (const f of ['index.js', 'package.json', 'openclaw.plugin.json', ...readdirSync(ROOT).filter((f) => f.endsWith('.node'))]) cpSync(join(ROOT, f), join(pkg, f))
+    for (const d of ['bin', 'tui', 'plugin']) cpSync(join(ROOT, d), join(pkg, d), { recursive: true })
     const dbPath = join(tempDir(), 'peers.db')
     await (await LcmEngine.open({ dbPath })).close()
     const env: Record<string, string> = { PATH: process.env.PATH ?? '', HOME: tempDir(), TERM: 'xterm-256color' }

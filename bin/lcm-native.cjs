@@ -1,19 +1,29 @@
 #!/usr/bin/env node
-// The lcm-native command line: demo, stats, fidelity, migrate, backup, rewrite, history, rollback, redact, tui and prompts. Plain Node;
-// only `tui` loads more than the addon (Ink and React, imported when it runs). Exit codes: 0 done, 1 failed (one line on stderr), 2 bad arguments (usage).
+// The lcm-native command line: demo, stats, the read commands of inspect.cjs (conversations,
+// messages, show, grep, describe, expand, verify, doctor), fidelity, migrate, backup, rewrite,
+// history, rollback, redact, tui and prompts. Plain Node; only `tui` loads more than the addon
+// (Ink and React, imported when it runs). Exit codes: 0 done, 1 failed (one line on stderr) or
+// a check found problems (verify, doctor), 2 bad arguments (usage).
 'use strict'
 
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 
-const { LcmEngine, exportPrompts, listPrompts, migrate: migrateFile, renderPrompt, showPrompt } = require('../index.js')
+const { LcmEngine, exportPrompts, listPrompts, migrate: migrateFile, renderPrompt, showPrompt, snapshot } = require('../index.js')
+const { UsageError, existingDb, fieldOf, fmt, oneLine, openForReading, openReadOnly, parseArgs, plural, reportMigration, signed } = require('./cli-common.cjs')
+const inspect = require('./inspect.cjs')
 const { resolveLlm } = require('./llm.cjs')
 
 /**
  * @typedef {import('../index.js').LcmEngine} Engine
  * @typedef {import('../index.js').LcmConfig} LcmConfig
  * @typedef {import('../index.js').IngestMessage} IngestMessage
+ * @typedef {import('./cli-common.cjs').OptionSpec} OptionSpec
+ */
+/**
+ * @template {OptionSpec} S
+ * @typedef {import('./cli-common.cjs').Args<S>} Args
  */
 
 const DEFAULT_TRANSCRIPT = path.join(__dirname, '..', 'data', 'transcripts', 'pi-coding-agent-theme-session.jsonl')
@@ -23,25 +33,27 @@ const HELP = {
     Ingest a real agent transcript into a SQLite file, compact it with the offline
     summarizer, and show the DAG, the assembled context and the first summaries. No network.
     Default transcript: the bundled pi-coding-agent theme session; default budget 16000.`,
-  stats: `lcm-native stats [--db PATH] [--immutable]
+  stats: `lcm-native stats [--db PATH] [--config FILE] [--immutable]
     Conversations, messages, summaries per depth, fallback summaries, the fidelity scores
     per depth and the file's size.
     Reads only: the file is never changed (one that needs a schema upgrade is refused).
     --immutable: read a file nobody writes where its directory is not writable (a read-only
     mount, a backup) as a snapshot.`,
-  fidelity: `lcm-native fidelity [--db PATH] [--conversation N] [--all]
+  ...inspect.HELP,
+  fidelity: `lcm-native fidelity [--db PATH] [--config FILE] [--conversation N] [--all]
     Score the summaries that have no fidelity score yet (written before scores existed, or
     by lossless-claw; --all: every summary again) and show the scores per depth. The score
     is the share of a summary's source identifiers it keeps (README: Summary fidelity).`,
-  migrate: `lcm-native migrate [--db PATH]
+  migrate: `lcm-native migrate [--db PATH] [--config FILE]
     Upgrade a lossless-claw (or older lcm-native) database in place, in one transaction, and
     say what was done. A second run does nothing.`,
-  backup: `lcm-native backup [--db PATH] OUT
+  backup: `lcm-native backup [--db PATH] [--config FILE] OUT
     Write a consistent copy of the database to OUT (a new file), with every turn committed so
     far, including those still in the -wal log, while OpenClaw keeps running (SQLite's
     VACUUM INTO from one read snapshot). Reads only: the database is never changed.`,
   rewrite: `lcm-native rewrite <conversation_id> (--summary ID | --depth N | --all | --fallbacks | --low-fidelity) [--dry-run | --apply] [--diff]
-                     [--prompt-dir DIR] [--provider ID] [--model M] [--base-url URL] [--db PATH]
+                     [--prompt-dir DIR] [--provider ID] [--model M] [--base-url URL] [--db PATH] [--config FILE]
+                     [--leaf-chunk-tokens N] [--leaf-target-tokens N] [--condensed-target-tokens N] [--custom-instructions TEXT]
                      [--timestamps[=true|false]] [--no-timestamps] [--tz ZONE] [--immutable]
     Re-summarise summaries bottom-up with the current prompts (--fallbacks: the deterministic
     fallbacks a failed summarizer left, lcm-native's or lossless-claw's; --low-fidelity: the
@@ -51,21 +63,23 @@ const HELP = {
     BASE_URL), else LCM_LLM_BASE_URL (+ LCM_LLM_API_KEY, LCM_LLM_MODEL) for an
     OpenAI-compatible endpoint, else ANTHROPIC_API_KEY; with none, the offline summarizer.
     Keys: <PROVIDER>_API_KEY (LCM_LLM_API_KEY for LCM_LLM_BASE_URL). Details: README.
-    --tz: the zone of the source text's times.`,
-  history: `lcm-native history <summary_id> [--content] [--db PATH]
+    --tz: the zone of the source text's times. The target lengths and instructions are the
+    configuration's (OpenClaw's plugin entry, LCM_* variables), as compaction used them,
+    unless a flag gives them.`,
+  history: `lcm-native history <summary_id> [--content] [--db PATH] [--config FILE]
     Every version of a summary's text, oldest first: version, reason, model, template and
     tokens (--content: the texts too). Reads only.`,
-  rollback: `lcm-native rollback <summary_id> <version> [--db PATH]
+  rollback: `lcm-native rollback <summary_id> <version> [--db PATH] [--config FILE]
     Make an earlier version of a summary its text again, as a new version.`,
   redact: `lcm-native redact (--pattern REGEX | --messages ID,ID… | --finish) [--conversation N] [--replacement TEXT]
-                     [--reason TEXT] [--mark-only] [--provider ID] [--model M] [--base-url URL] [--db PATH]
+                     [--reason TEXT] [--mark-only] [--provider ID] [--model M] [--base-url URL] [--db PATH] [--config FILE]
     Remove text from messages, their parts and full-text rows, and every summary built over
     them (regenerated bottom-up, with the LLM chosen as for rewrite, else offline; --mark-only:
     replaced by a notice, left for repair); old versions holding it are purged and the file is
     rebuilt so its bytes no longer hold it. The log keeps ids and counts, never the text.
     --finish: finish what earlier redactions left (summaries awaiting regeneration, a scrub of
     the file cut short by a kill or a full disk).`,
-  tui: `lcm-native tui [--db PATH] [--conversation N] [--prompt-dir DIR] [--provider ID] [--model M] [--base-url URL] [--tz ZONE]
+  tui: `lcm-native tui [--db PATH] [--config FILE] [--conversation N] [--prompt-dir DIR] [--provider ID] [--model M] [--base-url URL] [--tz ZONE]
     A full-screen terminal UI: the conversations, a conversation's summary DAG with each
     summary's text, inputs and what covers it, and rewrites of one summary (w: preview the
     prompt, send, review old/new or the diff, apply or discard) or of a summary and everything
@@ -78,13 +92,26 @@ const HELP = {
     from, write the defaults out to edit, show one, diff an override, render one.`,
 }
 
+/** One line a command: its name and the first sentence of what it does. */
+const COMMAND_LIST = Object.entries(HELP)
+  .map(([name, help]) => {
+    const description = help.split('\n').slice(1).filter((line) => !line.trim().startsWith('['))
+    const what = description.join(' ').replace(/\s+/g, ' ').trim()
+    const sentence = what.split(/(?<=\.)\s/)[0].replace(/\.$/, '')
+    return `  ${name.padEnd(14)}${sentence.length > 66 ? `${sentence.slice(0, 65)}…` : sentence}`
+  })
+  .join('\n')
+
 const USAGE = `usage: lcm-native <command> [options]
 
 commands:
-  ${Object.values(HELP).join('\n  ')}
+${COMMAND_LIST}
 
-The database is --db, else LCM_DATABASE_PATH, else $OPENCLAW_STATE_DIR/lcm.db, else
-~/.openclaw/lcm.db. Run 'lcm-native <command> --help' for one command.`
+The database is --db, else LCM_DATABASE_PATH, else the lcm-native plugin's dbPath in OpenClaw's
+config (--config FILE, else $OPENCLAW_STATE_DIR/openclaw.json), else $OPENCLAW_STATE_DIR/lcm.db,
+else ~/.openclaw/lcm.db. Engine options come from the same places (README: Command line).
+Read commands take --json. Exit codes: 0 done, 1 failed or problems found, 2 bad arguments.
+Run 'lcm-native <command> --help' for one command.`
 
 /** @typedef {keyof typeof HELP} Command */
 
@@ -93,151 +120,6 @@ function isCommand(name) {
   return name !== undefined && Object.hasOwn(HELP, name)
 }
 
-class UsageError extends Error {
-  /** @param {string} message @param {Command} [command] whose usage to show (else the whole usage) */
-  constructor(message, command) {
-    super(message)
-    this.command = command
-  }
-}
-
-/**
- * The kinds of option: `string`, `int` (a non-negative integer), `bool` (`--flag`,
- * `--flag=true|false`), `switch` (`--flag` alone) and `optional` (`--flag` with or without a
- * value).
- * @typedef {'string' | 'int' | 'bool' | 'switch' | 'optional'} OptionKind
- * @typedef {Readonly<Record<string, OptionKind>>} OptionSpec
- */
-
-/**
- * The value an option of kind `K` parses to.
- * @template {OptionKind} K
- * @typedef {K extends 'string' ? string : K extends 'int' ? number : K extends 'bool' ? boolean : K extends 'switch' ? true : string | true} OptionValue
- */
-
-/**
- * The arguments `parseArgs` returns for a spec: the positional ones, and each option given.
- * @template {OptionSpec} S
- * @typedef {{ _: string[] } & { -readonly [K in keyof S]?: OptionValue<S[K]> }} Args
- */
-
-/**
- * Parses `--flag value` / `--flag=value` / `--switch` arguments against a spec.
- * @template {OptionSpec} S
- * @param {readonly string[]} argv @param {S} spec @param {Command} command
- * @returns {Args<S>}
- */
-function parseArgs(argv, spec, command) {
-  /** @type {{ _: string[], [option: string]: string | number | boolean | string[] }} */
-  const out = { _: [] }
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]
-    if (!arg.startsWith('--')) {
-      out._.push(arg)
-      continue
-    }
-    const [name, inline] = arg.slice(2).split(/=(.*)/s)
-    const kind = Object.hasOwn(spec, name) ? spec[name] : undefined
-    if (!kind) throw new UsageError(`unknown option --${name}`, command)
-    if (kind === 'bool') {
-      // `--flag`, `--flag=true` or `--flag=false` (lcm-tui's form).
-      if (inline !== undefined && inline !== 'true' && inline !== 'false') {
-        throw new UsageError(`--${name} takes true or false (got --${name}=${inline})`, command)
-      }
-      if (inline === undefined && (argv[i + 1] === 'true' || argv[i + 1] === 'false')) {
-        throw new UsageError(`write --${name}=${argv[i + 1]} (with =)`, command)
-      }
-      out[name] = inline !== 'false'
-    } else if (kind === 'switch') {
-      if (inline !== undefined) throw new UsageError(`--${name} takes no value (got --${name}=${inline})`, command)
-      out[name] = true
-    } else if (kind === 'optional') {
-      // A value if one follows, else just the switch.
-      const next = inline ?? (argv[i + 1] !== undefined && !argv[i + 1].startsWith('--') ? argv[++i] : undefined)
-      out[name] = next ?? true
-    } else {
-      const value = inline ?? argv[++i]
-      if (value === undefined) throw new UsageError(`--${name} needs a value`, command)
-      if (kind === 'int') {
-        if (!/^\d+$/.test(value)) throw new UsageError(`--${name} must be a non-negative integer, got ${value}`, command)
-        out[name] = Number(value)
-      } else {
-        out[name] = value
-      }
-    }
-  }
-  // Each option's value has its kind's type (set above by the same spec).
-  return /** @type {Args<S>} */ (out)
-}
-
-/** @param {number} n */
-function fmt(n) {
-  return n.toLocaleString('en-US')
-}
-
-/** @param {number} n @param {string} word */
-function plural(n, word) {
-  return `${fmt(n)} ${word}${n === 1 ? '' : 's'}`
-}
-
-/** @param {number} n */
-function signed(n) {
-  return n > 0 ? `+${fmt(n)}` : fmt(n)
-}
-
-function defaultDb() {
-  if (process.env.LCM_DATABASE_PATH) return process.env.LCM_DATABASE_PATH
-  const state = process.env.OPENCLAW_STATE_DIR || path.join(os.homedir(), '.openclaw')
-  return path.join(state, 'lcm.db')
-}
-
-/**
- * The value at `key` of a thrown value (or anything else), or undefined when it is not an object.
- * @param {unknown} v @param {string} key @returns {unknown}
- */
-function fieldOf(v, key) {
-  return typeof v === 'object' && v !== null ? /** @type {Record<string, unknown>} */ (v)[key] : undefined
-}
-
-/** Opening migrates a database written by lossless-claw or an older lcm-native: say so. @param {Engine} engine @param {string} db */
-function reportMigration(engine, db) {
-  if (!engine.migration.upToDate) console.error(`note: ${db} was upgraded in place for lcm-native: ${engine.migration.summary}`)
-}
-
-/**
- * Opens `db` for reading only; a file that needs a schema upgrade says which command does it.
- * @param {string} db @param {Omit<LcmConfig, 'dbPath' | 'readOnly'>} [options]
- */
-async function openReadOnly(db, options = {}) {
-  try {
-    return await LcmEngine.open({ dbPath: db, readOnly: true, ...options })
-  } catch (err) {
-    const code = fieldOf(err, 'code')
-    const message = fieldOf(err, 'message')
-    if (typeof message !== 'string') throw err
-    if (code === 'E_IO' && /immutable: true/.test(message)) {
-      const hint = `${message.replace(/, open it with readOnly and immutable: true$/, '')}; pass --immutable`
-      throw Object.assign(new Error(hint), { code: 'E_IO' })
-    }
-    if (code === 'E_SCHEMA' && / is empty \(/.test(message)) {
-      throw Object.assign(new Error(`${db} is empty: not an lcm-native or lossless-claw database`), { code: 'E_SCHEMA' })
-    }
-    if (code === 'E_SCHEMA' && /readOnly never writes/.test(message)) {
-      const upgrade =
-        `${db} needs a schema upgrade before lcm-native can read it; run 'lcm-native migrate --db ${db}' ` +
-        '(it upgrades the file in place, in one transaction). Nothing was changed.'
-      throw Object.assign(new Error(upgrade), { code: 'E_SCHEMA' })
-    }
-    throw err
-  }
-}
-
-/** The database of a command that reads an existing one: it must exist (open would create it). @param {{ db?: string }} args */
-function existingDb(args) {
-  const db = args.db ?? defaultDb()
-  if (!fs.existsSync(db)) throw new Error(`database not found: ${db}`)
-  return db
-}
 
 /**
  * The messages of a JSONL transcript (host messages, one a line) as `ingest` takes them: role,
@@ -269,11 +151,6 @@ function readTranscript(file) {
   })
 }
 
-/** @param {string} text @param {number} max */
-function oneLine(text, max) {
-  const t = text.replace(/\s+/g, ' ').trim()
-  return t.length > max ? `${t.slice(0, max - 1)}…` : t
-}
 
 /**
  * The live context as a small tree: each live summary with the nodes beneath it.
@@ -387,6 +264,7 @@ async function demo(argv) {
       console.log(`\n${text}`)
     }
     console.log(`\nnext: lcm-native stats --db ${dbPath}`)
+    console.log(`      lcm-native rewrite ${conversationId} --all --leaf-chunk-tokens 3000 --leaf-target-tokens 400 --db ${dbPath}  (the demo's sizes)`)
   } finally {
     await engine.close()
   }
@@ -394,27 +272,23 @@ async function demo(argv) {
 
 /** @param {string[]} argv */
 async function backup(argv) {
-  const args = parseArgs(argv, { db: 'string', help: 'switch' }, 'backup')
+  const args = parseArgs(argv, { db: 'string', config: 'string', help: 'switch' }, 'backup')
   if (args.help) return console.log(`usage: ${HELP.backup}`)
   if (args._.length !== 1) throw new UsageError(args._.length ? `unexpected argument ${args._[1]}` : 'the backup file OUT is missing', 'backup')
-  const db = existingDb(args)
+  const { db } = existingDb(args)
   const out = path.resolve(args._[0])
-  const engine = await openReadOnly(db)
-  try {
-    const bytes = await engine.backup(out)
-    console.log(`backed up ${db} to ${out} (${fmt(bytes)} bytes)`)
-  } finally {
-    await engine.close()
-  }
+  const bytes = await snapshot(db, out)
+  console.log(`backed up ${db} to ${out} (${fmt(bytes)} bytes)`)
 }
 
 /** @param {string[]} argv */
 async function stats(argv) {
-  const args = parseArgs(argv, { db: 'string', immutable: 'switch', help: 'switch' }, 'stats')
+  const args = parseArgs(argv, { db: 'string', config: 'string', immutable: 'switch', help: 'switch' }, 'stats')
   if (args.help) return console.log(`usage: ${HELP.stats}`)
   if (args._.length) throw new UsageError(`unexpected argument ${args._[0]}`, 'stats')
-  const db = existingDb(args)
-  const engine = await openReadOnly(db, args.immutable ? { immutable: true } : {})
+  const { db, engineOptions } = existingDb(args)
+  const reader = await openForReading(db, { ...engineOptions, ...(args.immutable ? { immutable: true } : {}) })
+  const { engine } = reader
   try {
     const size = ['', '-wal'].map((s) => (fs.existsSync(db + s) ? fs.statSync(db + s).size : 0))
     console.log(`database ${db}: ${fmt(size[0])} bytes${size[1] ? ` (+ ${fmt(size[1])} bytes of WAL)` : ''}`)
@@ -446,7 +320,7 @@ async function stats(argv) {
       console.log(`total: ${conversations.length} conversations, ${fmt(total.messages)} messages, summaries ${dtext}, ${total.fallback} fallback`)
     }
   } finally {
-    await engine.close()
+    await reader.close()
   }
 }
 
@@ -470,11 +344,11 @@ function printFidelity(byDepth, indent) {
 
 /** @param {string[]} argv */
 async function fidelity(argv) {
-  const args = parseArgs(argv, { db: 'string', conversation: 'int', all: 'switch', help: 'switch' }, 'fidelity')
+  const args = parseArgs(argv, { db: 'string', config: 'string', conversation: 'int', all: 'switch', help: 'switch' }, 'fidelity')
   if (args.help) return console.log(`usage: ${HELP.fidelity}`)
   if (args._.length) throw new UsageError(`unexpected argument ${args._[0]}`, 'fidelity')
-  const db = existingDb(args)
-  const engine = await LcmEngine.open({ dbPath: db })
+  const { db, engineOptions } = existingDb(args)
+  const engine = await LcmEngine.open({ ...engineOptions, dbPath: db })
   try {
     reportMigration(engine, db)
     const ids = args.conversation !== undefined ? [args.conversation] : (await engine.conversations()).map((c) => c.conversationId)
@@ -491,10 +365,10 @@ async function fidelity(argv) {
 
 /** @param {string[]} argv */
 async function migrate(argv) {
-  const args = parseArgs(argv, { db: 'string', help: 'switch' }, 'migrate')
+  const args = parseArgs(argv, { db: 'string', config: 'string', help: 'switch' }, 'migrate')
   if (args.help) return console.log(`usage: ${HELP.migrate}`)
   if (args._.length) throw new UsageError(`unexpected argument ${args._[0]}`, 'migrate')
-  const db = existingDb(args)
+  const { db } = existingDb(args)
   const report = await migrateFile(db)
   console.log(`${db} (${report.era}): ${report.summary}`)
   /** @type {[string, string[]][]} */
@@ -515,9 +389,24 @@ async function migrate(argv) {
  */
 const LLM_OPTIONS = { provider: 'string', model: 'string', 'base-url': 'string' }
 
-/** The model those options (and the environment) name. @param {Args<typeof LLM_OPTIONS>} args */
+/** @satisfies {OptionSpec} The lengths and instructions a summarizer is asked for (over the configuration's). */
+const TARGET_OPTIONS = { 'leaf-chunk-tokens': 'int', 'leaf-target-tokens': 'int', 'condensed-target-tokens': 'int', 'custom-instructions': 'string' }
+
+/** @param {Args<typeof TARGET_OPTIONS>} args @returns {Omit<LcmConfig, 'dbPath'>} */
+function targetsOf(args) {
+  return {
+    ...(args['leaf-chunk-tokens'] !== undefined ? { leafChunkTokens: args['leaf-chunk-tokens'] } : {}),
+    ...(args['leaf-target-tokens'] !== undefined ? { leafTargetTokens: args['leaf-target-tokens'] } : {}),
+    ...(args['condensed-target-tokens'] !== undefined ? { condensedTargetTokens: args['condensed-target-tokens'] } : {}),
+    ...(args['custom-instructions'] !== undefined ? { customInstructions: args['custom-instructions'] } : {}),
+  }
+}
+
+/** The model those options (and the environment) name. @param {Args<typeof LLM_OPTIONS> & { config?: string }} args */
 function llmFromArgs(args) {
-  return resolveLlm({ env: process.env, provider: args.provider, model: args.model, baseUrl: args['base-url'] })
+  // The providers of the same OpenClaw config the engine options come from.
+  const env = args.config === undefined ? process.env : { ...process.env, OPENCLAW_CONFIG_PATH: args.config }
+  return resolveLlm({ env, provider: args.provider, model: args.model, baseUrl: args['base-url'] })
 }
 
 /** @param {string[]} argv */
@@ -534,7 +423,9 @@ async function rewrite(argv) {
     diff: 'switch',
     'prompt-dir': 'string',
     ...LLM_OPTIONS,
+    ...TARGET_OPTIONS,
     db: 'string',
+    config: 'string',
     timestamps: 'bool',
     'no-timestamps': 'switch',
     tz: 'string',
@@ -554,18 +445,18 @@ async function rewrite(argv) {
   if (args.apply && args.immutable) throw new UsageError('--immutable reads only; it cannot go with --apply', 'rewrite')
   if (args['no-timestamps'] && args.timestamps !== undefined) throw new UsageError('give --timestamps or --no-timestamps, not both', 'rewrite')
   const conversationId = Number(args._[0])
-  const db = existingDb(args)
+  const { db, engineOptions, configFile } = existingDb(args)
   const llm = llmFromArgs(args)
+  if (configFile) console.error(`config: ${configFile}`)
   console.log(
     llm
       ? `summarizer: ${llm.describe}`
       : 'summarizer: offline (no LLM configured: pass --provider/--model, or set LCM_SUMMARY_PROVIDER and LCM_SUMMARY_MODEL, LCM_LLM_BASE_URL, or ANTHROPIC_API_KEY)',
   )
   // A dry run reads only; --apply opens read-write, which upgrades an old file first.
-  const zone = args.tz === undefined ? {} : { timezone: args.tz }
-  const engine = args.apply
-    ? await LcmEngine.open({ dbPath: db, ...zone })
-    : await openReadOnly(db, { ...zone, ...(args.immutable ? { immutable: true } : {}) })
+  const options = { ...engineOptions, ...(args.tz === undefined ? {} : { timezone: args.tz }), ...targetsOf(args) }
+  const reader = args.apply ? undefined : await openForReading(db, { ...options, ...(args.immutable ? { immutable: true } : {}) })
+  const engine = reader ? reader.engine : await LcmEngine.open({ ...options, dbPath: db })
   if (args.apply) reportMigration(engine, db)
   const controller = new AbortController()
   const onSigint = () => controller.abort()
@@ -616,16 +507,18 @@ async function rewrite(argv) {
   } finally {
     process.removeListener('SIGINT', onSigint)
     if (tty) process.stderr.write('\r\x1b[K')
-    await engine.close()
+    await (reader ?? engine).close()
   }
 }
 
 /** @param {string[]} argv */
 async function history(argv) {
-  const args = parseArgs(argv, { db: 'string', content: 'switch', help: 'switch' }, 'history')
+  const args = parseArgs(argv, { db: 'string', config: 'string', content: 'switch', help: 'switch' }, 'history')
   if (args.help) return console.log(`usage: ${HELP.history}`)
   if (args._.length !== 1) throw new UsageError('history needs one summary id', 'history')
-  const engine = await openReadOnly(existingDb(args))
+  const { db, engineOptions } = existingDb(args)
+  const reader = await openForReading(db, engineOptions)
+  const { engine } = reader
   try {
     for (const v of await engine.history(args._[0])) {
       const template = v.template ? `${v.template.name}${v.template.overridden ? ' (override)' : ''} ${v.template.sha256.slice(0, 12)}` : 'no template'
@@ -636,17 +529,17 @@ async function history(argv) {
       if (args.content) console.log(`${v.content}\n`)
     }
   } finally {
-    await engine.close()
+    await reader.close()
   }
 }
 
 /** @param {string[]} argv */
 async function rollback(argv) {
-  const args = parseArgs(argv, { db: 'string', help: 'switch' }, 'rollback')
+  const args = parseArgs(argv, { db: 'string', config: 'string', help: 'switch' }, 'rollback')
   if (args.help) return console.log(`usage: ${HELP.rollback}`)
   if (args._.length !== 2 || !/^\d+$/.test(args._[1])) throw new UsageError('rollback needs a summary id and a version number', 'rollback')
-  const db = existingDb(args)
-  const engine = await LcmEngine.open({ dbPath: db })
+  const { db, engineOptions } = existingDb(args)
+  const engine = await LcmEngine.open({ ...engineOptions, dbPath: db })
   try {
     reportMigration(engine, db)
     const v = await engine.rollback(args._[0], Number(args._[1]))
@@ -668,7 +561,9 @@ async function redact(argv) {
     'mark-only': 'switch',
     finish: 'switch',
     ...LLM_OPTIONS,
+    ...TARGET_OPTIONS,
     db: 'string',
+    config: 'string',
     help: 'switch',
   }
   const args = parseArgs(argv, spec, 'redact')
@@ -678,9 +573,9 @@ async function redact(argv) {
   if (chosen !== 1) throw new UsageError('give one of --pattern, --messages and --finish', 'redact')
   const messageIds = args.messages === undefined ? undefined : args.messages.split(',').map((s) => Number(s.trim()))
   if (messageIds && messageIds.some((n) => !Number.isInteger(n) || n < 1)) throw new UsageError('--messages takes message ids separated by commas', 'redact')
-  const db = existingDb(args)
+  const { db, engineOptions } = existingDb(args)
   const llm = llmFromArgs(args)
-  const engine = await LcmEngine.open({ dbPath: db })
+  const engine = await LcmEngine.open({ ...engineOptions, ...targetsOf(args), dbPath: db })
   const controller = new AbortController()
   const onSigint = () => controller.abort()
   process.once('SIGINT', onSigint)
@@ -767,6 +662,8 @@ async function tui(argv) {
     conversation: 'int',
     'prompt-dir': 'string',
     ...LLM_OPTIONS,
+    ...TARGET_OPTIONS,
+    config: 'string',
     tz: 'string',
     help: 'switch',
   }
@@ -774,10 +671,11 @@ async function tui(argv) {
   if (args.help) return console.log(`usage: ${HELP.tui}`)
   if (args._.length > 0) throw new UsageError(`unexpected argument ${args._[0]}`, 'tui')
   if (!process.stdin.isTTY || !process.stdout.isTTY) throw new Error('tui needs a terminal (stdin and stdout must be a TTY)')
-  const db = existingDb(args)
+  const { db, engineOptions: configured } = existingDb(args)
   const llm = llmFromArgs(args)
+  const engineOptions = { ...configured, ...(args.tz === undefined ? {} : { timezone: args.tz }), ...targetsOf(args) }
   // Refuse a file that needs an upgrade before the screen is taken over, with the hint.
-  await (await openReadOnly(db, args.tz === undefined ? {} : { timezone: args.tz })).close()
+  await (await openReadOnly(db, engineOptions)).close()
   let runTui
   try {
     ;({ runTui } = await import('../tui/main.mjs'))
@@ -794,7 +692,7 @@ async function tui(argv) {
     dbPath: db,
     promptDir: args['prompt-dir'],
     llm,
-    engineOptions: args.tz === undefined ? {} : { timezone: args.tz },
+    engineOptions,
     conversationId: args.conversation,
   })
 }
@@ -803,7 +701,7 @@ async function tui(argv) {
 async function main(argv) {
   const [command, ...rest] = argv
   /** @type {Record<Command, (argv: string[]) => Promise<void>>} */
-  const commands = { demo, stats, fidelity, migrate, backup, rewrite, history, rollback, redact, tui, prompts }
+  const commands = { demo, stats, ...inspect.commands, fidelity, migrate, backup, rewrite, history, rollback, redact, tui, prompts }
   if (isCommand(command)) {
     // `-h` and `--help` anywhere after a command show its usage, whatever else is given.
     if (rest.some((a) => a === '-h' || a === '--help')) return console.log(`usage: ${HELP[command]}`)
@@ -817,7 +715,9 @@ async function main(argv) {
     if (command === undefined) process.exitCode = 2
     return
   }
-  throw new UsageError(`unknown command ${command}`)
+  const near = Object.keys(HELP).find((name) => name.startsWith(command.slice(0, 3)) || command.startsWith(name))
+  console.error(`lcm-native: unknown command ${command}${near ? `; did you mean ${near}?` : ''} (lcm-native --help lists the commands)`)
+  process.exitCode = 2
 }
 
 // Output piped into a reader that stops early (`| head`) is not an error: stop quietly, the way
@@ -831,7 +731,7 @@ for (const stream of [process.stdout, process.stderr]) {
 
 main(process.argv.slice(2)).catch((/** @type {unknown} */ err) => {
   if (err instanceof UsageError) {
-    console.error(`lcm-native: ${err.message}\n\n${err.command ? `usage: ${HELP[err.command]}` : USAGE}`)
+    console.error(`lcm-native: ${err.message}\n\n${isCommand(err.command) ? `usage: ${HELP[err.command]}` : USAGE}`)
     process.exitCode = 2
   } else {
     const code = fieldOf(err, 'code')

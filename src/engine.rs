@@ -580,25 +580,9 @@ impl Engine {
     /// `VACUUM INTO` from one read snapshot, so turns committed up to then are in it, whatever
     /// is still in the log, while writers carry on. Returns the copy's size in bytes.
     pub fn backup(&self, out: &str) -> Result<u64> {
-        let target = std::path::Path::new(out);
-        if target.exists() {
-            return Err(LcmError::invalid_input(format!(
-                "{out} exists already; a backup never overwrites a file (choose a new path)"
-            )));
-        }
-        if let Some(dir) = target.parent().filter(|d| !d.as_os_str().is_empty() && !d.is_dir()) {
-            return Err(LcmError::Io {
-                path: Some(dir.display().to_string()),
-                sqlite: None,
-                message: format!(
-                    "the directory {} does not exist; create it or choose another path",
-                    dir.display()
-                ),
-            });
-        }
+        check_new_file(out)?;
         let conn = self.deps.pool.fresh_connection()?;
-        conn.execute("VACUUM INTO ?1", [out])?;
-        Ok(std::fs::metadata(target).map(|m| m.len()).unwrap_or(0))
+        vacuum_into(&conn, out)
     }
 
     /// Closes the connections; later calls fail with E_CLOSED, and calls in flight end with
@@ -665,3 +649,39 @@ mod damage_tests;
 mod host_tests;
 #[cfg(test)]
 mod lifecycle_tests;
+
+/// Refuses a copy's destination that exists or whose directory does not.
+fn check_new_file(out: &str) -> Result<()> {
+    let target = std::path::Path::new(out);
+    if target.exists() {
+        return Err(LcmError::invalid_input(format!(
+            "{out} exists already; a copy never overwrites a file (choose a new path)"
+        )));
+    }
+    if let Some(dir) = target.parent().filter(|d| !d.as_os_str().is_empty() && !d.is_dir()) {
+        return Err(LcmError::Io {
+            path: Some(dir.display().to_string()),
+            sqlite: None,
+            message: format!(
+                "the directory {} does not exist; create it or choose another path",
+                dir.display()
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// `VACUUM INTO out` from `conn`'s one read snapshot; the copy's size in bytes.
+fn vacuum_into(conn: &rusqlite::Connection, out: &str) -> Result<u64> {
+    conn.execute("VACUUM INTO ?1", [out])?;
+    Ok(std::fs::metadata(out).map(|m| m.len()).unwrap_or(0))
+}
+
+/// Copies the database at `path` to `out` (a new file) without writing to `path` and without
+/// reading its schema: a lossless-claw file that an engine could only open after upgrading
+/// it can be copied, and the copy upgraded instead (the CLI's read commands do so).
+pub(crate) fn snapshot_file(path: &str, out: &str, busy_timeout_ms: i64) -> Result<u64> {
+    check_new_file(out)?;
+    let conn = crate::db::open_read_only(path, busy_timeout_ms, false)?;
+    vacuum_into(&conn, out).map_err(|e| e.with_path(path))
+}

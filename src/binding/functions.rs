@@ -30,6 +30,29 @@ pub fn migrate<'env>(
     })
 }
 
+/// Writes a consistent copy of the database at `dbPath` to `outPath` (a new file; SQLite's
+/// `VACUUM INTO`) without writing to `dbPath` or reading its schema, so a lossless-claw
+/// database that `LcmEngine.open` with `readOnly` refuses (it needs an upgrade) can be copied
+/// and the copy opened (and upgraded) instead. Resolves to the copy's size in bytes.
+#[napi(ts_return_type = "Promise<number>")]
+pub fn snapshot<'env>(
+    env: &'env Env,
+    #[napi(ts_arg_type = "string")] db_path: JsonArg,
+    #[napi(ts_arg_type = "string")] out_path: JsonArg,
+    #[napi(ts_arg_type = "MigrateOptions")] options: Option<JsonArg>,
+) -> napi::Result<PromiseRaw<'env, JsonText>> {
+    blocking(env, move || {
+        let db_path: NonEmpty = db_path.decode("dbPath")?;
+        let out_path: NonEmpty = out_path.decode("outPath")?;
+        let options: engine::MigrateOptions = decode_or_default(options, "options")?;
+        to_json(&engine::snapshot_file(
+            &db_path.0,
+            &out_path.0,
+            options.busy_timeout_ms,
+        )?)
+    })
+}
+
 /// Reads lossless-claw's environment variables (`LCM_DATABASE_PATH`, `LCM_FRESH_TAIL_COUNT`,
 /// …, `LCM_TIMEZONE`, then `TZ`) into options for `LcmEngine.open`. Only variables that are
 /// set appear. A malformed value throws E_INVALID_CONFIG naming the variable.

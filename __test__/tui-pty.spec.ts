@@ -134,6 +134,68 @@ describe('tui in a pseudo-terminal', () => {
     }
   })
 
+  it('at 80×24 the keys and the text fit, and a leaf\'s raw messages open from the DAG', async () => {
+    const dbPath = join(tempDir(), 'small.db')
+    const engine = await LcmEngine.open({ dbPath, leafChunkTokens: 3000, leafTargetTokens: 300, freshTailCount: 16, maxSweepIterations: 200 })
+    const { conversationId } = await engine.ingest({ sessionId: 'small-terminal' }, hostMessages(THEME))
+    await engine.compact(conversationId, 'offline', { tokenBudget: 6000, force: true })
+    await engine.close()
+
+    const env: Record<string, string> = {}
+    for (const [k, v] of Object.entries(process.env)) {
+      if (v !== undefined && k !== 'CI' && !/^(LCM_|ANTHROPIC_|OPENAI_)/.test(k)) env[k] = v
+    }
+    env.HOME = tempDir()
+    env.TERM = 'xterm-256color'
+    const term = spawn(process.execPath, [join(ROOT, 'bin', 'lcm-native.cjs'), 'tui', '--db', dbPath], { cols: 80, rows: 24, env, cwd: ROOT })
+    let raw = ''
+    term.onData((d) => (raw += d))
+    const exited = new Promise<number>((resolve) => term.onExit((e) => resolve(e.exitCode)))
+    let mark = 0
+    const waitFor = async (pattern: RegExp, what: string) => {
+      const deadline = Date.now() + 20_000
+      for (;;) {
+        const m = pattern.exec(raw.replace(ANSI, '').slice(mark))
+        if (m) {
+          mark += m.index + m[0].length
+          return m
+        }
+        if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; screen:\n${raw.replace(ANSI, '').slice(-3000)}`)
+        await new Promise((r) => setTimeout(r, 50))
+      }
+    }
+    const pause = () => new Promise((r) => setTimeout(r, 200))
+    try {
+      // The session column gives way; the numbers and the time stay.
+      await waitFor(/small-term\S* +\d+ +\d+ \(\d+(\/\d+)*\) +[\d,]+ +\d{4}-\d\d-\d\d \d\d:\d\d:\d\d/, 'the conversation list')
+      await pause()
+      term.write('\r')
+      // The whole key legend is shown (wrapped), not cut at the edge.
+      await waitFor(/DAG \(\d+ summaries\)[\s\S]*esc back · q quit/, 'the DAG view with its whole legend')
+      // Down the first root to a leaf's messages row, then open it: `l` expands, `j` steps in.
+      for (let i = 0; i < 6 && !/Messages #\d+–#\d+ of sum_/.test(raw.replace(ANSI, '').slice(mark)); i++) {
+        await pause()
+        term.write('lj')
+        await pause()
+        term.write('l')
+        await new Promise((r) => setTimeout(r, 400))
+      }
+      await waitFor(/Messages #\d+–#\d+ of sum_[0-9a-f]+ \(\d+\)/, "a leaf's raw messages")
+      await waitFor(/── #\d+ (user|assistant|toolResult)/, 'a message header')
+      await pause()
+      term.write('J')
+      await waitFor(/lines 11–/, 'a page down')
+      await pause()
+      term.write('\x1b')
+      await waitFor(/esc back · q quit/, 'the DAG again')
+      await pause()
+      term.write('q')
+      expect(await exited).toBe(0)
+    } finally {
+      term.kill()
+    }
+  })
+
   it('needs a terminal, and require(\'lcm-native\') never loads Ink or React', () => {
     const dbPath = join(tempDir(), 'none.db')
     const noTty = spawnSync(process.execPath, [join(ROOT, 'bin', 'lcm-native.cjs'), 'tui', '--db', dbPath], { encoding: 'utf8', stdio: ['pipe', 'pipe', 'pipe'] })

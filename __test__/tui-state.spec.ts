@@ -448,3 +448,54 @@ describe('v: versions', () => {
     expect(press(s, CTRL_C).effects).toEqual([{ type: 'abort' }, { type: 'exit' }])
   })
 })
+
+describe('raw messages from the DAG', () => {
+  it('enter on a leaf messages row loads its messages; they scroll and esc closes them', () => {
+    // r is a root leaf: expanding it shows its messages row.
+    let s = onDag()
+    s = press(s, ...Array(rowKeys(s).indexOf('r')).fill('j')).state
+    s = press(s, ENTER).state
+    expect(rowKeys(s)).toContain('r/messages')
+    let r = press(s, 'j', ENTER)
+    expect(r.effects).toEqual([{ type: 'loadMessages', conversationId: 1, summaryId: 'r', afterSeq: 0, limit: 3 }])
+    expect(r.state.dialog).toMatchObject({ type: 'messages', phase: 'loading', summaryId: 'r' })
+    const messages = [1, 2, 3].map((seq) => ({ messageId: seq, seq, role: 'user', content: `m${seq}`, createdAt: '', tokenCount: 1 }))
+    s = feed(r.state, { type: 'messagesLoaded', summaryId: 'r', messages } as Event).state
+    expect(s.dialog).toMatchObject({ type: 'messages', phase: 'shown', scroll: 0 })
+    // One write of several keys: every key counts.
+    s = press(s, 'jjJ').state
+    expect(s.dialog).toMatchObject({ scroll: 12 })
+    s = press(s, 'K').state
+    expect(s.dialog).toMatchObject({ scroll: 2 })
+    expect(press(s, ESC).state.dialog).toBeNull()
+    // A failed read closes the dialog with the error.
+    r = press(press(onDag(), ...Array(rowKeys(onDag()).indexOf('r')).fill('j'), ENTER).state, 'j', ENTER)
+    const failed = feed(r.state, { type: 'failed', effect: r.effects[0], error: 'E_IO: gone', mode: 'read-only' }).state
+    expect(failed.dialog).toBeNull()
+    expect(failed.status).toEqual({ kind: 'error', text: 'E_IO: gone' })
+  })
+})
+
+describe('text for narrow panes', () => {
+  it('wrapLines wraps at spaces, cuts a longer word, and keeps every character', async () => {
+    const { wrapLines } = await import('../tui/tree.mjs')
+    const text = 'alpha beta gamma delta epsilon\n\nzeta ' + 'x'.repeat(25)
+    const lines = wrapLines(text, 12)
+    expect(lines.every((l) => l.length <= 12)).toBe(true)
+    expect(lines.slice(0, 3)).toEqual(['alpha beta', 'gamma delta', 'epsilon'])
+    expect(lines.join('').replace(/ /g, '')).toBe(text.replace(/[\n ]/g, ''))
+  })
+
+  it('messageText shows tool calls with their arguments; a narrow tree row keeps its numbers', async () => {
+    const { messageText, rowLabel, visibleRows } = await import('../tui/tree.mjs')
+    expect(messageText([{ type: 'text', text: 'Reading it.' }, { type: 'toolCall', id: 't1', name: 'read', arguments: { path: 'src/mod0.ts' } }])).toBe(
+      'Reading it.\n[tool call: read] {"path":"src/mod0.ts"}',
+    )
+    const row = visibleRows(DAG, new Set())[0]
+    const wide = rowLabel(row)
+    const narrow = rowLabel(row, 30)
+    expect(wide).toContain('desc')
+    expect(narrow.length).toBeLessThanOrEqual(wide.length)
+    expect(narrow).toMatch(/d2 30t \* 02-17 15:37$/)
+  })
+})

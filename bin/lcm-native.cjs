@@ -683,7 +683,7 @@ async function tui(argv) {
     // Ink and React are optional peers: the OpenClaw plugin and the library never need them.
     const message = fieldOf(err, 'message')
     if (fieldOf(err, 'code') === 'ERR_MODULE_NOT_FOUND' && typeof message === 'string' && /['"](ink|react)['"]/.test(message)) {
-      throw Object.assign(new Error('the tui needs Ink and React, which lcm-native does not install for the library or the plugin: run npm install ink@6 react@19 where lcm-native is installed'), { code: 'E_INVALID_CONFIG' })
+      throw Object.assign(new Error('the tui needs Ink and React, which lcm-native does not install for the library or the plugin: run npm install ink@6 react@19 where lcm-native is installed'), { code: 'E_MISSING_DEPENDENCY' })
     }
     throw err
   }

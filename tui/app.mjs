@@ -9,7 +9,7 @@ import { Box, Text, useApp, useInput, useStdout } from 'ink'
 import { createElement as h, Fragment, useCallback, useEffect, useMemo, useRef, useState } from 'react'
 
 import { errorText, initialState, keysOf, reduce, shownConversations } from './state.mjs'
-import { count, deltaText, indexDag, planText, rowLabel, timeRange, variant, visibleRows } from './tree.mjs'
+import { count, deltaText, indexDag, messagesText, planText, rowLabel, timeRange, variant, visibleRows, wrapLines } from './tree.mjs'
 
 export { errorText }
 
@@ -24,9 +24,12 @@ export { errorText }
 
 const SPINNER = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏']
 
-/** The lines `text` shows in a window of `height` lines from `scroll`. @param {string} text @param {number} scroll @param {number} height */
-function windowLines(text, scroll, height) {
-  const lines = text.split('\n')
+/**
+ * The lines `text` shows, wrapped to `width`, in a window of `height` lines from `scroll`.
+ * @param {string} text @param {number} scroll @param {number} height @param {number} width
+ */
+function windowLines(text, scroll, height, width) {
+  const lines = wrapLines(text, width)
   const start = Math.max(0, Math.min(scroll, Math.max(0, lines.length - height)))
   return { lines: lines.slice(start, start + height), start, total: lines.length }
 }
@@ -58,6 +61,10 @@ async function runEffect(effect, { session, dispatch, exit, inflight }) {
     case 'loadDag': {
       const { conversationId } = effect
       return session.dag(conversationId).then((dag) => dispatch({ type: 'dagLoaded', conversationId, dag }), failed)
+    }
+    case 'loadMessages': {
+      const { summaryId } = effect
+      return session.messages(effect.conversationId, effect.afterSeq, effect.limit).then((messages) => dispatch({ type: 'messagesLoaded', summaryId, messages }), failed)
     }
     case 'loadVersions': {
       const { summaryId } = effect
@@ -129,8 +136,7 @@ export function App({ session, dbPath, summarizer, initialConversation }) {
   const { exit } = useApp()
   const { stdout } = useStdout()
   const rows = Math.max(12, stdout?.rows ?? 30)
-  const columns = Math.max(60, stdout?.columns ?? 100)
-  const bodyHeight = rows - 5
+  const columns = Math.max(40, stdout?.columns ?? 100)
 
   const [state, setState] = useState(() => initialState({ mode: session.mode, initialConversation }))
   const [tick, setTick] = useState(0)
@@ -173,53 +179,80 @@ export function App({ session, dbPath, summarizer, initialConversation }) {
   }, [spinning])
 
   const header = h(
-    Box,
-    null,
+    Text,
+    { wrap: 'truncate-end' },
     h(Text, { bold: true }, 'lcm-native tui'),
-    h(Text, { dimColor: true }, `  ·  ${dbPath}  ·  ${mode}  ·  summarizer: ${summarizer}`),
+    h(Text, { dimColor: true }, `  ·  ${mode}  ·  summarizer: ${summarizer}  ·  ${dbPath}`),
   )
 
+  // The key legend wraps on a narrow terminal; the body takes what is left.
+  const keys = legend(state, selected !== undefined && treeRows[Math.min(cursor, treeRows.length - 1)]?.type === 'messages')
+  const legendLines = wrapLines(keys, columns)
+  const bodyHeight = Math.max(6, rows - 3 - legendLines.length)
   let body
-  let keys
   if (dialog?.type === 'rewrite') {
-    ;({ body, keys } = rewriteDialog(dialog, bodyHeight, tick))
+    body = rewriteDialog(dialog, bodyHeight, tick, columns)
   } else if (dialog?.type === 'subtree') {
-    ;({ body, keys } = subtreeDialog(dialog, tick))
+    body = subtreeDialog(dialog, tick)
   } else if (dialog?.type === 'versions') {
-    ;({ body, keys } = versionsDialog(dialog, bodyHeight))
+    body = versionsDialog(dialog, bodyHeight, columns)
+  } else if (dialog?.type === 'messages') {
+    body = messagesDialog(dialog, bodyHeight, columns, tick)
   } else if (screen === 'conversations') {
-    body = conversationList(shown, convCursor, bodyHeight, conversations === null)
-    keys = filtering ? `filter: ${filter}▏  enter keep · esc clear` : `j/k move · enter open · / filter${filter ? ` (${filter})` : ''} · q quit`
+    body = conversationList(shown, convCursor, bodyHeight, conversations === null, columns)
   } else {
     body = dagView({ rows: treeRows, cursor, selected, byId, detailScroll, height: bodyHeight, columns, fallbacksOnly })
-    keys = 'j/k move · enter/l expand · h collapse · J/K scroll · w rewrite · W subtree · v versions · f fallbacks · esc back · q quit'
   }
   return h(
     Box,
     { flexDirection: 'column' },
     header,
     h(Box, { flexDirection: 'column', height: bodyHeight }, body),
-    h(Text, { dimColor: true, wrap: 'truncate-end' }, keys),
+    h(Box, { flexDirection: 'column' }, legendLines.map((line, i) => h(Text, { key: i, dimColor: true, wrap: 'truncate-end' }, line))),
     h(Text, { color: status.kind === 'error' ? 'red' : 'green', wrap: 'truncate-end' }, status.text || ' '),
   )
 }
 
-/** @param {ConversationInfo[]} list @param {number} cursor @param {number} height @param {boolean} loading */
-function conversationList(list, cursor, height, loading) {
+/**
+ * The keys of what is on screen.
+ * @param {import('./state.mjs').State} state @param {boolean} onMessages the DAG's cursor is on a leaf's messages row
+ */
+function legend(state, onMessages) {
+  const d = state.dialog
+  if (d?.type === 'rewrite') {
+    if (d.phase === 'preview') return 'enter send · J/K scroll · esc cancel'
+    if (d.phase === 'inflight') return 'esc cancel'
+    if (d.phase === 'review') return `y/enter apply · n/esc discard · d ${d.showDiff ? 'old/new' : 'diff'} · J/K scroll`
+    return ''
+  }
+  if (d?.type === 'subtree') return d.phase === 'plan' ? 'y run · n/esc cancel' : d.phase === 'running' ? 'esc stop after the current one' : d.phase === 'done' ? 'enter close' : ''
+  if (d?.type === 'versions') return 'J/K scroll · esc close'
+  if (d?.type === 'messages') return 'j/k line · J/K or space page · esc close'
+  if (state.screen === 'conversations') {
+    return state.filtering ? `filter: ${state.filter}▏  enter keep · esc clear` : `j/k move · enter open · / filter${state.filter ? ` (${state.filter})` : ''} · q quit`
+  }
+  return `j/k move · ${onMessages ? 'enter messages' : 'enter/l expand'} · h collapse · J/K scroll · w rewrite · W subtree · v versions · f fallbacks · esc back · q quit`
+}
+
+/** @param {ConversationInfo[]} list @param {number} cursor @param {number} height @param {boolean} loading @param {number} columns */
+function conversationList(list, cursor, height, loading, columns) {
   if (loading) return h(Text, null, 'Loading conversations…')
   if (list.length === 0) return h(Text, null, 'No conversations.')
   const room = height - 1
   const start = Math.max(0, Math.min(cursor - Math.floor(room / 2), list.length - room))
-  const header = `  ${'id'.padStart(5)}  ${'session'.padEnd(34)}  ${'msgs'.padStart(6)}  ${'summaries (d0/d1/…)'.padEnd(22)}  ${'tokens'.padStart(9)}  last activity`
+  // The session column gives way on a narrow terminal, the numbers and the time do not.
+  const sessionWidth = Math.max(12, Math.min(34, columns - 66))
+  const header = `  ${'id'.padStart(5)}  ${'session'.padEnd(sessionWidth)}  ${'msgs'.padStart(6)}  ${'summaries'.padEnd(14)}  ${'tokens'.padStart(9)}  last activity`
   return h(
     Fragment,
     null,
     h(Text, { bold: true, wrap: 'truncate-end' }, header),
     list.slice(start, start + room).map((c, i) => {
       const at = start + i
-      const session = (c.sessionKey ?? c.sessionId).slice(0, 34).padEnd(34)
+      const name = c.sessionKey ?? c.sessionId
+      const session = (name.length > sessionWidth ? `${name.slice(0, sessionWidth - 1)}…` : name).padEnd(sessionWidth)
       const depths = c.summariesByDepth.length ? c.summariesByDepth.join('/') : '—'
-      const line = `${at === cursor ? '›' : ' '} ${String(c.conversationId).padStart(5)}  ${session}  ${String(c.messageCount).padStart(6)}  ${`${c.summaryCount} (${depths})`.padEnd(22)}  ${count(c.messageTokens).padStart(9)}  ${c.updatedAt}`
+      const line = `${at === cursor ? '›' : ' '} ${String(c.conversationId).padStart(5)}  ${session}  ${String(c.messageCount).padStart(6)}  ${`${c.summaryCount} (${depths})`.padEnd(14)}  ${count(c.messageTokens).padStart(9)}  ${c.updatedAt}`
       return h(Text, { key: c.conversationId, inverse: at === cursor, wrap: 'truncate-end' }, line)
     }),
   )
@@ -230,7 +263,9 @@ function conversationList(list, cursor, height, loading) {
  *           detailScroll: number, height: number, columns: number, fallbacksOnly: boolean }} p
  */
 function dagView({ rows, cursor, selected, byId, detailScroll, height, columns, fallbacksOnly }) {
-  const treeWidth = Math.min(columns - 30, Math.max(70, Math.floor(columns * 0.5)))
+  // The tree takes under half the width (at most 72 columns), the text the rest.
+  const treeWidth = Math.max(28, Math.min(72, Math.floor(columns * 0.45)))
+  const textWidth = Math.max(20, columns - treeWidth - 2)
   const room = height - 1
   const start = Math.max(0, Math.min(cursor - Math.floor(room / 2), rows.length - room))
   const title = fallbacksOnly ? `Fallback summaries (${rows.length})` : `DAG (${byId.size} summaries)`
@@ -244,21 +279,24 @@ function dagView({ rows, cursor, selected, byId, detailScroll, height, columns, 
           h(
             Text,
             { key: r.key, inverse: start + i === cursor, wrap: 'truncate-end', color: r.node.fallback && r.type === 'summary' ? 'yellow' : undefined },
-            `${'  '.repeat(r.level)}${rowLabel(r)}`,
+            `${'  '.repeat(r.level)}${rowLabel(r, treeWidth - 1)}`,
           ),
         ),
   )
   let detail = h(Text, null, ' ')
   if (selected) {
-    const meta = [
-      `${selected.summaryId}  ${selected.kind} d${selected.depth}  ${count(selected.tokenCount)} tokens`,
-      `${timeRange(selected.earliestAt, selected.latestAt)}  ·  messages #${selected.messages.firstSeq ?? '?'}–#${selected.messages.lastSeq ?? '?'} (${selected.messages.count})`,
-      `model: ${selected.model}${selected.fallback ? '  [fallback]' : ''}${selected.live ? '  live' : ''}`,
-      `inputs: ${selected.inputs.length ? selected.inputs.join(', ') : '— (a leaf)'}`,
-      `covered by: ${selected.consumedBy ?? '— (a root)'}`,
-      '',
-    ]
-    const win = windowLines(selected.content, detailScroll, Math.max(3, height - meta.length - 1))
+    const meta = wrapLines(
+      [
+        `${selected.summaryId}  ${selected.kind} d${selected.depth}  ${count(selected.tokenCount)} tokens`,
+        `${timeRange(selected.earliestAt, selected.latestAt)}  ·  messages #${selected.messages.firstSeq ?? '?'}–#${selected.messages.lastSeq ?? '?'} (${selected.messages.count})`,
+        `model: ${selected.model}${selected.fallback ? '  [fallback]' : ''}${selected.live ? '  live' : ''}`,
+        `inputs: ${selected.inputs.length ? selected.inputs.join(', ') : '— (a leaf)'}`,
+        `covered by: ${selected.consumedBy ?? '— (a root)'}`,
+        '',
+      ].join('\n'),
+      textWidth,
+    )
+    const win = windowLines(selected.content, detailScroll, Math.max(3, height - meta.length - 1), textWidth)
     detail = h(
       Box,
       { flexDirection: 'column', flexGrow: 1 },
@@ -270,29 +308,29 @@ function dagView({ rows, cursor, selected, byId, detailScroll, height, columns, 
   return h(Box, { flexDirection: 'row', height }, tree, h(Box, { marginLeft: 1, flexDirection: 'column', flexGrow: 1 }, detail))
 }
 
-/** @param {Dialog & { type: 'rewrite' }} d @param {number} height @param {number} tick */
-function rewriteDialog(d, height, tick) {
+/** @param {Dialog & { type: 'rewrite' }} d @param {number} height @param {number} tick @param {number} width */
+function rewriteDialog(d, height, tick, width) {
   const spin = SPINNER[tick % SPINNER.length]
   const p = d.preview
   const which = p ? `${variant(p.depth)} prompt` : 'prompt'
-  if (d.phase === 'loading') return { body: h(Text, null, `${spin} Rendering the prompt of ${d.summaryId}…`), keys: '' }
+  if (d.phase === 'loading') return h(Text, null, `${spin} Rendering the prompt of ${d.summaryId}…`)
   if (d.phase === 'inflight' || d.phase === 'applying') {
     const text = d.phase === 'inflight' ? `${spin} Rewriting ${d.summaryId} with ${which}…` : `${spin} Applying ${d.summaryId}…`
-    return { body: h(Text, { color: 'cyan' }, text), keys: d.phase === 'inflight' ? 'esc cancel' : '' }
+    return h(Text, { color: 'cyan' }, text)
   }
   if (d.phase === 'preview' && p) {
-    const meta = [
-      `Rewrite ${p.summaryId} (${p.kind} d${p.depth}) with the ${variant(p.depth)} prompt`,
-      `template: ${p.template.name} from ${p.template.overridden ? p.template.source : 'embedded'}`,
-      `source: ${p.childCount} ${p.kind === 'leaf' ? 'messages' : 'summaries'}, ~${count(p.sourceTokens)} tokens, ${p.timeRange}`,
-      `prompt: ~${count(p.promptTokens)} tokens · target ${count(p.targetTokens)} tokens · now ${count(p.oldTokens)} tokens`,
-      '─'.repeat(40),
-    ]
-    const win = windowLines(p.prompt, d.scroll, Math.max(3, height - meta.length - 1))
-    return {
-      body: h(Fragment, null, h(Lines, { lines: meta }), h(Lines, { lines: win.lines }), h(Text, { dimColor: true }, `prompt lines ${win.start + 1}–${win.start + win.lines.length} of ${win.total}`)),
-      keys: 'enter send · J/K scroll · esc cancel',
-    }
+    const meta = wrapLines(
+      [
+        `Rewrite ${p.summaryId} (${p.kind} d${p.depth}) with the ${variant(p.depth)} prompt`,
+        `template: ${p.template.name} from ${p.template.overridden ? p.template.source : 'embedded'}`,
+        `source: ${p.childCount} ${p.kind === 'leaf' ? 'messages' : 'summaries'}, ~${count(p.sourceTokens)} tokens, ${p.timeRange}`,
+        `prompt: ~${count(p.promptTokens)} tokens · target ${count(p.targetTokens)} tokens · now ${count(p.oldTokens)} tokens`,
+        '─'.repeat(Math.min(40, width)),
+      ].join('\n'),
+      width,
+    )
+    const win = windowLines(p.prompt, d.scroll, Math.max(3, height - meta.length - 1), width)
+    return h(Fragment, null, h(Lines, { lines: meta }), h(Lines, { lines: win.lines }), h(Text, { dimColor: true }, `prompt lines ${win.start + 1}–${win.start + win.lines.length} of ${win.total}`))
   }
   if (d.phase === 'review' && d.entry) {
     const e = d.entry
@@ -303,41 +341,51 @@ function rewriteDialog(d, height, tick) {
     } else {
       lines = [`OLD (${e.oldTokens} tokens)`, ...e.oldContent.split('\n'), '', `NEW (${e.newTokens} tokens)`, ...e.newContent.split('\n')]
     }
-    const win = windowLines(lines.join('\n'), d.scroll, Math.max(3, height - 2))
+    const win = windowLines(lines.join('\n'), d.scroll, Math.max(3, height - 2), width)
     const color = d.showDiff ? (/** @type {string} */ l) => (l.startsWith('+') ? 'green' : l.startsWith('-') ? 'red' : undefined) : undefined
-    return {
-      body: h(Fragment, null, h(Lines, { lines: top }), h(Lines, { lines: win.lines, color })),
-      keys: `y/enter apply · n/esc discard · d ${d.showDiff ? 'old/new' : 'diff'} · J/K scroll`,
-    }
+    return h(Fragment, null, h(Lines, { lines: wrapLines(top.join('\n'), width) }), h(Lines, { lines: win.lines, color }))
   }
-  return { body: h(Text, null, ' '), keys: '' }
+  return h(Text, null, ' ')
 }
 
-/** Every version of a summary's text, newest last, each with its text. @param {Dialog & { type: 'versions' }} d @param {number} height */
-function versionsDialog(d, height) {
+/** A leaf's raw messages, wrapped and scrolled. @param {Dialog & { type: 'messages' }} d @param {number} height @param {number} width @param {number} tick */
+function messagesDialog(d, height, width, tick) {
+  if (d.phase === 'loading') return h(Text, null, `${SPINNER[tick % SPINNER.length]} Reading the messages of ${d.summaryId}…`)
+  const first = d.messages[0]
+  const last = d.messages[d.messages.length - 1]
+  const title = first ? `Messages #${first.seq}–#${last.seq} of ${d.summaryId} (${d.messages.length})` : `No stored messages for ${d.summaryId}`
+  const win = windowLines(messagesText(d.messages), d.scroll, Math.max(3, height - 2), width)
+  return h(
+    Fragment,
+    null,
+    h(Text, { bold: true, wrap: 'truncate-end' }, title),
+    h(Lines, { lines: win.lines }),
+    h(Text, { dimColor: true }, `lines ${win.start + 1}–${win.start + win.lines.length} of ${win.total}`),
+  )
+}
+
+/** Every version of a summary's text, newest last, each with its text. @param {Dialog & { type: 'versions' }} d @param {number} height @param {number} width */
+function versionsDialog(d, height, width) {
   const lines = [`Versions of ${d.summaryId} (${d.versions.length})`, '']
   for (const v of d.versions) {
     const template = v.template ? `${v.template.name}${v.template.overridden ? ' (override)' : ''}` : '—'
     lines.push(`v${v.version}${v.current ? ' (current)' : ''}  ${v.reason}  ${v.createdAt}  ${v.model ?? '—'}  ${template}  ${v.tokenCount} tokens`)
     for (const l of v.content.split('\n').slice(0, 3)) lines.push(`    ${l}`)
   }
-  const win = windowLines(lines.join('\n'), d.scroll, Math.max(3, height))
-  return { body: h(Lines, { lines: win.lines }), keys: 'J/K scroll · esc close' }
+  const win = windowLines(lines.join('\n'), d.scroll, Math.max(3, height), width)
+  return h(Lines, { lines: win.lines })
 }
 
 /** @param {Dialog & { type: 'subtree' }} d @param {number} tick */
 function subtreeDialog(d, tick) {
   const spin = SPINNER[tick % SPINNER.length]
   if (d.phase === 'plan') {
-    return { body: h(Text, null, `${planText(d.plan)} [y/n]  (${d.summaryId} and everything beneath it, bottom-up)`), keys: 'y run · n/esc cancel' }
+    return h(Text, { wrap: 'wrap' }, `${planText(d.plan)} [y/n]  (${d.summaryId} and everything beneath it, bottom-up)`)
   }
   if (d.phase === 'running' || d.phase === 'stopping') {
     const p = d.progress
     const line = p ? `Rewriting ${p.done + 1}/${p.total}: ${p.summaryId} (${variant(p.depth)})…` : 'Starting…'
-    return {
-      body: h(Text, { color: 'cyan' }, `${spin} ${line}${d.phase === 'stopping' ? '  (stopping after this one)' : ''}`),
-      keys: d.phase === 'running' ? 'esc stop after the current one' : '',
-    }
+    return h(Text, { color: 'cyan', wrap: 'wrap' }, `${spin} ${line}${d.phase === 'stopping' ? '  (stopping after this one)' : ''}`)
   }
-  return { body: h(Text, null, d.line ?? ''), keys: 'enter close' }
+  return h(Text, { wrap: 'wrap' }, d.line ?? '')
 }

@@ -48,6 +48,11 @@ export class TuiSession {
     return this.engine.dag(conversationId)
   }
 
+  /** `limit` messages of a conversation after `afterSeq`. @param {number} conversationId @param {number} afterSeq @param {number} limit */
+  messages(conversationId, afterSeq, limit) {
+    return this.engine.messages(conversationId, { afterSeq, limit })
+  }
+
   /** Every version of a summary's text, oldest first. @param {string} summaryId */
   history(summaryId) {
     return this.engine.history(summaryId)

@@ -12,6 +12,7 @@ import { count, deltaText, indexDag, subtreePlan, visibleRows } from './tree.mjs
 /** @typedef {import('../index.js').RewriteEntry} RewriteEntry */
 /** @typedef {import('../index.js').RewriteProgress} RewriteProgress */
 /** @typedef {import('../index.js').SummaryVersion} SummaryVersion */
+/** @typedef {import('../index.js').StoredMessage} StoredMessage */
 /** @typedef {import('./session.mjs').TuiSession['mode']} Mode */
 /** @typedef {import('./tree.mjs').Row} Row */
 
@@ -20,7 +21,8 @@ import { count, deltaText, indexDag, subtreePlan, visibleRows } from './tree.mjs
  *             preview?: RewritePreview, entry?: RewriteEntry, showDiff: boolean, scroll: number }
  *   | { type: 'subtree', phase: 'plan' | 'running' | 'stopping' | 'done', summaryId: string,
  *       plan: ReturnType<typeof subtreePlan>, progress?: RewriteProgress, line?: string }
- *   | { type: 'versions', phase: 'shown', summaryId: string, versions: SummaryVersion[], scroll: number }} Dialog
+ *   | { type: 'versions', phase: 'shown', summaryId: string, versions: SummaryVersion[], scroll: number }
+ *   | { type: 'messages', phase: 'loading' | 'shown', summaryId: string, messages: StoredMessage[], scroll: number }} Dialog
  */
 
 /** @typedef {{ kind: 'info' | 'error', text: string }} Status */
@@ -64,6 +66,7 @@ import { count, deltaText, indexDag, subtreePlan, visibleRows } from './tree.mjs
  * @typedef {{ type: 'loadConversations' }
  *   | { type: 'loadDag', conversationId: number }
  *   | { type: 'loadVersions', summaryId: string }
+ *   | { type: 'loadMessages', conversationId: number, summaryId: string, afterSeq: number, limit: number }
  *   | { type: 'preview', conversationId: number, summaryId: string }
  *   | { type: 'rewriteOne', conversationId: number, summaryId: string }
  *   | { type: 'apply', conversationId: number, entry: RewriteEntry }
@@ -92,6 +95,7 @@ import { count, deltaText, indexDag, subtreePlan, visibleRows } from './tree.mjs
  *   | { type: 'conversationsLoaded', conversations: ConversationInfo[] }
  *   | { type: 'dagLoaded', conversationId: number, dag: DagNode[] }
  *   | { type: 'versionsLoaded', summaryId: string, versions: SummaryVersion[] }
+ *   | { type: 'messagesLoaded', summaryId: string, messages: StoredMessage[] }
  *   | { type: 'previewLoaded', summaryId: string, preview: RewritePreview }
  *   | { type: 'rewritten', summaryId: string, entry: RewriteEntry }
  *   | { type: 'applied', entry: RewriteEntry, mode: Mode, dag: DagNode[], conversations: ConversationInfo[] }
@@ -236,6 +240,11 @@ export function reduce(state, event) {
       // A dialog opened meanwhile keeps the screen.
       if (state.dialog !== null) return step(state)
       return step({ ...state, dialog: { type: 'versions', phase: 'shown', summaryId: event.summaryId, versions: event.versions, scroll: 0 } })
+    case 'messagesLoaded': {
+      const d = state.dialog
+      if (d?.type !== 'messages' || d.phase !== 'loading' || d.summaryId !== event.summaryId) return step(state)
+      return step({ ...state, dialog: { ...d, phase: 'shown', messages: event.messages } })
+    }
     case 'previewLoaded': {
       const d = state.dialog
       if (d?.type !== 'rewrite' || d.phase !== 'loading' || d.summaryId !== event.summaryId) return step(state)
@@ -275,6 +284,7 @@ export function reduce(state, event) {
 
 /** Whether `dialog` is the rewrite dialog waiting for `effect`'s answer. @param {Dialog | null} dialog @param {Effect} effect */
 function waitsFor(dialog, effect) {
+  if (dialog?.type === 'messages') return effect.type === 'loadMessages' && dialog.phase === 'loading' && dialog.summaryId === effect.summaryId
   if (dialog?.type !== 'rewrite') return false
   if (effect.type === 'preview') return dialog.phase === 'loading' && dialog.summaryId === effect.summaryId
   if (effect.type === 'rewriteOne') return dialog.phase === 'inflight' && dialog.summaryId === effect.summaryId
@@ -322,6 +332,7 @@ function onKey(state, key) {
   const d = state.dialog
   if (d?.type === 'rewrite') return rewriteKey(state, d, key)
   if (d?.type === 'versions') return versionsKey(state, d, key)
+  if (d?.type === 'messages') return messagesKey(state, d, key)
   if (d?.type === 'subtree') return subtreeKey(state, d, key)
   return state.screen === 'conversations' ? listKey(state, key) : dagKey(state, key)
 }
@@ -355,6 +366,16 @@ function versionsKey(state, d, key) {
   if (is(key, 'J')) return step({ ...state, dialog: { ...d, scroll: d.scroll + 5 } })
   if (is(key, 'K')) return step({ ...state, dialog: { ...d, scroll: Math.max(0, d.scroll - 5) } })
   if (key.name === 'escape' || key.name === 'return' || is(key, 'v') || is(key, 'q')) return step({ ...state, dialog: null })
+  return step(state)
+}
+
+/** The raw messages of a leaf. @param {State} state @param {Dialog & { type: 'messages' }} d @param {Key} key @returns {Step} */
+function messagesKey(state, d, key) {
+  const by = is(key, 'J') || key.name === 'pagedown' || is(key, ' ') ? 10 : is(key, 'j') || key.name === 'down' ? 1 : 0
+  const back = is(key, 'K') || key.name === 'pageup' ? 10 : is(key, 'k') || key.name === 'up' ? 1 : 0
+  if (by || back) return step({ ...state, dialog: { ...d, scroll: Math.max(0, d.scroll + by - back) } })
+  if (key.name === 'home') return step({ ...state, dialog: { ...d, scroll: 0 } })
+  if (key.name === 'escape' || key.name === 'return' || is(key, 'q') || is(key, 'h') || key.name === 'left') return step({ ...state, dialog: null })
   return step(state)
 }
 
@@ -406,6 +427,15 @@ function dagKey(state, key) {
   if (is(key, 'J')) return step({ ...state, detailScroll: state.detailScroll + 5 })
   if (is(key, 'K')) return step({ ...state, detailScroll: Math.max(0, state.detailScroll - 5) })
   const row = rows[state.cursor]
+  // A leaf's messages row opens the raw messages.
+  if ((key.name === 'return' || is(key, 'l') || key.name === 'right') && row?.type === 'messages' && state.conversationId !== null) {
+    const m = row.node.messages
+    const afterSeq = Math.max(0, (m.firstSeq ?? 1) - 1)
+    const limit = Math.min(1000, Math.max(1, (m.lastSeq ?? afterSeq + m.count) - afterSeq))
+    return step({ ...state, dialog: { type: 'messages', phase: 'loading', summaryId: row.node.summaryId, messages: [], scroll: 0 } }, [
+      { type: 'loadMessages', conversationId: state.conversationId, summaryId: row.node.summaryId, afterSeq, limit },
+    ])
+  }
   if ((key.name === 'return' || is(key, 'l') || key.name === 'right') && row?.expandable && !row.expanded) {
     return step({ ...state, expanded: new Set(state.expanded).add(row.node.summaryId) })
   }

@@ -135,8 +135,12 @@ export function count(n) {
   return n.toLocaleString('en-US')
 }
 
-/** The one-line label of a tree row. @param {Row} row */
-export function rowLabel(row) {
+/**
+ * The one-line label of a tree row; in a pane narrower than it (`width`, indentation
+ * included), a compact one: the id shortened, sizes kept, the time range last.
+ * @param {Row} row @param {number} [width]
+ */
+export function rowLabel(row, width = Infinity) {
   const n = row.node
   if (row.type === 'messages') {
     const m = n.messages
@@ -145,5 +149,55 @@ export function rowLabel(row) {
   const marker = row.expandable ? (row.expanded ? '▾' : '▸') : ' '
   const flags = [n.fallback ? '[fallback]' : '', n.live ? 'live' : ''].filter(Boolean).join(' ')
   // Sizes before the time range: a narrow pane cuts the range, not the numbers.
-  return `${marker} ${n.summaryId} d${n.depth} ${count(n.tokenCount)} tok ${n.descendantCount} desc${flags ? ` ${flags}` : ''} ${shortRange(n.earliestAt, n.latestAt)}`
+  const full = `${marker} ${n.summaryId} d${n.depth} ${count(n.tokenCount)} tok ${n.descendantCount} desc${flags ? ` ${flags}` : ''} ${shortRange(n.earliestAt, n.latestAt)}`
+  if (row.level * 2 + full.length <= width) return full
+  const mark = n.fallback ? ' !' : n.live ? ' *' : ''
+  return `${marker} ${n.summaryId.slice(0, 10)}… d${n.depth} ${count(n.tokenCount)}t${mark} ${shortRange(n.earliestAt, null)}`
+}
+
+/**
+ * `text` as lines of at most `width` characters, for a pane that wraps instead of cutting:
+ * each line broken at its last space that fits (a word longer than the width is cut).
+ * @param {string} text @param {number} width
+ */
+export function wrapLines(text, width) {
+  const w = Math.max(8, Math.floor(width))
+  /** @type {string[]} */
+  const out = []
+  for (const line of text.split('\n')) {
+    let rest = line
+    while (rest.length > w) {
+      const space = rest.lastIndexOf(' ', w)
+      const at = space > w / 3 ? space : w
+      out.push(rest.slice(0, at))
+      rest = rest.slice(at).replace(/^ /, '')
+    }
+    out.push(rest)
+  }
+  return out
+}
+
+/**
+ * A stored message's content as text: text blocks as they are, a tool call as
+ * `[tool call: name] {arguments}`, thinking marked, any other block by its type.
+ * @param {string | import('../index.js').ContentBlock[]} content
+ */
+export function messageText(content) {
+  if (typeof content === 'string') return content
+  return content
+    .map((b) => {
+      if (b.type === 'text' && typeof b.text === 'string') return b.text
+      if (b.type === 'toolCall') return `[tool call: ${String(b.name)}] ${JSON.stringify(b.arguments ?? {})}`
+      if (b.type === 'thinking' && typeof b.thinking === 'string') return `[thinking] ${b.thinking}`
+      return `[${b.type}]`
+    })
+    .join('\n')
+}
+
+/**
+ * The text of the messages dialog: each message under a header line.
+ * @param {import('../index.js').StoredMessage[]} messages
+ */
+export function messagesText(messages) {
+  return messages.map((m) => `── #${m.seq} ${m.role} · ${m.createdAt} · ${count(m.tokenCount)} tokens\n${messageText(m.content)}`).join('\n\n')
 }

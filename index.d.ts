@@ -525,6 +525,12 @@ export interface PromptOptions {
   promptDir?: string | null
 }
 
+/** Options of `exportPrompts`. */
+export interface ExportPromptsOptions {
+  /** Replace templates that differ from the defaults (edited ones). Default false. */
+  overwrite?: boolean
+}
+
 /** What a pass does when the summarizer has not answered within `summaryTimeoutMs`. */
 export type SummaryTimeoutPolicy = 'fail' | 'fallback'
 
@@ -1615,9 +1621,11 @@ export declare function excerptText(text: string, maxTokens: number, marker: str
 
 /**
  * Writes the four default templates into `dir` (default `~/.config/lcm-tui/prompts`, where
- * lcm-native and lcm-tui both look), to edit there; resolves with the paths written.
+ * lcm-native and lcm-tui both look), to edit there; resolves with the paths written. A file
+ * there that differs from the default (an edited template) is never replaced unless
+ * `overwrite` is true: E_INVALID_INPUT naming it, and nothing written.
  */
-export declare function exportPrompts(dir?: string): Promise<string[]>
+export declare function exportPrompts(dir?: string | null, options?: ExportPromptsOptions): Promise<string[]>
 
 /** Where each of the four templates comes from (`embedded` or the override's path). */
 export declare function listPrompts(options?: PromptOptions): Promise<PromptSource[]>

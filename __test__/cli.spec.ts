@@ -107,6 +107,25 @@ describe('demo and stats', () => {
     expect(r.code, r.stderr).toBe(0)
     expect(r.stdout).toMatch(/^database .*demo\.db: [\d,]+ bytes/)
     expect(r.stdout).toMatch(/conversation 1 \(session pi-coding-agent-theme-session\): 914 messages, \d+ live items, summaries d0: \d+, d1: \d+(, d\d+: \d+)*, 0 fallback/)
+    const json = JSON.parse((await cli(['stats', '--db', demoDb, '--json'])).stdout)
+    expect(json).toMatchObject({ upgradeNeeded: false, conversations: [{ conversationId: 1, messageCount: 914, fallbackSummaries: 0 }] })
+    expect(json.bytes).toBeGreaterThan(0)
+    expect(json.conversations[0].fidelity[0]).toMatchObject({ depth: 0 })
+  })
+})
+
+describe('README', () => {
+  it('the Quick start runs as it is written, pasted into a file', async () => {
+    const readme = readFileSync(join(ROOT, 'README.md'), 'utf8')
+    const block = /## Quick start\n\n```js\n([\s\S]*?)```/.exec(readme)?.[1]
+    expect(block).toBeDefined()
+    const dir = tempDir()
+    // `require('lcm-native')` as an installed package resolves it: here, this checkout.
+    writeFileSync(join(dir, 'quick-start.cjs'), (block ?? '').replace("require('lcm-native')", `require(${JSON.stringify(ROOT)})`))
+    const r = spawnSync(process.execPath, ['quick-start.cjs'], { cwd: dir, encoding: 'utf8', env: { ...process.env, HOME: tempDir() } })
+    expect(r.status, r.stderr).toBe(0)
+    expect(r.stdout.split('\n')[0]).toBe('3')
+    expect(existsSync(join(dir, 'lcm.db'))).toBe(true)
   })
 })
 
@@ -249,9 +268,12 @@ describe('exit codes', () => {
   it('output into a pipe closed early ends quietly (no EPIPE stack)', async () => {
     const r = spawnSync('sh', ['-c', `"${process.execPath}" "${BIN}" --help | head -c 20 > /dev/null`], { encoding: 'utf8', env: { ...process.env, HOME: tempDir() } })
     expect(r.stderr).not.toMatch(/EPIPE|Error/)
-    const big = spawnSync('sh', ['-c', `"${process.execPath}" "${BIN}" demo --db "${join(tempDir(), 'p.db')}" | head -n 1; echo "exit $?"`], { encoding: 'utf8', env: { ...process.env, HOME: tempDir() } })
+    const cut = join(tempDir(), 'p.db')
+    const big = spawnSync('sh', ['-c', `"${process.execPath}" "${BIN}" demo --db "${cut}" | head -n 1; echo "exit $?"`], { encoding: 'utf8', env: { ...process.env, HOME: tempDir() } })
     expect(big.stderr).not.toMatch(/EPIPE|Unhandled|Error:/)
     expect(big.stdout).toMatch(/exit 0/)
+    // The engine was closed on the way out: its log is checkpointed, not left behind.
+    expect(existsSync(`${cut}-wal`) ? statSync(`${cut}-wal`).size : 0).toBe(0)
   })
 
   it('a missing database or conversation is a one-line error and exit 1', async () => {
@@ -266,6 +288,20 @@ describe('exit codes', () => {
       expect(lines).toHaveLength(1)
       expect(lines[0]).toMatch(/^lcm-native: E_NOT_FOUND: (database not found: |conversation 42 not found)/)
     }
+  })
+
+  it('a provider\'s public API without its key fails before sending; migrate of a missing file says why', async () => {
+    const r = await cli(['rewrite', '1', '--all', '--provider', 'openai', '--db', demoDb])
+    expect(r.code).toBe(1)
+    expect(r.stderr).toMatch(/^lcm-native: E_INVALID_CONFIG: no API key for openai: set OPENAI_API_KEY .*nothing was sent/)
+    const text = join(tempDir(), 'notes.txt')
+    writeFileSync(text, 'not a database, just some notes that are long enough to have a header page\n'.repeat(20))
+    const notDb = await cli(['stats', '--db', text])
+    expect(notDb.code).toBe(1)
+    expect(notDb.stderr).toMatch(/not a SQLite database .*check the database path \(dbPath, the CLI's --db\)/)
+    const m = await cli(['migrate', '--db', join(tempDir(), 'new.db')])
+    expect(m.code).toBe(1)
+    expect(m.stderr).toMatch(/database not found: .*new\.db \(migrate upgrades an existing file; LcmEngine\.open and OpenClaw create new ones\)/)
   })
 
   it('an unknown command is one line with the closest command, and exit 2', async () => {
@@ -298,6 +334,31 @@ describe('prompts', () => {
     expect(render.stdout).toContain('<my_segment>')
     const show = await cli(['prompts', '--show', 'd1'])
     expect(show.stdout).toMatch(/^You are compacting/)
+    // Without --target-tokens, the configured target: leafTargetTokens (1200 by default).
+    expect((await cli(['prompts', '--render', 'leaf'])).stdout).toContain('about 1200 tokens')
+    expect((await cli(['prompts', '--render', 'leaf'], { LCM_LEAF_TARGET_TOKENS: '700' })).stdout).toContain('about 700 tokens')
+    // The edited leaf.tmpl is not replaced by a second export unless --force.
+    const again = await cli(['prompts', '--export', dir])
+    expect(again.code).toBe(1)
+    expect(again.stderr).toMatch(/E_INVALID_INPUT: .*leaf\.tmpl differs from the default \(edited\?\); nothing was written/)
+    expect(readFileSync(leaf, 'utf8')).toContain('my_segment')
+    const forced = await cli(['prompts', '--export', dir, '--force'])
+    expect(forced.code, forced.stderr).toBe(0)
+    expect(readFileSync(leaf, 'utf8')).not.toContain('my_segment')
+  })
+
+  it('history takes --immutable and --json; rolling back to the current version changes nothing', async () => {
+    const db = join(tempDir(), 'history.db')
+    expect((await cli(['demo', '--db', db])).code).toBe(0)
+    const id = JSON.parse((await cli(['grep', 'theme', '--scope', 'summaries', '--limit', '1', '--db', db, '--json'])).stdout).hits[0].summaryId
+    const versions = JSON.parse((await cli(['history', id, '--json', '--db', db])).stdout)
+    expect(versions).toHaveLength(1)
+    const same = await cli(['rollback', id, '1', '--db', db])
+    expect(same.code, same.stderr).toBe(0)
+    expect(same.stdout).toMatch(/version 1 is the current text already; nothing was changed/)
+    const immutable = await cli(['history', id, '--immutable', '--json', '--db', db])
+    expect(immutable.code, immutable.stderr).toBe(0)
+    expect(JSON.parse(immutable.stdout)).toHaveLength(1)
   })
 })
 
@@ -383,6 +444,8 @@ describe('rewrite against an OpenAI-compatible server', () => {
       expect(r.code).toBe(1)
       const last = r.stderr.trim().split('\n').pop()!
       expect(last).toMatch(/^lcm-native: E_SUMMARIZER: .*refused the credentials/)
+      // Said once: the run's own "nothing was written (dry run)" does not repeat the call's.
+      expect(last.match(/nothing was written/g) ?? []).toHaveLength(1)
     } finally {
       refuse = false
     }

@@ -808,6 +808,24 @@ describe('the database', () => {
     expect(conv).toMatchObject({ conversationId: 1, messageCount: 916, sessionId: 'new-session-id' })
   })
 
+  it("the plugin's timezone is kept over the system's TZ; LCM_TIMEZONE goes over both", () => {
+    const { resolveSettings } = require('../plugin/config.cjs')
+    const { configFromEnv } = require('../index.js')
+    const zoneWith = (env: Record<string, string>, config: Record<string, unknown>) => {
+      const saved = { ...process.env }
+      Object.assign(process.env, env)
+      try {
+        return resolveSettings(config, process.env, () => configFromEnv()).engineOptions().timezone
+      } finally {
+        for (const k of Object.keys(env)) if (saved[k] === undefined) delete process.env[k]
+        Object.assign(process.env, saved)
+      }
+    }
+    expect(zoneWith({ TZ: 'America/New_York' }, { timezone: 'Europe/Berlin' })).toBe('Europe/Berlin')
+    expect(zoneWith({ TZ: 'America/New_York' }, {})).toBe('America/New_York')
+    expect(zoneWith({ TZ: 'America/New_York', LCM_TIMEZONE: 'Asia/Tokyo' }, { timezone: 'Europe/Berlin' })).toBe('Asia/Tokyo')
+  })
+
   it('databaseScope "agent" names files beside the configured one, whatever the path', () => {
     const { databaseFor } = require('../plugin/config.cjs')
     const agent = (dbPath: string) => databaseFor({ databaseScope: 'agent', dbPath }, 'work')

@@ -221,5 +221,6 @@ describe('tui in a pseudo-terminal', () => {
     expect(code).toBe(1)
     expect(out.replace(ANSI, '').replace(/\s+/g, ' ')).toContain('the tui needs Ink and React')
     expect(out).toContain('npm install ink@6 react@19')
+    expect(out).toContain('E_MISSING_DEPENDENCY')
   })
 })

@@ -493,9 +493,23 @@ describe('text for narrow panes', () => {
     )
     const row = visibleRows(DAG, new Set())[0]
     const wide = rowLabel(row)
-    const narrow = rowLabel(row, 30)
+    const medium = rowLabel(row, wide.length - 1)
+    const narrow = rowLabel(row, 20)
     expect(wide).toContain('desc')
+    expect(medium).toMatch(/^▸ c d2 30t \* 02-17 15:37$/)
     expect(narrow.length).toBeLessThanOrEqual(wide.length)
     expect(narrow).toMatch(/d2 30t \* 02-17 15:37$/)
+  })
+})
+
+describe('wrapped diffs', () => {
+  it('each wrapped line of a diff keeps its marker', async () => {
+    const { wrapDiff } = await import('../tui/tree.mjs')
+    const lines = wrapDiff('--- a (old)\n+++ a (new)\n@@ -1 +1 @@\n-' + 'old words '.repeat(6) + '\n+new', 20)
+    expect(lines.slice(0, 2)).toEqual(['--- a (old)', '+++ a (new)'])
+    const removed = lines.filter((l) => l.startsWith('-') && !l.startsWith('---'))
+    expect(removed.length).toBeGreaterThan(2)
+    expect(removed.every((l) => l.length <= 20)).toBe(true)
+    expect(lines[lines.length - 1]).toBe('+new')
   })
 })

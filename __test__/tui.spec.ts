@@ -237,7 +237,14 @@ describe('tui', () => {
     expect(f).toContain('NEW (')
     expect(f).toContain('zqxtuinew')
     await t.press('d')
-    f = await t.until((f) => f.includes('+The new condensed text zqxtuinew.'), 'the diff')
+    // The diff wraps its long lines (each keeping its marker): page down to the new text.
+    f = await t.until((f) => f.includes('--- sum_'), 'the diff')
+    for (let i = 0; i < 40 && !f.includes('+The new condensed text zqxtuinew.'); i++) {
+      await t.press('J')
+      f = t.frame()
+    }
+    expect(f).toContain('+The new condensed text zqxtuinew.')
+    expect(f.split('\n').filter((l) => /^[+-]/.test(l)).length).toBeGreaterThan(0)
     expect(t.session.mode).toBe('read-only')
     await t.press('y')
     f = await t.until((f) => f.includes(`applied ${id}`), 'the apply')

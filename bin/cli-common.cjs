@@ -8,13 +8,45 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 
-const { LcmEngine, configFromEnv, snapshot } = require('../index.js')
+const { LcmEngine: Addon, configFromEnv, snapshot } = require('../index.js')
 const { resolveSettings, stateDir } = require('../plugin/config.cjs')
 
 /**
  * @typedef {import('../index.js').LcmEngine} Engine
  * @typedef {import('../index.js').LcmConfig} LcmConfig
  */
+
+/** The engines this process has open, closed on the calling thread if it exits early. */
+const OPEN = new Set()
+
+/**
+ * `LcmEngine.open`, remembered until closed: a command cut short (`| head` closing the pipe,
+ * an exit) still checkpoints and closes its database instead of leaving a large `-wal`.
+ * @param {LcmConfig} options
+ */
+async function openEngine(options) {
+  const engine = await Addon.open(options)
+  OPEN.add(engine)
+  const close = engine.close.bind(engine)
+  engine.close = async () => {
+    OPEN.delete(engine)
+    return close()
+  }
+  return engine
+}
+
+process.on('exit', () => {
+  for (const engine of OPEN) {
+    try {
+      engine.closeSync()
+    } catch {
+      // Closing is best effort at exit.
+    }
+  }
+})
+
+/** `openEngine` under the addon's name, for the commands. */
+const LcmEngine = { open: openEngine }
 
 class UsageError extends Error {
   /** @param {string} message @param {string} [command] whose usage to show (else the whole usage) */
@@ -266,6 +298,7 @@ async function openForReading(db, options = {}) {
 }
 
 module.exports = {
+  LcmEngine,
   Reader,
   UsageError,
   existingDb,

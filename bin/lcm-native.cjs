@@ -10,8 +10,8 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 
-const { LcmEngine, exportPrompts, listPrompts, migrate: migrateFile, renderPrompt, showPrompt, snapshot } = require('../index.js')
-const { UsageError, existingDb, fieldOf, fmt, oneLine, openForReading, openReadOnly, parseArgs, plural, reportMigration, signed } = require('./cli-common.cjs')
+const { exportPrompts, listPrompts, migrate: migrateFile, renderPrompt, showPrompt, snapshot } = require('../index.js')
+const { LcmEngine, UsageError, existingDb, fieldOf, fmt, oneLine, openForReading, openReadOnly, parseArgs, plural, reportMigration, settingsOf, signed } = require('./cli-common.cjs')
 const inspect = require('./inspect.cjs')
 const { resolveLlm } = require('./llm.cjs')
 
@@ -33,7 +33,7 @@ const HELP = {
     Ingest a real agent transcript into a SQLite file, compact it with the offline
     summarizer, and show the DAG, the assembled context and the first summaries. No network.
     Default transcript: the bundled pi-coding-agent theme session; default budget 16000.`,
-  stats: `lcm-native stats [--db PATH] [--config FILE] [--immutable]
+  stats: `lcm-native stats [--db PATH] [--config FILE] [--json] [--immutable]
     Conversations, messages, summaries per depth, fallback summaries, the fidelity scores
     per depth and the file's size.
     Reads only: the file is never changed (one that needs a schema upgrade is refused).
@@ -66,7 +66,7 @@ const HELP = {
     --tz: the zone of the source text's times. The target lengths and instructions are the
     configuration's (OpenClaw's plugin entry, LCM_* variables), as compaction used them,
     unless a flag gives them.`,
-  history: `lcm-native history <summary_id> [--content] [--db PATH] [--config FILE]
+  history: `lcm-native history <summary_id> [--content] [--json] [--immutable] [--db PATH] [--config FILE]
     Every version of a summary's text, oldest first: version, reason, model, template and
     tokens (--content: the texts too). Reads only.`,
   rollback: `lcm-native rollback <summary_id> <version> [--db PATH] [--config FILE]
@@ -85,11 +85,12 @@ const HELP = {
     prompt, send, review old/new or the diff, apply or discard) or of a summary and everything
     beneath it (W), fallbacks listed by f. The LLM is chosen as for rewrite (else offline).
     The file is opened read-only until you apply something. Keys: README (Interactive TUI).`,
-  prompts: `lcm-native prompts (--list | --export [DIR] | --show NAME | --diff NAME | --render NAME)
+  prompts: `lcm-native prompts (--list | --export [DIR] [--force] | --show NAME | --diff NAME | --render NAME)
                      [--prompt-dir DIR] [--target-tokens N] [--previous-context TEXT]
-                     [--child-count N] [--time-range TEXT] [--source-text TEXT]
+                     [--child-count N] [--time-range TEXT] [--source-text TEXT] [--config FILE]
     The four templates (leaf, condensed-d1, condensed-d2, condensed-d3): where each comes
-    from, write the defaults out to edit, show one, diff an override, render one.`,
+    from, write the defaults out to edit (an edited file is kept unless --force), show one,
+    diff an override, render one (with the configured target length unless --target-tokens).`,
 }
 
 /** One line a command: its name and the first sentence of what it does. */
@@ -283,7 +284,7 @@ async function backup(argv) {
 
 /** @param {string[]} argv */
 async function stats(argv) {
-  const args = parseArgs(argv, { db: 'string', config: 'string', immutable: 'switch', help: 'switch' }, 'stats')
+  const args = parseArgs(argv, { db: 'string', config: 'string', immutable: 'switch', json: 'switch', help: 'switch' }, 'stats')
   if (args.help) return console.log(`usage: ${HELP.stats}`)
   if (args._.length) throw new UsageError(`unexpected argument ${args._[0]}`, 'stats')
   const { db, engineOptions } = existingDb(args)
@@ -291,6 +292,14 @@ async function stats(argv) {
   const { engine } = reader
   try {
     const size = ['', '-wal'].map((s) => (fs.existsSync(db + s) ? fs.statSync(db + s).size : 0))
+    if (args.json) {
+      const conversations = []
+      for (const c of await engine.conversations()) {
+        const summaries = await engine.summaries(c.conversationId)
+        conversations.push({ ...c, fallbackSummaries: summaries.filter((s) => s.fallback).length, fidelity: summaries.length ? await engine.fidelity(c.conversationId) : [] })
+      }
+      return console.log(JSON.stringify({ database: db, bytes: size[0], walBytes: size[1], upgradeNeeded: reader.upgradeNeeded, conversations }, null, 2))
+    }
     console.log(`database ${db}: ${fmt(size[0])} bytes${size[1] ? ` (+ ${fmt(size[1])} bytes of WAL)` : ''}`)
     const conversations = await engine.conversations()
     if (!conversations.length) console.log('no conversations')
@@ -368,7 +377,10 @@ async function migrate(argv) {
   const args = parseArgs(argv, { db: 'string', config: 'string', help: 'switch' }, 'migrate')
   if (args.help) return console.log(`usage: ${HELP.migrate}`)
   if (args._.length) throw new UsageError(`unexpected argument ${args._[0]}`, 'migrate')
-  const { db } = existingDb(args)
+  const { db } = settingsOf(args)
+  if (!fs.existsSync(db)) {
+    throw Object.assign(new Error(`database not found: ${db} (migrate upgrades an existing file; LcmEngine.open and OpenClaw create new ones)`), { code: 'E_NOT_FOUND' })
+  }
   const report = await migrateFile(db)
   console.log(`${db} (${report.era}): ${report.summary}`)
   /** @type {[string, string[]][]} */
@@ -513,14 +525,16 @@ async function rewrite(argv) {
 
 /** @param {string[]} argv */
 async function history(argv) {
-  const args = parseArgs(argv, { db: 'string', config: 'string', content: 'switch', help: 'switch' }, 'history')
+  const args = parseArgs(argv, { db: 'string', config: 'string', content: 'switch', json: 'switch', immutable: 'switch', help: 'switch' }, 'history')
   if (args.help) return console.log(`usage: ${HELP.history}`)
   if (args._.length !== 1) throw new UsageError('history needs one summary id', 'history')
   const { db, engineOptions } = existingDb(args)
-  const reader = await openForReading(db, engineOptions)
+  const reader = await openForReading(db, { ...engineOptions, ...(args.immutable ? { immutable: true } : {}) })
   const { engine } = reader
   try {
-    for (const v of await engine.history(args._[0])) {
+    const versions = await engine.history(args._[0])
+    if (args.json) return console.log(JSON.stringify(versions, null, 2))
+    for (const v of versions) {
       const template = v.template ? `${v.template.name}${v.template.overridden ? ' (override)' : ''} ${v.template.sha256.slice(0, 12)}` : 'no template'
       console.log(
         `v${v.version}${v.current ? ' (current)' : ''}  ${v.createdAt}  ${v.reason}  ${v.model}  ${template}  ${fmt(v.tokenCount)}t` +
@@ -543,7 +557,8 @@ async function rollback(argv) {
   try {
     reportMigration(engine, db)
     const v = await engine.rollback(args._[0], Number(args._[1]))
-    console.log(`${v.summaryId}: version ${args._[1]} restored as version ${v.version} (${fmt(v.tokenCount)}t)`)
+    if (v.version === Number(args._[1])) console.log(`${v.summaryId}: version ${v.version} is the current text already; nothing was changed`)
+    else console.log(`${v.summaryId}: version ${args._[1]} restored as version ${v.version} (${fmt(v.tokenCount)}t)`)
   } finally {
     await engine.close()
   }
@@ -621,7 +636,7 @@ async function redact(argv) {
 /** @param {string[]} argv */
 async function prompts(argv) {
   /** @satisfies {OptionSpec} */
-  const spec = { list: 'switch', export: 'optional', show: 'string', diff: 'string', render: 'string', 'prompt-dir': 'string', 'target-tokens': 'int', 'previous-context': 'string', 'child-count': 'int', 'time-range': 'string', 'source-text': 'string', help: 'switch' }
+  const spec = { list: 'switch', export: 'optional', force: 'switch', config: 'string', show: 'string', diff: 'string', render: 'string', 'prompt-dir': 'string', 'target-tokens': 'int', 'previous-context': 'string', 'child-count': 'int', 'time-range': 'string', 'source-text': 'string', help: 'switch' }
   const args = parseArgs(argv, spec, 'prompts')
   if (args.help) return console.log(`usage: ${HELP.prompts}`)
   if (args._.length) throw new UsageError(`unexpected argument ${args._[0]}`, 'prompts')
@@ -632,7 +647,7 @@ async function prompts(argv) {
   if (args.list) {
     for (const p of await listPrompts(options)) console.log(`${p.name.padEnd(20)} ${p.overridden ? p.source : 'embedded (default)'}`)
   } else if (args.export !== undefined) {
-    const paths = await exportPrompts(args.export === true ? undefined : args.export)
+    const paths = await exportPrompts(args.export === true ? null : args.export, { overwrite: Boolean(args.force) })
     for (const p of paths) console.log(`wrote ${p}`)
   } else if (args.show !== undefined) {
     const p = await showPrompt(args.show, options)
@@ -645,7 +660,10 @@ async function prompts(argv) {
   } else if (args.render !== undefined) {
     /** @type {Partial<import('../index.js').PromptVars>} */
     const vars = {}
-    if (args['target-tokens'] !== undefined) vars.targetTokens = args['target-tokens']
+    // The length compaction asks for: the configured target (leaf or condensed), as settingsOf reads it.
+    const { engineOptions } = settingsOf(args)
+    const leaf = /^leaf/.test(args.render)
+    vars.targetTokens = args['target-tokens'] ?? (leaf ? (engineOptions.leafTargetTokens ?? 1200) : Math.max(512, engineOptions.condensedTargetTokens ?? 2000))
     if (args['previous-context'] !== undefined) vars.previousContext = args['previous-context']
     if (args['child-count'] !== undefined) vars.childCount = args['child-count']
     if (args['time-range'] !== undefined) vars.timeRange = args['time-range']

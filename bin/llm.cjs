@@ -199,6 +199,10 @@ function resolveLlm({ env = process.env, home = os.homedir(), provider: flagProv
   const keyVar = `${provider.toUpperCase().replace(/[^A-Z0-9]/g, '_')}_API_KEY`
   const ownKey = setting(env, keyVar)
   const key = legacyBase !== undefined && chosenBase === legacyBase ? (setting(env, 'LCM_LLM_API_KEY') ?? ownKey) : ownKey
+  // A provider's public API always needs a key: say so before sending anything.
+  if (!key && chosenBase === defaultFor(DEFAULT_BASE_URLS, provider)) {
+    throw Object.assign(new Error(`no API key for ${provider}: set ${keyVar} (or pass --base-url for an endpoint that needs none); nothing was sent`), { code: 'E_INVALID_CONFIG' })
+  }
   if (messagesApi) {
     if (!key) throw new Error(`no API key for ${provider}: set ${keyVar}`)
     return anthropicLlm(base.replace(/\/v1$/, ''), model, key)

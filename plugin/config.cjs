@@ -194,6 +194,7 @@ function resolveSettings(pluginConfig, env, engineEnv) {
   let merged
   const engineOptions = () => {
     if (merged) return merged
+    /** @type {Record<string, unknown>} */
     let fromEnv = {}
     if (engineEnv) {
       try {
@@ -203,6 +204,9 @@ function resolveSettings(pluginConfig, env, engineEnv) {
         throw new ConfigError('environment', String(e?.message ?? err))
       }
     }
+    // TZ is the system's zone, not an LCM setting: a configured timezone stays unless
+    // LCM_TIMEZONE says otherwise (configFromEnv falls back to TZ only when nothing is set).
+    if (engine.timezone !== undefined && !env.LCM_TIMEZONE?.trim()) delete fromEnv.timezone
     merged = { ...engine, ...fromEnv, ...(sweepDepth !== undefined ? { incrementalMaxDepth: sweepDepth } : {}) }
     delete merged.dbPath
     return merged

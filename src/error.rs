@@ -258,7 +258,7 @@ impl From<rusqlite::Error> for LcmError {
                 C::ReadOnly => io(format!(
                     "the database is read-only ({detail}); make the file and its directory writable"
                 )),
-                C::NotADatabase => schema(format!("the file is not a SQLite database ({detail}); check dbPath")),
+                C::NotADatabase => schema(format!("the file is not a SQLite database ({detail}); check the database path (dbPath, the CLI's --db)")),
                 C::DatabaseCorrupt => LcmError::corrupt(sqlite, detail),
                 C::CannotOpen => io(format!(
                     "cannot open the database file ({detail}); check that the path exists and is accessible"

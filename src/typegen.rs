@@ -40,7 +40,7 @@ fn generated_inputs(cfg: &Config) -> Vec<String> {
     use crate::config::{Config, LcmOptions, Presentation, RedactPatterns};
     use crate::engine::MigrateOptions;
     use crate::fidelity::survey::ScoreScope;
-    use crate::prompts::PromptOptions;
+    use crate::prompts::{ExportOptions, PromptOptions};
     use crate::recall::{
         expand::ExpandOptions,
         grep::{GrepOptions, Mode, Scope, Sort},
@@ -56,7 +56,7 @@ fn generated_inputs(cfg: &Config) -> Vec<String> {
     declarations![cfg;
         Presentation, RedactPatterns, LcmOptions, Config, IngestOptions, TurnRecord, MessagePage, SummaryFilter, ScoreScope, PassOptions, SweepTarget,
         CompactOptions, AssembleOptions, EvaluateOptions, Mode, Scope, Sort, GrepOptions, ExpandOptions, RewriteRequest, PreviewOptions, RedactRequest, ResetKind,
-        ResetRequest, MigrateOptions, PromptOptions, TimeoutPolicy,
+        ResetRequest, MigrateOptions, PromptOptions, ExportOptions, TimeoutPolicy,
     ]
 }
 

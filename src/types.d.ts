@@ -525,6 +525,12 @@ export interface PromptOptions {
   promptDir?: string | null
 }
 
+/** Options of `exportPrompts`. */
+export interface ExportPromptsOptions {
+  /** Replace templates that differ from the defaults (edited ones). Default false. */
+  overwrite?: boolean
+}
+
 /** What a pass does when the summarizer has not answered within `summaryTimeoutMs`. */
 export type SummaryTimeoutPolicy = 'fail' | 'fallback'
 

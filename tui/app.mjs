@@ -9,7 +9,7 @@ import { Box, Text, useApp, useInput, useStdout } from 'ink'
 import { createElement as h, Fragment, useCallback, useEffect, useMemo, useRef, useState } from 'react'
 
 import { errorText, initialState, keysOf, reduce, shownConversations } from './state.mjs'
-import { count, deltaText, indexDag, messagesText, planText, rowLabel, timeRange, variant, visibleRows, wrapLines } from './tree.mjs'
+import { count, deltaText, indexDag, messagesText, planText, rowLabel, timeRange, variant, visibleRows, wrapDiff, wrapLines } from './tree.mjs'
 
 export { errorText }
 
@@ -241,8 +241,9 @@ function conversationList(list, cursor, height, loading, columns) {
   const room = height - 1
   const start = Math.max(0, Math.min(cursor - Math.floor(room / 2), list.length - room))
   // The session column gives way on a narrow terminal, the numbers and the time do not.
-  const sessionWidth = Math.max(12, Math.min(34, columns - 66))
-  const header = `  ${'id'.padStart(5)}  ${'session'.padEnd(sessionWidth)}  ${'msgs'.padStart(6)}  ${'summaries'.padEnd(14)}  ${'tokens'.padStart(9)}  last activity`
+  const summariesWidth = columns >= 100 ? 19 : 14
+  const sessionWidth = Math.max(12, Math.min(34, columns - 52 - summariesWidth))
+  const header = `  ${'id'.padStart(5)}  ${'session'.padEnd(sessionWidth)}  ${'msgs'.padStart(6)}  ${(summariesWidth >= 19 ? 'summaries (d0/d1/…)' : 'summaries').padEnd(summariesWidth)}  ${'tokens'.padStart(9)}  last activity`
   return h(
     Fragment,
     null,
@@ -252,7 +253,7 @@ function conversationList(list, cursor, height, loading, columns) {
       const name = c.sessionKey ?? c.sessionId
       const session = (name.length > sessionWidth ? `${name.slice(0, sessionWidth - 1)}…` : name).padEnd(sessionWidth)
       const depths = c.summariesByDepth.length ? c.summariesByDepth.join('/') : '—'
-      const line = `${at === cursor ? '›' : ' '} ${String(c.conversationId).padStart(5)}  ${session}  ${String(c.messageCount).padStart(6)}  ${`${c.summaryCount} (${depths})`.padEnd(14)}  ${count(c.messageTokens).padStart(9)}  ${c.updatedAt}`
+      const line = `${at === cursor ? '›' : ' '} ${String(c.conversationId).padStart(5)}  ${session}  ${String(c.messageCount).padStart(6)}  ${`${c.summaryCount} (${depths})`.padEnd(summariesWidth)}  ${count(c.messageTokens).padStart(9)}  ${c.updatedAt}`
       return h(Text, { key: c.conversationId, inverse: at === cursor, wrap: 'truncate-end' }, line)
     }),
   )
@@ -264,7 +265,7 @@ function conversationList(list, cursor, height, loading, columns) {
  */
 function dagView({ rows, cursor, selected, byId, detailScroll, height, columns, fallbacksOnly }) {
   // The tree takes under half the width (at most 72 columns), the text the rest.
-  const treeWidth = Math.max(28, Math.min(72, Math.floor(columns * 0.45)))
+  const treeWidth = Math.max(28, Math.min(72, Math.floor(columns * 0.5)))
   const textWidth = Math.max(20, columns - treeWidth - 2)
   const room = height - 1
   const start = Math.max(0, Math.min(cursor - Math.floor(room / 2), rows.length - room))
@@ -335,13 +336,12 @@ function rewriteDialog(d, height, tick, width) {
   if (d.phase === 'review' && d.entry) {
     const e = d.entry
     const top = [`Review ${e.summaryId}: ${deltaText(e.oldTokens, e.newTokens)}${e.fidelity === null ? '' : `  ·  fidelity ${e.fidelity.toFixed(2)}`}`]
-    let lines
-    if (d.showDiff) {
-      lines = (e.diff || '(no change)').split('\n')
-    } else {
-      lines = [`OLD (${e.oldTokens} tokens)`, ...e.oldContent.split('\n'), '', `NEW (${e.newTokens} tokens)`, ...e.newContent.split('\n')]
-    }
-    const win = windowLines(lines.join('\n'), d.scroll, Math.max(3, height - 2), width)
+    // What would be written first, the old text below it; or the diff, each wrapped line
+    // keeping its marker.
+    const lines = d.showDiff
+      ? wrapDiff(e.diff || '(no change)', width)
+      : wrapLines([`NEW (${e.newTokens} tokens)`, ...e.newContent.split('\n'), '', `OLD (${e.oldTokens} tokens)`, ...e.oldContent.split('\n')].join('\n'), width)
+    const win = windowLines(lines.join('\n'), d.scroll, Math.max(3, height - 2), Infinity)
     const color = d.showDiff ? (/** @type {string} */ l) => (l.startsWith('+') ? 'green' : l.startsWith('-') ? 'red' : undefined) : undefined
     return h(Fragment, null, h(Lines, { lines: wrapLines(top.join('\n'), width) }), h(Lines, { lines: win.lines, color }))
   }

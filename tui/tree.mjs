@@ -137,7 +137,8 @@ export function count(n) {
 
 /**
  * The one-line label of a tree row; in a pane narrower than it (`width`, indentation
- * included), a compact one: the id shortened, sizes kept, the time range last.
+ * included), a compact one (`*` live, `!` a fallback): the whole id if it fits, else the id
+ * shortened; the sizes kept, the start time last.
  * @param {Row} row @param {number} [width]
  */
 export function rowLabel(row, width = Infinity) {
@@ -152,7 +153,10 @@ export function rowLabel(row, width = Infinity) {
   const full = `${marker} ${n.summaryId} d${n.depth} ${count(n.tokenCount)} tok ${n.descendantCount} desc${flags ? ` ${flags}` : ''} ${shortRange(n.earliestAt, n.latestAt)}`
   if (row.level * 2 + full.length <= width) return full
   const mark = n.fallback ? ' !' : n.live ? ' *' : ''
-  return `${marker} ${n.summaryId.slice(0, 10)}… d${n.depth} ${count(n.tokenCount)}t${mark} ${shortRange(n.earliestAt, null)}`
+  const start = shortRange(n.earliestAt, null)
+  const medium = `${marker} ${n.summaryId} d${n.depth} ${count(n.tokenCount)}t${mark} ${start}`
+  if (row.level * 2 + medium.length <= width) return medium
+  return `${marker} ${n.summaryId.slice(0, 10)}… d${n.depth} ${count(n.tokenCount)}t${mark} ${start}`
 }
 
 /**
@@ -200,4 +204,17 @@ export function messageText(content) {
  */
 export function messagesText(messages) {
   return messages.map((m) => `── #${m.seq} ${m.role} · ${m.createdAt} · ${count(m.tokenCount)} tokens\n${messageText(m.content)}`).join('\n\n')
+}
+
+/**
+ * A unified diff wrapped to `width`: a long line's continuations keep its `+`/`-`/` ` marker,
+ * so each wrapped line still says (and is coloured by) what it is.
+ * @param {string} diff @param {number} width
+ */
+export function wrapDiff(diff, width) {
+  return diff.split('\n').flatMap((line) => {
+    const marker = /^[+\- ]/.test(line) && !/^(\+\+\+|---) /.test(line) ? line[0] : ''
+    const [first, ...rest] = wrapLines(marker ? line.slice(1) : line, width - marker.length)
+    return [marker + first, ...rest.map((l) => marker + l)]
+  })
 }

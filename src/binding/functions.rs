@@ -148,16 +148,20 @@ pub fn show_prompt<'env>(
 }
 
 /// Writes the four default templates into `dir` (default `~/.config/lcm-tui/prompts`, where
-/// lcm-native and lcm-tui both look), to edit there; resolves with the paths written.
+/// lcm-native and lcm-tui both look), to edit there; resolves with the paths written. A file
+/// there that differs from the default (an edited template) is never replaced unless
+/// `overwrite` is true: E_INVALID_INPUT naming it, and nothing written.
 #[napi(ts_return_type = "Promise<string[]>")]
 pub fn export_prompts<'env>(
     env: &'env Env,
-    #[napi(ts_arg_type = "string")] dir: Option<JsonArg>,
+    #[napi(ts_arg_type = "string | null")] dir: Option<JsonArg>,
+    #[napi(ts_arg_type = "ExportPromptsOptions")] options: Option<JsonArg>,
 ) -> napi::Result<PromiseRaw<'env, JsonText>> {
     blocking(env, move || {
         let dir: Option<NonEmpty> = decode_or_default(dir, "dir")?;
         let dir = dir.map(|d| std::path::PathBuf::from(d.0));
-        let paths: Vec<String> = prompts::export(dir.as_deref())?
+        let options: prompts::ExportOptions = decode_or_default(options, "options")?;
+        let paths: Vec<String> = prompts::export(dir.as_deref(), options.overwrite)?
             .into_iter()
             .map(|p| p.display().to_string())
             .collect();

@@ -27,6 +27,10 @@ pub(crate) fn rollback(
     }
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let old = get(&tx, summary_id, version)?;
+    // The current text already: a new identical version would only push an old one out.
+    if old.current {
+        return Ok(old);
+    }
     let score = crate::fidelity::survey::score_text(&tx, summary_id, &old.content, zone)?;
     let change = Change {
         reason: Reason::Rollback,

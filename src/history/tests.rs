@@ -147,6 +147,10 @@ async fn rewrite_and_rollback_add_versions_and_fts_follows_the_text() {
     // Rolling back to the rolled-back version works too; every version stays listed.
     engine.rollback(&id, 2).await.unwrap();
     assert_eq!(engine.history(&id).unwrap().len(), 4);
+    // Rolling back to the current version changes nothing and adds no version (#30).
+    let current = engine.rollback(&id, 4).await.unwrap();
+    assert_eq!((current.version, current.current), (4, true));
+    assert_eq!(engine.history(&id).unwrap().len(), 4);
     assert!(engine.verify(None).unwrap().ok);
 }
 

@@ -415,8 +415,18 @@ pub(crate) fn embedded(name: &str) -> Result<&'static str> {
     Ok(TEMPLATES.iter().find(|(n, _)| *n == name).expect("known").1)
 }
 
+/// Options of `exportPrompts`.
+#[derive(Clone, Debug, Default, serde::Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS), ts(rename = "ExportPromptsOptions"))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct ExportOptions {
+    /// Replace templates that differ from the defaults (edited ones). Default false.
+    #[serde(default, skip_serializing)]
+    pub overwrite: bool,
+}
+
 /// Writes the embedded defaults into `dir` (created if missing); returns the paths written.
-pub(crate) fn export(dir: Option<&Path>) -> Result<Vec<PathBuf>> {
+pub(crate) fn export(dir: Option<&Path>, overwrite: bool) -> Result<Vec<PathBuf>> {
     let default = user_dir();
     let dir = dir
         .or(default.as_deref())
@@ -427,6 +437,24 @@ pub(crate) fn export(dir: Option<&Path>) -> Result<Vec<PathBuf>> {
             format!("cannot create prompt directory {}: {e}", dir.display()),
         )
     })?;
+    // An edited template (the folder is shared with lcm-tui) is never replaced silently:
+    // every file is checked before any is written.
+    if !overwrite {
+        let edited: Vec<String> = TEMPLATES
+            .iter()
+            .map(|(name, text)| (dir.join(format!("{name}.tmpl")), text))
+            .filter(|(path, text)| std::fs::read_to_string(path).is_ok_and(|have| have != **text))
+            .map(|(path, _)| path.display().to_string())
+            .collect();
+        if !edited.is_empty() {
+            return Err(LcmError::invalid_input(format!(
+                "{} differ{} from the default (edited?); nothing was written. Pass overwrite: true (lcm-native prompts --export --force) to replace {}",
+                edited.join(", "),
+                if edited.len() == 1 { "s" } else { "" },
+                if edited.len() == 1 { "it" } else { "them" }
+            )));
+        }
+    }
     TEMPLATES
         .iter()
         .map(|(name, text)| {

@@ -217,7 +217,7 @@ fn names_are_accepted_in_several_spellings() {
 fn export_writes_the_defaults() {
     let dir = tempfile::tempdir().unwrap();
     let target = dir.path().join("nested/prompts");
-    let written = export(Some(&target)).unwrap();
+    let written = export(Some(&target), false).unwrap();
     assert_eq!(written.len(), 4);
     assert_eq!(
         std::fs::read_to_string(target.join("leaf.tmpl")).unwrap(),
@@ -347,4 +347,27 @@ fn render_with_overrides_the_sample_and_refuses_unknown_names() {
         .render_with("leaf", Some(&serde_json::json!({"nope": 1})))
         .unwrap_err();
     assert_eq!(err.code(), "E_INVALID_INPUT");
+}
+
+/// `export` writes the defaults, again over identical files, but never over an edited one
+/// unless told: it names the file and writes nothing (#30: an edited template was lost).
+#[test]
+fn export_never_replaces_an_edited_template_silently() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = export(Some(dir.path()), false).unwrap();
+    assert_eq!(paths.len(), TEMPLATES.len());
+    export(Some(dir.path()), false).unwrap();
+    let edited = dir.path().join("leaf.tmpl");
+    std::fs::write(&edited, "my own leaf prompt").unwrap();
+    std::fs::remove_file(dir.path().join("condensed-d1.tmpl")).unwrap();
+    let err = export(Some(dir.path()), false).unwrap_err();
+    assert_eq!(err.code(), "E_INVALID_INPUT");
+    assert!(err.to_string().contains("leaf.tmpl differs from the default"), "{err}");
+    assert_eq!(std::fs::read_to_string(&edited).unwrap(), "my own leaf prompt");
+    assert!(
+        !dir.path().join("condensed-d1.tmpl").exists(),
+        "nothing is written when one file is refused"
+    );
+    export(Some(dir.path()), true).unwrap();
+    assert_ne!(std::fs::read_to_string(&edited).unwrap(), "my own leaf prompt");
 }

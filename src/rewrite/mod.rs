@@ -367,7 +367,7 @@ pub(crate) async fn rewrite(
     let applied_so_far = |r: &RewriteResult| {
         if options.apply {
             format!(
-                "{} of {total} summaries were rewritten and written before this",
+                "this one was not written; {} of {total} summaries were rewritten and written before it",
                 r.entries.iter().filter(|e| e.applied).count()
             )
         } else {
@@ -618,11 +618,13 @@ pub(crate) fn preview(
 
 /// The same error, its message extended with what happened to the run.
 fn with_context(e: LcmError, context: &str) -> LcmError {
+    // The context says what was written; the error's own "nothing was written" would repeat it.
+    let say = |m: &str| format!("{}; {context}", m.trim_end_matches("; nothing was written"));
     match e {
-        LcmError::Summarizer(m) => LcmError::Summarizer(format!("{m}; {context}")),
+        LcmError::Summarizer(m) => LcmError::Summarizer(say(&m)),
         LcmError::Timeout { ms, message } => LcmError::Timeout {
             ms,
-            message: format!("{message}; {context}"),
+            message: say(&message),
         },
         other => other,
     }

@@ -104,7 +104,8 @@ async fn a_dry_run_writes_nothing_and_reports_each_summary_with_a_diff() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn order_is_bottom_up_and_condensed_nodes_are_rebuilt_from_their_childrens_new_text() {
     let (_d, engine, cid) = compacted().await;
-    let line = regex::Regex::new(r"\n\[\d{4}-\d\d-\d\d \d\d:\d\d UTC \| (user|assistant|toolResult|system)\]\n").unwrap();
+    let line =
+        regex::Regex::new(r"\n\[\d{4}-\d\d-\d\d \d\d:\d\d UTC \| (user|assistant|toolResult|system)\]\n").unwrap();
     for apply in [false, true] {
         let s = marking();
         let r = run(&engine, cid, s.clone(), &all(apply)).await.unwrap();
@@ -679,8 +680,17 @@ async fn a_rewrite_sees_what_compaction_saw_and_dropping_tool_actions_scores_low
         .await
         .unwrap();
     assert!(sweep.leaf_passes > 1);
-    let compacted: Vec<String> = first.calls.lock().unwrap().iter().map(|(_, r)| r.source_text.clone()).collect();
-    assert!(compacted.iter().any(|t| t.contains("[tool call: ")), "the theme session has tool calls");
+    let compacted: Vec<String> = first
+        .calls
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(_, r)| r.source_text.clone())
+        .collect();
+    assert!(
+        compacted.iter().any(|t| t.contains("[tool call: ")),
+        "the theme session has tool calls"
+    );
 
     // Keeps the source but its tool results, and with `keep_calls` false its tool-call lines.
     let rewrite_with = |keep_calls: bool| {

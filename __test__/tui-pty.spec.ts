@@ -14,6 +14,44 @@ import { ROOT, THEME, hostMessages, tempDir } from './helpers'
 // eslint-disable-next-line no-control-regex
 const ANSI = /\u001B(?:\[[0-?]*[ -/]*[@-~]|\][^\u0007]*\u0007|[@-Z\\-_])/g
 
+/**
+ * `lcm-native tui` on `dbPath` in a pseudo-terminal of `cols`×`rows`, with no LLM in the
+ * environment (the offline summarizer) and not as CI (Ink draws only the last frame in CI).
+ * `waitFor` waits for `pattern` in what was drawn since the last wait; `write` sends keys after
+ * a pause (Ink re-subscribes its input handler after each frame).
+ */
+function tuiInPty(dbPath: string, cols: number, rows: number) {
+  const env: Record<string, string> = {}
+  for (const [k, v] of Object.entries(process.env)) {
+    if (v !== undefined && k !== 'CI' && !/^(LCM_|ANTHROPIC_|OPENAI_)/.test(k)) env[k] = v
+  }
+  env.HOME = tempDir()
+  env.TERM = 'xterm-256color'
+  const term = spawn(process.execPath, [join(ROOT, 'bin', 'lcm-native.cjs'), 'tui', '--db', dbPath], { cols, rows, env, cwd: ROOT })
+  let raw = ''
+  term.onData((d) => (raw += d))
+  const exited = new Promise<number>((resolve) => term.onExit((e) => resolve(e.exitCode)))
+  const screen = () => raw.replace(ANSI, '')
+  let mark = 0
+  const waitFor = async (pattern: RegExp, what: string) => {
+    const deadline = Date.now() + 20_000
+    for (;;) {
+      const m = pattern.exec(screen().slice(mark))
+      if (m) {
+        mark += m.index + m[0].length
+        return m
+      }
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; screen:\n${screen().slice(-3000)}`)
+      await new Promise((r) => setTimeout(r, 50))
+    }
+  }
+  const write = async (keys: string, pauseMs = 150) => {
+    await new Promise((r) => setTimeout(r, pauseMs))
+    term.write(keys)
+  }
+  return { term, exited, waitFor, write, unread: () => screen().slice(mark) }
+}
+
 describe('tui in a pseudo-terminal', () => {
   it('rewrites one summary with the offline summarizer, applies it and quits', async () => {
     const dbPath = join(tempDir(), 'pty.db')
@@ -23,37 +61,7 @@ describe('tui in a pseudo-terminal', () => {
     await engine.compact(conversationId, async (_p, r) => `Model summary of ${r.inputCount} inputs at depth ${r.depth}.`, { tokenBudget: 4000, force: true })
     await engine.close()
 
-    // No LLM in the environment (the offline summarizer), and not CI: Ink draws only the last
-    // frame when it thinks it runs in CI.
-    const env: Record<string, string> = {}
-    for (const [k, v] of Object.entries(process.env)) {
-      if (v !== undefined && k !== 'CI' && !/^(LCM_|ANTHROPIC_|OPENAI_)/.test(k)) env[k] = v
-    }
-    env.HOME = tempDir()
-    env.TERM = 'xterm-256color'
-    const term = spawn(process.execPath, [join(ROOT, 'bin', 'lcm-native.cjs'), 'tui', '--db', dbPath], { cols: 140, rows: 40, env, cwd: ROOT })
-    let raw = ''
-    term.onData((d) => (raw += d))
-    const exited = new Promise<number>((resolve) => term.onExit((e) => resolve(e.exitCode)))
-    const screen = () => raw.replace(ANSI, '')
-    let mark = 0
-    /** Waits for `pattern` in what was drawn since the last wait; returns the match. */
-    const waitFor = async (pattern: RegExp, what: string) => {
-      const deadline = Date.now() + 20_000
-      for (;;) {
-        const m = pattern.exec(screen().slice(mark))
-        if (m) {
-          mark += m.index + m[0].length
-          return m
-        }
-        if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; screen:\n${screen().slice(-3000)}`)
-        await new Promise((r) => setTimeout(r, 50))
-      }
-    }
-    const press = async (key: string) => {
-      await new Promise((r) => setTimeout(r, 150))
-      term.write(key)
-    }
+    const { term, exited, waitFor, write: press } = tuiInPty(dbPath, 140, 40)
     try {
       await waitFor(/summarizer: offline/, 'the header')
       await waitFor(/pty-session/, 'the conversation list')
@@ -93,29 +101,7 @@ describe('tui in a pseudo-terminal', () => {
     for (let i = 1; i <= 5; i++) await engine.ingest({ sessionId: `burst-${i}` }, [{ role: 'user', content: `conversation ${i}` }])
     await engine.close()
 
-    const env: Record<string, string> = {}
-    for (const [k, v] of Object.entries(process.env)) {
-      if (v !== undefined && k !== 'CI' && !/^(LCM_|ANTHROPIC_|OPENAI_)/.test(k)) env[k] = v
-    }
-    env.HOME = tempDir()
-    env.TERM = 'xterm-256color'
-    const term = spawn(process.execPath, [join(ROOT, 'bin', 'lcm-native.cjs'), 'tui', '--db', dbPath], { cols: 140, rows: 30, env, cwd: ROOT })
-    let raw = ''
-    term.onData((d) => (raw += d))
-    const exited = new Promise<number>((resolve) => term.onExit((e) => resolve(e.exitCode)))
-    let mark = 0
-    const waitFor = async (pattern: RegExp, what: string) => {
-      const deadline = Date.now() + 20_000
-      for (;;) {
-        const m = pattern.exec(raw.replace(ANSI, '').slice(mark))
-        if (m) {
-          mark += m.index + m[0].length
-          return m
-        }
-        if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; screen:\n${raw.replace(ANSI, '').slice(-3000)}`)
-        await new Promise((r) => setTimeout(r, 50))
-      }
-    }
+    const { term, exited, waitFor } = tuiInPty(dbPath, 140, 30)
     try {
       // The list drawn with the cursor (›) on the first of the five.
       await waitFor(/›\s+1\s+burst-1\b[\s\S]*burst-5/, 'the conversation list')
@@ -141,29 +127,7 @@ describe('tui in a pseudo-terminal', () => {
     await engine.compact(conversationId, 'offline', { tokenBudget: 6000, force: true })
     await engine.close()
 
-    const env: Record<string, string> = {}
-    for (const [k, v] of Object.entries(process.env)) {
-      if (v !== undefined && k !== 'CI' && !/^(LCM_|ANTHROPIC_|OPENAI_)/.test(k)) env[k] = v
-    }
-    env.HOME = tempDir()
-    env.TERM = 'xterm-256color'
-    const term = spawn(process.execPath, [join(ROOT, 'bin', 'lcm-native.cjs'), 'tui', '--db', dbPath], { cols: 80, rows: 24, env, cwd: ROOT })
-    let raw = ''
-    term.onData((d) => (raw += d))
-    const exited = new Promise<number>((resolve) => term.onExit((e) => resolve(e.exitCode)))
-    let mark = 0
-    const waitFor = async (pattern: RegExp, what: string) => {
-      const deadline = Date.now() + 20_000
-      for (;;) {
-        const m = pattern.exec(raw.replace(ANSI, '').slice(mark))
-        if (m) {
-          mark += m.index + m[0].length
-          return m
-        }
-        if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; screen:\n${raw.replace(ANSI, '').slice(-3000)}`)
-        await new Promise((r) => setTimeout(r, 50))
-      }
-    }
+    const { term, exited, waitFor, unread } = tuiInPty(dbPath, 80, 24)
     const pause = () => new Promise((r) => setTimeout(r, 200))
     try {
       // The session column gives way; the numbers and the time stay.
@@ -173,7 +137,7 @@ describe('tui in a pseudo-terminal', () => {
       // The whole key legend is shown (wrapped), not cut at the edge.
       await waitFor(/DAG \(\d+ summaries\)[\s\S]*esc back · q quit/, 'the DAG view with its whole legend')
       // Down the first root to a leaf's messages row, then open it: `l` expands, `j` steps in.
-      for (let i = 0; i < 6 && !/Messages #\d+–#\d+ of sum_/.test(raw.replace(ANSI, '').slice(mark)); i++) {
+      for (let i = 0; i < 6 && !/Messages #\d+–#\d+ of sum_/.test(unread()); i++) {
         await pause()
         term.write('lj')
         await pause()

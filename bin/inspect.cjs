@@ -7,6 +7,7 @@
 const fs = require('node:fs')
 
 const { UsageError, existingDb, fmt, oneLine, openForReading, parseArgs, plural } = require('./cli-common.cjs')
+const { messageText } = require('./message-text.cjs')
 
 /**
  * @typedef {import('../index.js').LcmEngine} Engine
@@ -78,23 +79,6 @@ function idArg(text, what, command) {
   return Number(text)
 }
 
-/**
- * A message's content as text: text blocks as they are, a tool call as `[tool call: name]`
- * with its arguments, thinking marked, anything else by its type.
- * @param {string | ContentBlock[]} content
- */
-function contentText(content) {
-  if (typeof content === 'string') return content
-  return content
-    .map((b) => {
-      if (b.type === 'text' && typeof b.text === 'string') return b.text
-      if (b.type === 'toolCall') return `[tool call: ${String(b.name)}] ${JSON.stringify(b.arguments ?? {})}`
-      if (b.type === 'thinking' && typeof b.thinking === 'string') return `[thinking] ${b.thinking}`
-      return `[${b.type}]`
-    })
-    .join('\n')
-}
-
 /** @param {string[]} argv */
 async function conversations(argv) {
   const args = parseArgs(argv, READ_OPTIONS, 'conversations')
@@ -124,7 +108,7 @@ async function messages(argv) {
     if (!list.length) return console.log(args.after === undefined ? 'no messages' : `no messages after seq ${args.after}`)
     const width = Math.max(60, (process.stdout.columns ?? 160) - 50)
     for (const m of list) {
-      console.log(`${String(m.seq).padStart(5)}  #${m.messageId}  ${m.createdAt}  ${m.role.padEnd(10)} ${fmt(m.tokenCount).padStart(6)}t  ${oneLine(contentText(m.content), width)}`)
+      console.log(`${String(m.seq).padStart(5)}  #${m.messageId}  ${m.createdAt}  ${m.role.padEnd(10)} ${fmt(m.tokenCount).padStart(6)}t  ${oneLine(messageText(m.content), width)}`)
     }
     const last = list[list.length - 1]
     if (list.length === (args.limit ?? 50)) console.log(`(more: lcm-native messages ${id} --after ${last.seq})`)
@@ -143,7 +127,7 @@ async function show(argv) {
     const where = d.live ? 'live (in the context as it is)' : `covered by ${d.liveSummary ?? d.chain.map((c) => c.summaryId).join(' → ')}`
     console.log(`message #${d.messageId} (conversation ${d.conversationId}, seq ${d.seq}), ${d.role}, ${d.createdAt}, ${fmt(d.tokenCount)}t; ${where}`)
     if (d.toolCallId) console.log(`answers tool call ${d.toolCallId}`)
-    console.log(`\n${contentText(d.content)}`)
+    console.log(`\n${messageText(d.content)}`)
   })
 }
 
@@ -189,7 +173,7 @@ async function describe(argv) {
     if (args.json) return printJson(d)
     if (d.type === 'message') {
       console.log(`message #${d.messageId} (conversation ${d.conversationId}, seq ${d.seq}), ${d.role}, ${fmt(d.tokenCount)}t, ${d.live ? 'live' : `covered by ${d.liveSummary}`}`)
-      console.log(`\n${contentText(d.content)}`)
+      console.log(`\n${messageText(d.content)}`)
       return
     }
     const covered = d.coveredMessages
@@ -212,7 +196,7 @@ async function expand(argv) {
       if (e.type === 'summary') {
         console.log(`${indent}${e.summaryId} (${e.kind} d${e.depth}, ${fmt(e.tokenCount)}t)\n${indent}  ${oneLine(e.content, 300)}`)
       } else {
-        const text = typeof e.message.content === 'string' ? e.message.content : contentText(/** @type {ContentBlock[]} */ (e.message.content))
+        const text = typeof e.message.content === 'string' ? e.message.content : messageText(/** @type {ContentBlock[]} */ (e.message.content))
         console.log(`${indent}#${e.messageId} ${e.message.role} (${fmt(e.tokenCount)}t)\n${indent}  ${oneLine(text, 300)}`)
       }
     }

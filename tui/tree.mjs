@@ -4,6 +4,11 @@
 // short texts the screens show. Pure functions of `engine.dag()`'s nodes, tested without a
 // terminal.
 
+import messageTextModule from '../bin/message-text.cjs'
+
+/** A stored message's content as text (tool calls with their arguments): `bin/message-text.cjs`. */
+export const messageText = messageTextModule.messageText
+
 /** @typedef {import('../index.js').DagNode} DagNode */
 
 /**
@@ -179,23 +184,6 @@ export function wrapLines(text, width) {
     out.push(rest)
   }
   return out
-}
-
-/**
- * A stored message's content as text: text blocks as they are, a tool call as
- * `[tool call: name] {arguments}`, thinking marked, any other block by its type.
- * @param {string | import('../index.js').ContentBlock[]} content
- */
-export function messageText(content) {
-  if (typeof content === 'string') return content
-  return content
-    .map((b) => {
-      if (b.type === 'text' && typeof b.text === 'string') return b.text
-      if (b.type === 'toolCall') return `[tool call: ${String(b.name)}] ${JSON.stringify(b.arguments ?? {})}`
-      if (b.type === 'thinking' && typeof b.thinking === 'string') return `[thinking] ${b.thinking}`
-      return `[${b.type}]`
-    })
-    .join('\n')
 }
 
 /**

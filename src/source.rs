@@ -5,14 +5,13 @@
 //! summarizes), rewrite, the fidelity score and assembly's time ranges, so each sees the same
 //! text.
 
-use std::collections::HashMap;
-
 use chrono::{DateTime, Utc};
-use rusqlite::{params, Connection};
+use rusqlite::Connection;
 use serde_json::Value;
 
 use crate::error::Result;
 use crate::store::messages::{load_parts, StoredPart};
+use crate::store::summaries;
 use crate::summarizer::entries::{SourceEntry, SourcePart};
 use crate::time::{self, DisplayZone};
 
@@ -26,6 +25,21 @@ pub(crate) struct SummaryFacts {
     pub descendant_count: i64,
     pub descendant_token_count: i64,
     pub source_message_token_count: i64,
+}
+
+impl SummaryFacts {
+    /// The facts a source needs of a stored input (its time range and depth).
+    pub(crate) fn of_input(i: &summaries::InputText) -> SummaryFacts {
+        SummaryFacts {
+            depth: i.depth,
+            earliest_at: i.earliest_at.clone(),
+            latest_at: i.latest_at.clone(),
+            created_at: i.created_at.clone(),
+            descendant_count: 0,
+            descendant_token_count: 0,
+            source_message_token_count: 0,
+        }
+    }
 }
 
 /// Whether a leaf source's messages carry their times (`[time | role]`, as compaction renders
@@ -177,18 +191,7 @@ pub(crate) fn leaf_source(
     leaf_chunk_tokens: i64,
     stamps: Stamps,
 ) -> Result<LeafSource> {
-    let mut rows: HashMap<i64, (String, String, String)> = HashMap::with_capacity(message_ids.len());
-    {
-        let ids = serde_json::to_string(message_ids)?;
-        let mut stmt = conn.prepare_cached(
-            "SELECT m.message_id, m.role, m.content, m.created_at
-             FROM json_each(?1) j JOIN messages m ON m.message_id = j.value",
-        )?;
-        let mut q = stmt.query(params![ids])?;
-        while let Some(r) = q.next()? {
-            rows.insert(r.get(0)?, (r.get(1)?, r.get(2)?, r.get(3)?));
-        }
-    }
+    let rows = crate::store::messages::texts(conn, message_ids)?;
     let parts = load_parts(conn, message_ids)?;
     let max_chars = max_message_chars(leaf_chunk_tokens);
     let mut entries = Vec::with_capacity(message_ids.len());
@@ -196,7 +199,12 @@ pub(crate) fn leaf_source(
     let mut file_ids = Vec::new();
     let mut structured = Vec::with_capacity(message_ids.len());
     for (id, parts) in message_ids.iter().zip(&parts) {
-        let Some((role, content, created_at)) = rows.get(id) else {
+        let Some(crate::store::messages::MessageText {
+            role,
+            content,
+            created_at,
+        }) = rows.get(id)
+        else {
             continue;
         };
         let at = time::parse_timestamp(created_at);
@@ -294,55 +302,16 @@ pub(crate) fn summary_entries(
     zone: DisplayZone,
     leaf_chunk_tokens: i64,
 ) -> Result<Vec<SourceEntry>> {
-    let inputs: Vec<(SummaryFacts, String)> = conn
-        .prepare_cached(
-            "SELECT s.depth, s.earliest_at, s.latest_at, s.created_at, s.content
-             FROM summary_parents p JOIN summaries s ON s.summary_id = p.parent_summary_id
-             WHERE p.summary_id = ?1 ORDER BY p.ordinal",
-        )?
-        .query_map([summary_id], |r| {
-            Ok((
-                SummaryFacts {
-                    depth: r.get(0)?,
-                    earliest_at: r.get(1)?,
-                    latest_at: r.get(2)?,
-                    created_at: r.get(3)?,
-                    descendant_count: 0,
-                    descendant_token_count: 0,
-                    source_message_token_count: 0,
-                },
-                r.get(4)?,
-            ))
-        })?
-        .collect::<std::result::Result<_, _>>()?;
+    let inputs: Vec<(SummaryFacts, String)> = summaries::inputs_of(conn, summary_id)?
+        .into_iter()
+        .map(|i| (SummaryFacts::of_input(&i), i.content))
+        .collect();
     if !inputs.is_empty() {
         let pairs: Vec<(&SummaryFacts, &str)> = inputs.iter().map(|(f, c)| (f, c.as_str())).collect();
         return Ok(condensed_entries(&pairs, zone));
     }
-    let ids: Vec<i64> = conn
-        .prepare_cached("SELECT message_id FROM summary_messages WHERE summary_id = ?1 ORDER BY ordinal")?
-        .query_map([summary_id], |r| r.get(0))?
-        .collect::<std::result::Result<_, _>>()?;
+    let ids = summaries::messages_of(conn, summary_id)?;
     Ok(leaf_source(conn, &ids, zone, leaf_chunk_tokens, Stamps::With)?.entries)
-}
-
-/// Contents of the given summaries (one query).
-pub(crate) fn summary_contents(conn: &Connection, ids: &[String]) -> Result<HashMap<String, (String, Vec<String>)>> {
-    let mut out = HashMap::with_capacity(ids.len());
-    if ids.is_empty() {
-        return Ok(out);
-    }
-    let json = serde_json::to_string(ids)?;
-    let mut stmt = conn.prepare_cached(
-        "SELECT s.summary_id, s.content, s.file_ids FROM json_each(?1) j JOIN summaries s ON s.summary_id = j.value",
-    )?;
-    let mut q = stmt.query(params![json])?;
-    while let Some(r) = q.next()? {
-        let file_ids: String = r.get(2)?;
-        let file_ids: Vec<String> = serde_json::from_str(&file_ids).unwrap_or_default();
-        out.insert(r.get(0)?, (r.get(1)?, file_ids));
-    }
-    Ok(out)
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@ mod tests;
 
 use std::collections::{HashMap, HashSet};
 
-use rusqlite::{params, Connection};
+use rusqlite::Connection;
 use serde::Serialize;
 
 use crate::config::{Config, Presentation};
@@ -124,21 +124,7 @@ fn render_missing(conn: &Connection, items: &[Box<crate::live::Item>], rendered:
     if message_ids.is_empty() {
         return Ok(());
     }
-    let mut messages: HashMap<i64, (String, String)> = HashMap::with_capacity(message_ids.len());
-    // A message's `content` column repeats the text of its parts; rebuilding reads it only
-    // when no part has text (no parts, or one part written without it), so it is not copied
-    // out otherwise.
-    let mut stmt = conn.prepare_cached(
-        "SELECT m.message_id, m.role,
-                CASE WHEN EXISTS (SELECT 1 FROM message_parts p
-                                  WHERE p.message_id = m.message_id AND p.text_content IS NOT NULL)
-                     THEN '' ELSE m.content END
-         FROM json_each(?1) j JOIN messages m ON m.message_id = j.value",
-    )?;
-    let mut rows = stmt.query(params![serde_json::to_string(&message_ids)?])?;
-    while let Some(r) = rows.next()? {
-        messages.insert(r.get(0)?, (r.get(1)?, r.get(2)?));
-    }
+    let messages = crate::store::messages::roles_for_rebuild(conn, &message_ids)?;
     for (id, parts) in message_ids.iter().zip(load_parts(conn, &message_ids)?) {
         // A message the items name but that is gone is left out, as before.
         if let Some((role, content)) = messages.get(id) {

@@ -143,7 +143,11 @@ impl<'a> Run<'a> {
         let loaded = if missing.is_empty() {
             HashMap::new()
         } else {
-            blocking(|| self.deps.pool.read(|conn| source::summary_contents(conn, &missing)))?
+            blocking(|| {
+                self.deps
+                    .pool
+                    .read(|conn| crate::store::summaries::contents(conn, &missing))
+            })?
         };
         ids.iter()
             .map(|id| {

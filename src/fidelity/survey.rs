@@ -30,9 +30,7 @@ pub(crate) fn of_summary(conn: &Connection, summary_id: &str, zone: DisplayZone)
 
 /// Scores a stored summary against its source, as its pass saw it.
 fn compute(conn: &Connection, summary_id: &str, zone: DisplayZone) -> Result<Fidelity> {
-    let content: String = conn
-        .prepare_cached("SELECT content FROM summaries WHERE summary_id = ?1")?
-        .query_row([summary_id], |r| r.get(0))?;
+    let content = crate::store::summaries::content(conn, summary_id)?;
     score_text(conn, summary_id, &content, zone)
 }
 
@@ -110,10 +108,7 @@ pub(crate) fn score_conversation(
 /// Per-depth distribution of the stored scores.
 pub(crate) fn distribution(conn: &Connection, conversation_id: i64) -> Result<Vec<DepthFidelity>> {
     let scores = store::for_conversation(conn, conversation_id)?;
-    let rows: Vec<(String, i64)> = conn
-        .prepare_cached("SELECT summary_id, depth FROM summaries WHERE conversation_id = ?1 ORDER BY depth")?
-        .query_map([conversation_id], |r| Ok((r.get(0)?, r.get(1)?)))?
-        .collect::<rusqlite::Result<_>>()?;
+    let rows = crate::store::summaries::depths(conn, conversation_id)?;
     let mut out: Vec<DepthFidelity> = Vec::new();
     let mut values: Vec<Vec<f64>> = Vec::new();
     for (id, depth) in rows {

@@ -5,12 +5,13 @@
 
 use std::collections::HashMap;
 
-use rusqlite::{params, Connection};
+use rusqlite::Connection;
 
 use super::Target;
 use crate::error::Result;
 use crate::live::SummaryFacts;
 use crate::source::{condensed_entries, condensed_source, leaf_source, range_text, summary_range, Stamps};
+use crate::store::summaries;
 use crate::summarizer::entries::SourceEntry;
 use crate::time::DisplayZone;
 
@@ -32,37 +33,21 @@ pub(super) fn build(
     zone: DisplayZone,
     leaf_chunk_tokens: i64,
 ) -> Result<Built> {
-    let facts = |depth: i64, earliest_at: Option<String>, latest_at: Option<String>, created_at: String| SummaryFacts {
-        depth,
-        earliest_at,
-        latest_at,
-        created_at,
+    let own = SummaryFacts {
+        depth: target.depth,
+        earliest_at: target.earliest_at.clone(),
+        latest_at: target.latest_at.clone(),
+        created_at: target.created_at.clone(),
         descendant_count: 0,
         descendant_token_count: 0,
         source_message_token_count: 0,
     };
-    let own = facts(
-        target.depth,
-        target.earliest_at.clone(),
-        target.latest_at.clone(),
-        target.created_at.clone(),
-    );
     let (a, b) = summary_range(&own);
     let time_range = range_text(a, b, zone);
-    let inputs: Vec<(SummaryFacts, String, String)> = conn
-        .prepare_cached(
-            "SELECT s.summary_id, s.depth, s.earliest_at, s.latest_at, s.created_at, s.content
-             FROM summary_parents p JOIN summaries s ON s.summary_id = p.parent_summary_id
-             WHERE p.summary_id = ?1 ORDER BY p.ordinal",
-        )?
-        .query_map([&target.summary_id], |r| {
-            Ok((
-                facts(r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?),
-                r.get::<_, String>(0)?,
-                r.get::<_, String>(5)?,
-            ))
-        })?
-        .collect::<std::result::Result<_, _>>()?;
+    let inputs: Vec<(SummaryFacts, String, String)> = summaries::inputs_of(conn, &target.summary_id)?
+        .into_iter()
+        .map(|i| (SummaryFacts::of_input(&i), i.summary_id, i.content))
+        .collect();
     let (text, child_count, entries) = if !inputs.is_empty() {
         let current: Vec<(&SummaryFacts, String)> = inputs
             .iter()
@@ -77,10 +62,7 @@ pub(super) fn build(
         };
         (text, inputs.len(), condensed_entries(&refs, zone))
     } else {
-        let ids: Vec<i64> = conn
-            .prepare_cached("SELECT message_id FROM summary_messages WHERE summary_id = ?1 ORDER BY ordinal")?
-            .query_map([&target.summary_id], |r| r.get(0))?
-            .collect::<std::result::Result<_, _>>()?;
+        let ids = summaries::messages_of(conn, &target.summary_id)?;
         // The text compaction rendered for the first summary: tool calls with their arguments,
         // results, every part.
         let stamps = if timestamps { Stamps::With } else { Stamps::Without };
@@ -104,20 +86,7 @@ pub(super) fn build(
 /// The two summaries of the same depth and conversation that precede `target` in time, in
 /// time order, with their new text where they were rewritten in this run.
 fn previous(conn: &Connection, target: &Target, rewritten: &HashMap<String, String>) -> Result<String> {
-    let mut rows: Vec<(String, String)> = conn
-        .prepare_cached(
-            "SELECT s.summary_id, s.content FROM summaries s, summaries t
-             WHERE t.summary_id = ?1 AND s.conversation_id = t.conversation_id AND s.depth = t.depth
-               AND s.summary_id <> t.summary_id
-               AND (julianday(COALESCE(s.earliest_at, s.created_at)), julianday(s.created_at), s.summary_id)
-                 < (julianday(COALESCE(t.earliest_at, t.created_at)), julianday(t.created_at), t.summary_id)
-             ORDER BY julianday(COALESCE(s.earliest_at, s.created_at)) DESC, julianday(s.created_at) DESC,
-                      s.summary_id DESC
-             LIMIT 2",
-        )?
-        .query_map(params![target.summary_id], |r| Ok((r.get(0)?, r.get(1)?)))?
-        .collect::<std::result::Result<_, _>>()?;
-    rows.reverse();
+    let rows = summaries::preceding(conn, &target.summary_id)?;
     Ok(rows
         .into_iter()
         .map(|(id, content)| rewritten.get(&id).cloned().unwrap_or(content).trim().to_string())

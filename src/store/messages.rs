@@ -711,6 +711,54 @@ fn stored(conn: &Connection, sql: &str, args: impl rusqlite::Params) -> Result<V
         .collect())
 }
 
+/// A message's role, text and time, as a source text shows it.
+pub(crate) struct MessageText {
+    pub role: String,
+    pub content: String,
+    pub created_at: String,
+}
+
+/// Role, text and time of each of `message_ids` that exists (one query).
+pub(crate) fn texts(conn: &Connection, message_ids: &[i64]) -> Result<std::collections::HashMap<i64, MessageText>> {
+    let mut out = std::collections::HashMap::with_capacity(message_ids.len());
+    let mut stmt = conn.prepare_cached(
+        "SELECT m.message_id, m.role, m.content, m.created_at
+         FROM json_each(?1) j JOIN messages m ON m.message_id = j.value",
+    )?;
+    let mut q = stmt.query(params![serde_json::to_string(message_ids)?])?;
+    while let Some(r) = q.next()? {
+        let text = MessageText {
+            role: r.get(1)?,
+            content: r.get(2)?,
+            created_at: r.get(3)?,
+        };
+        out.insert(r.get(0)?, text);
+    }
+    Ok(out)
+}
+
+/// Role and `content` of each of `message_ids` that exists, for rebuilding it from its parts:
+/// `content` repeats the text of the parts, so it is read (copied out) only when no part has
+/// text (no parts, or one part written without it); else it is empty.
+pub(crate) fn roles_for_rebuild(
+    conn: &Connection,
+    message_ids: &[i64],
+) -> Result<std::collections::HashMap<i64, (String, String)>> {
+    let mut out = std::collections::HashMap::with_capacity(message_ids.len());
+    let mut stmt = conn.prepare_cached(
+        "SELECT m.message_id, m.role,
+                CASE WHEN EXISTS (SELECT 1 FROM message_parts p
+                                  WHERE p.message_id = m.message_id AND p.text_content IS NOT NULL)
+                     THEN '' ELSE m.content END
+         FROM json_each(?1) j JOIN messages m ON m.message_id = j.value",
+    )?;
+    let mut rows = stmt.query(params![serde_json::to_string(message_ids)?])?;
+    while let Some(r) = rows.next()? {
+        out.insert(r.get(0)?, (r.get(1)?, r.get(2)?));
+    }
+    Ok(out)
+}
+
 /// `(message_id, conversation_id)` of those of `message_ids` that exist.
 pub(crate) fn conversations_of(conn: &Connection, message_ids: &[i64]) -> Result<Vec<(i64, i64)>> {
     let found = conn

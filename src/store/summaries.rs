@@ -364,3 +364,102 @@ pub(crate) fn above_messages(conn: &Connection, message_ids: &str) -> Result<Vec
         .collect::<std::result::Result<_, _>>()?;
     Ok(ids)
 }
+
+/// An input of a condensed summary as its parent's source shows it: its time facts and text.
+pub(crate) struct InputText {
+    pub summary_id: String,
+    pub depth: i64,
+    pub earliest_at: Option<String>,
+    pub latest_at: Option<String>,
+    pub created_at: String,
+    pub content: String,
+}
+
+/// The inputs of `summary_id`, in order (none for a leaf).
+pub(crate) fn inputs_of(conn: &Connection, summary_id: &str) -> Result<Vec<InputText>> {
+    let inputs = conn
+        .prepare_cached(
+            "SELECT s.summary_id, s.depth, s.earliest_at, s.latest_at, s.created_at, s.content
+             FROM summary_parents p JOIN summaries s ON s.summary_id = p.parent_summary_id
+             WHERE p.summary_id = ?1 ORDER BY p.ordinal",
+        )?
+        .query_map([summary_id], |r| {
+            Ok(InputText {
+                summary_id: r.get(0)?,
+                depth: r.get(1)?,
+                earliest_at: r.get(2)?,
+                latest_at: r.get(3)?,
+                created_at: r.get(4)?,
+                content: r.get(5)?,
+            })
+        })?
+        .collect::<std::result::Result<_, _>>()?;
+    Ok(inputs)
+}
+
+/// The messages a leaf covers, in order (none for a condensed summary).
+pub(crate) fn messages_of(conn: &Connection, summary_id: &str) -> Result<Vec<i64>> {
+    let ids = conn
+        .prepare_cached("SELECT message_id FROM summary_messages WHERE summary_id = ?1 ORDER BY ordinal")?
+        .query_map([summary_id], |r| r.get(0))?
+        .collect::<std::result::Result<_, _>>()?;
+    Ok(ids)
+}
+
+/// The text and `file_…` ids of each of `ids` that exists (one query).
+pub(crate) fn contents(
+    conn: &Connection,
+    ids: &[String],
+) -> Result<std::collections::HashMap<String, (String, Vec<String>)>> {
+    let mut out = std::collections::HashMap::with_capacity(ids.len());
+    if ids.is_empty() {
+        return Ok(out);
+    }
+    let mut stmt = conn.prepare_cached(
+        "SELECT s.summary_id, s.content, s.file_ids FROM json_each(?1) j JOIN summaries s ON s.summary_id = j.value",
+    )?;
+    let mut q = stmt.query(params![serde_json::to_string(ids)?])?;
+    while let Some(r) = q.next()? {
+        let file_ids: String = r.get(2)?;
+        let file_ids: Vec<String> = serde_json::from_str(&file_ids).unwrap_or_default();
+        out.insert(r.get(0)?, (r.get(1)?, file_ids));
+    }
+    Ok(out)
+}
+
+/// One summary's text; E_NOT_FOUND when it does not exist.
+pub(crate) fn content(conn: &Connection, summary_id: &str) -> Result<String> {
+    conn.prepare_cached("SELECT content FROM summaries WHERE summary_id = ?1")?
+        .query_row([summary_id], |r| r.get(0))
+        .optional()?
+        .ok_or_else(|| LcmError::not_found("summary", summary_id))
+}
+
+/// Every summary of a conversation with its depth, lowest depth first.
+pub(crate) fn depths(conn: &Connection, conversation_id: i64) -> Result<Vec<(String, i64)>> {
+    let rows = conn
+        .prepare_cached("SELECT summary_id, depth FROM summaries WHERE conversation_id = ?1 ORDER BY depth")?
+        .query_map([conversation_id], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(rows)
+}
+
+/// The (at most) two summaries of the same conversation and depth that precede `summary_id`
+/// in time, oldest first, with their texts: a rewrite's `PreviousContext`.
+pub(crate) fn preceding(conn: &Connection, summary_id: &str) -> Result<Vec<(String, String)>> {
+    let mut rows: Vec<(String, String)> = conn
+        .prepare_cached(
+            "SELECT s.summary_id, s.content FROM summaries s, summaries t
+             WHERE t.summary_id = ?1 AND s.conversation_id = t.conversation_id AND s.depth = t.depth
+               AND s.summary_id <> t.summary_id
+               AND (julianday(COALESCE(s.earliest_at, s.created_at)), julianday(s.created_at), s.summary_id)
+                 < (julianday(COALESCE(t.earliest_at, t.created_at)), julianday(t.created_at), t.summary_id)
+             ORDER BY julianday(COALESCE(s.earliest_at, s.created_at)) DESC, julianday(s.created_at) DESC,
+                      s.summary_id DESC
+             LIMIT 2",
+        )?
+        .query_map(params![summary_id], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<std::result::Result<_, _>>()?;
+    rows.reverse();
+    Ok(rows)
+}

@@ -582,7 +582,7 @@ impl Engine {
     pub fn backup(&self, out: &str) -> Result<u64> {
         check_new_file(out)?;
         let conn = self.deps.pool.fresh_connection()?;
-        vacuum_into(&conn, out)
+        db::vacuum_into(&conn, out)
     }
 
     /// Closes the connections; later calls fail with E_CLOSED, and calls in flight end with
@@ -671,17 +671,11 @@ fn check_new_file(out: &str) -> Result<()> {
     Ok(())
 }
 
-/// `VACUUM INTO out` from `conn`'s one read snapshot; the copy's size in bytes.
-fn vacuum_into(conn: &rusqlite::Connection, out: &str) -> Result<u64> {
-    conn.execute("VACUUM INTO ?1", [out])?;
-    Ok(std::fs::metadata(out).map(|m| m.len()).unwrap_or(0))
-}
-
 /// Copies the database at `path` to `out` (a new file) without writing to `path` and without
 /// reading its schema: a lossless-claw file that an engine could only open after upgrading
 /// it can be copied, and the copy upgraded instead (the CLI's read commands do so).
 pub(crate) fn snapshot_file(path: &str, out: &str, busy_timeout_ms: i64) -> Result<u64> {
     check_new_file(out)?;
-    let conn = crate::db::open_read_only(path, busy_timeout_ms, false)?;
-    vacuum_into(&conn, out).map_err(|e| e.with_path(path))
+    let conn = db::open_read_only(path, busy_timeout_ms, false)?;
+    db::vacuum_into(&conn, out).map_err(|e| e.with_path(path))
 }

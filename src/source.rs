@@ -203,6 +203,7 @@ pub(crate) fn leaf_source(
             role,
             content,
             created_at,
+            ..
         }) = rows.get(id)
         else {
             continue;

@@ -102,6 +102,13 @@ fn check_path(path: &str) -> Result<()> {
     Ok(())
 }
 
+/// Writes a consistent copy of the database behind `conn` to the new file `out` (SQLite's
+/// `VACUUM INTO`, from one read snapshot; works on a read-only connection); the copy's size.
+pub(crate) fn vacuum_into(conn: &Connection, out: &str) -> Result<u64> {
+    conn.execute("VACUUM INTO ?1", [out])?;
+    Ok(std::fs::metadata(out).map(|m| m.len()).unwrap_or(0))
+}
+
 /// Opens an existing file for reading only, without writing to it (not even the journal
 /// mode). SQLite may create the empty `-wal`/`-shm` side files a WAL database's readers share;
 /// where the directory is not writable it cannot, and then only an `immutable` open works: one

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::assemble::render::host_message;
 use crate::error::Result;
-use crate::store::messages::load_parts;
+use crate::store::messages;
 use crate::store::summaries;
 
 pub(crate) const DEFAULT_TOKEN_BUDGET: i64 = 4000;
@@ -135,48 +135,40 @@ pub(crate) fn expand(conn: &Connection, summary_id: &str, o: &ExpandOptions) -> 
 
 /// The inputs of a condensed summary, or the messages of a leaf, in order.
 fn children(conn: &Connection, id: &str, level: i64) -> Result<Vec<Entry>> {
-    let inputs: Vec<Entry> = conn
-        .prepare_cached(
-            "SELECT s.summary_id, s.kind, s.depth, s.token_count, s.earliest_at, s.latest_at, s.content
-             FROM summary_parents p JOIN summaries s ON s.summary_id = p.parent_summary_id
-             WHERE p.summary_id = ?1 ORDER BY p.ordinal",
-        )?
-        .query_map([id], |r| {
-            Ok(Entry::Summary {
-                summary_id: r.get(0)?,
-                parent_id: id.to_string(),
-                level,
-                kind: r.get(1)?,
-                depth: r.get(2)?,
-                token_count: r.get(3)?,
-                earliest_at: r.get::<_, Option<String>>(4)?.map(crate::time::iso_or_raw),
-                latest_at: r.get::<_, Option<String>>(5)?.map(crate::time::iso_or_raw),
-                content: r.get(6)?,
-            })
-        })?
-        .collect::<std::result::Result<_, _>>()?;
+    let inputs: Vec<Entry> = summaries::inputs_of(conn, id)?
+        .into_iter()
+        .map(|i| Entry::Summary {
+            summary_id: i.summary_id,
+            parent_id: id.to_string(),
+            level,
+            kind: i.kind,
+            depth: i.depth,
+            token_count: i.token_count,
+            earliest_at: i.earliest_at.map(crate::time::iso_or_raw),
+            latest_at: i.latest_at.map(crate::time::iso_or_raw),
+            content: i.content,
+        })
+        .collect();
     if !inputs.is_empty() {
         return Ok(inputs);
     }
-    let rows: Vec<(i64, String, String, i64)> = conn
-        .prepare_cached(
-            "SELECT m.message_id, m.role, m.content, m.token_count FROM summary_messages sm
-             JOIN messages m ON m.message_id = sm.message_id
-             WHERE sm.summary_id = ?1 ORDER BY sm.ordinal",
-        )?
-        .query_map([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
-        .collect::<std::result::Result<_, _>>()?;
-    let ids: Vec<i64> = rows.iter().map(|r| r.0).collect();
-    let parts = load_parts(conn, &ids)?;
-    Ok(rows
-        .into_iter()
+    // A message the leaf names but that is gone is left out.
+    let ids = summaries::messages_of(conn, id)?;
+    let texts = messages::texts(conn, &ids)?;
+    let ids: Vec<i64> = ids.into_iter().filter(|m| texts.contains_key(m)).collect();
+    let parts = messages::load_parts(conn, &ids)?;
+    Ok(ids
+        .iter()
         .zip(parts)
-        .map(|((message_id, role, content, token_count), parts)| Entry::Message {
-            message_id,
-            parent_id: id.to_string(),
-            level,
-            token_count,
-            message: host_message(&role, &content, &parts).to_json(),
+        .map(|(message_id, parts)| {
+            let m = &texts[message_id];
+            Entry::Message {
+                message_id: *message_id,
+                parent_id: id.to_string(),
+                level,
+                token_count: m.token_count,
+                message: host_message(&m.role, &m.content, &parts).to_json(),
+            }
         })
         .collect())
 }

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use rusqlite::{params, Connection};
+use rusqlite::Connection;
 use serde::{Deserialize, Serialize};
 
 use crate::compaction::escalation::{self, Level, PassError};
@@ -268,48 +268,32 @@ struct Target {
 }
 
 fn select(conn: &Connection, conversation_id: i64, selection: &Selection) -> Result<Vec<Target>> {
-    let fallbacks = format!("AND ?2 IS NULL AND {}", crate::store::summaries::FALLBACK_SQL);
-    let (filter, arg): (&str, rusqlite::types::Value) = match selection {
-        Selection::Summary(id) => ("AND summary_id = ?2", id.clone().into()),
-        Selection::Subtree(id) => (
-            "AND summary_id IN (WITH RECURSIVE beneath(id) AS (
-                SELECT ?2 UNION SELECT p.parent_summary_id FROM summary_parents p JOIN beneath b ON p.summary_id = b.id
-             ) SELECT id FROM beneath)",
-            id.clone().into(),
-        ),
-        Selection::Depth(d) => ("AND depth = ?2", (*d).into()),
-        Selection::All => ("AND ?2 IS NULL", rusqlite::types::Value::Null),
-        Selection::Fallbacks => (fallbacks.as_str(), rusqlite::types::Value::Null),
-        Selection::LowFidelity if !crate::store::fidelity_scores::exists(conn)? => ("AND ?2 IS NULL AND 0", rusqlite::types::Value::Null),
-        Selection::LowFidelity => (
-            "AND ?2 IS NULL AND summary_id IN (SELECT summary_id FROM lcm_native_summary_fidelity WHERE needs_repair = 1)",
-            rusqlite::types::Value::Null,
-        ),
-        Selection::PendingRedaction => (
-            "AND ?2 IS NULL AND summary_id IN (SELECT summary_id FROM lcm_native_redaction_pending)",
-            rusqlite::types::Value::Null,
-        ),
+    use crate::store::summaries::Which;
+    let which = match selection {
+        Selection::Summary(id) => Which::One(id),
+        Selection::Subtree(id) => Which::Beneath(id),
+        Selection::Depth(d) => Which::Depth(*d),
+        Selection::All => Which::All,
+        Selection::Fallbacks => Which::Fallbacks,
+        Selection::LowFidelity => Which::NeedsRepair,
+        Selection::PendingRedaction => Which::AwaitingRegeneration,
     };
-    let sql = format!(
-        "SELECT summary_id, kind, depth, content, token_count, earliest_at, latest_at, created_at FROM summaries
-         WHERE conversation_id = ?1 {filter}
-         ORDER BY depth, julianday(COALESCE(earliest_at, created_at)), julianday(created_at), summary_id"
-    );
-    let targets = conn
-        .prepare(&sql)?
-        .query_map(params![conversation_id, arg], |r| {
-            Ok(Target {
-                summary_id: r.get(0)?,
-                kind: r.get(1)?,
-                depth: r.get(2)?,
-                content: r.get(3)?,
-                token_count: r.get(4)?,
-                earliest_at: r.get(5)?,
-                latest_at: r.get(6)?,
-                created_at: r.get(7)?,
-            })
-        })?
-        .collect::<std::result::Result<Vec<_>, _>>()?;
+    let targets: Vec<Target> = crate::store::summaries::select(conn, conversation_id, which)?
+        .into_iter()
+        .map(|r| Target {
+            kind: match r.fields.kind {
+                crate::summarizer::SummaryKind::Condensed => "condensed".to_string(),
+                crate::summarizer::SummaryKind::Leaf => "leaf".to_string(),
+            },
+            summary_id: r.fields.summary_id,
+            depth: r.fields.depth,
+            content: r.fields.content,
+            token_count: r.fields.token_count,
+            earliest_at: r.fields.earliest_at,
+            latest_at: r.fields.latest_at,
+            created_at: r.created_at,
+        })
+        .collect();
     if let (Selection::Summary(id) | Selection::Subtree(id), true) = (selection, targets.is_empty()) {
         return Err(LcmError::not_found(
             "summary",

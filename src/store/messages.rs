@@ -716,13 +716,14 @@ pub(crate) struct MessageText {
     pub role: String,
     pub content: String,
     pub created_at: String,
+    pub token_count: i64,
 }
 
-/// Role, text and time of each of `message_ids` that exists (one query).
+/// Role, text, time and tokens of each of `message_ids` that exists (one query).
 pub(crate) fn texts(conn: &Connection, message_ids: &[i64]) -> Result<std::collections::HashMap<i64, MessageText>> {
     let mut out = std::collections::HashMap::with_capacity(message_ids.len());
     let mut stmt = conn.prepare_cached(
-        "SELECT m.message_id, m.role, m.content, m.created_at
+        "SELECT m.message_id, m.role, m.content, m.created_at, m.token_count
          FROM json_each(?1) j JOIN messages m ON m.message_id = j.value",
     )?;
     let mut q = stmt.query(params![serde_json::to_string(message_ids)?])?;
@@ -731,6 +732,7 @@ pub(crate) fn texts(conn: &Connection, message_ids: &[i64]) -> Result<std::colle
             role: r.get(1)?,
             content: r.get(2)?,
             created_at: r.get(3)?,
+            token_count: r.get(4)?,
         };
         out.insert(r.get(0)?, text);
     }
@@ -757,6 +759,13 @@ pub(crate) fn roles_for_rebuild(
         out.insert(r.get(0)?, (r.get(1)?, r.get(2)?));
     }
     Ok(out)
+}
+
+/// How many messages a conversation has stored.
+pub(crate) fn count(conn: &Connection, conversation_id: i64) -> Result<i64> {
+    Ok(conn
+        .prepare_cached("SELECT count(*) FROM messages WHERE conversation_id = ?1")?
+        .query_row([conversation_id], |r| r.get(0))?)
 }
 
 /// `(message_id, conversation_id)` of those of `message_ids` that exist.

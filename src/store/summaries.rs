@@ -365,10 +365,12 @@ pub(crate) fn above_messages(conn: &Connection, message_ids: &str) -> Result<Vec
     Ok(ids)
 }
 
-/// An input of a condensed summary as its parent's source shows it: its time facts and text.
+/// An input of a condensed summary as its parent's source (and `expand`) shows it.
 pub(crate) struct InputText {
     pub summary_id: String,
+    pub kind: String,
     pub depth: i64,
+    pub token_count: i64,
     pub earliest_at: Option<String>,
     pub latest_at: Option<String>,
     pub created_at: String,
@@ -379,18 +381,20 @@ pub(crate) struct InputText {
 pub(crate) fn inputs_of(conn: &Connection, summary_id: &str) -> Result<Vec<InputText>> {
     let inputs = conn
         .prepare_cached(
-            "SELECT s.summary_id, s.depth, s.earliest_at, s.latest_at, s.created_at, s.content
+            "SELECT s.summary_id, s.kind, s.depth, s.token_count, s.earliest_at, s.latest_at, s.created_at, s.content
              FROM summary_parents p JOIN summaries s ON s.summary_id = p.parent_summary_id
              WHERE p.summary_id = ?1 ORDER BY p.ordinal",
         )?
         .query_map([summary_id], |r| {
             Ok(InputText {
                 summary_id: r.get(0)?,
-                depth: r.get(1)?,
-                earliest_at: r.get(2)?,
-                latest_at: r.get(3)?,
-                created_at: r.get(4)?,
-                content: r.get(5)?,
+                kind: r.get(1)?,
+                depth: r.get(2)?,
+                token_count: r.get(3)?,
+                earliest_at: r.get(4)?,
+                latest_at: r.get(5)?,
+                created_at: r.get(6)?,
+                content: r.get(7)?,
             })
         })?
         .collect::<std::result::Result<_, _>>()?;
@@ -461,5 +465,58 @@ pub(crate) fn preceding(conn: &Connection, summary_id: &str) -> Result<Vec<(Stri
         .query_map(params![summary_id], |r| Ok((r.get(0)?, r.get(1)?)))?
         .collect::<std::result::Result<_, _>>()?;
     rows.reverse();
+    Ok(rows)
+}
+
+/// Which summaries of a conversation `select` takes (the selections of a rewrite).
+pub(crate) enum Which<'a> {
+    One(&'a str),
+    /// A summary and every summary beneath it.
+    Beneath(&'a str),
+    Depth(i64),
+    All,
+    /// The deterministic fallbacks (`FALLBACK_SQL`).
+    Fallbacks,
+    /// Those whose fidelity stayed under `minFidelity` (marked for repair).
+    NeedsRepair,
+    /// Those a redaction replaced with its notice, waiting to be written again.
+    AwaitingRegeneration,
+}
+
+/// The summaries `which` takes, bottom-up: by depth, then by the start of their span (their
+/// creation when unknown), then by creation, then by id. Fidelity fields are not filled.
+pub(crate) fn select(conn: &Connection, conversation_id: i64, which: Which<'_>) -> Result<Vec<SummaryRecord>> {
+    use rusqlite::types::Value;
+    let fallbacks = format!("AND ?2 IS NULL AND {FALLBACK_SQL}");
+    let (filter, arg): (&str, Value) = match which {
+        Which::One(id) => ("AND summary_id = ?2", id.to_string().into()),
+        Which::Beneath(id) => (
+            "AND summary_id IN (WITH RECURSIVE beneath(id) AS (
+                SELECT ?2 UNION SELECT p.parent_summary_id FROM summary_parents p JOIN beneath b ON p.summary_id = b.id
+             ) SELECT id FROM beneath)",
+            id.to_string().into(),
+        ),
+        Which::Depth(d) => ("AND depth = ?2", d.into()),
+        Which::All => ("AND ?2 IS NULL", Value::Null),
+        Which::Fallbacks => (fallbacks.as_str(), Value::Null),
+        Which::NeedsRepair if !fidelity_scores::exists(conn)? => ("AND ?2 IS NULL AND 0", Value::Null),
+        Which::NeedsRepair => (
+            "AND ?2 IS NULL AND summary_id IN (SELECT summary_id FROM lcm_native_summary_fidelity WHERE needs_repair = 1)",
+            Value::Null,
+        ),
+        Which::AwaitingRegeneration => (
+            "AND ?2 IS NULL AND summary_id IN (SELECT summary_id FROM lcm_native_redaction_pending)",
+            Value::Null,
+        ),
+    };
+    let sql = format!(
+        "SELECT {SUMMARY_COLUMNS}, {FALLBACK_SQL} FROM summaries
+         WHERE conversation_id = ?1 {filter}
+         ORDER BY depth, julianday(COALESCE(earliest_at, created_at)), julianday(created_at), summary_id"
+    );
+    let rows = conn
+        .prepare(&sql)?
+        .query_map(params![conversation_id, arg], from_row)?
+        .collect::<std::result::Result<Vec<_>, _>>()?;
     Ok(rows)
 }

@@ -2,12 +2,13 @@
 //! to the live one. A message is covered by its leaf summary (`summary_messages`); a summary
 //! by the condensed node that took it as an input (`summary_parents`).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
-use rusqlite::{Connection, OptionalExtension};
+use rusqlite::Connection;
 use serde::Serialize;
 
 use crate::error::Result;
+use crate::store::dag;
 
 /// Longest chain followed (a DAG deeper than this is not one lcm-native or the plugin wrote;
 /// the bound also stops a cycle in a damaged database).
@@ -36,21 +37,11 @@ pub(crate) struct Cover {
     pub chain: Vec<ChainLink>,
 }
 
-fn is_live_summary(conn: &Connection, summary_id: &str) -> Result<bool> {
-    Ok(conn
-        .prepare_cached("SELECT 1 FROM context_items WHERE summary_id = ?1 LIMIT 1")?
-        .query_row([summary_id], |_| Ok(()))
-        .optional()?
-        .is_some())
-}
-
 fn link(conn: &Connection, summary_id: String) -> Result<Option<ChainLink>> {
-    let row = conn
-        .prepare_cached("SELECT kind, depth FROM summaries WHERE summary_id = ?1")?
-        .query_row([&summary_id], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
-        .optional()?;
-    let Some((kind, depth)) = row else { return Ok(None) };
-    let live = is_live_summary(conn, &summary_id)?;
+    let Some((kind, depth)) = dag::kind_and_depth(conn, &summary_id)? else {
+        return Ok(None);
+    };
+    let live = dag::is_live(conn, &summary_id)?;
     Ok(Some(ChainLink {
         summary_id,
         kind,
@@ -80,54 +71,23 @@ fn climb(conn: &Connection, first: Option<String>) -> Result<Cover> {
     Ok(cover)
 }
 
-/// The condensed node that took `summary_id` as an input, if any.
-pub(crate) fn consumer_of(conn: &Connection, summary_id: &str) -> Result<Option<String>> {
-    Ok(conn
-        .prepare_cached("SELECT summary_id FROM summary_parents WHERE parent_summary_id = ?1 ORDER BY rowid LIMIT 1")?
-        .query_row([summary_id], |r| r.get(0))
-        .optional()?)
-}
-
-fn leaf_of(conn: &Connection, message_id: i64) -> Result<Option<String>> {
-    Ok(conn
-        .prepare_cached("SELECT summary_id FROM summary_messages WHERE message_id = ?1 ORDER BY rowid LIMIT 1")?
-        .query_row([message_id], |r| r.get(0))
-        .optional()?)
-}
-
-/// Which of `ids` (messages no summary covers) are live context items. Under the lossless
-/// invariant all are; seed-era compaction-event rows are neither. One scan of the live items
-/// of the conversations involved.
-fn live_among(conn: &Connection, ids: &[i64]) -> Result<HashSet<i64>> {
-    if ids.is_empty() {
-        return Ok(HashSet::new());
-    }
-    let json = serde_json::to_string(ids)?;
-    let live = conn
-        .prepare_cached(
-            "SELECT ci.message_id FROM context_items ci
-             WHERE ci.conversation_id IN (SELECT DISTINCT m.conversation_id FROM messages m
-                                          WHERE m.message_id IN (SELECT value FROM json_each(?1)))
-               AND ci.message_id IN (SELECT value FROM json_each(?1))",
-        )?
-        .query_map([json], |r| r.get(0))?
-        .collect::<std::result::Result<_, _>>()?;
-    Ok(live)
-}
+pub(crate) use dag::consumer_of;
 
 /// Where each of these messages sits: covered by a chain up to a live summary, or live itself.
 pub(crate) fn of_messages(conn: &Connection, ids: &[i64]) -> Result<HashMap<i64, Cover>> {
     let mut out = HashMap::with_capacity(ids.len());
     let mut uncovered = Vec::new();
     for &id in ids {
-        match leaf_of(conn, id)? {
+        match dag::leaf_of(conn, id)? {
             Some(leaf) => {
                 out.insert(id, climb(conn, Some(leaf))?);
             }
             None => uncovered.push(id),
         }
     }
-    let live = live_among(conn, &uncovered)?;
+    // Under the lossless invariant every uncovered message is live; seed-era compaction-event
+    // rows are neither.
+    let live = dag::live_messages_among(conn, &uncovered)?;
     for id in uncovered {
         out.insert(
             id,
@@ -147,7 +107,7 @@ pub(crate) fn of_message(conn: &Connection, message_id: i64) -> Result<Cover> {
 }
 
 pub(crate) fn of_summary(conn: &Connection, summary_id: &str) -> Result<Cover> {
-    if is_live_summary(conn, summary_id)? {
+    if dag::is_live(conn, summary_id)? {
         return Ok(Cover {
             live: true,
             ..Cover::default()

@@ -1,6 +1,6 @@
 //! `describe`: everything known about one summary or one message, and where it sits in the DAG.
 
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::Connection;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -152,24 +152,16 @@ pub(crate) fn describe(conn: &Connection, id: &ItemId, zone: DisplayZone) -> Res
 
 fn describe_summary(conn: &Connection, summary_id: &str, zone: DisplayZone) -> Result<SummaryDescription> {
     let summary = summaries::get(conn, summary_id)?;
-    let file_ids: String = conn
-        .prepare_cached("SELECT file_ids FROM summaries WHERE summary_id = ?1")?
-        .query_row([summary_id], |r| r.get(0))?;
-    let inputs = conn
-        .prepare_cached(
-            "SELECT s.summary_id, s.kind, s.depth, s.token_count FROM summary_parents p
-             JOIN summaries s ON s.summary_id = p.parent_summary_id
-             WHERE p.summary_id = ?1 ORDER BY p.ordinal",
-        )?
-        .query_map([summary_id], |r| {
-            Ok(InputRef {
-                summary_id: r.get(0)?,
-                kind: r.get(1)?,
-                depth: r.get(2)?,
-                token_count: r.get(3)?,
-            })
-        })?
-        .collect::<std::result::Result<Vec<_>, _>>()?;
+    let file_ids = summaries::file_ids(conn, summary_id)?;
+    let inputs: Vec<InputRef> = summaries::inputs_of(conn, summary_id)?
+        .into_iter()
+        .map(|i| InputRef {
+            summary_id: i.summary_id,
+            kind: i.kind,
+            depth: i.depth,
+            token_count: i.token_count,
+        })
+        .collect();
     let consumed_by = coverage::consumer_of(conn, summary_id)?;
     let cover = coverage::of_summary(conn, summary_id)?;
     let f = &summary.fields;
@@ -185,7 +177,7 @@ fn describe_summary(conn: &Connection, summary_id: &str, zone: DisplayZone) -> R
     };
     Ok(SummaryDescription {
         range,
-        file_ids: serde_json::from_str(&file_ids).unwrap_or_default(),
+        file_ids,
         inputs,
         covered_messages: covered_messages(conn, summary_id)?,
         live: cover.live,
@@ -200,37 +192,17 @@ fn describe_summary(conn: &Connection, summary_id: &str, zone: DisplayZone) -> R
 
 /// The messages under a summary: its own (leaf) and those of every summary below it.
 fn covered_messages(conn: &Connection, summary_id: &str) -> Result<CoveredMessages> {
-    Ok(conn
-        .prepare_cached(
-            "WITH RECURSIVE below(id, steps) AS (
-               SELECT ?1, 0
-               UNION
-               SELECT p.parent_summary_id, b.steps + 1 FROM summary_parents p JOIN below b ON p.summary_id = b.id
-               WHERE b.steps < 64
-             ),
-             covered AS (
-               SELECT DISTINCT m.message_id, m.seq FROM below b
-               JOIN summary_messages sm ON sm.summary_id = b.id
-               JOIN messages m ON m.message_id = sm.message_id
-             )
-             SELECT (SELECT count(*) FROM covered),
-                    (SELECT message_id FROM covered ORDER BY seq LIMIT 1),
-                    (SELECT message_id FROM covered ORDER BY seq DESC LIMIT 1)",
-        )?
-        .query_row(params![summary_id], |r| {
-            Ok(CoveredMessages {
-                count: r.get(0)?,
-                first_message_id: r.get(1)?,
-                last_message_id: r.get(2)?,
-            })
-        })?)
+    let (count, first_message_id, last_message_id) = crate::store::dag::covered_span(conn, summary_id)?;
+    Ok(CoveredMessages {
+        count,
+        first_message_id,
+        last_message_id,
+    })
 }
 
 fn describe_message(conn: &Connection, message_id: i64) -> Result<MessageDescription> {
-    let conversation_id: i64 = conn
-        .prepare_cached("SELECT conversation_id FROM messages WHERE message_id = ?1")?
-        .query_row([message_id], |r| r.get(0))
-        .optional()?
+    let (_, conversation_id) = messages::conversations_of(conn, &[message_id])?
+        .pop()
         .ok_or_else(|| LcmError::not_found("message", message_id))?;
     let message = messages::by_ids(conn, &[message_id])?
         .pop()

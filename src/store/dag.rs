@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use rusqlite::{params, Connection};
+use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 
 use super::summaries::{self, SummaryRecord};
@@ -127,6 +127,81 @@ pub(crate) fn read(conn: &Connection, conversation_id: i64) -> Result<Vec<DagNod
         })
     });
     Ok(nodes)
+}
+
+/// Whether `summary_id` is a live context item.
+pub(crate) fn is_live(conn: &Connection, summary_id: &str) -> Result<bool> {
+    Ok(conn
+        .prepare_cached("SELECT 1 FROM context_items WHERE summary_id = ?1 LIMIT 1")?
+        .query_row([summary_id], |_| Ok(()))
+        .optional()?
+        .is_some())
+}
+
+/// A summary's kind and depth, if it exists.
+pub(crate) fn kind_and_depth(conn: &Connection, summary_id: &str) -> Result<Option<(String, i64)>> {
+    Ok(conn
+        .prepare_cached("SELECT kind, depth FROM summaries WHERE summary_id = ?1")?
+        .query_row([summary_id], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?)
+}
+
+/// The condensed node that took `summary_id` as an input, if any (the first, in a damaged file
+/// that links it twice).
+pub(crate) fn consumer_of(conn: &Connection, summary_id: &str) -> Result<Option<String>> {
+    Ok(conn
+        .prepare_cached("SELECT summary_id FROM summary_parents WHERE parent_summary_id = ?1 ORDER BY rowid LIMIT 1")?
+        .query_row([summary_id], |r| r.get(0))
+        .optional()?)
+}
+
+/// The leaf that covers `message_id`, if any.
+pub(crate) fn leaf_of(conn: &Connection, message_id: i64) -> Result<Option<String>> {
+    Ok(conn
+        .prepare_cached("SELECT summary_id FROM summary_messages WHERE message_id = ?1 ORDER BY rowid LIMIT 1")?
+        .query_row([message_id], |r| r.get(0))
+        .optional()?)
+}
+
+/// Which of `message_ids` are live context items (one scan of the live items of the
+/// conversations involved).
+pub(crate) fn live_messages_among(conn: &Connection, message_ids: &[i64]) -> Result<std::collections::HashSet<i64>> {
+    if message_ids.is_empty() {
+        return Ok(Default::default());
+    }
+    let live = conn
+        .prepare_cached(
+            "SELECT ci.message_id FROM context_items ci
+             WHERE ci.conversation_id IN (SELECT DISTINCT m.conversation_id FROM messages m
+                                          WHERE m.message_id IN (SELECT value FROM json_each(?1)))
+               AND ci.message_id IN (SELECT value FROM json_each(?1))",
+        )?
+        .query_map([serde_json::to_string(message_ids)?], |r| r.get(0))?
+        .collect::<std::result::Result<_, _>>()?;
+    Ok(live)
+}
+
+/// The messages under a summary (its own, and those of every summary below it): how many,
+/// and the first and the last by `seq`.
+pub(crate) fn covered_span(conn: &Connection, summary_id: &str) -> Result<(i64, Option<i64>, Option<i64>)> {
+    Ok(conn
+        .prepare_cached(
+            "WITH RECURSIVE below(id, steps) AS (
+               SELECT ?1, 0
+               UNION
+               SELECT p.parent_summary_id, b.steps + 1 FROM summary_parents p JOIN below b ON p.summary_id = b.id
+               WHERE b.steps < 64
+             ),
+             covered AS (
+               SELECT DISTINCT m.message_id, m.seq FROM below b
+               JOIN summary_messages sm ON sm.summary_id = b.id
+               JOIN messages m ON m.message_id = sm.message_id
+             )
+             SELECT (SELECT count(*) FROM covered),
+                    (SELECT message_id FROM covered ORDER BY seq LIMIT 1),
+                    (SELECT message_id FROM covered ORDER BY seq DESC LIMIT 1)",
+        )?
+        .query_row(params![summary_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?)
 }
 
 #[cfg(test)]

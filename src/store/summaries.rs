@@ -520,3 +520,12 @@ pub(crate) fn select(conn: &Connection, conversation_id: i64, which: Which<'_>) 
         .collect::<std::result::Result<Vec<_>, _>>()?;
     Ok(rows)
 }
+
+/// A summary's `file_…` ids (its `file_ids` column), empty when it has none or they do not parse.
+pub(crate) fn file_ids(conn: &Connection, summary_id: &str) -> Result<Vec<String>> {
+    let json: Option<String> = conn
+        .prepare_cached("SELECT file_ids FROM summaries WHERE summary_id = ?1")?
+        .query_row([summary_id], |r| r.get(0))
+        .optional()?;
+    Ok(json.and_then(|j| serde_json::from_str(&j).ok()).unwrap_or_default())
+}

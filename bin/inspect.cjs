@@ -7,7 +7,7 @@
 const fs = require('node:fs')
 
 const { UsageError, existingDb, fmt, oneLine, openForReading, parseArgs, plural } = require('./cli-common.cjs')
-const { messageText } = require('./message-text.cjs')
+const { messageText } = require('../tui/message-text.cjs')
 
 /**
  * @typedef {import('../index.js').LcmEngine} Engine

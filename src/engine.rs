@@ -286,13 +286,13 @@ impl Engine {
     }
 
     /// Checks the invariants (of one conversation, or all) and digests the contents.
-    pub fn verify(&self, conversation_id: Option<i64>) -> Result<crate::compaction::verify::VerifyReport> {
+    pub fn verify(&self, conversation_id: Option<i64>) -> Result<crate::store::verify::VerifyReport> {
         // A fresh connection: SQLite's FTS5 integrity check reports a false checksum mismatch
         // on a connection whose cached index structure predates another connection's write.
         let conn = self.deps.pool.fresh_connection()?;
         // One read transaction: every check sees the same snapshot, whatever writers do meanwhile.
         let snapshot = conn.unchecked_transaction()?;
-        crate::compaction::verify::verify(&snapshot, conversation_id)
+        crate::store::verify::verify(&snapshot, conversation_id)
     }
 
     /// One pass: a leaf pass (with incremental condensation up to `incrementalMaxDepth`) or a

@@ -67,7 +67,6 @@ fn generated() -> String {
     use crate::compaction::{
         escalation::Level,
         evaluate::{LeafTrigger, RollingTrigger},
-        verify::VerifyReport,
         ContextFit, Evaluation, PassFailure, PassResult, StopReason, SweepResult,
     };
     use crate::db::migrate::{BackfillReport, MigrationReport};
@@ -90,6 +89,7 @@ fn generated() -> String {
         lifecycle::SessionReset,
         messages::{IngestOutcome, StoredMessage},
         summaries::{SummaryFields, SummaryRecord},
+        verify::VerifyReport,
     };
     use crate::summarizer::{SummarizeRequest, SummaryKind};
 

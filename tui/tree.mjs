@@ -4,9 +4,9 @@
 // short texts the screens show. Pure functions of `engine.dag()`'s nodes, tested without a
 // terminal.
 
-import messageTextModule from '../bin/message-text.cjs'
+import messageTextModule from './message-text.cjs'
 
-/** A stored message's content as text (tool calls with their arguments): `bin/message-text.cjs`. */
+/** A stored message's content as text (tool calls with their arguments): `message-text.cjs`. */
 export const messageText = messageTextModule.messageText
 
 /** @typedef {import('../index.js').DagNode} DagNode */

@@ -14,7 +14,6 @@
 pub(crate) mod escalation;
 pub(crate) mod evaluate;
 mod results;
-pub(crate) mod verify;
 pub(crate) mod write;
 
 #[cfg(test)]

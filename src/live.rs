@@ -8,11 +8,12 @@
 //! answer could depend on the unread middle; the caller reads more and asks again, so every
 //! decision is the one the fully read context would make.
 
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::Connection;
 
 use crate::config::Config;
 use crate::db::totals;
 use crate::error::{LcmError, Result};
+use crate::store::context::{self, ItemRow, Span};
 
 /// What a context item points at.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -167,79 +168,34 @@ pub struct ContextEntry {
     pub tokens: i64,
 }
 
-/// The query of the live items of a conversation with what the model needs of their rows,
-/// with `$extra` columns after the ones `item_from_row` reads. Column 6 (a message's time,
-/// which no reader needs) is NULL, so the summary columns keep their places.
-macro_rules! item_query {
-    ($extra:literal) => {
-        concat!(
-            "SELECT ci.ordinal, ci.item_type, ci.message_id, ci.summary_id,
-        m.role, m.token_count, NULL,
-        s.depth, s.token_count, s.earliest_at, s.latest_at, s.created_at,
-        s.descendant_count, s.descendant_token_count, s.source_message_token_count",
-            $extra,
-            "
- FROM context_items ci
- LEFT JOIN messages m ON ci.item_type = 'message' AND m.message_id = ci.message_id
- LEFT JOIN summaries s ON ci.item_type = 'summary' AND s.summary_id = ci.summary_id
- WHERE ci.conversation_id = ?1"
-        )
-    };
-}
-
-const ITEM_QUERY: &str = item_query!("");
-
-/// `ITEM_QUERY` with each summary's content (column 15), for readers that show it: the row is
-/// already at hand, where a second query would look every summary up again by its text key.
-const ITEM_QUERY_WITH_SUMMARY_CONTENT: &str = item_query!(", s.content");
-
-/// One row of `ITEM_QUERY`: its ordinal, and the item (`None` for a malformed row).
-fn item_from_row(r: &rusqlite::Row<'_>) -> Result<(i64, Option<Box<Item>>)> {
-    let ordinal: i64 = r.get(0)?;
-    let kind: String = r.get(1)?;
-    if kind == "message" {
-        let Some(id) = r.get::<_, Option<i64>>(2)? else {
-            return Ok((ordinal, None));
-        };
-        return Ok((
-            ordinal,
-            Some(Box::new(Item::message(
-                id,
-                r.get::<_, Option<i64>>(5)?.unwrap_or(0).max(0),
-                Some(ordinal),
-                r.get(4)?,
-            ))),
-        ));
-    }
-    let Some(id) = r.get::<_, Option<String>>(3)? else {
-        return Ok((ordinal, None));
-    };
-    let summary = match r.get::<_, Option<i64>>(7)? {
-        // A dangling summary item (row missing): kept as an opaque item.
-        None => None,
-        Some(depth) => Some(SummaryFacts {
-            depth,
-            earliest_at: r.get(9)?,
-            latest_at: r.get(10)?,
-            created_at: r.get(11)?,
-            descendant_count: r.get::<_, Option<i64>>(12)?.unwrap_or(0),
-            descendant_token_count: r.get::<_, Option<i64>>(13)?.unwrap_or(0),
-            source_message_token_count: r.get::<_, Option<i64>>(14)?.unwrap_or(0),
-        }),
-    };
-    Ok((
-        ordinal,
-        Some(Box::new(Item::summary(
+/// The item a live context row stands for (`None` for a malformed row: an item naming no row).
+fn item_of(r: ItemRow) -> Option<Box<Item>> {
+    if r.item_type == "message" {
+        let id = r.message_id?;
+        return Some(Box::new(Item::message(
             id,
-            if summary.is_some() {
-                r.get::<_, Option<i64>>(8)?.unwrap_or(0).max(0)
-            } else {
-                0
-            },
-            Some(ordinal),
-            summary,
-        ))),
-    ))
+            r.message_tokens.unwrap_or(0).max(0),
+            Some(r.ordinal),
+            r.role,
+        )));
+    }
+    let id = r.summary_id?;
+    let summary = r.depth.map(|depth| SummaryFacts {
+        depth,
+        earliest_at: r.earliest_at,
+        latest_at: r.latest_at,
+        created_at: r.created_at.unwrap_or_default(),
+        descendant_count: r.descendant_count.unwrap_or(0),
+        descendant_token_count: r.descendant_token_count.unwrap_or(0),
+        source_message_token_count: r.source_message_token_count.unwrap_or(0),
+    });
+    // A dangling summary item (row missing) is kept as an opaque item.
+    let tokens = if summary.is_some() {
+        r.summary_tokens.unwrap_or(0).max(0)
+    } else {
+        0
+    };
+    Some(Box::new(Item::summary(id, tokens, Some(r.ordinal), summary)))
 }
 
 /// Share of a call's token budget the fresh tail may hold when `freshTailMaxTokens` is unset.
@@ -367,16 +323,13 @@ pub(crate) struct Chunk {
 
 impl LiveContext {
     pub(crate) fn load(conn: &Connection, conversation_id: i64) -> Result<LiveContext> {
-        let sql = format!("{ITEM_QUERY} ORDER BY ci.ordinal");
-        let mut stmt = conn.prepare_cached(&sql)?;
         let mut items = Vec::new();
         let mut last = -1;
-        let mut rows = stmt.query(params![conversation_id])?;
-        while let Some(r) = rows.next()? {
-            let (ordinal, item) = item_from_row(r)?;
-            last = ordinal;
-            items.extend(item);
-        }
+        context::read_items(conn, conversation_id, Span::All, false, |r| {
+            last = r.ordinal;
+            items.extend(item_of(r));
+            Ok(true)
+        })?;
         Ok(LiveContext::new(conversation_id, items, last))
     }
 
@@ -390,35 +343,22 @@ impl LiveContext {
         summary_content: bool,
         mut more: impl FnMut(&Item, Option<String>) -> bool,
     ) -> Result<(LiveContext, i64)> {
-        let query = if summary_content {
-            ITEM_QUERY_WITH_SUMMARY_CONTENT
-        } else {
-            ITEM_QUERY
-        };
-        let sql = format!("{query} ORDER BY ci.ordinal DESC");
-        let mut stmt = conn.prepare_cached(&sql)?;
         let mut items = Vec::new();
         let mut last = -1;
         let mut oldest = 0;
-        let mut rows = stmt.query(params![conversation_id])?;
-        while let Some(r) = rows.next()? {
-            let (ordinal, item) = item_from_row(r)?;
+        context::read_items(conn, conversation_id, Span::NewestFirst, summary_content, |r| {
             if last < 0 {
-                last = ordinal;
+                last = r.ordinal;
             }
-            oldest = ordinal;
-            if let Some(item) = item {
-                let content = match summary_content && item.summary_facts().is_some() {
-                    true => r.get(15)?,
-                    false => None,
-                };
-                let go_on = more(&item, content);
-                items.push(item);
-                if !go_on {
-                    break;
-                }
-            }
-        }
+            oldest = r.ordinal;
+            let mut r = r;
+            let content = r.content.take();
+            let Some(item) = item_of(r) else { return Ok(true) };
+            let content = if item.summary_facts().is_some() { content } else { None };
+            let go_on = more(&item, content);
+            items.push(item);
+            Ok(go_on)
+        })?;
         items.reverse();
         Ok((LiveContext::new(conversation_id, items, last), oldest))
     }
@@ -458,30 +398,24 @@ impl LiveContext {
             }
             (newest.items, newest.last_db_ordinal, oldest)
         } else {
-            let last = conn
-                .prepare_cached("SELECT COALESCE(MAX(ordinal), -1) FROM context_items WHERE conversation_id = ?1")?
-                .query_row(params![conversation_id], |r| r.get(0))?;
-            (Vec::new(), last, i64::MAX)
+            (Vec::new(), context::last_ordinal(conn, conversation_id)?, i64::MAX)
         };
         // The oldest items, up to the tail.
-        let sql = format!("{ITEM_QUERY} AND ci.ordinal < ?2 ORDER BY ci.ordinal");
-        let mut stmt = conn.prepare_cached(&sql)?;
-        let mut rows = stmt.query(params![conversation_id, tail_first])?;
         let mut items: Vec<Box<Item>> = Vec::new();
         let (mut messages, mut head_last) = (0, None);
         let mut more = false;
-        while let Some(r) = rows.next()? {
+        context::read_items(conn, conversation_id, Span::Before(tail_first), false, |r| {
             if messages >= window.max(1) {
                 more = true;
-                break;
+                return Ok(false);
             }
-            let (ordinal, item) = item_from_row(r)?;
-            head_last = Some(ordinal);
-            let Some(item) = item else { continue };
-            messages += usize::from(item.is_message());
-            items.push(item);
-        }
-        drop(rows);
+            head_last = Some(r.ordinal);
+            if let Some(item) = item_of(r) {
+                messages += usize::from(item.is_message());
+                items.push(item);
+            }
+            Ok(true)
+        })?;
         let at = items.len();
         items.extend(tail);
         let mut ctx = LiveContext::new(conversation_id, items, last);
@@ -524,7 +458,6 @@ impl LiveContext {
             gap.at.checked_sub(1).map(|i| (gap.after, i)),
             (gap.at < self.items.len()).then_some((gap.before, gap.at)),
         ];
-        let at_ordinal = format!("{ITEM_QUERY} AND ci.ordinal = ?2");
         for (ordinal, index) in sides.into_iter().flatten() {
             // The item the model holds at that ordinal. There may be none: a row that is not
             // an item, or one a pass not yet written consumed (its summary has no ordinal
@@ -537,13 +470,11 @@ impl LiveContext {
             else {
                 continue;
             };
-            let found = conn
-                .prepare_cached(&at_ordinal)?
-                .query_row(params![self.conversation_id, ordinal], |r| {
-                    Ok(item_from_row(r).map(|(_, item)| item.map(|i| i.r)))
-                })
-                .optional()?
-                .transpose()?;
+            let mut found = None;
+            context::read_items(conn, self.conversation_id, Span::At(ordinal), false, |r| {
+                found = Some(item_of(r).map(|i| i.r));
+                Ok(false)
+            })?;
             if found.as_ref().map(|f| f.as_ref()) != Some(Some(expected)) {
                 return Err(LcmError::Stale {
                     conversation_id: self.conversation_id,
@@ -558,17 +489,19 @@ impl LiveContext {
         let Some(gap) = self.gap.as_mut() else {
             return Ok(0..0);
         };
-        let sql = format!("{ITEM_QUERY} AND ci.ordinal > ?2 AND ci.ordinal < ?3 ORDER BY ci.ordinal LIMIT ?4");
-        let mut stmt = conn.prepare_cached(&sql)?;
-        let mut rows = stmt.query(params![self.conversation_id, gap.after, gap.before, n.max(1) as i64])?;
+        let span = Span::Between {
+            after: gap.after,
+            before: gap.before,
+            limit: n.max(1) as i64,
+        };
         let mut read = Vec::new();
         let mut rows_read = 0;
-        while let Some(r) = rows.next()? {
-            let (ordinal, item) = item_from_row(r)?;
+        context::read_items(conn, self.conversation_id, span, false, |r| {
             rows_read += 1;
-            gap.after = ordinal;
-            read.extend(item);
-        }
+            gap.after = r.ordinal;
+            read.extend(item_of(r));
+            Ok(true)
+        })?;
         for item in &read {
             gap.tokens = (gap.tokens - item.tokens).max(0);
             if item.is_message() {

@@ -2,6 +2,7 @@
 //! fidelity scores, the redaction log; and the check of the invariants over them (`verify`). The ground floor above `db`: it imports nothing else of
 //! the crate but the error type, time formatting and the summary kinds.
 
+pub(crate) mod context;
 pub(crate) mod conversations;
 pub(crate) mod dag;
 pub(crate) mod fidelity_scores;

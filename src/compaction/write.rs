@@ -10,12 +10,13 @@
 //! few summaries before it instead of renumbering the 50,000 rows after it. lossless-claw reads
 //! ordinals for their order only, and renumbers from 0 when it writes.
 
-use rusqlite::{params, Connection, TransactionBehavior};
+use rusqlite::{Connection, TransactionBehavior};
 use sha2::{Digest, Sha256};
 
 use crate::db::SchemaFlags;
 use crate::error::{LcmError, Result};
 use crate::live::{ItemRef, LiveContext};
+use crate::store::context::{self, Named, Renumbering};
 use crate::store::summaries::{self, NewSummary};
 use crate::time;
 
@@ -80,75 +81,44 @@ pub(crate) fn write_passes(
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
 
     // 1. The rows the rewrite moves must be exactly those the passes were planned on.
-    {
-        let (lo, hi) = rewrite.checked;
-        let mut stmt = tx.prepare_cached(
-            "SELECT ordinal, item_type, message_id, summary_id FROM context_items
-             WHERE conversation_id = ?1 AND ordinal >= ?2 AND ordinal <= ?3 ORDER BY ordinal",
-        )?;
-        let mut rows = stmt.query(params![cid, lo, hi])?;
-        let mut expected = baseline.items.iter().filter(|(o, _)| *o >= lo && *o <= hi);
-        while let Some(r) = rows.next()? {
-            let ordinal: i64 = r.get(0)?;
-            let kind: String = r.get(1)?;
-            let actual = if kind == "message" {
-                r.get::<_, Option<i64>>(2)?.map(ItemRef::Message)
-            } else {
-                r.get::<_, Option<String>>(3)?.map(ItemRef::Summary)
-            };
-            match (expected.next(), actual) {
-                (Some((o, want)), Some(got)) if *o == ordinal && *want == got => {}
-                _ => return Err(stale(cid)),
-            }
-        }
-        if expected.next().is_some() {
-            return Err(stale(cid));
-        }
+    let (lo, hi) = rewrite.checked;
+    let stored = context::named_between(&tx, cid, lo, hi)?;
+    let expected: Vec<_> = baseline.items.iter().filter(|(o, _)| *o >= lo && *o <= hi).collect();
+    let same = stored.len() == expected.len()
+        && stored.iter().zip(&expected).all(|((ordinal, named), (o, want))| {
+            *o == *ordinal
+                && match (want, named) {
+                    (ItemRef::Message(a), Named::Message(b)) => a == b,
+                    (ItemRef::Summary(a), Named::Summary(b)) => a == b,
+                    _ => false,
+                }
+        });
+    if !same {
+        return Err(stale(cid));
     }
 
     // 2. Summary rows, lineage and scores.
     summaries::insert(&tx, flags, cid, &now, new)?;
 
-    // 3. The context, rewritten so that only real changes touch rows (and fire the live-totals
-    //    triggers): the moving rows go to negative temporary ordinals, consumed items are
-    //    deleted, each run of survivors moves to its new place in one UPDATE, the rows beyond
-    //    the model (the unread middle, the tail, items appended meanwhile) shift together, and
-    //    the new summaries are inserted into the gaps. Rows that stay keep their `created_at`.
-    let (from, to) = rewrite.moved;
-    tx.prepare_cached(
-        "UPDATE context_items SET ordinal = -1 - ordinal WHERE conversation_id = ?1 AND ordinal >= ?2 AND ordinal <= ?3",
-    )?
-    .execute(params![cid, from, to])?;
-    {
-        let mut delete = tx.prepare_cached(
-            "DELETE FROM context_items WHERE conversation_id = ?1 AND ordinal >= -1 - ?3 AND ordinal <= -1 - ?2",
-        )?;
-        for (from, to) in &rewrite.consumed {
-            delete.execute(params![cid, from, to])?;
-        }
-        let mut shift = tx.prepare_cached(
-            "UPDATE context_items SET ordinal = (-1 - ordinal) + ?4
-             WHERE conversation_id = ?1 AND ordinal >= -1 - ?3 AND ordinal <= -1 - ?2",
-        )?;
-        for (from, to, by) in &rewrite.survivors {
-            shift.execute(params![cid, from, to, by])?;
-        }
-        if rewrite.after_shift != 0 {
-            tx.prepare_cached(
-                "UPDATE context_items SET ordinal = (-1 - ordinal) + ?2 WHERE conversation_id = ?1 AND ordinal < 0",
-            )?
-            .execute(params![cid, rewrite.after_shift])?;
-        }
-        let mut insert = tx.prepare_cached(
-            "INSERT INTO context_items (conversation_id, ordinal, item_type, summary_id, created_at)
-             VALUES (?1, ?2, 'summary', ?3, ?4)",
-        )?;
-        for i in rewrite.renumbered.clone() {
-            if let (None, ItemRef::Summary(id)) = (ctx.items[i].db_ordinal, &ctx.items[i].r) {
-                insert.execute(params![cid, rewrite.ordinal_of(i), id, now])?;
-            }
-        }
-    }
+    // 3. The context, rewritten so that only real changes touch rows (`context::renumber`):
+    //    the unread middle, the tail and items appended meanwhile shift together, and the new
+    //    summaries take the gaps.
+    let inserted = rewrite
+        .renumbered
+        .clone()
+        .filter_map(|i| match (ctx.items[i].db_ordinal, &ctx.items[i].r) {
+            (None, ItemRef::Summary(id)) => Some((rewrite.ordinal_of(i), id.as_str())),
+            _ => None,
+        })
+        .collect();
+    let renumbering = Renumbering {
+        moved: rewrite.moved,
+        consumed: &rewrite.consumed,
+        survivors: &rewrite.survivors,
+        after_shift: rewrite.after_shift,
+        inserted,
+    };
+    context::renumber(&tx, cid, &renumbering, &now)?;
     // 4. Full-text rows last (see `summaries::insert_fts`).
     summaries::insert_fts(&tx, flags, new)?;
     tx.commit()?;

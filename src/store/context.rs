@@ -125,3 +125,81 @@ pub(crate) fn last_ordinal(conn: &Connection, conversation_id: i64) -> Result<i6
         .prepare_cached("SELECT COALESCE(MAX(ordinal), -1) FROM context_items WHERE conversation_id = ?1")?
         .query_row(params![conversation_id], |r| r.get(0))?)
 }
+
+/// What a context row names: a message, a summary, or (a malformed row) neither.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Named {
+    Message(i64),
+    Summary(String),
+    Nothing,
+}
+
+/// The rows with ordinals in `lo..=hi`, in order, with what each names.
+pub(crate) fn named_between(conn: &Connection, conversation_id: i64, lo: i64, hi: i64) -> Result<Vec<(i64, Named)>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT ordinal, item_type, message_id, summary_id FROM context_items
+         WHERE conversation_id = ?1 AND ordinal >= ?2 AND ordinal <= ?3 ORDER BY ordinal",
+    )?;
+    let rows = stmt
+        .query_map(params![conversation_id, lo, hi], |r| {
+            let kind: String = r.get(1)?;
+            let named = if kind == "message" {
+                r.get::<_, Option<i64>>(2)?.map_or(Named::Nothing, Named::Message)
+            } else {
+                r.get::<_, Option<String>>(3)?.map_or(Named::Nothing, Named::Summary)
+            };
+            Ok((r.get(0)?, named))
+        })?
+        .collect::<std::result::Result<_, _>>()?;
+    Ok(rows)
+}
+
+/// How one write renumbers a conversation's live context (`compaction::write` plans it):
+/// the rows of `moved` go to negative temporary ordinals, `consumed` ranges are deleted, each
+/// run of `survivors` (from, to, shift) moves to its new place in one UPDATE, every row after
+/// the span shifts by `after_shift`, and `inserted` summaries take their ordinals. Only real
+/// changes touch rows (and fire the live-totals triggers); rows that stay keep `created_at`.
+pub(crate) struct Renumbering<'a> {
+    pub moved: (i64, i64),
+    pub consumed: &'a [(i64, i64)],
+    pub survivors: &'a [(i64, i64, i64)],
+    pub after_shift: i64,
+    pub inserted: Vec<(i64, &'a str)>,
+}
+
+/// Applies `r` in the caller's transaction; new rows get `now` as their `created_at`.
+pub(crate) fn renumber(tx: &Connection, conversation_id: i64, r: &Renumbering<'_>, now: &str) -> Result<()> {
+    let cid = conversation_id;
+    let (from, to) = r.moved;
+    tx.prepare_cached(
+        "UPDATE context_items SET ordinal = -1 - ordinal WHERE conversation_id = ?1 AND ordinal >= ?2 AND ordinal <= ?3",
+    )?
+    .execute(params![cid, from, to])?;
+    let mut delete = tx.prepare_cached(
+        "DELETE FROM context_items WHERE conversation_id = ?1 AND ordinal >= -1 - ?3 AND ordinal <= -1 - ?2",
+    )?;
+    for (from, to) in r.consumed {
+        delete.execute(params![cid, from, to])?;
+    }
+    let mut shift = tx.prepare_cached(
+        "UPDATE context_items SET ordinal = (-1 - ordinal) + ?4
+         WHERE conversation_id = ?1 AND ordinal >= -1 - ?3 AND ordinal <= -1 - ?2",
+    )?;
+    for (from, to, by) in r.survivors {
+        shift.execute(params![cid, from, to, by])?;
+    }
+    if r.after_shift != 0 {
+        tx.prepare_cached(
+            "UPDATE context_items SET ordinal = (-1 - ordinal) + ?2 WHERE conversation_id = ?1 AND ordinal < 0",
+        )?
+        .execute(params![cid, r.after_shift])?;
+    }
+    let mut insert = tx.prepare_cached(
+        "INSERT INTO context_items (conversation_id, ordinal, item_type, summary_id, created_at)
+         VALUES (?1, ?2, 'summary', ?3, ?4)",
+    )?;
+    for (ordinal, id) in &r.inserted {
+        insert.execute(params![cid, ordinal, id, now])?;
+    }
+    Ok(())
+}

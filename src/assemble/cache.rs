@@ -89,9 +89,7 @@ impl RenderCache {
     /// filled. `conn` is the writer, inside the read transaction the assembly reads in, so the
     /// data version is that snapshot's.
     pub(crate) fn validate(&mut self, conn: &Connection, rewrites: u64) -> Result<()> {
-        let version: i64 = conn
-            .prepare_cached("PRAGMA data_version")?
-            .query_row([], |r| r.get(0))?;
+        let version = crate::db::data_version(conn)?;
         let stamp = Some((rewrites, version));
         if self.stamp != stamp {
             self.conversations.clear();

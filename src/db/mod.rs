@@ -102,6 +102,12 @@ fn check_path(path: &str) -> Result<()> {
     Ok(())
 }
 
+/// SQLite's `data_version` of `conn`: it changes when another connection commits to the file
+/// (this connection's own commits leave it as it is).
+pub(crate) fn data_version(conn: &Connection) -> Result<i64> {
+    Ok(conn.prepare_cached("PRAGMA data_version")?.query_row([], |r| r.get(0))?)
+}
+
 /// Writes a consistent copy of the database behind `conn` to the new file `out` (SQLite's
 /// `VACUUM INTO`, from one read snapshot; works on a read-only connection); the copy's size.
 pub(crate) fn vacuum_into(conn: &Connection, out: &str) -> Result<u64> {

@@ -197,25 +197,28 @@ describe('read commands', () => {
     const db = join(dir, 'lcm.db')
     const made = await cli(['demo', '--db', db])
     expect(made.code, made.stderr).toBe(0)
-    const config = join(dir, 'openclaw.json')
-    writeFileSync(config, JSON.stringify({ plugins: { entries: { 'lcm-native': { enabled: true, config: { dbPath: db, leafTargetTokens: 400, leafChunkTokens: 3000 } } } } }))
     const total = (r: Run) => {
       const m = /Total: ([\d,]+)t → ([\d,]+)t/.exec(r.stdout)
       expect(m, r.stdout + r.stderr).not.toBeNull()
       return [Number(m![1].replace(/,/g, '')), Number(m![2].replace(/,/g, ''))]
     }
-    // The entry's sizes (and its dbPath: no --db) keep the total within a few percent.
-    const configured = await cli(['rewrite', '1', '--all', '--config', config])
-    expect(configured.code, configured.stderr).toBe(0)
-    const [before, after] = total(configured)
+    const elsewhere = { OPENCLAW_STATE_DIR: join(dir, 'elsewhere') }
+    // The demo's sizes are the defaults but its chunks: a rewrite asks for what compaction did.
+    const plain = await cli(['rewrite', '1', '--all', '--db', db], elsewhere)
+    expect(plain.code, plain.stderr).toBe(0)
+    const [before, after] = total(plain)
     expect(Math.abs(after - before) / before).toBeLessThan(0.05)
-    // The default config file in OpenClaw's state directory is read too; LCM_* over it.
-    const fromEnv = await cli(['rewrite', '1', '--all', '--db', db], { OPENCLAW_STATE_DIR: join(dir, 'elsewhere'), LCM_LEAF_TARGET_TOKENS: '400', LCM_LEAF_CHUNK_TOKENS: '3000' })
-    expect(total(fromEnv)).toEqual([before, after])
-    const defaults = await cli(['rewrite', '1', '--all', '--db', db], { OPENCLAW_STATE_DIR: join(dir, 'elsewhere') })
-    expect(total(defaults)[1]).toBeGreaterThan(after * 1.1)
-    const flags = await cli(['rewrite', '1', '--all', '--db', db, '--leaf-target-tokens', '400', '--leaf-chunk-tokens', '3000'], { OPENCLAW_STATE_DIR: join(dir, 'elsewhere') })
-    expect(total(flags)).toEqual([before, after])
+    // The plugin entry's sizes apply (and its dbPath: no --db), as compaction in OpenClaw used them.
+    const config = join(dir, 'openclaw.json')
+    writeFileSync(config, JSON.stringify({ plugins: { entries: { 'lcm-native': { enabled: true, config: { dbPath: db, leafTargetTokens: 400 } } } } }))
+    const configured = await cli(['rewrite', '1', '--all', '--config', config], elsewhere)
+    expect(configured.code, configured.stderr).toBe(0)
+    const [, smaller] = total(configured)
+    expect(smaller).toBeLessThan(after * 0.9)
+    // The default config file in OpenClaw's state directory is read too; LCM_* and flags give the same.
+    expect(total(await cli(['rewrite', '1', '--all'], { OPENCLAW_STATE_DIR: dir }))).toEqual([before, smaller])
+    expect(total(await cli(['rewrite', '1', '--all', '--db', db], { ...elsewhere, LCM_LEAF_TARGET_TOKENS: '400' }))).toEqual([before, smaller])
+    expect(total(await cli(['rewrite', '1', '--all', '--db', db, '--leaf-target-tokens', '400'], elsewhere))).toEqual([before, smaller])
     const bad = await cli(['stats', '--config', join(dir, 'nope.json')])
     expect(bad.code).toBe(1)
     expect(bad.stderr).toMatch(/E_INVALID_CONFIG: config file not found/)

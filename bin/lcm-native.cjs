@@ -199,8 +199,9 @@ async function demo(argv) {
   if (!fs.existsSync(transcript)) throw new Error(`transcript not found: ${transcript}`)
 
   const messages = readTranscript(transcript)
-  // Small chunks, so that a one-session transcript shows a DAG more than one level deep.
-  const engine = await LcmEngine.open({ dbPath, leafChunkTokens: 3000, leafTargetTokens: 400, maxSweepIterations: 1000 })
+  // Small chunks, so that a one-session transcript shows a DAG several levels deep; the other
+  // sizes are the defaults, so a later `rewrite` asks for the lengths compaction asked for.
+  const engine = await LcmEngine.open({ dbPath, leafChunkTokens: 3000, maxSweepIterations: 1000 })
   try {
     console.log(`database   ${dbPath} (${engine.migration.summary})`)
     console.log(`transcript ${transcript} (${fmt(messages.length)} messages)`)
@@ -265,7 +266,7 @@ async function demo(argv) {
       console.log(`\n${text}`)
     }
     console.log(`\nnext: lcm-native stats --db ${dbPath}`)
-    console.log(`      lcm-native rewrite ${conversationId} --all --leaf-chunk-tokens 3000 --leaf-target-tokens 400 --db ${dbPath}  (the demo's sizes)`)
+    console.log(`      lcm-native rewrite ${conversationId} --all --db ${dbPath}  (a dry run with the current prompts)`)
   } finally {
     await engine.close()
   }

@@ -105,7 +105,9 @@ fn check_path(path: &str) -> Result<()> {
 /// SQLite's `data_version` of `conn`: it changes when another connection commits to the file
 /// (this connection's own commits leave it as it is).
 pub(crate) fn data_version(conn: &Connection) -> Result<i64> {
-    Ok(conn.prepare_cached("PRAGMA data_version")?.query_row([], |r| r.get(0))?)
+    Ok(conn
+        .prepare_cached("PRAGMA data_version")?
+        .query_row([], |r| r.get(0))?)
 }
 
 /// Writes a consistent copy of the database behind `conn` to the new file `out` (SQLite's

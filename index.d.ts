@@ -534,6 +534,25 @@ export interface ExportPromptsOptions {
 /** What a pass does when the summarizer has not answered within `summaryTimeoutMs`. */
 export type SummaryTimeoutPolicy = 'fail' | 'fallback'
 
+/** What `copyDatabase` takes. */
+export interface CopyOptions {
+  /** The source: a SQLite file's path or a `postgres://` URL. */
+  from: string
+  /**
+   * The target: a SQLite file that does not exist yet, or a `postgres://` URL whose schema
+   * is missing or empty.
+   */
+  to: string
+  /** The source's PostgreSQL schema (over the URL's `?schema=`; default `lcm`). */
+  fromSchema?: string
+  /** The target's PostgreSQL schema (over the URL's `?schema=`; default `lcm`). */
+  toSchema?: string
+  /** Rows per committed batch (1 to 100000; default 2000). */
+  batchRows?: number
+  /** How long to wait for a SQLite file another process holds (default 5000). */
+  busyTimeoutMs?: number
+}
+
 /** What an ingest call did (the core's part of `IngestResult`). */
 export interface IngestOutcome {
   conversationId: number
@@ -1412,6 +1431,35 @@ export interface SessionReset {
   contextItemsRemoved: number
 }
 
+export interface TableDigest {
+  table: string
+  rows: number
+  /** SHA-256 (hex) of the rows' hashes in sorted order. */
+  sha256: string
+}
+
+export interface SequenceValue {
+  table: string
+  value: number
+}
+
+/** What a copy did. */
+export interface CopyReport {
+  /** The source and target, without passwords. */
+  from: string
+  to: string
+  /** This run finished a copy an earlier run had begun. */
+  resumed: boolean
+  /** Rows this run wrote (a resumed copy counts only its own). */
+  rowsCopied: number
+  /** Every table's row count and digest, equal on both sides. */
+  tables: TableDigest[]
+  /** Each AUTOINCREMENT table's counter (`sqlite_sequence`), equal on both sides. */
+  sequences: SequenceValue[]
+  durationMs: number
+  summary: string
+}
+
 /**
  * Which binding artifact the generated loader actually loaded: `'native'` for
  * a native addon, otherwise the `platformArchABI` of the WASI flavor. Every
@@ -1605,6 +1653,14 @@ export declare class LcmEngine {
  * set appear. A malformed value throws E_INVALID_CONFIG naming the variable.
  */
 export declare function configFromEnv(): Partial<LcmConfig>
+
+/**
+ * Copies a database between SQLite and PostgreSQL (either way): every row of every table,
+ * ids, lineage and counters, verified by a per-table digest on both sides. The target must be
+ * new (a file that does not exist, a missing or empty schema); a copy that was interrupted is
+ * finished by running it again. See `CopyOptions`.
+ */
+export declare function copyDatabase(options: CopyOptions): Promise<CopyReport>
 
 /**
  * The token estimate lcm-native stores and budgets with (CJK 1.5, astral 2, other 0.25 per

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // The lcm-native command line: demo, stats, the read commands of inspect.cjs (conversations,
-// messages, show, grep, describe, expand, verify, doctor), fidelity, migrate, backup, rewrite,
+// messages, show, grep, describe, expand, verify, doctor), fidelity, migrate, backup, copy, rewrite,
 // history, rollback, redact, tui and prompts. Plain Node; only `tui` loads more than the addon
 // (Ink and React, imported when it runs). Exit codes: 0 done, 1 failed (one line on stderr) or
 // a check found problems (verify, doctor), 2 bad arguments (usage).
@@ -10,7 +10,7 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 
-const { exportPrompts, listPrompts, migrate: migrateFile, renderPrompt, showPrompt, snapshot } = require('../index.js')
+const { copyDatabase, exportPrompts, listPrompts, migrate: migrateFile, renderPrompt, showPrompt, snapshot } = require('../index.js')
 const { LcmEngine, UsageError, existingDb, fieldOf, fmt, oneLine, openForReading, openReadOnly, parseArgs, plural, reportMigration, settingsOf, signed } = require('./cli-common.cjs')
 const inspect = require('./inspect.cjs')
 const { resolveLlm } = require('./llm.cjs')
@@ -51,6 +51,15 @@ const HELP = {
     Write a consistent copy of the database to OUT (a new file), with every turn committed so
     far, including those still in the -wal log, while OpenClaw keeps running (SQLite's
     VACUUM INTO from one read snapshot). Reads only: the database is never changed.`,
+  copy: `lcm-native copy --from (PATH | postgres://…) --to (PATH | postgres://…) [--from-schema S] [--to-schema S]
+                  [--batch-rows N] [--json]
+    Copy a database between SQLite and PostgreSQL, either way: every row of every table
+    (lossless-claw's own included), ids, lineage and counters, verified by a per-table digest
+    on both sides. The target must be new: a file that does not exist, or a PostgreSQL schema
+    that is missing or empty (default schema lcm, or the URL's ?schema=). The source is read
+    in one snapshot while OpenClaw keeps running; nothing is written to it. Interrupted (a
+    kill, a lost connection), the same command finishes the copy; until then lcm-native
+    refuses to open the target. The password in a URL is never printed.`,
   rewrite: `lcm-native rewrite <conversation_id> (--summary ID | --depth N | --all | --fallbacks | --low-fidelity) [--dry-run | --apply] [--diff]
                      [--prompt-dir DIR] [--provider ID] [--model M] [--base-url URL] [--db PATH] [--config FILE]
                      [--leaf-chunk-tokens N] [--leaf-target-tokens N] [--condensed-target-tokens N] [--custom-instructions TEXT]
@@ -281,6 +290,29 @@ async function backup(argv) {
   const out = path.resolve(args._[0])
   const bytes = await snapshot(db, out)
   console.log(`backed up ${db} to ${out} (${fmt(bytes)} bytes)`)
+}
+
+/** @param {string[]} argv */
+async function copy(argv) {
+  const spec = /** @type {const} */ ({ from: 'string', to: 'string', 'from-schema': 'string', 'to-schema': 'string', 'batch-rows': 'int', json: 'switch', help: 'switch' })
+  const args = parseArgs(argv, spec, 'copy')
+  if (args.help) return console.log(`usage: ${HELP.copy}`)
+  if (args._.length) throw new UsageError(`unexpected argument ${args._[0]}`, 'copy')
+  if (!args.from || !args.to) throw new UsageError(`--${args.from ? 'to' : 'from'} is missing`, 'copy')
+  /** @param {string} where */
+  const resolved = (where) => (/^postgres(ql)?:\/\//.test(where) ? where : path.resolve(where))
+  const report = await copyDatabase({
+    from: resolved(args.from),
+    to: resolved(args.to),
+    ...(args['from-schema'] ? { fromSchema: args['from-schema'] } : {}),
+    ...(args['to-schema'] ? { toSchema: args['to-schema'] } : {}),
+    ...(args['batch-rows'] !== undefined ? { batchRows: args['batch-rows'] } : {}),
+  })
+  if (args.json) return console.log(JSON.stringify(report, null, 2))
+  console.log(report.summary)
+  for (const t of report.tables) console.log(`  ${t.table.padEnd(36)} ${fmt(t.rows).padStart(10)} rows  ${t.sha256.slice(0, 16)}`)
+  for (const s of report.sequences) console.log(`  counter ${s.table}: ${s.value}`)
+  if (report.resumed) console.log(`  (resumed: this run wrote ${plural(report.rowsCopied, 'row')})`)
 }
 
 /** @param {string[]} argv */
@@ -720,7 +752,7 @@ async function tui(argv) {
 async function main(argv) {
   const [command, ...rest] = argv
   /** @type {Record<Command, (argv: string[]) => Promise<void>>} */
-  const commands = { demo, stats, ...inspect.commands, fidelity, migrate, backup, rewrite, history, rollback, redact, tui, prompts }
+  const commands = { demo, stats, ...inspect.commands, fidelity, migrate, backup, copy, rewrite, history, rollback, redact, tui, prompts }
   if (isCommand(command)) {
     // `-h` and `--help` anywhere after a command show its usage, whatever else is given.
     if (rest.some((a) => a === '-h' || a === '--help')) return console.log(`usage: ${HELP[command]}`)

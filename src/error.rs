@@ -101,6 +101,15 @@ pub enum LcmError {
         source: std::sync::Arc<rusqlite::Error>,
     },
 
+    /// The PostgreSQL server cannot be reached, refused the login, or the connection was lost
+    /// (what was not committed is not written).
+    #[error("{message}")]
+    Connection { message: String },
+
+    /// PostgreSQL reported something we do not classify further (`sqlstate`: its SQLSTATE).
+    #[error("postgres error: {message}")]
+    Postgres { sqlstate: Option<String>, message: String },
+
     /// A bug or an unexpected state inside lcm-native.
     #[error("internal error: {0}")]
     Internal(String),
@@ -125,6 +134,8 @@ impl LcmError {
             LcmError::Closed => "E_CLOSED",
             LcmError::Aborted(_) => "E_ABORTED",
             LcmError::Sqlite { .. } => "E_SQLITE",
+            LcmError::Connection { .. } => "E_CONNECTION",
+            LcmError::Postgres { .. } => "E_POSTGRES",
             LcmError::Internal(_) => "E_INTERNAL",
         }
     }

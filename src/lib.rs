@@ -13,6 +13,7 @@
 mod assemble;
 mod compaction;
 mod config;
+mod copy;
 mod db;
 mod diff;
 mod engine;
@@ -23,6 +24,7 @@ mod input;
 mod json_text;
 mod live;
 mod offline;
+mod pg;
 mod prompts;
 mod recall;
 mod redact;

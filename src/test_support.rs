@@ -213,3 +213,34 @@ pub(crate) fn assert_invariants(engine: &Engine, cid: i64) -> String {
     assert_eq!(missing, 0, "summaries missing from the full-text index");
     report.digest
 }
+
+/// A fresh schema on the test server (`LCM_TEST_DATABASE_URL`, which `npm test` and `.ci/run`
+/// set through scripts/pg-test-server.cjs), named after `tag` and the process, dropped first if
+/// a previous run left it. `None` (with one line saying so) when no server is given, except
+/// where PostgreSQL is required (CI=true, LCM_REQUIRE_POSTGRES=1): there it fails the test.
+pub(crate) fn pg_test_location(tag: &str) -> Option<crate::pg::Location> {
+    let Ok(url) = std::env::var("LCM_TEST_DATABASE_URL") else {
+        let required =
+            std::env::var("CI").as_deref() == Ok("true") || std::env::var("LCM_REQUIRE_POSTGRES").as_deref() == Ok("1");
+        assert!(
+            !required,
+            "LCM_TEST_DATABASE_URL is not set, and PostgreSQL is required here: run the tests through scripts/pg-test-server.cjs"
+        );
+        eprintln!("postgres: skipped {tag} (LCM_TEST_DATABASE_URL is not set; npm test sets it)");
+        return None;
+    };
+    let schema = format!(
+        "t_{}_{}",
+        tag.to_ascii_lowercase()
+            .replace(|c: char| !c.is_ascii_alphanumeric(), "_"),
+        std::process::id()
+    );
+    let location = crate::pg::Location::parse(&url, Some(&schema)).expect("LCM_TEST_DATABASE_URL parses");
+    let conn = location.connect().expect("the test server answers");
+    conn.batch(&format!(
+        "DROP SCHEMA IF EXISTS {} CASCADE",
+        crate::pg::quote_ident(&schema)
+    ))
+    .unwrap();
+    Some(location)
+}

@@ -38,6 +38,7 @@ fn generated_inputs(cfg: &Config) -> Vec<String> {
     use crate::assemble::AssembleOptions;
     use crate::compaction::{CompactOptions, EvaluateOptions, PassOptions, SweepTarget};
     use crate::config::{Config, LcmOptions, Presentation, RedactPatterns};
+    use crate::copy::CopyOptions;
     use crate::engine::MigrateOptions;
     use crate::fidelity::survey::ScoreScope;
     use crate::prompts::{ExportOptions, PromptOptions};
@@ -56,7 +57,7 @@ fn generated_inputs(cfg: &Config) -> Vec<String> {
     declarations![cfg;
         Presentation, RedactPatterns, LcmOptions, Config, IngestOptions, TurnRecord, MessagePage, SummaryFilter, ScoreScope, PassOptions, SweepTarget,
         CompactOptions, AssembleOptions, EvaluateOptions, Mode, Scope, Sort, GrepOptions, ExpandOptions, RewriteRequest, PreviewOptions, RedactRequest, ResetKind,
-        ResetRequest, MigrateOptions, PromptOptions, ExportOptions, TimeoutPolicy,
+        ResetRequest, MigrateOptions, PromptOptions, ExportOptions, TimeoutPolicy, CopyOptions,
     ]
 }
 
@@ -69,6 +70,7 @@ fn generated() -> String {
         evaluate::{LeafTrigger, RollingTrigger},
         ContextFit, Evaluation, PassFailure, PassResult, StopReason, SweepResult,
     };
+    use crate::copy::{CopyReport, SequenceValue, TableDigest};
     use crate::db::migrate::{BackfillReport, MigrationReport};
     use crate::fidelity::{survey::DepthFidelity, survey::ScoreReport, Fidelity};
     use crate::history::{Reason, SummaryVersion, TemplateRef};
@@ -104,6 +106,7 @@ fn generated() -> String {
         CoveredMessages, SummaryDescription: SummaryRecord, PartInfo, MessageDescription: StoredMessage,
         Description, Entry, Expansion, Progress, RewriteEntry, RewriteResult, RewritePreview, Reason,
         TemplateRef, SummaryVersion, RedactionResult, MessageSpan, DagNode: SummaryRecord, SessionReset,
+        TableDigest, SequenceValue, CopyReport,
     ];
     let all: Vec<String> = generated_inputs(cfg).into_iter().chain(all).collect();
     format!("{MARKER}\n\n{}\n", all.join("\n\n"))

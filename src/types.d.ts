@@ -534,6 +534,25 @@ export interface ExportPromptsOptions {
 /** What a pass does when the summarizer has not answered within `summaryTimeoutMs`. */
 export type SummaryTimeoutPolicy = 'fail' | 'fallback'
 
+/** What `copyDatabase` takes. */
+export interface CopyOptions {
+  /** The source: a SQLite file's path or a `postgres://` URL. */
+  from: string
+  /**
+   * The target: a SQLite file that does not exist yet, or a `postgres://` URL whose schema
+   * is missing or empty.
+   */
+  to: string
+  /** The source's PostgreSQL schema (over the URL's `?schema=`; default `lcm`). */
+  fromSchema?: string
+  /** The target's PostgreSQL schema (over the URL's `?schema=`; default `lcm`). */
+  toSchema?: string
+  /** Rows per committed batch (1 to 100000; default 2000). */
+  batchRows?: number
+  /** How long to wait for a SQLite file another process holds (default 5000). */
+  busyTimeoutMs?: number
+}
+
 /** What an ingest call did (the core's part of `IngestResult`). */
 export interface IngestOutcome {
   conversationId: number
@@ -1410,4 +1429,33 @@ export interface SessionReset {
   replacementId: number | null
   /** Context items taken out of the context by `/new`. */
   contextItemsRemoved: number
+}
+
+export interface TableDigest {
+  table: string
+  rows: number
+  /** SHA-256 (hex) of the rows' hashes in sorted order. */
+  sha256: string
+}
+
+export interface SequenceValue {
+  table: string
+  value: number
+}
+
+/** What a copy did. */
+export interface CopyReport {
+  /** The source and target, without passwords. */
+  from: string
+  to: string
+  /** This run finished a copy an earlier run had begun. */
+  resumed: boolean
+  /** Rows this run wrote (a resumed copy counts only its own). */
+  rowsCopied: number
+  /** Every table's row count and digest, equal on both sides. */
+  tables: TableDigest[]
+  /** Each AUTOINCREMENT table's counter (`sqlite_sequence`), equal on both sides. */
+  sequences: SequenceValue[]
+  durationMs: number
+  summary: string
 }

@@ -53,6 +53,21 @@ pub fn snapshot<'env>(
     })
 }
 
+/// Copies a database between SQLite and PostgreSQL (either way): every row of every table,
+/// ids, lineage and counters, verified by a per-table digest on both sides. The target must be
+/// new (a file that does not exist, a missing or empty schema); a copy that was interrupted is
+/// finished by running it again. See `CopyOptions`.
+#[napi(ts_return_type = "Promise<CopyReport>")]
+pub fn copy_database<'env>(
+    env: &'env Env,
+    #[napi(ts_arg_type = "CopyOptions")] options: JsonArg,
+) -> napi::Result<PromiseRaw<'env, JsonText>> {
+    blocking(env, move || {
+        let options: crate::copy::CopyOptions = options.decode("options")?;
+        to_json(&crate::copy::run(options)?)
+    })
+}
+
 /// Reads lossless-claw's environment variables (`LCM_DATABASE_PATH`, `LCM_FRESH_TAIL_COUNT`,
 /// …, `LCM_TIMEZONE`, then `TZ`) into options for `LcmEngine.open`. Only variables that are
 /// set appear. A malformed value throws E_INVALID_CONFIG naming the variable.

@@ -13,6 +13,9 @@ pub(crate) const NATIVE_SCHEMA_STEP: &str = "lcmNativeSchema";
 pub(crate) const FIDELITY_TABLE: &str = "lcm_native_summary_fidelity";
 pub(crate) const VERSIONS_TABLE: &str = "lcm_native_summary_versions";
 pub(crate) const REDACTION_PENDING_TABLE: &str = "lcm_native_redaction_pending";
+/// Where `lcm-native copy` keeps its progress in the target until the copy is complete; a
+/// file that has it is an unfinished copy, which lcm-native refuses to open.
+pub(crate) const COPY_STATE_TABLE: &str = "lcm_native_copy";
 
 /// Tables and their `CREATE` statements, in creation order (parents before children).
 pub(crate) const TABLES: &[(&str, &str)] = &[

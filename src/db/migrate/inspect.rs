@@ -115,6 +115,13 @@ impl Inspection {
 
     /// Refuses a database written by a newer lcm-native.
     pub(super) fn check_version(&self) -> Result<()> {
+        if self.tables.contains(crate::db::schema::COPY_STATE_TABLE) {
+            return Err(LcmError::Schema {
+                path: None,
+                sqlite: None,
+                message: "this file is an unfinished copy (lcm-native copy was interrupted): run the same copy again to finish it, or delete the file. Nothing was changed.".into(),
+            });
+        }
         let newest = self
             .steps
             .iter()

@@ -1,0 +1,135 @@
+#!/usr/bin/env node
+// Runs a command with a throwaway PostgreSQL cluster: `node scripts/pg-test-server.cjs CMD ARGS…`.
+// The cluster lives in a temporary folder (initdb + pg_ctl, a Unix socket, no TCP, no system
+// service) and is stopped and removed when CMD ends. CMD gets its URL in LCM_TEST_DATABASE_URL;
+// the PostgreSQL cases of the Rust and vitest suites run against it and skip without it.
+//
+// LCM_TEST_DATABASE_URL already set: that server is used and nothing is started.
+// No server can be started (no initdb here): one `postgres: skipped (why)` line and CMD runs
+// without it, unless CI=true or LCM_REQUIRE_POSTGRES=1, where that is a failure (exit 1).
+'use strict'
+const { spawn, spawnSync, execFileSync } = require('node:child_process')
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+
+const required = process.env.CI === 'true' || process.env.LCM_REQUIRE_POSTGRES === '1'
+
+/** The directory of initdb and pg_ctl: PATH first, then Debian's highest version. */
+function findBinaries() {
+  const which = spawnSync('sh', ['-c', 'command -v initdb'], { encoding: 'utf8' })
+  if (which.status === 0 && which.stdout.trim()) {
+    const dir = path.dirname(fs.realpathSync(which.stdout.trim()))
+    if (fs.existsSync(path.join(dir, 'pg_ctl'))) return dir
+  }
+  const root = '/usr/lib/postgresql'
+  const versions = fs.existsSync(root)
+    ? fs
+        .readdirSync(root)
+        .filter((v) => fs.existsSync(path.join(root, v, 'bin', 'initdb')))
+        .sort((a, b) => Number(b) - Number(a))
+    : []
+  return versions.length > 0 ? path.join(root, versions[0], 'bin') : null
+}
+
+/** initdb refuses to run as root: as root, the server runs as `postgres` (else `nobody`). */
+function dropPrivileges() {
+  if (typeof process.getuid !== 'function' || process.getuid() !== 0) return { prefix: [], owner: null }
+  const has = (user) => spawnSync('id', ['-u', user]).status === 0
+  if (has('postgres') && spawnSync('sh', ['-c', 'command -v runuser']).status === 0) {
+    return { prefix: ['runuser', '-u', 'postgres', '--'], owner: 'postgres' }
+  }
+  return {
+    prefix: ['setpriv', '--reuid=nobody', '--regid=nogroup', '--clear-groups'],
+    owner: 'nobody:nogroup',
+  }
+}
+
+function run(prefix, argv) {
+  const [cmd, ...args] = [...prefix, ...argv]
+  return execFileSync(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], encoding: 'utf8' })
+}
+
+/** Starts a cluster; returns `{ url, stop }`, or throws saying why it cannot. */
+function startCluster() {
+  const bin = findBinaries()
+  if (!bin) throw new Error('no initdb found (install Debian\'s postgresql package)')
+  const { prefix, owner } = dropPrivileges()
+  // Unix socket paths are limited to ~107 bytes: stay directly under /tmp.
+  const dir = fs.mkdtempSync(path.join(fs.existsSync('/tmp') ? '/tmp' : os.tmpdir(), 'lcm-pg-'))
+  if (owner) execFileSync('chown', ['-R', owner, dir])
+  const data = path.join(dir, 'data')
+  const log = path.join(dir, 'log')
+  const pgCtl = path.join(bin, 'pg_ctl')
+  let started = false
+  const stop = () => {
+    if (started) {
+      try {
+        run(prefix, [pgCtl, '-D', data, '-m', 'fast', '-w', 'stop'])
+      } catch {
+        // Already stopped (a test may stop it on purpose).
+      }
+      started = false
+    }
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
+  try {
+    run(prefix, [path.join(bin, 'initdb'), '-D', data, '--auth=trust', '-U', 'lcm', '-E', 'UTF8', '--locale=C.UTF-8', '-N'])
+    const options = [
+      `-k ${dir}`,
+      "-c listen_addresses=''",
+      '-c fsync=off',
+      '-c synchronous_commit=off',
+      '-c full_page_writes=off',
+      '-c max_connections=200',
+    ].join(' ')
+    run(prefix, [pgCtl, '-D', data, '-l', log, '-w', '-o', options, 'start'])
+    started = true
+  } catch (err) {
+    const detail = [err.stderr, fs.existsSync(log) ? fs.readFileSync(log, 'utf8') : '']
+      .filter(Boolean)
+      .join('\n')
+      .trim()
+    stop()
+    throw new Error(`${err.message.split('\n')[0]}${detail ? `\n${detail}` : ''}`)
+  }
+  return { url: `postgres://lcm@${encodeURIComponent(dir)}/postgres`, dir, data, bin, prefix, stop }
+}
+
+function main() {
+  const argv = process.argv.slice(2)
+  if (argv.length === 0) {
+    console.error('usage: node scripts/pg-test-server.cjs CMD [ARGS…]')
+    process.exit(2)
+  }
+  let cluster = null
+  const env = { ...process.env }
+  if (!env.LCM_TEST_DATABASE_URL) {
+    try {
+      const t0 = Date.now()
+      cluster = startCluster()
+      env.LCM_TEST_DATABASE_URL = cluster.url
+      // The pg_ctl a test needs to stop or restart the server on purpose.
+      env.LCM_TEST_PG_CTL = JSON.stringify({ prefix: cluster.prefix, pgCtl: path.join(cluster.bin, 'pg_ctl'), data: cluster.data, dir: cluster.dir })
+      console.error(`postgres: throwaway cluster at ${cluster.dir} (${Date.now() - t0} ms)`)
+    } catch (err) {
+      console.error(`postgres: skipped (${err.message})`)
+      if (required) {
+        console.error('postgres: required here (CI=true or LCM_REQUIRE_POSTGRES=1): failing')
+        process.exit(1)
+      }
+    }
+  }
+  const child = spawn(argv[0], argv.slice(1), { stdio: 'inherit', env })
+  const forward = (signal) => child.kill(signal)
+  process.on('SIGINT', forward)
+  process.on('SIGTERM', forward)
+  child.on('exit', (code, signal) => {
+    if (cluster) cluster.stop()
+    process.exit(code ?? (signal ? 1 : 0))
+  })
+}
+
+if (require.main === module) main()
+
+module.exports = { startCluster, findBinaries }

@@ -1,0 +1,382 @@
+//! PostgreSQL, the second place the rows can live (issue #32): where a `postgres://` URL
+//! points (server, database, schema), one connection to it, and PostgreSQL's errors as
+//! lcm-native's codes.
+//!
+//! The client is tokio-postgres (asynchronous; the addon already runs tokio), not the
+//! synchronous `postgres` crate, which starts a runtime per call and panics on a thread of
+//! another runtime, nor sqlx, whose SQLite driver would link a second libsqlite3 beside
+//! rusqlite's. The callers are synchronous (the store's code runs on blocking threads, as with
+//! SQLite): each connection's socket is driven by one small runtime of our own, and a call
+//! waits for its answer with a plain executor, so it works from any thread that may block.
+
+pub(crate) mod ddl;
+pub(crate) mod value;
+
+use std::future::Future;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use tokio_postgres::config::Host;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::ToStatement;
+
+use crate::error::{LcmError, Result};
+
+/// The schema lcm-native's tables go in when the URL names none: its own, so that a database
+/// shared with other applications keeps them apart.
+pub(crate) const DEFAULT_SCHEMA: &str = "lcm";
+
+/// Whether `location` names a PostgreSQL database rather than a SQLite file.
+pub(crate) fn is_url(location: &str) -> bool {
+    location.starts_with("postgres://") || location.starts_with("postgresql://")
+}
+
+/// A parsed `postgres://` URL: the server and database (libpq's URL syntax, which
+/// tokio-postgres reads) and the schema lcm-native's tables live in (`?schema=`, ours).
+#[derive(Clone)]
+pub(crate) struct Location {
+    config: tokio_postgres::Config,
+    pub schema: String,
+}
+
+impl Location {
+    /// Reads `url`; `schema` (the caller's option) wins over the URL's `?schema=`.
+    pub(crate) fn parse(url: &str, schema: Option<&str>) -> Result<Location> {
+        if !is_url(url) {
+            return Err(LcmError::invalid_input(format!(
+                "`{}` is not a PostgreSQL URL (postgres://user@host:port/database)",
+                redact_password(url)
+            )));
+        }
+        let (base, query) = url.split_once('?').unwrap_or((url, ""));
+        let mut url_schema = None;
+        let mut rest = Vec::new();
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            match pair.split_once('=') {
+                Some(("schema", value)) => url_schema = Some(percent_decode(value)),
+                _ => rest.push(pair),
+            }
+        }
+        let libpq_url = if rest.is_empty() {
+            base.to_string()
+        } else {
+            format!("{base}?{}", rest.join("&"))
+        };
+        let mut config: tokio_postgres::Config = libpq_url.parse().map_err(|e| {
+            LcmError::invalid_input(format!(
+                "`{}` is not a usable PostgreSQL URL: {e}",
+                redact_password(url)
+            ))
+        })?;
+        if config.get_hosts().is_empty() {
+            return Err(LcmError::invalid_input(format!(
+                "`{}` names no host (postgres://user@host/database, or a socket directory as %2Fpath)",
+                redact_password(url)
+            )));
+        }
+        config.application_name("lcm-native");
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(Duration::from_secs(10));
+        }
+        // A peer that vanished without closing (a gateway's network dropped) is noticed.
+        config.keepalives(true).keepalives_idle(Duration::from_secs(30));
+        let schema = schema
+            .map(str::to_string)
+            .or(url_schema)
+            .unwrap_or_else(|| DEFAULT_SCHEMA.into());
+        check_schema_name(&schema)?;
+        Ok(Location { config, schema })
+    }
+
+    /// The location for messages and logs: user, host, port, database and schema, never the
+    /// password.
+    pub(crate) fn describe(&self) -> String {
+        let hosts: Vec<String> = self
+            .config
+            .get_hosts()
+            .iter()
+            .map(|h| match h {
+                Host::Tcp(name) => name.clone(),
+                #[cfg(unix)]
+                Host::Unix(path) => path.display().to_string(),
+            })
+            .collect();
+        let port = self
+            .config
+            .get_ports()
+            .first()
+            .map(|p| format!(":{p}"))
+            .unwrap_or_default();
+        format!(
+            "postgres://{}{}{}/{} (schema {})",
+            self.config.get_user().map(|u| format!("{u}@")).unwrap_or_default(),
+            hosts.join(","),
+            port,
+            self.config.get_dbname().unwrap_or(""),
+            self.schema
+        )
+    }
+
+    /// Opens a connection whose search path is the schema (which need not exist yet).
+    pub(crate) fn connect(&self) -> Result<Conn> {
+        let config = self.config.clone();
+        let described = self.describe();
+        let connected = wait(runtime().spawn(async move {
+            let (client, connection) = config.connect(tokio_postgres::NoTls).await?;
+            // The socket's driver; it ends when the client is dropped or the server goes.
+            tokio::spawn(connection);
+            Ok::<_, tokio_postgres::Error>(client)
+        }))
+        .map_err(|e| LcmError::Internal(format!("the PostgreSQL connection task failed: {e}")))?;
+        let client = connected.map_err(|e| connection_error(&described, &e))?;
+        let conn = Conn {
+            client,
+            schema: self.schema.clone(),
+            described,
+        };
+        conn.batch(&format!(
+            "SET search_path TO {}; SET client_min_messages TO warning",
+            quote_ident(&self.schema)
+        ))?;
+        let encoding: String = conn.query_one_value("SHOW server_encoding", &[])?;
+        if encoding != "UTF8" {
+            return Err(LcmError::schema(
+                &conn.described,
+                format!(
+                    "{} uses the {encoding} encoding; lcm-native needs a UTF8 database (CREATE DATABASE … ENCODING 'UTF8')",
+                    conn.described
+                ),
+            ));
+        }
+        Ok(conn)
+    }
+}
+
+/// One open connection. Calls block the calling thread until the server answers (callers
+/// run on threads that may block, as for SQLite).
+pub(crate) struct Conn {
+    client: tokio_postgres::Client,
+    pub schema: String,
+    described: String,
+}
+
+impl Conn {
+    /// Where this connection goes, without the password.
+    pub(crate) fn describe(&self) -> &str {
+        &self.described
+    }
+
+    /// Runs statements with no parameters (DDL, `BEGIN`, `COMMIT`).
+    pub(crate) fn batch(&self, sql: &str) -> Result<()> {
+        wait(self.client.batch_execute(sql)).map_err(|e| self.error(&e))
+    }
+
+    pub(crate) fn execute<S>(&self, statement: &S, params: &[&(dyn ToSql + Sync)]) -> Result<u64>
+    where
+        S: ToStatement + ?Sized,
+    {
+        wait(self.client.execute(statement, params)).map_err(|e| self.error(&e))
+    }
+
+    pub(crate) fn query<S>(&self, statement: &S, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<tokio_postgres::Row>>
+    where
+        S: ToStatement + ?Sized,
+    {
+        wait(self.client.query(statement, params)).map_err(|e| self.error(&e))
+    }
+
+    /// Parses `sql` once for many executions.
+    pub(crate) fn prepare(&self, sql: &str) -> Result<tokio_postgres::Statement> {
+        wait(self.client.prepare(sql)).map_err(|e| self.error(&e))
+    }
+
+    /// The first column of the one row `sql` returns.
+    pub(crate) fn query_one_value<T>(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<T>
+    where
+        T: for<'a> tokio_postgres::types::FromSql<'a>,
+    {
+        let row = wait(self.client.query_one(sql, params)).map_err(|e| self.error(&e))?;
+        row.try_get(0).map_err(|e| self.error(&e))
+    }
+
+    /// `BEGIN`, `f`, `COMMIT`; `ROLLBACK` when `f` fails (nothing of it stays).
+    pub(crate) fn transaction<T>(&self, f: impl FnOnce(&Conn) -> Result<T>) -> Result<T> {
+        self.batch("BEGIN")?;
+        match f(self) {
+            Ok(v) => {
+                self.batch("COMMIT")?;
+                Ok(v)
+            }
+            Err(e) => {
+                // A lost connection rolls back by itself; its error is the one that matters.
+                let _ = self.batch("ROLLBACK");
+                Err(e)
+            }
+        }
+    }
+
+    /// Whether a table of this name is in the schema.
+    pub(crate) fn has_table(&self, name: &str) -> Result<bool> {
+        self.query_one_value(
+            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname = $1 AND tablename = $2)",
+            &[&self.schema, &name],
+        )
+    }
+
+    pub(crate) fn error(&self, e: &tokio_postgres::Error) -> LcmError {
+        map_error(&self.described, e)
+    }
+}
+
+/// Double-quotes an identifier for SQL.
+pub(crate) fn quote_ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// Schema names are kept simple (they also name a per-agent scope): lower-case letters, digits
+/// and `_`, starting with a letter or `_`, at most 63 bytes (PostgreSQL's limit).
+fn check_schema_name(schema: &str) -> Result<()> {
+    let ok = !schema.is_empty()
+        && schema.len() <= 63
+        && schema
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        && !schema.as_bytes()[0].is_ascii_digit()
+        && !schema.starts_with("pg_");
+    if ok {
+        Ok(())
+    } else {
+        Err(LcmError::invalid_input(format!(
+            "schema `{schema}`: use lower-case letters, digits and `_` (at most 63, not starting with a digit or pg_)"
+        )))
+    }
+}
+
+/// `url` with its password (if any) replaced by `***`, for messages.
+pub(crate) fn redact_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    let Some((userinfo, host)) = authority.rsplit_once('@') else {
+        return url.to_string();
+    };
+    match userinfo.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***@{host}{tail}"),
+        None => url.to_string(),
+    }
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let Ok(b) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
+                out.push(b);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The runtime that drives every connection's socket: one worker, started on first use.
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("lcm-pg")
+            .enable_all()
+            .build()
+            .expect("the PostgreSQL runtime starts")
+    })
+}
+
+/// Waits for `f` on the calling thread. The futures of a tokio-postgres client only wait on
+/// channels to the connection's task, so no tokio context is needed here, and this works on
+/// any thread (a napi blocking thread, `block_in_place`, a test's thread) without the
+/// "runtime within a runtime" panic of `Handle::block_on`.
+fn wait<F: Future>(f: F) -> F::Output {
+    futures::executor::block_on(f)
+}
+
+/// A failure to reach the server at all (refused, unknown host, authentication).
+fn connection_error(described: &str, e: &tokio_postgres::Error) -> LcmError {
+    match map_error(described, e) {
+        LcmError::Postgres { .. } | LcmError::Connection { .. } => LcmError::Connection {
+            message: format!("cannot connect to {described}: {}", error_text(e)),
+        },
+        other => other,
+    }
+}
+
+/// The server's message (with its detail), or the client's and its cause.
+fn error_text(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => match db.detail() {
+            Some(detail) => format!("{}: {detail}", db.message()),
+            None => db.message().to_string(),
+        },
+        None => match std::error::Error::source(e) {
+            Some(source) => format!("{e}: {source}"),
+            None => e.to_string(),
+        },
+    }
+}
+
+/// PostgreSQL's SQLSTATE classes as lcm-native's codes; the rest is `E_POSTGRES`.
+pub(crate) fn map_error(described: &str, e: &tokio_postgres::Error) -> LcmError {
+    let message = error_text(e);
+    let Some(state) = e.code() else {
+        // No SQLSTATE: the socket (closed, reset, refused, timed out) or the protocol.
+        return LcmError::Connection {
+            message: format!("{message} ({described})"),
+        };
+    };
+    let code = state.code();
+    let class = &code[..2];
+    if class == "08" || *state == SqlState::ADMIN_SHUTDOWN || *state == SqlState::CRASH_SHUTDOWN || class == "28" {
+        LcmError::Connection {
+            message: format!("{message} ({described})"),
+        }
+    } else if *state == SqlState::LOCK_NOT_AVAILABLE
+        || *state == SqlState::T_R_SERIALIZATION_FAILURE
+        || *state == SqlState::T_R_DEADLOCK_DETECTED
+    {
+        LcmError::Busy {
+            sqlite: None,
+            conversation_id: None,
+            message: format!("{message} ({described})"),
+        }
+    } else if *state == SqlState::QUERY_CANCELED {
+        LcmError::Timeout {
+            ms: 0,
+            message: format!("{message} ({described})"),
+        }
+    } else if class == "53" {
+        LcmError::io(described, message)
+    } else if *state == SqlState::READ_ONLY_SQL_TRANSACTION {
+        LcmError::ReadOnly {
+            path: described.to_string(),
+            message,
+        }
+    } else if class == "3D" || class == "3F" || *state == SqlState::UNDEFINED_TABLE {
+        LcmError::schema(described, format!("{message} ({described})"))
+    } else {
+        LcmError::Postgres {
+            sqlstate: Some(code.to_string()),
+            message: format!("{message} ({described})"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,238 @@
+use super::*;
+use crate::test_support::pg_test_location;
+
+#[test]
+fn a_url_is_read_with_its_schema_and_described_without_its_password() {
+    let l = Location::parse(
+        "postgres://gw:s3cret@db.example:6543/agents?schema=team_a&sslmode=disable",
+        None,
+    )
+    .unwrap();
+    assert_eq!(l.schema, "team_a");
+    let d = l.describe();
+    assert_eq!(d, "postgres://gw@db.example:6543/agents (schema team_a)");
+    assert!(!d.contains("s3cret"));
+    // The caller's schema wins; the default is lcm's own.
+    assert_eq!(
+        Location::parse("postgresql://gw@h/db?schema=a", Some("b"))
+            .unwrap()
+            .schema,
+        "b"
+    );
+    assert_eq!(
+        Location::parse("postgres://gw@h/db", None).unwrap().schema,
+        DEFAULT_SCHEMA
+    );
+    // A socket directory, percent-encoded as libpq reads it.
+    let l = Location::parse("postgres://lcm@%2Ftmp%2Fsock/db", None).unwrap();
+    assert_eq!(l.describe(), "postgres://lcm@/tmp/sock:5432/db (schema lcm)");
+}
+
+#[test]
+fn a_bad_url_or_schema_is_refused_without_echoing_the_password() {
+    for (url, want) in [
+        ("/var/lib/lcm.db", "not a PostgreSQL URL"),
+        ("postgres://u:hunter2@h/db?schema=Bad-Name", "schema `Bad-Name`"),
+        ("postgres://u:hunter2@h/db?schema=pg_x", "schema `pg_x`"),
+        ("postgres://u:hunter2@h/db?nonsense=1", "not a usable PostgreSQL URL"),
+    ] {
+        let e = Location::parse(url, None)
+            .err()
+            .unwrap_or_else(|| panic!("{url} parsed"));
+        assert_eq!(e.code(), "E_INVALID_INPUT", "{url}");
+        let text = e.to_string();
+        assert!(text.contains(want), "{url}: {text}");
+        assert!(!text.contains("hunter2"), "{url}: {text}");
+    }
+    assert_eq!(
+        redact_password("postgres://u:p@h:1/db?x=1"),
+        "postgres://u:***@h:1/db?x=1"
+    );
+    assert_eq!(redact_password("postgres://u@h/db"), "postgres://u@h/db");
+}
+
+#[test]
+fn no_server_is_a_connection_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!(
+        "postgres://lcm@{}/db",
+        dir.path().display().to_string().replace('/', "%2F")
+    );
+    let e = Location::parse(&url, None)
+        .unwrap()
+        .connect()
+        .err()
+        .expect("nothing listens there");
+    assert_eq!(e.code(), "E_CONNECTION", "{e}");
+    assert!(e.to_string().contains("cannot connect to postgres://lcm@"), "{e}");
+}
+
+#[test]
+fn errors_map_to_codes() {
+    let Some(location) = pg_test_location("errors") else {
+        return;
+    };
+    let a = location.connect().unwrap();
+    a.batch("CREATE SCHEMA IF NOT EXISTS \"t_errors_x\"").unwrap();
+    a.batch(&format!(
+        "CREATE SCHEMA {}; CREATE TABLE t (id bigint PRIMARY KEY)",
+        quote_ident(&a.schema)
+    ))
+    .unwrap();
+    a.batch("DROP SCHEMA \"t_errors_x\"").unwrap();
+    assert!(a.has_table("t").unwrap());
+    assert!(!a.has_table("u").unwrap());
+    assert_eq!(a.query("SELECT * FROM u", &[]).unwrap_err().code(), "E_SCHEMA");
+    assert_eq!(a.batch("SELEC 1").unwrap_err().code(), "E_POSTGRES");
+    // A row another connection holds: NOWAIT answers at once, as E_BUSY.
+    a.batch("INSERT INTO t VALUES (1)").unwrap();
+    a.batch("BEGIN; SELECT * FROM t FOR UPDATE").unwrap();
+    let b = location.connect().unwrap();
+    let e = b.query("SELECT * FROM t FOR UPDATE NOWAIT", &[]).unwrap_err();
+    assert_eq!(e.code(), "E_BUSY", "{e}");
+    a.batch("ROLLBACK").unwrap();
+    // A statement cut short by its timeout.
+    let e = b.batch("SET statement_timeout = 50; SELECT pg_sleep(5)").unwrap_err();
+    assert_eq!(e.code(), "E_TIMEOUT", "{e}");
+    // The server ends the session: the next call says the connection is gone.
+    let pid: i32 = b.query_one_value("SELECT pg_backend_pid()", &[]).unwrap();
+    a.query("SELECT pg_terminate_backend($1)", &[&pid]).unwrap();
+    let e = b.query("SELECT 1", &[]).unwrap_err();
+    assert_eq!(e.code(), "E_CONNECTION", "{e}");
+    a.batch(&format!("DROP SCHEMA {} CASCADE", quote_ident(&a.schema)))
+        .unwrap();
+}
+
+#[test]
+fn a_transaction_that_fails_leaves_nothing() {
+    let Some(location) = pg_test_location("tx") else { return };
+    let c = location.connect().unwrap();
+    c.batch(&format!(
+        "CREATE SCHEMA {}; CREATE TABLE t (id bigint PRIMARY KEY)",
+        quote_ident(&c.schema)
+    ))
+    .unwrap();
+    let e = c
+        .transaction(|c| {
+            c.execute("INSERT INTO t VALUES ($1)", &[&1i64])?;
+            c.execute("INSERT INTO t VALUES ($1)", &[&1i64])
+        })
+        .unwrap_err();
+    assert_eq!(e.code(), "E_POSTGRES", "{e}");
+    assert_eq!(c.query_one_value::<i64>("SELECT count(*) FROM t", &[]).unwrap(), 0);
+    c.transaction(|c| c.execute("INSERT INTO t VALUES ($1)", &[&2i64]))
+        .unwrap();
+    assert_eq!(c.query_one_value::<i64>("SELECT count(*) FROM t", &[]).unwrap(), 1);
+    c.batch(&format!("DROP SCHEMA {} CASCADE", quote_ident(&c.schema)))
+        .unwrap();
+}
+
+/// The store's code is synchronous and runs on napi's blocking threads, or inside
+/// `block_in_place` on a worker: a connection answers from both, and from a thread of no
+/// runtime, without the "runtime within a runtime" panic.
+#[test]
+fn a_connection_works_from_every_kind_of_thread() {
+    let Some(location) = pg_test_location("threads") else {
+        return;
+    };
+    let conn = std::sync::Arc::new(location.connect().unwrap());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let c = conn.clone();
+    let on_blocking: i32 = rt
+        .block_on(rt.spawn_blocking(move || c.query_one_value("SELECT 1", &[])))
+        .unwrap()
+        .unwrap();
+    let c = conn.clone();
+    let in_place: i32 = rt
+        .block_on(rt.spawn(async move { tokio::task::block_in_place(|| c.query_one_value("SELECT 2", &[])) }))
+        .unwrap()
+        .unwrap();
+    let c = conn.clone();
+    let plain: i32 = std::thread::spawn(move || c.query_one_value("SELECT 3", &[]))
+        .join()
+        .unwrap()
+        .unwrap();
+    assert_eq!((on_blocking, in_place, plain), (1, 2, 3));
+}
+
+/// Every table lcm-native declares, and lossless-claw's own that a real file brings, is
+/// created in PostgreSQL with the same columns in the same order.
+#[test]
+fn translated_tables_create_with_the_same_columns() {
+    let Some(location) = pg_test_location("ddl") else {
+        return;
+    };
+    let c = location.connect().unwrap();
+    c.batch(&format!("CREATE SCHEMA {}", quote_ident(&c.schema))).unwrap();
+    let fixture = rusqlite::Connection::open_with_flags(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/head-theme.db"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    );
+    let mut statements: Vec<(String, String)> = crate::db::schema::TABLES
+        .iter()
+        .map(|(n, s)| (n.to_string(), s.to_string()))
+        .collect();
+    {
+        let fixture = fixture.expect("the lossless-claw fixture opens");
+        let mut stmt = fixture
+            .prepare("SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name IN ('focus_briefs', 'focus_brief_sources', 'conversation_bootstrap_state', 'conversation_compaction_telemetry', 'conversation_compaction_maintenance')")
+            .unwrap();
+        let found: Vec<(String, String)> = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect();
+        assert_eq!(found.len(), 5);
+        statements.extend(found);
+    }
+    for (name, sql) in &statements {
+        let t = ddl::table(sql).unwrap_or_else(|e| panic!("{name}: {e}"));
+        c.batch(&t.create)
+            .unwrap_or_else(|e| panic!("{name}: {e}\n{}", t.create));
+        let rows = c
+            .query(
+                "SELECT column_name::text, data_type::text FROM information_schema.columns WHERE table_schema = $1 AND table_name = $2 ORDER BY ordinal_position",
+                &[&c.schema, name],
+            )
+            .unwrap();
+        let got: Vec<(String, String)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+        let mut want: Vec<(String, String)> = t
+            .columns
+            .iter()
+            .map(|(n, ty)| (n.clone(), ty.to_ascii_lowercase()))
+            .collect();
+        if t.hidden_rowid {
+            want.push(("rowid".into(), "bigint".into()));
+        }
+        assert_eq!(got, want, "{name}");
+    }
+    for (_, sql) in crate::db::schema::INDEXES {
+        c.batch(&ddl::index(sql).unwrap())
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+    // The defaults give SQLite's text.
+    c.batch("INSERT INTO conversations (session_id) VALUES ('s')").unwrap();
+    let created: String = c.query_one_value("SELECT created_at FROM conversations", &[]).unwrap();
+    assert!(
+        regex::Regex::new(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$")
+            .unwrap()
+            .is_match(&created),
+        "{created}"
+    );
+    c.batch("INSERT INTO lcm_native_redactions (conversation_ids, message_ids, messages, parts, matches, summaries, versions_purged) VALUES ('[]', '[]', 0, 0, 0, 0, 0)").unwrap();
+    let created: String = c
+        .query_one_value("SELECT created_at FROM lcm_native_redactions", &[])
+        .unwrap();
+    assert!(
+        regex::Regex::new(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+            .unwrap()
+            .is_match(&created),
+        "{created}"
+    );
+    c.batch(&format!("DROP SCHEMA {} CASCADE", quote_ident(&c.schema)))
+        .unwrap();
+}

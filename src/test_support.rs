@@ -244,3 +244,34 @@ pub(crate) fn pg_test_location(tag: &str) -> Option<crate::pg::Location> {
     .unwrap();
     Some(location)
 }
+
+/// Runs `check` on a fresh lcm-native database in each engine: a new SQLite file, and (when
+/// the test server is there, see `pg_test_location`) a new PostgreSQL schema holding the same
+/// empty database (copied from such a file, as `lcm-native copy` makes one). `check` gets the
+/// connection, the file's schema flags (the same for both) and the engine's name for messages.
+pub(crate) fn on_both_engines(tag: &str, mut check: impl FnMut(crate::sql::Db, crate::db::SchemaFlags, &str)) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("fresh.db").to_string_lossy().into_owned();
+    let mut conn = crate::db::open_connection(&path, 5000).unwrap();
+    crate::db::migrate::migrate(&mut conn, &path).unwrap();
+    let flags = crate::db::SchemaFlags::read(&conn).unwrap();
+    check(crate::sql::Db::Sqlite(&conn), flags, "sqlite");
+    let Some(location) = pg_test_location(tag) else { return };
+    let fresh = dir.path().join("empty.db").to_string_lossy().into_owned();
+    let mut empty = crate::db::open_connection(&fresh, 5000).unwrap();
+    crate::db::migrate::migrate(&mut empty, &fresh).unwrap();
+    drop(empty);
+    let url = format!(
+        "{}?schema={}",
+        std::env::var("LCM_TEST_DATABASE_URL").unwrap(),
+        location.schema
+    );
+    crate::copy::run(crate::copy::CopyOptions::new(&fresh, &url)).unwrap();
+    let pg = location.connect().unwrap();
+    check(crate::sql::Db::Pg(&pg), flags, "postgres");
+    pg.batch(&format!(
+        "DROP SCHEMA {} CASCADE",
+        crate::pg::quote_ident(&location.schema)
+    ))
+    .unwrap();
+}

@@ -59,6 +59,22 @@ pub(crate) struct CopyOptions {
     pub(crate) stop_after_batches: Option<usize>,
 }
 
+#[cfg(test)]
+impl CopyOptions {
+    /// `from` → `to` with every other option at its default.
+    pub(crate) fn new(from: &str, to: &str) -> CopyOptions {
+        CopyOptions {
+            from: from.into(),
+            to: to.into(),
+            from_schema: None,
+            to_schema: None,
+            batch_rows: None,
+            busy_timeout_ms: None,
+            stop_after_batches: None,
+        }
+    }
+}
+
 /// What a copy did.
 #[derive(Debug, Clone, Serialize)]
 #[cfg_attr(test, derive(ts_rs::TS))]

@@ -4,15 +4,7 @@ use super::*;
 use crate::test_support::{compact_offline, engine_with, pg_test_location, with_synthetic};
 
 fn options(from: &str, to: &str) -> CopyOptions {
-    CopyOptions {
-        from: from.into(),
-        to: to.into(),
-        from_schema: None,
-        to_schema: None,
-        batch_rows: None,
-        busy_timeout_ms: None,
-        stop_after_batches: None,
-    }
+    CopyOptions::new(from, to)
 }
 
 /// A compacted conversation (leaves, condensed summaries, context items, versions, fidelity

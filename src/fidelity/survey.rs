@@ -90,7 +90,7 @@ pub(crate) fn score_conversation(
     all: bool,
     zone: DisplayZone,
 ) -> Result<ScoreReport> {
-    crate::store::conversations::get(conn, conversation_id)?;
+    crate::store::conversations::get(&*conn, conversation_id)?;
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let ids = store::unscored(&tx, conversation_id, all)?;
     for id in &ids {

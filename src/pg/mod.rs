@@ -134,6 +134,7 @@ impl Location {
             client,
             schema: self.schema.clone(),
             described,
+            statements: Default::default(),
         };
         conn.batch(&format!(
             "SET search_path TO {}; SET client_min_messages TO warning",
@@ -159,6 +160,9 @@ pub(crate) struct Conn {
     client: tokio_postgres::Client,
     pub schema: String,
     described: String,
+    /// Prepared statements by their SQL (as rusqlite's `prepare_cached`): a statement is
+    /// parsed and planned by the server once per connection.
+    statements: std::sync::Mutex<std::collections::HashMap<String, tokio_postgres::Statement>>,
 }
 
 impl Conn {
@@ -184,6 +188,37 @@ impl Conn {
         S: ToStatement + ?Sized,
     {
         wait(self.client.query(statement, params)).map_err(|e| self.error(&e))
+    }
+
+    /// `sql` prepared once per connection.
+    fn cached(&self, sql: &str) -> Result<tokio_postgres::Statement> {
+        let mut cache = self.statements.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(s) = cache.get(sql) {
+            return Ok(s.clone());
+        }
+        let statement = self.prepare(sql)?;
+        cache.insert(sql.to_string(), statement.clone());
+        Ok(statement)
+    }
+
+    /// Runs `sql` (prepared once) with SQLite-typed values as parameters.
+    pub(crate) fn execute_cached(&self, sql: &str, params: &[rusqlite::types::Value]) -> Result<u64> {
+        let statement = self.cached(sql)?;
+        let params: Vec<value::Param> = params.iter().map(value::Param).collect();
+        let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
+        self.execute(&statement, &refs)
+    }
+
+    /// Queries `sql` (prepared once) with SQLite-typed values as parameters.
+    pub(crate) fn query_cached(
+        &self,
+        sql: &str,
+        params: &[rusqlite::types::Value],
+    ) -> Result<Vec<tokio_postgres::Row>> {
+        let statement = self.cached(sql)?;
+        let params: Vec<value::Param> = params.iter().map(value::Param).collect();
+        let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
+        self.query(&statement, &refs)
     }
 
     /// Parses `sql` once for many executions.
@@ -336,9 +371,18 @@ fn error_text(e: &tokio_postgres::Error) -> String {
 pub(crate) fn map_error(described: &str, e: &tokio_postgres::Error) -> LcmError {
     let message = error_text(e);
     let Some(state) = e.code() else {
-        // No SQLSTATE: the socket (closed, reset, refused, timed out) or the protocol.
-        return LcmError::Connection {
-            message: format!("{message} ({described})"),
+        // No SQLSTATE: the socket (closed, reset, refused, timed out), or this side (a value
+        // that does not serialize, a row that does not convert).
+        let io = std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>());
+        return if e.is_closed() || io || message.starts_with("error connecting") || message.contains("timeout") {
+            LcmError::Connection {
+                message: format!("{message} ({described})"),
+            }
+        } else {
+            LcmError::Postgres {
+                sqlstate: None,
+                message: format!("{message} ({described})"),
+            }
         };
     };
     let code = state.code();

@@ -84,6 +84,13 @@ fn errors_map_to_codes() {
     assert!(!a.has_table("u").unwrap());
     assert_eq!(a.query("SELECT * FROM u", &[]).unwrap_err().code(), "E_SCHEMA");
     assert_eq!(a.batch("SELEC 1").unwrap_err().code(), "E_POSTGRES");
+    // A value that does not fit its parameter fails here, not as a lost connection.
+    let e = a
+        .query_cached("SELECT CAST($1 AS BIGINT)", &[rusqlite::types::Value::Text("x".into())])
+        .unwrap_err();
+    assert_eq!(e.code(), "E_POSTGRES", "{e}");
+    assert!(e.to_string().contains("does not fit"), "{e}");
+    assert_eq!(a.query_one_value::<i32>("SELECT 1", &[]).unwrap(), 1, "still connected");
     // A row another connection holds: NOWAIT answers at once, as E_BUSY.
     a.batch("INSERT INTO t VALUES (1)").unwrap();
     a.batch("BEGIN; SELECT * FROM t FOR UPDATE").unwrap();

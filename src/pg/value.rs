@@ -25,6 +25,8 @@ impl ToSql for Param<'_> {
             (Value::Integer(i), &Type::INT4) => i32::try_from(*i)?.to_sql(ty, out),
             (Value::Integer(i), &Type::INT2) => i16::try_from(*i)?.to_sql(ty, out),
             (Value::Real(f), &Type::FLOAT8) => f.to_sql(ty, out),
+            // A whole number where the server expects a real (`?1 * 0.5`): exact below 2^53.
+            (Value::Integer(i), &Type::FLOAT8) if i.unsigned_abs() < (1 << 53) => (*i as f64).to_sql(ty, out),
             (Value::Text(s), &Type::TEXT | &Type::VARCHAR | &Type::BPCHAR | &Type::NAME) => s.as_str().to_sql(ty, out),
             (Value::Blob(b), &Type::BYTEA) => b.as_slice().to_sql(ty, out),
             (value, ty) => Err(format!("a {} value does not fit a {ty} column", storage_class(value)).into()),

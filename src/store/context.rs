@@ -2,9 +2,10 @@
 //! of the message or summary it names, read in ordinal order or newest first, whole or by
 //! ordinal range, stopping when the reader has enough. `live` makes items of them.
 
-use rusqlite::{params, Connection};
+use rusqlite::params;
 
 use crate::error::Result;
+use crate::sql::Db;
 
 /// One row of `context_items` with the row it names (`None` fields when that row is missing
 /// or the item is of the other kind).
@@ -67,8 +68,8 @@ const WITH_CONTENT: &str = item_query!("s.content");
 
 /// Reads the items of `span` of a conversation, handing each row to `each` until it returns
 /// false. With `content`, a summary's row carries its text.
-pub(crate) fn read_items(
-    conn: &Connection,
+pub(crate) fn read_items<'a>(
+    db: impl Into<Db<'a>>,
     conversation_id: i64,
     span: Span,
     content: bool,
@@ -88,14 +89,15 @@ pub(crate) fn read_items(
         ),
     };
     let sql = format!("{base}{tail}");
-    let mut stmt = conn.prepare_cached(&sql)?;
-    let mut rows = match (a, b, c) {
-        (None, ..) => stmt.query(params![conversation_id])?,
-        (Some(a), None, _) => stmt.query(params![conversation_id, a])?,
-        (Some(a), Some(b), c) => stmt.query(params![conversation_id, a, b, c])?,
-    };
-    while let Some(r) = rows.next()? {
-        let row = ItemRow {
+    let mut params: Vec<&dyn rusqlite::ToSql> = vec![&conversation_id];
+    params.extend(a.iter().map(|v| v as &dyn rusqlite::ToSql));
+    params.extend(b.iter().map(|v| v as &dyn rusqlite::ToSql));
+    if b.is_some() {
+        params.push(&c);
+    }
+    let params = params.as_slice();
+    db.into().query_each(&sql, params, |r| {
+        each(ItemRow {
             ordinal: r.get(0)?,
             item_type: r.get(1)?,
             message_id: r.get(2)?,
@@ -111,19 +113,17 @@ pub(crate) fn read_items(
             descendant_token_count: r.get(12)?,
             source_message_token_count: r.get(13)?,
             content: r.get(14)?,
-        };
-        if !each(row)? {
-            break;
-        }
-    }
-    Ok(())
+        })
+    })
 }
 
 /// The highest ordinal of a conversation's live items, -1 when it has none.
-pub(crate) fn last_ordinal(conn: &Connection, conversation_id: i64) -> Result<i64> {
-    Ok(conn
-        .prepare_cached("SELECT COALESCE(MAX(ordinal), -1) FROM context_items WHERE conversation_id = ?1")?
-        .query_row(params![conversation_id], |r| r.get(0))?)
+pub(crate) fn last_ordinal<'a>(db: impl Into<Db<'a>>, conversation_id: i64) -> Result<i64> {
+    db.into().query_one(
+        "SELECT COALESCE(MAX(ordinal), -1) FROM context_items WHERE conversation_id = ?1",
+        params![conversation_id],
+        |r| r.get(0),
+    )
 }
 
 /// What a context row names: a message, a summary, or (a malformed row) neither.
@@ -135,23 +135,26 @@ pub(crate) enum Named {
 }
 
 /// The rows with ordinals in `lo..=hi`, in order, with what each names.
-pub(crate) fn named_between(conn: &Connection, conversation_id: i64, lo: i64, hi: i64) -> Result<Vec<(i64, Named)>> {
-    let mut stmt = conn.prepare_cached(
+pub(crate) fn named_between<'a>(
+    db: impl Into<Db<'a>>,
+    conversation_id: i64,
+    lo: i64,
+    hi: i64,
+) -> Result<Vec<(i64, Named)>> {
+    db.into().query_map(
         "SELECT ordinal, item_type, message_id, summary_id FROM context_items
          WHERE conversation_id = ?1 AND ordinal >= ?2 AND ordinal <= ?3 ORDER BY ordinal",
-    )?;
-    let rows = stmt
-        .query_map(params![conversation_id, lo, hi], |r| {
+        params![conversation_id, lo, hi],
+        |r| {
             let kind: String = r.get(1)?;
             let named = if kind == "message" {
-                r.get::<_, Option<i64>>(2)?.map_or(Named::Nothing, Named::Message)
+                r.get::<Option<i64>>(2)?.map_or(Named::Nothing, Named::Message)
             } else {
-                r.get::<_, Option<String>>(3)?.map_or(Named::Nothing, Named::Summary)
+                r.get::<Option<String>>(3)?.map_or(Named::Nothing, Named::Summary)
             };
             Ok((r.get(0)?, named))
-        })?
-        .collect::<std::result::Result<_, _>>()?;
-    Ok(rows)
+        },
+    )
 }
 
 /// How one write renumbers a conversation's live context (`compaction::write` plans it):
@@ -168,38 +171,135 @@ pub(crate) struct Renumbering<'a> {
 }
 
 /// Applies `r` in the caller's transaction; new rows get `now` as their `created_at`.
-pub(crate) fn renumber(tx: &Connection, conversation_id: i64, r: &Renumbering<'_>, now: &str) -> Result<()> {
+pub(crate) fn renumber<'a>(tx: impl Into<Db<'a>>, conversation_id: i64, r: &Renumbering<'_>, now: &str) -> Result<()> {
+    let tx = tx.into();
     let cid = conversation_id;
     let (from, to) = r.moved;
-    tx.prepare_cached(
+    tx.execute(
         "UPDATE context_items SET ordinal = -1 - ordinal WHERE conversation_id = ?1 AND ordinal >= ?2 AND ordinal <= ?3",
-    )?
-    .execute(params![cid, from, to])?;
-    let mut delete = tx.prepare_cached(
-        "DELETE FROM context_items WHERE conversation_id = ?1 AND ordinal >= -1 - ?3 AND ordinal <= -1 - ?2",
+        params![cid, from, to],
     )?;
     for (from, to) in r.consumed {
-        delete.execute(params![cid, from, to])?;
+        tx.execute(
+            "DELETE FROM context_items WHERE conversation_id = ?1 AND ordinal >= -1 - ?3 AND ordinal <= -1 - ?2",
+            params![cid, from, to],
+        )?;
     }
-    let mut shift = tx.prepare_cached(
-        "UPDATE context_items SET ordinal = (-1 - ordinal) + ?4
-         WHERE conversation_id = ?1 AND ordinal >= -1 - ?3 AND ordinal <= -1 - ?2",
-    )?;
     for (from, to, by) in r.survivors {
-        shift.execute(params![cid, from, to, by])?;
+        tx.execute(
+            "UPDATE context_items SET ordinal = (-1 - ordinal) + ?4
+             WHERE conversation_id = ?1 AND ordinal >= -1 - ?3 AND ordinal <= -1 - ?2",
+            params![cid, from, to, by],
+        )?;
     }
     if r.after_shift != 0 {
-        tx.prepare_cached(
+        tx.execute(
             "UPDATE context_items SET ordinal = (-1 - ordinal) + ?2 WHERE conversation_id = ?1 AND ordinal < 0",
-        )?
-        .execute(params![cid, r.after_shift])?;
+            params![cid, r.after_shift],
+        )?;
     }
-    let mut insert = tx.prepare_cached(
-        "INSERT INTO context_items (conversation_id, ordinal, item_type, summary_id, created_at)
-         VALUES (?1, ?2, 'summary', ?3, ?4)",
-    )?;
     for (ordinal, id) in &r.inserted {
-        insert.execute(params![cid, ordinal, id, now])?;
+        tx.execute(
+            "INSERT INTO context_items (conversation_id, ordinal, item_type, summary_id, created_at)
+             VALUES (?1, ?2, 'summary', ?3, ?4)",
+            params![cid, ordinal, id, now],
+        )?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::on_both_engines;
+
+    /// Ordinal, message id, summary id and summary text of each item read.
+    type Item = (i64, Option<i64>, Option<String>, Option<String>);
+
+    fn ordinals(db: Db, span: Span) -> Vec<Item> {
+        let mut out = Vec::new();
+        read_items(db, 1, span, true, |r| {
+            out.push((r.ordinal, r.message_id, r.summary_id, r.content));
+            Ok(true)
+        })
+        .unwrap();
+        out
+    }
+
+    /// The live context reads and renumbers the same on SQLite and on PostgreSQL.
+    #[test]
+    fn items_read_and_renumber_alike_on_both_engines() {
+        on_both_engines("context", |db, _, engine| {
+            db.execute("INSERT INTO conversations (session_id) VALUES ('s')", params![])
+                .unwrap();
+            for seq in 0..5i64 {
+                db.execute(
+                    "INSERT INTO messages (conversation_id, seq, role, content, token_count) VALUES (1, ?1, 'user', 'm', 10)",
+                    params![seq],
+                )
+                .unwrap();
+                db.execute(
+                    "INSERT INTO context_items (conversation_id, ordinal, item_type, message_id) VALUES (1, ?1, 'message', ?2)",
+                    params![seq, seq + 1],
+                )
+                .unwrap();
+            }
+            db.execute(
+                "INSERT INTO summaries (summary_id, conversation_id, kind, content, token_count) VALUES ('sum_a', 1, 'leaf', 'a summary', 3)",
+                params![],
+            )
+            .unwrap();
+            assert_eq!(last_ordinal(db, 1).unwrap(), 4, "{engine}");
+            assert_eq!(last_ordinal(db, 2).unwrap(), -1, "{engine}");
+            let newest: Vec<i64> = ordinals(db, Span::NewestFirst).iter().map(|r| r.0).collect();
+            assert_eq!(newest, [4, 3, 2, 1, 0], "{engine}");
+            assert_eq!(ordinals(db, Span::Before(2)).len(), 2, "{engine}");
+            assert_eq!(ordinals(db, Span::At(3))[0].1, Some(4), "{engine}");
+            let between = ordinals(
+                db,
+                Span::Between {
+                    after: 0,
+                    before: 4,
+                    limit: 2,
+                },
+            );
+            assert_eq!(between.iter().map(|r| r.0).collect::<Vec<_>>(), [1, 2], "{engine}");
+            // A reader that has enough stops the reading.
+            let mut seen = 0;
+            read_items(db, 1, Span::All, false, |_| {
+                seen += 1;
+                Ok(seen < 2)
+            })
+            .unwrap();
+            assert_eq!(seen, 2, "{engine}");
+
+            // Items 1–3 become one summary; item 4 moves up to 2.
+            let r = Renumbering {
+                moved: (1, 4),
+                consumed: &[(1, 3)],
+                survivors: &[],
+                after_shift: -2,
+                inserted: vec![(1, "sum_a")],
+            };
+            renumber(db, 1, &r, "2026-11-26 09:30:00").unwrap();
+            assert_eq!(
+                ordinals(db, Span::All),
+                vec![
+                    (0, Some(1), None, None),
+                    (1, None, Some("sum_a".into()), Some("a summary".into())),
+                    (2, Some(5), None, None),
+                ],
+                "{engine}"
+            );
+            assert_eq!(
+                named_between(db, 1, 0, 2).unwrap(),
+                vec![
+                    (0, Named::Message(1)),
+                    (1, Named::Summary("sum_a".into())),
+                    (2, Named::Message(5))
+                ],
+                "{engine}"
+            );
+        });
+    }
 }

@@ -1,9 +1,10 @@
 //! Conversations: finding one by id or session id, creating one for a new session.
 
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::params;
 
 use crate::db::SchemaFlags;
 use crate::error::{LcmError, Result};
+use crate::sql::Db;
 
 /// Which conversation a call is about. Read from JavaScript's `ConversationTarget` (one of
 /// `{ sessionId }`, `{ sessionKey, sessionId? }`, `{ conversationId }`).
@@ -60,10 +61,13 @@ pub(crate) struct Conversation {
     pub session_id: String,
 }
 
-pub(crate) fn get(conn: &Connection, conversation_id: i64) -> Result<Conversation> {
-    conn.prepare_cached("SELECT session_id FROM conversations WHERE conversation_id = ?1")?
-        .query_row([conversation_id], |r| r.get::<_, String>(0))
-        .optional()?
+pub(crate) fn get<'a>(db: impl Into<Db<'a>>, conversation_id: i64) -> Result<Conversation> {
+    db.into()
+        .query_row(
+            "SELECT session_id FROM conversations WHERE conversation_id = ?1",
+            params![conversation_id],
+            |r| r.get::<String>(0),
+        )?
         .map(|session_id| Conversation {
             conversation_id,
             session_id,
@@ -71,7 +75,11 @@ pub(crate) fn get(conn: &Connection, conversation_id: i64) -> Result<Conversatio
         .ok_or_else(|| LcmError::not_found("conversation", conversation_id))
 }
 
-pub(crate) fn find_by_session(conn: &Connection, flags: SchemaFlags, session_id: &str) -> Result<Option<Conversation>> {
+pub(crate) fn find_by_session<'a>(
+    db: impl Into<Db<'a>>,
+    flags: SchemaFlags,
+    session_id: &str,
+) -> Result<Option<Conversation>> {
     let sql = if flags.conversations_have_active {
         "SELECT conversation_id FROM conversations WHERE session_id = ?1 AND active = 1
          ORDER BY created_at DESC, conversation_id DESC LIMIT 1"
@@ -79,10 +87,9 @@ pub(crate) fn find_by_session(conn: &Connection, flags: SchemaFlags, session_id:
         "SELECT conversation_id FROM conversations WHERE session_id = ?1
          ORDER BY created_at DESC, conversation_id DESC LIMIT 1"
     };
-    Ok(conn
-        .prepare_cached(sql)?
-        .query_row([session_id], |r| r.get::<_, i64>(0))
-        .optional()?
+    Ok(db
+        .into()
+        .query_row(sql, params![session_id], |r| r.get::<i64>(0))?
         .map(|conversation_id| Conversation {
             conversation_id,
             session_id: session_id.to_string(),
@@ -90,7 +97,11 @@ pub(crate) fn find_by_session(conn: &Connection, flags: SchemaFlags, session_id:
 }
 
 /// The active conversation recorded under a session key.
-pub(crate) fn find_by_session_key(conn: &Connection, flags: SchemaFlags, key: &str) -> Result<Option<Conversation>> {
+pub(crate) fn find_by_session_key<'a>(
+    db: impl Into<Db<'a>>,
+    flags: SchemaFlags,
+    key: &str,
+) -> Result<Option<Conversation>> {
     if !flags.conversations_have_session_key {
         return Ok(None);
     }
@@ -101,15 +112,12 @@ pub(crate) fn find_by_session_key(conn: &Connection, flags: SchemaFlags, key: &s
         "SELECT conversation_id, session_id FROM conversations WHERE session_key = ?1
          ORDER BY created_at DESC, conversation_id DESC LIMIT 1"
     };
-    Ok(conn
-        .prepare_cached(sql)?
-        .query_row([key], |r| {
-            Ok(Conversation {
-                conversation_id: r.get(0)?,
-                session_id: r.get(1)?,
-            })
+    db.into().query_row(sql, params![key], |r| {
+        Ok(Conversation {
+            conversation_id: r.get(0)?,
+            session_id: r.get(1)?,
         })
-        .optional()?)
+    })
 }
 
 /// Finds (or, with `create`, makes) the conversation of a session key: the key's active
@@ -117,36 +125,43 @@ pub(crate) fn find_by_session_key(conn: &Connection, flags: SchemaFlags, key: &s
 /// session id's active conversation (the key recorded on it when it had none), else a new
 /// row with both.
 fn for_session_key(
-    conn: &Connection,
+    db: Db,
     flags: SchemaFlags,
     key: &str,
     session_id: Option<&str>,
     create: Option<&str>,
 ) -> Result<Option<Conversation>> {
-    if let Some(mut c) = find_by_session_key(conn, flags, key)? {
+    if let Some(mut c) = find_by_session_key(db, flags, key)? {
         if let (Some(_), Some(session_id)) = (create, session_id.filter(|id| *id != c.session_id)) {
-            conn.prepare_cached("UPDATE conversations SET session_id = ?2 WHERE conversation_id = ?1")?
-                .execute(params![c.conversation_id, session_id])?;
+            db.execute(
+                "UPDATE conversations SET session_id = ?2 WHERE conversation_id = ?1",
+                params![c.conversation_id, session_id],
+            )?;
             // What is written next (message_parts.session_id) carries the host's current id.
             c.session_id = session_id.to_string();
         }
         return Ok(Some(c));
     }
     if let Some(c) = match session_id {
-        Some(id) => find_by_session(conn, flags, id)?,
+        Some(id) => find_by_session(db, flags, id)?,
         None => None,
     } {
         let recorded: Option<String> = if flags.conversations_have_session_key {
-            conn.prepare_cached("SELECT session_key FROM conversations WHERE conversation_id = ?1")?
-                .query_row([c.conversation_id], |r| r.get(0))?
+            db.query_one(
+                "SELECT session_key FROM conversations WHERE conversation_id = ?1",
+                params![c.conversation_id],
+                |r| r.get(0),
+            )?
         } else {
             None
         };
         match recorded {
             None => {
                 if create.is_some() && flags.conversations_have_session_key {
-                    conn.prepare_cached("UPDATE conversations SET session_key = ?2 WHERE conversation_id = ?1")?
-                        .execute(params![c.conversation_id, key])?;
+                    db.execute(
+                        "UPDATE conversations SET session_key = ?2 WHERE conversation_id = ?1",
+                        params![c.conversation_id, key],
+                    )?;
                 }
                 return Ok(Some(c));
             }
@@ -159,53 +174,61 @@ fn for_session_key(
     // A new conversation needs a session id; without one the key stands for it.
     let session_id = session_id.unwrap_or(key);
     Ok(Some(Conversation {
-        conversation_id: insert(conn, flags, session_id, Some(key), now)?,
+        conversation_id: insert(db, flags, session_id, Some(key), now)?,
         session_id: session_id.to_string(),
     }))
 }
 
 /// A new, active conversation row for a session (its key recorded where the file has the
 /// column); returns its id.
-pub(crate) fn insert(
-    conn: &Connection,
+pub(crate) fn insert<'a>(
+    db: impl Into<Db<'a>>,
     flags: SchemaFlags,
     session_id: &str,
     key: Option<&str>,
     now: &str,
 ) -> Result<i64> {
+    let db = db.into();
     if flags.conversations_have_session_key {
-        conn.prepare_cached(
+        db.insert_returning(
             "INSERT INTO conversations (session_id, session_key, created_at, updated_at) VALUES (?1, ?2, ?3, ?3)",
-        )?
-        .execute(params![session_id, key, now])?;
+            params![session_id, key, now],
+            "conversation_id",
+        )
     } else {
-        conn.prepare_cached("INSERT INTO conversations (session_id, created_at, updated_at) VALUES (?1, ?2, ?2)")?
-            .execute(params![session_id, now])?;
+        db.insert_returning(
+            "INSERT INTO conversations (session_id, created_at, updated_at) VALUES (?1, ?2, ?2)",
+            params![session_id, now],
+            "conversation_id",
+        )
     }
-    Ok(conn.last_insert_rowid())
 }
 
 /// Resolves a target; a session without a conversation gets one (inside the caller's
 /// transaction, so a failed ingest leaves no empty conversation behind).
-pub(crate) fn resolve_or_create(
-    conn: &Connection,
+pub(crate) fn resolve_or_create<'a>(
+    db: impl Into<Db<'a>>,
     flags: SchemaFlags,
     target: &Target,
     now: &str,
 ) -> Result<Conversation> {
+    let db = db.into();
     match target {
-        Target::Conversation(id) => get(conn, *id),
+        Target::Conversation(id) => get(db, *id),
         Target::SessionKey { key, session_id } => {
-            Ok(for_session_key(conn, flags, key, session_id.as_deref(), Some(now))?.expect("created when missing"))
+            Ok(for_session_key(db, flags, key, session_id.as_deref(), Some(now))?.expect("created when missing"))
         }
         Target::Session(session_id) => {
-            if let Some(c) = find_by_session(conn, flags, session_id)? {
+            if let Some(c) = find_by_session(db, flags, session_id)? {
                 return Ok(c);
             }
-            conn.prepare_cached("INSERT INTO conversations (session_id, created_at, updated_at) VALUES (?1, ?2, ?2)")?
-                .execute(params![session_id, now])?;
+            let conversation_id = db.insert_returning(
+                "INSERT INTO conversations (session_id, created_at, updated_at) VALUES (?1, ?2, ?2)",
+                params![session_id, now],
+                "conversation_id",
+            )?;
             Ok(Conversation {
-                conversation_id: conn.last_insert_rowid(),
+                conversation_id,
                 session_id: session_id.clone(),
             })
         }
@@ -213,11 +236,12 @@ pub(crate) fn resolve_or_create(
 }
 
 /// Resolves a target without creating anything.
-pub(crate) fn resolve(conn: &Connection, flags: SchemaFlags, target: &Target) -> Result<Conversation> {
+pub(crate) fn resolve<'a>(db: impl Into<Db<'a>>, flags: SchemaFlags, target: &Target) -> Result<Conversation> {
+    let db = db.into();
     match target {
-        Target::Conversation(id) => get(conn, *id),
-        Target::Session(s) => find_by_session(conn, flags, s)?.ok_or_else(|| LcmError::not_found("session", s)),
-        Target::SessionKey { key, session_id } => for_session_key(conn, flags, key, session_id.as_deref(), None)?
+        Target::Conversation(id) => get(db, *id),
+        Target::Session(s) => find_by_session(db, flags, s)?.ok_or_else(|| LcmError::not_found("session", s)),
+        Target::SessionKey { key, session_id } => for_session_key(db, flags, key, session_id.as_deref(), None)?
             .ok_or_else(|| LcmError::not_found("session", key)),
     }
 }
@@ -238,8 +262,13 @@ pub struct SessionConversation {
 }
 
 /// The conversation a target names, without creating one; `None` when there is none.
-pub(crate) fn lookup(conn: &Connection, flags: SchemaFlags, target: &Target) -> Result<Option<SessionConversation>> {
-    let found = match resolve(conn, flags, target) {
+pub(crate) fn lookup<'a>(
+    db: impl Into<Db<'a>>,
+    flags: SchemaFlags,
+    target: &Target,
+) -> Result<Option<SessionConversation>> {
+    let db = db.into();
+    let found = match resolve(db, flags, target) {
         Ok(c) => c,
         Err(LcmError::NotFound { .. }) => return Ok(None),
         Err(e) => return Err(e),
@@ -249,13 +278,14 @@ pub(crate) fn lookup(conn: &Connection, flags: SchemaFlags, target: &Target) -> 
     } else {
         "NULL"
     };
-    let row = conn
-        .prepare_cached(&format!(
+    let row = db.query_one(
+        &format!(
             "SELECT {key_col}, bootstrapped_at,
                     (SELECT count(*) FROM messages m WHERE m.conversation_id = c.conversation_id)
              FROM conversations c WHERE c.conversation_id = ?1"
-        ))?
-        .query_row([found.conversation_id], |r| {
+        ),
+        params![found.conversation_id],
+        |r| {
             Ok(SessionConversation {
                 conversation_id: found.conversation_id,
                 session_id: found.session_id.clone(),
@@ -263,7 +293,8 @@ pub(crate) fn lookup(conn: &Connection, flags: SchemaFlags, target: &Target) -> 
                 bootstrapped_at: r.get(1)?,
                 message_count: r.get(2)?,
             })
-        })?;
+        },
+    )?;
     Ok(Some(row))
 }
 
@@ -289,32 +320,35 @@ pub struct ConversationInfo {
 }
 
 /// Every conversation's id, in order.
-pub(crate) fn ids(conn: &Connection) -> Result<Vec<i64>> {
-    let ids = conn
-        .prepare("SELECT conversation_id FROM conversations ORDER BY conversation_id")?
-        .query_map([], |r| r.get(0))?
-        .collect::<std::result::Result<_, _>>()?;
-    Ok(ids)
+pub(crate) fn ids<'a>(db: impl Into<Db<'a>>) -> Result<Vec<i64>> {
+    db.into().query_map(
+        "SELECT conversation_id FROM conversations ORDER BY conversation_id",
+        params![],
+        |r| r.get(0),
+    )
 }
 
 /// Every conversation, oldest first.
-pub(crate) fn list(conn: &Connection, flags: SchemaFlags) -> Result<Vec<ConversationInfo>> {
+pub(crate) fn list<'a>(db: impl Into<Db<'a>>, flags: SchemaFlags) -> Result<Vec<ConversationInfo>> {
+    let db = db.into();
     let key = if flags.conversations_have_session_key {
         "c.session_key"
     } else {
         "NULL"
     };
-    let mut rows = conn
-        .prepare_cached(&format!(
+    // CAST: PostgreSQL sums bigints as numeric.
+    let mut rows = db.query_map(
+        &format!(
             "SELECT c.conversation_id, c.session_id, {key},
                     (SELECT count(*) FROM messages m WHERE m.conversation_id = c.conversation_id),
-                    (SELECT COALESCE(SUM(m.token_count), 0) FROM messages m WHERE m.conversation_id = c.conversation_id),
+                    (SELECT CAST(COALESCE(SUM(m.token_count), 0) AS BIGINT) FROM messages m WHERE m.conversation_id = c.conversation_id),
                     (SELECT count(*) FROM summaries s WHERE s.conversation_id = c.conversation_id),
                     (SELECT count(*) FROM context_items ci WHERE ci.conversation_id = c.conversation_id),
                     c.created_at, c.updated_at
              FROM conversations c ORDER BY c.conversation_id"
-        ))?
-        .query_map([], |r| {
+        ),
+        params![],
+        |r| {
             Ok(ConversationInfo {
                 conversation_id: r.get(0)?,
                 session_id: r.get(1)?,
@@ -327,18 +361,16 @@ pub(crate) fn list(conn: &Connection, flags: SchemaFlags) -> Result<Vec<Conversa
                 created_at: r.get(7)?,
                 updated_at: r.get(8)?,
             })
-        })?
-        .collect::<std::result::Result<Vec<_>, _>>()?;
+        },
+    )?;
     let index: std::collections::HashMap<i64, usize> =
         rows.iter().enumerate().map(|(i, c)| (c.conversation_id, i)).collect();
-    let mut stmt = conn.prepare_cached(
+    let counts = db.query_map(
         "SELECT conversation_id, depth, count(*) FROM summaries WHERE depth BETWEEN 0 AND 1000 GROUP BY conversation_id, depth",
+        params![],
+        |r| Ok((r.get::<i64>(0)?, r.get::<i64>(1)?, r.get::<i64>(2)?)),
     )?;
-    let counts = stmt.query_map([], |r| {
-        Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
-    })?;
-    for count in counts {
-        let (cid, depth, n) = count?;
+    for (cid, depth, n) in counts {
         if let Some(&i) = index.get(&cid) {
             let by_depth = &mut rows[i].summaries_by_depth;
             let d = depth as usize;
@@ -349,4 +381,80 @@ pub(crate) fn list(conn: &Connection, flags: SchemaFlags) -> Result<Vec<Conversa
         }
     }
     Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::on_both_engines;
+
+    const NOW: &str = "2026-11-26 09:00:00";
+
+    /// The same calls give the same conversations on SQLite and on PostgreSQL.
+    #[test]
+    fn sessions_and_keys_map_to_conversations_on_both_engines() {
+        on_both_engines("conversations", |db, flags, engine| {
+            let a = resolve_or_create(db, flags, &Target::Session("s1".into()), NOW).unwrap();
+            assert_eq!(a.conversation_id, 1, "{engine}");
+            let again = resolve_or_create(db, flags, &Target::Session("s1".into()), NOW).unwrap();
+            assert_eq!(again.conversation_id, 1, "{engine}");
+            // A key takes the id's conversation when it has none, and follows the key when the
+            // host moves it to a new session id.
+            let keyed = Target::SessionKey {
+                key: "agent:main".into(),
+                session_id: Some("s1".into()),
+            };
+            assert_eq!(
+                resolve_or_create(db, flags, &keyed, NOW).unwrap().conversation_id,
+                1,
+                "{engine}"
+            );
+            let moved = Target::SessionKey {
+                key: "agent:main".into(),
+                session_id: Some("s2".into()),
+            };
+            let c = resolve_or_create(db, flags, &moved, NOW).unwrap();
+            assert_eq!((c.conversation_id, c.session_id.as_str()), (1, "s2"), "{engine}");
+            let other = resolve_or_create(db, flags, &Target::Session("s3".into()), NOW).unwrap();
+            assert_eq!(other.conversation_id, 2, "{engine}");
+            assert_eq!(
+                insert(db, flags, "s4", Some("agent:other"), NOW).unwrap(),
+                3,
+                "{engine}"
+            );
+
+            assert_eq!(get(db, 2).unwrap().session_id, "s3", "{engine}");
+            assert_eq!(get(db, 9).unwrap_err().code(), "E_NOT_FOUND", "{engine}");
+            assert_eq!(
+                resolve(db, flags, &Target::Session("nope".into())).unwrap_err().code(),
+                "E_NOT_FOUND",
+                "{engine}"
+            );
+            let found = lookup(db, flags, &moved).unwrap().unwrap();
+            assert_eq!(found.session_key.as_deref(), Some("agent:main"), "{engine}");
+            assert_eq!(found.message_count, 0, "{engine}");
+            assert!(lookup(db, flags, &Target::Session("nope".into())).unwrap().is_none());
+            assert_eq!(ids(db).unwrap(), vec![1, 2, 3], "{engine}");
+
+            for (i, depth) in [0, 0, 1].iter().enumerate() {
+                db.execute(
+                    "INSERT INTO summaries (summary_id, conversation_id, kind, depth, content, token_count) VALUES (?1, 1, ?2, ?3, 'x', 5)",
+                    params![format!("sum_{i}"), if *depth == 0 { "leaf" } else { "condensed" }, depth],
+                )
+                .unwrap();
+            }
+            db.execute(
+                "INSERT INTO messages (conversation_id, seq, role, content, token_count) VALUES (1, 0, 'user', 'hi', 7)",
+                params![],
+            )
+            .unwrap();
+            let listed = list(db, flags).unwrap();
+            assert_eq!(listed.len(), 3, "{engine}");
+            assert_eq!(listed[0].summaries_by_depth, vec![2, 1], "{engine}");
+            assert_eq!((listed[0].message_count, listed[0].message_tokens), (1, 7), "{engine}");
+            assert_eq!(listed[0].session_key.as_deref(), Some("agent:main"), "{engine}");
+            assert!(listed[1].summaries_by_depth.is_empty(), "{engine}");
+            assert_eq!(listed[2].created_at, NOW, "{engine}");
+        });
+    }
 }

@@ -4,11 +4,12 @@
 
 use std::collections::HashMap;
 
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::params;
 use serde::Serialize;
 
 use super::summaries::{self, SummaryRecord};
 use crate::error::Result;
+use crate::sql::Db;
 
 /// The messages a summary stands for, by their `seq` in the conversation.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -53,47 +54,50 @@ pub struct DagNode {
 
 /// Every summary of `conversation_id`, deepest first, then oldest first within a depth: the
 /// order the DAG's roots are shown in.
-pub(crate) fn read(conn: &Connection, conversation_id: i64) -> Result<Vec<DagNode>> {
-    let records = summaries::list(conn, conversation_id, None)?;
+pub(crate) fn read<'a>(db: impl Into<Db<'a>>, conversation_id: i64) -> Result<Vec<DagNode>> {
+    let db = db.into();
+    let records = summaries::list(db, conversation_id, None)?;
     let mut inputs: HashMap<String, Vec<String>> = HashMap::new();
     let mut consumed_by: HashMap<String, String> = HashMap::new();
-    {
-        let mut stmt = conn.prepare(
-            "SELECT p.summary_id, p.parent_summary_id FROM summary_parents p
-             JOIN summaries s ON s.summary_id = p.summary_id
-             WHERE s.conversation_id = ?1 ORDER BY p.summary_id, p.ordinal",
-        )?;
-        let edges = stmt.query_map([conversation_id], |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
-        })?;
-        for edge in edges {
-            let (node, input) = edge?;
-            consumed_by.insert(input.clone(), node.clone());
-            inputs.entry(node).or_default().push(input);
-        }
+    let edges = db.query_map(
+        "SELECT p.summary_id, p.parent_summary_id FROM summary_parents p
+         JOIN summaries s ON s.summary_id = p.summary_id
+         WHERE s.conversation_id = ?1 ORDER BY p.summary_id, p.ordinal",
+        params![conversation_id],
+        |r| Ok((r.get::<String>(0)?, r.get::<String>(1)?)),
+    )?;
+    for (node, input) in edges {
+        consumed_by.insert(input.clone(), node.clone());
+        inputs.entry(node).or_default().push(input);
     }
-    let mut spans: HashMap<String, MessageSpan> = conn
-        .prepare(
+    let mut spans: HashMap<String, MessageSpan> = db
+        .query_map(
             "SELECT sm.summary_id, count(*), min(m.seq), max(m.seq) FROM summary_messages sm
              JOIN summaries s ON s.summary_id = sm.summary_id
              JOIN messages m ON m.message_id = sm.message_id
              WHERE s.conversation_id = ?1 GROUP BY sm.summary_id",
+            params![conversation_id],
+            |r| {
+                Ok((
+                    r.get::<String>(0)?,
+                    MessageSpan {
+                        count: r.get(1)?,
+                        first_seq: r.get(2)?,
+                        last_seq: r.get(3)?,
+                    },
+                ))
+            },
         )?
-        .query_map(params![conversation_id], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                MessageSpan {
-                    count: r.get(1)?,
-                    first_seq: r.get(2)?,
-                    last_seq: r.get(3)?,
-                },
-            ))
-        })?
-        .collect::<std::result::Result<_, _>>()?;
-    let live: std::collections::HashSet<String> = conn
-        .prepare("SELECT summary_id FROM context_items WHERE conversation_id = ?1 AND item_type = 'summary'")?
-        .query_map([conversation_id], |r| r.get(0))?
-        .collect::<std::result::Result<_, _>>()?;
+        .into_iter()
+        .collect();
+    let live: std::collections::HashSet<String> = db
+        .query_map(
+            "SELECT summary_id FROM context_items WHERE conversation_id = ?1 AND item_type = 'summary'",
+            params![conversation_id],
+            |r| r.get(0),
+        )?
+        .into_iter()
+        .collect();
     // A condensed node's span is its inputs' together: shallower nodes first.
     let mut order: Vec<usize> = (0..records.len()).collect();
     order.sort_by_key(|&i| records[i].fields.depth);
@@ -130,82 +134,98 @@ pub(crate) fn read(conn: &Connection, conversation_id: i64) -> Result<Vec<DagNod
 }
 
 /// Whether `summary_id` is a live context item.
-pub(crate) fn is_live(conn: &Connection, summary_id: &str) -> Result<bool> {
-    Ok(conn
-        .prepare_cached("SELECT 1 FROM context_items WHERE summary_id = ?1 LIMIT 1")?
-        .query_row([summary_id], |_| Ok(()))
-        .optional()?
+pub(crate) fn is_live<'a>(db: impl Into<Db<'a>>, summary_id: &str) -> Result<bool> {
+    Ok(db
+        .into()
+        .query_row(
+            "SELECT 1 FROM context_items WHERE summary_id = ?1 LIMIT 1",
+            params![summary_id],
+            |_| Ok(()),
+        )?
         .is_some())
 }
 
 /// A summary's kind and depth, if it exists.
-pub(crate) fn kind_and_depth(conn: &Connection, summary_id: &str) -> Result<Option<(String, i64)>> {
-    Ok(conn
-        .prepare_cached("SELECT kind, depth FROM summaries WHERE summary_id = ?1")?
-        .query_row([summary_id], |r| Ok((r.get(0)?, r.get(1)?)))
-        .optional()?)
+pub(crate) fn kind_and_depth<'a>(db: impl Into<Db<'a>>, summary_id: &str) -> Result<Option<(String, i64)>> {
+    db.into().query_row(
+        "SELECT kind, depth FROM summaries WHERE summary_id = ?1",
+        params![summary_id],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )
 }
 
 /// The condensed node that took `summary_id` as an input, if any (the first, in a damaged file
 /// that links it twice).
-pub(crate) fn consumer_of(conn: &Connection, summary_id: &str) -> Result<Option<String>> {
-    Ok(conn
-        .prepare_cached("SELECT summary_id FROM summary_parents WHERE parent_summary_id = ?1 ORDER BY rowid LIMIT 1")?
-        .query_row([summary_id], |r| r.get(0))
-        .optional()?)
+pub(crate) fn consumer_of<'a>(db: impl Into<Db<'a>>, summary_id: &str) -> Result<Option<String>> {
+    db.into().query_row(
+        "SELECT summary_id FROM summary_parents WHERE parent_summary_id = ?1 ORDER BY rowid LIMIT 1",
+        params![summary_id],
+        |r| r.get(0),
+    )
 }
 
 /// The leaf that covers `message_id`, if any.
-pub(crate) fn leaf_of(conn: &Connection, message_id: i64) -> Result<Option<String>> {
-    Ok(conn
-        .prepare_cached("SELECT summary_id FROM summary_messages WHERE message_id = ?1 ORDER BY rowid LIMIT 1")?
-        .query_row([message_id], |r| r.get(0))
-        .optional()?)
+pub(crate) fn leaf_of<'a>(db: impl Into<Db<'a>>, message_id: i64) -> Result<Option<String>> {
+    db.into().query_row(
+        "SELECT summary_id FROM summary_messages WHERE message_id = ?1 ORDER BY rowid LIMIT 1",
+        params![message_id],
+        |r| r.get(0),
+    )
 }
 
 /// Which of `message_ids` are live context items (one scan of the live items of the
 /// conversations involved).
-pub(crate) fn live_messages_among(conn: &Connection, message_ids: &[i64]) -> Result<std::collections::HashSet<i64>> {
+pub(crate) fn live_messages_among<'a>(
+    db: impl Into<Db<'a>>,
+    message_ids: &[i64],
+) -> Result<std::collections::HashSet<i64>> {
     if message_ids.is_empty() {
         return Ok(Default::default());
     }
-    let live = conn
-        .prepare_cached(
+    let db = db.into();
+    let ids = match db {
+        Db::Sqlite(_) => "SELECT value FROM json_each(?1)",
+        Db::Pg(_) => "SELECT CAST(value AS BIGINT) FROM json_array_elements_text(CAST(CAST(?1 AS TEXT) AS json))",
+    };
+    let live = db.query_map(
+        &format!(
             "SELECT ci.message_id FROM context_items ci
              WHERE ci.conversation_id IN (SELECT DISTINCT m.conversation_id FROM messages m
-                                          WHERE m.message_id IN (SELECT value FROM json_each(?1)))
-               AND ci.message_id IN (SELECT value FROM json_each(?1))",
-        )?
-        .query_map([serde_json::to_string(message_ids)?], |r| r.get(0))?
-        .collect::<std::result::Result<_, _>>()?;
-    Ok(live)
+                                          WHERE m.message_id IN ({ids}))
+               AND ci.message_id IN ({ids})"
+        ),
+        params![serde_json::to_string(message_ids)?],
+        |r| r.get(0),
+    )?;
+    Ok(live.into_iter().collect())
 }
 
 /// The messages under a summary (its own, and those of every summary below it): how many,
 /// and the first and the last by `seq`.
-pub(crate) fn covered_span(conn: &Connection, summary_id: &str) -> Result<(i64, Option<i64>, Option<i64>)> {
-    Ok(conn
-        .prepare_cached(
-            "WITH RECURSIVE below(id, steps) AS (
-               SELECT ?1, 0
-               UNION
-               SELECT p.parent_summary_id, b.steps + 1 FROM summary_parents p JOIN below b ON p.summary_id = b.id
-               WHERE b.steps < 64
-             ),
-             covered AS (
-               SELECT DISTINCT m.message_id, m.seq FROM below b
-               JOIN summary_messages sm ON sm.summary_id = b.id
-               JOIN messages m ON m.message_id = sm.message_id
-             )
-             SELECT (SELECT count(*) FROM covered),
-                    (SELECT message_id FROM covered ORDER BY seq LIMIT 1),
-                    (SELECT message_id FROM covered ORDER BY seq DESC LIMIT 1)",
-        )?
-        .query_row(params![summary_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?)
+pub(crate) fn covered_span<'a>(db: impl Into<Db<'a>>, summary_id: &str) -> Result<(i64, Option<i64>, Option<i64>)> {
+    db.into().query_one(
+        "WITH RECURSIVE below(id, steps) AS (
+           SELECT CAST(?1 AS TEXT), 0
+           UNION
+           SELECT p.parent_summary_id, b.steps + 1 FROM summary_parents p JOIN below b ON p.summary_id = b.id
+           WHERE b.steps < 64
+         ),
+         covered AS (
+           SELECT DISTINCT m.message_id, m.seq FROM below b
+           JOIN summary_messages sm ON sm.summary_id = b.id
+           JOIN messages m ON m.message_id = sm.message_id
+         )
+         SELECT (SELECT count(*) FROM covered),
+                (SELECT message_id FROM covered ORDER BY seq LIMIT 1),
+                (SELECT message_id FROM covered ORDER BY seq DESC LIMIT 1)",
+        params![summary_id],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )
 }
 
 #[cfg(test)]
 mod tests {
+    use rusqlite::params;
     use serde_json::json;
 
     use crate::store::conversations::Target;
@@ -279,5 +299,108 @@ mod tests {
         assert_eq!(info.summary_count, dag.len() as i64);
         assert_eq!(info.session_key.as_deref(), None, "a session id target records no key");
         assert!(info.message_tokens > 0);
+    }
+
+    /// A hand-made DAG (two leaves, one condensed node over them, one leaf a fallback) reads
+    /// the same on SQLite and on PostgreSQL: lists, lineage, spans, liveness.
+    #[test]
+    fn the_dag_reads_alike_on_both_engines() {
+        use super::*;
+        use crate::store::summaries;
+        crate::test_support::on_both_engines("dag", |db, _, engine| {
+            db.execute("INSERT INTO conversations (session_id) VALUES ('s')", params![])
+                .unwrap();
+            for seq in 0..5i64 {
+                db.execute(
+                    "INSERT INTO messages (conversation_id, seq, role, content, token_count) VALUES (1, ?1, 'user', 'm', 10)",
+                    params![seq],
+                )
+                .unwrap();
+            }
+            for (id, kind, depth, content) in [
+                ("sum_b", "leaf", 0, "b text\n[Truncated from 12 tokens]"),
+                ("sum_a", "leaf", 0, "a text"),
+                ("sum_c", "condensed", 1, "c text"),
+            ] {
+                db.execute(
+                    "INSERT INTO summaries (summary_id, conversation_id, kind, depth, content, token_count) VALUES (?1, 1, ?2, ?3, ?4, 5)",
+                    params![id, kind, depth, content.replace("\\n", "\n")],
+                )
+                .unwrap();
+            }
+            for (sid, mid, ord) in [("sum_a", 1, 0), ("sum_a", 2, 1), ("sum_b", 3, 0), ("sum_b", 4, 1)] {
+                db.execute(
+                    "INSERT INTO summary_messages (summary_id, message_id, ordinal) VALUES (?1, ?2, ?3)",
+                    params![sid, mid, ord],
+                )
+                .unwrap();
+            }
+            for (parent, ord) in [("sum_a", 0), ("sum_b", 1)] {
+                db.execute(
+                    "INSERT INTO summary_parents (summary_id, parent_summary_id, ordinal) VALUES ('sum_c', ?1, ?2)",
+                    params![parent, ord],
+                )
+                .unwrap();
+            }
+            db.execute(
+                "INSERT INTO context_items (conversation_id, ordinal, item_type, summary_id) VALUES (1, 0, 'summary', 'sum_c')",
+                params![],
+            )
+            .unwrap();
+            db.execute(
+                "INSERT INTO context_items (conversation_id, ordinal, item_type, message_id) VALUES (1, 1, 'message', 5)",
+                params![],
+            )
+            .unwrap();
+
+            // Creation order (sum_b was written first), the fallback recognised, a depth filter.
+            let listed = summaries::list(db, 1, None).unwrap();
+            let ids: Vec<&str> = listed.iter().map(|s| s.fields.summary_id.as_str()).collect();
+            assert_eq!(ids, ["sum_b", "sum_a", "sum_c"], "{engine}");
+            assert_eq!(
+                listed.iter().map(|s| s.fallback).collect::<Vec<_>>(),
+                [true, false, false],
+                "{engine}"
+            );
+            assert_eq!(summaries::list(db, 1, Some(1)).unwrap().len(), 1, "{engine}");
+            assert!(summaries::get(db, "sum_b").unwrap().fallback, "{engine}");
+            assert_eq!(
+                summaries::get(db, "nope").unwrap_err().code(),
+                "E_NOT_FOUND",
+                "{engine}"
+            );
+
+            let dag = read(db, 1).unwrap();
+            assert_eq!(dag[0].record.fields.summary_id, "sum_c", "{engine}: deepest first");
+            assert_eq!(dag[0].inputs, ["sum_a", "sum_b"], "{engine}");
+            assert!(dag[0].live, "{engine}");
+            assert_eq!(
+                dag[0].messages,
+                MessageSpan {
+                    count: 4,
+                    first_seq: Some(0),
+                    last_seq: Some(3)
+                },
+                "{engine}"
+            );
+            assert_eq!(dag[1].record.fields.summary_id, "sum_a", "{engine}: by first seq");
+            assert_eq!(dag[1].consumed_by.as_deref(), Some("sum_c"), "{engine}");
+            assert!(
+                is_live(db, "sum_c").unwrap() && !is_live(db, "sum_a").unwrap(),
+                "{engine}"
+            );
+            assert_eq!(
+                kind_and_depth(db, "sum_c").unwrap(),
+                Some(("condensed".into(), 1)),
+                "{engine}"
+            );
+            assert_eq!(kind_and_depth(db, "nope").unwrap(), None, "{engine}");
+            assert_eq!(consumer_of(db, "sum_b").unwrap().as_deref(), Some("sum_c"), "{engine}");
+            assert_eq!(leaf_of(db, 3).unwrap().as_deref(), Some("sum_b"), "{engine}");
+            assert_eq!(leaf_of(db, 5).unwrap(), None, "{engine}");
+            let live = live_messages_among(db, &[1, 5]).unwrap();
+            assert_eq!(live.into_iter().collect::<Vec<_>>(), [5], "{engine}");
+            assert_eq!(covered_span(db, "sum_c").unwrap(), (4, Some(1), Some(4)), "{engine}");
+        });
     }
 }

@@ -4,10 +4,11 @@
 
 use std::collections::HashMap;
 
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::params;
 use serde::Serialize;
 
 use crate::error::Result;
+use crate::sql::{Db, Row};
 
 pub(crate) const TABLE: &str = crate::db::schema::FIDELITY_TABLE;
 
@@ -62,29 +63,35 @@ pub struct StoredFidelity {
 }
 
 /// Writes (or replaces) the score of `summary_id`.
-pub(crate) fn put(conn: &Connection, summary_id: &str, f: &Fidelity, needs_repair: bool) -> Result<()> {
-    conn.prepare_cached(
-        "INSERT OR REPLACE INTO lcm_native_summary_fidelity
+pub(crate) fn put<'a>(db: impl Into<Db<'a>>, summary_id: &str, f: &Fidelity, needs_repair: bool) -> Result<()> {
+    db.into().execute(
+        "INSERT INTO lcm_native_summary_fidelity
            (summary_id, score, salient_score, identifiers, kept, salient, salient_kept, missing_salient,
             needs_repair, extractor_version, computed_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))",
-    )?
-    .execute(params![
-        summary_id,
-        f.score,
-        f.salient_score,
-        f.identifiers,
-        f.kept,
-        f.salient,
-        f.salient_kept,
-        serde_json::to_string(&f.missing_salient)?,
-        needs_repair,
-        EXTRACTOR_VERSION,
-    ])?;
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+         ON CONFLICT (summary_id) DO UPDATE SET score = excluded.score, salient_score = excluded.salient_score,
+           identifiers = excluded.identifiers, kept = excluded.kept, salient = excluded.salient,
+           salient_kept = excluded.salient_kept, missing_salient = excluded.missing_salient,
+           needs_repair = excluded.needs_repair, extractor_version = excluded.extractor_version,
+           computed_at = excluded.computed_at",
+        params![
+            summary_id,
+            f.score,
+            f.salient_score,
+            f.identifiers,
+            f.kept,
+            f.salient,
+            f.salient_kept,
+            serde_json::to_string(&f.missing_salient)?,
+            needs_repair,
+            EXTRACTOR_VERSION,
+            crate::time::to_iso_ms(&chrono::Utc::now()),
+        ],
+    )?;
     Ok(())
 }
 
-fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<StoredFidelity> {
+fn row(r: &Row) -> Result<StoredFidelity> {
     let missing: String = r.get(7)?;
     Ok(StoredFidelity {
         fidelity: Fidelity {
@@ -106,40 +113,43 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<StoredFidelity> {
 const COLUMNS: &str = "f.summary_id, f.score, f.salient_score, f.identifiers, f.kept, f.salient, f.salient_kept, \
                        f.missing_salient, f.needs_repair, f.extractor_version, f.computed_at";
 
-pub(crate) fn exists(conn: &Connection) -> Result<bool> {
-    crate::db::schema::has_table(conn, TABLE)
+pub(crate) fn exists<'a>(db: impl Into<Db<'a>>) -> Result<bool> {
+    db.into().has_table(TABLE)
 }
 
-pub(crate) fn get(conn: &Connection, summary_id: &str) -> Result<Option<StoredFidelity>> {
-    if !exists(conn)? {
+pub(crate) fn get<'a>(db: impl Into<Db<'a>>, summary_id: &str) -> Result<Option<StoredFidelity>> {
+    let db = db.into();
+    if !exists(db)? {
         return Ok(None);
     }
     let sql = format!("SELECT {COLUMNS} FROM lcm_native_summary_fidelity f WHERE f.summary_id = ?1");
-    Ok(conn.prepare_cached(&sql)?.query_row([summary_id], row).optional()?)
+    db.query_row(&sql, params![summary_id], row)
 }
 
 /// The scores of a conversation's summaries, by summary id.
-pub(crate) fn for_conversation(conn: &Connection, conversation_id: i64) -> Result<HashMap<String, StoredFidelity>> {
-    let mut out = HashMap::new();
-    if !exists(conn)? {
-        return Ok(out);
+pub(crate) fn for_conversation<'a>(
+    db: impl Into<Db<'a>>,
+    conversation_id: i64,
+) -> Result<HashMap<String, StoredFidelity>> {
+    let db = db.into();
+    if !exists(db)? {
+        return Ok(HashMap::new());
     }
     let sql = format!(
         "SELECT {COLUMNS} FROM lcm_native_summary_fidelity f
          JOIN summaries s ON s.summary_id = f.summary_id WHERE s.conversation_id = ?1"
     );
-    let mut stmt = conn.prepare_cached(&sql)?;
-    let mut rows = stmt.query([conversation_id])?;
-    while let Some(r) = rows.next()? {
-        out.insert(r.get(0)?, row(r)?);
-    }
-    Ok(out)
+    Ok(db
+        .query_map(&sql, params![conversation_id], |r| Ok((r.get(0)?, row(r)?)))?
+        .into_iter()
+        .collect())
 }
 
 /// Summaries of a conversation without a score from this extractor, oldest first (depth
 /// order, so a condensed node is scored after its inputs).
-pub(crate) fn unscored(conn: &Connection, conversation_id: i64, all: bool) -> Result<Vec<String>> {
-    let table = exists(conn)?;
+pub(crate) fn unscored<'a>(db: impl Into<Db<'a>>, conversation_id: i64, all: bool) -> Result<Vec<String>> {
+    let db = db.into();
+    let table = exists(db)?;
     let sql = if all || !table {
         "SELECT summary_id FROM summaries WHERE conversation_id = ?1 ORDER BY depth, created_at, summary_id".to_string()
     } else {
@@ -149,55 +159,61 @@ pub(crate) fn unscored(conn: &Connection, conversation_id: i64, all: bool) -> Re
              ORDER BY s.depth, s.created_at, s.summary_id"
         )
     };
-    let ids = conn
-        .prepare_cached(&sql)?
-        .query_map([conversation_id], |r| r.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
-    Ok(ids)
+    db.query_map(&sql, params![conversation_id], |r| r.get(0))
 }
 
 /// Whether `summary_id` is marked for repair.
-pub(crate) fn needs_repair(conn: &Connection, summary_id: &str) -> Result<bool> {
-    Ok(get(conn, summary_id)?.is_some_and(|f| f.needs_repair))
+pub(crate) fn needs_repair<'a>(db: impl Into<Db<'a>>, summary_id: &str) -> Result<bool> {
+    Ok(get(db, summary_id)?.is_some_and(|f| f.needs_repair))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::db;
 
     #[test]
-    fn put_get_and_cascade_with_the_summary() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("f.db");
-        let mut conn = db::open_connection(path.to_str().unwrap(), 1000).unwrap();
-        db::migrate::migrate(&mut conn, path.to_str().unwrap()).unwrap();
-        conn.execute("INSERT INTO conversations (session_id) VALUES ('s')", [])
+    fn put_get_and_cascade_with_the_summary_on_both_engines() {
+        crate::test_support::on_both_engines("fidelity", |db, _, engine| {
+            db.execute("INSERT INTO conversations (session_id) VALUES ('s')", params![])
+                .unwrap();
+            db.execute(
+                "INSERT INTO summaries (summary_id, conversation_id, kind, content, token_count) VALUES ('sum_1', 1, 'leaf', 'x', 1)",
+                params![],
+            )
             .unwrap();
-        conn.execute(
-            "INSERT INTO summaries (summary_id, conversation_id, kind, content, token_count) VALUES ('sum_1', 1, 'leaf', 'x', 1)",
-            [],
-        )
-        .unwrap();
-        assert_eq!(unscored(&conn, 1, false).unwrap(), ["sum_1"]);
-        let f = Fidelity {
-            score: Some(0.5),
-            salient_score: None,
-            identifiers: 4,
-            kept: 2,
-            salient: 0,
-            salient_kept: 0,
-            missing_salient: vec!["a.ts".into()],
-        };
-        put(&conn, "sum_1", &f, true).unwrap();
-        let got = get(&conn, "sum_1").unwrap().unwrap();
-        assert_eq!(got.fidelity, f);
-        assert!(got.needs_repair && needs_repair(&conn, "sum_1").unwrap());
-        assert!(unscored(&conn, 1, false).unwrap().is_empty());
-        assert_eq!(unscored(&conn, 1, true).unwrap(), ["sum_1"]);
-        assert_eq!(for_conversation(&conn, 1).unwrap().len(), 1);
-        conn.execute("DELETE FROM summaries WHERE summary_id = 'sum_1'", [])
-            .unwrap();
-        assert_eq!(get(&conn, "sum_1").unwrap(), None, "the row goes with its summary");
+            assert_eq!(unscored(db, 1, false).unwrap(), ["sum_1"], "{engine}");
+            let f = Fidelity {
+                score: Some(0.5),
+                salient_score: None,
+                identifiers: 4,
+                kept: 2,
+                salient: 0,
+                salient_kept: 0,
+                missing_salient: vec!["a.ts".into()],
+            };
+            put(db, "sum_1", &f, true).unwrap();
+            let got = get(db, "sum_1").unwrap().unwrap();
+            assert_eq!(got.fidelity, f, "{engine}");
+            assert!(got.needs_repair && needs_repair(db, "sum_1").unwrap(), "{engine}");
+            // A second score replaces the first.
+            let better = Fidelity {
+                kept: 4,
+                score: Some(1.0),
+                ..f.clone()
+            };
+            put(db, "sum_1", &better, false).unwrap();
+            let got = get(db, "sum_1").unwrap().unwrap();
+            assert_eq!((got.fidelity, got.needs_repair), (better, false), "{engine}");
+            assert!(unscored(db, 1, false).unwrap().is_empty(), "{engine}");
+            assert_eq!(unscored(db, 1, true).unwrap(), ["sum_1"], "{engine}");
+            assert_eq!(for_conversation(db, 1).unwrap().len(), 1, "{engine}");
+            db.execute("DELETE FROM summaries WHERE summary_id = 'sum_1'", params![])
+                .unwrap();
+            assert_eq!(
+                get(db, "sum_1").unwrap(),
+                None,
+                "{engine}: the row goes with its summary"
+            );
+        });
     }
 }

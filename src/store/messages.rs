@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 
-use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use rusqlite::{params, Connection, TransactionBehavior};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -11,6 +11,7 @@ use super::conversations::{self, Target};
 use super::normalize::{NewMessage, Role};
 use crate::db::SchemaFlags;
 use crate::error::{LcmError, Result};
+use crate::sql::Db;
 use crate::time;
 
 /// What an ingest call did (the core's part of `IngestResult`).
@@ -156,12 +157,14 @@ fn write_together(
     let mut fts_rows: Vec<(i64, &str)> = Vec::new();
     let mut outcomes = Vec::with_capacity(jobs.len());
     for (k, job) in jobs.iter().enumerate() {
-        outcomes.push(ingest_in(&tx, flags, job, &now, &mut fts_rows).map_err(|e| match e {
-            // What a call itself can get wrong; anything else (disk full, I/O, corruption)
-            // is the transaction's, not this call's.
-            LcmError::NotFound { .. } | LcmError::InvalidInput(_) => GroupFailure::Job(k, e),
-            e => GroupFailure::Transaction(e),
-        })?);
+        outcomes.push(
+            ingest_in(Db::Sqlite(&tx), flags, job, &now, &mut fts_rows).map_err(|e| match e {
+                // What a call itself can get wrong; anything else (disk full, I/O, corruption)
+                // is the transaction's, not this call's.
+                LcmError::NotFound { .. } | LcmError::InvalidInput(_) => GroupFailure::Job(k, e),
+                e => GroupFailure::Transaction(e),
+            })?,
+        );
     }
     // Full-text rows last: a statement that opens a savepoint (one firing the live-totals
     // trigger does) makes FTS5 flush its pending rows to a new segment, so rows inserted
@@ -176,9 +179,10 @@ fn write_together(
     Ok(outcomes)
 }
 
-/// Writes one job's rows except its full-text rows, which it appends to `fts_rows`.
-fn ingest_in<'a>(
-    tx: &Connection,
+/// Writes one job's rows except its full-text rows, which it appends to `fts_rows` (SQLite's
+/// full-text table; PostgreSQL indexes the rows themselves).
+pub(crate) fn ingest_in<'a>(
+    tx: Db,
     flags: SchemaFlags,
     job: &IngestJob<'a>,
     now: &str,
@@ -197,9 +201,11 @@ fn ingest_in<'a>(
     };
     if options.bootstrap {
         let has_messages = tx
-            .prepare_cached("SELECT 1 FROM messages WHERE conversation_id = ?1 LIMIT 1")?
-            .query_row([cid], |_| Ok(()))
-            .optional()?
+            .query_row(
+                "SELECT 1 FROM messages WHERE conversation_id = ?1 LIMIT 1",
+                params![cid],
+                |_| Ok(()),
+            )?
             .is_some();
         if has_messages {
             return Ok(nothing(false));
@@ -208,83 +214,75 @@ fn ingest_in<'a>(
     if let Some(key) = options.advancement_key.as_deref() {
         // A turn lossless-claw committed (its keys are global, not per conversation).
         let theirs = tx
-            .prepare_cached("SELECT 1 FROM turn_advancements WHERE advancement_key = ?1")?
-            .query_row([key], |_| Ok(()))
-            .optional()?
+            .query_row(
+                "SELECT 1 FROM turn_advancements WHERE advancement_key = ?1",
+                params![key],
+                |_| Ok(()),
+            )?
             .is_some();
         if theirs {
             return Ok(nothing(true));
         }
-        let fresh = tx
-            .prepare_cached(
-                "INSERT OR IGNORE INTO lcm_native_turns (conversation_id, advancement_key, message_count, committed_at)
-                 VALUES (?1, ?2, ?3, ?4)",
-            )?
-            .execute(params![cid, key, messages.len() as i64, now])?;
+        let fresh = tx.execute(
+            "INSERT OR IGNORE INTO lcm_native_turns (conversation_id, advancement_key, message_count, committed_at)
+             VALUES (?1, ?2, ?3, ?4)",
+            params![cid, key, messages.len() as i64, now],
+        )?;
         if fresh == 0 {
             return Ok(nothing(true));
         }
     }
     if options.bootstrap || options.advancement_key.is_some() {
         // The session's history is in lcm-native from here on: a later bootstrap imports nothing.
-        tx.prepare_cached(
+        tx.execute(
             "UPDATE conversations SET bootstrapped_at = ?2 WHERE conversation_id = ?1 AND bootstrapped_at IS NULL",
-        )?
-        .execute(params![cid, now])?;
+            params![cid, now],
+        )?;
     }
-    let mut seq: i64 = tx
-        .prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM messages WHERE conversation_id = ?1")?
-        .query_row([cid], |r| r.get(0))?;
-    let mut ordinal: i64 = tx
-        .prepare_cached("SELECT COALESCE(MAX(ordinal), -1) FROM context_items WHERE conversation_id = ?1")?
-        .query_row([cid], |r| r.get(0))?;
+    let mut seq: i64 = tx.query_one(
+        "SELECT COALESCE(MAX(seq), 0) FROM messages WHERE conversation_id = ?1",
+        params![cid],
+        |r| r.get(0),
+    )?;
+    let mut ordinal = super::context::last_ordinal(tx, cid)?;
 
     let mut seen: HashSet<&str> = HashSet::new();
     let (mut inserted, mut skipped) = (0i64, 0i64);
     // Stored messages that ingest redacted, with what was replaced in each.
     let mut redacted: Vec<(i64, super::redactions::IngestRedaction)> = Vec::new();
-    {
-        let mut exists =
-            tx.prepare_cached("SELECT 1 FROM messages WHERE conversation_id = ?1 AND transcript_entry_id = ?2")?;
-        let mut event_exists =
-            tx.prepare_cached("SELECT 1 FROM messages WHERE conversation_id = ?1 AND stable_event_key = ?2")?;
-        let mut insert_message = tx.prepare_cached(
+    let exists =
+        |sql: &str, key: &str| -> Result<bool> { Ok(tx.query_row(sql, params![cid, key], |_| Ok(()))?.is_some()) };
+    for m in messages {
+        if let Some(entry) = m.entry_id.as_deref() {
+            if !seen.insert(entry)
+                || exists(
+                    "SELECT 1 FROM messages WHERE conversation_id = ?1 AND transcript_entry_id = ?2",
+                    entry,
+                )?
+            {
+                skipped += 1;
+                continue;
+            }
+        }
+        if let Some(key) = m.stable_event_key.as_deref() {
+            // A replay of a provider response or tool result already stored (by either plugin).
+            if !seen.insert(key)
+                || exists(
+                    "SELECT 1 FROM messages WHERE conversation_id = ?1 AND stable_event_key = ?2",
+                    key,
+                )?
+            {
+                skipped += 1;
+                continue;
+            }
+        }
+        seq += 1;
+        ordinal += 1;
+        let message_id = tx.insert_returning(
             "INSERT INTO messages (conversation_id, seq, role, content, token_count, identity_hash,
                                    transcript_entry_id, stable_event_key, created_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-        )?;
-        let mut insert_part = tx.prepare_cached(
-            "INSERT INTO message_parts (part_id, message_id, session_id, part_type, ordinal, text_content,
-                                        tool_call_id, tool_name, tool_input, tool_output, metadata)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-        )?;
-        let mut insert_item = tx.prepare_cached(
-            "INSERT INTO context_items (conversation_id, ordinal, item_type, message_id, created_at)
-             VALUES (?1, ?2, 'message', ?3, ?4)",
-        )?;
-
-        for m in messages {
-            if let Some(entry) = m.entry_id.as_deref() {
-                if !seen.insert(entry) || exists.query_row(params![cid, entry], |_| Ok(())).optional()?.is_some() {
-                    skipped += 1;
-                    continue;
-                }
-            }
-            if let Some(key) = m.stable_event_key.as_deref() {
-                // A replay of a provider response or tool result already stored (by either plugin).
-                if !seen.insert(key)
-                    || event_exists
-                        .query_row(params![cid, key], |_| Ok(()))
-                        .optional()?
-                        .is_some()
-                {
-                    skipped += 1;
-                    continue;
-                }
-            }
-            seq += 1;
-            ordinal += 1;
-            insert_message.execute(params![
+            params![
                 cid,
                 seq,
                 m.role.db(),
@@ -294,10 +292,15 @@ fn ingest_in<'a>(
                 m.entry_id,
                 m.stable_event_key,
                 m.created_at.as_deref().unwrap_or(now),
-            ])?;
-            let message_id = tx.last_insert_rowid();
-            for (i, p) in m.parts.iter().enumerate() {
-                insert_part.execute(params![
+            ],
+            "message_id",
+        )?;
+        for (i, p) in m.parts.iter().enumerate() {
+            tx.execute(
+                "INSERT INTO message_parts (part_id, message_id, session_id, part_type, ordinal, text_content,
+                                            tool_call_id, tool_name, tool_input, tool_output, metadata)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                params![
                     uuid::Uuid::now_v7().to_string(),
                     message_id,
                     conv.session_id,
@@ -309,42 +312,48 @@ fn ingest_in<'a>(
                     p.tool_input,
                     p.tool_output,
                     p.metadata,
-                ])?;
-            }
-            if !m.content.is_empty() {
-                fts_rows.push((message_id, m.content.as_str()));
-            }
-            insert_item.execute(params![cid, ordinal, message_id, now])?;
-            inserted += 1;
-            if m.redacted.matches > 0 {
-                redacted.push((message_id, m.redacted));
-            }
+                ],
+            )?;
+        }
+        if !m.content.is_empty() {
+            fts_rows.push((message_id, m.content.as_str()));
+        }
+        tx.execute(
+            "INSERT INTO context_items (conversation_id, ordinal, item_type, message_id, created_at)
+             VALUES (?1, ?2, 'message', ?3, ?4)",
+            params![cid, ordinal, message_id, now],
+        )?;
+        inserted += 1;
+        if m.redacted.matches > 0 {
+            redacted.push((message_id, m.redacted));
         }
     }
     if inserted > 0 {
         // Only when the second changed: an unchanged row still costs a page write per commit.
-        tx.prepare_cached("UPDATE conversations SET updated_at = ?2 WHERE conversation_id = ?1 AND updated_at <> ?2")?
-            .execute(params![cid, now])?;
+        tx.execute(
+            "UPDATE conversations SET updated_at = ?2 WHERE conversation_id = ?1 AND updated_at <> ?2",
+            params![cid, now],
+        )?;
     }
     if !redacted.is_empty() && flags.has_versions {
         super::redactions::log_ingest(tx, cid, &redacted)?;
     }
     if let (Some(key), Some(turn)) = (options.advancement_key.as_deref(), options.turn.as_ref()) {
-        tx.prepare_cached(
+        tx.execute(
             "INSERT OR IGNORE INTO turn_advancements (advancement_key, payload_hash, session_id, session_key,
                                                       admission_entry_id, terminal_entry_id, message_count, committed_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-        )?
-        .execute(params![
-            key,
-            turn.payload_hash,
-            turn.session_id,
-            turn.session_key,
-            turn.admission_entry_id,
-            turn.terminal_entry_id,
-            inserted,
-            now
-        ])?;
+            params![
+                key,
+                turn.payload_hash,
+                turn.session_id,
+                turn.session_key,
+                turn.admission_entry_id,
+                turn.terminal_entry_id,
+                inserted,
+                now
+            ],
+        )?;
     }
     Ok(IngestOutcome {
         conversation_id: cid,
@@ -563,23 +572,24 @@ pub(crate) fn tool_call_id_of(parts: &[StoredPart]) -> Option<String> {
 }
 
 /// Parts of the given messages, grouped in `ids` order (one query, not one per message).
-pub(crate) fn load_parts(conn: &Connection, message_ids: &[i64]) -> Result<Vec<Vec<StoredPart>>> {
+pub(crate) fn load_parts<'a>(db: impl Into<Db<'a>>, message_ids: &[i64]) -> Result<Vec<Vec<StoredPart>>> {
+    let db = db.into();
     let mut out: Vec<Vec<StoredPart>> = vec![Vec::new(); message_ids.len()];
     if message_ids.is_empty() {
         return Ok(out);
     }
     let index: std::collections::HashMap<i64, usize> = message_ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
     let ids_json = serde_json::to_string(message_ids)?;
-    let mut stmt = conn.prepare_cached(
+    let sql = format!(
         "SELECT p.message_id, p.part_id, p.part_type, p.text_content, p.tool_call_id, p.tool_name,
                 p.tool_input, p.tool_output, p.metadata, p.ordinal
-         FROM json_each(?1) j JOIN message_parts p ON p.message_id = j.value",
-    )?;
+         FROM {} j JOIN message_parts p ON p.message_id = j.value",
+        db.id_list("?1")
+    );
     // No ORDER BY: it made SQLite copy every row through a temporary B-tree. Each message's
     // parts are ordered here instead (the (message_id, ordinal) index usually did it already).
     let mut ordinals: Vec<Vec<i64>> = vec![Vec::new(); message_ids.len()];
-    let mut rows = stmt.query([ids_json])?;
-    while let Some(r) = rows.next()? {
+    db.query_each(&sql, params![ids_json], |r| {
         let mid: i64 = r.get(0)?;
         let metadata: Option<String> = r.get(8)?;
         let ordinal: i64 = r.get(9)?;
@@ -598,7 +608,8 @@ pub(crate) fn load_parts(conn: &Connection, message_ids: &[i64]) -> Result<Vec<V
             out[i].push(part);
             ordinals[i].push(ordinal);
         }
-    }
+        Ok(true)
+    })?;
     for (parts, ords) in out.iter_mut().zip(&ordinals) {
         if !ords.is_sorted() {
             let mut paired: Vec<(i64, StoredPart)> = ords.iter().copied().zip(parts.drain(..)).collect();
@@ -646,23 +657,31 @@ impl Default for MessagePage {
 }
 
 /// Messages of a conversation in order, from `after_seq` (exclusive), at most `limit`.
-pub(crate) fn list(conn: &Connection, conversation_id: i64, after_seq: i64, limit: i64) -> Result<Vec<StoredMessage>> {
-    conversations::get(conn, conversation_id)?;
+pub(crate) fn list<'a>(
+    db: impl Into<Db<'a>>,
+    conversation_id: i64,
+    after_seq: i64,
+    limit: i64,
+) -> Result<Vec<StoredMessage>> {
+    let db = db.into();
+    conversations::get(db, conversation_id)?;
     let sql =
         format!("SELECT {STORED_COLUMNS} FROM messages WHERE conversation_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3");
-    stored(conn, &sql, params![conversation_id, after_seq, limit])
+    stored(db, &sql, params![conversation_id, after_seq, limit])
 }
 
 /// The messages with these ids (those that exist), in the order given.
-pub(crate) fn by_ids(conn: &Connection, ids: &[i64]) -> Result<Vec<StoredMessage>> {
+pub(crate) fn by_ids<'a>(db: impl Into<Db<'a>>, ids: &[i64]) -> Result<Vec<StoredMessage>> {
+    let db = db.into();
     let sql = format!(
-        "SELECT {STORED_COLUMNS} FROM json_each(?1) j JOIN messages m ON m.message_id = j.value ORDER BY j.key"
+        "SELECT {STORED_COLUMNS} FROM {} j JOIN messages m ON m.message_id = j.value ORDER BY j.key",
+        db.id_list("?1")
     );
-    stored(conn, &sql, params![serde_json::to_string(ids)?])
+    stored(db, &sql, params![serde_json::to_string(ids)?])
 }
 
 /// Runs a query selecting `STORED_COLUMNS` and rebuilds each message with its parts.
-fn stored(conn: &Connection, sql: &str, args: impl rusqlite::Params) -> Result<Vec<StoredMessage>> {
+fn stored(db: Db, sql: &str, args: &[&dyn rusqlite::ToSql]) -> Result<Vec<StoredMessage>> {
     struct Row {
         id: i64,
         seq: i64,
@@ -672,22 +691,19 @@ fn stored(conn: &Connection, sql: &str, args: impl rusqlite::Params) -> Result<V
         tokens: i64,
         entry: Option<String>,
     }
-    let rows: Vec<Row> = conn
-        .prepare_cached(sql)?
-        .query_map(args, |r| {
-            Ok(Row {
-                id: r.get(0)?,
-                seq: r.get(1)?,
-                role: r.get(2)?,
-                content: r.get(3)?,
-                created_at: r.get(4)?,
-                tokens: r.get(5)?,
-                entry: r.get(6)?,
-            })
-        })?
-        .collect::<std::result::Result<_, _>>()?;
+    let rows: Vec<Row> = db.query_map(sql, args, |r| {
+        Ok(Row {
+            id: r.get(0)?,
+            seq: r.get(1)?,
+            role: r.get(2)?,
+            content: r.get(3)?,
+            created_at: r.get(4)?,
+            tokens: r.get(5)?,
+            entry: r.get(6)?,
+        })
+    })?;
     let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
-    let parts = load_parts(conn, &ids)?;
+    let parts = load_parts(db, &ids)?;
     Ok(rows
         .into_iter()
         .zip(parts)
@@ -720,14 +736,18 @@ pub(crate) struct MessageText {
 }
 
 /// Role, text, time and tokens of each of `message_ids` that exists (one query).
-pub(crate) fn texts(conn: &Connection, message_ids: &[i64]) -> Result<std::collections::HashMap<i64, MessageText>> {
+pub(crate) fn texts<'a>(
+    db: impl Into<Db<'a>>,
+    message_ids: &[i64],
+) -> Result<std::collections::HashMap<i64, MessageText>> {
+    let db = db.into();
     let mut out = std::collections::HashMap::with_capacity(message_ids.len());
-    let mut stmt = conn.prepare_cached(
+    let sql = format!(
         "SELECT m.message_id, m.role, m.content, m.created_at, m.token_count
-         FROM json_each(?1) j JOIN messages m ON m.message_id = j.value",
-    )?;
-    let mut q = stmt.query(params![serde_json::to_string(message_ids)?])?;
-    while let Some(r) = q.next()? {
+         FROM {} j JOIN messages m ON m.message_id = j.value",
+        db.id_list("?1")
+    );
+    db.query_each(&sql, params![serde_json::to_string(message_ids)?], |r| {
         let text = MessageText {
             role: r.get(1)?,
             content: r.get(2)?,
@@ -735,48 +755,55 @@ pub(crate) fn texts(conn: &Connection, message_ids: &[i64]) -> Result<std::colle
             token_count: r.get(4)?,
         };
         out.insert(r.get(0)?, text);
-    }
+        Ok(true)
+    })?;
     Ok(out)
 }
 
 /// Role and `content` of each of `message_ids` that exists, for rebuilding it from its parts:
 /// `content` repeats the text of the parts, so it is read (copied out) only when no part has
 /// text (no parts, or one part written without it); else it is empty.
-pub(crate) fn roles_for_rebuild(
-    conn: &Connection,
+pub(crate) fn roles_for_rebuild<'a>(
+    db: impl Into<Db<'a>>,
     message_ids: &[i64],
 ) -> Result<std::collections::HashMap<i64, (String, String)>> {
+    let db = db.into();
     let mut out = std::collections::HashMap::with_capacity(message_ids.len());
-    let mut stmt = conn.prepare_cached(
+    let sql = format!(
         "SELECT m.message_id, m.role,
                 CASE WHEN EXISTS (SELECT 1 FROM message_parts p
                                   WHERE p.message_id = m.message_id AND p.text_content IS NOT NULL)
                      THEN '' ELSE m.content END
-         FROM json_each(?1) j JOIN messages m ON m.message_id = j.value",
-    )?;
-    let mut rows = stmt.query(params![serde_json::to_string(message_ids)?])?;
-    while let Some(r) = rows.next()? {
+         FROM {} j JOIN messages m ON m.message_id = j.value",
+        db.id_list("?1")
+    );
+    db.query_each(&sql, params![serde_json::to_string(message_ids)?], |r| {
         out.insert(r.get(0)?, (r.get(1)?, r.get(2)?));
-    }
+        Ok(true)
+    })?;
     Ok(out)
 }
 
 /// How many messages a conversation has stored.
-pub(crate) fn count(conn: &Connection, conversation_id: i64) -> Result<i64> {
-    Ok(conn
-        .prepare_cached("SELECT count(*) FROM messages WHERE conversation_id = ?1")?
-        .query_row([conversation_id], |r| r.get(0))?)
+pub(crate) fn count<'a>(db: impl Into<Db<'a>>, conversation_id: i64) -> Result<i64> {
+    db.into().query_one(
+        "SELECT count(*) FROM messages WHERE conversation_id = ?1",
+        params![conversation_id],
+        |r| r.get(0),
+    )
 }
 
 /// `(message_id, conversation_id)` of those of `message_ids` that exist.
-pub(crate) fn conversations_of(conn: &Connection, message_ids: &[i64]) -> Result<Vec<(i64, i64)>> {
-    let found = conn
-        .prepare(
-            "SELECT message_id, conversation_id FROM messages WHERE message_id IN (SELECT value FROM json_each(?1))",
-        )?
-        .query_map([serde_json::to_string(message_ids)?], |r| Ok((r.get(0)?, r.get(1)?)))?
-        .collect::<std::result::Result<_, _>>()?;
-    Ok(found)
+pub(crate) fn conversations_of<'a>(db: impl Into<Db<'a>>, message_ids: &[i64]) -> Result<Vec<(i64, i64)>> {
+    let db = db.into();
+    db.query_map(
+        &format!(
+            "SELECT message_id, conversation_id FROM messages WHERE message_id IN (SELECT value FROM {} j)",
+            db.id_list("?1")
+        ),
+        params![serde_json::to_string(message_ids)?],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )
 }
 
 /// The text columns of `message_parts` that can hold what a user or a tool wrote.
@@ -967,5 +994,79 @@ mod tests {
         // The busy timeout is 100 ms; four waits would take 400.
         assert!(waited < Duration::from_millis(300), "{waited:?}");
         holder.execute_batch("ROLLBACK").unwrap();
+    }
+
+    /// A session's turns stored on SQLite and on PostgreSQL read back the same: messages with
+    /// their parts and tool calls, the live context, the turn keys (a replay is a duplicate),
+    /// entries skipped once stored, and the conversation's bootstrap time.
+    #[test]
+    fn ingest_and_read_back_alike_on_both_engines() {
+        let host = crate::test_support::synthetic(8, 60);
+        let messages: Vec<NewMessage> = host
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let mut m = m.clone();
+                m["entryId"] = json!(format!("e{i}"));
+                normalize(i, &m).unwrap()
+            })
+            .collect();
+        let mut seen: Vec<(String, Vec<StoredMessage>)> = Vec::new();
+        crate::test_support::on_both_engines("ingest", |db, flags, engine| {
+            let target = Target::Session("s".into());
+            let keyed = IngestOptions {
+                advancement_key: Some("turn-1".into()),
+                ..Default::default()
+            };
+            let ingest = |msgs: &[NewMessage], options: &IngestOptions| {
+                let job = IngestJob {
+                    target: &target,
+                    messages: msgs,
+                    options,
+                };
+                let mut fts = Vec::new();
+                ingest_in(db, flags, &job, "2026-11-26 10:00:00", &mut fts).unwrap()
+            };
+            let first = ingest(&messages[..6], &keyed);
+            assert_eq!(
+                (first.inserted, first.skipped, first.duplicate),
+                (6, 0, false),
+                "{engine}"
+            );
+            let replay = ingest(&messages[..6], &keyed);
+            assert!(
+                replay.duplicate && replay.inserted == 0,
+                "{engine}: the same turn key again"
+            );
+            // Entries already stored are skipped; the rest appended.
+            let rest = ingest(&messages[4..], &IngestOptions::default());
+            assert_eq!((rest.inserted, rest.skipped), (2, 2), "{engine}");
+            assert_eq!(count(db, 1).unwrap(), 8, "{engine}");
+            assert_eq!(crate::store::context::last_ordinal(db, 1).unwrap(), 7, "{engine}");
+            let listed = list(db, 1, 0, 100).unwrap();
+            assert_eq!(listed.len(), 8, "{engine}");
+            assert_eq!(list(db, 1, 6, 100).unwrap().len(), 2, "{engine}: after seq 6");
+            let picked = by_ids(db, &[3, 1]).unwrap();
+            assert_eq!(
+                picked.iter().map(|m| m.message_id).collect::<Vec<_>>(),
+                [3, 1],
+                "{engine}"
+            );
+            assert_eq!(texts(db, &[1, 2, 99]).unwrap().len(), 2, "{engine}");
+            assert_eq!(roles_for_rebuild(db, &[2]).unwrap()[&2].0, "assistant", "{engine}");
+            assert_eq!(conversations_of(db, &[2, 99]).unwrap(), [(2, 1)], "{engine}");
+            let bootstrapped = crate::store::conversations::lookup(db, flags, &target)
+                .unwrap()
+                .unwrap();
+            assert!(
+                bootstrapped.bootstrapped_at.is_some(),
+                "{engine}: a keyed turn marks the session"
+            );
+            seen.push((engine.to_string(), listed));
+        });
+        // What PostgreSQL gives back is what SQLite gives back.
+        if let [(_, sqlite), (_, pg)] = seen.as_slice() {
+            assert_eq!(serde_json::to_value(sqlite).unwrap(), serde_json::to_value(pg).unwrap());
+        }
     }
 }

@@ -1,13 +1,14 @@
 //! Summary rows: the one module that writes `summaries`, `summary_messages`,
 //! `summary_parents` and their full-text rows, and reads them back.
 
-use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use serde::Serialize;
 
 use super::fidelity_scores::{self, Fidelity};
 use super::{conversations, versions};
 use crate::db::SchemaFlags;
 use crate::error::{LcmError, Result};
+use crate::sql::{Db, Row};
 use crate::summarizer::SummaryKind;
 
 /// A summary's own columns, the same whether a pass writes them or a read returns them.
@@ -82,10 +83,23 @@ pub(crate) const FALLBACK_SQL: &str = "(model IN ('lcm-native/fallback', 'lcm-na
      OR rtrim(content, ' ' || char(9, 10, 13)) GLOB '*' || char(10) || '[[]Truncated from [0-9]* tokens]' \
      OR rtrim(content, ' ' || char(9, 10, 13)) GLOB '*' || char(10) || '[[]LCM fallback summary; truncated for context management]')";
 
+/// `FALLBACK_SQL` in PostgreSQL's words (regular expressions for GLOB).
+const FALLBACK_SQL_PG: &str = "(model IN ('lcm-native/fallback', 'lcm-native/redacted') \
+     OR rtrim(content, E' \\t\\n\\r') ~ '^\\[Truncated from [0-9].* tokens\\]$' \
+     OR rtrim(content, E' \\t\\n\\r') ~ '\\n\\[Truncated from [0-9].* tokens\\]$' \
+     OR rtrim(content, E' \\t\\n\\r') ~ '\\n\\[LCM fallback summary; truncated for context management\\]$')";
+
+fn fallback_sql(db: Db) -> &'static str {
+    match db {
+        Db::Sqlite(_) => FALLBACK_SQL,
+        Db::Pg(_) => FALLBACK_SQL_PG,
+    }
+}
+
 const SUMMARY_COLUMNS: &str = "summary_id, conversation_id, kind, depth, content, token_count, earliest_at, latest_at,
      descendant_count, descendant_token_count, source_message_token_count, model, created_at";
 
-pub(crate) fn from_row(r: &Row<'_>) -> rusqlite::Result<SummaryRecord> {
+pub(crate) fn from_row(r: &Row) -> Result<SummaryRecord> {
     let kind: String = r.get(2)?;
     Ok(SummaryRecord {
         fields: SummaryFields {
@@ -125,17 +139,24 @@ pub(crate) struct SummaryFilter {
 }
 
 /// Every summary of a conversation in creation order, optionally only one depth.
-pub(crate) fn list(conn: &Connection, conversation_id: i64, depth: Option<i64>) -> Result<Vec<SummaryRecord>> {
-    conversations::get(conn, conversation_id)?;
+pub(crate) fn list<'a>(db: impl Into<Db<'a>>, conversation_id: i64, depth: Option<i64>) -> Result<Vec<SummaryRecord>> {
+    let db = db.into();
+    conversations::get(db, conversation_id)?;
+    // Creation order is the rowid's (PostgreSQL keeps it as a column).
+    let (filter, depth_param) = match depth {
+        Some(d) => ("AND depth = ?2", Some(d)),
+        None => ("", None),
+    };
     let sql = format!(
-        "SELECT {SUMMARY_COLUMNS}, {FALLBACK_SQL} FROM summaries
-         WHERE conversation_id = ?1 AND (?2 IS NULL OR depth = ?2) ORDER BY rowid"
+        "SELECT {SUMMARY_COLUMNS}, {} FROM summaries
+         WHERE conversation_id = ?1 {filter} ORDER BY rowid",
+        fallback_sql(db)
     );
-    let mut rows = conn
-        .prepare_cached(&sql)?
-        .query_map(params![conversation_id, depth], from_row)?
-        .collect::<std::result::Result<Vec<_>, _>>()?;
-    let scores = fidelity_scores::for_conversation(conn, conversation_id)?;
+    let mut rows = match depth_param {
+        Some(d) => db.query_map(&sql, params![conversation_id, d], from_row)?,
+        None => db.query_map(&sql, params![conversation_id], from_row)?,
+    };
+    let scores = fidelity_scores::for_conversation(db, conversation_id)?;
     for r in &mut rows {
         if let Some(f) = scores.get(&r.fields.summary_id) {
             r.fidelity = f.fidelity.score;
@@ -145,14 +166,16 @@ pub(crate) fn list(conn: &Connection, conversation_id: i64, depth: Option<i64>) 
     Ok(rows)
 }
 
-pub(crate) fn get(conn: &Connection, summary_id: &str) -> Result<SummaryRecord> {
-    let sql = format!("SELECT {SUMMARY_COLUMNS}, {FALLBACK_SQL} FROM summaries WHERE summary_id = ?1");
-    let mut record = conn
-        .prepare_cached(&sql)?
-        .query_row([summary_id], from_row)
-        .optional()?
+pub(crate) fn get<'a>(db: impl Into<Db<'a>>, summary_id: &str) -> Result<SummaryRecord> {
+    let db = db.into();
+    let sql = format!(
+        "SELECT {SUMMARY_COLUMNS}, {} FROM summaries WHERE summary_id = ?1",
+        fallback_sql(db)
+    );
+    let mut record = db
+        .query_row(&sql, params![summary_id], from_row)?
         .ok_or_else(|| LcmError::not_found("summary", summary_id))?;
-    if let Some(f) = fidelity_scores::get(conn, summary_id)? {
+    if let Some(f) = fidelity_scores::get(db, summary_id)? {
         record.fidelity = f.fidelity.score;
         record.low_fidelity = f.needs_repair;
     }
@@ -514,11 +537,8 @@ pub(crate) fn select(conn: &Connection, conversation_id: i64, which: Which<'_>) 
          WHERE conversation_id = ?1 {filter}
          ORDER BY depth, julianday(COALESCE(earliest_at, created_at)), julianday(created_at), summary_id"
     );
-    let rows = conn
-        .prepare(&sql)?
-        .query_map(params![conversation_id, arg], from_row)?
-        .collect::<std::result::Result<Vec<_>, _>>()?;
-    Ok(rows)
+    // SQLite only for now (julianday, and `?2 IS NULL` PostgreSQL cannot type).
+    Db::Sqlite(conn).query_map(&sql, params![conversation_id, arg], from_row)
 }
 
 /// A summary's `file_…` ids (its `file_ids` column), empty when it has none or they do not parse.

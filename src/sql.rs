@@ -1,0 +1,283 @@
+//! One connection to either engine, for the store: SQL is written once, in SQLite's dialect
+//! with `?N` parameters, run on SQLite as it is and translated for PostgreSQL (`$N`, `INSERT
+//! OR IGNORE` → `ON CONFLICT DO NOTHING`, a generated id through `RETURNING`). Parameters are
+//! rusqlite's (`params![…]`) and columns are read with rusqlite's `FromSql` on both engines (a
+//! PostgreSQL value is first turned into the SQLite value it stands for), so a store function
+//! reads the same whatever holds the rows. On SQLite this is rusqlite's cached statements
+//! and nothing more.
+//!
+//! What differs beyond that (a function only one engine has) the store says itself, matching
+//! on the variant.
+
+use rusqlite::types::{FromSql, ToSqlOutput, Value, ValueRef};
+use rusqlite::{Connection, ToSql};
+
+use crate::error::{LcmError, Result};
+use crate::pg;
+
+/// A connection the store reads and writes through.
+#[derive(Clone, Copy)]
+pub(crate) enum Db<'a> {
+    Sqlite(&'a Connection),
+    Pg(&'a pg::Conn),
+}
+
+impl<'a> From<&'a Connection> for Db<'a> {
+    fn from(conn: &'a Connection) -> Self {
+        Db::Sqlite(conn)
+    }
+}
+
+impl<'a> From<&'a rusqlite::Transaction<'_>> for Db<'a> {
+    fn from(tx: &'a rusqlite::Transaction<'_>) -> Self {
+        Db::Sqlite(tx)
+    }
+}
+
+impl<'a> From<&'a pg::Conn> for Db<'a> {
+    fn from(conn: &'a pg::Conn) -> Self {
+        Db::Pg(conn)
+    }
+}
+
+/// One row of a result, from either engine.
+pub(crate) enum Row<'r> {
+    Sqlite(&'r rusqlite::Row<'r>),
+    Pg(&'r tokio_postgres::Row),
+}
+
+impl Row<'_> {
+    /// Column `i`, converted as rusqlite converts a SQLite value.
+    pub(crate) fn get<T: FromSql>(&self, i: usize) -> Result<T> {
+        match self {
+            Row::Sqlite(r) => Ok(r.get(i)?),
+            Row::Pg(r) => {
+                let value = pg::value::read(r, i)?;
+                T::column_result(ValueRef::from(&value))
+                    .map_err(|e| LcmError::Internal(format!("column {} ({}): {e}", i, r.columns()[i].name())))
+            }
+        }
+    }
+}
+
+impl Db<'_> {
+    /// Runs a statement; the number of rows it changed.
+    pub(crate) fn execute(&self, sql: &str, params: &[&dyn ToSql]) -> Result<usize> {
+        match self {
+            Db::Sqlite(c) => Ok(c.prepare_cached(sql)?.execute(params)?),
+            Db::Pg(c) => {
+                let values = values(params)?;
+                let n = c.execute_cached(&translate(sql), &values)?;
+                Ok(n as usize)
+            }
+        }
+    }
+
+    /// The first row `sql` returns, if any, through `f`.
+    pub(crate) fn query_row<T>(
+        &self,
+        sql: &str,
+        params: &[&dyn ToSql],
+        f: impl FnOnce(&Row) -> Result<T>,
+    ) -> Result<Option<T>> {
+        match self {
+            Db::Sqlite(c) => {
+                let mut stmt = c.prepare_cached(sql)?;
+                let mut rows = stmt.query(params)?;
+                match rows.next()? {
+                    Some(r) => f(&Row::Sqlite(r)).map(Some),
+                    None => Ok(None),
+                }
+            }
+            Db::Pg(c) => {
+                let values = values(params)?;
+                let rows = c.query_cached(&translate(sql), &values)?;
+                rows.first().map(|r| f(&Row::Pg(r))).transpose()
+            }
+        }
+    }
+
+    /// Every row `sql` returns, through `f`.
+    pub(crate) fn query_map<T>(
+        &self,
+        sql: &str,
+        params: &[&dyn ToSql],
+        mut f: impl FnMut(&Row) -> Result<T>,
+    ) -> Result<Vec<T>> {
+        match self {
+            Db::Sqlite(c) => {
+                let mut stmt = c.prepare_cached(sql)?;
+                let mut rows = stmt.query(params)?;
+                let mut out = Vec::new();
+                while let Some(r) = rows.next()? {
+                    out.push(f(&Row::Sqlite(r))?);
+                }
+                Ok(out)
+            }
+            Db::Pg(c) => {
+                let values = values(params)?;
+                let rows = c.query_cached(&translate(sql), &values)?;
+                rows.iter().map(|r| f(&Row::Pg(r))).collect()
+            }
+        }
+    }
+
+    /// A table of the ids in the JSON array bound to `param` (`value`, and `key`: its index),
+    /// to join against: SQLite's `json_each`, PostgreSQL's `json_array_elements_text`.
+    pub(crate) fn id_list(&self, param: &str) -> String {
+        match self {
+            Db::Sqlite(_) => format!("json_each({param})"),
+            Db::Pg(_) => format!(
+                "(SELECT CAST(e.value AS BIGINT) AS value, e.ordinality - 1 AS key
+                  FROM json_array_elements_text(CAST(CAST({param} AS TEXT) AS json)) WITH ORDINALITY AS e(value, ordinality))"
+            ),
+        }
+    }
+
+    /// Whether the database has table `name` (a read-only open of an older file may lack
+    /// lcm-native's own; PostgreSQL: in the connection's schema).
+    pub(crate) fn has_table(&self, name: &str) -> Result<bool> {
+        match self {
+            Db::Sqlite(c) => crate::db::schema::has_table(c, name),
+            Db::Pg(c) => c.has_table(name),
+        }
+    }
+
+    /// Hands the rows `sql` returns to `f`, in order, until it returns false (on SQLite the
+    /// rest is never read: an assembly newest-first stops when its budget is full).
+    pub(crate) fn query_each(
+        &self,
+        sql: &str,
+        params: &[&dyn ToSql],
+        mut f: impl FnMut(&Row) -> Result<bool>,
+    ) -> Result<()> {
+        match self {
+            Db::Sqlite(c) => {
+                let mut stmt = c.prepare_cached(sql)?;
+                let mut rows = stmt.query(params)?;
+                while let Some(r) = rows.next()? {
+                    if !f(&Row::Sqlite(r))? {
+                        break;
+                    }
+                }
+                Ok(())
+            }
+            Db::Pg(c) => {
+                let values = values(params)?;
+                for r in &c.query_cached(&translate(sql), &values)? {
+                    if !f(&Row::Pg(r))? {
+                        break;
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Runs an `INSERT` and returns the id the database gave the row (`id_column`, the table's
+    /// INTEGER PRIMARY KEY: SQLite's last rowid, PostgreSQL's `RETURNING`).
+    pub(crate) fn insert_returning(&self, sql: &str, params: &[&dyn ToSql], id_column: &str) -> Result<i64> {
+        match self {
+            Db::Sqlite(c) => {
+                c.prepare_cached(sql)?.execute(params)?;
+                Ok(c.last_insert_rowid())
+            }
+            Db::Pg(_) => {
+                let returning = format!("{sql} RETURNING {id_column}");
+                self.query_row(&returning, params, |r| r.get(0))?
+                    .ok_or_else(|| LcmError::Internal(format!("no id came back from: {sql}")))
+            }
+        }
+    }
+
+    /// `query_row`, for callers that expect a row (a missing one is an internal error).
+    pub(crate) fn query_one<T>(
+        &self,
+        sql: &str,
+        params: &[&dyn ToSql],
+        f: impl FnOnce(&Row) -> Result<T>,
+    ) -> Result<T> {
+        self.query_row(sql, params, f)?
+            .ok_or_else(|| LcmError::Internal(format!("no row from: {sql}")))
+    }
+}
+
+/// rusqlite's parameters as the values they stand for.
+fn values(params: &[&dyn ToSql]) -> Result<Vec<Value>> {
+    params
+        .iter()
+        .map(|p| {
+            Ok(match p.to_sql()? {
+                ToSqlOutput::Borrowed(v) => match v {
+                    ValueRef::Null => Value::Null,
+                    ValueRef::Integer(i) => Value::Integer(i),
+                    ValueRef::Real(f) => Value::Real(f),
+                    ValueRef::Text(t) => Value::Text(String::from_utf8_lossy(t).into_owned()),
+                    ValueRef::Blob(b) => Value::Blob(b.to_vec()),
+                },
+                ToSqlOutput::Owned(v) => v,
+                other => {
+                    return Err(LcmError::Internal(format!(
+                        "a parameter PostgreSQL cannot take: {other:?}"
+                    )))
+                }
+            })
+        })
+        .collect()
+}
+
+/// SQLite's dialect as PostgreSQL's: `?N` → `$N` (outside quotes), `INSERT OR IGNORE` →
+/// `INSERT … ON CONFLICT DO NOTHING`, `INSERT OR REPLACE` refused (its meaning needs the
+/// conflict target; the store writes an upsert instead).
+pub(crate) fn translate(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len() + 16);
+    let mut quote: Option<char> = None;
+    let mut chars = sql.chars().peekable();
+    while let Some(c) = chars.next() {
+        match quote {
+            Some(q) => {
+                if c == q {
+                    quote = None;
+                }
+                out.push(c);
+            }
+            None if c == '\'' || c == '"' => {
+                quote = Some(c);
+                out.push(c);
+            }
+            None if c == '?' && chars.peek().is_some_and(|d| d.is_ascii_digit()) => out.push('$'),
+            None => out.push(c),
+        }
+    }
+    let trimmed = out.trim_start();
+    if trimmed.len() >= 16 && trimmed[..16].eq_ignore_ascii_case("INSERT OR IGNORE") {
+        let rest = &trimmed[16..];
+        let (body, returning) = match rest.to_ascii_uppercase().rfind(" RETURNING ") {
+            Some(at) => (&rest[..at], &rest[at..]),
+            None => (rest, ""),
+        };
+        return format!("INSERT{body} ON CONFLICT DO NOTHING{returning}");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_and_insert_or_ignore_translate() {
+        assert_eq!(
+            translate("SELECT a FROM t WHERE b = ?1 AND c = '?2' AND d = ?12"),
+            "SELECT a FROM t WHERE b = $1 AND c = '?2' AND d = $12"
+        );
+        assert_eq!(
+            translate("INSERT OR IGNORE INTO t (a) VALUES (?1)"),
+            "INSERT INTO t (a) VALUES ($1) ON CONFLICT DO NOTHING"
+        );
+        assert_eq!(
+            translate("insert or ignore into t (a) values (?1) RETURNING a"),
+            "INSERT into t (a) values ($1) ON CONFLICT DO NOTHING RETURNING a"
+        );
+    }
+}

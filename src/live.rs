@@ -11,9 +11,9 @@
 use rusqlite::Connection;
 
 use crate::config::Config;
-use crate::db::totals;
 use crate::error::{LcmError, Result};
 use crate::store::context::{self, ItemRow, Span};
+use crate::store::totals;
 
 /// What a context item points at.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

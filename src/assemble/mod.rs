@@ -24,12 +24,12 @@ use rusqlite::Connection;
 use serde::Serialize;
 
 use crate::config::{Config, Presentation};
-use crate::db::totals;
 use crate::error::Result;
 use crate::live::{ItemRef, LiveContext, TailRule, TailWalk};
 use crate::store::conversations;
 use crate::store::messages::load_parts;
 use crate::store::normalize::Role;
+use crate::store::totals;
 use crate::tokens;
 use cache::{Rendered, Reuse, Wrapper, WrapperFacts};
 use render::{HostMessage, Msg, SummaryView};

@@ -4,10 +4,10 @@
 use serde::Serialize;
 
 use crate::config::Config;
-use crate::db::totals;
 use crate::error::Result;
 use crate::live::{LiveContext, TailRule, TailWalk};
 use crate::store::conversations;
+use crate::store::totals;
 
 /// What `evaluate` decides.
 #[derive(Clone, Debug, Serialize)]

@@ -113,6 +113,10 @@ trait Side {
     /// Up to `limit` rows after `after` in key order (a table without a key: all of it).
     fn read_batch(&self, table: &TableSpec, after: Option<&[Value]>, limit: usize) -> Result<Vec<Vec<Value>>>;
     fn sequences(&self, catalog: &Catalog) -> Result<Vec<(String, i64)>>;
+    /// Target: makes this copy the only one writing it, until it ends (E_BUSY otherwise).
+    fn claim(&mut self) -> Result<()> {
+        Ok(())
+    }
     /// Target: new, an unfinished copy (its source record and per-table progress), or taken.
     fn state(&self) -> Result<TargetState>;
     /// Target: creates the tables (not yet the indexes) and records the source.
@@ -212,6 +216,7 @@ pub(crate) fn run(options: CopyOptions) -> Result<CopyReport> {
         "sequences": sequences,
     });
 
+    target.claim()?;
     let resumed = match target.state()? {
         TargetState::Empty => {
             target.create(&catalog, &source_state.to_string())?;

@@ -147,6 +147,18 @@ impl Side for PgSide {
         Ok(out)
     }
 
+    fn claim(&mut self) -> Result<()> {
+        // Kept until this side's connection closes with the copy (or its process dies).
+        crate::pg::locks::take(
+            &self.conn,
+            "copy",
+            0,
+            std::time::Duration::ZERO,
+            &format!("a copy into {} (another copy is writing it)", self.conn.describe()),
+        )?;
+        Ok(())
+    }
+
     fn state(&self) -> Result<TargetState> {
         if !self.schema_exists()? {
             return Ok(TargetState::Empty);
@@ -264,6 +276,10 @@ impl Side for PgSide {
             // New rows are numbered after the copied ones, as SQLite would.
             for sql in &rowids {
                 c.batch(sql)?;
+            }
+            // The live totals (copied as they were) kept from here on by PostgreSQL's triggers.
+            if catalog.tables.iter().any(|t| t.name == crate::db::totals::TABLE) {
+                c.batch(crate::pg::totals::INSTALL)?;
             }
             for (q, column, value) in &columns {
                 c.query(

@@ -270,3 +270,28 @@ fn values_postgres_cannot_hold_are_refused_before_writing() {
         assert!(!exists, "nothing was created");
     }
 }
+
+/// A second copy into a schema another copy is writing (from this machine or another) is
+/// refused at once, before it writes anything.
+#[test]
+fn a_second_copy_into_the_same_schema_is_busy() {
+    let Some(location) = pg_test_location("copy_busy") else {
+        return;
+    };
+    let url = std::env::var("LCM_TEST_DATABASE_URL").unwrap();
+    let (_dir, from) = compacted_source();
+    let other = location.connect().unwrap();
+    crate::pg::locks::take(&other, "copy", 0, std::time::Duration::ZERO, "test").unwrap();
+    let mut o = options(&from, &url);
+    o.to_schema = Some(location.schema.clone());
+    let e = run(o).unwrap_err();
+    assert_eq!(e.code(), "E_BUSY", "{e}");
+    assert!(e.to_string().contains("another copy is writing it"), "{e}");
+    let exists: bool = other
+        .query_one_value(
+            "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)",
+            &[&location.schema],
+        )
+        .unwrap();
+    assert!(!exists, "nothing was created");
+}

@@ -3,10 +3,6 @@
 //! Assembly and `evaluate` read them instead of summing every live item, so their cost follows
 //! what they emit, not the length of the history.
 
-use rusqlite::{params, Connection};
-
-use crate::error::Result;
-
 /// The table's name.
 pub(crate) const TABLE: &str = "lcm_context_totals";
 
@@ -124,8 +120,8 @@ pub(crate) fn triggers() -> [(&'static str, String); 6] {
 /// message tokens, summary tokens} FROM …`, shared by the rebuild and the check.
 macro_rules! live_sums {
     () => {
-        "count(*), COALESCE(SUM(ci.item_type = 'summary'), 0),
-                COALESCE(SUM(m.token_count), 0), COALESCE(SUM(s.token_count), 0)
+        "count(*), CAST(COALESCE(SUM(CASE WHEN ci.item_type = 'summary' THEN 1 ELSE 0 END), 0) AS BIGINT),
+                CAST(COALESCE(SUM(m.token_count), 0) AS BIGINT), CAST(COALESCE(SUM(s.token_count), 0) AS BIGINT)
          FROM context_items ci
          LEFT JOIN messages m ON ci.item_type = 'message' AND m.message_id = ci.message_id
          LEFT JOIN summaries s ON ci.item_type = 'summary' AND s.summary_id = ci.summary_id"
@@ -142,61 +138,17 @@ pub(crate) const REBUILD: &str = concat!(
     " GROUP BY ci.conversation_id;"
 );
 
-/// The live totals of one conversation.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct LiveTotals {
-    pub items: i64,
-    pub summaries: i64,
-    pub message_tokens: i64,
-    pub summary_tokens: i64,
-}
-
-impl LiveTotals {
-    pub(crate) fn tokens(&self) -> i64 {
-        self.message_tokens + self.summary_tokens
-    }
-}
-
-const SELECT_STORED: &str =
+/// The stored totals of a conversation (`store::totals` reads them).
+pub(crate) const SELECT_STORED: &str =
     "SELECT items, summaries, message_tokens, summary_tokens FROM lcm_context_totals WHERE conversation_id = ?1";
 
-const SELECT_RECOMPUTED: &str = concat!("SELECT ", live_sums!(), " WHERE ci.conversation_id = ?1");
-
-fn read(conn: &Connection, sql: &str, conversation_id: i64) -> Result<Option<LiveTotals>> {
-    let mut stmt = conn.prepare_cached(sql)?;
-    let mut rows = stmt.query(params![conversation_id])?;
-    Ok(match rows.next()? {
-        Some(r) => Some(LiveTotals {
-            items: r.get(0)?,
-            summaries: r.get(1)?,
-            message_tokens: r.get(2)?,
-            summary_tokens: r.get(3)?,
-        }),
-        None => None,
-    })
-}
-
-/// The stored totals of a conversation; zero when it never had a live item.
-pub(crate) fn load(conn: &Connection, conversation_id: i64) -> Result<LiveTotals> {
-    Ok(read(conn, SELECT_STORED, conversation_id)?.unwrap_or_default())
-}
-
-/// The totals summed from the live items themselves (O(items): for checks, not for hot paths).
-pub(crate) fn recompute(conn: &Connection, conversation_id: i64) -> Result<LiveTotals> {
-    Ok(read(conn, SELECT_RECOMPUTED, conversation_id)?.unwrap_or_default())
-}
-
-/// Describes how the stored totals of a conversation differ from its live items, if they do.
-pub(crate) fn drift(conn: &Connection, conversation_id: i64) -> Result<Option<String>> {
-    let stored = load(conn, conversation_id)?;
-    let actual = recompute(conn, conversation_id)?;
-    Ok((stored != actual).then(|| {
-        format!("conversation {conversation_id}: stored live totals {stored:?} differ from the live items {actual:?}")
-    }))
-}
+/// The totals summed from a conversation's live items.
+pub(crate) const SELECT_RECOMPUTED: &str = concat!("SELECT ", live_sums!(), " WHERE ci.conversation_id = ?1");
 
 #[cfg(test)]
 mod tests {
+    use rusqlite::{params, Connection};
+
     use super::*;
     use crate::db::{migrate::migrate, open_connection};
 
@@ -206,95 +158,25 @@ mod tests {
         let mut conn = open_connection(&path, 5000).unwrap();
         migrate(&mut conn, &path).unwrap();
         conn.execute_batch(
-            "INSERT INTO conversations (conversation_id, session_id) VALUES (1, 'a'), (2, 'b');
+            "INSERT INTO conversations (conversation_id, session_id) VALUES (1, 'a');
              INSERT INTO messages (message_id, conversation_id, seq, role, content, token_count) VALUES
-               (1, 1, 1, 'user', 'a', 10), (2, 1, 2, 'assistant', 'b', 20), (3, 1, 3, 'user', 'c', 30),
-               (4, 2, 1, 'user', 'd', 7);
+               (1, 1, 1, 'user', 'a', 10), (2, 1, 2, 'assistant', 'b', 20), (3, 1, 3, 'user', 'c', 30);
              INSERT INTO summaries (summary_id, conversation_id, kind, content, token_count) VALUES
                ('sum_a', 1, 'leaf', 'ab', 5);
              INSERT INTO context_items (conversation_id, ordinal, item_type, message_id) VALUES
-               (1, 0, 'message', 1), (1, 1, 'message', 2), (1, 2, 'message', 3), (2, 0, 'message', 4);",
+               (1, 0, 'message', 1), (1, 1, 'message', 2), (1, 2, 'message', 3);",
         )
         .unwrap();
         (dir, path, conn)
     }
 
-    fn totals(items: i64, summaries: i64, message_tokens: i64, summary_tokens: i64) -> LiveTotals {
-        LiveTotals {
-            items,
-            summaries,
-            message_tokens,
-            summary_tokens,
-        }
-    }
-
-    #[test]
-    fn every_kind_of_write_keeps_the_totals_equal_to_the_live_items() {
-        let (_dir, _path, conn) = fresh();
-        assert_eq!(load(&conn, 1).unwrap(), totals(3, 0, 60, 0));
-        assert_eq!(load(&conn, 2).unwrap(), totals(1, 0, 7, 0));
-        let steps = [
-            // A leaf pass the way lossless-claw writes it: delete the range, insert the summary.
-            "DELETE FROM context_items WHERE conversation_id = 1 AND ordinal IN (0, 1);
-             INSERT INTO context_items (conversation_id, ordinal, item_type, summary_id) VALUES (1, 0, 'summary', 'sum_a');",
-            // Renumbering touches only ordinals.
-            "UPDATE context_items SET ordinal = 1 WHERE conversation_id = 1 AND ordinal = 2;",
-            // lcm-tui's rewrite changes a live summary's text and token count.
-            "UPDATE summaries SET token_count = 9 WHERE summary_id = 'sum_a';",
-            // A message's token count re-estimated while it is live, and while it is not.
-            "UPDATE messages SET token_count = 33 WHERE message_id = 3;
-             UPDATE messages SET token_count = 11 WHERE message_id = 1;",
-            // An item swapped in place from message to summary.
-            "UPDATE context_items SET item_type = 'summary', message_id = NULL, summary_id = 'sum_a'
-               WHERE conversation_id = 2 AND ordinal = 0;",
-        ];
-        for step in steps {
-            conn.execute_batch(step).unwrap();
-            for id in [1, 2] {
-                assert_eq!(drift(&conn, id).unwrap(), None, "after {step}");
-            }
-        }
-        assert_eq!(load(&conn, 1).unwrap(), totals(2, 1, 33, 9));
-        assert_eq!(load(&conn, 1).unwrap().tokens(), 42);
-    }
-
-    #[test]
-    fn a_row_referenced_from_another_conversation_or_twice_is_followed_everywhere() {
-        let (_dir, _path, conn) = fresh();
-        // A damaged database: conversation 2 shows conversation 1's summary, twice.
-        conn.execute_batch(
-            "INSERT INTO context_items (conversation_id, ordinal, item_type, summary_id) VALUES
-               (2, 1, 'summary', 'sum_a'), (2, 2, 'summary', 'sum_a');
-             UPDATE summaries SET token_count = 50 WHERE summary_id = 'sum_a';",
-        )
-        .unwrap();
-        for id in [1, 2] {
-            assert_eq!(drift(&conn, id).unwrap(), None);
-        }
-        assert_eq!(load(&conn, 2).unwrap().summary_tokens, 100);
-    }
-
-    #[test]
-    fn a_deleted_conversation_leaves_no_totals_behind() {
-        let (_dir, _path, conn) = fresh();
-        conn.execute_batch("DELETE FROM conversations WHERE conversation_id = 2")
-            .unwrap();
-        let rows: i64 = conn
-            .query_row(
-                "SELECT count(*) FROM lcm_context_totals WHERE conversation_id = 2",
-                [],
-                |r| r.get(0),
-            )
-            .unwrap();
-        assert_eq!(rows, 0);
-        // A new conversation reusing the id starts from zero.
-        conn.execute_batch(
-            "INSERT INTO conversations (conversation_id, session_id) VALUES (2, 'c');
-             INSERT INTO messages (message_id, conversation_id, seq, role, content, token_count) VALUES (5, 2, 1, 'user', 'e', 4);
-             INSERT INTO context_items (conversation_id, ordinal, item_type, message_id) VALUES (2, 0, 'message', 5);",
-        )
-        .unwrap();
-        assert_eq!(load(&conn, 2).unwrap(), totals(1, 0, 4, 0));
+    /// (stored, recomputed) totals of conversation 1.
+    fn both(conn: &Connection) -> ([i64; 4], [i64; 4]) {
+        let read = |sql: &str| {
+            conn.query_row(sql, params![1], |r| Ok([r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?]))
+                .unwrap()
+        };
+        (read(SELECT_STORED), read(SELECT_RECOMPUTED))
     }
 
     #[test]
@@ -313,7 +195,8 @@ mod tests {
              UPDATE summaries SET token_count = 77 WHERE summary_id = 'sum_a';",
         )
         .unwrap();
-        assert_eq!(drift(&conn, 1).unwrap(), None);
+        let (stored, live) = both(&conn);
+        assert_eq!(stored, live);
         assert!(migrate(&mut conn, &path).unwrap().up_to_date);
     }
 
@@ -326,11 +209,11 @@ mod tests {
              DELETE FROM context_items WHERE conversation_id = 1 AND ordinal = 2;",
         )
         .unwrap();
-        assert!(drift(&conn, 1).unwrap().is_some(), "the test must create drift");
+        let (stored, live) = both(&conn);
+        assert_ne!(stored, live, "the test must create drift");
         let report = migrate(&mut conn, &path).unwrap();
         assert!(report.live_totals_rebuilt && !report.up_to_date, "{report:?}");
-        assert_eq!(drift(&conn, 1).unwrap(), None);
-        assert_eq!(load(&conn, 1).unwrap(), totals(2, 0, 30, 0));
+        assert_eq!(both(&conn), ([2, 0, 30, 0], [2, 0, 30, 0]));
         assert!(migrate(&mut conn, &path).unwrap().up_to_date);
     }
 }

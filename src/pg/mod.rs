@@ -10,6 +10,8 @@
 //! waits for its answer with a plain executor, so it works from any thread that may block.
 
 pub(crate) mod ddl;
+pub(crate) mod locks;
+pub(crate) mod totals;
 pub(crate) mod value;
 
 use std::future::Future;

@@ -1,5 +1,5 @@
 //! Rows in, rows out: conversations, messages and their parts, summaries, their versions and
-//! fidelity scores, the redaction log; and the check of the invariants over them (`verify`). The ground floor above `db`: it imports nothing else of
+//! fidelity scores, the redaction log, the live-context totals; and the check of the invariants over them (`verify`). The ground floor above `db`: it imports nothing else of
 //! the crate but the error type, time formatting and the summary kinds.
 
 pub(crate) mod context;
@@ -12,6 +12,7 @@ pub(crate) mod normalize;
 pub(crate) mod pending;
 pub(crate) mod redactions;
 pub(crate) mod summaries;
+pub(crate) mod totals;
 pub(crate) mod verify;
 #[cfg(test)]
 mod verify_tests;

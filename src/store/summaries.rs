@@ -185,46 +185,49 @@ pub(crate) fn get<'a>(db: impl Into<Db<'a>>, summary_id: &str) -> Result<Summary
 /// Inserts new summaries with their lineage links and fidelity scores, in the caller's
 /// transaction. Their full-text rows come separately (`insert_fts`), last in a pass's
 /// transaction.
-pub(crate) fn insert(
-    tx: &Connection,
+pub(crate) fn insert<'a>(
+    tx: impl Into<Db<'a>>,
     flags: SchemaFlags,
     conversation_id: i64,
     created_at: &str,
     summaries: &[NewSummary],
 ) -> Result<()> {
-    let mut insert = tx.prepare_cached(
-        "INSERT INTO summaries (summary_id, conversation_id, kind, depth, content, token_count, earliest_at,
-                                latest_at, descendant_count, descendant_token_count, source_message_token_count,
-                                created_at, file_ids, model)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
-    )?;
-    let mut link_message =
-        tx.prepare_cached("INSERT INTO summary_messages (summary_id, message_id, ordinal) VALUES (?1, ?2, ?3)")?;
-    let mut link_parent =
-        tx.prepare_cached("INSERT INTO summary_parents (summary_id, parent_summary_id, ordinal) VALUES (?1, ?2, ?3)")?;
+    let tx = tx.into();
     for s in summaries {
         let f = &s.fields;
-        insert.execute(params![
-            f.summary_id,
-            conversation_id,
-            f.kind.as_str(),
-            f.depth,
-            f.content,
-            f.token_count,
-            f.earliest_at,
-            f.latest_at,
-            f.descendant_count,
-            f.descendant_token_count,
-            f.source_message_token_count,
-            created_at,
-            serde_json::to_string(&s.file_ids)?,
-            f.model,
-        ])?;
+        tx.execute(
+            "INSERT INTO summaries (summary_id, conversation_id, kind, depth, content, token_count, earliest_at,
+                                    latest_at, descendant_count, descendant_token_count, source_message_token_count,
+                                    created_at, file_ids, model)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+            params![
+                f.summary_id,
+                conversation_id,
+                f.kind.as_str(),
+                f.depth,
+                f.content,
+                f.token_count,
+                f.earliest_at,
+                f.latest_at,
+                f.descendant_count,
+                f.descendant_token_count,
+                f.source_message_token_count,
+                created_at,
+                serde_json::to_string(&s.file_ids)?,
+                f.model,
+            ],
+        )?;
         for (i, m) in s.messages.iter().enumerate() {
-            link_message.execute(params![f.summary_id, m, i as i64])?;
+            tx.execute(
+                "INSERT INTO summary_messages (summary_id, message_id, ordinal) VALUES (?1, ?2, ?3)",
+                params![f.summary_id, m, i as i64],
+            )?;
         }
         for (i, p) in s.parents.iter().enumerate() {
-            link_parent.execute(params![f.summary_id, p, i as i64])?;
+            tx.execute(
+                "INSERT INTO summary_parents (summary_id, parent_summary_id, ordinal) VALUES (?1, ?2, ?3)",
+                params![f.summary_id, p, i as i64],
+            )?;
         }
         if let (Some(score), true) = (&s.fidelity, flags.has_fidelity) {
             fidelity_scores::put(tx, &f.summary_id, score, s.needs_repair)?;
@@ -542,10 +545,100 @@ pub(crate) fn select(conn: &Connection, conversation_id: i64, which: Which<'_>) 
 }
 
 /// A summary's `file_…` ids (its `file_ids` column), empty when it has none or they do not parse.
-pub(crate) fn file_ids(conn: &Connection, summary_id: &str) -> Result<Vec<String>> {
-    let json: Option<String> = conn
-        .prepare_cached("SELECT file_ids FROM summaries WHERE summary_id = ?1")?
-        .query_row([summary_id], |r| r.get(0))
-        .optional()?;
+pub(crate) fn file_ids<'a>(db: impl Into<Db<'a>>, summary_id: &str) -> Result<Vec<String>> {
+    let json: Option<String> = db.into().query_row(
+        "SELECT file_ids FROM summaries WHERE summary_id = ?1",
+        params![summary_id],
+        |r| r.get(0),
+    )?;
     Ok(json.and_then(|j| serde_json::from_str(&j).ok()).unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use rusqlite::params;
+
+    use super::*;
+
+    fn new(id: &str, kind: SummaryKind, depth: i64, messages: Vec<i64>, parents: Vec<&str>) -> NewSummary {
+        NewSummary {
+            fields: SummaryFields {
+                summary_id: id.into(),
+                kind,
+                depth,
+                content: format!("{id} text"),
+                token_count: 12,
+                earliest_at: Some("2026-11-26T09:00:00.000Z".into()),
+                latest_at: None,
+                descendant_count: parents.len() as i64,
+                descendant_token_count: 0,
+                source_message_token_count: 40,
+                model: "test/model".into(),
+            },
+            file_ids: vec!["file_1".into()],
+            messages,
+            parents: parents.into_iter().map(str::to_string).collect(),
+            fidelity: Some(Fidelity {
+                score: Some(0.75),
+                salient_score: None,
+                identifiers: 4,
+                kept: 3,
+                salient: 0,
+                salient_kept: 0,
+                missing_salient: vec![],
+            }),
+            needs_repair: false,
+            template: Some(versions::TemplateRef {
+                name: "leaf.tmpl".into(),
+                sha256: "ab".into(),
+                overridden: false,
+            }),
+        }
+    }
+
+    /// A pass's summaries written on SQLite and on PostgreSQL: rows, lineage, fidelity and
+    /// version 1, read back alike.
+    #[test]
+    fn new_summaries_are_written_alike_on_both_engines() {
+        crate::test_support::on_both_engines("summaries", |db, flags, engine| {
+            db.execute("INSERT INTO conversations (session_id) VALUES ('s')", params![])
+                .unwrap();
+            for seq in 0..4i64 {
+                db.execute(
+                    "INSERT INTO messages (conversation_id, seq, role, content, token_count) VALUES (1, ?1, 'user', 'm', 10)",
+                    params![seq],
+                )
+                .unwrap();
+            }
+            let leaves = [
+                new("sum_1", SummaryKind::Leaf, 0, vec![1, 2], vec![]),
+                new("sum_2", SummaryKind::Leaf, 0, vec![3, 4], vec![]),
+            ];
+            insert(db, flags, 1, "2026-11-26 09:00:00", &leaves).unwrap();
+            let condensed = [new("sum_3", SummaryKind::Condensed, 1, vec![], vec!["sum_1", "sum_2"])];
+            insert(db, flags, 1, "2026-11-26 09:01:00", &condensed).unwrap();
+
+            let listed = list(db, 1, None).unwrap();
+            assert_eq!(listed.len(), 3, "{engine}");
+            assert_eq!(listed[2].fields, condensed[0].fields, "{engine}");
+            assert_eq!(listed[0].fidelity, Some(0.75), "{engine}");
+            assert_eq!(file_ids(db, "sum_1").unwrap(), ["file_1"], "{engine}");
+            let dag = crate::store::dag::read(db, 1).unwrap();
+            assert_eq!(dag[0].inputs, ["sum_1", "sum_2"], "{engine}");
+            assert_eq!(dag[0].messages.count, 4, "{engine}");
+            let versions: Vec<(i64, String, String)> = db
+                .query_map(
+                    "SELECT version, reason, template_name FROM lcm_native_summary_versions WHERE summary_id = ?1",
+                    params!["sum_3"],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                )
+                .unwrap();
+            assert_eq!(versions, [(1, "compaction".into(), "leaf.tmpl".into())], "{engine}");
+            // A second write of the same id is refused whole.
+            assert!(
+                insert(db, flags, 1, "2026-11-26 09:02:00", &leaves[..1]).is_err(),
+                "{engine}"
+            );
+        });
+    }
 }

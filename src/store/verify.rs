@@ -15,7 +15,7 @@ use rusqlite::{params, Connection};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::db::totals;
+use super::totals;
 use crate::error::Result;
 
 /// The invariant check of `verify`.

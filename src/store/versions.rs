@@ -7,6 +7,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 
 use crate::error::{LcmError, Result};
+use crate::sql::Db;
 
 pub(crate) const TABLE: &str = crate::db::schema::VERSIONS_TABLE;
 
@@ -112,8 +113,8 @@ fn exists(conn: &Connection) -> Result<bool> {
 
 /// Writes a version row.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn insert(
-    tx: &Connection,
+pub(crate) fn insert<'a>(
+    tx: impl Into<Db<'a>>,
     summary_id: &str,
     version: i64,
     content: &str,
@@ -122,23 +123,23 @@ pub(crate) fn insert(
     template: Option<&TemplateRef>,
     reason: Reason,
 ) -> Result<()> {
-    tx.prepare_cached(
+    tx.into().execute(
         "INSERT INTO lcm_native_summary_versions
            (summary_id, version, content, token_count, model, template_name, template_sha256,
             template_overridden, reason)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-    )?
-    .execute(params![
-        summary_id,
-        version,
-        content,
-        token_count,
-        model,
-        template.map(|t| t.name.as_str()),
-        template.map(|t| t.sha256.as_str()),
-        template.is_some_and(|t| t.overridden),
-        reason.as_str(),
-    ])?;
+        params![
+            summary_id,
+            version,
+            content,
+            token_count,
+            model,
+            template.map(|t| t.name.as_str()),
+            template.map(|t| t.sha256.as_str()),
+            template.is_some_and(|t| t.overridden),
+            reason.as_str(),
+        ],
+    )?;
     Ok(())
 }
 

@@ -106,7 +106,7 @@ fn assert_healthy(path: &str) {
         .map(|r| r.unwrap())
         .collect();
     for id in ids {
-        assert_eq!(totals::drift(&conn, id).unwrap(), None);
+        assert_eq!(crate::store::totals::drift(&conn, id).unwrap(), None);
     }
 }
 

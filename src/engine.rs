@@ -4,6 +4,7 @@
 
 mod group_commit;
 mod locks;
+mod postgres;
 
 use std::sync::Arc;
 
@@ -17,6 +18,7 @@ use crate::db::{self, migrate::MigrationReport, pool::Pool, SchemaFlags};
 use crate::error::{LcmError, Result};
 use crate::prompts::{PromptDirs, PromptSet};
 use crate::recall;
+use crate::sql::Backend;
 use crate::store::conversations::{self, ConversationInfo, SessionConversation, Target};
 use crate::store::messages::{self, IngestOptions, IngestOutcome, StoredMessage};
 use crate::store::normalize::{self, NewMessage};
@@ -63,12 +65,21 @@ impl Engine {
     pub fn open(config: Config) -> Result<Engine> {
         let prompts = PromptSet::load(&PromptDirs::new(config.prompt_dir.as_deref()))?;
         let (path, busy) = (&config.db_path, config.busy_timeout_ms);
-        let (migration, flags, pool) = if config.read_only {
+        let (migration, flags, pool) = if crate::pg::is_url(path) {
+            let location = crate::pg::Location::parse(path, None)?;
+            let pool = crate::pg::pool::PgPool::open(&location, config.read_only)?;
+            let migration = postgres::prepare(&pool, &config)?;
+            (migration, postgres::FLAGS, Backend::Postgres(pool))
+        } else if config.read_only {
             let conn = db::open_read_only(path, busy, config.immutable)?;
             let mut migration = db::migrate::check_current(&conn, path)?;
             let flags = SchemaFlags::read(&conn)?;
             note_scrubs_pending(&mut migration, &conn)?;
-            (migration, flags, Pool::read_only(path, busy, config.immutable, conn))
+            (
+                migration,
+                flags,
+                Backend::Sqlite(Pool::read_only(path, busy, config.immutable, conn)),
+            )
         } else {
             let mut conn = db::open_connection_with(path, busy, config.wal_runs)?;
             // A damaged file gets no write, the migration's included: it opens for reading
@@ -94,11 +105,11 @@ impl Engine {
                 None if !checked => pool.check_damage_in_background(),
                 None => {}
             }
-            (migration, flags, pool)
+            (migration, flags, Backend::Sqlite(pool))
         };
         Ok(Engine {
             deps: Deps {
-                pool: Arc::new(pool),
+                backend: Arc::new(pool),
                 config: Arc::new(config),
                 prompts: Arc::new(prompts),
                 flags,
@@ -127,7 +138,7 @@ impl Engine {
 
     /// The damage found in the database file (E_CORRUPT), if any: writes are refused with it.
     pub fn damage(&self) -> Option<LcmError> {
-        self.deps.pool.damage()
+        self.deps.backend.damage()
     }
 
     /// Validates every message first (a malformed one rejects the call with its index and
@@ -138,7 +149,7 @@ impl Engine {
 
     /// `ingest`, with a turn's advancement key or as a one-time import (see `IngestOptions`).
     pub fn ingest_with(&self, target: &Target, messages: &[Value], options: IngestOptions) -> Result<IngestOutcome> {
-        self.deps.pool.check_writable()?;
+        self.deps.backend.check_writable()?;
         // Announced before validating, so a concurrent writer can wait for this call to join it.
         let arrival = self.ingests.arrive();
         let redactor = self.deps.config.ingest_redactor.as_ref();
@@ -154,9 +165,21 @@ impl Engine {
                 },
             )
             .collect::<Result<Vec<_>>>()?;
+        if let Backend::Postgres(pg) = &*self.deps.backend {
+            // One transaction under the schema's write lock (no group commit: each call
+            // commits on its own connection).
+            options.check()?;
+            let job = messages::IngestJob {
+                target,
+                messages: &normalized,
+                options: &options,
+            };
+            let now = crate::time::now_sqlite();
+            return pg.write(|c| messages::ingest_in(c.into(), self.deps.flags, &job, &now, &mut Vec::new()));
+        }
         self.ingests.ingest(
             arrival,
-            &self.deps.pool,
+            self.deps.backend.sqlite()?,
             self.deps.flags,
             target.clone(),
             normalized,
@@ -168,33 +191,31 @@ impl Engine {
     pub fn find_conversation(&self, target: &Target) -> Result<Option<SessionConversation>> {
         let flags = self.deps.flags;
         self.deps
-            .pool
-            .read_current(|conn| conversations::lookup(conn, flags, target))
+            .backend
+            .read_current(|db| conversations::lookup(db, flags, target))
     }
 
     /// Stored messages of a conversation, in order, with their content rebuilt.
     pub fn messages(&self, conversation_id: i64, after_seq: i64, limit: i64) -> Result<Vec<StoredMessage>> {
         self.deps
-            .pool
-            .read(|conn| messages::list(conn, conversation_id, after_seq, limit))
+            .backend
+            .read(|db| messages::list(db, conversation_id, after_seq, limit))
     }
 
     /// Every conversation with its message, summary and context-item counts.
     pub fn conversations(&self) -> Result<Vec<ConversationInfo>> {
         let flags = self.deps.flags;
-        self.deps.pool.read(|conn| conversations::list(conn, flags))
+        self.deps.backend.read(|db| conversations::list(db, flags))
     }
 
     /// Summaries of a conversation in creation order, optionally one depth only.
     pub fn summaries(&self, conversation_id: i64, depth: Option<i64>) -> Result<Vec<SummaryRecord>> {
-        self.deps
-            .pool
-            .read(|conn| summaries::list(conn, conversation_id, depth))
+        self.deps.backend.read(|db| summaries::list(db, conversation_id, depth))
     }
 
     /// Per-depth distribution of a conversation's stored fidelity scores.
     pub fn fidelity(&self, conversation_id: i64) -> Result<Vec<crate::fidelity::survey::DepthFidelity>> {
-        self.deps.pool.read(|conn| {
+        self.deps.backend.sqlite()?.read(|conn| {
             conversations::get(conn, conversation_id)?;
             crate::fidelity::survey::distribution(conn, conversation_id)
         })
@@ -202,10 +223,11 @@ impl Engine {
 
     /// Scores the summaries without a score (all of them with `all`) and stores the scores.
     pub fn score_fidelity(&self, conversation_id: i64, all: bool) -> Result<crate::fidelity::survey::ScoreReport> {
-        self.deps.pool.check_writable()?;
+        self.deps.backend.check_writable()?;
         let zone = self.deps.config.zone;
         self.deps
-            .pool
+            .backend
+            .sqlite()?
             .write(|conn| crate::fidelity::survey::score_conversation(conn, conversation_id, all, zone))
     }
 
@@ -217,30 +239,43 @@ impl Engine {
     ) -> Result<crate::assemble::Assembled> {
         use crate::assemble::{assemble_reusing, cache::Reuse};
         let config = &self.deps.config;
+        if let Backend::Postgres(pg) = &*self.deps.backend {
+            // No cache of rendered messages yet: every assembly renders what it keeps.
+            return pg.read(|c| {
+                conversations::get(c, conversation_id)?;
+                let (out, _) =
+                    crate::assemble::assemble_in(c.into(), config, conversation_id, options, Default::default())?;
+                Ok(out)
+            });
+        }
         let large = || self.large_contexts.lock().unwrap_or_else(|e| e.into_inner());
         let out = if large().contains(&conversation_id) {
             self.deps
-                .pool
+                .backend
+                .sqlite()?
                 .read(|conn| assemble_reusing(conn, config, conversation_id, options, None))?
         } else {
-            self.deps.pool.read_current_counted(|conn, rewrites| match rewrites {
-                // On the writer: only one such read runs at a time (it holds the writer's lock).
-                Some(rewrites) => {
-                    // After a panic mid-assembly, start over rather than trust what it left.
-                    let mut cache = self.rendered.lock().unwrap_or_else(|e| {
-                        self.rendered.clear_poison();
-                        let mut cache = e.into_inner();
-                        *cache = Default::default();
-                        cache
-                    });
-                    let reuse = Reuse {
-                        cache: &mut cache,
-                        rewrites,
-                    };
-                    assemble_reusing(conn, config, conversation_id, options, Some(reuse))
-                }
-                None => assemble_reusing(conn, config, conversation_id, options, None),
-            })?
+            self.deps
+                .backend
+                .sqlite()?
+                .read_current_counted(|conn, rewrites| match rewrites {
+                    // On the writer: only one such read runs at a time (it holds the writer's lock).
+                    Some(rewrites) => {
+                        // After a panic mid-assembly, start over rather than trust what it left.
+                        let mut cache = self.rendered.lock().unwrap_or_else(|e| {
+                            self.rendered.clear_poison();
+                            let mut cache = e.into_inner();
+                            *cache = Default::default();
+                            cache
+                        });
+                        let reuse = Reuse {
+                            cache: &mut cache,
+                            rewrites,
+                        };
+                        assemble_reusing(conn, config, conversation_id, options, Some(reuse))
+                    }
+                    None => assemble_reusing(conn, config, conversation_id, options, None),
+                })?
         };
         if out.stats.total_context_items > LARGE_CONTEXT_ITEMS {
             large().insert(conversation_id);
@@ -252,16 +287,17 @@ impl Engine {
 
     /// The live context items in order.
     pub fn context(&self, conversation_id: i64) -> Result<Vec<crate::live::ContextEntry>> {
-        self.deps.pool.read(|conn| {
-            conversations::get(conn, conversation_id)?;
-            Ok(crate::live::LiveContext::load(conn, conversation_id)?.entries())
+        self.deps.backend.read(|db| {
+            conversations::get(db, conversation_id)?;
+            Ok(crate::live::LiveContext::load(db, conversation_id)?.entries())
         })
     }
 
     /// Threshold, leaf-trigger and rolling-trigger decisions.
     pub fn evaluate(&self, conversation_id: i64, token_budget: i64, observed: Option<i64>) -> Result<Evaluation> {
         self.deps
-            .pool
+            .backend
+            .sqlite()?
             .read_current(|conn| compaction::evaluate(conn, &self.deps.config, conversation_id, token_budget, observed))
     }
 
@@ -269,27 +305,32 @@ impl Engine {
     pub fn grep(&self, conversation_id: Option<i64>, options: &recall::GrepOptions) -> Result<recall::GrepResult> {
         let trigram = self.deps.flags.has_cjk_fts;
         self.deps
-            .pool
+            .backend
+            .sqlite()?
             .read(|conn| recall::grep(conn, trigram, conversation_id, options))
     }
 
     /// One summary or message, and where it sits in the DAG.
     pub fn describe(&self, id: &recall::ItemId) -> Result<recall::Description> {
         self.deps
-            .pool
+            .backend
+            .sqlite()?
             .read(|conn| recall::describe(conn, id, self.deps.config.zone))
     }
 
     /// What a summary stands for, walked down within a token budget.
     pub fn expand(&self, summary_id: &str, options: &recall::ExpandOptions) -> Result<recall::Expansion> {
-        self.deps.pool.read(|conn| recall::expand(conn, summary_id, options))
+        self.deps
+            .backend
+            .sqlite()?
+            .read(|conn| recall::expand(conn, summary_id, options))
     }
 
     /// Checks the invariants (of one conversation, or all) and digests the contents.
     pub fn verify(&self, conversation_id: Option<i64>) -> Result<crate::store::verify::VerifyReport> {
         // A fresh connection: SQLite's FTS5 integrity check reports a false checksum mismatch
         // on a connection whose cached index structure predates another connection's write.
-        let conn = self.deps.pool.fresh_connection()?;
+        let conn = self.deps.backend.sqlite()?.fresh_connection()?;
         // One read transaction: every check sees the same snapshot, whatever writers do meanwhile.
         let snapshot = conn.unchecked_transaction()?;
         crate::store::verify::verify(&snapshot, conversation_id)
@@ -365,23 +406,27 @@ impl Engine {
         conversation_id: i64,
         summarizer: Arc<dyn Summarizer>,
     ) -> Result<(tokio::sync::OwnedMutexGuard<()>, Arc<dyn Summarizer>)> {
-        self.deps.pool.check_writable()?;
+        self.deps.backend.check_writable()?;
         let turn = self.turn(conversation_id).await?;
         Ok((turn, self.until_closed(summarizer)))
     }
 
     /// Every version of a summary's text, oldest first (`history::list`).
     pub fn history(&self, summary_id: &str) -> Result<Vec<crate::history::SummaryVersion>> {
-        self.deps.pool.read(|conn| crate::history::list(conn, summary_id))
+        self.deps
+            .backend
+            .sqlite()?
+            .read(|conn| crate::history::list(conn, summary_id))
     }
 
     /// Makes an earlier version of a summary its text again, as a new version; waits for other
     /// mutating operations on the summary's conversation.
     pub async fn rollback(&self, summary_id: &str, version: i64) -> Result<crate::history::SummaryVersion> {
-        self.deps.pool.check_writable()?;
+        self.deps.backend.check_writable()?;
         let conversation_id = self
             .deps
-            .pool
+            .backend
+            .sqlite()?
             .read(|conn| Ok(summaries::get(conn, summary_id)?.conversation_id))?;
         let _turn = self.turn(conversation_id).await?;
         let (flags, zone, keep) = (
@@ -391,7 +436,8 @@ impl Engine {
         );
         tokio::task::block_in_place(|| {
             self.deps
-                .pool
+                .backend
+                .sqlite()?
                 .write(|conn| crate::history::rollback(conn, flags, zone, keep, summary_id, version))
         })
     }
@@ -403,7 +449,7 @@ impl Engine {
         target: &Target,
         reason: crate::store::lifecycle::ResetReason,
     ) -> Result<crate::store::lifecycle::SessionReset> {
-        self.deps.pool.check_writable()?;
+        self.deps.backend.check_writable()?;
         let Some(found) = self.find_conversation(target)? else {
             return Ok(crate::store::lifecycle::SessionReset {
                 action: "none".into(),
@@ -416,7 +462,7 @@ impl Engine {
         let flags = self.deps.flags;
         let now = crate::time::now_sqlite();
         tokio::task::block_in_place(|| {
-            self.deps.pool.write_preserving_messages(|conn| {
+            self.deps.backend.sqlite()?.write_preserving_messages(|conn| {
                 crate::store::lifecycle::reset(conn, flags, found.conversation_id, reason, &now)
             })
         })
@@ -435,13 +481,13 @@ impl Engine {
     ) -> Result<crate::redact::RedactionResult> {
         use crate::redact;
         let started = std::time::Instant::now();
-        self.deps.pool.check_writable()?;
+        self.deps.backend.check_writable()?;
         if !self.deps.flags.has_versions {
             return Err(crate::error::LcmError::invalid_input(
                 "this file has no redaction tables (open it writable once to migrate it)",
             ));
         }
-        let (scope, scrubs) = self.deps.pool.read(|conn| {
+        let (scope, scrubs) = self.deps.backend.sqlite()?.read(|conn| {
             let scope = match options.finish {
                 true => redact::conversations_awaiting(conn, options.conversation_id)?,
                 false => redact::conversations_in_scope(conn, options)?,
@@ -461,7 +507,8 @@ impl Engine {
             },
             false => blocking(|| {
                 self.deps
-                    .pool
+                    .backend
+                    .sqlite()?
                     .write(|conn| redact::redact_messages(conn, flags, options, &scope))
             })?,
         };
@@ -474,7 +521,7 @@ impl Engine {
             result.spooled_matches = spooled.matches;
             result.spool_busy = spooled.busy;
         }
-        let waiting = blocking(|| self.deps.pool.read(|conn| redact::pending(conn, &scope)))?;
+        let waiting = blocking(|| self.deps.backend.sqlite()?.read(|conn| redact::pending(conn, &scope)))?;
         let found = result.redaction_id.is_some() || result.spooled_matches > 0;
         if !options.finish && !found && waiting == 0 && scrubs == 0 {
             return Err(crate::error::LcmError::invalid_input(match options.redactor.pattern {
@@ -497,7 +544,7 @@ impl Engine {
             }
         }
         result.pending = blocking(|| {
-            self.deps.pool.write(|conn| {
+            self.deps.backend.sqlite()?.write(|conn| {
                 redact::complete(conn)?;
                 redact::pending(conn, &scope)
             })
@@ -507,14 +554,15 @@ impl Engine {
         // file for the next `redact`.
         let scrubbed = blocking(|| {
             self.deps
-                .pool
+                .backend
+                .sqlite()?
                 .write_without_checkpointer(|conn| redact::scrub(conn, flags))
         });
         match scrubbed {
             Ok(emptied) => result.checkpointed = emptied,
             Err(e) => result.scrub_error = Some(format!("{}: {e}", e.code())),
         }
-        result.scrub_pending = blocking(|| self.deps.pool.read(redact::scrubs_pending))? > 0;
+        result.scrub_pending = blocking(|| self.deps.backend.sqlite()?.read(redact::scrubs_pending))? > 0;
         result.duration_ms = started.elapsed().as_secs_f64() * 1000.0;
         Ok(result)
     }
@@ -530,7 +578,7 @@ impl Engine {
         progress: &(dyn Fn(crate::rewrite::Progress) + Send + Sync),
     ) -> Result<crate::rewrite::RewriteResult> {
         if options.apply {
-            self.deps.pool.check_writable()?;
+            self.deps.backend.check_writable()?;
         }
         // A dry run writes nothing: it must not hold compaction off for the length of its LLM calls.
         let _turn = match options.apply {
@@ -555,8 +603,8 @@ impl Engine {
     /// Every summary of a conversation with its inputs, consumer, liveness and message span.
     pub fn dag(&self, conversation_id: i64) -> Result<Vec<crate::store::dag::DagNode>> {
         self.deps
-            .pool
-            .read(|conn| crate::store::dag::read(conn, conversation_id))
+            .backend
+            .read(|db| crate::store::dag::read(db, conversation_id))
     }
 
     /// The conversation's operation lock, waited for until `lockTimeoutMs` (E_BUSY) or until
@@ -581,7 +629,7 @@ impl Engine {
     /// is still in the log, while writers carry on. Returns the copy's size in bytes.
     pub fn backup(&self, out: &str) -> Result<u64> {
         check_new_file(out)?;
-        let conn = self.deps.pool.fresh_connection()?;
+        let conn = self.deps.backend.sqlite()?.fresh_connection()?;
         db::vacuum_into(&conn, out)
     }
 
@@ -589,7 +637,7 @@ impl Engine {
     /// E_CLOSED at their next wait (a summarizer call, another operation's lock).
     pub fn close(&self) -> bool {
         self.closed.send_replace(true);
-        let was_open = self.deps.pool.close();
+        let was_open = self.deps.backend.close();
         // What assemblies rendered goes with the connections (it can be megabytes), not when
         // the host lets go of the engine.
         *self.rendered.lock().unwrap_or_else(|e| e.into_inner()) = Default::default();

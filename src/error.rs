@@ -110,6 +110,11 @@ pub enum LcmError {
     #[error("postgres error: {message}")]
     Postgres { sqlstate: Option<String>, message: String },
 
+    /// The operation does not run where the engine's rows are (PostgreSQL, for what is not
+    /// ported yet).
+    #[error("{0}")]
+    Unsupported(String),
+
     /// A bug or an unexpected state inside lcm-native.
     #[error("internal error: {0}")]
     Internal(String),
@@ -136,6 +141,7 @@ impl LcmError {
             LcmError::Sqlite { .. } => "E_SQLITE",
             LcmError::Connection { .. } => "E_CONNECTION",
             LcmError::Postgres { .. } => "E_POSTGRES",
+            LcmError::Unsupported(_) => "E_UNSUPPORTED",
             LcmError::Internal(_) => "E_INTERNAL",
         }
     }

@@ -12,6 +12,7 @@ use rusqlite::Connection;
 
 use crate::config::Config;
 use crate::error::{LcmError, Result};
+use crate::sql::Db;
 use crate::store::context::{self, ItemRow, Span};
 use crate::store::totals;
 
@@ -322,10 +323,10 @@ pub(crate) struct Chunk {
 }
 
 impl LiveContext {
-    pub(crate) fn load(conn: &Connection, conversation_id: i64) -> Result<LiveContext> {
+    pub(crate) fn load<'a>(db: impl Into<Db<'a>>, conversation_id: i64) -> Result<LiveContext> {
         let mut items = Vec::new();
         let mut last = -1;
-        context::read_items(conn, conversation_id, Span::All, false, |r| {
+        context::read_items(db, conversation_id, Span::All, false, |r| {
             last = r.ordinal;
             items.extend(item_of(r));
             Ok(true)
@@ -337,8 +338,8 @@ impl LiveContext {
     /// partial context, with the ordinal of the oldest item read. Reading stops as soon as
     /// `more` returns false for an item (that item is included). With `summary_content`,
     /// `more` is also handed each summary's content.
-    pub(crate) fn load_newest(
-        conn: &Connection,
+    pub(crate) fn load_newest<'a>(
+        db: impl Into<Db<'a>>,
         conversation_id: i64,
         summary_content: bool,
         mut more: impl FnMut(&Item, Option<String>) -> bool,
@@ -346,7 +347,7 @@ impl LiveContext {
         let mut items = Vec::new();
         let mut last = -1;
         let mut oldest = 0;
-        context::read_items(conn, conversation_id, Span::NewestFirst, summary_content, |r| {
+        context::read_items(db, conversation_id, Span::NewestFirst, summary_content, |r| {
             if last < 0 {
                 last = r.ordinal;
             }

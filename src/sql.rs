@@ -12,8 +12,69 @@
 use rusqlite::types::{FromSql, ToSqlOutput, Value, ValueRef};
 use rusqlite::{Connection, ToSql};
 
+use crate::db::pool::Pool;
 use crate::error::{LcmError, Result};
 use crate::pg;
+use crate::pg::pool::PgPool;
+
+/// Where an engine's rows live: a SQLite file (its pool of connections) or a PostgreSQL
+/// schema. What runs on both takes a `Db` from `read`/`write`; what runs on SQLite only so far
+/// asks for `sqlite()`, which on PostgreSQL says so with E_UNSUPPORTED.
+pub(crate) enum Backend {
+    Sqlite(Pool),
+    Postgres(PgPool),
+}
+
+impl Backend {
+    /// The SQLite pool; E_UNSUPPORTED on PostgreSQL.
+    pub(crate) fn sqlite(&self) -> Result<&Pool> {
+        match self {
+            Backend::Sqlite(p) => Ok(p),
+            Backend::Postgres(p) => Err(LcmError::Unsupported(format!(
+                "this operation does not run on PostgreSQL yet ({}); lcm-native's PostgreSQL support is in progress (issue #32): ingest, assemble and the reads of conversations, messages, summaries and the context do",
+                p.describe()
+            ))),
+        }
+    }
+
+    /// `f` on a reader (SQLite) or in a read snapshot (PostgreSQL).
+    pub(crate) fn read<T>(&self, f: impl FnOnce(Db) -> Result<T>) -> Result<T> {
+        match self {
+            Backend::Sqlite(p) => p.read(|c| f(Db::Sqlite(c))),
+            Backend::Postgres(p) => p.read(|c| f(Db::Pg(c))),
+        }
+    }
+
+    /// `read`, seeing every write this engine committed (SQLite: on the writer).
+    pub(crate) fn read_current<T>(&self, f: impl FnOnce(Db) -> Result<T>) -> Result<T> {
+        match self {
+            Backend::Sqlite(p) => p.read_current(|c| f(Db::Sqlite(c))),
+            Backend::Postgres(p) => p.read(|c| f(Db::Pg(c))),
+        }
+    }
+
+    pub(crate) fn check_writable(&self) -> Result<()> {
+        match self {
+            Backend::Sqlite(p) => p.check_writable(),
+            Backend::Postgres(p) => p.check_writable(),
+        }
+    }
+
+    /// The damage found in a SQLite file (PostgreSQL checks its own pages).
+    pub(crate) fn damage(&self) -> Option<LcmError> {
+        match self {
+            Backend::Sqlite(p) => p.damage(),
+            Backend::Postgres(_) => None,
+        }
+    }
+
+    pub(crate) fn close(&self) -> bool {
+        match self {
+            Backend::Sqlite(p) => p.close(),
+            Backend::Postgres(p) => p.close(),
+        }
+    }
+}
 
 /// A connection the store reads and writes through.
 #[derive(Clone, Copy)]

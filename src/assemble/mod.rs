@@ -26,6 +26,7 @@ use serde::Serialize;
 use crate::config::{Config, Presentation};
 use crate::error::Result;
 use crate::live::{ItemRef, LiveContext, TailRule, TailWalk};
+use crate::sql::Db;
 use crate::store::conversations;
 use crate::store::messages::load_parts;
 use crate::store::normalize::Role;
@@ -113,7 +114,7 @@ impl Assembled {
 
 /// Reads and renders the kept messages not rendered already (`rendered`, by message id):
 /// their rows and parts with a fixed number of queries.
-fn render_missing(conn: &Connection, items: &[Box<crate::live::Item>], rendered: &mut HashMap<i64, Msg>) -> Result<()> {
+fn render_missing(db: Db, items: &[Box<crate::live::Item>], rendered: &mut HashMap<i64, Msg>) -> Result<()> {
     let message_ids: Vec<i64> = items
         .iter()
         .filter_map(|i| match i.r {
@@ -124,8 +125,8 @@ fn render_missing(conn: &Connection, items: &[Box<crate::live::Item>], rendered:
     if message_ids.is_empty() {
         return Ok(());
     }
-    let messages = crate::store::messages::roles_for_rebuild(conn, &message_ids)?;
-    for (id, parts) in message_ids.iter().zip(load_parts(conn, &message_ids)?) {
+    let messages = crate::store::messages::roles_for_rebuild(db, &message_ids)?;
+    for (id, parts) in message_ids.iter().zip(load_parts(db, &message_ids)?) {
         // A message the items name but that is gone is left out, as before.
         if let Some((role, content)) = messages.get(id) {
             rendered.insert(*id, render::host_message(role, content, &parts));
@@ -272,14 +273,31 @@ pub(crate) fn assemble_reusing(
     conversations::get(conn, conversation_id)?;
     // Checked inside the snapshot (begun by the read above), so the entries kept are as
     // current as what this assembly reads.
-    let mut rendered = match reuse.as_mut() {
+    let rendered = match reuse.as_mut() {
         Some(r) => {
             r.cache.validate(conn, r.rewrites)?;
             r.cache.take(conversation_id)
         }
         None => Rendered::default(),
     };
-    let totals = totals::load(conn, conversation_id)?;
+    let (assembled, rendered) = assemble_in(Db::Sqlite(conn), config, conversation_id, options, rendered)?;
+    if let Some(r) = reuse {
+        r.cache.keep(conversation_id, rendered);
+    }
+    Ok(assembled)
+}
+
+/// The assembly itself, inside the caller's read snapshot, on either engine: `rendered` holds
+/// what an earlier assembly rendered and still holds (empty without a cache), and comes back
+/// with this one's.
+pub(crate) fn assemble_in(
+    db: Db,
+    config: &Config,
+    conversation_id: i64,
+    options: &AssembleOptions,
+    mut rendered: Rendered,
+) -> Result<(Assembled, Rendered)> {
+    let totals = totals::load(db, conversation_id)?;
     let presentation = options.presentation.unwrap_or(config.presentation);
     let budget = options.token_budget.max(0);
     let mut rule = TailRule::of(config, Some(budget));
@@ -293,7 +311,7 @@ pub(crate) fn assemble_reusing(
     let mut used = 0i64;
     let (mut costs, mut ranges): (Vec<i64>, Vec<String>) = (Vec::new(), Vec::new());
     let mut summaries = HashMap::new();
-    let (live, _) = LiveContext::load_newest(conn, conversation_id, true, |item, content| {
+    let (live, _) = LiveContext::load_newest(db, conversation_id, true, |item, content| {
         if let (ItemRef::Summary(id), Some(content)) = (&item.r, content) {
             summaries.insert(id.clone(), content);
         }
@@ -325,7 +343,7 @@ pub(crate) fn assemble_reusing(
     }
     rendered.messages.retain(|id, _| kept_messages.contains(id));
     rendered.wrappers.retain(|id, _| kept_summaries.contains(id.as_str()));
-    render_missing(conn, &live.items[start..], &mut rendered.messages)?;
+    render_missing(db, &live.items[start..], &mut rendered.messages)?;
 
     // Build, repair, and evict further while the exact estimate is over the budget or the
     // sequence would start with something other than a user message.
@@ -403,10 +421,7 @@ pub(crate) fn assemble_reusing(
     let kept_items = (live.items.len() - start) as i64;
     let kept_tokens: i64 = live.items[start..].iter().map(|i| i.tokens).sum();
     let estimated: i64 = tokens.iter().sum();
-    if let Some(r) = reuse {
-        r.cache.keep(conversation_id, rendered);
-    }
-    Ok(Assembled {
+    let assembled = Assembled {
         estimated_tokens: estimated,
         messages: messages
             .into_iter()
@@ -427,5 +442,6 @@ pub(crate) fn assemble_reusing(
             turn_start_omitted,
             repair: repair_stats,
         },
-    })
+    };
+    Ok((assembled, rendered))
 }

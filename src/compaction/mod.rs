@@ -24,7 +24,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::config::Config;
-use crate::db::pool::Pool;
 use crate::db::SchemaFlags;
 use crate::error::{LcmError, Result};
 use crate::live::{self, Item, ItemRef, LiveContext, TailRule};
@@ -55,7 +54,7 @@ const GROUP_WRITE_SHARE: u32 = 4;
 /// What a pass needs from the engine.
 #[derive(Clone)]
 pub(crate) struct Deps {
-    pub pool: Arc<Pool>,
+    pub backend: Arc<crate::sql::Backend>,
     pub config: Arc<Config>,
     pub prompts: Arc<PromptSet>,
     pub flags: SchemaFlags,
@@ -92,7 +91,7 @@ impl<'a> Run<'a> {
         let config = &deps.config;
         let tail = TailRule::of(config, options.token_budget);
         let live = blocking(|| {
-            deps.pool.read(|conn| {
+            deps.backend.sqlite()?.read(|conn| {
                 conversations::get(conn, conversation_id)?;
                 LiveContext::load_window(conn, conversation_id, tail, config.head_window)
             })
@@ -123,7 +122,7 @@ impl<'a> Run<'a> {
                 Ok(v) => return Ok(v),
                 Err(live::ReadMore) => {
                     let n = self.live.items.len().max(self.deps.config.head_window);
-                    let (pool, live) = (&self.deps.pool, &mut self.live);
+                    let (pool, live) = (self.deps.backend.sqlite()?, &mut self.live);
                     let read = blocking(|| pool.read(|conn| live.read_more(conn, n)))?;
                     // What was read is part of what the pending passes are planned on.
                     self.baseline.add(&self.live.items[read]);
@@ -144,7 +143,8 @@ impl<'a> Run<'a> {
         } else {
             blocking(|| {
                 self.deps
-                    .pool
+                    .backend
+                    .sqlite()?
                     .read(|conn| crate::store::summaries::contents(conn, &missing))
             })?
         };
@@ -306,7 +306,8 @@ impl<'a> Run<'a> {
         let chunk_tokens = self.config().leaf_chunk_tokens;
         let src = blocking(|| {
             self.deps
-                .pool
+                .backend
+                .sqlite()?
                 .read(|conn| source::leaf_source(conn, &message_ids, zone, chunk_tokens, source::Stamps::With))
         })?;
         let previous = self.previous_context(chunk.start, None)?;
@@ -465,7 +466,7 @@ impl<'a> Run<'a> {
         let live = &mut self.live;
         let started = Instant::now();
         blocking(|| {
-            self.deps.pool.write_preserving_messages(|conn| {
+            self.deps.backend.sqlite()?.write_preserving_messages(|conn| {
                 write::write_passes(conn, flags, baseline, live, &pending, keep_start)
             })
         })?;

@@ -25,6 +25,7 @@ use serde_json::json;
 pub(crate) use digest::TableDigest;
 
 use crate::error::{LcmError, Result};
+pub(crate) use catalog::SQLITE_SCHEMA_TABLE;
 use catalog::{Catalog, SchemaEntry, TableSpec};
 
 /// What `copyDatabase` takes.
@@ -59,7 +60,6 @@ pub(crate) struct CopyOptions {
     pub(crate) stop_after_batches: Option<usize>,
 }
 
-#[cfg(test)]
 impl CopyOptions {
     /// `from` → `to` with every other option at its default.
     pub(crate) fn new(from: &str, to: &str) -> CopyOptions {

@@ -22,7 +22,7 @@ fn options() -> AssembleOptions {
 /// connection without any cache returns, as JSON.
 fn both(engine: &Engine, cid: i64) -> (Value, Value) {
     let reused = serde_json::to_value(engine.assemble(cid, &options()).unwrap()).unwrap();
-    let conn = engine.deps.pool.fresh_connection().unwrap();
+    let conn = engine.deps.backend.sqlite().unwrap().fresh_connection().unwrap();
     let fresh = crate::assemble::assemble(&conn, engine.config(), cid, &options()).unwrap();
     (reused, serde_json::to_value(fresh).unwrap())
 }
@@ -135,7 +135,7 @@ fn an_edit_through_the_engines_own_writer_shows_at_once() {
     let (_dir, engine) = temp_engine();
     let cid = ingest_assembling(&engine);
     let part = emitted_text_part(&engine, cid);
-    let pool = &engine.deps.pool;
+    let pool = engine.deps.backend.sqlite().unwrap();
     // A general write (redaction, rollback, rewrite use this path).
     shows_after_edit(&engine, cid, &part, "EDITED BY A WRITE", |sql| {
         pool.write(|c| Ok(c.execute_batch(sql)?)).unwrap()
@@ -168,14 +168,18 @@ fn a_deleted_and_reused_message_id_is_not_served_from_the_cache() {
     let max_id = |engine: &Engine| -> i64 {
         engine
             .deps
-            .pool
+            .backend
+            .sqlite()
+            .unwrap()
             .read(|c| Ok(c.query_row("SELECT max(message_id) FROM messages", [], |r| r.get(0))?))
             .unwrap()
     };
     let old_id = max_id(&engine);
     engine
         .deps
-        .pool
+        .backend
+        .sqlite()
+        .unwrap()
         .write(|c| {
             Ok(c.execute_batch(
                 "DELETE FROM context_items WHERE message_id = (SELECT max(message_id) FROM messages);

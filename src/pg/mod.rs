@@ -11,6 +11,7 @@
 
 pub(crate) mod ddl;
 pub(crate) mod locks;
+pub(crate) mod pool;
 pub(crate) mod totals;
 pub(crate) mod value;
 

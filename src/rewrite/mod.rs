@@ -331,7 +331,7 @@ pub(crate) async fn rewrite(
     let config = deps.config.clone();
     let prompts = prompts_for(deps, options)?;
     let targets = blocking(|| {
-        deps.pool.read(|conn| {
+        deps.backend.sqlite()?.read(|conn| {
             conversations::get(conn, conversation_id)?;
             select(conn, conversation_id, &options.selection)
         })
@@ -407,7 +407,7 @@ pub(crate) async fn rewrite(
                 escalated.model.clone()
             };
             blocking(|| {
-                deps.pool.write(|conn| {
+                deps.backend.sqlite()?.write(|conn| {
                     let change = history::Change {
                         reason: options.reason(),
                         template: escalated.template.as_ref(),
@@ -484,7 +484,7 @@ fn prepare(
     timestamps: bool,
 ) -> Result<Prepared> {
     let config = &deps.config;
-    let built = deps.pool.read(|conn| {
+    let built = deps.backend.sqlite()?.read(|conn| {
         source::build(
             conn,
             target,
@@ -569,7 +569,8 @@ pub(crate) fn preview(
 ) -> Result<RewritePreview> {
     let prompts = prompts_for(deps, options)?;
     let target = deps
-        .pool
+        .backend
+        .sqlite()?
         .read(|conn| {
             conversations::get(conn, conversation_id)?;
             select(conn, conversation_id, &Selection::Summary(summary_id.to_string()))

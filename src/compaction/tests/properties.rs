@@ -189,7 +189,9 @@ proptest! {
 /// and the messages it covers (summary ids are random).
 fn shape(engine: &Engine, cid: i64) -> Vec<(i64, Vec<i64>)> {
     deps(engine)
-        .pool
+        .backend
+        .sqlite()
+        .unwrap()
         .read(|conn| {
             let mut covered = conn.prepare(
                 "WITH RECURSIVE below(id) AS (SELECT ?1 UNION SELECT parent_summary_id FROM summary_parents, below

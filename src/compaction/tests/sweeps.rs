@@ -64,7 +64,9 @@ async fn sweeps_are_bounded_by_iterations_and_deadline() {
 fn assert_balanced(engine: &Engine, cid: i64, config: &Config, relaxed: bool) {
     let deps = deps(engine);
     let (live, parents) = deps
-        .pool
+        .backend
+        .sqlite()
+        .unwrap()
         .read(|conn| {
             let live = LiveContext::load(conn, cid)?;
             let mut parents: HashMap<String, Vec<String>> = HashMap::new();
@@ -374,7 +376,9 @@ fn a_partly_read_context_adds_up_to_the_whole_one() {
         },
     ] {
         deps(&engine)
-            .pool
+            .backend
+            .sqlite()
+            .unwrap()
             .read(|conn| {
                 let whole = LiveContext::load(conn, cid)?;
                 let mut partly = LiveContext::load_window(conn, cid, fresh, 16)?;

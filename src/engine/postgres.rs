@@ -1,0 +1,262 @@
+//! Opening an engine on PostgreSQL: the schema is made, when it is missing or empty, by
+//! copying a fresh (empty) lcm-native database into it, so it is exactly what `lcm-native
+//! copy` makes and can be copied back to a file at any time; otherwise it must hold a finished
+//! lcm-native database of a version this build knows.
+
+use std::time::{Duration, Instant};
+
+use crate::config::Config;
+use crate::db::migrate::MigrationReport;
+use crate::db::schema::{COPY_STATE_TABLE, NATIVE_SCHEMA_STEP, NATIVE_SCHEMA_VERSION};
+use crate::db::SchemaFlags;
+use crate::error::{LcmError, Result};
+use crate::pg::pool::PgPool;
+use crate::pg::Conn;
+
+/// What PostgreSQL's schema has: lcm-native's current one, without SQLite's trigram table.
+pub(super) const FLAGS: SchemaFlags = SchemaFlags {
+    conversations_have_active: true,
+    conversations_have_session_key: true,
+    has_cjk_fts: false,
+    has_fidelity: true,
+    has_versions: true,
+};
+
+/// Makes the schema ready (under the schema's setup lock, so two gateways starting at once
+/// make it once) and says what was done.
+pub(super) fn prepare(pool: &PgPool, config: &Config) -> Result<MigrationReport> {
+    let started = Instant::now();
+    let wait = Duration::from_millis(config.busy_timeout_ms.max(0) as u64);
+    let created = pool.with(|c| {
+        crate::pg::locks::take(c, "setup", 0, wait, &format!("the setup of {}", c.describe()))?;
+        let made = make_or_check(c, config);
+        let unlocked = c.query(
+            "SELECT pg_advisory_unlock(hashtext($1), 0)",
+            &[&format!("{}:setup", c.schema)],
+        );
+        let made = made?;
+        unlocked?;
+        Ok(made)
+    })?;
+    Ok(MigrationReport {
+        db_path: pool.describe().to_string(),
+        era: "postgres".into(),
+        up_to_date: !created,
+        duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+        summary: if created {
+            format!("created lcm-native's tables in {}", pool.describe())
+        } else {
+            "schema is up to date; nothing was done".into()
+        },
+        ..Default::default()
+    })
+}
+
+/// True when it created the tables.
+fn make_or_check(c: &Conn, config: &Config) -> Result<bool> {
+    let described = c.describe().to_string();
+    if c.has_table(COPY_STATE_TABLE)? {
+        return Err(LcmError::schema(
+            &described,
+            format!(
+                "{described} is an unfinished copy (lcm-native copy was interrupted): run that copy again to finish it"
+            ),
+        ));
+    }
+    if c.has_table(crate::copy::SQLITE_SCHEMA_TABLE)? {
+        let newest: Option<i64> = c.query_one_value(
+            "SELECT max(algorithm_version) FROM lcm_migration_state WHERE step_name = $1",
+            &[&NATIVE_SCHEMA_STEP],
+        )?;
+        if newest.is_some_and(|v| v > NATIVE_SCHEMA_VERSION) {
+            return Err(LcmError::schema(
+                &described,
+                format!(
+                    "{described} was written by a newer lcm-native (schema version {}); upgrade lcm-native to open it",
+                    newest.unwrap_or_default()
+                ),
+            ));
+        }
+        return Ok(false);
+    }
+    let tables: i64 = c.query_one_value(
+        "SELECT count(*) FROM pg_catalog.pg_tables WHERE schemaname = $1",
+        &[&c.schema],
+    )?;
+    if tables > 0 {
+        return Err(LcmError::schema(
+            &described,
+            format!("{described} holds {tables} tables that are not an lcm-native database; give lcm-native a schema of its own (?schema=NAME)"),
+        ));
+    }
+    if config.read_only {
+        return Err(LcmError::schema(
+            &described,
+            format!(
+                "{described} holds no lcm-native database, and readOnly never writes; open it once without readOnly"
+            ),
+        ));
+    }
+    // A fresh database file, copied in: the same tables, indexes, triggers and statements a
+    // copy from SQLite makes.
+    let dir = std::env::temp_dir().join(format!(
+        "lcm-native-setup-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0)
+    ));
+    std::fs::create_dir_all(&dir).map_err(|e| LcmError::io(dir.display(), e))?;
+    let fresh = dir.join("empty.db").to_string_lossy().into_owned();
+    let copied = (|| {
+        let mut conn = crate::db::open_connection(&fresh, config.busy_timeout_ms)?;
+        crate::db::migrate::migrate(&mut conn, &fresh)?;
+        drop(conn);
+        let mut options = crate::copy::CopyOptions::new(&fresh, &config.db_path);
+        options.to_schema = Some(c.schema.clone());
+        crate::copy::run(options)
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    copied?;
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::{json, Value};
+
+    use crate::assemble::AssembleOptions;
+    use crate::config::Config;
+    use crate::engine::Engine;
+    use crate::store::conversations::Target;
+    use crate::store::messages::IngestOptions;
+    use crate::test_support::{pg_test_location, transcript, THEME};
+
+    fn open(db_path: &str) -> Engine {
+        let options = json!({ "dbPath": db_path, "timezone": "UTC", "freshTailCount": 8 });
+        Engine::open(Config::from_options(&options, None).unwrap()).unwrap()
+    }
+
+    /// A real session's turns through an engine on PostgreSQL and one on SQLite: the same
+    /// conversation, messages, live context and assembled context; what is not ported yet
+    /// says so with E_UNSUPPORTED.
+    #[test]
+    fn an_engine_on_postgres_stores_and_assembles_as_on_sqlite() {
+        let Some(location) = pg_test_location("engine") else {
+            return;
+        };
+        let url = format!(
+            "{}?schema={}",
+            std::env::var("LCM_TEST_DATABASE_URL").unwrap(),
+            location.schema
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let sqlite = open(&dir.path().join("lcm.db").to_string_lossy());
+        let pg = open(&url);
+        assert!(!pg.migration().up_to_date, "{:?}", pg.migration());
+        assert!(pg.migration().summary.contains("created lcm-native's tables"));
+
+        let session = transcript(THEME);
+        let target = Target::SessionKey {
+            key: "agent:main:main".into(),
+            session_id: Some("theme".into()),
+        };
+        for (i, turn) in session.chunks(12).take(20).enumerate() {
+            let options = IngestOptions {
+                advancement_key: Some(format!("turn-{i}")),
+                ..Default::default()
+            };
+            let a = sqlite.ingest_with(&target, turn, options.clone()).unwrap();
+            let b = pg.ingest_with(&target, turn, options.clone()).unwrap();
+            assert_eq!((a.inserted, a.skipped), (b.inserted, b.skipped), "turn {i}");
+            // A replayed turn is a duplicate on both.
+            assert!(pg.ingest_with(&target, turn, options).unwrap().duplicate);
+        }
+        let same = |what: &str, a: Value, b: Value| assert_eq!(a, b, "{what}");
+        let cid = pg.find_conversation(&target).unwrap().unwrap().conversation_id;
+        assert_eq!(cid, 1);
+        same(
+            "messages",
+            serde_json::to_value(sqlite.messages(1, 0, 1000).unwrap()).unwrap(),
+            serde_json::to_value(pg.messages(1, 0, 1000).unwrap()).unwrap(),
+        );
+        same(
+            "context",
+            serde_json::to_value(sqlite.context(1).unwrap()).unwrap(),
+            serde_json::to_value(pg.context(1).unwrap()).unwrap(),
+        );
+        let listed = pg.conversations().unwrap();
+        assert_eq!(
+            listed[0].message_count,
+            sqlite.conversations().unwrap()[0].message_count
+        );
+        for budget in [2_000, 20_000, 200_000] {
+            let options = AssembleOptions {
+                token_budget: budget,
+                fresh_tail_count: None,
+                presentation: None,
+            };
+            let (a, b) = (sqlite.assemble(1, &options).unwrap(), pg.assemble(1, &options).unwrap());
+            same(
+                &format!("assembled at {budget}"),
+                json!(a.message_values()),
+                json!(b.message_values()),
+            );
+            assert_eq!(a.stats.kept_items, b.stats.kept_items, "{budget}");
+            assert_eq!(a.stats.total_context_items, b.stats.total_context_items, "{budget}");
+        }
+        // Not ported yet: said plainly, nothing done.
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let e = rt
+            .block_on(pg.compact(1, Arc::new(crate::offline::OfflineSummarizer), Default::default()))
+            .unwrap_err();
+        assert_eq!(e.code(), "E_UNSUPPORTED", "{e}");
+        assert!(e.to_string().contains("issue #32"), "{e}");
+        pg.close();
+        // Opened again: the schema is there; read-only works too.
+        let again = open(&url);
+        assert!(again.migration().up_to_date);
+        assert_eq!(again.messages(1, 0, 5).unwrap().len(), 5);
+        again.close();
+        let ro =
+            Engine::open(Config::from_options(&json!({ "dbPath": url, "readOnly": true }), None).unwrap()).unwrap();
+        assert_eq!(ro.ingest(&target, &session[..1]).unwrap_err().code(), "E_READ_ONLY");
+        ro.close();
+        let c = location.connect().unwrap();
+        c.batch(&format!(
+            "DROP SCHEMA {} CASCADE",
+            crate::pg::quote_ident(&location.schema)
+        ))
+        .unwrap();
+    }
+
+    #[test]
+    fn a_schema_that_is_not_lcm_natives_is_refused() {
+        let Some(location) = pg_test_location("engine_foreign") else {
+            return;
+        };
+        let c = location.connect().unwrap();
+        let schema = crate::pg::quote_ident(&location.schema);
+        c.batch(&format!("CREATE SCHEMA {schema}; CREATE TABLE {schema}.other (x int)"))
+            .unwrap();
+        let url = format!(
+            "{}?schema={}",
+            std::env::var("LCM_TEST_DATABASE_URL").unwrap(),
+            location.schema
+        );
+        let e = Engine::open(Config::from_options(&json!({ "dbPath": url }), None).unwrap())
+            .err()
+            .unwrap();
+        assert_eq!(e.code(), "E_SCHEMA", "{e}");
+        assert!(e.to_string().contains("not an lcm-native database"), "{e}");
+        c.batch(&format!("DROP SCHEMA {schema} CASCADE")).unwrap();
+        // An empty schema and readOnly: nothing to read, nothing made.
+        let e = Engine::open(Config::from_options(&json!({ "dbPath": url, "readOnly": true }), None).unwrap())
+            .err()
+            .unwrap();
+        assert_eq!(e.code(), "E_SCHEMA", "{e}");
+    }
+}

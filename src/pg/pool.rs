@@ -1,0 +1,130 @@
+//! Connections of one engine to PostgreSQL: a few kept open and reused. Every read runs in
+//! one REPEATABLE READ snapshot (as a SQLite read transaction), every write in a transaction
+//! that first takes the schema's write lock, so writers on every machine take turns as
+//! SQLite's single writer does (turn numbering, `seq`, ordinals stay dense). A connection that
+//! failed is dropped, not reused.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+use super::{Conn, Location};
+use crate::error::{LcmError, Result};
+
+/// Connections kept open between calls.
+const IDLE: usize = 4;
+
+pub(crate) struct PgPool {
+    location: Location,
+    described: String,
+    idle: Mutex<Vec<Conn>>,
+    read_only: bool,
+    closed: AtomicBool,
+}
+
+impl PgPool {
+    /// Connects once (so a wrong URL fails the open).
+    pub(crate) fn open(location: &Location, read_only: bool) -> Result<PgPool> {
+        let first = location.connect()?;
+        Ok(PgPool {
+            described: first.describe().to_string(),
+            location: location.clone(),
+            idle: Mutex::new(vec![first]),
+            read_only,
+            closed: AtomicBool::new(false),
+        })
+    }
+
+    pub(crate) fn describe(&self) -> &str {
+        &self.described
+    }
+
+    fn take(&self) -> Result<Conn> {
+        if self.is_closed() {
+            return Err(LcmError::Closed);
+        }
+        let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        match idle {
+            Some(c) => Ok(c),
+            None => self.location.connect(),
+        }
+    }
+
+    /// Runs `f` on a connection of the pool outside any transaction (setup, DDL).
+    pub(crate) fn with<T>(&self, f: impl FnOnce(&Conn) -> Result<T>) -> Result<T> {
+        let conn = self.take()?;
+        let out = f(&conn);
+        let lost = matches!(out, Err(LcmError::Connection { .. }));
+        if !lost && !self.is_closed() {
+            let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+            if idle.len() < IDLE {
+                idle.push(conn);
+            }
+        }
+        out
+    }
+
+    /// `f` in one read-only snapshot.
+    pub(crate) fn read<T>(&self, f: impl FnOnce(&Conn) -> Result<T>) -> Result<T> {
+        self.with(|c| {
+            c.batch("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
+            finish(c, f(c))
+        })
+    }
+
+    /// `f` in one transaction holding the schema's write lock (released at commit).
+    pub(crate) fn write<T>(&self, f: impl FnOnce(&Conn) -> Result<T>) -> Result<T> {
+        self.check_writable()?;
+        self.with(|c| {
+            c.batch("BEGIN")?;
+            let locked = c.query(
+                "SELECT pg_advisory_xact_lock(hashtext($1), 0)",
+                &[&format!("{}:write", c.schema)],
+            );
+            match locked {
+                Ok(_) => finish(c, f(c)),
+                Err(e) => finish(c, Err(e)),
+            }
+        })
+    }
+
+    pub(crate) fn check_writable(&self) -> Result<()> {
+        if self.is_closed() {
+            Err(LcmError::Closed)
+        } else if self.read_only {
+            Err(LcmError::ReadOnly {
+                path: self.described.clone(),
+                message: format!(
+                    "{} was opened with readOnly: true, which never writes; open it without readOnly to change it",
+                    self.described
+                ),
+            })
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Closes the idle connections; later calls get E_CLOSED. True if it was open.
+    pub(crate) fn close(&self) -> bool {
+        let was_open = !self.closed.swap(true, Ordering::SeqCst);
+        self.idle.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        was_open
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+}
+
+/// COMMIT after `out` succeeded, ROLLBACK otherwise (nothing of a failed call stays).
+fn finish<T>(c: &Conn, out: Result<T>) -> Result<T> {
+    match out {
+        Ok(v) => {
+            c.batch("COMMIT")?;
+            Ok(v)
+        }
+        Err(e) => {
+            let _ = c.batch("ROLLBACK");
+            Err(e)
+        }
+    }
+}

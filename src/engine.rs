@@ -40,6 +40,13 @@ fn note_scrubs_pending(migration: &mut MigrationReport, conn: &rusqlite::Connect
     Ok(())
 }
 
+/// A conversation's operation lock, held for an operation's life: this process's, and on
+/// PostgreSQL every gateway's.
+struct Turn {
+    _local: tokio::sync::OwnedMutexGuard<()>,
+    _across: Option<crate::pg::pool::OperationLock>,
+}
+
 /// Live items above which a conversation assembles on a reader rather than on the writer.
 const LARGE_CONTEXT_ITEMS: i64 = 10_000;
 
@@ -297,8 +304,7 @@ impl Engine {
     pub fn evaluate(&self, conversation_id: i64, token_budget: i64, observed: Option<i64>) -> Result<Evaluation> {
         self.deps
             .backend
-            .sqlite()?
-            .read_current(|conn| compaction::evaluate(conn, &self.deps.config, conversation_id, token_budget, observed))
+            .read_current(|db| compaction::evaluate(db, &self.deps.config, conversation_id, token_budget, observed))
     }
 
     /// Finds messages and summaries of one conversation (or all) by text, regex or substring.
@@ -405,7 +411,7 @@ impl Engine {
         &self,
         conversation_id: i64,
         summarizer: Arc<dyn Summarizer>,
-    ) -> Result<(tokio::sync::OwnedMutexGuard<()>, Arc<dyn Summarizer>)> {
+    ) -> Result<(Turn, Arc<dyn Summarizer>)> {
         self.deps.backend.check_writable()?;
         let turn = self.turn(conversation_id).await?;
         Ok((turn, self.until_closed(summarizer)))
@@ -609,12 +615,28 @@ impl Engine {
 
     /// The conversation's operation lock, waited for until `lockTimeoutMs` (E_BUSY) or until
     /// the engine closes (E_CLOSED).
-    async fn turn(&self, conversation_id: i64) -> Result<tokio::sync::OwnedMutexGuard<()>> {
+    async fn turn(&self, conversation_id: i64) -> Result<Turn> {
         let mut closed = self.closed.subscribe();
-        tokio::select! {
-            guard = self.locks.acquire(conversation_id, self.deps.config.lock_timeout_ms) => guard,
+        let timeout_ms = self.deps.config.lock_timeout_ms;
+        let local = tokio::select! {
+            guard = self.locks.acquire(conversation_id, timeout_ms) => guard,
             _ = closed.wait_for(|c| *c) => Err(crate::error::LcmError::Closed),
-        }
+        }?;
+        // On PostgreSQL, other gateways' operations too (this process's wait for its own came
+        // first, so one process asks the server once).
+        let across = match &*self.deps.backend {
+            Backend::Postgres(pg) => {
+                let wait = std::time::Duration::from_millis(timeout_ms.max(0) as u64);
+                Some(tokio::task::block_in_place(|| {
+                    pg.operation_lock(conversation_id, wait)
+                })?)
+            }
+            Backend::Sqlite(_) => None,
+        };
+        Ok(Turn {
+            _local: local,
+            _across: across,
+        })
     }
 
     fn until_closed(&self, summarizer: Arc<dyn Summarizer>) -> Arc<dyn Summarizer> {

@@ -8,8 +8,6 @@
 //! answer could depend on the unread middle; the caller reads more and asks again, so every
 //! decision is the one the fully read context would make.
 
-use rusqlite::Connection;
-
 use crate::config::Config;
 use crate::error::{LcmError, Result};
 use crate::sql::Db;
@@ -380,14 +378,15 @@ impl LiveContext {
     /// protects (newest first), then the oldest items (every summary before the first message,
     /// and `window` messages), in one snapshot with the live totals, which describe the unread
     /// middle. A context that short is read whole.
-    pub(crate) fn load_window(
-        conn: &Connection,
+    pub(crate) fn load_window<'a>(
+        db: impl Into<Db<'a>>,
         conversation_id: i64,
         tail: TailRule,
         window: usize,
     ) -> Result<LiveContext> {
-        let snapshot = conn.unchecked_transaction()?;
-        let conn: &Connection = &snapshot;
+        let db = db.into();
+        let _snapshot = db.snapshot()?;
+        let conn = db;
         // The tail, walked back exactly as `tail_start` walks it.
         let (tail, last, tail_first) = if tail.count > 0 {
             let mut walk = TailWalk::new(tail);
@@ -446,13 +445,14 @@ impl LiveContext {
     /// model has them: another process that compacted meanwhile and renumbered the rows (as
     /// lossless-claw does) would make the range hold items already read, and miss others.
     /// Then nothing is read and the error is E_STALE.
-    pub(crate) fn read_more(&mut self, conn: &Connection, n: usize) -> Result<std::ops::Range<usize>> {
+    pub(crate) fn read_more<'a>(&mut self, db: impl Into<Db<'a>>, n: usize) -> Result<std::ops::Range<usize>> {
+        let db = db.into();
         let Some(gap) = self.gap.as_ref() else {
             return Ok(0..0);
         };
         // One snapshot for the check and the read.
-        let snapshot = conn.unchecked_transaction()?;
-        let conn: &Connection = &snapshot;
+        let _snapshot = db.snapshot()?;
+        let conn = db;
         // (ordinal, index of the item there): the last item before the gap and the first after
         // it, where there is one (without a protected tail the gap runs to the end).
         let sides = [

@@ -6,10 +6,10 @@
 //! text.
 
 use chrono::{DateTime, Utc};
-use rusqlite::Connection;
 use serde_json::Value;
 
 use crate::error::Result;
+use crate::sql::Db;
 use crate::store::messages::{load_parts, StoredPart};
 use crate::store::summaries;
 use crate::summarizer::entries::{SourceEntry, SourcePart};
@@ -184,15 +184,16 @@ pub(crate) fn file_ids_in(text: &str, out: &mut Vec<String>) {
 }
 
 /// Builds the source of a leaf pass over `message_ids` (in order).
-pub(crate) fn leaf_source(
-    conn: &Connection,
+pub(crate) fn leaf_source<'a>(
+    db: impl Into<Db<'a>>,
     message_ids: &[i64],
     zone: DisplayZone,
     leaf_chunk_tokens: i64,
     stamps: Stamps,
 ) -> Result<LeafSource> {
-    let rows = crate::store::messages::texts(conn, message_ids)?;
-    let parts = load_parts(conn, message_ids)?;
+    let db = db.into();
+    let rows = crate::store::messages::texts(db, message_ids)?;
+    let parts = load_parts(db, message_ids)?;
     let max_chars = max_message_chars(leaf_chunk_tokens);
     let mut entries = Vec::with_capacity(message_ids.len());
     let (mut earliest, mut latest): (Option<DateTime<Utc>>, Option<DateTime<Utc>>) = (None, None);
@@ -297,13 +298,14 @@ pub(crate) fn condensed_source(inputs: &[(&SummaryFacts, &str)], zone: DisplayZo
 
 /// The structure of a stored summary's source, as its pass saw it: its messages (leaf) or its
 /// inputs (condensed). For scoring old summaries.
-pub(crate) fn summary_entries(
-    conn: &Connection,
+pub(crate) fn summary_entries<'a>(
+    db: impl Into<Db<'a>>,
     summary_id: &str,
     zone: DisplayZone,
     leaf_chunk_tokens: i64,
 ) -> Result<Vec<SourceEntry>> {
-    let inputs: Vec<(SummaryFacts, String)> = summaries::inputs_of(conn, summary_id)?
+    let db = db.into();
+    let inputs: Vec<(SummaryFacts, String)> = summaries::inputs_of(db, summary_id)?
         .into_iter()
         .map(|i| (SummaryFacts::of_input(&i), i.content))
         .collect();
@@ -311,8 +313,8 @@ pub(crate) fn summary_entries(
         let pairs: Vec<(&SummaryFacts, &str)> = inputs.iter().map(|(f, c)| (f, c.as_str())).collect();
         return Ok(condensed_entries(&pairs, zone));
     }
-    let ids = summaries::messages_of(conn, summary_id)?;
-    Ok(leaf_source(conn, &ids, zone, leaf_chunk_tokens, Stamps::With)?.entries)
+    let ids = summaries::messages_of(db, summary_id)?;
+    Ok(leaf_source(db, &ids, zone, leaf_chunk_tokens, Stamps::With)?.entries)
 }
 
 #[cfg(test)]

@@ -31,7 +31,7 @@ impl Backend {
         match self {
             Backend::Sqlite(p) => Ok(p),
             Backend::Postgres(p) => Err(LcmError::Unsupported(format!(
-                "this operation does not run on PostgreSQL yet ({}); lcm-native's PostgreSQL support is in progress (issue #32): ingest, assemble and the reads of conversations, messages, summaries and the context do",
+                "this operation does not run on PostgreSQL yet ({}); lcm-native's PostgreSQL support is in progress (issue #32): ingest, compaction, assembly and the reads of conversations, messages, summaries, the DAG and the context do",
                 p.describe()
             ))),
         }
@@ -192,6 +192,27 @@ impl Db<'_> {
                 "(SELECT CAST(e.value AS BIGINT) AS value, e.ordinality - 1 AS key
                   FROM json_array_elements_text(CAST(CAST({param} AS TEXT) AS json)) WITH ORDINALITY AS e(value, ordinality))"
             ),
+        }
+    }
+
+    /// `id_list` for text ids (summary ids): `value` is the text itself.
+    pub(crate) fn text_list(&self, param: &str) -> String {
+        match self {
+            Db::Sqlite(_) => format!("json_each({param})"),
+            Db::Pg(_) => format!(
+                "(SELECT e.value, e.ordinality - 1 AS key
+                  FROM json_array_elements_text(CAST(CAST({param} AS TEXT) AS json)) WITH ORDINALITY AS e(value, ordinality))"
+            ),
+        }
+    }
+
+    /// On SQLite, a read transaction on the connection for as long as the returned guard
+    /// lives, so several statements see one snapshot; on PostgreSQL the pool's read already is
+    /// one (nothing to do).
+    pub(crate) fn snapshot(&self) -> Result<Option<rusqlite::Transaction<'_>>> {
+        match self {
+            Db::Sqlite(c) => Ok(Some(c.unchecked_transaction()?)),
+            Db::Pg(_) => Ok(None),
         }
     }
 

@@ -73,7 +73,7 @@ pub(crate) struct EvaluateOptions {
 
 /// Threshold, leaf-trigger and rolling-trigger decisions for a conversation.
 pub(crate) fn evaluate(
-    conn: &rusqlite::Connection,
+    db: crate::sql::Db,
     config: &Config,
     conversation_id: i64,
     token_budget: i64,
@@ -81,8 +81,8 @@ pub(crate) fn evaluate(
 ) -> Result<Evaluation> {
     // Cost O(fresh tail): the newest items are read only until the tail is known; everything
     // else comes from the live totals the triggers keep. One snapshot for all of it.
-    let snapshot = conn.unchecked_transaction()?;
-    let conn: &rusqlite::Connection = &snapshot;
+    let _snapshot = db.snapshot()?;
+    let conn = db;
     conversations::get(conn, conversation_id)?;
     let totals = totals::load(conn, conversation_id)?;
     let rule = TailRule::of(config, Some(token_budget));

@@ -91,9 +91,9 @@ impl<'a> Run<'a> {
         let config = &deps.config;
         let tail = TailRule::of(config, options.token_budget);
         let live = blocking(|| {
-            deps.backend.sqlite()?.read(|conn| {
-                conversations::get(conn, conversation_id)?;
-                LiveContext::load_window(conn, conversation_id, tail, config.head_window)
+            deps.backend.read(|db| {
+                conversations::get(db, conversation_id)?;
+                LiveContext::load_window(db, conversation_id, tail, config.head_window)
             })
         })?;
         Ok(Run {
@@ -122,8 +122,8 @@ impl<'a> Run<'a> {
                 Ok(v) => return Ok(v),
                 Err(live::ReadMore) => {
                     let n = self.live.items.len().max(self.deps.config.head_window);
-                    let (pool, live) = (self.deps.backend.sqlite()?, &mut self.live);
-                    let read = blocking(|| pool.read(|conn| live.read_more(conn, n)))?;
+                    let (backend, live) = (&self.deps.backend, &mut self.live);
+                    let read = blocking(|| backend.read(|db| live.read_more(db, n)))?;
                     // What was read is part of what the pending passes are planned on.
                     self.baseline.add(&self.live.items[read]);
                 }
@@ -144,8 +144,7 @@ impl<'a> Run<'a> {
             blocking(|| {
                 self.deps
                     .backend
-                    .sqlite()?
-                    .read(|conn| crate::store::summaries::contents(conn, &missing))
+                    .read(|db| crate::store::summaries::contents(db, &missing))
             })?
         };
         ids.iter()
@@ -307,8 +306,7 @@ impl<'a> Run<'a> {
         let src = blocking(|| {
             self.deps
                 .backend
-                .sqlite()?
-                .read(|conn| source::leaf_source(conn, &message_ids, zone, chunk_tokens, source::Stamps::With))
+                .read(|db| source::leaf_source(db, &message_ids, zone, chunk_tokens, source::Stamps::With))
         })?;
         let previous = self.previous_context(chunk.start, None)?;
         let range = source::range_text(src.earliest, src.latest, zone);
@@ -465,11 +463,7 @@ impl<'a> Run<'a> {
         let baseline = &self.baseline;
         let live = &mut self.live;
         let started = Instant::now();
-        blocking(|| {
-            self.deps.backend.sqlite()?.write_preserving_messages(|conn| {
-                write::write_passes(conn, flags, baseline, live, &pending, keep_start)
-            })
-        })?;
+        blocking(|| write::write_passes(&self.deps.backend, flags, baseline, live, &pending, keep_start))?;
         self.last_write = started.elapsed();
         self.baseline = Baseline::of(&self.live);
         Ok(())

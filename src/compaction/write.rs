@@ -10,12 +10,13 @@
 //! few summaries before it instead of renumbering the 50,000 rows after it. lossless-claw reads
 //! ordinals for their order only, and renumbers from 0 when it writes.
 
-use rusqlite::{Connection, TransactionBehavior};
+use rusqlite::TransactionBehavior;
 use sha2::{Digest, Sha256};
 
 use crate::db::SchemaFlags;
 use crate::error::{LcmError, Result};
 use crate::live::{ItemRef, LiveContext};
+use crate::sql::{Backend, Db};
 use crate::store::context::{self, Named, Renumbering};
 use crate::store::summaries::{self, NewSummary};
 use crate::time;
@@ -65,7 +66,7 @@ impl Baseline {
 /// ordinals the rows now have. `keep_start_rows`: up to this many rows after the changed span
 /// are shifted down rather than the rows before it up (see the module's doc).
 pub(crate) fn write_passes(
-    conn: &mut Connection,
+    backend: &Backend,
     flags: SchemaFlags,
     baseline: &Baseline,
     ctx: &mut LiveContext,
@@ -75,14 +76,39 @@ pub(crate) fn write_passes(
     if new.is_empty() {
         return Ok(());
     }
-    let cid = ctx.conversation_id;
     let rewrite = Rewrite::of(baseline, ctx, keep_start_rows)?;
     let now = time::now_sqlite();
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    match backend {
+        Backend::Sqlite(pool) => pool.write_preserving_messages(|conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            write_in(Db::Sqlite(&tx), flags, baseline, ctx, new, &rewrite, &now)?;
+            // Full-text rows last (see `summaries::insert_fts`).
+            summaries::insert_fts(&tx, flags, new)?;
+            tx.commit()?;
+            Ok(())
+        })?,
+        // PostgreSQL indexes the summaries' text itself.
+        Backend::Postgres(pool) => pool.write(|c| write_in(Db::Pg(c), flags, baseline, ctx, new, &rewrite, &now))?,
+    }
+    rewrite.sync(ctx);
+    Ok(())
+}
+
+/// The write itself, in the caller's transaction.
+fn write_in(
+    tx: Db,
+    flags: SchemaFlags,
+    baseline: &Baseline,
+    ctx: &LiveContext,
+    new: &[NewSummary],
+    rewrite: &Rewrite,
+    now: &str,
+) -> Result<()> {
+    let cid = ctx.conversation_id;
 
     // 1. The rows the rewrite moves must be exactly those the passes were planned on.
     let (lo, hi) = rewrite.checked;
-    let stored = context::named_between(&tx, cid, lo, hi)?;
+    let stored = context::named_between(tx, cid, lo, hi)?;
     let expected: Vec<_> = baseline.items.iter().filter(|(o, _)| *o >= lo && *o <= hi).collect();
     let same = stored.len() == expected.len()
         && stored.iter().zip(&expected).all(|((ordinal, named), (o, want))| {
@@ -98,7 +124,7 @@ pub(crate) fn write_passes(
     }
 
     // 2. Summary rows, lineage and scores.
-    summaries::insert(&tx, flags, cid, &now, new)?;
+    summaries::insert(tx, flags, cid, now, new)?;
 
     // 3. The context, rewritten so that only real changes touch rows (`context::renumber`):
     //    the unread middle, the tail and items appended meanwhile shift together, and the new
@@ -118,11 +144,7 @@ pub(crate) fn write_passes(
         after_shift: rewrite.after_shift,
         inserted,
     };
-    context::renumber(&tx, cid, &renumbering, &now)?;
-    // 4. Full-text rows last (see `summaries::insert_fts`).
-    summaries::insert_fts(&tx, flags, new)?;
-    tx.commit()?;
-    rewrite.sync(ctx);
+    context::renumber(tx, cid, &renumbering, now)?;
     Ok(())
 }
 

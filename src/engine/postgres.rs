@@ -142,7 +142,7 @@ mod tests {
 
     /// A real session's turns through an engine on PostgreSQL and one on SQLite: the same
     /// conversation, messages, live context and assembled context; what is not ported yet
-    /// says so with E_UNSUPPORTED.
+    /// says so with E_UNSUPPORTED. Compaction gives the same DAG.
     #[test]
     fn an_engine_on_postgres_stores_and_assembles_as_on_sqlite() {
         let Some(location) = pg_test_location("engine") else {
@@ -208,11 +208,63 @@ mod tests {
             assert_eq!(a.stats.kept_items, b.stats.kept_items, "{budget}");
             assert_eq!(a.stats.total_context_items, b.stats.total_context_items, "{budget}");
         }
+        // Compaction (the offline summarizer, forced to a small budget): the same DAG.
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let sweep = |engine: &Engine| {
+            rt.block_on(engine.compact(
+                1,
+                Arc::new(crate::offline::OfflineSummarizer),
+                crate::compaction::SweepOptions {
+                    token_budget: 4_000,
+                    force: true,
+                    ..Default::default()
+                },
+            ))
+            .unwrap()
+        };
+        let (a, b) = (sweep(&sqlite), sweep(&pg));
+        assert!(b.leaf_passes >= 2 && !b.condensed_passes.is_empty(), "{b:?}");
+        assert_eq!((a.leaf_passes, a.tokens_after), (b.leaf_passes, b.tokens_after));
+        // Summary ids carry the time they were made; the rest must be equal.
+        assert_eq!(a.created_summary_ids.len(), b.created_summary_ids.len());
+        let ids = |engine: &Engine| -> Vec<(i64, String, i64)> {
+            engine
+                .summaries(1, None)
+                .unwrap()
+                .into_iter()
+                .map(|s| (s.fields.depth, s.fields.content, s.fields.token_count))
+                .collect()
+        };
+        assert_eq!(ids(&sqlite), ids(&pg));
+        // Each engine's summary ids, in creation order, as S0, S1, … (they carry their time).
+        let neutral = |engine: &Engine, v: Value| -> String {
+            let mut text = v.to_string();
+            for (i, s) in engine.summaries(1, None).unwrap().iter().enumerate() {
+                text = text.replace(&s.fields.summary_id, &format!("S{i}"));
+            }
+            text
+        };
+        assert_eq!(
+            neutral(&sqlite, serde_json::to_value(sqlite.context(1).unwrap()).unwrap()),
+            neutral(&pg, serde_json::to_value(pg.context(1).unwrap()).unwrap()),
+            "context after compaction"
+        );
+        let options = AssembleOptions {
+            token_budget: 4_000,
+            fresh_tail_count: None,
+            presentation: None,
+        };
+        assert_eq!(
+            neutral(&sqlite, json!(sqlite.assemble(1, &options).unwrap().message_values())),
+            neutral(&pg, json!(pg.assemble(1, &options).unwrap().message_values())),
+            "assembled after compaction"
+        );
         // Not ported yet: said plainly, nothing done.
-        let rt = tokio::runtime::Runtime::new().unwrap();
-        let e = rt
-            .block_on(pg.compact(1, Arc::new(crate::offline::OfflineSummarizer), Default::default()))
-            .unwrap_err();
+        let e = pg.verify(Some(1)).unwrap_err();
         assert_eq!(e.code(), "E_UNSUPPORTED", "{e}");
         assert!(e.to_string().contains("issue #32"), "{e}");
         pg.close();
@@ -258,5 +310,70 @@ mod tests {
             .err()
             .unwrap();
         assert_eq!(e.code(), "E_SCHEMA", "{e}");
+    }
+
+    /// Two gateways (two engines) on one schema: while one compacts a conversation (its
+    /// summarizer still answering), the other's compaction of it waits, then gives up with
+    /// E_BUSY; once the first ends, the second runs. Turns committed meanwhile are kept.
+    #[test]
+    fn one_operation_per_conversation_across_gateways() {
+        use crate::test_support::{Act, Scripted};
+        let Some(location) = pg_test_location("engine_op_lock") else {
+            return;
+        };
+        let url = format!(
+            "{}?schema={}",
+            std::env::var("LCM_TEST_DATABASE_URL").unwrap(),
+            location.schema
+        );
+        let gateway = || {
+            let options = json!({ "dbPath": url, "timezone": "UTC", "freshTailCount": 4, "lockTimeoutMs": 400 });
+            Engine::open(Config::from_options(&options, None).unwrap()).unwrap()
+        };
+        let (a, b) = (Arc::new(gateway()), gateway());
+        let target = Target::Session("shared".into());
+        a.ingest(&target, &transcript(THEME)[..120]).unwrap();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let sweep = crate::compaction::SweepOptions {
+            token_budget: 3_000,
+            force: true,
+            ..Default::default()
+        };
+        let hanging = Scripted::new(|_, _| Act::Hang);
+        let first = rt.spawn({
+            let (a, hanging, sweep) = (a.clone(), hanging.clone(), sweep.clone());
+            async move { a.compact(1, hanging, sweep).await }
+        });
+        let started = std::time::Instant::now();
+        while hanging.calls.lock().unwrap().is_empty() {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(10),
+                "the first compaction never called its summarizer"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let offline = Arc::new(crate::offline::OfflineSummarizer);
+        let e = rt.block_on(b.compact(1, offline.clone(), sweep.clone())).unwrap_err();
+        assert_eq!(e.code(), "E_BUSY", "{e}");
+        assert!(e.to_string().contains("operation lock"), "{e}");
+        // A turn while the first gateway still compacts: stored, and kept by what follows.
+        b.ingest(&target, &transcript(THEME)[120..130]).unwrap();
+        // The first gateway stops (its summarizer never answered): its lock goes with it.
+        a.close();
+        assert!(rt.block_on(first).unwrap().is_err());
+        let done = rt.block_on(b.compact(1, offline, sweep)).unwrap();
+        assert!(done.leaf_passes > 0, "{done:?}");
+        assert_eq!(b.messages(1, 0, 1000).unwrap().len(), 130);
+        b.close();
+        let c = location.connect().unwrap();
+        c.batch(&format!(
+            "DROP SCHEMA {} CASCADE",
+            crate::pg::quote_ident(&location.schema)
+        ))
+        .unwrap();
     }
 }

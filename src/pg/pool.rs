@@ -87,6 +87,30 @@ impl PgPool {
         })
     }
 
+    /// The conversation's operation lock across machines (passes, sweeps, rewrites), waited for
+    /// up to `wait`: taken on a connection of its own that the returned guard keeps, so it lasts
+    /// as long as the operation, whatever connections the operation's reads and writes use,
+    /// and a holder that dies (its session ends) frees it. E_BUSY after `wait`.
+    pub(crate) fn operation_lock(&self, conversation_id: i64, wait: std::time::Duration) -> Result<OperationLock> {
+        let conn = self.take()?;
+        super::locks::take(
+            &conn,
+            "operation",
+            conversation_id,
+            wait,
+            &format!("conversation {conversation_id}'s operation lock (another gateway is compacting or rewriting it)"),
+        )
+        .map_err(|e| match e {
+            LcmError::Busy { message, .. } => LcmError::Busy {
+                sqlite: None,
+                conversation_id: Some(conversation_id),
+                message: format!("{message}; retry later or raise lockTimeoutMs"),
+            },
+            e => e,
+        })?;
+        Ok(OperationLock { conn: Some(conn) })
+    }
+
     pub(crate) fn check_writable(&self) -> Result<()> {
         if self.is_closed() {
             Err(LcmError::Closed)
@@ -112,6 +136,19 @@ impl PgPool {
 
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::SeqCst)
+    }
+}
+
+/// Held for an operation's life; dropping it ends the lock's session (which releases it).
+pub(crate) struct OperationLock {
+    conn: Option<Conn>,
+}
+
+impl Drop for OperationLock {
+    fn drop(&mut self) {
+        // The session, and with it the lock, ends with the connection: nothing to undo on a
+        // connection that was already lost.
+        self.conn.take();
     }
 }
 

@@ -404,14 +404,13 @@ pub(crate) struct InputText {
 }
 
 /// The inputs of `summary_id`, in order (none for a leaf).
-pub(crate) fn inputs_of(conn: &Connection, summary_id: &str) -> Result<Vec<InputText>> {
-    let inputs = conn
-        .prepare_cached(
-            "SELECT s.summary_id, s.kind, s.depth, s.token_count, s.earliest_at, s.latest_at, s.created_at, s.content
-             FROM summary_parents p JOIN summaries s ON s.summary_id = p.parent_summary_id
-             WHERE p.summary_id = ?1 ORDER BY p.ordinal",
-        )?
-        .query_map([summary_id], |r| {
+pub(crate) fn inputs_of<'a>(db: impl Into<Db<'a>>, summary_id: &str) -> Result<Vec<InputText>> {
+    db.into().query_map(
+        "SELECT s.summary_id, s.kind, s.depth, s.token_count, s.earliest_at, s.latest_at, s.created_at, s.content
+         FROM summary_parents p JOIN summaries s ON s.summary_id = p.parent_summary_id
+         WHERE p.summary_id = ?1 ORDER BY p.ordinal",
+        params![summary_id],
+        |r| {
             Ok(InputText {
                 summary_id: r.get(0)?,
                 kind: r.get(1)?,
@@ -422,38 +421,39 @@ pub(crate) fn inputs_of(conn: &Connection, summary_id: &str) -> Result<Vec<Input
                 created_at: r.get(6)?,
                 content: r.get(7)?,
             })
-        })?
-        .collect::<std::result::Result<_, _>>()?;
-    Ok(inputs)
+        },
+    )
 }
 
 /// The messages a leaf covers, in order (none for a condensed summary).
-pub(crate) fn messages_of(conn: &Connection, summary_id: &str) -> Result<Vec<i64>> {
-    let ids = conn
-        .prepare_cached("SELECT message_id FROM summary_messages WHERE summary_id = ?1 ORDER BY ordinal")?
-        .query_map([summary_id], |r| r.get(0))?
-        .collect::<std::result::Result<_, _>>()?;
-    Ok(ids)
+pub(crate) fn messages_of<'a>(db: impl Into<Db<'a>>, summary_id: &str) -> Result<Vec<i64>> {
+    db.into().query_map(
+        "SELECT message_id FROM summary_messages WHERE summary_id = ?1 ORDER BY ordinal",
+        params![summary_id],
+        |r| r.get(0),
+    )
 }
 
 /// The text and `file_…` ids of each of `ids` that exists (one query).
-pub(crate) fn contents(
-    conn: &Connection,
+pub(crate) fn contents<'a>(
+    db: impl Into<Db<'a>>,
     ids: &[String],
 ) -> Result<std::collections::HashMap<String, (String, Vec<String>)>> {
+    let db = db.into();
     let mut out = std::collections::HashMap::with_capacity(ids.len());
     if ids.is_empty() {
         return Ok(out);
     }
-    let mut stmt = conn.prepare_cached(
-        "SELECT s.summary_id, s.content, s.file_ids FROM json_each(?1) j JOIN summaries s ON s.summary_id = j.value",
-    )?;
-    let mut q = stmt.query(params![serde_json::to_string(ids)?])?;
-    while let Some(r) = q.next()? {
+    let sql = format!(
+        "SELECT s.summary_id, s.content, s.file_ids FROM {} j JOIN summaries s ON s.summary_id = j.value",
+        db.text_list("?1")
+    );
+    db.query_each(&sql, params![serde_json::to_string(ids)?], |r| {
         let file_ids: String = r.get(2)?;
         let file_ids: Vec<String> = serde_json::from_str(&file_ids).unwrap_or_default();
         out.insert(r.get(0)?, (r.get(1)?, file_ids));
-    }
+        Ok(true)
+    })?;
     Ok(out)
 }
 

@@ -275,3 +275,20 @@ pub(crate) fn on_both_engines(tag: &str, mut check: impl FnMut(crate::sql::Db, c
     ))
     .unwrap();
 }
+
+/// One conversation (session `s`, id 1) with `n` user messages of 10 tokens each (seq
+/// 0…n-1, ids 1…n), for the tests that run on both engines.
+pub(crate) fn seed_conversation(db: crate::sql::Db, n: i64) {
+    db.execute(
+        "INSERT INTO conversations (session_id) VALUES ('s')",
+        rusqlite::params![],
+    )
+    .unwrap();
+    for seq in 0..n {
+        db.execute(
+            "INSERT INTO messages (conversation_id, seq, role, content, token_count) VALUES (1, ?1, 'user', 'm', 10)",
+            rusqlite::params![seq],
+        )
+        .unwrap();
+    }
+}

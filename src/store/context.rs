@@ -230,14 +230,8 @@ mod tests {
     #[test]
     fn items_read_and_renumber_alike_on_both_engines() {
         on_both_engines("context", |db, _, engine| {
-            db.execute("INSERT INTO conversations (session_id) VALUES ('s')", params![])
-                .unwrap();
+            crate::test_support::seed_conversation(db, 5);
             for seq in 0..5i64 {
-                db.execute(
-                    "INSERT INTO messages (conversation_id, seq, role, content, token_count) VALUES (1, ?1, 'user', 'm', 10)",
-                    params![seq],
-                )
-                .unwrap();
                 db.execute(
                     "INSERT INTO context_items (conversation_id, ordinal, item_type, message_id) VALUES (1, ?1, 'message', ?2)",
                     params![seq, seq + 1],

@@ -308,15 +308,7 @@ mod tests {
         use super::*;
         use crate::store::summaries;
         crate::test_support::on_both_engines("dag", |db, _, engine| {
-            db.execute("INSERT INTO conversations (session_id) VALUES ('s')", params![])
-                .unwrap();
-            for seq in 0..5i64 {
-                db.execute(
-                    "INSERT INTO messages (conversation_id, seq, role, content, token_count) VALUES (1, ?1, 'user', 'm', 10)",
-                    params![seq],
-                )
-                .unwrap();
-            }
+            crate::test_support::seed_conversation(db, 5);
             for (id, kind, depth, content) in [
                 ("sum_b", "leaf", 0, "b text\n[Truncated from 12 tokens]"),
                 ("sum_a", "leaf", 0, "a text"),

@@ -601,15 +601,7 @@ mod tests {
     #[test]
     fn new_summaries_are_written_alike_on_both_engines() {
         crate::test_support::on_both_engines("summaries", |db, flags, engine| {
-            db.execute("INSERT INTO conversations (session_id) VALUES ('s')", params![])
-                .unwrap();
-            for seq in 0..4i64 {
-                db.execute(
-                    "INSERT INTO messages (conversation_id, seq, role, content, token_count) VALUES (1, ?1, 'user', 'm', 10)",
-                    params![seq],
-                )
-                .unwrap();
-            }
+            crate::test_support::seed_conversation(db, 4);
             let leaves = [
                 new("sum_1", SummaryKind::Leaf, 0, vec![1, 2], vec![]),
                 new("sum_2", SummaryKind::Leaf, 0, vec![3, 4], vec![]),

@@ -284,8 +284,20 @@ impl Db<'_> {
     }
 }
 
-/// rusqlite's parameters as the values they stand for.
+/// rusqlite's parameters as the values they stand for, for PostgreSQL: a text holding NUL
+/// (U+0000), which PostgreSQL's text cannot store, is refused here with a code rather than by
+/// the server.
 fn values(params: &[&dyn ToSql]) -> Result<Vec<Value>> {
+    let values = to_values(params)?;
+    if values.iter().any(|v| matches!(v, Value::Text(t) if t.contains('\0'))) {
+        return Err(LcmError::invalid_input(
+            "a text holds a NUL character (U+0000), which PostgreSQL cannot store; nothing was written",
+        ));
+    }
+    Ok(values)
+}
+
+fn to_values(params: &[&dyn ToSql]) -> Result<Vec<Value>> {
     params
         .iter()
         .map(|p| {

@@ -208,6 +208,11 @@ mod tests {
             assert_eq!(a.stats.kept_items, b.stats.kept_items, "{budget}");
             assert_eq!(a.stats.total_context_items, b.stats.total_context_items, "{budget}");
         }
+        // A NUL character PostgreSQL cannot store: refused with a code, nothing written.
+        let before = pg.messages(1, 0, 10_000).unwrap().len();
+        let nul = [json!({"role": "user", "content": "a\u{0}b", "timestamp": "2026-11-26T10:00:00Z"})];
+        assert_eq!(pg.ingest(&target, &nul).unwrap_err().code(), "E_INVALID_INPUT");
+        assert_eq!(pg.messages(1, 0, 10_000).unwrap().len(), before);
         // Compaction (the offline summarizer, forced to a small budget): the same DAG.
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)

@@ -320,16 +320,12 @@ impl Engine {
     pub fn describe(&self, id: &recall::ItemId) -> Result<recall::Description> {
         self.deps
             .backend
-            .sqlite()?
-            .read(|conn| recall::describe(conn, id, self.deps.config.zone))
+            .read(|db| recall::describe(db, id, self.deps.config.zone))
     }
 
     /// What a summary stands for, walked down within a token budget.
     pub fn expand(&self, summary_id: &str, options: &recall::ExpandOptions) -> Result<recall::Expansion> {
-        self.deps
-            .backend
-            .sqlite()?
-            .read(|conn| recall::expand(conn, summary_id, options))
+        self.deps.backend.read(|db| recall::expand(db, summary_id, options))
     }
 
     /// Checks the invariants (of one conversation, or all) and digests the contents.
@@ -419,10 +415,7 @@ impl Engine {
 
     /// Every version of a summary's text, oldest first (`history::list`).
     pub fn history(&self, summary_id: &str) -> Result<Vec<crate::history::SummaryVersion>> {
-        self.deps
-            .backend
-            .sqlite()?
-            .read(|conn| crate::history::list(conn, summary_id))
+        self.deps.backend.read(|db| crate::history::list(db, summary_id))
     }
 
     /// Makes an earlier version of a summary its text again, as a new version; waits for other

@@ -268,6 +268,46 @@ mod tests {
             neutral(&pg, json!(pg.assemble(1, &options).unwrap().message_values())),
             "assembled after compaction"
         );
+        // Recall's describe and expand, and a summary's versions: the same on both.
+        let deepest = |engine: &Engine| {
+            let list = engine.summaries(1, None).unwrap();
+            let top = list
+                .iter()
+                .max_by_key(|s| s.fields.depth)
+                .unwrap()
+                .fields
+                .summary_id
+                .clone();
+            (list.len(), top)
+        };
+        let ((n, top_a), (_, top_b)) = (deepest(&sqlite), deepest(&pg));
+        let described =
+            |engine: &Engine, id: &str| match engine.describe(&crate::recall::ItemId::Summary(id.into())).unwrap() {
+                crate::recall::Description::Summary(d) => (
+                    d.inputs.len(),
+                    d.covered_messages.count,
+                    d.live,
+                    d.summary.fields.content.clone(),
+                    d.versions.len(),
+                ),
+                other => panic!("{other:?}"),
+            };
+        assert_eq!(described(&sqlite, &top_a), described(&pg, &top_b), "{n} summaries");
+        let message = |engine: &Engine| match engine.describe(&crate::recall::ItemId::Message(3)).unwrap() {
+            crate::recall::Description::Message(d) => (d.chain.len(), d.message.content.clone()),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(message(&sqlite), message(&pg));
+        let expanded = |engine: &Engine, id: &str| {
+            let options = crate::recall::ExpandOptions {
+                token_budget: 20_000,
+                max_depth: None,
+            };
+            let e = engine.expand(id, &options).unwrap();
+            (e.entries.len(), e.estimated_tokens, e.truncated)
+        };
+        assert_eq!(expanded(&sqlite, &top_a), expanded(&pg, &top_b));
+        assert_eq!(pg.history(&top_b).unwrap().len(), 1);
         // Not ported yet: said plainly, nothing done.
         let e = pg.verify(Some(1)).unwrap_err();
         assert_eq!(e.code(), "E_UNSUPPORTED", "{e}");

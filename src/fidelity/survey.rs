@@ -7,6 +7,7 @@ use serde::Serialize;
 use super::{score, source_identifiers, Fidelity, EXTRACTOR_VERSION};
 use crate::error::Result;
 use crate::source::summary_entries;
+use crate::sql::Db;
 use crate::store::fidelity_scores::{self as store, StoredFidelity};
 use crate::time::DisplayZone;
 
@@ -15,7 +16,8 @@ use crate::time::DisplayZone;
 const CHUNK_TOKENS: i64 = 20_000;
 
 /// The stored score of a summary, else one computed now (`stored: false`).
-pub(crate) fn of_summary(conn: &Connection, summary_id: &str, zone: DisplayZone) -> Result<StoredFidelity> {
+pub(crate) fn of_summary<'a>(db: impl Into<Db<'a>>, summary_id: &str, zone: DisplayZone) -> Result<StoredFidelity> {
+    let conn = db.into();
     if let Some(f) = store::get(conn, summary_id)? {
         return Ok(f);
     }
@@ -29,13 +31,18 @@ pub(crate) fn of_summary(conn: &Connection, summary_id: &str, zone: DisplayZone)
 }
 
 /// Scores a stored summary against its source, as its pass saw it.
-fn compute(conn: &Connection, summary_id: &str, zone: DisplayZone) -> Result<Fidelity> {
+fn compute(conn: Db, summary_id: &str, zone: DisplayZone) -> Result<Fidelity> {
     let content = crate::store::summaries::content(conn, summary_id)?;
     score_text(conn, summary_id, &content, zone)
 }
 
 /// Scores `content` as a text of summary `summary_id` (a version it is about to get back).
-pub(crate) fn score_text(conn: &Connection, summary_id: &str, content: &str, zone: DisplayZone) -> Result<Fidelity> {
+pub(crate) fn score_text<'a>(
+    conn: impl Into<Db<'a>>,
+    summary_id: &str,
+    content: &str,
+    zone: DisplayZone,
+) -> Result<Fidelity> {
     let entries = summary_entries(conn, summary_id, zone, CHUNK_TOKENS)?;
     Ok(score(&source_identifiers(&entries), content))
 }
@@ -95,7 +102,7 @@ pub(crate) fn score_conversation(
     let ids = store::unscored(&tx, conversation_id, all)?;
     for id in &ids {
         let keep_mark = store::needs_repair(&tx, id)?;
-        store::put(&tx, id, &compute(&tx, id, zone)?, keep_mark)?;
+        store::put(&tx, id, &compute((&tx).into(), id, zone)?, keep_mark)?;
     }
     tx.commit()?;
     Ok(ScoreReport {

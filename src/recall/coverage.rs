@@ -4,10 +4,10 @@
 
 use std::collections::HashMap;
 
-use rusqlite::Connection;
 use serde::Serialize;
 
 use crate::error::Result;
+use crate::sql::Db;
 use crate::store::dag;
 
 /// Longest chain followed (a DAG deeper than this is not one lcm-native or the plugin wrote;
@@ -37,7 +37,7 @@ pub(crate) struct Cover {
     pub chain: Vec<ChainLink>,
 }
 
-fn link(conn: &Connection, summary_id: String) -> Result<Option<ChainLink>> {
+fn link(conn: Db, summary_id: String) -> Result<Option<ChainLink>> {
     let Some((kind, depth)) = dag::kind_and_depth(conn, &summary_id)? else {
         return Ok(None);
     };
@@ -51,7 +51,7 @@ fn link(conn: &Connection, summary_id: String) -> Result<Option<ChainLink>> {
 }
 
 /// Follows consumers from `first` (the nearest covering summary) up to a live one.
-fn climb(conn: &Connection, first: Option<String>) -> Result<Cover> {
+fn climb(conn: Db, first: Option<String>) -> Result<Cover> {
     let mut cover = Cover::default();
     let mut next = first;
     while let Some(id) = next.take() {
@@ -74,7 +74,8 @@ fn climb(conn: &Connection, first: Option<String>) -> Result<Cover> {
 pub(crate) use dag::consumer_of;
 
 /// Where each of these messages sits: covered by a chain up to a live summary, or live itself.
-pub(crate) fn of_messages(conn: &Connection, ids: &[i64]) -> Result<HashMap<i64, Cover>> {
+pub(crate) fn of_messages<'a>(conn: impl Into<Db<'a>>, ids: &[i64]) -> Result<HashMap<i64, Cover>> {
+    let conn = conn.into();
     let mut out = HashMap::with_capacity(ids.len());
     let mut uncovered = Vec::new();
     for &id in ids {
@@ -100,13 +101,15 @@ pub(crate) fn of_messages(conn: &Connection, ids: &[i64]) -> Result<HashMap<i64,
     Ok(out)
 }
 
-pub(crate) fn of_message(conn: &Connection, message_id: i64) -> Result<Cover> {
+pub(crate) fn of_message<'a>(conn: impl Into<Db<'a>>, message_id: i64) -> Result<Cover> {
+    let conn = conn.into();
     Ok(of_messages(conn, &[message_id])?
         .remove(&message_id)
         .unwrap_or_default())
 }
 
-pub(crate) fn of_summary(conn: &Connection, summary_id: &str) -> Result<Cover> {
+pub(crate) fn of_summary<'a>(conn: impl Into<Db<'a>>, summary_id: &str) -> Result<Cover> {
+    let conn = conn.into();
     if dag::is_live(conn, summary_id)? {
         return Ok(Cover {
             live: true,

@@ -1,11 +1,11 @@
 //! `describe`: everything known about one summary or one message, and where it sits in the DAG.
 
-use rusqlite::Connection;
 use serde::Serialize;
 use serde_json::Value;
 
 use super::coverage::{self, ChainLink};
 use crate::error::{LcmError, Result};
+use crate::sql::Db;
 use crate::store::messages::{self, StoredMessage};
 use crate::store::summaries::{self, SummaryFields, SummaryRecord};
 use crate::time::{self, DisplayZone};
@@ -141,16 +141,17 @@ pub enum Description {
     Message(Box<MessageDescription>),
 }
 
-pub(crate) fn describe(conn: &Connection, id: &ItemId, zone: DisplayZone) -> Result<Description> {
-    let tx = conn.unchecked_transaction()?;
-    let conn: &Connection = &tx;
+pub(crate) fn describe<'a>(db: impl Into<Db<'a>>, id: &ItemId, zone: DisplayZone) -> Result<Description> {
+    let db = db.into();
+    let _snapshot = db.snapshot()?;
+    let conn = db;
     match id {
         ItemId::Summary(sid) => Ok(Description::Summary(Box::new(describe_summary(conn, sid, zone)?))),
         ItemId::Message(mid) => Ok(Description::Message(Box::new(describe_message(conn, *mid)?))),
     }
 }
 
-fn describe_summary(conn: &Connection, summary_id: &str, zone: DisplayZone) -> Result<SummaryDescription> {
+fn describe_summary(conn: Db, summary_id: &str, zone: DisplayZone) -> Result<SummaryDescription> {
     let summary = summaries::get(conn, summary_id)?;
     let file_ids = summaries::file_ids(conn, summary_id)?;
     let inputs: Vec<InputRef> = summaries::inputs_of(conn, summary_id)?
@@ -191,7 +192,7 @@ fn describe_summary(conn: &Connection, summary_id: &str, zone: DisplayZone) -> R
 }
 
 /// The messages under a summary: its own (leaf) and those of every summary below it.
-fn covered_messages(conn: &Connection, summary_id: &str) -> Result<CoveredMessages> {
+fn covered_messages(conn: Db, summary_id: &str) -> Result<CoveredMessages> {
     let (count, first_message_id, last_message_id) = crate::store::dag::covered_span(conn, summary_id)?;
     Ok(CoveredMessages {
         count,
@@ -200,7 +201,7 @@ fn covered_messages(conn: &Connection, summary_id: &str) -> Result<CoveredMessag
     })
 }
 
-fn describe_message(conn: &Connection, message_id: i64) -> Result<MessageDescription> {
+fn describe_message(conn: Db, message_id: i64) -> Result<MessageDescription> {
     let (_, conversation_id) = messages::conversations_of(conn, &[message_id])?
         .pop()
         .ok_or_else(|| LcmError::not_found("message", message_id))?;

@@ -6,12 +6,12 @@
 
 use std::collections::VecDeque;
 
-use rusqlite::Connection;
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::assemble::render::host_message;
 use crate::error::Result;
+use crate::sql::Db;
 use crate::store::messages;
 use crate::store::summaries;
 
@@ -94,9 +94,10 @@ pub struct Expansion {
     pub truncated: bool,
 }
 
-pub(crate) fn expand(conn: &Connection, summary_id: &str, o: &ExpandOptions) -> Result<Expansion> {
-    let tx = conn.unchecked_transaction()?;
-    let conn: &Connection = &tx;
+pub(crate) fn expand<'a>(db: impl Into<Db<'a>>, summary_id: &str, o: &ExpandOptions) -> Result<Expansion> {
+    let db = db.into();
+    let _snapshot = db.snapshot()?;
+    let conn = db;
     summaries::get(conn, summary_id)?;
     let mut out = Expansion {
         summary_id: summary_id.to_string(),
@@ -134,7 +135,7 @@ pub(crate) fn expand(conn: &Connection, summary_id: &str, o: &ExpandOptions) -> 
 }
 
 /// The inputs of a condensed summary, or the messages of a leaf, in order.
-fn children(conn: &Connection, id: &str, level: i64) -> Result<Vec<Entry>> {
+fn children(conn: Db, id: &str, level: i64) -> Result<Vec<Entry>> {
     let inputs: Vec<Entry> = summaries::inputs_of(conn, id)?
         .into_iter()
         .map(|i| Entry::Summary {

@@ -458,10 +458,13 @@ pub(crate) fn contents<'a>(
 }
 
 /// One summary's text; E_NOT_FOUND when it does not exist.
-pub(crate) fn content(conn: &Connection, summary_id: &str) -> Result<String> {
-    conn.prepare_cached("SELECT content FROM summaries WHERE summary_id = ?1")?
-        .query_row([summary_id], |r| r.get(0))
-        .optional()?
+pub(crate) fn content<'a>(db: impl Into<Db<'a>>, summary_id: &str) -> Result<String> {
+    db.into()
+        .query_row(
+            "SELECT content FROM summaries WHERE summary_id = ?1",
+            params![summary_id],
+            |r| r.get(0),
+        )?
         .ok_or_else(|| LcmError::not_found("summary", summary_id))
 }
 

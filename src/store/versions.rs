@@ -107,8 +107,8 @@ pub(crate) struct Change<'a> {
 }
 
 /// Whether the version table exists (a read-only open of an older file may lack it).
-fn exists(conn: &Connection) -> Result<bool> {
-    crate::db::schema::has_table(conn, TABLE)
+fn exists(db: Db) -> Result<bool> {
+    db.has_table(TABLE)
 }
 
 /// Writes a version row.
@@ -208,7 +208,7 @@ pub(crate) fn prune(tx: &Connection, summary_id: &str, keep: i64) -> Result<()> 
     Ok(())
 }
 
-fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SummaryVersion> {
+fn row(r: &crate::sql::Row) -> Result<SummaryVersion> {
     let name: Option<String> = r.get(5)?;
     Ok(SummaryVersion {
         summary_id: r.get(0)?,
@@ -219,7 +219,7 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SummaryVersion> {
         template: match name {
             Some(name) => Some(TemplateRef {
                 name,
-                sha256: r.get::<_, Option<String>>(6)?.unwrap_or_default(),
+                sha256: r.get::<Option<String>>(6)?.unwrap_or_default(),
                 overridden: r.get(7)?,
             }),
             None => None,
@@ -233,22 +233,24 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SummaryVersion> {
 
 /// Every version of `summary_id`, oldest first, the current one marked. Without stored
 /// versions, the summary's row as version 1 (`stored: false`).
-pub(crate) fn list(conn: &Connection, summary_id: &str) -> Result<Vec<SummaryVersion>> {
-    let current: Option<(String, i64, String, String)> = conn
-        .prepare_cached("SELECT content, token_count, model, created_at FROM summaries WHERE summary_id = ?1")?
-        .query_row([summary_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
-        .optional()?;
+pub(crate) fn list<'a>(db: impl Into<Db<'a>>, summary_id: &str) -> Result<Vec<SummaryVersion>> {
+    let conn = db.into();
+    let current: Option<(String, i64, String, String)> = conn.query_row(
+        "SELECT content, token_count, model, created_at FROM summaries WHERE summary_id = ?1",
+        params![summary_id],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+    )?;
     let Some((content, token_count, model, created_at)) = current else {
         return Err(LcmError::not_found("summary", summary_id));
     };
     let mut versions = if exists(conn)? {
-        conn.prepare_cached(
+        conn.query_map(
             "SELECT summary_id, version, content, token_count, model, template_name, template_sha256,
                     template_overridden, reason, created_at
              FROM lcm_native_summary_versions WHERE summary_id = ?1 ORDER BY version",
+            params![summary_id],
+            row,
         )?
-        .query_map([summary_id], row)?
-        .collect::<std::result::Result<Vec<_>, _>>()?
     } else {
         Vec::new()
     };
@@ -258,9 +260,11 @@ pub(crate) fn list(conn: &Connection, summary_id: &str) -> Result<Vec<SummaryVer
         Some(last) if last.content == content => last.current = true,
         _ => {
             let pending: Option<i64> = if exists(conn)? {
-                conn.prepare_cached("SELECT next_version FROM lcm_native_redaction_pending WHERE summary_id = ?1")?
-                    .query_row([summary_id], |r| r.get(0))
-                    .optional()?
+                conn.query_row(
+                    "SELECT next_version FROM lcm_native_redaction_pending WHERE summary_id = ?1",
+                    params![summary_id],
+                    |r| r.get(0),
+                )?
             } else {
                 None
             };
@@ -288,7 +292,7 @@ pub(crate) fn list(conn: &Connection, summary_id: &str) -> Result<Vec<SummaryVer
 
 /// Version `version` of `summary_id`: E_NOT_FOUND when the summary or the version does not
 /// exist (or was pruned or purged).
-pub(crate) fn get(conn: &Connection, summary_id: &str, version: i64) -> Result<SummaryVersion> {
+pub(crate) fn get<'a>(conn: impl Into<Db<'a>>, summary_id: &str, version: i64) -> Result<SummaryVersion> {
     list(conn, summary_id)?
         .into_iter()
         .find(|v| v.version == version)
@@ -300,7 +304,7 @@ pub(crate) fn get(conn: &Connection, summary_id: &str, version: i64) -> Result<S
 /// its newest version is not wrong: lossless-claw may have changed it; its next change records
 /// it as a version first.)
 pub(crate) fn problems(conn: &Connection, only: Option<i64>) -> Result<Vec<String>> {
-    if !exists(conn)? {
+    if !exists(conn.into())? {
         return Ok(Vec::new());
     }
     let mut out = Vec::new();

@@ -279,7 +279,7 @@ impl Side for PgSide {
             }
             // The live totals (copied as they were) kept from here on by PostgreSQL's triggers.
             if catalog.tables.iter().any(|t| t.name == crate::db::totals::TABLE) {
-                c.batch(crate::pg::totals::INSTALL)?;
+                c.batch(&crate::pg::totals::install())?;
             }
             for (q, column, value) in &columns {
                 c.query(

@@ -4,7 +4,38 @@
 //! search path that fires them still updates this schema's totals.
 
 /// Creates (or replaces) the functions and triggers in the connection's schema.
-pub(crate) const INSTALL: &str = r#"
+pub(crate) fn install() -> String {
+    INSTALL
+        .replace(
+            "{message_tokens}",
+            &follow_tokens("lcm_totals_message_tokens", "message_id", "message_tokens"),
+        )
+        .replace(
+            "{summary_tokens}",
+            &follow_tokens("lcm_totals_summary_tokens", "summary_id", "summary_tokens"),
+        )
+}
+
+/// Follows a change of a message's or summary's `token_count` (keyed by `key`) into `column`
+/// of every conversation whose live context references the row, once per reference (a damaged
+/// database may reference a row from another conversation, or twice).
+fn follow_tokens(name: &str, key: &str, column: &str) -> String {
+    format!(
+        "CREATE OR REPLACE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql
+SET search_path FROM CURRENT AS $$
+BEGIN
+  IF NEW.token_count IS DISTINCT FROM OLD.token_count THEN
+    UPDATE lcm_context_totals t SET {column} = t.{column} + (NEW.token_count - OLD.token_count)
+      * (SELECT count(*) FROM context_items ci WHERE ci.conversation_id = t.conversation_id AND ci.{key} = NEW.{key})
+    WHERE t.conversation_id IN (SELECT conversation_id FROM context_items WHERE {key} = NEW.{key});
+  END IF;
+  RETURN NULL;
+END $$;"
+    )
+}
+
+/// The statements, with the two token-following functions in their places.
+const INSTALL: &str = r#"
 CREATE OR REPLACE FUNCTION lcm_totals_items() RETURNS trigger LANGUAGE plpgsql
 SET search_path FROM CURRENT AS $$
 BEGIN
@@ -35,27 +66,9 @@ BEGIN
   RETURN NULL;
 END $$;
 
-CREATE OR REPLACE FUNCTION lcm_totals_message_tokens() RETURNS trigger LANGUAGE plpgsql
-SET search_path FROM CURRENT AS $$
-BEGIN
-  IF NEW.token_count IS DISTINCT FROM OLD.token_count THEN
-    UPDATE lcm_context_totals t SET message_tokens = t.message_tokens + (NEW.token_count - OLD.token_count)
-      * (SELECT count(*) FROM context_items ci WHERE ci.conversation_id = t.conversation_id AND ci.message_id = NEW.message_id)
-    WHERE t.conversation_id IN (SELECT conversation_id FROM context_items WHERE message_id = NEW.message_id);
-  END IF;
-  RETURN NULL;
-END $$;
+{message_tokens}
 
-CREATE OR REPLACE FUNCTION lcm_totals_summary_tokens() RETURNS trigger LANGUAGE plpgsql
-SET search_path FROM CURRENT AS $$
-BEGIN
-  IF NEW.token_count IS DISTINCT FROM OLD.token_count THEN
-    UPDATE lcm_context_totals t SET summary_tokens = t.summary_tokens + (NEW.token_count - OLD.token_count)
-      * (SELECT count(*) FROM context_items ci WHERE ci.conversation_id = t.conversation_id AND ci.summary_id = NEW.summary_id)
-    WHERE t.conversation_id IN (SELECT conversation_id FROM context_items WHERE summary_id = NEW.summary_id);
-  END IF;
-  RETURN NULL;
-END $$;
+{summary_tokens}
 
 -- BEFORE, so the rows its cascade deletes find no totals to update.
 CREATE OR REPLACE FUNCTION lcm_totals_conversation_gone() RETURNS trigger LANGUAGE plpgsql

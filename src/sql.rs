@@ -141,21 +141,12 @@ impl Db<'_> {
         params: &[&dyn ToSql],
         f: impl FnOnce(&Row) -> Result<T>,
     ) -> Result<Option<T>> {
-        match self {
-            Db::Sqlite(c) => {
-                let mut stmt = c.prepare_cached(sql)?;
-                let mut rows = stmt.query(params)?;
-                match rows.next()? {
-                    Some(r) => f(&Row::Sqlite(r)).map(Some),
-                    None => Ok(None),
-                }
-            }
-            Db::Pg(c) => {
-                let values = values(params)?;
-                let rows = c.query_cached(&translate(sql), &values)?;
-                rows.first().map(|r| f(&Row::Pg(r))).transpose()
-            }
-        }
+        let (mut f, mut out) = (Some(f), None);
+        self.query_each(sql, params, |r| {
+            out = f.take().map(|f| f(r)).transpose()?;
+            Ok(false)
+        })?;
+        Ok(out)
     }
 
     /// Every row `sql` returns, through `f`.
@@ -165,42 +156,30 @@ impl Db<'_> {
         params: &[&dyn ToSql],
         mut f: impl FnMut(&Row) -> Result<T>,
     ) -> Result<Vec<T>> {
-        match self {
-            Db::Sqlite(c) => {
-                let mut stmt = c.prepare_cached(sql)?;
-                let mut rows = stmt.query(params)?;
-                let mut out = Vec::new();
-                while let Some(r) = rows.next()? {
-                    out.push(f(&Row::Sqlite(r))?);
-                }
-                Ok(out)
-            }
-            Db::Pg(c) => {
-                let values = values(params)?;
-                let rows = c.query_cached(&translate(sql), &values)?;
-                rows.iter().map(|r| f(&Row::Pg(r))).collect()
-            }
-        }
+        let mut out = Vec::new();
+        self.query_each(sql, params, |r| {
+            out.push(f(r)?);
+            Ok(true)
+        })?;
+        Ok(out)
     }
 
     /// A table of the ids in the JSON array bound to `param` (`value`, and `key`: its index),
     /// to join against: SQLite's `json_each`, PostgreSQL's `json_array_elements_text`.
     pub(crate) fn id_list(&self, param: &str) -> String {
-        match self {
-            Db::Sqlite(_) => format!("json_each({param})"),
-            Db::Pg(_) => format!(
-                "(SELECT CAST(e.value AS BIGINT) AS value, e.ordinality - 1 AS key
-                  FROM json_array_elements_text(CAST(CAST({param} AS TEXT) AS json)) WITH ORDINALITY AS e(value, ordinality))"
-            ),
-        }
+        self.json_list(param, "CAST(e.value AS BIGINT)")
     }
 
     /// `id_list` for text ids (summary ids): `value` is the text itself.
     pub(crate) fn text_list(&self, param: &str) -> String {
+        self.json_list(param, "e.value")
+    }
+
+    fn json_list(&self, param: &str, value: &str) -> String {
         match self {
             Db::Sqlite(_) => format!("json_each({param})"),
             Db::Pg(_) => format!(
-                "(SELECT e.value, e.ordinality - 1 AS key
+                "(SELECT {value} AS value, e.ordinality - 1 AS key
                   FROM json_array_elements_text(CAST(CAST({param} AS TEXT) AS json)) WITH ORDINALITY AS e(value, ordinality))"
             ),
         }
@@ -302,13 +281,8 @@ fn to_values(params: &[&dyn ToSql]) -> Result<Vec<Value>> {
         .iter()
         .map(|p| {
             Ok(match p.to_sql()? {
-                ToSqlOutput::Borrowed(v) => match v {
-                    ValueRef::Null => Value::Null,
-                    ValueRef::Integer(i) => Value::Integer(i),
-                    ValueRef::Real(f) => Value::Real(f),
-                    ValueRef::Text(t) => Value::Text(String::from_utf8_lossy(t).into_owned()),
-                    ValueRef::Blob(b) => Value::Blob(b.to_vec()),
-                },
+                ToSqlOutput::Borrowed(v) => Value::try_from(v)
+                    .map_err(|e| LcmError::invalid_input(format!("a parameter is not valid text: {e}")))?,
                 ToSqlOutput::Owned(v) => v,
                 other => {
                     return Err(LcmError::Internal(format!(
@@ -321,8 +295,8 @@ fn to_values(params: &[&dyn ToSql]) -> Result<Vec<Value>> {
 }
 
 /// SQLite's dialect as PostgreSQL's: `?N` → `$N` (outside quotes), `INSERT OR IGNORE` →
-/// `INSERT … ON CONFLICT DO NOTHING`, `INSERT OR REPLACE` refused (its meaning needs the
-/// conflict target; the store writes an upsert instead).
+/// `INSERT … ON CONFLICT DO NOTHING`. `INSERT OR REPLACE` is not translated (PostgreSQL
+/// rejects it; what it means needs the conflict target): the store writes an upsert instead.
 pub(crate) fn translate(sql: &str) -> String {
     let mut out = String::with_capacity(sql.len() + 16);
     let mut quote: Option<char> = None;

@@ -12,6 +12,7 @@ use rusqlite::Connection;
 
 use crate::db::schema::{FTS_SHADOW_SUFFIXES, FTS_TABLES};
 use crate::error::{LcmError, Result};
+use crate::pg::quote_ident;
 
 /// The copy's own progress, kept in the target until the copy is complete and verified.
 pub(crate) const STATE_TABLE: &str = crate::db::schema::COPY_STATE_TABLE;
@@ -50,9 +51,37 @@ pub(crate) struct TableSpec {
 }
 
 impl TableSpec {
-    /// Whether column `i` holds text (PostgreSQL sorts its keys byte-wise with COLLATE "C").
-    pub(crate) fn is_text(&self, i: usize) -> bool {
-        crate::pg::ddl::pg_type(&self.declared[i]) == Some("TEXT")
+    /// The `SELECT` of a batch: every column, in key order, after the key values bound as the
+    /// first parameters (when `after`), at most `limit` rows. The key is the rowid (hidden or
+    /// its INTEGER PRIMARY KEY) on both engines, so both read the same batches; a WITHOUT
+    /// ROWID table (keyed by its primary key) exists only between SQLite files (PostgreSQL's
+    /// translation refuses it).
+    pub(crate) fn batch_sql(&self, after: bool, limit: usize, postgres: bool) -> String {
+        let cols: Vec<String> = self.columns.iter().map(|c| quote_ident(c)).collect();
+        let mut sql = format!("SELECT {} FROM {}", cols.join(", "), quote_ident(&self.name));
+        let key: Vec<String> = self.key.iter().map(|i| cols[*i].clone()).collect();
+        if !key.is_empty() {
+            if after {
+                sql.push_str(&format!(
+                    " WHERE ({}) > ({})",
+                    key.join(", "),
+                    marks(key.len(), postgres)
+                ));
+            }
+            sql.push_str(&format!(" ORDER BY {} LIMIT {limit}", key.join(", ")));
+        }
+        sql
+    }
+
+    /// The `INSERT` of one row, every column a parameter.
+    pub(crate) fn insert_sql(&self, postgres: bool) -> String {
+        let cols: Vec<String> = self.columns.iter().map(|c| quote_ident(c)).collect();
+        format!(
+            "INSERT INTO {} ({}) VALUES ({})",
+            quote_ident(&self.name),
+            cols.join(", "),
+            marks(cols.len(), postgres)
+        )
     }
 }
 
@@ -182,6 +211,12 @@ fn parents_first(tables: Vec<TableSpec>, parents: &BTreeMap<String, BTreeSet<Str
     out
 }
 
+/// `n` parameters: `?1, ?2, …` (SQLite) or `$1, $2, …` (PostgreSQL).
+fn marks(n: usize, postgres: bool) -> String {
+    let sign = if postgres { '$' } else { '?' };
+    (1..=n).map(|i| format!("{sign}{i}")).collect::<Vec<_>>().join(", ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -218,7 +253,6 @@ mod tests {
         assert_eq!(c.tables[1].columns, ["rowid", "b", "a"]);
         assert_eq!(c.tables[1].key, vec![0]);
         assert_eq!(c.tables[2].columns, ["rowid", "x"]);
-        assert!(c.tables[1].is_text(1));
         let without = Catalog::new(vec![entry(
             "w",
             "CREATE TABLE w (a TEXT, b INTEGER, PRIMARY KEY (b, a)) WITHOUT ROWID",

@@ -94,32 +94,11 @@ impl Side for PgSide {
     }
 
     fn read_batch(&self, table: &TableSpec, after: Option<&[Value]>, limit: usize) -> Result<Vec<Vec<Value>>> {
-        let cols: Vec<String> = table.columns.iter().map(|c| quote_ident(c)).collect();
-        let mut sql = format!("SELECT {} FROM {}", cols.join(", "), quote_ident(&table.name));
-        // Byte order for text keys, as SQLite's BINARY: the same batches whatever the locale.
-        let key: Vec<String> = table
-            .key
-            .iter()
-            .map(|i| {
-                if table.is_text(*i) {
-                    format!("{} COLLATE \"C\"", cols[*i])
-                } else {
-                    cols[*i].clone()
-                }
-            })
-            .collect();
         let params: Vec<Param> = after.unwrap_or_default().iter().map(Param).collect();
-        if !key.is_empty() {
-            if after.is_some() {
-                let marks: Vec<String> = (1..=params.len()).map(|n| format!("${n}")).collect();
-                sql.push_str(&format!(" WHERE ({}) > ({})", key.join(", "), marks.join(", ")));
-            }
-            sql.push_str(&format!(" ORDER BY {} LIMIT {limit}", key.join(", ")));
-        }
         let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
-        let rows = self.conn.query(&sql, &refs)?;
+        let rows = self.conn.query(&table.batch_sql(after.is_some(), limit, true), &refs)?;
         rows.iter()
-            .map(|r| (0..cols.len()).map(|i| read(r, i)).collect::<Result<Vec<_>>>())
+            .map(|r| (0..table.columns.len()).map(|i| read(r, i)).collect::<Result<Vec<_>>>())
             .collect()
     }
 
@@ -217,14 +196,7 @@ impl Side for PgSide {
     }
 
     fn write_batch(&mut self, table: &TableSpec, rows: &[Vec<Value>], progress: &str) -> Result<()> {
-        let cols: Vec<String> = table.columns.iter().map(|c| quote_ident(c)).collect();
-        let marks: Vec<String> = (1..=cols.len()).map(|n| format!("${n}")).collect();
-        let insert = format!(
-            "INSERT INTO {} ({}) VALUES ({})",
-            quote_ident(&table.name),
-            cols.join(", "),
-            marks.join(", ")
-        );
+        let insert = table.insert_sql(true);
         self.conn.transaction(|c| {
             let statement = c.prepare(&insert)?;
             for row in rows {

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use rusqlite::types::{Value, ValueRef};
+use rusqlite::types::Value;
 use rusqlite::{params_from_iter, Connection, OpenFlags, OptionalExtension};
 
 use super::catalog::{Catalog, SchemaEntry, TableSpec, STATE_TABLE};
@@ -74,27 +74,6 @@ impl SqliteSide {
     }
 }
 
-/// Column `i` of a row; text that is not UTF-8 is refused (neither side can hold it as text).
-fn read_value(
-    row: &rusqlite::Row,
-    i: usize,
-    table: &TableSpec,
-) -> rusqlite::Result<std::result::Result<Value, String>> {
-    Ok(match row.get_ref(i)? {
-        ValueRef::Null => Ok(Value::Null),
-        ValueRef::Integer(v) => Ok(Value::Integer(v)),
-        ValueRef::Real(v) => Ok(Value::Real(v)),
-        ValueRef::Text(t) => match std::str::from_utf8(t) {
-            Ok(s) => Ok(Value::Text(s.to_string())),
-            Err(_) => Err(format!(
-                "{}.{} holds text that is not UTF-8",
-                table.name, table.columns[i]
-            )),
-        },
-        ValueRef::Blob(b) => Ok(Value::Blob(b.to_vec())),
-    })
-}
-
 impl Side for SqliteSide {
     fn describe(&self) -> String {
         self.path.clone()
@@ -114,25 +93,19 @@ impl Side for SqliteSide {
     }
 
     fn read_batch(&self, table: &TableSpec, after: Option<&[Value]>, limit: usize) -> Result<Vec<Vec<Value>>> {
-        let cols: Vec<String> = table.columns.iter().map(|c| quote_ident(c)).collect();
-        let mut sql = format!("SELECT {} FROM {}", cols.join(", "), quote_ident(&table.name));
-        let key: Vec<String> = table.key.iter().map(|i| cols[*i].clone()).collect();
-        let mut params: Vec<Value> = Vec::new();
-        if !key.is_empty() {
-            if let Some(after) = after {
-                let marks: Vec<String> = (1..=after.len()).map(|n| format!("?{n}")).collect();
-                sql.push_str(&format!(" WHERE ({}) > ({})", key.join(", "), marks.join(", ")));
-                params.extend(after.iter().cloned());
-            }
-            sql.push_str(&format!(" ORDER BY {} LIMIT {limit}", key.join(", ")));
-        }
-        let mut stmt = self.conn.prepare(&sql)?;
-        let mut rows = stmt.query(params_from_iter(params.iter()))?;
+        let mut stmt = self.conn.prepare(&table.batch_sql(after.is_some(), limit, false))?;
+        let mut rows = stmt.query(params_from_iter(after.unwrap_or_default().iter()))?;
         let mut out = Vec::new();
         while let Some(row) = rows.next()? {
-            let mut values = Vec::with_capacity(cols.len());
-            for i in 0..cols.len() {
-                values.push(read_value(row, i, table)?.map_err(LcmError::invalid_input)?);
+            let mut values = Vec::with_capacity(table.columns.len());
+            for i in 0..table.columns.len() {
+                // Text that is not UTF-8 is refused: neither side can hold it as text.
+                values.push(Value::try_from(row.get_ref(i)?).map_err(|_| {
+                    LcmError::invalid_input(format!(
+                        "{}.{} holds text that is not UTF-8",
+                        table.name, table.columns[i]
+                    ))
+                })?);
             }
             out.push(values);
         }
@@ -193,14 +166,7 @@ impl Side for SqliteSide {
     fn write_batch(&mut self, table: &TableSpec, rows: &[Vec<Value>], progress: &str) -> Result<()> {
         let tx = self.conn.transaction()?;
         {
-            let cols: Vec<String> = table.columns.iter().map(|c| quote_ident(c)).collect();
-            let marks: Vec<String> = (1..=cols.len()).map(|n| format!("?{n}")).collect();
-            let mut insert = tx.prepare(&format!(
-                "INSERT INTO {} ({}) VALUES ({})",
-                quote_ident(&table.name),
-                cols.join(", "),
-                marks.join(", ")
-            ))?;
+            let mut insert = tx.prepare(&table.insert_sql(false))?;
             for row in rows {
                 insert.execute(params_from_iter(row.iter()))?;
             }

@@ -240,7 +240,12 @@ impl Conn {
 
     /// `BEGIN`, `f`, `COMMIT`; `ROLLBACK` when `f` fails (nothing of it stays).
     pub(crate) fn transaction<T>(&self, f: impl FnOnce(&Conn) -> Result<T>) -> Result<T> {
-        self.batch("BEGIN")?;
+        self.transaction_as("BEGIN", f)
+    }
+
+    /// `transaction`, begun by `begin` (an isolation level, read only).
+    pub(crate) fn transaction_as<T>(&self, begin: &str, f: impl FnOnce(&Conn) -> Result<T>) -> Result<T> {
+        self.batch(begin)?;
         match f(self) {
             Ok(v) => {
                 self.batch("COMMIT")?;

@@ -65,25 +65,20 @@ impl PgPool {
 
     /// `f` in one read-only snapshot.
     pub(crate) fn read<T>(&self, f: impl FnOnce(&Conn) -> Result<T>) -> Result<T> {
-        self.with(|c| {
-            c.batch("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
-            finish(c, f(c))
-        })
+        self.with(|c| c.transaction_as("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", f))
     }
 
     /// `f` in one transaction holding the schema's write lock (released at commit).
     pub(crate) fn write<T>(&self, f: impl FnOnce(&Conn) -> Result<T>) -> Result<T> {
         self.check_writable()?;
         self.with(|c| {
-            c.batch("BEGIN")?;
-            let locked = c.query(
-                "SELECT pg_advisory_xact_lock(hashtext($1), 0)",
-                &[&format!("{}:write", c.schema)],
-            );
-            match locked {
-                Ok(_) => finish(c, f(c)),
-                Err(e) => finish(c, Err(e)),
-            }
+            c.transaction(|c| {
+                c.query(
+                    "SELECT pg_advisory_xact_lock(hashtext($1), 0)",
+                    &[&format!("{}:write", c.schema)],
+                )?;
+                f(c)
+            })
         })
     }
 
@@ -149,19 +144,5 @@ impl Drop for OperationLock {
         // The session, and with it the lock, ends with the connection: nothing to undo on a
         // connection that was already lost.
         self.conn.take();
-    }
-}
-
-/// COMMIT after `out` succeeded, ROLLBACK otherwise (nothing of a failed call stays).
-fn finish<T>(c: &Conn, out: Result<T>) -> Result<T> {
-    match out {
-        Ok(v) => {
-            c.batch("COMMIT")?;
-            Ok(v)
-        }
-        Err(e) => {
-            let _ = c.batch("ROLLBACK");
-            Err(e)
-        }
     }
 }

@@ -1056,9 +1056,9 @@ export interface AssembleResult {
 }
 
 /**
- * How each scope was searched: `fts`, `trigram` (CJK in summaries, terms of 3+ characters, where
- * SQLite has the trigram tokenizer), `like` (`like` mode, and CJK otherwise) or `regex`; a scope
- * not searched is absent.
+ * How each scope was searched: `fts`, `trigram` (CJK terms of 3+ characters: in summaries
+ * where SQLite has the trigram tokenizer, in both scopes where PostgreSQL has `pg_trgm`),
+ * `like` (`like` mode, and CJK otherwise) or `regex`; a scope not searched is absent.
  */
 export interface SearchedBy {
   messages?: 'fts' | 'trigram' | 'like' | 'regex'
@@ -1080,7 +1080,10 @@ export interface GrepHit {
   time: string
   /** A one-line excerpt around the match. */
   snippet: string
-  /** FTS5's bm25 rank (lower is better), for full-text matches. */
+  /**
+   * The full-text rank, lower is better: FTS5's bm25 on SQLite, minus `ts_rank` on
+   * PostgreSQL. For full-text matches.
+   */
   rank?: number
   /** True when the item is itself in the live context. */
   live: boolean

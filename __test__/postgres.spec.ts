@@ -57,8 +57,16 @@ describe.skipIf(!PG_URL)('LcmEngine on PostgreSQL', () => {
       expect(timeless(sb)).toEqual(timeless(sa))
       const shape = (list: { depth: number; content: string; tokenCount: number }[]) => list.map((s) => [s.depth, s.content, s.tokenCount])
       expect(shape(await pg.summaries(1))).toEqual(shape(await file.summaries(1)))
+      // grep finds the same hits on both (summary ids carry their time: compared by kind).
+      for (const options of [{ query: 'theme' }, { query: 'theme', mode: 'like' as const }, { query: 'them?e', mode: 'regex' as const }]) {
+        const hits = async (e: typeof pg) =>
+          (await e.grep(1, { ...options, limit: 500 })).hits.map((h) => [h.type, h.messageId ?? h.depth, h.time, h.snippet, h.live])
+        const [ha, hb] = [await hits(file), await hits(pg)]
+        expect(ha.length).toBeGreaterThan(0)
+        expect(hb).toEqual(ha)
+      }
       // What is not ported yet says so.
-      const e = await rejection(pg.grep(1, { query: 'theme' }))
+      const e = await rejection(pg.verify(1))
       expect(e.code).toBe('E_UNSUPPORTED')
       expect(e.message).toMatch(/issue #32/)
     } finally {

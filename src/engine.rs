@@ -312,8 +312,7 @@ impl Engine {
         let trigram = self.deps.flags.has_cjk_fts;
         self.deps
             .backend
-            .sqlite()?
-            .read(|conn| recall::grep(conn, trigram, conversation_id, options))
+            .read(|db| recall::grep(db, trigram, conversation_id, options))
     }
 
     /// One summary or message, and where it sits in the DAG.

@@ -253,6 +253,11 @@ impl Side for PgSide {
             if catalog.tables.iter().any(|t| t.name == crate::db::totals::TABLE) {
                 c.batch(&crate::pg::totals::install())?;
             }
+            // grep's word and trigram indexes, built over the copied rows.
+            let has = |name: &str| catalog.tables.iter().any(|t| t.name == name);
+            if has("messages") && has("summaries") {
+                crate::pg::search::install(c)?;
+            }
             for (q, column, value) in &columns {
                 c.query(
                     "SELECT setval(pg_get_serial_sequence($1, $2), $3, true)",

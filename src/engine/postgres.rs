@@ -29,7 +29,13 @@ pub(super) fn prepare(pool: &PgPool, config: &Config) -> Result<MigrationReport>
     let wait = Duration::from_millis(config.busy_timeout_ms.max(0) as u64);
     let created = pool.with(|c| {
         crate::pg::locks::take(c, "setup", 0, wait, &format!("the setup of {}", c.describe()))?;
-        let made = make_or_check(c, config);
+        let made = make_or_check(c, config).and_then(|created| {
+            // A schema made before grep ran on PostgreSQL gets its search indexes now.
+            if !config.read_only && !crate::pg::search::probe(c)?.full_text {
+                c.transaction(crate::pg::search::install)?;
+            }
+            Ok(created)
+        });
         let unlocked = c.query(
             "SELECT pg_advisory_unlock(hashtext($1), 0)",
             &[&format!("{}:setup", c.schema)],

@@ -12,6 +12,7 @@
 pub(crate) mod ddl;
 pub(crate) mod locks;
 pub(crate) mod pool;
+pub(crate) mod search;
 pub(crate) mod totals;
 pub(crate) mod value;
 
@@ -208,8 +209,7 @@ impl Conn {
     pub(crate) fn execute_cached(&self, sql: &str, params: &[rusqlite::types::Value]) -> Result<u64> {
         let statement = self.cached(sql)?;
         let params: Vec<value::Param> = params.iter().map(value::Param).collect();
-        let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
-        self.execute(&statement, &refs)
+        self.execute(&statement, &value::refs(&params))
     }
 
     /// Queries `sql` (prepared once) with SQLite-typed values as parameters.
@@ -220,8 +220,14 @@ impl Conn {
     ) -> Result<Vec<tokio_postgres::Row>> {
         let statement = self.cached(sql)?;
         let params: Vec<value::Param> = params.iter().map(value::Param).collect();
-        let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
-        self.query(&statement, &refs)
+        self.query(&statement, &value::refs(&params))
+    }
+
+    /// `query_cached` for a statement built for one call (a search's SQL varies with its
+    /// options): parsed each time, not kept.
+    pub(crate) fn query_once(&self, sql: &str, params: &[rusqlite::types::Value]) -> Result<Vec<tokio_postgres::Row>> {
+        let params: Vec<value::Param> = params.iter().map(value::Param).collect();
+        self.query(sql, &value::refs(&params))
     }
 
     /// Parses `sql` once for many executions.

@@ -40,6 +40,11 @@ impl ToSql for Param<'_> {
     to_sql_checked!();
 }
 
+/// The parameters as tokio-postgres takes them.
+pub(crate) fn refs<'p>(params: &'p [Param<'_>]) -> Vec<&'p (dyn ToSql + Sync)> {
+    params.iter().map(|p| p as &(dyn ToSql + Sync)).collect()
+}
+
 /// SQLite's name for the value's storage class (`typeof()`).
 pub(crate) fn storage_class(value: &Value) -> &'static str {
     match value {

@@ -12,6 +12,8 @@ use super::coverage;
 use super::query;
 use crate::error::{LcmError, Result};
 use crate::live::ItemKind;
+use crate::pg;
+use crate::sql::{Db, Row};
 use crate::store::conversations;
 use crate::store::normalize::Role;
 use crate::time;
@@ -178,7 +180,8 @@ pub struct GrepHit {
     pub time: String,
     /// A one-line excerpt around the match.
     pub snippet: String,
-    /// FTS5's bm25 rank (lower is better), for full-text matches.
+    /// The full-text rank, lower is better: FTS5's bm25 on SQLite, minus `ts_rank` on
+    /// PostgreSQL. For full-text matches.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(test, ts(optional))]
     pub rank: Option<f64>,
@@ -189,9 +192,9 @@ pub struct GrepHit {
     pub covered_by: Option<String>,
 }
 
-/// How each scope was searched: `fts`, `trigram` (CJK in summaries, terms of 3+ characters, where
-/// SQLite has the trigram tokenizer), `like` (`like` mode, and CJK otherwise) or `regex`; a scope
-/// not searched is absent.
+/// How each scope was searched: `fts`, `trigram` (CJK terms of 3+ characters: in summaries
+/// where SQLite has the trigram tokenizer, in both scopes where PostgreSQL has `pg_trgm`),
+/// `like` (`like` mode, and CJK otherwise) or `regex`; a scope not searched is absent.
 #[derive(Clone, Debug, Default, Serialize)]
 #[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
@@ -243,29 +246,34 @@ struct Found {
     score: Option<f64>,
 }
 
-/// `trigram_table`: the summaries' trigram table exists (the engine's schema flags).
-pub(crate) fn grep(
-    conn: &Connection,
+/// `trigram_table`: the summaries' trigram table exists (the engine's schema flags; SQLite).
+pub(crate) fn grep<'a>(
+    db: impl Into<Db<'a>>,
     trigram_table: bool,
     conversation_id: Option<i64>,
     o: &GrepOptions,
 ) -> Result<GrepResult> {
-    grep_within(conn, trigram_table, conversation_id, o, DEADLINE)
+    grep_within(db, trigram_table, conversation_id, o, DEADLINE)
 }
 
 /// `grep` with a deadline of the caller's choosing (tests).
-pub(crate) fn grep_within(
-    conn: &Connection,
+pub(crate) fn grep_within<'a>(
+    db: impl Into<Db<'a>>,
     trigram_table: bool,
     conversation_id: Option<i64>,
     o: &GrepOptions,
     limit: Duration,
 ) -> Result<GrepResult> {
+    let db = db.into();
     if let Some(cid) = conversation_id {
-        conversations::get(conn, cid)?;
+        conversations::get(db, cid)?;
     }
-    let tx = conn.unchecked_transaction()?;
-    let conn: &Connection = &tx;
+    // One snapshot for every statement (PostgreSQL's read already is one).
+    let _snapshot = db.snapshot()?;
+    let support = match db {
+        Db::Pg(c) => Some(pg_support(c)?),
+        Db::Sqlite(_) => None,
+    };
     let mut searched_by = SearchedBy::default();
     let mut found: Vec<Found> = Vec::new();
     let mut truncated = false;
@@ -285,7 +293,7 @@ pub(crate) fn grep_within(
         since: o.since.clone(),
         until: o.until.clone(),
     };
-    let deadline = Deadline::start(conn, limit);
+    let deadline = Deadline::start(db, limit);
     for table in [Table::Messages, Table::Summaries] {
         let wanted = match table {
             Table::Messages => o.scope != Scope::Summaries,
@@ -294,13 +302,19 @@ pub(crate) fn grep_within(
         if !wanted || deadline.passed() {
             continue;
         }
-        let (searched, by) = match &regex {
-            Some(re) => {
-                let searched = search_regex(conn, table, &filter, re, o.limit, &deadline)?;
+        let (searched, by) = match (&regex, db) {
+            (Some(re), db) => {
+                let searched = match db {
+                    Db::Sqlite(conn) => search_regex(conn, table, &filter, re, o.limit, &deadline)?,
+                    Db::Pg(conn) => pg_search_regex(conn, table, &filter, re, o.limit, &deadline)?,
+                };
                 *scanned.get_or_insert(0) += searched.read;
                 (searched, "regex")
             }
-            None => search_text(conn, table, &filter, &terms, o, trigram_table, &deadline)?,
+            (None, Db::Sqlite(conn)) => search_text(conn, table, &filter, &terms, o, trigram_table, &deadline)?,
+            (None, Db::Pg(conn)) => {
+                pg_search_text(conn, table, &filter, &terms, o, support.unwrap_or_default(), &deadline)?
+            }
         };
         match table {
             Table::Messages => searched_by.messages = Some(by),
@@ -331,13 +345,13 @@ pub(crate) fn grep_within(
         truncated = true;
     }
     let message_ids: Vec<i64> = found.iter().filter_map(|f| f.hit.message_id).collect();
-    let mut message_covers = coverage::of_messages(conn, &message_ids)?;
+    let mut message_covers = coverage::of_messages(db, &message_ids)?;
     let mut hits = Vec::with_capacity(found.len());
     for f in found {
         let mut hit = f.hit;
         let cover = match (hit.message_id, &hit.summary_id) {
             (Some(mid), _) => message_covers.remove(&mid).unwrap_or_default(),
-            (None, Some(sid)) => coverage::of_summary(conn, sid)?,
+            (None, Some(sid)) => coverage::of_summary(db, sid)?,
             _ => coverage::Cover::default(),
         };
         hit.live = cover.live;
@@ -354,9 +368,11 @@ pub(crate) fn grep_within(
 }
 
 /// The search's deadline: SQLite interrupts a statement that runs past it (a progress handler
-/// on the connection, removed on drop), and the row loops look at it between rows.
+/// on the connection, removed on drop), PostgreSQL cancels it (`statement_timeout`, set to
+/// what is left before each statement), and the row loops look at it between rows.
 struct Deadline<'c> {
-    conn: &'c Connection,
+    /// The SQLite connection the handler is on.
+    sqlite: Option<&'c Connection>,
     /// Boxed: the progress handler reads it through a pointer until it is removed.
     at: Box<Instant>,
     /// Set when a statement was interrupted or a loop stopped for the deadline.
@@ -372,23 +388,58 @@ extern "C" fn past_deadline(at: *mut std::os::raw::c_void) -> std::os::raw::c_in
 }
 
 impl<'c> Deadline<'c> {
-    fn start(conn: &'c Connection, limit: Duration) -> Self {
+    fn start(db: Db<'c>, limit: Duration) -> Self {
         let at = Box::new(Instant::now() + limit);
-        // rusqlite's own progress_handler needs `&mut Connection`, which a pooled reader
-        // borrowed by a transaction cannot give; the C call is the same one it makes.
-        // SAFETY: the handle is this open connection's; the argument outlives the handler.
-        unsafe {
-            rusqlite::ffi::sqlite3_progress_handler(
-                conn.handle(),
-                DEADLINE_CHECK_STEPS,
-                Some(past_deadline),
-                &*at as *const Instant as *mut std::os::raw::c_void,
-            );
+        let sqlite = match db {
+            Db::Sqlite(conn) => Some(conn),
+            Db::Pg(_) => None,
+        };
+        if let Some(conn) = sqlite {
+            // rusqlite's own progress_handler needs `&mut Connection`, which a pooled reader
+            // borrowed by a transaction cannot give; the C call is the same one it makes.
+            // SAFETY: the handle is this open connection's; the argument outlives the handler.
+            unsafe {
+                rusqlite::ffi::sqlite3_progress_handler(
+                    conn.handle(),
+                    DEADLINE_CHECK_STEPS,
+                    Some(past_deadline),
+                    &*at as *const Instant as *mut std::os::raw::c_void,
+                );
+            }
         }
         Deadline {
-            conn,
+            sqlite,
             at,
             hit: std::cell::Cell::new(false),
+        }
+    }
+
+    /// Milliseconds left (0 once passed).
+    fn left_ms(&self) -> u128 {
+        self.at.saturating_duration_since(Instant::now()).as_millis()
+    }
+
+    /// Runs one PostgreSQL statement within what is left of the deadline; None (and the
+    /// deadline marked) when the server cancelled it for that. A savepoint keeps the read
+    /// transaction usable after a cancel, for the lookups that follow.
+    fn pg_query(&self, c: &pg::Conn, sql: &str, params: &[SqlValue]) -> Result<Option<Vec<tokio_postgres::Row>>> {
+        let ms = self.left_ms();
+        if ms == 0 {
+            self.hit.set(true);
+            return Ok(None);
+        }
+        c.batch(&format!("SAVEPOINT lcm_grep; SET LOCAL statement_timeout = {ms}"))?;
+        match c.query_once(&crate::sql::translate(sql), params) {
+            Ok(rows) => {
+                c.batch("RELEASE SAVEPOINT lcm_grep; SET LOCAL statement_timeout = 0")?;
+                Ok(Some(rows))
+            }
+            Err(LcmError::Timeout { .. }) => {
+                c.batch("ROLLBACK TO SAVEPOINT lcm_grep")?;
+                self.hit.set(true);
+                Ok(None)
+            }
+            Err(e) => Err(e),
         }
     }
 
@@ -420,8 +471,10 @@ impl<'c> Deadline<'c> {
 
 impl Drop for Deadline<'_> {
     fn drop(&mut self) {
-        // SAFETY: as in `start`; no handler is left pointing at `at`.
-        unsafe { rusqlite::ffi::sqlite3_progress_handler(self.conn.handle(), 0, None, std::ptr::null_mut()) };
+        if let Some(conn) = self.sqlite {
+            // SAFETY: as in `start`; no handler is left pointing at `at`.
+            unsafe { rusqlite::ffi::sqlite3_progress_handler(conn.handle(), 0, None, std::ptr::null_mut()) };
+        }
     }
 }
 
@@ -470,7 +523,9 @@ impl Table {
     }
 
     /// Conversation and time filters on the table's alias, with their parameters appended.
-    fn filters(self, f: &Filter, params: &mut Vec<SqlValue>) -> String {
+    /// `to_time` reads a stored time as a number: `julianday` (SQLite), `lcm_epoch`
+    /// (PostgreSQL, `pg::search`).
+    fn filters(self, f: &Filter, params: &mut Vec<SqlValue>, to_time: &str) -> String {
         let a = self.alias();
         let time = self.time();
         let mut sql = String::new();
@@ -480,11 +535,11 @@ impl Table {
         }
         if let Some(since) = &f.since {
             params.push(SqlValue::Text(since.clone()));
-            sql.push_str(&format!(" AND julianday({time}) >= julianday(?{})", params.len()));
+            sql.push_str(&format!(" AND {to_time}({time}) >= {to_time}(?{})", params.len()));
         }
         if let Some(until) = &f.until {
             params.push(SqlValue::Text(until.clone()));
-            sql.push_str(&format!(" AND julianday({time}) < julianday(?{})", params.len()));
+            sql.push_str(&format!(" AND {to_time}({time}) < {to_time}(?{})", params.len()));
         }
         sql
     }
@@ -496,7 +551,7 @@ impl Table {
         match (self, f.conversation_id.is_some()) {
             (Table::Messages, true) => "m.seq DESC",
             (Table::Summaries, true) => "s.created_at DESC",
-            (Table::Messages, false) => "m.rowid DESC",
+            (Table::Messages, false) => "m.message_id DESC",
             (Table::Summaries, false) => "s.rowid DESC",
         }
     }
@@ -518,13 +573,7 @@ impl Table {
 }
 
 /// Reads the common columns of a search row (the snippet and rank come after them).
-fn found_from_row(
-    table: Table,
-    r: &rusqlite::Row<'_>,
-    snippet: String,
-    rank: Option<f64>,
-    score: Option<f64>,
-) -> rusqlite::Result<Found> {
+fn found_from_row(table: Table, r: &Row, snippet: String, rank: Option<f64>, score: Option<f64>) -> Result<Found> {
     let time = time::iso_or_raw(r.get(4)?);
     let hit = match table {
         Table::Messages => GrepHit {
@@ -532,7 +581,7 @@ fn found_from_row(
             message_id: Some(r.get(0)?),
             summary_id: None,
             conversation_id: r.get(1)?,
-            role: Some(Role::from_db(&r.get::<_, String>(2)?).host()),
+            role: Some(Role::from_db(&r.get::<String>(2)?).host()),
             summary_kind: None,
             depth: None,
             time: time.clone(),
@@ -602,7 +651,7 @@ fn search_text(
                 conds.push(format!("{}.content LIKE ?{} ESCAPE '\\'", table.alias(), params.len()));
             }
         }
-        let filters = table.filters(f, &mut params);
+        let filters = table.filters(f, &mut params, "julianday");
         params.push(SqlValue::Integer(fetch as i64));
         format!(
             "SELECT {}, {a}.content FROM {} WHERE {}{filters} ORDER BY {} LIMIT ?{}",
@@ -620,7 +669,7 @@ fn search_text(
             Table::Messages => "JOIN messages m ON m.message_id = f.rowid",
             Table::Summaries => "JOIN summaries s ON s.summary_id = f.summary_id",
         };
-        let filters = table.filters(f, &mut params);
+        let filters = table.filters(f, &mut params, "julianday");
         params.push(SqlValue::Integer(fetch as i64));
         let order = match o.sort {
             Sort::Recency => "f.rowid DESC",
@@ -651,11 +700,17 @@ fn search_text(
         let found = if fts_table.is_empty() {
             let content: String = r.get(5)?;
             let at = query::find_like(&content, terms).unwrap_or(0..0);
-            found_from_row(table, r, query::snippet_around(&content, at), None, None)?
+            found_from_row(table, &Row::Sqlite(r), query::snippet_around(&content, at), None, None)?
         } else {
             let rank: f64 = r.get(5)?;
             let score: Option<f64> = r.get(6)?;
-            found_from_row(table, r, String::new(), Some(rank), Some(score.unwrap_or(rank)))?
+            found_from_row(
+                table,
+                &Row::Sqlite(r),
+                String::new(),
+                Some(rank),
+                Some(score.unwrap_or(rank)),
+            )?
         };
         out.push(found);
         if deadline.passed() {
@@ -689,6 +744,276 @@ fn search_text(
     ))
 }
 
+/// What the schema has for searching: made when the engine opened it writable; a read-only
+/// open of a schema made before grep ran on PostgreSQL has no word index and says so.
+fn pg_support(c: &pg::Conn) -> Result<pg::search::Support> {
+    let support = pg::search::probe(c)?;
+    if !support.full_text {
+        return Err(LcmError::schema(
+            c.describe(),
+            format!(
+                "{} has no search index yet (it was made before grep ran on PostgreSQL): open it once without readOnly to build it",
+                c.describe()
+            ),
+        ));
+    }
+    Ok(support)
+}
+
+/// The column PostgreSQL reads a table newest first by, a unique number per row (so a search
+/// can go on after the last row it read): a message's `seq` within a conversation, else its
+/// id; a summary's insertion order (the `rowid` column `pg::ddl` gives it). SQLite orders the
+/// same, except summaries within a conversation (by creation time, which equals insertion
+/// order but for imported rows).
+fn pg_key(table: Table, f: &Filter) -> &'static str {
+    match (table, f.conversation_id.is_some()) {
+        (Table::Messages, true) => "m.seq",
+        (Table::Messages, false) => "m.message_id",
+        (Table::Summaries, _) => "s.rowid",
+    }
+}
+
+/// Rows read per statement when PostgreSQL's rows are checked in Rust (regex, and the LIKE
+/// semantics re-checked after `ILIKE`).
+const PG_BATCH_ROWS: usize = 500;
+
+/// Reads the rows `conds` (with `params`) admits newest first, in batches, handing each with
+/// its content to `keep` until it returns false, the rows end or the deadline passes.
+/// `limit_rows` bounds the rows read; true when rows were left unread for it.
+#[allow(clippy::too_many_arguments)]
+fn pg_scan(
+    c: &pg::Conn,
+    table: Table,
+    f: &Filter,
+    conds: &str,
+    mut params: Vec<SqlValue>,
+    first_batch: usize,
+    deadline: &Deadline<'_>,
+    mut keep: impl FnMut(&Row, &str) -> Result<bool>,
+) -> Result<()> {
+    let key = pg_key(table, f);
+    let filters = table.filters(f, &mut params, "lcm_epoch");
+    let fixed = params.len();
+    let mut after: Option<i64> = None;
+    let mut batch = first_batch.max(1);
+    loop {
+        params.truncate(fixed);
+        let mut sql = format!(
+            "SELECT {}, {a}.content, {key} FROM {} WHERE {conds}{filters}",
+            table.select(),
+            table.table_ref(),
+            a = table.alias(),
+        );
+        if let Some(last) = after {
+            params.push(SqlValue::Integer(last));
+            sql.push_str(&format!(" AND {key} < ?{}", params.len()));
+        }
+        sql.push_str(&format!(" ORDER BY {key} DESC LIMIT {batch}"));
+        let Some(rows) = deadline.pg_query(c, &sql, &params)? else {
+            return Ok(());
+        };
+        for r in &rows {
+            let row = Row::Pg(r);
+            let content: String = row.get(5)?;
+            after = Some(row.get(6)?);
+            if !keep(&row, &content)? || deadline.passed() {
+                return Ok(());
+            }
+        }
+        if rows.len() < batch {
+            return Ok(());
+        }
+        batch = (batch * 2).min(PG_BATCH_ROWS.max(first_batch));
+    }
+}
+
+/// `search_text` on PostgreSQL: words through `lcm_search_vector`'s GIN index, substrings and
+/// CJK through `ILIKE` (a trigram index when the server has `pg_trgm`), re-checked in Rust
+/// with SQLite's LIKE rules (ASCII letters without case, everything else exactly), so both
+/// engines find the same rows. A CJK search is `like` on both scopes (SQLite's trigram table
+/// for summaries finds the same rows for terms of 3+ characters).
+fn pg_search_text(
+    c: &pg::Conn,
+    table: Table,
+    f: &Filter,
+    terms: &[String],
+    o: &GrepOptions,
+    support: pg::search::Support,
+    deadline: &Deadline<'_>,
+) -> Result<(Searched, &'static str)> {
+    let cjk = terms.iter().any(|t| query::has_cjk(t));
+    let mut out = Vec::new();
+    if o.mode == Mode::Like || cjk {
+        // PostgreSQL's text holds no NUL: a term with one matches nothing.
+        if terms.iter().any(|t| t.contains('\0')) {
+            return Ok((
+                Searched {
+                    rows: out,
+                    more: false,
+                    read: 0,
+                },
+                "like",
+            ));
+        }
+        let mut params = Vec::new();
+        let mut conds = Vec::new();
+        for t in terms {
+            params.push(SqlValue::Text(query::like_pattern(t)));
+            conds.push(format!("{}.content ILIKE ?{} ESCAPE '\\'", table.alias(), params.len()));
+        }
+        pg_scan(
+            c,
+            table,
+            f,
+            &conds.join(" AND "),
+            params,
+            o.limit + 1,
+            deadline,
+            |r, content| {
+                if query::like_all(content, terms) {
+                    let at = query::find_like(content, terms).unwrap_or(0..0);
+                    out.push(found_from_row(
+                        table,
+                        r,
+                        query::snippet_around(content, at),
+                        None,
+                        None,
+                    )?);
+                }
+                Ok(out.len() <= o.limit)
+            },
+        )?;
+        let more = out.len() > o.limit;
+        out.truncate(o.limit);
+        // A CJK search of 3+ character terms is one the trigram index answers.
+        let via = if o.mode == Mode::Fts && support.trigram && query::trigram_ready(terms) {
+            "trigram"
+        } else {
+            "like"
+        };
+        return Ok((
+            Searched {
+                rows: out,
+                more,
+                read: 0,
+            },
+            via,
+        ));
+    }
+    let mut params: Vec<SqlValue> = terms.iter().map(|t| SqlValue::Text(t.clone())).collect();
+    let query = (1..=terms.len())
+        .map(|i| format!("lcm_search_query(?{i})"))
+        .collect::<Vec<_>>()
+        .join(" && ");
+    let a = table.alias();
+    let filters = table.filters(f, &mut params, "lcm_epoch");
+    params.push(SqlValue::Integer(o.limit as i64 + 1));
+    let fetch = params.len();
+    // Columns: the common five, then content (5), time (6), order key (7), rank (8), score (9).
+    // Full text orders newest first as SQLite's word tables do: by id, in every scope.
+    let any_conversation = Filter {
+        conversation_id: None,
+        since: None,
+        until: None,
+    };
+    let matched = format!(
+        "SELECT {}, {a}.content AS c, {} AS t, {} AS k FROM {} WHERE lcm_search_vector({a}.content) @@ ({query}){filters}",
+        table.select(),
+        table.time(),
+        pg_key(table, &any_conversation),
+        table.table_ref(),
+    );
+    // The rank as FTS5's (lower is better): minus PostgreSQL's ts_rank.
+    let rank = format!(
+        "CAST(-ts_rank(lcm_search_vector(left(x.c, {})), {query}) AS DOUBLE PRECISION)",
+        pg::search::LARGE_TEXT_CHARS
+    );
+    let sql = match o.sort {
+        // Newest first: only the rows kept are ranked.
+        Sort::Recency => format!(
+            "SELECT x.*, {rank} AS rank, {rank} AS score FROM ({matched} ORDER BY k DESC LIMIT ?{fetch}) x ORDER BY x.k DESC"
+        ),
+        Sort::Relevance => format!(
+            "SELECT y.*, y.rank AS score FROM (SELECT x.*, {rank} AS rank FROM ({matched}) x) y ORDER BY score, y.k DESC LIMIT ?{fetch}"
+        ),
+        // A time in the future, or one that is no time, counts as now (as on SQLite).
+        Sort::Hybrid => format!(
+            "SELECT y.*, y.rank / (1 + GREATEST(0, extract(epoch FROM now()) - COALESCE(lcm_epoch(y.t), extract(epoch FROM now()))) / 3600 * {HYBRID_AGE_WEIGHT_PER_HOUR}) AS score
+             FROM (SELECT x.*, {rank} AS rank FROM ({matched}) x) y ORDER BY score, y.k DESC LIMIT ?{fetch}"
+        ),
+    };
+    if let Some(rows) = deadline.pg_query(c, &sql, &params)? {
+        for r in &rows {
+            let row = Row::Pg(r);
+            let content: String = row.get(5)?;
+            let rank: f64 = row.get(8)?;
+            let score: f64 = row.get(9)?;
+            let at = query::find_term(&content, terms).unwrap_or(0..0);
+            out.push(found_from_row(
+                table,
+                &row,
+                query::snippet_around(&content, at),
+                Some(rank),
+                Some(score),
+            )?);
+        }
+    }
+    let more = out.len() > o.limit;
+    out.truncate(o.limit);
+    Ok((
+        Searched {
+            rows: out,
+            more,
+            read: 0,
+        },
+        "fts",
+    ))
+}
+
+/// `search_regex` on PostgreSQL: rows newest first in batches, matched in Rust (the same
+/// `regex` crate, so the same matches), within the same row and time bounds.
+fn pg_search_regex(
+    c: &pg::Conn,
+    table: Table,
+    f: &Filter,
+    re: &regex::Regex,
+    limit: usize,
+    deadline: &Deadline<'_>,
+) -> Result<Searched> {
+    let mut out = Vec::new();
+    let mut read = 0usize;
+    let mut bounded = false;
+    pg_scan(
+        c,
+        table,
+        f,
+        "TRUE",
+        Vec::new(),
+        PG_BATCH_ROWS,
+        deadline,
+        |r, content| {
+            if read >= REGEX_MAX_ROWS {
+                bounded = true;
+                return Ok(false);
+            }
+            read += 1;
+            if let Some(m) = re.find(content) {
+                out.push(found_from_row(
+                    table,
+                    r,
+                    query::snippet_around(content, m.range()),
+                    None,
+                    None,
+                )?);
+            }
+            Ok(out.len() <= limit)
+        },
+    )?;
+    let more = out.len() > limit || bounded;
+    out.truncate(limit);
+    Ok(Searched { rows: out, more, read })
+}
+
 /// Compiles a user's regular expression with bounds on its size. The `regex` crate matches in
 /// time linear in the text, so no pattern can make a search run away.
 fn compile(pattern: &str) -> Result<regex::Regex> {
@@ -719,7 +1044,7 @@ fn search_regex(
     deadline: &Deadline<'_>,
 ) -> Result<Searched> {
     let mut params: Vec<SqlValue> = Vec::new();
-    let filters = table.filters(f, &mut params);
+    let filters = table.filters(f, &mut params, "julianday");
     let sql = format!(
         "SELECT {}, {a}.content FROM {} WHERE 1{filters} ORDER BY {}",
         table.select(),
@@ -738,7 +1063,7 @@ fn search_regex(
         if let Some(m) = re.find(&content) {
             out.push(found_from_row(
                 table,
-                r,
+                &Row::Sqlite(r),
                 query::snippet_around(&content, m.range()),
                 None,
                 None,
@@ -764,11 +1089,43 @@ fn search_regex(
 mod deadline_tests {
     use super::*;
 
+    /// PostgreSQL: a statement past the deadline is cancelled by the server, the search says
+    /// so, and the read transaction it ran in is still usable (the savepoint).
+    #[test]
+    fn a_postgres_statement_past_the_deadline_is_cancelled_and_the_transaction_lives_on() {
+        let Some(location) = crate::test_support::pg_test_location("grep_deadline") else {
+            return;
+        };
+        let conn = location.connect().unwrap();
+        conn.transaction_as("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", |c| {
+            let deadline = Deadline::start(Db::Pg(c), Duration::from_millis(100));
+            let started = Instant::now();
+            let rows = deadline.pg_query(c, "SELECT pg_sleep(5)", &[]).unwrap();
+            assert!(rows.is_none());
+            assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+            assert!(deadline.finish());
+            let after = deadline_free(c);
+            assert_eq!(after, 7);
+            Ok(())
+        })
+        .unwrap();
+        // Past the deadline before it starts: nothing is sent.
+        let deadline = Deadline::start(Db::Pg(&conn), Duration::ZERO);
+        assert!(deadline.pg_query(&conn, "SELECT 1", &[]).unwrap().is_none());
+        assert!(deadline.finish());
+    }
+
+    /// A statement after the search runs without its timeout.
+    fn deadline_free(c: &pg::Conn) -> i32 {
+        c.batch("SELECT pg_sleep(0.2)").unwrap();
+        c.query_one_value("SELECT 7", &[]).unwrap()
+    }
+
     #[test]
     fn a_statement_past_the_deadline_is_interrupted_and_the_handler_removed() {
         let conn = Connection::open_in_memory().unwrap();
         let started = Instant::now();
-        let deadline = Deadline::start(&conn, Duration::from_millis(30));
+        let deadline = Deadline::start(Db::Sqlite(&conn), Duration::from_millis(30));
         let mut stmt = conn
             .prepare("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT sum(x) FROM c")
             .unwrap();

@@ -146,6 +146,13 @@ pub(crate) fn find_like(text: &str, terms: &[String]) -> Option<std::ops::Range<
     })
 }
 
+/// Whether every term occurs in `text`, compared as SQLite's LIKE compares (what PostgreSQL's
+/// `ILIKE`, which also folds letters beyond ASCII, found is re-checked with this).
+pub(crate) fn like_all(text: &str, terms: &[String]) -> bool {
+    let hay = text.to_ascii_lowercase();
+    terms.iter().all(|t| hay.contains(&t.to_ascii_lowercase()))
+}
+
 /// Where a full-text match most likely is, for its snippet: the first place a term occurs (as
 /// `find_like` compares), else the first place the stem of one of its words does (FTS5's porter
 /// stemmer finds "running" for "run" and the reverse). Linear in the text.

@@ -63,3 +63,4 @@ fn is_live_summary(engine: &Engine, id: &str) -> bool {
 
 mod describe_tests;
 mod grep_tests;
+mod postgres_tests;

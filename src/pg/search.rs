@@ -1,0 +1,164 @@
+//! What `grep` needs in a PostgreSQL schema, made to find what SQLite's FTS5 tables find:
+//!
+//! - a text-search configuration `lcm_search` that reads text as FTS5's `porter unicode61`
+//!   tokenizer does: ASCII punctuation splits words (`foo_bar`, `a.b/c`, `don't`), case and
+//!   accents do not count (`unaccent`, when the server has it), words are stemmed (Snowball's
+//!   English, the successor of Porter's) and no word is a stop word;
+//! - `lcm_search_vector(text)`, the words of a text, with a GIN index over messages' and
+//!   summaries' content (the function declared costly, so the planner reads the index even
+//!   for a small table rather than reading every text again) (an expression index: the tables keep SQLite's shape, so a copy back
+//!   to a file is unchanged);
+//! - trigram indexes (`pg_trgm`, when the server has it) so that substring and CJK searches
+//!   (`ILIKE`) do not read every row;
+//! - `lcm_epoch(text)`, a stored time as epoch seconds (NULL for text that is no time), as
+//!   SQLite's `julianday` reads it, for time bounds and the hybrid order.
+//!
+//! Extensions are made when the role may (both are "trusted" extensions: a database owner
+//! may), in `public`; without them the search still works, slower, and accents count.
+
+use super::{quote_ident, Conn};
+use crate::error::Result;
+
+/// The characters FTS5's tokenizer splits words at that PostgreSQL's parser keeps inside
+/// words (hosts, paths, e-mail addresses, hyphenated words, numbers with points): every ASCII
+/// punctuation mark, each turned into a space.
+const PUNCTUATION: &str = r##"!"#$%&'()*+,-./:;<=>?@[\]^_`{|}~"##;
+
+/// Above this many characters a text's word list might pass PostgreSQL's 1 MB limit for one
+/// tsvector; such texts are indexed up to what fits (a plpgsql handler catches the error),
+/// smaller ones go straight through (no subtransaction per row). grep ranks a hit by this
+/// much of its text (a rank is an order, not a finding; a multi-megabyte text would take
+/// seconds to read again).
+pub(crate) const LARGE_TEXT_CHARS: usize = 100_000;
+
+/// What a schema has for searching.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Support {
+    /// `lcm_search_vector` and the full-text indexes exist.
+    pub full_text: bool,
+    /// Trigram indexes back `ILIKE`.
+    pub trigram: bool,
+}
+
+/// Makes the search objects in the connection's schema, if missing (in the caller's
+/// transaction). Extensions the role may not make are skipped (a savepoint keeps the
+/// transaction usable).
+pub(crate) fn install(c: &Conn) -> Result<Support> {
+    let unaccent = extension(c, "unaccent")?;
+    let trigram = extension(c, "pg_trgm")?;
+    let schema = quote_ident(&c.schema);
+    let config = format!("{schema}.lcm_search");
+    let has_config: bool = c.query_one_value(
+        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_ts_config t JOIN pg_catalog.pg_namespace n ON n.oid = t.cfgnamespace
+          WHERE n.nspname = $1 AND t.cfgname = 'lcm_search')",
+        &[&c.schema],
+    )?;
+    if !has_config {
+        let filter = match &unaccent {
+            Some(ext_schema) => format!("{}.unaccent, ", quote_ident(ext_schema)),
+            None => String::new(),
+        };
+        c.batch(&format!(
+            "CREATE TEXT SEARCH DICTIONARY {schema}.lcm_stem (TEMPLATE = snowball, Language = english);
+             CREATE TEXT SEARCH CONFIGURATION {config} (PARSER = default);
+             ALTER TEXT SEARCH CONFIGURATION {config} ADD MAPPING
+               FOR asciiword, word, asciihword, hword, hword_part, hword_asciipart WITH {filter}{schema}.lcm_stem;
+             ALTER TEXT SEARCH CONFIGURATION {config} ADD MAPPING
+               FOR numword, numhword, hword_numpart, int, uint, float, sfloat, version WITH {filter}simple;"
+        ))?;
+    }
+    let punctuation = PUNCTUATION.replace('\'', "''");
+    let spaces = " ".repeat(PUNCTUATION.chars().count());
+    c.batch(&format!(
+        r#"CREATE OR REPLACE FUNCTION {schema}.lcm_search_text(t text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT translate(t, '{punctuation}', '{spaces}') $$;
+
+CREATE OR REPLACE FUNCTION {schema}.lcm_search_vector(t text) RETURNS tsvector
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE COST 10000 AS $$
+DECLARE
+  n integer := length(t);
+BEGIN
+  IF n <= {LARGE_TEXT_CHARS} THEN
+    RETURN to_tsvector('{config}'::regconfig, {schema}.lcm_search_text(t));
+  END IF;
+  LOOP
+    BEGIN
+      RETURN to_tsvector('{config}'::regconfig, {schema}.lcm_search_text(left(t, n)));
+    EXCEPTION WHEN program_limit_exceeded THEN
+      n := n / 2;
+    END;
+  END LOOP;
+END $$;
+
+CREATE OR REPLACE FUNCTION {schema}.lcm_search_query(t text) RETURNS tsquery
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT phraseto_tsquery('{config}'::regconfig, {schema}.lcm_search_text(t)) $$;
+
+CREATE OR REPLACE FUNCTION {schema}.lcm_epoch(t text) RETURNS double precision
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+  SELECT CASE WHEN t ~ '^\d{{4}}-[01]\d-[0-3]\d([ T][0-2]\d:[0-5]\d(:[0-5]\d(\.\d+)?)?)?(Z|[+-]\d\d(:?\d\d)?)?$'
+    THEN extract(epoch FROM CAST(replace(t, 'T', ' ') || CASE WHEN t ~ '(Z|[+-]\d\d(:?\d\d)?)$' THEN '' ELSE '+00' END AS timestamptz))::double precision
+  END $$;
+
+CREATE INDEX IF NOT EXISTS messages_search_idx ON {schema}.messages USING gin ({schema}.lcm_search_vector(content));
+CREATE INDEX IF NOT EXISTS summaries_search_idx ON {schema}.summaries USING gin ({schema}.lcm_search_vector(content));"#
+    ))?;
+    if let Some(ext_schema) = &trigram {
+        let ops = format!("{}.gin_trgm_ops", quote_ident(ext_schema));
+        c.batch(&format!(
+            "CREATE INDEX IF NOT EXISTS messages_trigram_idx ON {schema}.messages USING gin (content {ops});
+             CREATE INDEX IF NOT EXISTS summaries_trigram_idx ON {schema}.summaries USING gin (content {ops});"
+        ))?;
+    }
+    probe(c)
+}
+
+/// What the connection's schema has (a read-only open cannot make what is missing).
+pub(crate) fn probe(c: &Conn) -> Result<Support> {
+    let row = c.query(
+        "SELECT
+           EXISTS (SELECT 1 FROM pg_catalog.pg_indexes WHERE schemaname = $1 AND indexname = 'summaries_search_idx'),
+           EXISTS (SELECT 1 FROM pg_catalog.pg_indexes WHERE schemaname = $1 AND indexname = 'summaries_trigram_idx')",
+        &[&c.schema],
+    )?;
+    Ok(Support {
+        full_text: row[0].get(0),
+        trigram: row[0].get(1),
+    })
+}
+
+/// The schema extension `name` lives in, made (in `public`, else the connection's schema)
+/// when missing and the role may; None when it cannot be had.
+fn extension(c: &Conn, name: &str) -> Result<Option<String>> {
+    let find = |c: &Conn| -> Result<Option<String>> {
+        let rows = c.query(
+            "SELECT n.nspname FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
+             WHERE e.extname = $1",
+            &[&name],
+        )?;
+        Ok(rows.first().map(|r| r.get(0)))
+    };
+    if let Some(found) = find(c)? {
+        return Ok(Some(found));
+    }
+    let public: bool = c.query_one_value(
+        "SELECT CASE WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = 'public')
+           THEN has_schema_privilege('public', 'CREATE') ELSE false END",
+        &[],
+    )?;
+    let target = if public { "public".to_string() } else { c.schema.clone() };
+    c.batch("SAVEPOINT lcm_extension")?;
+    match c.batch(&format!(
+        "CREATE EXTENSION IF NOT EXISTS {name} WITH SCHEMA {}",
+        quote_ident(&target)
+    )) {
+        Ok(()) => {
+            c.batch("RELEASE SAVEPOINT lcm_extension")?;
+            find(c)
+        }
+        Err(_) => {
+            // Not available or not allowed: the search goes without it.
+            c.batch("ROLLBACK TO SAVEPOINT lcm_extension")?;
+            Ok(None)
+        }
+    }
+}

@@ -90,8 +90,16 @@ export type RedactPatterns = boolean | string[]
  * default.
  */
 export interface LcmConfig {
-  /** Path of the SQLite file. Its directory must exist. */
-  dbPath: string
+  /**
+   * Path of the SQLite file (its directory must exist), or a PostgreSQL URL. Give this or
+   * `dbUrl`.
+   */
+  dbPath?: string
+  /**
+   * A PostgreSQL database instead of a file: `postgres://user:password@host:port/db`, with
+   * `?schema=NAME` (default `lcm`). Give this or `dbPath`, not both.
+   */
+  dbUrl?: string | null
   /** Fraction of the token budget above which a sweep is due (0 < x ≤ 1). Default 0.75. */
   contextThreshold?: number | null
   /** Newest raw messages never compacted (extended back to the newest user message). Default 32. */

@@ -1,6 +1,6 @@
-// LcmEngine on PostgreSQL (`dbPath: 'postgres://…'`), from JavaScript: a real session's
-// turns stored, compacted and assembled as on a SQLite file; what is not ported yet answers
-// E_UNSUPPORTED. Runs against the throwaway cluster `npm test` starts
+// LcmEngine on PostgreSQL (`dbUrl: 'postgres://…'`), from JavaScript: a real session's
+// turns stored, compacted, assembled and searched as on a SQLite file, the command line on a
+// URL; what is not ported yet answers E_UNSUPPORTED. Runs against the throwaway cluster `npm test` starts
 // (scripts/pg-test-server.cjs); skipped with one line without it, except in CI.
 import { spawnSync } from 'node:child_process'
 import { join } from 'node:path'
@@ -8,7 +8,7 @@ import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 
 import { LcmEngine } from '../index.js'
-import { THEME, hostMessages, rejection, tempDir, turns } from './helpers'
+import { ROOT, THEME, hostMessages, rejection, tempDir, turns } from './helpers'
 
 const PG_URL = process.env.LCM_TEST_DATABASE_URL
 const REQUIRED = process.env.CI === 'true' || process.env.LCM_REQUIRE_POSTGRES === '1'
@@ -65,14 +65,47 @@ describe.skipIf(!PG_URL)('LcmEngine on PostgreSQL', () => {
         expect(ha.length).toBeGreaterThan(0)
         expect(hb).toEqual(ha)
       }
+      // verify: sound, with the counts the file has.
+      const [va, vb] = [await file.verify(1), await pg.verify(1)]
+      expect(vb.ok).toBe(true)
+      expect([vb.messages, vb.summaries]).toEqual([va.messages, va.summaries])
       // What is not ported yet says so.
-      const e = await rejection(pg.verify(1))
+      const e = await rejection(pg.redact({ pattern: 'theme', conversationId: 1 }))
       expect(e.code).toBe('E_UNSUPPORTED')
       expect(e.message).toMatch(/issue #32/)
     } finally {
       await pg.close()
       await file.close()
     }
+  })
+
+  it('the command line reads, searches, checks and backs up a schema', async () => {
+    const schema = `v_cli_${process.pid}`
+    schemas.push(schema)
+    const url = `${PG_URL}?schema=${schema}`
+    const pg = await LcmEngine.open({ dbUrl: url })
+    const target = { sessionKey: 'agent:main:main', sessionId: 'theme' }
+    for (const turn of turns(hostMessages(THEME)).slice(0, 20)) await pg.ingest(target, turn)
+    await pg.compact(1, async (_p: string, req: { kind: string }) => `${req.kind} summary about the theme`, { tokenBudget: 3_000, force: true })
+    await pg.close()
+    const cli = (...args: string[]) => spawnSync(process.execPath, [join(ROOT, 'bin/lcm-native.cjs'), ...args, '--db', url], { encoding: 'utf8' })
+    const listed = cli('conversations', '--json')
+    expect(listed.status, listed.stderr).toBe(0)
+    expect(JSON.parse(listed.stdout)[0].messageCount).toBeGreaterThan(20)
+    const found = cli('grep', 'theme', '--json')
+    expect(found.status, found.stderr).toBe(0)
+    expect(JSON.parse(found.stdout).hits.length).toBeGreaterThan(0)
+    const checked = cli('verify', '--json')
+    expect(checked.status, checked.stderr).toBe(0)
+    const report = JSON.parse(checked.stdout)
+    expect(report.ok).toBe(true)
+    const out = join(tempDir(), 'backup.db')
+    const backedUp = cli('backup', out)
+    expect(backedUp.status, backedUp.stderr).toBe(0)
+    expect(backedUp.stdout).not.toContain('password')
+    const again = spawnSync(process.execPath, [join(ROOT, 'bin/lcm-native.cjs'), 'verify', '--json', '--db', out], { encoding: 'utf8' })
+    expect(again.status, again.stderr).toBe(0)
+    expect(JSON.parse(again.stdout).digest).toBe(report.digest)
   })
 
   it('says what is wrong with a server it cannot reach', async () => {

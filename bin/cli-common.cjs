@@ -9,7 +9,7 @@ const os = require('node:os')
 const path = require('node:path')
 
 const { LcmEngine: Addon, configFromEnv, snapshot } = require('../index.js')
-const { resolveSettings, stateDir } = require('../plugin/config.cjs')
+const { isDatabaseUrl, resolveSettings, stateDir } = require('../plugin/config.cjs')
 
 /**
  * @typedef {import('../index.js').LcmEngine} Engine
@@ -189,7 +189,7 @@ async function openReadOnly(db, options = {}) {
  */
 function existingDb(args) {
   const settings = settingsOf(args)
-  if (!fs.existsSync(settings.db)) {
+  if (!isDatabaseUrl(settings.db) && !fs.existsSync(settings.db)) {
     throw Object.assign(new Error(`database not found: ${settings.db}${args.db === undefined ? ' (give its path with --db)' : ''}`), { code: 'E_NOT_FOUND' })
   }
   return settings
@@ -281,7 +281,8 @@ async function openForReading(db, options = {}) {
   try {
     return new Reader(await openReadOnly(db, options), undefined)
   } catch (err) {
-    if (fieldOf(err, 'code') !== 'E_SCHEMA' || !/needs a schema upgrade/.test(String(fieldOf(err, 'message')))) throw err
+    // (A PostgreSQL schema is always lcm-native's current one: nothing to upgrade.)
+    if (isDatabaseUrl(db) || fieldOf(err, 'code') !== 'E_SCHEMA' || !/needs a schema upgrade/.test(String(fieldOf(err, 'message')))) throw err
   }
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lcm-read-'))
   try {

@@ -14,6 +14,7 @@ const { copyDatabase, exportPrompts, listPrompts, migrate: migrateFile, renderPr
 const { LcmEngine, UsageError, existingDb, fieldOf, fmt, oneLine, openForReading, openReadOnly, parseArgs, plural, reportMigration, settingsOf, signed } = require('./cli-common.cjs')
 const inspect = require('./inspect.cjs')
 const { resolveLlm } = require('./llm.cjs')
+const { isDatabaseUrl } = require('../plugin/config.cjs')
 
 /**
  * @typedef {import('../index.js').LcmEngine} Engine
@@ -288,6 +289,12 @@ async function backup(argv) {
   if (args._.length !== 1) throw new UsageError(args._.length ? `unexpected argument ${args._[1]}` : 'the backup file OUT is missing', 'backup')
   const { db } = existingDb(args)
   const out = path.resolve(args._[0])
+  if (isDatabaseUrl(db)) {
+    // A PostgreSQL schema is backed up as a SQLite file: a copy, checked table by table.
+    const report = await copyDatabase({ from: db, to: out })
+    const rows = report.tables.reduce((n, t) => n + t.rows, 0)
+    return console.log(`backed up ${report.from} to ${out} (${fmt(rows)} rows in ${report.tables.length} tables, each checked by its SHA-256)`)
+  }
   const bytes = await snapshot(db, out)
   console.log(`backed up ${db} to ${out} (${fmt(bytes)} bytes)`)
 }
@@ -324,16 +331,17 @@ async function stats(argv) {
   const reader = await openForReading(db, { ...engineOptions, ...(args.immutable ? { immutable: true } : {}) })
   const { engine } = reader
   try {
-    const size = ['', '-wal'].map((s) => (fs.existsSync(db + s) ? fs.statSync(db + s).size : 0))
+    const size = ['', '-wal'].map((s) => (!isDatabaseUrl(db) && fs.existsSync(db + s) ? fs.statSync(db + s).size : 0))
+    const shown = engine.migration.dbPath
     if (args.json) {
       const conversations = []
       for (const c of await engine.conversations()) {
         const summaries = await engine.summaries(c.conversationId)
         conversations.push({ ...c, fallbackSummaries: summaries.filter((s) => s.fallback).length, fidelity: summaries.length ? await engine.fidelity(c.conversationId) : [] })
       }
-      return console.log(JSON.stringify({ database: db, bytes: size[0], walBytes: size[1], upgradeNeeded: reader.upgradeNeeded, conversations }, null, 2))
+      return console.log(JSON.stringify({ database: shown, bytes: size[0], walBytes: size[1], upgradeNeeded: reader.upgradeNeeded, conversations }, null, 2))
     }
-    console.log(`database ${db}: ${fmt(size[0])} bytes${size[1] ? ` (+ ${fmt(size[1])} bytes of WAL)` : ''}`)
+    console.log(isDatabaseUrl(db) ? `database ${shown}` : `database ${db}: ${fmt(size[0])} bytes${size[1] ? ` (+ ${fmt(size[1])} bytes of WAL)` : ''}`)
     const conversations = await engine.conversations()
     if (!conversations.length) console.log('no conversations')
     /** @type {{ messages: number, summaries: number, fallback: number, depths: Record<number, number> }} */

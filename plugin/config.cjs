@@ -5,6 +5,7 @@
 // variables over it, then defaults. The engine options are checked again by
 // `LcmEngine.open`, which names the option it refuses.
 
+const { createHash } = require('node:crypto')
 const { homedir } = require('node:os')
 const { basename, dirname, extname, join } = require('node:path')
 
@@ -39,7 +40,7 @@ const ENGINE_KEYS = [
 /**
  * @typedef {object} PluginSettings
  * @property {boolean} enabled
- * @property {string} dbPath            resolved path of the (global) database file
+ * @property {string} dbPath            the (global) database: a SQLite file, or a PostgreSQL URL (dbUrl, LCM_DATABASE_URL)
  * @property {'global' | 'agent'} databaseScope
  * @property {string[]} ignoreSessionPatterns
  * @property {string[]} statelessSessionPatterns
@@ -209,11 +210,18 @@ function resolveSettings(pluginConfig, env, engineEnv) {
     if (engine.timezone !== undefined && !env.LCM_TIMEZONE?.trim()) delete fromEnv.timezone
     merged = { ...engine, ...fromEnv, ...(sweepDepth !== undefined ? { incrementalMaxDepth: sweepDepth } : {}) }
     delete merged.dbPath
+    delete merged.dbUrl
     return merged
   }
 
+  // The database: a PostgreSQL URL (LCM_DATABASE_URL, dbUrl) or a SQLite file; the
+  // environment over the config, a URL over a path at the same level.
+  const urlEnv = env.LCM_DATABASE_URL?.trim() || undefined
+  if (urlEnv !== undefined && !isDatabaseUrl(urlEnv)) throw new ConfigError('LCM_DATABASE_URL', 'must be a postgres:// or postgresql:// URL')
+  const dbUrl = text(cfg, 'dbUrl')
+  if (dbUrl !== undefined && !isDatabaseUrl(dbUrl)) throw new ConfigError('dbUrl', 'must be a postgres:// or postgresql:// URL')
   const dbEnv = env.LCM_DATABASE_PATH?.trim() || undefined
-  const dbPath = dbEnv ?? text(cfg, 'dbPath') ?? text(cfg, 'databasePath') ?? join(stateDir(env), 'lcm.db')
+  const dbPath = urlEnv ?? dbEnv ?? dbUrl ?? text(cfg, 'dbPath') ?? text(cfg, 'databasePath') ?? join(stateDir(env), 'lcm.db')
   if (dbPath.trim() === '') throw new ConfigError('dbPath', 'must not be empty')
 
   return {
@@ -232,16 +240,40 @@ function resolveSettings(pluginConfig, env, engineEnv) {
   }
 }
 
+/** @param {string} db whether it names a PostgreSQL database rather than a file */
+const isDatabaseUrl = (db) => /^postgres(ql)?:\/\//i.test(db)
+
+/** lcm-native's schema when a URL names none (as the engine's). */
+const DEFAULT_SCHEMA = 'lcm'
+
 /**
- * The database file of an agent: the configured file, or with `databaseScope: "agent"` one
- * file per agent beside it (`lcm.db` → `lcm.<agent>.db`), so agents do not share a write lock.
+ * The database of an agent: the configured file or URL, or with `databaseScope: "agent"` one
+ * file per agent beside it (`lcm.db` → `lcm.<agent>.db`), or on PostgreSQL one schema per
+ * agent (`lcm` → `lcm_<agent>`), so agents do not share a write lock.
  * @param {PluginSettings} settings @param {string} agentId
  */
 function databaseFor(settings, agentId) {
   if (settings.databaseScope !== 'agent') return settings.dbPath
+  if (isDatabaseUrl(settings.dbPath)) return withSchema(settings.dbPath, agentId)
   const safe = agentId.replace(/[^A-Za-z0-9_.-]/g, '_') || 'main'
   const ext = extname(settings.dbPath)
   return join(dirname(settings.dbPath), `${basename(settings.dbPath, ext)}.${safe}${ext || '.db'}`)
+}
+
+/**
+ * `url` with the agent's own schema: `<schema>_<agent>` (schema names are lower-case letters,
+ * digits and `_`, at most 63 bytes; an agent id that had to change gets a short hash, so two
+ * agents never share one).
+ * @param {string} url @param {string} agentId
+ */
+function withSchema(url, agentId) {
+  const [base, query = ''] = url.split(/\?(.*)/s, 2)
+  const params = new URLSearchParams(query)
+  const schema = params.get('schema') || DEFAULT_SCHEMA
+  let agent = agentId.toLowerCase().replace(/[^a-z0-9_]/g, '_') || 'main'
+  if (agent !== agentId) agent = `${agent.slice(0, 40)}_${createHash('sha256').update(agentId).digest('hex').slice(0, 6)}`
+  params.set('schema', `${schema}_${agent}`.slice(0, 63))
+  return `${base}?${params.toString()}`
 }
 
 /**
@@ -253,4 +285,4 @@ function agentOf(sessionKey) {
   return parts[0] === 'agent' && parts[1] ? parts[1] : 'main'
 }
 
-module.exports = { ConfigError, ENGINE_KEYS, agentOf, databaseFor, resolveSettings, stateDir }
+module.exports = { ConfigError, ENGINE_KEYS, agentOf, databaseFor, isDatabaseUrl, resolveSettings, stateDir }

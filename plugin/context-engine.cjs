@@ -14,7 +14,7 @@ const { describeFailure, makeSummarizer } = require('./summarizer.cjs')
 const { randomUUID } = require('node:crypto')
 const { appendFileSync } = require('node:fs')
 
-const { addon, drainSpool, engineFor, logOnce, settleInflight, shared, spool, spoolPending, track } = require('./shared.cjs')
+const { addon, drainSpool, engineFor, heldPath, logOnce, settleInflight, shared, spool, spoolPending, track } = require('./shared.cjs')
 
 const VERSION = require('../package.json').version
 
@@ -222,7 +222,7 @@ class LcmNativeContextEngine {
   async engineOf(s, awaitDrain = false) {
     const path = this.dbPathOf(s)
     const engine = await engineFor(path, this.settings.engineOptions())
-    this.logOnce(`opened:${path}`, 'info', `lcm-native: using ${path} (${engine.migration.summary})`)
+    this.logOnce(`opened:${path}`, 'info', `lcm-native: using ${engine.migration.dbPath} (${engine.migration.summary})`)
     // A damaged file is neither read for the context (it would miss the turns it can no
     // longer store) nor written: every caller falls back as on a failed open.
     const damage = engine.damage
@@ -232,7 +232,7 @@ class LcmNativeContextEngine {
     if (!state.drained.has(path) || spoolPending(path)) {
       state.drained.add(path)
       const held = (/** @type {{ advancementKey?: string }} */ t, /** @type {string} */ error) =>
-        this.logger.error(`lcm-native: a spooled turn (${t.advancementKey ?? 'no key'}) failed ${error} on every try; it is set aside in ${path}.lcm-native-held.jsonl so that later turns are stored`)
+        this.logger.error(`lcm-native: a spooled turn (${t.advancementKey ?? 'no key'}) failed ${error} on every try; it is set aside in ${heldPath(path)} so that later turns are stored`)
       const drain = drainSpool(path, engine, held)
         .then((stored) => {
           if (stored) this.logger.info(`lcm-native: stored ${stored} spooled turn(s)`)

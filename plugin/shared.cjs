@@ -6,9 +6,11 @@
 // work in flight, and notes of what was already logged.
 
 const { appendFileSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync, writeSync } = require('node:fs')
+const { createHash } = require('node:crypto')
 const { hostname } = require('node:os')
 const { basename, dirname, join } = require('node:path')
 
+const { isDatabaseUrl, stateDir } = require('./config.cjs')
 const { asPlainText } = require('./messages.cjs')
 
 const KEY = Symbol.for('lcm-native.openclaw.shared')
@@ -83,7 +85,7 @@ function engineFor(dbPath, options) {
   let open = s.engines.get(dbPath)
   if (!open) {
     open = (async () => {
-      mkdirSync(dirname(dbPath), { recursive: true })
+      if (!isDatabaseUrl(dbPath)) mkdirSync(dirname(dbPath), { recursive: true })
       const engine = await addon().LcmEngine.open({ ...options, dbPath })
       ;(s.open ??= new Set()).add(engine)
       return engine
@@ -162,7 +164,30 @@ async function settleInflight(ms, works) {
 // host's turn and no turn is lost. Entries carry their advancement key: storing is idempotent.
 
 /** @param {string} dbPath */
-const spoolPath = (dbPath) => `${dbPath}.lcm-native-pending.jsonl`
+const spoolPath = (dbPath) => `${spoolBase(dbPath)}.lcm-native-pending.jsonl`
+
+/** Where a drain sets aside a turn that never stores. @param {string} dbPath */
+const heldPath = (dbPath) => `${spoolBase(dbPath)}.lcm-native-held.jsonl`
+
+/**
+ * What the spool files of a database are named after: the file itself, or for a PostgreSQL
+ * database a name in the state directory (`lcm-native-spool/`) made of its server, database
+ * and schema and a hash of its URL without the password (which is never written to a name).
+ * @param {string} dbPath
+ */
+function spoolBase(dbPath) {
+  if (!isDatabaseUrl(dbPath)) return dbPath
+  const [base, query = ''] = dbPath.split(/\?(.*)/s, 2)
+  const withoutPassword = base.replace(/^([a-z]+:\/\/[^:@/]*):[^@/]*@/i, '$1@')
+  const params = new URLSearchParams(query)
+  params.delete('password')
+  const url = `${withoutPassword}?${params.toString()}`
+  const where = (withoutPassword.split('@').pop() ?? '').replace(/^[a-z]+:\/\//i, '')
+  const readable = `${decodeURIComponent(where)}-${params.get('schema') ?? 'lcm'}`.replace(/[^A-Za-z0-9_.-]+/g, '_').slice(-80)
+  const dir = join(stateDir(process.env), 'lcm-native-spool')
+  mkdirSync(dir, { recursive: true, mode: 0o700 })
+  return join(dir, `${readable}-${createHash('sha256').update(url).digest('hex').slice(0, 12)}`)
+}
 
 /**
  * A turn as the spool file holds it (one JSON line): what `ingest` takes, written by the
@@ -203,7 +228,7 @@ function takenAt(path) {
 /** A drain that finds a turn failing this often for a reason that is not transient sets it aside. */
 const POISON_ATTEMPTS = 3
 /** Failures that say "later", not "never": the turn stays first in line. */
-const TRANSIENT = new Set(['E_BUSY', 'E_SQLITE', 'E_IO', 'E_CORRUPT', 'E_CLOSED', 'E_SCHEMA', 'E_READ_ONLY'])
+const TRANSIENT = new Set(['E_BUSY', 'E_SQLITE', 'E_IO', 'E_CORRUPT', 'E_CLOSED', 'E_SCHEMA', 'E_READ_ONLY', 'E_CONNECTION', 'E_TIMEOUT'])
 
 /**
  * The drain lock of a database's spool: a file created exclusively, naming the process that
@@ -364,7 +389,7 @@ async function drainLocked(dbPath, file, engine, onHeld) {
           const attempts = (t.attempts ?? 0) + 1
           if (!TRANSIENT.has(failure?.code ?? '') && attempts >= POISON_ATTEMPTS) {
             const error = `${failure?.code ?? 'E_INTERNAL'}: ${failure?.message ?? String(failed)}`
-            appendFileSync(`${dbPath}.lcm-native-held.jsonl`, `${JSON.stringify({ ...t, attempts, error })}\n`, { mode: 0o600 })
+            appendFileSync(heldPath(dbPath), `${JSON.stringify({ ...t, attempts, error })}\n`, { mode: 0o600 })
             onHeld?.(t, error)
             continue
           }
@@ -381,4 +406,4 @@ async function drainLocked(dbPath, file, engine, onHeld) {
   return stored
 }
 
-module.exports = { addon, closeAll, closeAllNow, drainSpool, engineFor, logOnce, settleInflight, shared, spool, spoolPath, spoolPending, track }
+module.exports = { addon, closeAll, closeAllNow, drainSpool, engineFor, logOnce, settleInflight, shared, heldPath, spool, spoolPath, spoolPending, track }

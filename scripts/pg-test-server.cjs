@@ -73,18 +73,27 @@ function startCluster() {
     }
     fs.rmSync(dir, { recursive: true, force: true })
   }
-  try {
-    run(prefix, [path.join(bin, 'initdb'), '-D', data, '--auth=trust', '-U', 'lcm', '-E', 'UTF8', '--locale=C.UTF-8', '-N'])
-    const options = [
-      `-k ${dir}`,
-      "-c listen_addresses=''",
-      '-c fsync=off',
-      '-c synchronous_commit=off',
-      '-c full_page_writes=off',
-      '-c max_connections=200',
-    ].join(' ')
+  const options = [
+    `-k ${dir}`,
+    "-c listen_addresses=''",
+    '-c fsync=off',
+    '-c synchronous_commit=off',
+    '-c full_page_writes=off',
+    '-c max_connections=200',
+  ].join(' ')
+  const start = () => {
     run(prefix, [pgCtl, '-D', data, '-l', log, '-w', '-o', options, 'start'])
     started = true
+  }
+  // For tests of a lost server: stopped at once (clients see their connections drop, as in a
+  // crash), and started again on the same data.
+  const halt = () => {
+    run(prefix, [pgCtl, '-D', data, '-m', 'immediate', '-w', 'stop'])
+    started = false
+  }
+  try {
+    run(prefix, [path.join(bin, 'initdb'), '-D', data, '--auth=trust', '-U', 'lcm', '-E', 'UTF8', '--locale=C.UTF-8', '-N'])
+    start()
   } catch (err) {
     const detail = [err.stderr, fs.existsSync(log) ? fs.readFileSync(log, 'utf8') : '']
       .filter(Boolean)
@@ -93,7 +102,7 @@ function startCluster() {
     stop()
     throw new Error(`${err.message.split('\n')[0]}${detail ? `\n${detail}` : ''}`)
   }
-  return { url: `postgres://lcm@${encodeURIComponent(dir)}/postgres`, dir, data, bin, prefix, stop }
+  return { url: `postgres://lcm@${encodeURIComponent(dir)}/postgres`, dir, data, bin, prefix, stop, halt, resume: start }
 }
 
 function main() {

@@ -87,9 +87,15 @@ impl<'de> Deserialize<'de> for RedactPatterns {
 #[cfg_attr(test, derive(ts_rs::TS), ts(rename = "LcmConfig"))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LcmOptions {
-    /// Path of the SQLite file. Its directory must exist.
+    /// Path of the SQLite file (its directory must exist), or a PostgreSQL URL. Give this or
+    /// `dbUrl`.
     #[serde(default)]
-    pub db_path: String,
+    #[cfg_attr(test, ts(optional))]
+    pub db_path: Option<String>,
+    /// A PostgreSQL database instead of a file: `postgres://user:password@host:port/db`, with
+    /// `?schema=NAME` (default `lcm`). Give this or `dbPath`, not both.
+    #[serde(default, skip_serializing)]
+    pub db_url: Option<String>,
     /// Fraction of the token budget above which a sweep is due (0 < x ≤ 1). Default 0.75.
     #[serde(default, skip_serializing, deserialize_with = "fraction")]
     pub context_threshold: Option<f64>,
@@ -332,6 +338,7 @@ enum EnvText {
 /// (`TZ` is read after them for `timezone`; `LCM_WAL_RUNS=0` is read when connections open.)
 const ENV: &[(&str, &str, EnvText)] = &[
     ("dbPath", "LCM_DATABASE_PATH", EnvText::Text),
+    ("dbUrl", "LCM_DATABASE_URL", EnvText::Text),
     ("contextThreshold", "LCM_CONTEXT_THRESHOLD", EnvText::Number),
     ("freshTailCount", "LCM_FRESH_TAIL_COUNT", EnvText::Number),
     ("freshTailMaxTokens", "LCM_FRESH_TAIL_MAX_TOKENS", EnvText::Number),
@@ -412,11 +419,27 @@ pub(crate) fn redactor_of(value: &Value) -> Result<Option<crate::redact::text::R
 impl Config {
     /// Resolves the options: defaults filled in, the timezone chosen (`timezone`, else `tz_env`,
     /// the process's `TZ`, when it names an IANA zone, else UTC), the redactor built.
-    pub fn resolve(o: LcmOptions, tz_env: Option<&str>) -> Result<Config> {
-        if o.db_path.trim().is_empty() {
+    pub fn resolve(mut o: LcmOptions, tz_env: Option<&str>) -> Result<Config> {
+        if let Some(url) = o.db_url.take() {
+            if !crate::pg::is_url(&url) {
+                return Err(LcmError::invalid_config(
+                    "dbUrl",
+                    "must be a postgres:// or postgresql:// URL",
+                ));
+            }
+            if o.db_path.as_deref().is_some_and(|p| !p.trim().is_empty()) {
+                return Err(LcmError::invalid_config(
+                    "dbUrl",
+                    "and dbPath both name a database; give one of them",
+                ));
+            }
+            o.db_path = Some(url);
+        }
+        let db_path = o.db_path.unwrap_or_default();
+        if db_path.trim().is_empty() {
             return Err(LcmError::invalid_config(
                 "dbPath",
-                "is required (a file path, not empty)",
+                "is required (a file path or a postgres:// URL in dbUrl, not empty)",
             ));
         }
         let read_only = o.read_only.unwrap_or(false);
@@ -437,7 +460,7 @@ impl Config {
         };
         let redact_patterns = o.redact_patterns.unwrap_or_default();
         Ok(Config {
-            db_path: o.db_path,
+            db_path,
             context_threshold: o.context_threshold.unwrap_or(0.75),
             fresh_tail_count: o.fresh_tail_count.unwrap_or(32),
             fresh_tail_max_tokens: o.fresh_tail_max_tokens,
@@ -486,7 +509,7 @@ impl Config {
     /// A config with every default, for tests and tools.
     pub fn with_db_path(db_path: &str) -> Config {
         let options = LcmOptions {
-            db_path: db_path.to_string(),
+            db_path: Some(db_path.to_string()),
             ..LcmOptions::default()
         };
         Config::resolve(options, None).expect("defaults are valid")
@@ -560,6 +583,19 @@ mod tests {
         assert_eq!(c.presentation, Presentation::Xml);
     }
 
+    /// `dbUrl` (or `LCM_DATABASE_URL`) is the database when no `dbPath` is given.
+    #[test]
+    fn a_database_url_is_the_database() {
+        let url = "postgres://lcm@db.example/agents?schema=team";
+        let c = Config::from_options(&json!({ "dbUrl": url }), None).unwrap();
+        assert_eq!(c.db_path, url);
+        let env: HashMap<&str, &str> = [("LCM_DATABASE_URL", url)].into();
+        let from_env = config_from_env(|k| env.get(k).map(|v| v.to_string())).unwrap();
+        assert_eq!(from_env["dbUrl"], json!(url));
+        let c = Config::from_options(&Value::Object(from_env), None).unwrap();
+        assert_eq!(c.db_path, url);
+    }
+
     #[test]
     fn bad_options_name_the_option() {
         let cases = [
@@ -572,6 +608,8 @@ mod tests {
             (json!({"dbPath": "/x", "freshTailCont": 3}), "freshTailCont"),
             (json!({"dbPath": ""}), "dbPath"),
             (json!({}), "dbPath"),
+            (json!({"dbUrl": "mysql://x/y"}), "dbUrl"),
+            (json!({"dbUrl": "postgres://x/y", "dbPath": "/x"}), "dbUrl"),
             (json!("x.db"), "options"),
         ];
         for (opts, option) in cases {
@@ -667,8 +705,9 @@ mod readme_tests {
         .to_json();
         let shown: Vec<&String> = all.as_object().unwrap().keys().collect();
         let names = option_names();
-        assert_eq!(names.len(), 29, "{names:?}");
-        assert_eq!(shown, names.iter().collect::<Vec<_>>());
+        assert_eq!(names.len(), 30, "{names:?}");
+        // `dbUrl` is shown as the `dbPath` it becomes.
+        assert_eq!(shown, names.iter().filter(|n| *n != "dbUrl").collect::<Vec<_>>());
         for (name, ..) in ENV {
             assert!(names.iter().any(|n| n == name), "ENV names an unknown option {name}");
         }

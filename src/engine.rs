@@ -222,9 +222,9 @@ impl Engine {
 
     /// Per-depth distribution of a conversation's stored fidelity scores.
     pub fn fidelity(&self, conversation_id: i64) -> Result<Vec<crate::fidelity::survey::DepthFidelity>> {
-        self.deps.backend.sqlite()?.read(|conn| {
-            conversations::get(conn, conversation_id)?;
-            crate::fidelity::survey::distribution(conn, conversation_id)
+        self.deps.backend.read(|db| {
+            conversations::get(db, conversation_id)?;
+            crate::fidelity::survey::distribution(db, conversation_id)
         })
     }
 
@@ -232,6 +232,9 @@ impl Engine {
     pub fn score_fidelity(&self, conversation_id: i64, all: bool) -> Result<crate::fidelity::survey::ScoreReport> {
         self.deps.backend.check_writable()?;
         let zone = self.deps.config.zone;
+        if let Backend::Postgres(pg) = &*self.deps.backend {
+            return pg.write(|c| crate::fidelity::survey::score_in(c.into(), conversation_id, all, zone));
+        }
         self.deps
             .backend
             .sqlite()?
@@ -329,6 +332,10 @@ impl Engine {
 
     /// Checks the invariants (of one conversation, or all) and digests the contents.
     pub fn verify(&self, conversation_id: Option<i64>) -> Result<crate::store::verify::VerifyReport> {
+        if let Backend::Postgres(pg) = &*self.deps.backend {
+            // One REPEATABLE READ snapshot.
+            return pg.read(|c| crate::store::verify::verify(c, conversation_id));
+        }
         // A fresh connection: SQLite's FTS5 integrity check reports a false checksum mismatch
         // on a connection whose cached index structure predates another connection's write.
         let conn = self.deps.backend.sqlite()?.fresh_connection()?;
@@ -424,19 +431,20 @@ impl Engine {
         let conversation_id = self
             .deps
             .backend
-            .sqlite()?
-            .read(|conn| Ok(summaries::get(conn, summary_id)?.conversation_id))?;
+            .read(|db| Ok(summaries::get(db, summary_id)?.conversation_id))?;
         let _turn = self.turn(conversation_id).await?;
         let (flags, zone, keep) = (
             self.deps.flags,
             self.deps.config.zone,
             self.deps.config.max_summary_versions,
         );
-        tokio::task::block_in_place(|| {
-            self.deps
-                .backend
-                .sqlite()?
-                .write(|conn| crate::history::rollback(conn, flags, zone, keep, summary_id, version))
+        tokio::task::block_in_place(|| match &*self.deps.backend {
+            Backend::Postgres(pg) => {
+                pg.write(|c| crate::history::rollback_in(c.into(), flags, zone, keep, summary_id, version))
+            }
+            Backend::Sqlite(pool) => {
+                pool.write(|conn| crate::history::rollback(conn, flags, zone, keep, summary_id, version))
+            }
         })
     }
 
@@ -459,10 +467,13 @@ impl Engine {
         let _turn = self.turn(found.conversation_id).await?;
         let flags = self.deps.flags;
         let now = crate::time::now_sqlite();
-        tokio::task::block_in_place(|| {
-            self.deps.backend.sqlite()?.write_preserving_messages(|conn| {
+        tokio::task::block_in_place(|| match &*self.deps.backend {
+            Backend::Postgres(pg) => {
+                pg.write(|c| crate::store::lifecycle::reset_in(c.into(), flags, found.conversation_id, reason, &now))
+            }
+            Backend::Sqlite(pool) => pool.write_preserving_messages(|conn| {
                 crate::store::lifecycle::reset(conn, flags, found.conversation_id, reason, &now)
-            })
+            }),
         })
     }
 
@@ -641,8 +652,16 @@ impl Engine {
     /// Writes a consistent copy of the whole database to `out` (a new file): SQLite's
     /// `VACUUM INTO` from one read snapshot, so turns committed up to then are in it, whatever
     /// is still in the log, while writers carry on. Returns the copy's size in bytes.
+    /// On PostgreSQL: a copy into a new SQLite file (`lcm-native copy`), read from one snapshot
+    /// and checked table by table.
     pub fn backup(&self, out: &str) -> Result<u64> {
         check_new_file(out)?;
+        if let Backend::Postgres(_) = &*self.deps.backend {
+            crate::copy::run(crate::copy::CopyOptions::new(&self.deps.config.db_path, out))?;
+            return std::fs::metadata(out)
+                .map(|m| m.len())
+                .map_err(|e| LcmError::io(out, e));
+        }
         let conn = self.deps.backend.sqlite()?.fresh_connection()?;
         db::vacuum_into(&conn, out)
     }

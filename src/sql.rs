@@ -31,7 +31,7 @@ impl Backend {
         match self {
             Backend::Sqlite(p) => Ok(p),
             Backend::Postgres(p) => Err(LcmError::Unsupported(format!(
-                "this operation does not run on PostgreSQL yet ({}); lcm-native's PostgreSQL support is in progress (issue #32): ingest, compaction, assembly, describe, expand, history and the reads of conversations, messages, summaries, the DAG and the context do",
+                "this operation does not run on PostgreSQL yet ({}); lcm-native's PostgreSQL support is in progress (issue #32): everything but redaction does",
                 p.describe()
             ))),
         }

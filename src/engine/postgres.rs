@@ -314,10 +314,12 @@ mod tests {
         };
         assert_eq!(expanded(&sqlite, &top_a), expanded(&pg, &top_b));
         assert_eq!(pg.history(&top_b).unwrap().len(), 1);
-        // Not ported yet: said plainly, nothing done.
-        let e = pg.verify(Some(1)).unwrap_err();
-        assert_eq!(e.code(), "E_UNSUPPORTED", "{e}");
-        assert!(e.to_string().contains("issue #32"), "{e}");
+        // A backup of a schema is a SQLite file holding the same rows.
+        let copy = dir.path().join("backup.db").to_string_lossy().into_owned();
+        assert!(pg.backup(&copy).unwrap() > 0);
+        let restored = open(&copy);
+        assert_eq!(restored.verify(None).unwrap().digest, pg.verify(None).unwrap().digest);
+        restored.close();
         pg.close();
         // Opened again: the schema is there; read-only works too.
         let again = open(&url);
@@ -328,6 +330,170 @@ mod tests {
             Engine::open(Config::from_options(&json!({ "dbPath": url, "readOnly": true }), None).unwrap()).unwrap();
         assert_eq!(ro.ingest(&target, &session[..1]).unwrap_err().code(), "E_READ_ONLY");
         ro.close();
+        let c = location.connect().unwrap();
+        c.batch(&format!(
+            "DROP SCHEMA {} CASCADE",
+            crate::pg::quote_ident(&location.schema)
+        ))
+        .unwrap();
+    }
+
+    /// A compacted SQLite file copied into PostgreSQL: `verify` finds both sound with the same
+    /// digest; fidelity scores, a rewritten summary rolled back, and `/new`, `/reset` and a
+    /// deleted session give the same results on both.
+    #[test]
+    fn verify_fidelity_rollback_and_resets_on_postgres_as_on_sqlite() {
+        use crate::store::lifecycle::ResetReason;
+        let Some(location) = pg_test_location("engine_verify") else {
+            return;
+        };
+        let url = format!(
+            "{}?schema={}",
+            std::env::var("LCM_TEST_DATABASE_URL").unwrap(),
+            location.schema
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("lcm.db").to_string_lossy().into_owned();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let sqlite = open(&file);
+        let target = Target::SessionKey {
+            key: "agent:main:main".into(),
+            session_id: Some("theme".into()),
+        };
+        sqlite.ingest(&target, &transcript(THEME)[..240]).unwrap();
+        let sweep = crate::compaction::SweepOptions {
+            token_budget: 4_000,
+            force: true,
+            ..Default::default()
+        };
+        rt.block_on(sqlite.compact(1, Arc::new(crate::offline::OfflineSummarizer), sweep))
+            .unwrap();
+        sqlite.close();
+        crate::copy::run(crate::copy::CopyOptions::new(&file, &url)).unwrap();
+        let (sqlite, pg) = (open(&file), open(&url));
+
+        let (a, b) = (sqlite.verify(None).unwrap(), pg.verify(None).unwrap());
+        assert!(a.ok && b.ok, "{:?} / {:?}", a.problems, b.problems);
+        assert_eq!(
+            (a.conversations, a.messages, a.summaries),
+            (b.conversations, b.messages, b.summaries)
+        );
+        assert!(a.summaries > 3, "{a:?}");
+        assert_eq!(a.digest, b.digest, "one database, two engines: one digest");
+        assert_eq!(pg.verify(Some(1)).unwrap().digest, a.digest);
+
+        let (sa, sb) = (
+            sqlite.score_fidelity(1, true).unwrap(),
+            pg.score_fidelity(1, true).unwrap(),
+        );
+        assert_eq!(sa.scored, sb.scored);
+        assert_eq!(sa.by_depth, sb.by_depth);
+        assert_eq!(sqlite.fidelity(1).unwrap(), pg.fidelity(1).unwrap());
+
+        // A summary's text changed (as a rewrite does), then rolled back: the same versions.
+        let top = sqlite
+            .summaries(1, None)
+            .unwrap()
+            .last()
+            .unwrap()
+            .fields
+            .summary_id
+            .clone();
+        let flags = sqlite.deps.flags;
+        let change = |engine: &Engine| {
+            let fidelity = crate::fidelity::score(&Default::default(), "rewritten");
+            let replacement = crate::store::summaries::Replacement {
+                content: "a rewritten text",
+                token_count: 4,
+                model: "test",
+                fidelity: (&fidelity, false),
+                change: Some(crate::store::versions::Change {
+                    reason: crate::store::versions::Reason::Rewrite,
+                    template: None,
+                    keep: 10,
+                }),
+            };
+            match &*engine.deps.backend {
+                crate::sql::Backend::Sqlite(p) => p
+                    .write(|c| crate::store::summaries::replace_content(c, flags, &top, &replacement))
+                    .unwrap(),
+                crate::sql::Backend::Postgres(p) => p
+                    .write(|c| crate::store::summaries::replace_content_in(c, super::FLAGS, &top, &replacement))
+                    .unwrap(),
+            }
+        };
+        assert_eq!(change(&sqlite), change(&pg));
+        let versions = |engine: &Engine| -> Vec<(i64, String, String, bool)> {
+            engine
+                .history(&top)
+                .unwrap()
+                .into_iter()
+                .map(|v| (v.version, v.content, format!("{:?}", v.reason), v.current))
+                .collect()
+        };
+        assert_eq!(versions(&sqlite), versions(&pg));
+        assert_eq!(versions(&pg).len(), 2);
+        let (ra, rb) = (
+            rt.block_on(sqlite.rollback(&top, 1)).unwrap(),
+            rt.block_on(pg.rollback(&top, 1)).unwrap(),
+        );
+        assert_eq!((ra.version, &ra.content), (rb.version, &rb.content));
+        assert_eq!(versions(&sqlite), versions(&pg));
+        let (a, b) = (sqlite.verify(None).unwrap(), pg.verify(None).unwrap());
+        assert!(a.ok && b.ok, "{:?} / {:?}", a.problems, b.problems);
+        assert_eq!(a.digest, b.digest, "after the rollback");
+
+        // A rewrite of every summary, applied: the same texts, versions and digest.
+        let rewrite = |engine: &Engine| {
+            let options = serde_json::from_value(json!({ "all": true, "apply": true })).unwrap();
+            let summarizer = crate::test_support::Scripted::stub();
+            rt.block_on(engine.rewrite(
+                1,
+                summarizer,
+                &options,
+                &std::sync::atomic::AtomicBool::new(false),
+                &|_| {},
+            ))
+            .unwrap()
+        };
+        let (wa, wb) = (rewrite(&sqlite), rewrite(&pg));
+        assert!(wa.entries.len() > 3, "{wa:?}");
+        let entries = |r: &crate::rewrite::RewriteResult| serde_json::to_value(&r.entries).unwrap();
+        assert_eq!(entries(&wa), entries(&wb));
+        assert_eq!((wa.tokens_before, wa.tokens_after), (wb.tokens_before, wb.tokens_after));
+        assert_eq!(versions(&sqlite), versions(&pg));
+        let (a, b) = (sqlite.verify(None).unwrap(), pg.verify(None).unwrap());
+        assert!(a.ok && b.ok, "{:?} / {:?}", a.problems, b.problems);
+        assert_eq!(a.digest, b.digest, "after the rewrite");
+
+        // `/new` (keeping depth 2 and up), `/reset`, then the session deleted.
+        for reason in [
+            ResetReason::New { retain_depth: 2 },
+            ResetReason::Reset,
+            ResetReason::Deleted,
+        ] {
+            let (ra, rb) = (
+                rt.block_on(sqlite.reset_session(&target, reason)).unwrap(),
+                rt.block_on(pg.reset_session(&target, reason)).unwrap(),
+            );
+            assert_eq!(
+                serde_json::to_value(&ra).unwrap(),
+                serde_json::to_value(&rb).unwrap(),
+                "{reason:?}"
+            );
+            assert_eq!(
+                serde_json::to_value(sqlite.context(1).unwrap()).unwrap(),
+                serde_json::to_value(pg.context(1).unwrap()).unwrap()
+            );
+            let (a, b) = (sqlite.verify(None).unwrap(), pg.verify(None).unwrap());
+            assert!(a.ok && b.ok, "{reason:?}: {:?} / {:?}", a.problems, b.problems);
+        }
+        assert_eq!(pg.conversations().unwrap().len(), 2);
+        pg.close();
         let c = location.connect().unwrap();
         c.batch(&format!(
             "DROP SCHEMA {} CASCADE",

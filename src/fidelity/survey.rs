@@ -97,25 +97,32 @@ pub(crate) fn score_conversation(
     all: bool,
     zone: DisplayZone,
 ) -> Result<ScoreReport> {
-    crate::store::conversations::get(&*conn, conversation_id)?;
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let ids = store::unscored(&tx, conversation_id, all)?;
-    for id in &ids {
-        let keep_mark = store::needs_repair(&tx, id)?;
-        store::put(&tx, id, &compute((&tx).into(), id, zone)?, keep_mark)?;
-    }
+    let report = score_in((&tx).into(), conversation_id, all, zone)?;
     tx.commit()?;
+    Ok(report)
+}
+
+/// `score_conversation` in the caller's write transaction (either engine).
+pub(crate) fn score_in(db: Db, conversation_id: i64, all: bool, zone: DisplayZone) -> Result<ScoreReport> {
+    crate::store::conversations::get(db, conversation_id)?;
+    let ids = store::unscored(db, conversation_id, all)?;
+    for id in &ids {
+        let keep_mark = store::needs_repair(db, id)?;
+        store::put(db, id, &compute(db, id, zone)?, keep_mark)?;
+    }
     Ok(ScoreReport {
         conversation_id,
         scored: ids.len(),
-        by_depth: distribution(conn, conversation_id)?,
+        by_depth: distribution(db, conversation_id)?,
     })
 }
 
 /// Per-depth distribution of the stored scores.
-pub(crate) fn distribution(conn: &Connection, conversation_id: i64) -> Result<Vec<DepthFidelity>> {
-    let scores = store::for_conversation(conn, conversation_id)?;
-    let rows = crate::store::summaries::depths(conn, conversation_id)?;
+pub(crate) fn distribution<'a>(db: impl Into<Db<'a>>, conversation_id: i64) -> Result<Vec<DepthFidelity>> {
+    let db = db.into();
+    let scores = store::for_conversation(db, conversation_id)?;
+    let rows = crate::store::summaries::depths(db, conversation_id)?;
     let mut out: Vec<DepthFidelity> = Vec::new();
     let mut values: Vec<Vec<f64>> = Vec::new();
     for (id, depth) in rows {

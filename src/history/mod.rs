@@ -20,18 +20,32 @@ pub(crate) fn rollback(
     summary_id: &str,
     version: i64,
 ) -> Result<SummaryVersion> {
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let new = rollback_in((&tx).into(), flags, zone, keep, summary_id, version)?;
+    tx.commit()?;
+    Ok(new)
+}
+
+/// `rollback` in the caller's write transaction (either engine).
+pub(crate) fn rollback_in(
+    tx: crate::sql::Db,
+    flags: crate::db::SchemaFlags,
+    zone: crate::time::DisplayZone,
+    keep: i64,
+    summary_id: &str,
+    version: i64,
+) -> Result<SummaryVersion> {
     if !flags.has_versions {
         return Err(LcmError::invalid_input(
             "this file has no version table (open it writable once to migrate it)",
         ));
     }
-    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-    let old = get(&tx, summary_id, version)?;
+    let old = get(tx, summary_id, version)?;
     // The current text already: a new identical version would only push an old one out.
     if old.current {
         return Ok(old);
     }
-    let score = crate::fidelity::survey::score_text(&tx, summary_id, &old.content, zone)?;
+    let score = crate::fidelity::survey::score_text(tx, summary_id, &old.content, zone)?;
     let change = Change {
         reason: Reason::Rollback,
         template: old.template.as_ref(),
@@ -44,8 +58,6 @@ pub(crate) fn rollback(
         fidelity: (&score, false),
         change: Some(change),
     };
-    let new = crate::store::summaries::replace_content_in(&tx, flags, summary_id, &replacement)?;
-    let new = get(&tx, summary_id, new.expect("the version table exists"))?;
-    tx.commit()?;
-    Ok(new)
+    let new = crate::store::summaries::replace_content_in(tx, flags, summary_id, &replacement)?;
+    get(tx, summary_id, new.expect("the version table exists"))
 }

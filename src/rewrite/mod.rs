@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use rusqlite::Connection;
+use crate::sql::Db;
 use serde::{Deserialize, Serialize};
 
 use crate::compaction::escalation::{self, Level, PassError};
@@ -267,7 +267,7 @@ struct Target {
     created_at: String,
 }
 
-fn select(conn: &Connection, conversation_id: i64, selection: &Selection) -> Result<Vec<Target>> {
+fn select(conn: Db, conversation_id: i64, selection: &Selection) -> Result<Vec<Target>> {
     use crate::store::summaries::Which;
     let which = match selection {
         Selection::Summary(id) => Which::One(id),
@@ -331,9 +331,9 @@ pub(crate) async fn rewrite(
     let config = deps.config.clone();
     let prompts = prompts_for(deps, options)?;
     let targets = blocking(|| {
-        deps.backend.sqlite()?.read(|conn| {
-            conversations::get(conn, conversation_id)?;
-            select(conn, conversation_id, &options.selection)
+        deps.backend.read(|db| {
+            conversations::get(db, conversation_id)?;
+            select(db, conversation_id, &options.selection)
         })
     })?;
     let total = targets.len();
@@ -406,26 +406,25 @@ pub(crate) async fn rewrite(
             } else {
                 escalated.model.clone()
             };
-            blocking(|| {
-                deps.backend.sqlite()?.write(|conn| {
-                    let change = history::Change {
-                        reason: options.reason(),
-                        template: escalated.template.as_ref(),
-                        keep: config.max_summary_versions,
-                    };
-                    crate::store::summaries::replace_content(
-                        conn,
-                        deps.flags,
-                        &target.summary_id,
-                        &Replacement {
-                            content: &new_content,
-                            token_count: new_tokens,
-                            model: &writer_model,
-                            fidelity: (&escalated.fidelity, escalated.needs_repair),
-                            change: Some(change),
-                        },
-                    )
-                })
+            let change = history::Change {
+                reason: options.reason(),
+                template: escalated.template.as_ref(),
+                keep: config.max_summary_versions,
+            };
+            let replacement = Replacement {
+                content: &new_content,
+                token_count: new_tokens,
+                model: &writer_model,
+                fidelity: (&escalated.fidelity, escalated.needs_repair),
+                change: Some(change),
+            };
+            blocking(|| match &*deps.backend {
+                crate::sql::Backend::Postgres(pg) => pg.write(|c| {
+                    crate::store::summaries::replace_content_in(c, deps.flags, &target.summary_id, &replacement)
+                }),
+                crate::sql::Backend::Sqlite(pool) => pool.write(|conn| {
+                    crate::store::summaries::replace_content(conn, deps.flags, &target.summary_id, &replacement)
+                }),
             })?;
         }
         rewritten.insert(target.summary_id.clone(), new_content.clone());
@@ -484,7 +483,7 @@ fn prepare(
     timestamps: bool,
 ) -> Result<Prepared> {
     let config = &deps.config;
-    let built = deps.backend.sqlite()?.read(|conn| {
+    let built = deps.backend.read(|conn| {
         source::build(
             conn,
             target,
@@ -570,10 +569,9 @@ pub(crate) fn preview(
     let prompts = prompts_for(deps, options)?;
     let target = deps
         .backend
-        .sqlite()?
-        .read(|conn| {
-            conversations::get(conn, conversation_id)?;
-            select(conn, conversation_id, &Selection::Summary(summary_id.to_string()))
+        .read(|db| {
+            conversations::get(db, conversation_id)?;
+            select(db, conversation_id, &Selection::Summary(summary_id.to_string()))
         })?
         .pop()
         .ok_or_else(|| LcmError::not_found("summary", summary_id))?;

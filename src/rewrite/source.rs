@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use rusqlite::Connection;
+use crate::sql::Db;
 
 use super::Target;
 use crate::error::Result;
@@ -26,7 +26,7 @@ pub(super) struct Built {
 }
 
 pub(super) fn build(
-    conn: &Connection,
+    conn: Db,
     target: &Target,
     rewritten: &HashMap<String, String>,
     timestamps: bool,
@@ -85,7 +85,7 @@ pub(super) fn build(
 
 /// The two summaries of the same depth and conversation that precede `target` in time, in
 /// time order, with their new text where they were rewritten in this run.
-fn previous(conn: &Connection, target: &Target, rewritten: &HashMap<String, String>) -> Result<String> {
+fn previous(conn: Db, target: &Target, rewritten: &HashMap<String, String>) -> Result<String> {
     let rows = summaries::preceding(conn, &target.summary_id)?;
     Ok(rows
         .into_iter()

@@ -11,10 +11,11 @@
 //!   an empty one for the same session; a conversation that is still empty is left as it is.
 //! * A deleted session (its `session_end`) archives the conversation; none replaces it.
 
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, Connection};
 
 use crate::db::SchemaFlags;
 use crate::error::{LcmError, Result};
+use crate::sql::Db;
 
 /// lossless-claw's `newSessionRetainDepth` default: condensed summaries of depth 2 and deeper
 /// stay in the context after `/new`.
@@ -101,52 +102,68 @@ pub(crate) fn reset(
     reason: ResetReason,
     now: &str,
 ) -> Result<SessionReset> {
+    let tx = conn.transaction()?;
+    let out = reset_in((&tx).into(), flags, conversation_id, reason, now)?;
+    tx.commit()?;
+    Ok(out)
+}
+
+/// `reset` in the caller's write transaction (either engine).
+pub(crate) fn reset_in(
+    db: Db,
+    flags: SchemaFlags,
+    conversation_id: i64,
+    reason: ResetReason,
+    now: &str,
+) -> Result<SessionReset> {
     if !flags.conversations_have_active {
         return Err(LcmError::invalid_input(
             "this file's conversations cannot be archived (open it writable once to migrate it)",
         ));
     }
-    let tx = conn.transaction()?;
-    let out = match reason {
-        ResetReason::New { retain_depth } => prune(&tx, conversation_id, retain_depth, now)?,
-        ResetReason::Reset => archive(&tx, flags, conversation_id, "manual-reset", true, now)?,
-        ResetReason::Deleted => archive(&tx, flags, conversation_id, "session-deleted", false, now)?,
-    };
-    tx.commit()?;
-    Ok(out)
+    match reason {
+        ResetReason::New { retain_depth } => prune(db, conversation_id, retain_depth, now),
+        ResetReason::Reset => archive(db, flags, conversation_id, "manual-reset", true, now),
+        ResetReason::Deleted => archive(db, flags, conversation_id, "session-deleted", false, now),
+    }
 }
 
-fn prune(conn: &Connection, conversation_id: i64, retain_depth: i64, now: &str) -> Result<SessionReset> {
-    let through_seq: Option<i64> = conn
-        .prepare_cached("SELECT max(seq) FROM messages WHERE conversation_id = ?1")?
-        .query_row([conversation_id], |r| r.get(0))?;
-    let removed = conn
-        .prepare_cached(
-            "DELETE FROM context_items WHERE conversation_id = ?1 AND (item_type = 'message' OR summary_id IN
-               (SELECT summary_id FROM summaries WHERE conversation_id = ?1 AND depth < ?2))",
-        )?
-        .execute(params![conversation_id, retain_depth])? as i64;
+fn prune(db: Db, conversation_id: i64, retain_depth: i64, now: &str) -> Result<SessionReset> {
+    let through_seq: Option<i64> = db.query_one(
+        "SELECT max(seq) FROM messages WHERE conversation_id = ?1",
+        params![conversation_id],
+        |r| r.get(0),
+    )?;
+    let removed = db.execute(
+        "DELETE FROM context_items WHERE conversation_id = ?1 AND (item_type = 'message' OR summary_id IN
+           (SELECT summary_id FROM summaries WHERE conversation_id = ?1 AND depth < ?2))",
+        params![conversation_id, retain_depth],
+    )? as i64;
     let Some(through_seq) = through_seq.filter(|_| removed > 0) else {
         return Ok(SessionReset::none(Some(conversation_id)));
     };
     // The items left keep their order, numbered from 0 again (lcm-native's writes assume it;
     // lossless-claw reads by order). Negative first: the primary key holds at every step.
-    let ordinals: Vec<i64> = conn
-        .prepare_cached("SELECT ordinal FROM context_items WHERE conversation_id = ?1 ORDER BY ordinal")?
-        .query_map([conversation_id], |r| r.get(0))?
-        .collect::<std::result::Result<_, _>>()?;
-    conn.prepare_cached("UPDATE context_items SET ordinal = -1 - ordinal WHERE conversation_id = ?1")?
-        .execute([conversation_id])?;
-    let mut renumber =
-        conn.prepare_cached("UPDATE context_items SET ordinal = ?3 WHERE conversation_id = ?1 AND ordinal = ?2")?;
+    let ordinals: Vec<i64> = db.query_map(
+        "SELECT ordinal FROM context_items WHERE conversation_id = ?1 ORDER BY ordinal",
+        params![conversation_id],
+        |r| r.get(0),
+    )?;
+    db.execute(
+        "UPDATE context_items SET ordinal = -1 - ordinal WHERE conversation_id = ?1",
+        params![conversation_id],
+    )?;
     for (new, old) in ordinals.iter().enumerate() {
-        renumber.execute(params![conversation_id, -1 - old, new as i64])?;
+        db.execute(
+            "UPDATE context_items SET ordinal = ?3 WHERE conversation_id = ?1 AND ordinal = ?2",
+            params![conversation_id, -1 - old, new as i64],
+        )?;
     }
-    conn.prepare_cached(
+    db.execute(
         "INSERT INTO lcm_native_context_resets (conversation_id, reason, through_seq, retain_depth, items_removed, reset_at)
          VALUES (?1, 'new', ?2, ?3, ?4, ?5)",
-    )?
-    .execute(params![conversation_id, through_seq, retain_depth, removed, now])?;
+        params![conversation_id, through_seq, retain_depth, removed, now],
+    )?;
     Ok(SessionReset {
         action: "pruned".into(),
         conversation_id: Some(conversation_id),
@@ -158,7 +175,7 @@ fn prune(conn: &Connection, conversation_id: i64, retain_depth: i64, now: &str) 
 /// Archives the active conversation with `cause`; with `replace`, an empty one follows for the
 /// same session (unless the conversation is still empty: nothing to do then).
 fn archive(
-    conn: &Connection,
+    db: Db,
     flags: SchemaFlags,
     conversation_id: i64,
     cause: &str,
@@ -176,22 +193,24 @@ fn archive(
         session_key: Option<String>,
         empty: bool,
     }
-    let current: Option<Current> = conn
-        .prepare_cached(&format!(
+    let current: Option<Current> = db.query_row(
+        &format!(
             "SELECT session_id, {key_col},
-                    bootstrapped_at IS NULL
+                    CASE WHEN bootstrapped_at IS NULL
                     AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.conversation_id = c.conversation_id)
                     AND NOT EXISTS (SELECT 1 FROM context_items i WHERE i.conversation_id = c.conversation_id)
+                    THEN 1 ELSE 0 END
              FROM conversations c WHERE conversation_id = ?1 AND active = 1"
-        ))?
-        .query_row([conversation_id], |r| {
+        ),
+        params![conversation_id],
+        |r| {
             Ok(Current {
                 session_id: r.get(0)?,
                 session_key: r.get(1)?,
                 empty: r.get(2)?,
             })
-        })
-        .optional()?;
+        },
+    )?;
     let Some(Current {
         session_id,
         session_key,
@@ -204,15 +223,15 @@ fn archive(
         // Already what a reset would make.
         return Ok(SessionReset::none(Some(conversation_id)));
     }
-    conn.prepare_cached(
+    db.execute(
         "UPDATE conversations SET active = 0, archived_at = COALESCE(archived_at, ?2),
            archive_cause = COALESCE(archive_cause, ?3), updated_at = ?2
          WHERE conversation_id = ?1",
-    )?
-    .execute(params![conversation_id, now, cause])?;
+        params![conversation_id, now, cause],
+    )?;
     let replacement = if replace {
         Some(crate::store::conversations::insert(
-            conn,
+            db,
             flags,
             &session_id,
             session_key.as_deref(),
@@ -231,14 +250,14 @@ fn archive(
 
 /// The highest message seq of each conversation that `/new` took out of the context on
 /// purpose (none when the table is absent: a file opened read-only before its migration).
-pub(crate) fn reset_through(conn: &Connection, conversation_id: i64) -> Result<Option<i64>> {
-    let exists: bool = conn
-        .prepare_cached("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'lcm_native_context_resets'")?
-        .exists([])?;
-    if !exists {
+pub(crate) fn reset_through<'a>(db: impl Into<Db<'a>>, conversation_id: i64) -> Result<Option<i64>> {
+    let db = db.into();
+    if !db.has_table("lcm_native_context_resets")? {
         return Ok(None);
     }
-    Ok(conn
-        .prepare_cached("SELECT max(through_seq) FROM lcm_native_context_resets WHERE conversation_id = ?1")?
-        .query_row([conversation_id], |r| r.get(0))?)
+    db.query_one(
+        "SELECT max(through_seq) FROM lcm_native_context_resets WHERE conversation_id = ?1",
+        params![conversation_id],
+        |r| r.get(0),
+    )
 }

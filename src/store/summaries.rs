@@ -294,19 +294,18 @@ pub(crate) fn replace_content(
 /// fidelity score, its version (the old text kept, the new one recorded), its full-text rows
 /// (keeping their rowids), and the `descendant_token_count` of every summary above it (which
 /// sums the tokens below).
-pub(crate) fn replace_content_in(
-    tx: &Connection,
+pub(crate) fn replace_content_in<'a>(
+    db: impl Into<Db<'a>>,
     flags: SchemaFlags,
     summary_id: &str,
     new: &Replacement<'_>,
 ) -> Result<Option<i64>> {
-    let old: Option<i64> = tx
-        .query_row(
-            "SELECT token_count FROM summaries WHERE summary_id = ?1",
-            [summary_id],
-            |r| r.get(0),
-        )
-        .optional()?;
+    let tx = db.into();
+    let old: Option<i64> = tx.query_row(
+        "SELECT token_count FROM summaries WHERE summary_id = ?1",
+        params![summary_id],
+        |r| r.get(0),
+    )?;
     let Some(old) = old else {
         return Err(LcmError::not_found("summary", summary_id));
     };
@@ -349,6 +348,10 @@ pub(crate) fn replace_content_in(
     if flags.has_fidelity {
         fidelity_scores::put(tx, summary_id, new.fidelity.0, new.fidelity.1)?;
     }
+    // (PostgreSQL's word index is over the content itself: nothing to do there.)
+    let Db::Sqlite(tx) = tx else {
+        return Ok(version);
+    };
     let mut tables = vec!["summaries_fts"];
     if flags.has_cjk_fts {
         tables.push("summaries_fts_cjk");
@@ -469,32 +472,45 @@ pub(crate) fn content<'a>(db: impl Into<Db<'a>>, summary_id: &str) -> Result<Str
 }
 
 /// Every summary of a conversation with its depth, lowest depth first.
-pub(crate) fn depths(conn: &Connection, conversation_id: i64) -> Result<Vec<(String, i64)>> {
-    let rows = conn
-        .prepare_cached("SELECT summary_id, depth FROM summaries WHERE conversation_id = ?1 ORDER BY depth")?
-        .query_map([conversation_id], |r| Ok((r.get(0)?, r.get(1)?)))?
-        .collect::<rusqlite::Result<_>>()?;
-    Ok(rows)
+pub(crate) fn depths<'a>(db: impl Into<Db<'a>>, conversation_id: i64) -> Result<Vec<(String, i64)>> {
+    db.into().query_map(
+        "SELECT summary_id, depth FROM summaries WHERE conversation_id = ?1 ORDER BY depth",
+        params![conversation_id],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )
 }
 
 /// The (at most) two summaries of the same conversation and depth that precede `summary_id`
 /// in time, oldest first, with their texts: a rewrite's `PreviousContext`.
-pub(crate) fn preceding(conn: &Connection, summary_id: &str) -> Result<Vec<(String, String)>> {
-    let mut rows: Vec<(String, String)> = conn
-        .prepare_cached(
+pub(crate) fn preceding<'a>(db: impl Into<Db<'a>>, summary_id: &str) -> Result<Vec<(String, String)>> {
+    let db = db.into();
+    let (time, id) = in_time_order(db);
+    let mut rows: Vec<(String, String)> = db.query_map(
+        &format!(
             "SELECT s.summary_id, s.content FROM summaries s, summaries t
              WHERE t.summary_id = ?1 AND s.conversation_id = t.conversation_id AND s.depth = t.depth
                AND s.summary_id <> t.summary_id
-               AND (julianday(COALESCE(s.earliest_at, s.created_at)), julianday(s.created_at), s.summary_id)
-                 < (julianday(COALESCE(t.earliest_at, t.created_at)), julianday(t.created_at), t.summary_id)
-             ORDER BY julianday(COALESCE(s.earliest_at, s.created_at)) DESC, julianday(s.created_at) DESC,
-                      s.summary_id DESC
-             LIMIT 2",
-        )?
-        .query_map(params![summary_id], |r| Ok((r.get(0)?, r.get(1)?)))?
-        .collect::<std::result::Result<_, _>>()?;
+               AND ({time}(COALESCE(s.earliest_at, s.created_at)), {time}(s.created_at), s.summary_id{id})
+                 < ({time}(COALESCE(t.earliest_at, t.created_at)), {time}(t.created_at), t.summary_id{id})
+             ORDER BY {time}(COALESCE(s.earliest_at, s.created_at)) DESC, {time}(s.created_at) DESC,
+                      s.summary_id{id} DESC
+             LIMIT 2"
+        ),
+        params![summary_id],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
     rows.reverse();
     Ok(rows)
+}
+
+/// How each engine orders summaries in time: a stored time read as a number (`julianday`, or
+/// `lcm_epoch` in PostgreSQL, see `pg::search`), and ids compared byte by byte (SQLite's
+/// BINARY; PostgreSQL's "C" collation, whatever the database's).
+fn in_time_order(db: Db) -> (&'static str, &'static str) {
+    match db {
+        Db::Sqlite(_) => ("julianday", ""),
+        Db::Pg(_) => ("lcm_epoch", " COLLATE \"C\""),
+    }
 }
 
 /// Which summaries of a conversation `select` takes (the selections of a rewrite).
@@ -514,37 +530,40 @@ pub(crate) enum Which<'a> {
 
 /// The summaries `which` takes, bottom-up: by depth, then by the start of their span (their
 /// creation when unknown), then by creation, then by id. Fidelity fields are not filled.
-pub(crate) fn select(conn: &Connection, conversation_id: i64, which: Which<'_>) -> Result<Vec<SummaryRecord>> {
+pub(crate) fn select<'a>(db: impl Into<Db<'a>>, conversation_id: i64, which: Which<'_>) -> Result<Vec<SummaryRecord>> {
     use rusqlite::types::Value;
-    let fallbacks = format!("AND ?2 IS NULL AND {FALLBACK_SQL}");
+    let db = db.into();
+    // (The CASTs give PostgreSQL the parameter's type where it stands alone.)
+    let fallbacks = format!("AND CAST(?2 AS TEXT) IS NULL AND {}", fallback_sql(db));
     let (filter, arg): (&str, Value) = match which {
         Which::One(id) => ("AND summary_id = ?2", id.to_string().into()),
         Which::Beneath(id) => (
             "AND summary_id IN (WITH RECURSIVE beneath(id) AS (
-                SELECT ?2 UNION SELECT p.parent_summary_id FROM summary_parents p JOIN beneath b ON p.summary_id = b.id
+                SELECT CAST(?2 AS TEXT) UNION SELECT p.parent_summary_id FROM summary_parents p JOIN beneath b ON p.summary_id = b.id
              ) SELECT id FROM beneath)",
             id.to_string().into(),
         ),
         Which::Depth(d) => ("AND depth = ?2", d.into()),
-        Which::All => ("AND ?2 IS NULL", Value::Null),
+        Which::All => ("AND CAST(?2 AS TEXT) IS NULL", Value::Null),
         Which::Fallbacks => (fallbacks.as_str(), Value::Null),
-        Which::NeedsRepair if !fidelity_scores::exists(conn)? => ("AND ?2 IS NULL AND 0", Value::Null),
+        Which::NeedsRepair if !fidelity_scores::exists(db)? => ("AND CAST(?2 AS TEXT) IS NULL AND 1 = 0", Value::Null),
         Which::NeedsRepair => (
-            "AND ?2 IS NULL AND summary_id IN (SELECT summary_id FROM lcm_native_summary_fidelity WHERE needs_repair = 1)",
+            "AND CAST(?2 AS TEXT) IS NULL AND summary_id IN (SELECT summary_id FROM lcm_native_summary_fidelity WHERE needs_repair = 1)",
             Value::Null,
         ),
         Which::AwaitingRegeneration => (
-            "AND ?2 IS NULL AND summary_id IN (SELECT summary_id FROM lcm_native_redaction_pending)",
+            "AND CAST(?2 AS TEXT) IS NULL AND summary_id IN (SELECT summary_id FROM lcm_native_redaction_pending)",
             Value::Null,
         ),
     };
+    let (time, id) = in_time_order(db);
     let sql = format!(
-        "SELECT {SUMMARY_COLUMNS}, {FALLBACK_SQL} FROM summaries
+        "SELECT {SUMMARY_COLUMNS}, {} FROM summaries
          WHERE conversation_id = ?1 {filter}
-         ORDER BY depth, julianday(COALESCE(earliest_at, created_at)), julianday(created_at), summary_id"
+         ORDER BY depth, {time}(COALESCE(earliest_at, created_at)), {time}(created_at), summary_id{id}",
+        fallback_sql(db)
     );
-    // SQLite only for now (julianday, and `?2 IS NULL` PostgreSQL cannot type).
-    Db::Sqlite(conn).query_map(&sql, params![conversation_id, arg], from_row)
+    db.query_map(&sql, params![conversation_id, arg], from_row)
 }
 
 /// A summary's `file_…` ids (its `file_ids` column), empty when it has none or they do not parse.

@@ -11,12 +11,14 @@
 
 use std::collections::{HashMap, HashSet};
 
-use rusqlite::{params, Connection};
+use rusqlite::params;
+use rusqlite::types::Value;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use super::totals;
 use crate::error::Result;
+use crate::sql::Db;
 
 /// The invariant check of `verify`.
 #[derive(Clone, Debug, Serialize)]
@@ -34,42 +36,69 @@ pub struct VerifyReport {
     pub digest: String,
 }
 
-/// Core tables and their ordering key, for the digest.
-const DIGEST_TABLES: &[(&str, &str)] = &[
-    ("conversations", "conversation_id"),
-    ("messages", "message_id"),
-    ("message_parts", "part_id"),
-    ("summaries", "summary_id"),
-    ("summary_messages", "summary_id, message_id"),
-    ("summary_parents", "summary_id, parent_summary_id"),
-    ("context_items", "conversation_id, ordinal"),
+/// The tables the digest covers, each in one order: its key columns (`t` after a text
+/// column, which PostgreSQL must order byte by byte as SQLite does, whatever its collation).
+const DIGEST_TABLES: &[(&str, &[&str])] = &[
+    ("conversations", &["conversation_id"]),
+    ("messages", &["message_id"]),
+    ("message_parts", &["part_id t"]),
+    ("summaries", &["summary_id t"]),
+    ("summary_messages", &["summary_id t", "message_id"]),
+    ("summary_parents", &["summary_id t", "parent_summary_id t"]),
+    ("context_items", &["conversation_id", "ordinal"]),
 ];
 
-fn digest(conn: &Connection) -> Result<String> {
+/// A SHA-256 over the tables' rows in key order, every value with its storage class: the same
+/// on a SQLite file and on its copy in PostgreSQL (whose extra `rowid` column is not read).
+fn digest(db: Db) -> Result<String> {
     let mut h = Sha256::new();
-    for (table, key) in DIGEST_TABLES {
+    for (table, keys) in DIGEST_TABLES {
         h.update(table.as_bytes());
-        let mut stmt = conn.prepare(&format!("SELECT * FROM {table} ORDER BY {key}"))?;
-        let n = stmt.column_count();
-        let mut rows = stmt.query([])?;
-        while let Some(r) = rows.next()? {
-            for i in 0..n {
-                match r.get_ref(i)? {
-                    rusqlite::types::ValueRef::Null => h.update(b"\x00N"),
-                    rusqlite::types::ValueRef::Integer(v) => h.update(format!("\x00I{v}").as_bytes()),
-                    rusqlite::types::ValueRef::Real(v) => h.update(format!("\x00R{v}").as_bytes()),
-                    rusqlite::types::ValueRef::Text(t) => {
+        let columns = match db {
+            Db::Sqlite(_) => db.query_map(
+                &format!("SELECT name FROM pragma_table_info('{table}') ORDER BY cid"),
+                params![],
+                |r| r.get::<String>(0),
+            )?,
+            Db::Pg(c) => db.query_map(
+                "SELECT column_name FROM information_schema.columns
+                 WHERE table_schema = ?1 AND table_name = ?2 AND column_name <> 'rowid' ORDER BY ordinal_position",
+                params![c.schema, table],
+                |r| r.get::<String>(0),
+            )?,
+        };
+        let order: Vec<String> = keys
+            .iter()
+            .map(|k| match (k.strip_suffix(" t"), db) {
+                (Some(text), Db::Pg(_)) => format!("{text} COLLATE \"C\""),
+                (Some(text), Db::Sqlite(_)) => text.to_string(),
+                (None, _) => k.to_string(),
+            })
+            .collect();
+        let sql = format!(
+            "SELECT {} FROM {table} ORDER BY {}",
+            columns.join(", "),
+            order.join(", ")
+        );
+        db.query_each(&sql, params![], |r| {
+            for i in 0..columns.len() {
+                match r.get::<Value>(i)? {
+                    Value::Null => h.update(b"\x00N"),
+                    Value::Integer(v) => h.update(format!("\x00I{v}").as_bytes()),
+                    Value::Real(v) => h.update(format!("\x00R{v}").as_bytes()),
+                    Value::Text(t) => {
                         h.update(b"\x00T");
-                        h.update(t);
+                        h.update(t.as_bytes());
                     }
-                    rusqlite::types::ValueRef::Blob(b) => {
+                    Value::Blob(b) => {
                         h.update(b"\x00B");
-                        h.update(b);
+                        h.update(&b);
                     }
                 }
             }
             h.update(b"\n");
-        }
+            Ok(true)
+        })?;
     }
     Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
 }
@@ -129,33 +158,21 @@ pub(super) fn cycles(parents: &HashMap<String, Vec<String>>) -> Vec<Vec<String>>
     found
 }
 
-pub(crate) fn verify(conn: &Connection, only: Option<i64>) -> Result<VerifyReport> {
+pub(crate) fn verify<'a>(db: impl Into<Db<'a>>, only: Option<i64>) -> Result<VerifyReport> {
+    let db = db.into();
     let mut problems = Vec::new();
-    let integrity: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0))?;
-    if integrity != "ok" {
-        // A damaged file: the other checks would read the damaged pages and fail, and no
-        // digest of it means anything. Report the damage itself.
-        return Ok(VerifyReport {
-            ok: false,
-            conversations: 0,
-            messages: 0,
-            summaries: 0,
-            problems: vec![format!("integrity_check: {integrity}")],
-            digest: String::new(),
-        });
-    }
-    let fk: i64 = conn.query_row("SELECT count(*) FROM pragma_foreign_key_check", [], |r| r.get(0))?;
-    if fk > 0 {
-        problems.push(format!("{fk} foreign key violations"));
+    // PostgreSQL checks its own pages and enforces its constraints as rows are written.
+    if let Db::Sqlite(conn) = db {
+        if let Some(damage) = sqlite_damage(conn, &mut problems)? {
+            return Ok(damage);
+        }
     }
 
     let mut summaries: HashMap<String, SummaryRow> = HashMap::new();
-    {
-        let mut stmt = conn.prepare(
-            "SELECT summary_id, conversation_id, kind, depth, earliest_at, latest_at, descendant_count FROM summaries",
-        )?;
-        let mut rows = stmt.query([])?;
-        while let Some(r) = rows.next()? {
+    db.query_each(
+        "SELECT summary_id, conversation_id, kind, depth, earliest_at, latest_at, descendant_count FROM summaries",
+        params![],
+        |r| {
             summaries.insert(
                 r.get(0)?,
                 SummaryRow {
@@ -167,26 +184,27 @@ pub(crate) fn verify(conn: &Connection, only: Option<i64>) -> Result<VerifyRepor
                     descendant_count: r.get(6)?,
                 },
             );
-        }
-    }
+            Ok(true)
+        },
+    )?;
     let mut parents: HashMap<String, Vec<String>> = HashMap::new();
-    {
-        let mut stmt =
-            conn.prepare("SELECT summary_id, parent_summary_id FROM summary_parents ORDER BY summary_id, ordinal")?;
-        let mut rows = stmt.query([])?;
-        while let Some(r) = rows.next()? {
+    db.query_each(
+        "SELECT summary_id, parent_summary_id FROM summary_parents ORDER BY summary_id, ordinal",
+        params![],
+        |r| {
             parents.entry(r.get(0)?).or_default().push(r.get(1)?);
-        }
-    }
+            Ok(true)
+        },
+    )?;
     let mut leaf_messages: HashMap<String, Vec<i64>> = HashMap::new();
-    {
-        let mut stmt =
-            conn.prepare("SELECT summary_id, message_id FROM summary_messages ORDER BY summary_id, ordinal")?;
-        let mut rows = stmt.query([])?;
-        while let Some(r) = rows.next()? {
+    db.query_each(
+        "SELECT summary_id, message_id FROM summary_messages ORDER BY summary_id, ordinal",
+        params![],
+        |r| {
             leaf_messages.entry(r.get(0)?).or_default().push(r.get(1)?);
-        }
-    }
+            Ok(true)
+        },
+    )?;
 
     // A cycle in summary_parents (a damaged or hand-edited file) would make every walk below
     // endless; it is reported, and the walks below never enter a node twice.
@@ -248,33 +266,39 @@ pub(crate) fn verify(conn: &Connection, only: Option<i64>) -> Result<VerifyRepor
     // Coverage, per conversation.
     let conversation_ids: Vec<i64> = match only {
         Some(c) => vec![c],
-        None => conn
-            .prepare("SELECT conversation_id FROM conversations ORDER BY conversation_id")?
-            .query_map([], |r| r.get(0))?
-            .collect::<std::result::Result<_, _>>()?,
+        None => db.query_map(
+            "SELECT conversation_id FROM conversations ORDER BY conversation_id",
+            params![],
+            |r| r.get(0),
+        )?,
     };
     let mut message_total = 0;
     for cid in &conversation_ids {
-        let seq_of: HashMap<i64, i64> = conn
-            .prepare_cached("SELECT message_id, seq FROM messages WHERE conversation_id = ?1")?
-            .query_map(params![cid], |r| Ok((r.get(0)?, r.get(1)?)))?
-            .collect::<std::result::Result<_, _>>()?;
+        let seq_of: HashMap<i64, i64> = db
+            .query_map(
+                "SELECT message_id, seq FROM messages WHERE conversation_id = ?1",
+                params![cid],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )?
+            .into_iter()
+            .collect();
         message_total += seq_of.len() as i64;
         // The seed plugin logged each pass as a system message with a `compaction` part, never
         // part of the live context: those rows are not conversation content.
-        let events: HashSet<i64> = conn
-            .prepare_cached(
+        let events: HashSet<i64> = db
+            .query_map(
                 "SELECT DISTINCT p.message_id FROM message_parts p JOIN messages m ON m.message_id = p.message_id
                  WHERE m.conversation_id = ?1 AND p.part_type = 'compaction'",
+                params![cid],
+                |r| r.get(0),
             )?
-            .query_map(params![cid], |r| r.get(0))?
-            .collect::<std::result::Result<_, _>>()?;
-        let items: Vec<(i64, String, Option<i64>, Option<String>)> = conn
-            .prepare_cached(
-                "SELECT ordinal, item_type, message_id, summary_id FROM context_items WHERE conversation_id = ?1 ORDER BY ordinal",
-            )?
-            .query_map(params![cid], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
-            .collect::<std::result::Result<_, _>>()?;
+            .into_iter()
+            .collect();
+        let items: Vec<(i64, String, Option<i64>, Option<String>)> = db.query_map(
+            "SELECT ordinal, item_type, message_id, summary_id FROM context_items WHERE conversation_id = ?1 ORDER BY ordinal",
+            params![cid],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )?;
         let mut covered: Vec<i64> = Vec::new();
         let first = items.first().map_or(0, |i| i.0);
         for (i, (ordinal, kind, mid, sid)) in items.iter().enumerate() {
@@ -320,7 +344,7 @@ pub(crate) fn verify(conn: &Connection, only: Option<i64>) -> Result<VerifyRepor
             ));
         }
         // Messages a `/new` took out of the context are neither, on purpose.
-        let reset_through = crate::store::lifecycle::reset_through(conn, *cid)?.unwrap_or(i64::MIN);
+        let reset_through = crate::store::lifecycle::reset_through(db, *cid)?.unwrap_or(i64::MIN);
         let missing = seq_of
             .iter()
             .filter(|(m, seq)| !unique.contains(m) && !events.contains(m) && **seq > reset_through)
@@ -333,9 +357,9 @@ pub(crate) fn verify(conn: &Connection, only: Option<i64>) -> Result<VerifyRepor
         if seqs.windows(2).any(|w| w[0] >= w[1]) {
             problems.push(format!("conversation {cid}: live items are not in chronological order"));
         }
-        problems.extend(totals::drift(conn, *cid)?);
+        problems.extend(totals::drift(db, *cid)?);
     }
-    problems.extend(super::versions::problems(conn, only)?);
+    problems.extend(super::versions::problems(db, only)?);
 
     Ok(VerifyReport {
         ok: problems.is_empty(),
@@ -346,6 +370,28 @@ pub(crate) fn verify(conn: &Connection, only: Option<i64>) -> Result<VerifyRepor
             .filter(|s| only.is_none_or(|c| c == s.conversation_id))
             .count() as i64,
         problems,
-        digest: digest(conn)?,
+        digest: digest(db)?,
     })
+}
+
+/// SQLite's own checks: `integrity_check` (a report of the damage alone when it fails: the
+/// other checks would read the damaged pages, and no digest of them means anything) and the
+/// foreign keys (a problem).
+fn sqlite_damage(conn: &rusqlite::Connection, problems: &mut Vec<String>) -> Result<Option<VerifyReport>> {
+    let integrity: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0))?;
+    if integrity != "ok" {
+        return Ok(Some(VerifyReport {
+            ok: false,
+            conversations: 0,
+            messages: 0,
+            summaries: 0,
+            problems: vec![format!("integrity_check: {integrity}")],
+            digest: String::new(),
+        }));
+    }
+    let fk: i64 = conn.query_row("SELECT count(*) FROM pragma_foreign_key_check", [], |r| r.get(0))?;
+    if fk > 0 {
+        problems.push(format!("{fk} foreign key violations"));
+    }
+    Ok(None)
 }

@@ -3,7 +3,7 @@
 //! in `summaries` (what lossless-claw reads); its version here is the highest. Writes happen in
 //! the transaction of the change (`store::summaries`); this module reads, numbers and prunes.
 
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, Connection};
 use serde::Serialize;
 
 use crate::error::{LcmError, Result};
@@ -146,24 +146,27 @@ pub(crate) fn insert<'a>(
 /// The number the next version of `summary_id` gets, in the caller's transaction, before its
 /// row changes. A summary awaiting regeneration after a redaction continues the numbering its
 /// purged versions had; one without stored versions first gets its current text as version 1.
-pub(crate) fn next_version(tx: &Connection, summary_id: &str) -> Result<i64> {
-    let pending: Option<i64> = tx
-        .prepare_cached("SELECT next_version FROM lcm_native_redaction_pending WHERE summary_id = ?1")?
-        .query_row([summary_id], |r| r.get(0))
-        .optional()?;
+pub(crate) fn next_version<'a>(db: impl Into<Db<'a>>, summary_id: &str) -> Result<i64> {
+    let tx = db.into();
+    let pending: Option<i64> = tx.query_row(
+        "SELECT next_version FROM lcm_native_redaction_pending WHERE summary_id = ?1",
+        params![summary_id],
+        |r| r.get(0),
+    )?;
     if let Some(next) = pending {
-        tx.prepare_cached("DELETE FROM lcm_native_redaction_pending WHERE summary_id = ?1")?
-            .execute([summary_id])?;
+        tx.execute(
+            "DELETE FROM lcm_native_redaction_pending WHERE summary_id = ?1",
+            params![summary_id],
+        )?;
         return Ok(next);
     }
-    let newest: Option<(i64, bool)> = tx
-        .prepare_cached(
-            "SELECT v.version, v.content IS s.content FROM lcm_native_summary_versions v
-             JOIN summaries s ON s.summary_id = v.summary_id
-             WHERE v.summary_id = ?1 ORDER BY v.version DESC LIMIT 1",
-        )?
-        .query_row([summary_id], |r| Ok((r.get(0)?, r.get(1)?)))
-        .optional()?;
+    let newest: Option<(i64, bool)> = tx.query_row(
+        "SELECT v.version, CASE WHEN v.content = s.content THEN 1 ELSE 0 END FROM lcm_native_summary_versions v
+         JOIN summaries s ON s.summary_id = v.summary_id
+         WHERE v.summary_id = ?1 ORDER BY v.version DESC LIMIT 1",
+        params![summary_id],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
     // The text in the row becomes a version first when none holds it: version 1 of a summary
     // from before versions were kept (what compaction or lossless-claw wrote), or the next one
     // of a summary another program (lossless-claw) changed since.
@@ -172,14 +175,24 @@ pub(crate) fn next_version(tx: &Connection, summary_id: &str) -> Result<i64> {
         Some((max, false)) => (max + 1, "rewrite"),
         None => (1, "compaction"),
     };
-    tx.prepare_cached(
+    // Version 1 is as old as the summary; a later one is of now (ISO-8601 with milliseconds).
+    let created_at = match row_version {
+        1 => tx
+            .query_row(
+                "SELECT created_at FROM summaries WHERE summary_id = ?1",
+                params![summary_id],
+                |r| r.get::<String>(0),
+            )?
+            .map(crate::time::iso_or_raw)
+            .unwrap_or_default(),
+        _ => crate::time::to_iso_ms(&chrono::Utc::now()),
+    };
+    tx.execute(
         "INSERT INTO lcm_native_summary_versions (summary_id, version, content, token_count, model, reason, created_at)
-         SELECT summary_id, ?2, content, token_count, model, ?3,
-                CASE WHEN ?2 = 1 THEN COALESCE(strftime('%Y-%m-%dT%H:%M:%fZ', created_at), created_at)
-                     ELSE strftime('%Y-%m-%dT%H:%M:%fZ', 'now') END
+         SELECT summary_id, ?2, content, token_count, model, ?3, ?4
          FROM summaries WHERE summary_id = ?1",
-    )?
-    .execute(params![summary_id, row_version, reason])?;
+        params![summary_id, row_version, reason, created_at],
+    )?;
     Ok(row_version + 1)
 }
 
@@ -199,12 +212,12 @@ pub(crate) fn purge(tx: &Connection, summary_id: &str) -> Result<(Option<i64>, u
 }
 
 /// Drops the oldest versions of `summary_id` beyond the newest `keep`.
-pub(crate) fn prune(tx: &Connection, summary_id: &str, keep: i64) -> Result<()> {
-    tx.prepare_cached(
+pub(crate) fn prune<'a>(db: impl Into<Db<'a>>, summary_id: &str, keep: i64) -> Result<()> {
+    db.into().execute(
         "DELETE FROM lcm_native_summary_versions WHERE summary_id = ?1 AND version <= (
            SELECT max(version) FROM lcm_native_summary_versions WHERE summary_id = ?1) - ?2",
-    )?
-    .execute(params![summary_id, keep.max(1)])?;
+        params![summary_id, keep.max(1)],
+    )?;
     Ok(())
 }
 
@@ -303,30 +316,34 @@ pub(crate) fn get<'a>(conn: impl Into<Db<'a>>, summary_id: &str, version: i64) -
 /// or its notice, a summary holding the notice without a pending row. (A row whose text is not
 /// its newest version is not wrong: lossless-claw may have changed it; its next change records
 /// it as a version first.)
-pub(crate) fn problems(conn: &Connection, only: Option<i64>) -> Result<Vec<String>> {
-    if !exists(conn.into())? {
+pub(crate) fn problems<'a>(db: impl Into<Db<'a>>, only: Option<i64>) -> Result<Vec<String>> {
+    let db = db.into();
+    if !exists(db)? {
         return Ok(Vec::new());
     }
     let mut out = Vec::new();
-    let mut stmt = conn.prepare(
+    // (The CAST gives PostgreSQL the parameter's type where it stands alone.)
+    let waiting = db.query_map(
         "SELECT p.summary_id FROM lcm_native_redaction_pending p JOIN summaries s ON s.summary_id = p.summary_id
-         WHERE (?1 IS NULL OR s.conversation_id = ?1)
+         WHERE (CAST(?1 AS BIGINT) IS NULL OR s.conversation_id = ?1)
            AND (p.redaction_id NOT IN (SELECT redaction_id FROM lcm_native_redactions) OR s.model <> ?2)",
+        params![only, NOTICE_MODEL],
+        |r| r.get::<String>(0),
     )?;
-    for row in stmt.query_map(params![only, NOTICE_MODEL], |r| r.get::<_, String>(0))? {
+    for id in waiting {
         out.push(format!(
-            "summary {}: awaits regeneration but its redaction or notice is missing",
-            row?
+            "summary {id}: awaits regeneration but its redaction or notice is missing"
         ));
     }
-    let mut stmt = conn.prepare(
-        "SELECT summary_id FROM summaries WHERE (?1 IS NULL OR conversation_id = ?1) AND model = ?2
+    let noticed = db.query_map(
+        "SELECT summary_id FROM summaries WHERE (CAST(?1 AS BIGINT) IS NULL OR conversation_id = ?1) AND model = ?2
            AND summary_id NOT IN (SELECT summary_id FROM lcm_native_redaction_pending)",
+        params![only, NOTICE_MODEL],
+        |r| r.get::<String>(0),
     )?;
-    for row in stmt.query_map(params![only, NOTICE_MODEL], |r| r.get::<_, String>(0))? {
+    for id in noticed {
         out.push(format!(
-            "summary {}: holds a redaction notice but is not marked for regeneration",
-            row?
+            "summary {id}: holds a redaction notice but is not marked for regeneration"
         ));
     }
     Ok(out)

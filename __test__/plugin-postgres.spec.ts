@@ -1,0 +1,147 @@
+// The OpenClaw plugin on PostgreSQL (dbUrl): a schema per agent, and a server that goes away
+// mid-run — turns are spooled (never failing the host's turn), a compaction that loses its
+// connection leaves nothing half-written, and once the server is back every turn is stored
+// once. The test runs its own throwaway cluster (it stops it on purpose), where `npm test`
+// has one (LCM_TEST_DATABASE_URL says PostgreSQL can be started here).
+import { existsSync, mkdtempSync, readdirSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+
+import { LcmEngine } from '../index.js'
+import { fakeHost, turn } from './plugin-host'
+
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const { startCluster } = require('../scripts/pg-test-server.cjs') as {
+  startCluster: () => { url: string; stop: () => void; halt: () => void; resume: () => void }
+}
+
+const available = Boolean(process.env.LCM_TEST_DATABASE_URL)
+
+describe.skipIf(!available)('the plugin on PostgreSQL', () => {
+  let cluster: ReturnType<typeof startCluster>
+  const stateDir = mkdtempSync(join(tmpdir(), 'lcm-pg-state-'))
+  const previousState = process.env.OPENCLAW_STATE_DIR
+  beforeAll(() => {
+    cluster = startCluster()
+    process.env.OPENCLAW_STATE_DIR = stateDir
+  })
+  afterAll(() => {
+    cluster?.stop()
+    if (previousState === undefined) delete process.env.OPENCLAW_STATE_DIR
+    else process.env.OPENCLAW_STATE_DIR = previousState
+  })
+
+  /** The cluster's URL with a password (the server trusts the socket; it must never be shown). */
+  const url = (schema: string) => `${cluster.url.replace('postgres://lcm@', 'postgres://lcm:s3cret-pw@')}?schema=${schema}`
+
+  async function stored(schema: string, sessionKey: string) {
+    const engine = await LcmEngine.open({ dbUrl: url(schema), readOnly: true })
+    try {
+      const c = await engine.findConversation({ sessionKey })
+      return c ? await engine.messages(c.conversationId, { limit: 1000 }) : []
+    } finally {
+      await engine.close()
+    }
+  }
+
+  it('keeps each agent in its own schema, spools while the server is down and stores every turn once when it is back', async () => {
+    let haltDuringSummary = false
+    const host = fakeHost({ dbUrl: url('team'), databaseScope: 'agent', freshTailCount: 2, leafChunkTokens: 600 }, async (p) => {
+      if (haltDuringSummary) {
+        haltDuringSummary = false
+        cluster.halt()
+      }
+      return { text: `summary of ${p.messages[0].content.length} chars\nExpand for details about: the turns`, stopReason: 'stop', provider: 'fake', model: 'fake-model' }
+    })
+    const main = { sessionId: 'm', sessionKey: 'agent:main:main' }
+    const ops = { sessionId: 'o', sessionKey: 'agent:ops:main' }
+    for (let i = 1; i <= 6; i++) {
+      expect(await host.engine().commitTurn({ ...main, advancementKey: `m${i}`, messages: turn(i, 60) })).toEqual({ status: 'committed' })
+    }
+    expect(await host.engine().commitTurn({ ...ops, advancementKey: 'o1', messages: turn(1) })).toEqual({ status: 'committed' })
+    expect(await stored('team_main', main.sessionKey)).toHaveLength(12)
+    expect(await stored('team_ops', ops.sessionKey)).toHaveLength(2)
+    expect(await stored('team_main', ops.sessionKey)).toHaveLength(0)
+
+    // A compaction whose server goes away while the summarizer runs: reported, nothing of it
+    // written.
+    haltDuringSummary = true
+    const r = await host.engine().compact({ ...main, tokenBudget: 1000, force: true })
+    expect(haltDuringSummary).toBe(false)
+    // The host goes on with its turn (the plugin never fails one); the reason says why.
+    expect(r).toMatchObject({ ok: true, compacted: false })
+    expect(r.reason).toMatch(/compaction failed \(cannot connect/)
+    expect(host.logs.some((l) => l.level === 'warn' && l.message.includes('compact failed (E_CONNECTION)'))).toBe(true)
+
+    // The server is gone: turns are taken (spooled), the host's own messages are assembled.
+    expect(await host.engine().commitTurn({ ...main, advancementKey: 'm7', messages: turn(7) })).toEqual({ status: 'committed' })
+    expect(await host.engine().commitTurn({ ...main, advancementKey: 'm8', messages: turn(8) })).toEqual({ status: 'committed' })
+    const own = turn(9)
+    expect((await host.engine().assemble({ ...main, messages: own, tokenBudget: 50_000 })).messages).toBe(own)
+    const spoolDir = join(stateDir, 'lcm-native-spool')
+    const spooled = readdirSync(spoolDir).filter((n) => n.includes('lcm-native-pending'))
+    // (A drain that could not finish keeps its taken file, `.draining`, in line.)
+    expect(spooled.length).toBeGreaterThan(0)
+    for (const name of spooled) {
+      expect(name).toMatch(/team_main/)
+      expect(name).not.toMatch(/s3cret/)
+    }
+    expect(host.logs.some((l) => l.level === 'warn' && l.message.includes('kept in the spool file') && l.message.includes('E_CONNECTION'))).toBe(true)
+
+    // Back: the next turn drains the spool first; replays are duplicates; nothing twice.
+    cluster.resume()
+    expect(await host.engine().commitTurn({ ...main, advancementKey: 'm9', messages: own })).toEqual({ status: 'committed' })
+    expect(await host.engine().commitTurn({ ...main, advancementKey: 'm7', messages: turn(7) })).toEqual({ status: 'duplicate' })
+    const messages = await stored('team_main', main.sessionKey)
+    expect(messages).toHaveLength(18)
+    const questions = messages.filter((m) => m.role === 'user').map((m) => /question (\d+)/.exec(JSON.stringify(m.content))?.[1])
+    expect(questions).toEqual(['1', '2', '3', '4', '5', '6', '7', '8', '9'])
+    expect(readdirSync(spoolDir).filter((n) => n.includes('lcm-native-pending'))).toHaveLength(0)
+
+    // The compaction runs now, on every stored turn.
+    const again = await host.engine().compact({ ...main, tokenBudget: 1000, force: true })
+    expect(again).toMatchObject({ ok: true, compacted: true })
+
+    // A NUL character, which PostgreSQL's text cannot hold: the turn is stored all the same
+    // (as the JSON text of its messages, where the NUL is an escape).
+    const nul = [{ role: 'user', content: 'binary\u0000output', timestamp: Date.now() }]
+    expect(await host.engine().commitTurn({ ...main, advancementKey: 'm10', messages: nul })).toEqual({ status: 'committed' })
+    const last = (await stored('team_main', main.sessionKey)).at(-1)
+    expect(JSON.stringify(last?.content)).toContain('binary\\\\u0000output')
+    expect(existsSync(join(spoolDir))).toBe(true)
+    expect(readdirSync(spoolDir).filter((n) => n.includes('lcm-native-pending'))).toHaveLength(0)
+
+    // The password never reaches a log line.
+    expect(host.logs.filter((l) => l.message.includes('s3cret'))).toEqual([])
+  })
+})
+
+describe('the plugin’s PostgreSQL settings', () => {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const { databaseFor, resolveSettings } = require('../plugin/config.cjs') as {
+    databaseFor: (s: unknown, agent: string) => string
+    resolveSettings: (cfg: Record<string, unknown>, env: Record<string, string>) => { dbPath: string }
+  }
+  const base = 'postgres://lcm:pw@db.example:5433/agents'
+
+  it('takes dbUrl or LCM_DATABASE_URL over a file, and refuses what is no PostgreSQL URL', () => {
+    expect(resolveSettings({ dbUrl: base, dbPath: '/x/lcm.db' }, {}).dbPath).toBe(base)
+    expect(resolveSettings({ dbPath: '/x/lcm.db' }, { LCM_DATABASE_URL: `${base}?schema=s` }).dbPath).toBe(`${base}?schema=s`)
+    expect(resolveSettings({ dbPath: '/x/lcm.db' }, {}).dbPath).toBe('/x/lcm.db')
+    expect(() => resolveSettings({ dbUrl: 'mysql://x/y' }, {})).toThrow(/dbUrl/)
+    expect(() => resolveSettings({}, { LCM_DATABASE_URL: '/a/file.db' })).toThrow(/LCM_DATABASE_URL/)
+  })
+
+  it('gives each agent a schema of its own with databaseScope "agent"', () => {
+    const settings = (dbPath: string) => ({ ...resolveSettings({ dbPath, databaseScope: 'agent' }, {}) })
+    expect(databaseFor(settings(base), 'main')).toBe(`${base}?schema=lcm_main`)
+    expect(databaseFor(settings(`${base}?schema=team&application_name=gw`), 'ops')).toBe(`${base}?schema=team_ops&application_name=gw`)
+    // An id that is no schema name is made one, with a hash so that two ids never meet.
+    const [a, b] = [databaseFor(settings(base), 'Work-Bot'), databaseFor(settings(base), 'work_bot')]
+    expect(a).toMatch(/\?schema=lcm_work_bot_[0-9a-f]{6}$/)
+    expect(b).toBe(`${base}?schema=lcm_work_bot`)
+    expect(databaseFor({ ...settings(base), databaseScope: 'global' }, 'ops')).toBe(base)
+  })
+})

@@ -31,8 +31,11 @@ pub(super) fn prepare(pool: &PgPool, config: &Config) -> Result<MigrationReport>
         crate::pg::locks::take(c, "setup", 0, wait, &format!("the setup of {}", c.describe()))?;
         let made = make_or_check(c, config).and_then(|created| {
             // A schema made before grep ran on PostgreSQL gets its search indexes now.
-            if !config.read_only && !crate::pg::search::probe(c)?.full_text {
-                c.transaction(crate::pg::search::install)?;
+            if !config.read_only {
+                if !crate::pg::search::probe(c)?.full_text {
+                    c.transaction(crate::pg::search::install)?;
+                }
+                crate::pg::search::analyze_if_never(c)?;
             }
             Ok(created)
         });

@@ -139,6 +139,7 @@ impl Location {
             schema: self.schema.clone(),
             described,
             statements: Default::default(),
+            search: Default::default(),
         };
         conn.batch(&format!(
             "SET search_path TO {}; SET client_min_messages TO warning",
@@ -167,6 +168,8 @@ pub(crate) struct Conn {
     /// Prepared statements by their SQL (as rusqlite's `prepare_cached`): a statement is
     /// parsed and planned by the server once per connection.
     statements: std::sync::Mutex<std::collections::HashMap<String, tokio_postgres::Statement>>,
+    /// What the schema has for grep, once found complete (`search::probe`).
+    pub(crate) search: std::sync::OnceLock<search::Support>,
 }
 
 impl Conn {

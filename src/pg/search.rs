@@ -2,11 +2,13 @@
 //!
 //! - a text-search configuration `lcm_search` that reads text as FTS5's `porter unicode61`
 //!   tokenizer does: ASCII punctuation splits words (`foo_bar`, `a.b/c`, `don't`), case and
-//!   accents do not count (`unaccent`, when the server has it), words are stemmed (Snowball's
-//!   English, the successor of Porter's) and no word is a stop word;
-//! - `lcm_search_vector(text)`, the words of a text, with a GIN index over messages' and
-//!   summaries' content (the function declared costly, so the planner reads the index even
-//!   for a small table rather than reading every text again) (an expression index: the tables keep SQLite's shape, so a copy back
+//!   accents do not count (`unaccent`, when the server has it, for words beyond ASCII), words
+//!   are stemmed (Snowball's English, the successor of Porter's) and no word is a stop word;
+//! - `lcm_search_vector(text)`, the words of a text, kept in a generated column `lcm_search`
+//!   of messages and summaries (computed once, when the row is written: a search, its
+//!   re-check and its rank read it instead of parsing the text again) with a GIN index over
+//!   it. The column is PostgreSQL's own: a copy back to a file, and `verify`'s digest, leave it
+//!   out, so the tables keep SQLite's shape (an expression index: the tables keep SQLite's shape, so a copy back
 //!   to a file is unchanged);
 //! - trigram indexes (`pg_trgm`, when the server has it) so that substring and CJK searches
 //!   (`ILIKE`) do not read every row;
@@ -24,12 +26,13 @@ use crate::error::Result;
 /// punctuation mark, each turned into a space.
 const PUNCTUATION: &str = r##"!"#$%&'()*+,-./:;<=>?@[\]^_`{|}~"##;
 
+/// The generated column holding a row's words (messages and summaries).
+pub(crate) const SEARCH_COLUMN: &str = "lcm_search";
+
 /// Above this many characters a text's word list might pass PostgreSQL's 1 MB limit for one
 /// tsvector; such texts are indexed up to what fits (a plpgsql handler catches the error),
-/// smaller ones go straight through (no subtransaction per row). grep ranks a hit by this
-/// much of its text (a rank is an order, not a finding; a multi-megabyte text would take
-/// seconds to read again).
-pub(crate) const LARGE_TEXT_CHARS: usize = 100_000;
+/// smaller ones go straight through (no subtransaction per row).
+const LARGE_TEXT_CHARS: usize = 100_000;
 
 /// What a schema has for searching.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -62,7 +65,9 @@ pub(crate) fn install(c: &Conn) -> Result<Support> {
             "CREATE TEXT SEARCH DICTIONARY {schema}.lcm_stem (TEMPLATE = snowball, Language = english);
              CREATE TEXT SEARCH CONFIGURATION {config} (PARSER = default);
              ALTER TEXT SEARCH CONFIGURATION {config} ADD MAPPING
-               FOR asciiword, word, asciihword, hword, hword_part, hword_asciipart WITH {filter}{schema}.lcm_stem;
+               FOR asciiword, asciihword, hword_asciipart WITH {schema}.lcm_stem;
+             ALTER TEXT SEARCH CONFIGURATION {config} ADD MAPPING
+               FOR word, hword, hword_part WITH {filter}{schema}.lcm_stem;
              ALTER TEXT SEARCH CONFIGURATION {config} ADD MAPPING
                FOR numword, numhword, hword_numpart, int, uint, float, sfloat, version WITH {filter}simple;"
         ))?;
@@ -99,8 +104,12 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     THEN extract(epoch FROM CAST(replace(t, 'T', ' ') || CASE WHEN t ~ '(Z|[+-]\d\d(:?\d\d)?)$' THEN '' ELSE '+00' END AS timestamptz))::double precision
   END $$;
 
-CREATE INDEX IF NOT EXISTS messages_search_idx ON {schema}.messages USING gin ({schema}.lcm_search_vector(content));
-CREATE INDEX IF NOT EXISTS summaries_search_idx ON {schema}.summaries USING gin ({schema}.lcm_search_vector(content));"#
+ALTER TABLE {schema}.messages ADD COLUMN IF NOT EXISTS {SEARCH_COLUMN} tsvector
+  GENERATED ALWAYS AS ({schema}.lcm_search_vector(content)) STORED;
+ALTER TABLE {schema}.summaries ADD COLUMN IF NOT EXISTS {SEARCH_COLUMN} tsvector
+  GENERATED ALWAYS AS ({schema}.lcm_search_vector(content)) STORED;
+CREATE INDEX IF NOT EXISTS messages_search_idx ON {schema}.messages USING gin ({SEARCH_COLUMN});
+CREATE INDEX IF NOT EXISTS summaries_search_idx ON {schema}.summaries USING gin ({SEARCH_COLUMN});"#
     ))?;
     if let Some(ext_schema) = &trigram {
         let ops = format!("{}.gin_trgm_ops", quote_ident(ext_schema));
@@ -110,6 +119,25 @@ CREATE INDEX IF NOT EXISTS summaries_search_idx ON {schema}.summaries USING gin 
         ))?;
     }
     probe(c)
+}
+
+/// The tables grep reads, analysed when they never were (a schema just made, or filled by a
+/// copy): the planner chooses between the word, trigram and newest-first ways from these
+/// statistics, and without them takes a small table for an empty one. Afterwards PostgreSQL's
+/// autovacuum keeps them.
+pub(crate) fn analyze_if_never(c: &Conn) -> Result<()> {
+    let never: bool = c.query_one_value(
+        "SELECT COALESCE(bool_and(last_analyze IS NULL AND last_autoanalyze IS NULL), true)
+         FROM pg_catalog.pg_stat_user_tables WHERE schemaname = $1 AND relname IN ('messages', 'summaries')",
+        &[&c.schema],
+    )?;
+    if never {
+        let schema = quote_ident(&c.schema);
+        c.batch(&format!(
+            "ANALYZE {schema}.messages, {schema}.summaries, {schema}.context_items, {schema}.summary_messages, {schema}.summary_parents"
+        ))?;
+    }
+    Ok(())
 }
 
 /// What the connection's schema has (a read-only open cannot make what is missing).

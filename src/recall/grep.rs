@@ -421,7 +421,9 @@ impl<'c> Deadline<'c> {
 
     /// Runs one PostgreSQL statement within what is left of the deadline; None (and the
     /// deadline marked) when the server cancelled it for that. A savepoint keeps the read
-    /// transaction usable after a cancel, for the lookups that follow.
+    /// transaction usable after a cancel, for the lookups that follow. Which index answers
+    /// (words, trigrams, or the newest rows first under the LIMIT) is the planner's choice,
+    /// from the tables' statistics (see `pg::search::analyze_if_never`).
     fn pg_query(&self, c: &pg::Conn, sql: &str, params: &[SqlValue]) -> Result<Option<Vec<tokio_postgres::Row>>> {
         let ms = self.left_ms();
         if ms == 0 {
@@ -747,6 +749,9 @@ fn search_text(
 /// What the schema has for searching: made when the engine opened it writable; a read-only
 /// open of a schema made before grep ran on PostgreSQL has no word index and says so.
 fn pg_support(c: &pg::Conn) -> Result<pg::search::Support> {
+    if let Some(known) = c.search.get() {
+        return Ok(*known);
+    }
     let support = pg::search::probe(c)?;
     if !support.full_text {
         return Err(LcmError::schema(
@@ -757,7 +762,7 @@ fn pg_support(c: &pg::Conn) -> Result<pg::search::Support> {
             ),
         ));
     }
-    Ok(support)
+    Ok(*c.search.get_or_init(|| support))
 }
 
 /// The column PostgreSQL reads a table newest first by, a unique number per row (so a search
@@ -796,13 +801,13 @@ fn pg_scan(
     let fixed = params.len();
     let mut after: Option<i64> = None;
     let mut batch = first_batch.max(1);
+    let a = table.alias();
     loop {
         params.truncate(fixed);
         let mut sql = format!(
             "SELECT {}, {a}.content, {key} FROM {} WHERE {conds}{filters}",
             table.select(),
             table.table_ref(),
-            a = table.alias(),
         );
         if let Some(last) = after {
             params.push(SqlValue::Integer(last));
@@ -909,25 +914,24 @@ fn pg_search_text(
     let filters = table.filters(f, &mut params, "lcm_epoch");
     params.push(SqlValue::Integer(o.limit as i64 + 1));
     let fetch = params.len();
-    // Columns: the common five, then content (5), time (6), order key (7), rank (8), score (9).
+    // Columns: the common five, then content (5), time (6), order key (7), words (8), rank (9),
+    // score (10).
     // Full text orders newest first as SQLite's word tables do: by id, in every scope.
     let any_conversation = Filter {
         conversation_id: None,
         since: None,
         until: None,
     };
+    let words = pg::search::SEARCH_COLUMN;
     let matched = format!(
-        "SELECT {}, {a}.content AS c, {} AS t, {} AS k FROM {} WHERE lcm_search_vector({a}.content) @@ ({query}){filters}",
+        "SELECT {}, {a}.content AS c, {} AS t, {} AS k, {a}.{words} AS w FROM {} WHERE {a}.{words} @@ ({query}){filters}",
         table.select(),
         table.time(),
         pg_key(table, &any_conversation),
         table.table_ref(),
     );
     // The rank as FTS5's (lower is better): minus PostgreSQL's ts_rank.
-    let rank = format!(
-        "CAST(-ts_rank(lcm_search_vector(left(x.c, {})), {query}) AS DOUBLE PRECISION)",
-        pg::search::LARGE_TEXT_CHARS
-    );
+    let rank = format!("CAST(-ts_rank(x.w, {query}) AS DOUBLE PRECISION)");
     let sql = match o.sort {
         // Newest first: only the rows kept are ranked.
         Sort::Recency => format!(
@@ -946,8 +950,8 @@ fn pg_search_text(
         for r in &rows {
             let row = Row::Pg(r);
             let content: String = row.get(5)?;
-            let rank: f64 = row.get(8)?;
-            let score: f64 = row.get(9)?;
+            let rank: f64 = row.get(9)?;
+            let score: f64 = row.get(10)?;
             let at = query::find_term(&content, terms).unwrap_or(0..0);
             out.push(found_from_row(
                 table,

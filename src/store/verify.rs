@@ -49,7 +49,8 @@ const DIGEST_TABLES: &[(&str, &[&str])] = &[
 ];
 
 /// A SHA-256 over the tables' rows in key order, every value with its storage class: the same
-/// on a SQLite file and on its copy in PostgreSQL (whose extra `rowid` column is not read).
+/// on a SQLite file and on its copy in PostgreSQL (whose own `rowid` and `lcm_search` columns
+/// are not read).
 fn digest(db: Db) -> Result<String> {
     let mut h = Sha256::new();
     for (table, keys) in DIGEST_TABLES {
@@ -62,8 +63,8 @@ fn digest(db: Db) -> Result<String> {
             )?,
             Db::Pg(c) => db.query_map(
                 "SELECT column_name FROM information_schema.columns
-                 WHERE table_schema = ?1 AND table_name = ?2 AND column_name <> 'rowid' ORDER BY ordinal_position",
-                params![c.schema, table],
+                 WHERE table_schema = ?1 AND table_name = ?2 AND column_name NOT IN ('rowid', ?3) ORDER BY ordinal_position",
+                params![c.schema, table, crate::pg::search::SEARCH_COLUMN],
                 |r| r.get::<String>(0),
             )?,
         };

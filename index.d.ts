@@ -1386,12 +1386,14 @@ export interface RedactionResult {
   pending: number
   /**
    * False when another connection kept the write-ahead log from being emptied: old bytes may
-   * stay in the `-wal` file until its next checkpoint.
+   * stay in the `-wal` file until its next checkpoint. On PostgreSQL: true once `VACUUM
+   * FULL` rewrote the tables (its write-ahead log is PostgreSQL's to recycle).
    */
   checkpointed: boolean
   /**
    * True when the replaced text may still be in the file's free pages or its WAL: the scrub
-   * failed (`scrubError`: a full disk at VACUUM) or the WAL could not be emptied. The text
+   * failed (`scrubError`: a full disk at VACUUM, on PostgreSQL a table lock another gateway
+   * held past `busyTimeoutMs`) or the WAL could not be emptied. The text
    * itself is replaced; the file records the pending scrub, `open` reports it
    * (`migration.scrubsPending`), and `redact` with no pattern finishes it.
    */

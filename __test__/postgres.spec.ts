@@ -69,10 +69,12 @@ describe.skipIf(!PG_URL)('LcmEngine on PostgreSQL', () => {
       const [va, vb] = [await file.verify(1), await pg.verify(1)]
       expect(vb.ok).toBe(true)
       expect([vb.messages, vb.summaries]).toEqual([va.messages, va.summaries])
-      // What is not ported yet says so.
-      const e = await rejection(pg.redact({ pattern: 'theme', conversationId: 1 }))
-      expect(e.code).toBe('E_UNSUPPORTED')
-      expect(e.message).toMatch(/issue #32/)
+      // A redaction: the word is gone from every message, and the search finds it no more.
+      const redacted = await pg.redact({ pattern: '(?i)theme', conversationId: 1 }, summarize)
+      expect(redacted.matches).toBeGreaterThan(0)
+      expect(redacted.checkpointed).toBe(true)
+      expect((await pg.grep(1, { query: 'theme', mode: 'like', scope: 'messages' })).hits).toEqual([])
+      expect((await pg.verify(1)).ok).toBe(true)
     } finally {
       await pg.close()
       await file.close()

@@ -496,12 +496,12 @@ impl Engine {
                 "this file has no redaction tables (open it writable once to migrate it)",
             ));
         }
-        let (scope, scrubs) = self.deps.backend.sqlite()?.read(|conn| {
+        let (scope, scrubs) = self.deps.backend.read_current(|db| {
             let scope = match options.finish {
-                true => redact::conversations_awaiting(conn, options.conversation_id)?,
-                false => redact::conversations_in_scope(conn, options)?,
+                true => redact::conversations_awaiting(db, options.conversation_id)?,
+                false => redact::conversations_in_scope(db, options)?,
             };
-            Ok((scope, redact::scrubs_pending(conn)?))
+            Ok((scope, redact::scrubs_pending(db)?))
         })?;
         let mut turns = Vec::with_capacity(scope.len());
         for id in &scope {
@@ -514,14 +514,14 @@ impl Engine {
                 conversation_ids: scope.clone(),
                 ..Default::default()
             },
-            false => blocking(|| {
-                self.deps
-                    .backend
-                    .sqlite()?
-                    .write(|conn| redact::redact_messages(conn, flags, options, &scope))
+            false => blocking(|| match &*self.deps.backend {
+                Backend::Postgres(pg) => pg.write(|c| redact::redact_messages_in(c.into(), flags, options, &scope)),
+                Backend::Sqlite(pool) => pool.write(|conn| redact::redact_messages(conn, flags, options, &scope)),
             })?,
         };
-        if options.redactor.pattern.is_some() {
+        // (The plugin keeps a PostgreSQL database's spool in its state directory, under a name
+        // of its own: turns it holds are stored, and so searched and redacted, at its next call.)
+        if options.redactor.pattern.is_some() && !crate::pg::is_url(&self.deps.config.db_path) {
             // Turns the plugin spooled beside the file would bring the text back when stored.
             let spooled =
                 blocking(|| redact::spool::scrub(&self.deps.config.db_path, &options.redactor)).map_err(|e| {
@@ -530,7 +530,7 @@ impl Engine {
             result.spooled_matches = spooled.matches;
             result.spool_busy = spooled.busy;
         }
-        let waiting = blocking(|| self.deps.backend.sqlite()?.read(|conn| redact::pending(conn, &scope)))?;
+        let waiting = blocking(|| self.deps.backend.read_current(|db| redact::pending(db, &scope)))?;
         let found = result.redaction_id.is_some() || result.spooled_matches > 0;
         if !options.finish && !found && waiting == 0 && scrubs == 0 {
             return Err(crate::error::LcmError::invalid_input(match options.redactor.pattern {
@@ -552,26 +552,28 @@ impl Engine {
                 }
             }
         }
-        result.pending = blocking(|| {
-            self.deps.backend.sqlite()?.write(|conn| {
-                redact::complete(conn)?;
-                redact::pending(conn, &scope)
-            })
+        result.pending = blocking(|| match &*self.deps.backend {
+            Backend::Postgres(pg) => pg.write(|c| {
+                redact::complete(c)?;
+                redact::pending(c, &scope)
+            }),
+            Backend::Sqlite(pool) => pool.write(|conn| {
+                redact::complete(&*conn)?;
+                redact::pending(&*conn, &scope)
+            }),
         })?;
         // The text is replaced (committed above) whatever happens to the scrub: a scrub that
-        // fails (a full disk at VACUUM) is reported in the result and stays recorded in the
-        // file for the next `redact`.
-        let scrubbed = blocking(|| {
-            self.deps
-                .backend
-                .sqlite()?
-                .write_without_checkpointer(|conn| redact::scrub(conn, flags))
+        // fails (a full disk at VACUUM, a lock another gateway holds) is reported in the
+        // result and stays recorded for the next `redact`.
+        let scrubbed = blocking(|| match &*self.deps.backend {
+            Backend::Postgres(pg) => redact::scrub_postgres(pg, self.deps.config.busy_timeout_ms).map(|()| true),
+            Backend::Sqlite(pool) => pool.write_without_checkpointer(|conn| redact::scrub(conn, flags)),
         });
         match scrubbed {
             Ok(emptied) => result.checkpointed = emptied,
             Err(e) => result.scrub_error = Some(format!("{}: {e}", e.code())),
         }
-        result.scrub_pending = blocking(|| self.deps.backend.sqlite()?.read(redact::scrubs_pending))? > 0;
+        result.scrub_pending = blocking(|| self.deps.backend.read_current(|db| redact::scrubs_pending(db)))? > 0;
         result.duration_ms = started.elapsed().as_secs_f64() * 1000.0;
         Ok(result)
     }

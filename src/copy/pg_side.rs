@@ -256,7 +256,7 @@ impl Side for PgSide {
             // grep's word and trigram indexes, built over the copied rows.
             let has = |name: &str| catalog.tables.iter().any(|t| t.name == name);
             if has("messages") && has("summaries") {
-                crate::pg::search::install(c)?;
+                crate::pg::search::install(c, crate::db::schema::TEXT_COLUMNS)?;
             }
             for (q, column, value) in &columns {
                 c.query(

@@ -13,6 +13,31 @@ pub(crate) const NATIVE_SCHEMA_STEP: &str = "lcmNativeSchema";
 pub(crate) const FIDELITY_TABLE: &str = "lcm_native_summary_fidelity";
 pub(crate) const VERSIONS_TABLE: &str = "lcm_native_summary_versions";
 pub(crate) const REDACTION_PENDING_TABLE: &str = "lcm_native_redaction_pending";
+/// The text columns of `message_parts` that can hold what a user or a tool wrote (what a
+/// redaction edits).
+pub(crate) const PART_TEXT_COLUMNS: &[&str] = &[
+    "text_content",
+    "tool_input",
+    "tool_output",
+    "tool_error",
+    "tool_title",
+    "metadata",
+    "subtask_prompt",
+    "subtask_desc",
+    "file_url",
+    "patch_files",
+];
+
+/// Every column that holds what a user or a tool wrote, or a summary of it, by table: what a
+/// redaction must reach, and what PostgreSQL must not copy into its planner statistics
+/// (`pg::search::install`).
+pub(crate) const TEXT_COLUMNS: &[(&str, &[&str])] = &[
+    ("messages", &["content"]),
+    ("message_parts", PART_TEXT_COLUMNS),
+    ("summaries", &["content"]),
+    ("lcm_native_summary_versions", &["content"]),
+];
+
 /// Where `lcm-native copy` keeps its progress in the target until the copy is complete; a
 /// file that has it is an unfinished copy, which lcm-native refuses to open.
 pub(crate) const COPY_STATE_TABLE: &str = "lcm_native_copy";

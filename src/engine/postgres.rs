@@ -33,7 +33,7 @@ pub(super) fn prepare(pool: &PgPool, config: &Config) -> Result<MigrationReport>
             // A schema made before grep ran on PostgreSQL gets its search indexes now.
             if !config.read_only {
                 if !crate::pg::search::probe(c)?.full_text {
-                    c.transaction(crate::pg::search::install)?;
+                    c.transaction(|c| crate::pg::search::install(c, crate::db::schema::TEXT_COLUMNS))?;
                 }
                 crate::pg::search::analyze_if_never(c)?;
             }

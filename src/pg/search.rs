@@ -15,6 +15,11 @@
 //! - `lcm_epoch(text)`, a stored time as epoch seconds (NULL for text that is no time), as
 //!   SQLite's `julianday` reads it, for time bounds and the hybrid order.
 //!
+//! - no planner statistics of text: `ANALYZE` keeps a sample of each column's most common
+//!   values in the catalog (`pg_statistic`), which a redaction cannot reach (only a superuser
+//!   may vacuum the catalog): the columns that hold what a user or a tool wrote, and the words
+//!   columns, get a statistics target of 0.
+//!
 //! Extensions are made when the role may (both are "trusted" extensions: a database owner
 //! may), in `public`; without them the search still works, slower, and accents count.
 
@@ -46,7 +51,7 @@ pub(crate) struct Support {
 /// Makes the search objects in the connection's schema, if missing (in the caller's
 /// transaction). Extensions the role may not make are skipped (a savepoint keeps the
 /// transaction usable).
-pub(crate) fn install(c: &Conn) -> Result<Support> {
+pub(crate) fn install(c: &Conn, text_columns: &[(&str, &[&str])]) -> Result<Support> {
     let unaccent = extension(c, "unaccent")?;
     let trigram = extension(c, "pg_trgm")?;
     let schema = quote_ident(&c.schema);
@@ -111,6 +116,24 @@ ALTER TABLE {schema}.summaries ADD COLUMN IF NOT EXISTS {SEARCH_COLUMN} tsvector
 CREATE INDEX IF NOT EXISTS messages_search_idx ON {schema}.messages USING gin ({SEARCH_COLUMN});
 CREATE INDEX IF NOT EXISTS summaries_search_idx ON {schema}.summaries USING gin ({SEARCH_COLUMN});"#
     ))?;
+    for (table, columns) in text_columns {
+        if !c.has_table(table)? {
+            continue;
+        }
+        let columns: Vec<&str> = match *table {
+            "messages" | "summaries" => columns.iter().copied().chain([SEARCH_COLUMN]).collect(),
+            _ => columns.to_vec(),
+        };
+        let sets: Vec<String> = columns
+            .iter()
+            .map(|col| format!("ALTER COLUMN {} SET STATISTICS 0", quote_ident(col)))
+            .collect();
+        c.batch(&format!(
+            "ALTER TABLE {schema}.{} {}",
+            quote_ident(table),
+            sets.join(", ")
+        ))?;
+    }
     if let Some(ext_schema) = &trigram {
         let ops = format!("{}.gin_trgm_ops", quote_ident(ext_schema));
         c.batch(&format!(

@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use crate::db::SchemaFlags;
 use crate::error::{LcmError, Result};
 use crate::fidelity::Fidelity;
+use crate::sql::Db;
 use crate::store::messages::{self, StoredText};
 use crate::store::redactions;
 use crate::store::summaries::{replace_content_in, Replacement};
@@ -160,10 +161,12 @@ pub struct RedactionResult {
     /// `fallbacks: true`) regenerates them.
     pub pending: usize,
     /// False when another connection kept the write-ahead log from being emptied: old bytes may
-    /// stay in the `-wal` file until its next checkpoint.
+    /// stay in the `-wal` file until its next checkpoint. On PostgreSQL: true once `VACUUM
+    /// FULL` rewrote the tables (its write-ahead log is PostgreSQL's to recycle).
     pub checkpointed: bool,
     /// True when the replaced text may still be in the file's free pages or its WAL: the scrub
-    /// failed (`scrubError`: a full disk at VACUUM) or the WAL could not be emptied. The text
+    /// failed (`scrubError`: a full disk at VACUUM, on PostgreSQL a table lock another gateway
+    /// held past `busyTimeoutMs`) or the WAL could not be emptied. The text
     /// itself is replaced; the file records the pending scrub, `open` reports it
     /// (`migration.scrubsPending`), and `redact` with no pattern finishes it.
     pub scrub_pending: bool,
@@ -181,7 +184,8 @@ pub struct RedactionResult {
 
 /// The conversations a redaction touches: the one given, those of the messages given (all of
 /// them must exist), or all.
-pub(crate) fn conversations_in_scope(conn: &Connection, o: &RedactOptions) -> Result<Vec<i64>> {
+pub(crate) fn conversations_in_scope<'a>(db: impl Into<Db<'a>>, o: &RedactOptions) -> Result<Vec<i64>> {
+    let conn = db.into();
     let mut ids = BTreeSet::new();
     if let Some(id) = o.conversation_id {
         crate::store::conversations::get(conn, id)?;
@@ -215,6 +219,18 @@ pub(crate) fn redact_messages(
     conversations: &[i64],
 ) -> Result<RedactionResult> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let result = redact_messages_in((&tx).into(), flags, o, conversations)?;
+    tx.commit()?;
+    Ok(result)
+}
+
+/// `redact_messages` in the caller's write transaction (either engine).
+pub(crate) fn redact_messages_in(
+    tx: Db,
+    flags: SchemaFlags,
+    o: &RedactOptions,
+    conversations: &[i64],
+) -> Result<RedactionResult> {
     let scope = serde_json::to_string(conversations)?;
     let only = o.message_ids.as_ref().map(serde_json::to_string).transpose()?;
     let mut result = RedactionResult {
@@ -222,7 +238,7 @@ pub(crate) fn redact_messages(
         ..RedactionResult::default()
     };
     let mut matches = 0;
-    let edits = messages::edit_texts(&tx, &scope, only.as_deref(), |text| {
+    let edits = messages::edit_texts(tx, &scope, only.as_deref(), |text| {
         let (new, n) = match text {
             StoredText::Content(content) => o.redactor.text(content),
             StoredText::PartColumn(value) => o.redactor.column(value),
@@ -238,7 +254,7 @@ pub(crate) fn redact_messages(
     }
     let ids_json = serde_json::to_string(&edits.messages)?;
     let redaction_id = redactions::log_operator(
-        &tx,
+        tx,
         &redactions::OperatorRedaction {
             scope: &scope,
             message_ids: &ids_json,
@@ -249,7 +265,7 @@ pub(crate) fn redact_messages(
             reason: o.reason.as_deref(),
         },
     )?;
-    let affected = crate::store::summaries::above_messages(&tx, &ids_json)?;
+    let affected = crate::store::summaries::above_messages(tx, &ids_json)?;
     let blank = Fidelity {
         score: None,
         salient_score: None,
@@ -260,11 +276,11 @@ pub(crate) fn redact_messages(
         missing_salient: Vec::new(),
     };
     for summary_id in &affected {
-        let (max, purged) = crate::store::versions::purge(&tx, summary_id)?;
+        let (max, purged) = crate::store::versions::purge(tx, summary_id)?;
         result.versions_purged += purged;
         // A summary already waiting keeps its number; one without stored versions had its
         // text as version 1.
-        redactions::await_regeneration(&tx, summary_id, redaction_id, max.unwrap_or(1) + 1)?;
+        redactions::await_regeneration(tx, summary_id, redaction_id, max.unwrap_or(1) + 1)?;
         let notice = Replacement {
             content: NOTICE,
             token_count: crate::tokens::estimate(NOTICE),
@@ -272,16 +288,43 @@ pub(crate) fn redact_messages(
             fidelity: (&blank, false),
             change: None,
         };
-        replace_content_in(&tx, flags, summary_id, &notice)?;
+        replace_content_in(tx, flags, summary_id, &notice)?;
     }
     result.summaries = affected.len();
-    redactions::record_cascade(&tx, redaction_id, result.summaries, result.versions_purged)?;
-    tx.commit()?;
+    redactions::record_cascade(tx, redaction_id, result.summaries, result.versions_purged)?;
     result.redaction_id = Some(redaction_id);
     Ok(result)
 }
 
 pub(crate) use crate::store::redactions::{complete, conversations_awaiting, pending, scrubs_pending};
+
+/// The scrub on PostgreSQL: an `UPDATE` leaves the old row version in the table's pages (and
+/// in its TOAST table and every index) until a vacuum, and a plain `VACUUM` only marks that
+/// space free. `VACUUM FULL` writes each table and its indexes anew, without the old versions,
+/// and drops the old files. It takes each table's exclusive lock: every gateway waits for it,
+/// and a gateway's open transaction makes it wait, up to `lock_ms` (then E_BUSY, and the
+/// scrub stays pending for the next `redact`). A `CHECKPOINT` follows when the role may, so
+/// that the write-ahead log holding the old text is recycled sooner (WAL archives, replicas
+/// and backups are the operator's: see the README).
+pub(crate) fn scrub_postgres(pool: &crate::pg::pool::PgPool, lock_ms: i64) -> Result<()> {
+    pool.with(|c| {
+        let schema = crate::pg::quote_ident(&c.schema);
+        // The tables holding what a user or a tool wrote (with, in PostgreSQL, each row's
+        // words and the trigram and word indexes).
+        let tables: Vec<String> = crate::db::schema::TEXT_COLUMNS
+            .iter()
+            .map(|(t, _)| format!("{schema}.{t}"))
+            .collect();
+        c.batch(&format!("SET lock_timeout = {}", lock_ms.max(1)))?;
+        let vacuumed = c.batch(&format!("VACUUM (FULL, ANALYZE) {}", tables.join(", ")));
+        c.batch("SET lock_timeout = 0")?;
+        vacuumed?;
+        // Only a superuser or pg_checkpoint may: the log is recycled at the next checkpoint
+        // anyway.
+        let _ = c.batch("CHECKPOINT");
+        redactions::scrubbed(c)
+    })
+}
 
 /// How long the final checkpoint is retried while another process's checkpoint holds the
 /// lock (waiting for readers is the busy timeout's job, within each try).

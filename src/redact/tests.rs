@@ -467,3 +467,165 @@ async fn a_scrub_cut_short_is_recorded_reported_at_open_and_finished() {
     let idle = redact(&engine, &options(json!({"finish": true}))).await.unwrap();
     assert_eq!((idle.regenerated, idle.pending, idle.scrub_pending), (0, 0, false));
 }
+
+/// The same redaction on PostgreSQL (the planted file copied into a schema): the same result
+/// as on the file, and afterwards no row, column (the words column too) or file of a table or
+/// index of the database holds the secret. (The write-ahead log still may until PostgreSQL
+/// recycles it: see the README.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres_no_row_column_index_or_table_file_keeps_the_secret() {
+    let Some(location) = crate::test_support::pg_test_location("redact") else {
+        return;
+    };
+    let url = format!(
+        "{}?schema={}",
+        std::env::var("LCM_TEST_DATABASE_URL").unwrap(),
+        location.schema
+    );
+    let (_d, file_engine, cid) = planted(json!({})).await;
+    let path = file_engine.config().db_path.clone();
+    file_engine.close();
+    crate::copy::run(crate::copy::CopyOptions::new(&path, &url)).unwrap();
+    // `planted`'s settings, over `engine_with`'s.
+    let open = |db: &str| {
+        let options = json!({"dbPath": db, "freshTailCount": 16, "leafChunkTokens": 1200, "leafTargetTokens": 200,
+                             "leafMinFanout": 2, "condensedMinFanout": 2, "condensedTargetTokens": 80,
+                             "timezone": "UTC", "maxSweepIterations": 10000});
+        Engine::open(crate::config::Config::from_options(&options, None).unwrap()).unwrap()
+    };
+    let (sqlite, pg) = (open(&path), open(&url));
+    let c = location.connect().unwrap();
+    let lexeme = SECRET.rsplit('-').next().unwrap().to_lowercase();
+    let in_rows = |c: &crate::pg::Conn| -> Vec<String> {
+        let columns = c
+            .query(
+                "SELECT table_name, column_name FROM information_schema.columns
+                 WHERE table_schema = $1 AND data_type IN ('text', 'tsvector')",
+                &[&c.schema],
+            )
+            .unwrap();
+        let mut out = Vec::new();
+        for r in columns {
+            let (t, col): (String, String) = (r.get(0), r.get(1));
+            let n: i64 = c
+                .query_one_value(
+                    &format!("SELECT count(*) FROM \"{t}\" WHERE strpos(lower(CAST(\"{col}\" AS TEXT)), $1) > 0"),
+                    &[&lexeme],
+                )
+                .unwrap();
+            if n > 0 {
+                out.push(format!("{t}.{col}"));
+            }
+        }
+        out
+    };
+    let before = in_rows(&c);
+    assert!(before.len() >= 4, "{before:?}");
+    assert!(before.iter().any(|h| h.ends_with(".lcm_search")), "{before:?}");
+    let (files, readable) = database_files(&c);
+    if readable {
+        assert!(
+            !files_with(&files, SECRET).is_empty(),
+            "the scan finds the secret in the table files before the redaction"
+        );
+    }
+    // No sample of any text in the planner's statistics (the catalog, which a redaction cannot
+    // vacuum): the text columns have none.
+    let sampled: i64 = c
+        .query_one_value(
+            "SELECT count(*) FROM pg_stats WHERE schemaname = $1 AND (attname IN ('content', 'lcm_search')
+               OR (tablename = 'message_parts' AND attname IN ('text_content', 'tool_input', 'tool_output')))",
+            &[&c.schema],
+        )
+        .unwrap();
+    assert_eq!(sampled, 0);
+    let analyzed: i64 = c
+        .query_one_value("SELECT count(*) FROM pg_stats WHERE schemaname = $1", &[&c.schema])
+        .unwrap();
+    assert!(analyzed > 0, "the schema was analysed");
+    let o = options(json!({"conversationId": cid, "pattern": "sk-live-[A-Za-z0-9]+", "reason": "leaked key"}));
+    let (a, b) = (redact(&sqlite, &o).await.unwrap(), redact(&pg, &o).await.unwrap());
+    let counts = |r: &RedactionResult| {
+        (
+            r.matches,
+            r.messages,
+            r.parts,
+            r.summaries,
+            r.versions_purged,
+            r.regenerated,
+            r.pending,
+        )
+    };
+    assert_eq!(counts(&a), counts(&b));
+    assert!(b.matches >= 3 && b.summaries > 0, "{b:?}");
+    assert!(b.checkpointed && !b.scrub_pending && b.scrub_error.is_none(), "{b:?}");
+    assert_eq!(in_rows(&c), Vec::<String>::new());
+    let (va, vb) = (sqlite.verify(None).unwrap(), pg.verify(None).unwrap());
+    assert!(va.ok && vb.ok, "{:?} / {:?}", va.problems, vb.problems);
+    assert_eq!(va.digest, vb.digest);
+    if readable {
+        let (files, _) = database_files(&c);
+        for needle in [SECRET, lexeme.as_str()] {
+            assert_eq!(files_with(&files, needle), Vec::<String>::new(), "{needle}");
+        }
+    } else {
+        eprintln!("postgres: the server's data directory is not readable here; its files were not scanned");
+    }
+    pg.close();
+    sqlite.close();
+    c.batch(&format!(
+        "DROP SCHEMA {} CASCADE",
+        crate::pg::quote_ident(&location.schema)
+    ))
+    .unwrap();
+}
+
+/// The files of every table, TOAST table and index of the connection's schema (after a
+/// checkpoint, so they hold what was written: each relation's file, its further segments and
+/// forks), and whether this process can read the server's directory.
+fn database_files(c: &crate::pg::Conn) -> (Vec<std::path::PathBuf>, bool) {
+    c.batch("CHECKPOINT").unwrap();
+    let rows = c
+        .query(
+            "WITH rel AS (
+               SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1
+               UNION SELECT c.reltoastrelid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                 WHERE n.nspname = $1 AND c.reltoastrelid <> 0
+               UNION SELECT i.indexrelid FROM pg_index i JOIN pg_class t ON t.oid = i.indrelid
+                 JOIN pg_class c ON c.reltoastrelid = t.oid JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1
+             )
+             SELECT current_setting('data_directory') || '/' || pg_relation_filepath(oid) FROM rel
+             WHERE pg_relation_filepath(oid) IS NOT NULL",
+            &[&c.schema],
+        )
+        .unwrap();
+    let prefixes: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+    let Some(dir) = prefixes
+        .first()
+        .and_then(|p| std::path::Path::new(p).parent().map(|d| d.to_path_buf()))
+    else {
+        return (Vec::new(), false);
+    };
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return (Vec::new(), false);
+    };
+    let files = entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| {
+            let name = p.display().to_string();
+            prefixes
+                .iter()
+                .any(|f| name == *f || name.starts_with(&format!("{f}.")) || name.starts_with(&format!("{f}_")))
+        })
+        .collect();
+    (files, true)
+}
+
+fn files_with(files: &[std::path::PathBuf], needle: &str) -> Vec<String> {
+    files
+        .iter()
+        .filter(|p| std::fs::read(p).is_ok_and(|b| b.windows(needle.len()).any(|w| w == needle.as_bytes())))
+        .map(|p| p.display().to_string())
+        .collect()
+}

@@ -807,18 +807,7 @@ pub(crate) fn conversations_of<'a>(db: impl Into<Db<'a>>, message_ids: &[i64]) -
 }
 
 /// The text columns of `message_parts` that can hold what a user or a tool wrote.
-const PART_TEXT_COLUMNS: &[&str] = &[
-    "text_content",
-    "tool_input",
-    "tool_output",
-    "tool_error",
-    "tool_title",
-    "metadata",
-    "subtask_prompt",
-    "subtask_desc",
-    "file_url",
-    "patch_files",
-];
+const PART_TEXT_COLUMNS: &[&str] = crate::db::schema::PART_TEXT_COLUMNS;
 
 /// A stored text `edit_texts` offers for change: a message's `content`, or one text column of
 /// one of its parts.
@@ -837,39 +826,72 @@ pub(crate) struct TextEdits {
 /// ids of `only` when given) to `edit`, and writes back each text it replaces, with the
 /// message's full-text row: the operator's redaction, in the caller's transaction.
 pub(crate) fn edit_texts(
-    tx: &Connection,
+    tx: Db,
     conversations: &str,
     only: Option<&str>,
     mut edit: impl FnMut(StoredText<'_>) -> Option<String>,
 ) -> Result<TextEdits> {
-    let mut messages = tx.prepare(
+    // Read in batches by id (PostgreSQL's client holds a result whole; a large history must
+    // not be held at once), each message's parts with it.
+    let select = format!(
         "SELECT message_id, content FROM messages
-         WHERE conversation_id IN (SELECT value FROM json_each(?1))
-           AND (?2 IS NULL OR message_id IN (SELECT value FROM json_each(?2)))
-         ORDER BY message_id",
-    )?;
-    let mut rows = messages.query(params![conversations, only])?;
-    let mut update = tx.prepare("UPDATE messages SET content = ?2 WHERE message_id = ?1")?;
-    let mut parts = tx.prepare(&format!(
+         WHERE conversation_id IN (SELECT value FROM {} c)
+           AND (CAST(?2 AS TEXT) IS NULL OR message_id IN (SELECT value FROM {} o))
+           AND message_id > ?3
+         ORDER BY message_id LIMIT {EDIT_BATCH}",
+        tx.id_list("?1"),
+        tx.id_list("?2"),
+    );
+    let parts_sql = format!(
         "SELECT part_id, {} FROM message_parts WHERE message_id = ?1",
         PART_TEXT_COLUMNS.join(", ")
-    ))?;
+    );
     let mut edited = Vec::new();
     let mut edited_parts = 0;
-    while let Some(row) = rows.next()? {
-        let (id, content): (i64, String) = (row.get(0)?, row.get(1)?);
+    let mut after = 0i64;
+    loop {
+        let batch: Vec<(i64, String)> = tx.query_map(&select, params![conversations, only, after], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })?;
+        let Some((last, _)) = batch.last() else { break };
+        after = *last;
+        for (id, content) in batch {
+            edit_message(tx, id, content, &parts_sql, &mut edit, &mut edited, &mut edited_parts)?;
+        }
+    }
+    Ok(TextEdits {
+        messages: edited,
+        parts: edited_parts,
+    })
+}
+
+/// Messages `edit_texts` reads per statement.
+const EDIT_BATCH: usize = 500;
+
+/// One message of `edit_texts`: its content and its parts' text columns offered to `edit`,
+/// what it replaces written back (with the message's full-text row on SQLite; PostgreSQL's
+/// words column follows its content by itself).
+fn edit_message(
+    tx: Db,
+    id: i64,
+    content: String,
+    parts_sql: &str,
+    edit: &mut impl FnMut(StoredText<'_>) -> Option<String>,
+    edited: &mut Vec<i64>,
+    edited_parts: &mut usize,
+) -> Result<()> {
+    {
         let new_content = edit(StoredText::Content(&content));
         if let Some(new) = &new_content {
-            update.execute(params![id, new])?;
+            tx.execute(
+                "UPDATE messages SET content = ?2 WHERE message_id = ?1",
+                params![id, new],
+            )?;
         }
-        let stored: Vec<(String, Vec<Option<String>>)> = parts
-            .query_map([id], |r| {
-                let values = (1..=PART_TEXT_COLUMNS.len())
-                    .map(|i| r.get(i))
-                    .collect::<rusqlite::Result<_>>()?;
-                Ok((r.get(0)?, values))
-            })?
-            .collect::<std::result::Result<_, _>>()?;
+        let stored: Vec<(String, Vec<Option<String>>)> = tx.query_map(parts_sql, params![id], |r| {
+            let values = (1..=PART_TEXT_COLUMNS.len()).map(|i| r.get(i)).collect::<Result<_>>()?;
+            Ok((r.get(0)?, values))
+        })?;
         let mut part_changed = false;
         for (part_id, values) in stored {
             let sets: Vec<(&str, String)> = PART_TEXT_COLUMNS
@@ -889,25 +911,24 @@ pub(crate) fn edit_texts(
             let mut args: Vec<&dyn rusqlite::ToSql> = vec![&part_id];
             args.extend(sets.iter().map(|(_, v)| v as &dyn rusqlite::ToSql));
             tx.execute(&sql, args.as_slice())?;
-            edited_parts += 1;
+            *edited_parts += 1;
             part_changed = true;
         }
         if new_content.is_some() || part_changed {
             let content = new_content.unwrap_or(content);
-            tx.execute("DELETE FROM messages_fts WHERE rowid = ?1", [id])?;
-            if !content.is_empty() {
-                tx.execute(
-                    "INSERT INTO messages_fts (rowid, content) VALUES (?1, ?2)",
-                    params![id, content],
-                )?;
+            if let Db::Sqlite(conn) = tx {
+                conn.execute("DELETE FROM messages_fts WHERE rowid = ?1", [id])?;
+                if !content.is_empty() {
+                    conn.execute(
+                        "INSERT INTO messages_fts (rowid, content) VALUES (?1, ?2)",
+                        params![id, content],
+                    )?;
+                }
             }
             edited.push(id);
         }
     }
-    Ok(TextEdits {
-        messages: edited,
-        parts: edited_parts,
-    })
+    Ok(())
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! scrubs not yet run (`lcm_native_scrub_pending`). Ingest and `crate::redact` (the operator's
 //! redactions and their cascade) write these rows through this module only.
 
-use rusqlite::{params, Connection};
+use rusqlite::params;
 
 use crate::error::Result;
 use crate::sql::Db;
@@ -59,8 +59,8 @@ pub(crate) struct OperatorRedaction<'a> {
 
 /// Logs an operator's redaction (in its transaction) and records that the file still holds
 /// the old text until its scrub has run. Returns the redaction's id.
-pub(crate) fn log_operator(tx: &Connection, r: &OperatorRedaction) -> Result<i64> {
-    tx.execute(
+pub(crate) fn log_operator(tx: Db, r: &OperatorRedaction) -> Result<i64> {
+    let redaction_id = tx.insert_returning(
         "INSERT INTO lcm_native_redactions
            (conversation_ids, message_ids, messages, parts, matches, summaries, versions_purged, mark_only, reason)
          VALUES (?1, ?2, ?3, ?4, ?5, 0, 0, ?6, ?7)",
@@ -73,23 +73,18 @@ pub(crate) fn log_operator(tx: &Connection, r: &OperatorRedaction) -> Result<i64
             r.mark_only,
             r.reason
         ],
+        "redaction_id",
     )?;
-    let redaction_id = tx.last_insert_rowid();
     tx.execute(
         "INSERT OR IGNORE INTO lcm_native_scrub_pending (redaction_id) VALUES (?1)",
-        [redaction_id],
+        params![redaction_id],
     )?;
     Ok(redaction_id)
 }
 
 /// Lists a summary as awaiting regeneration after `redaction_id`, its next text to be
 /// version `next_version` (a summary already waiting keeps its entry).
-pub(crate) fn await_regeneration(
-    tx: &Connection,
-    summary_id: &str,
-    redaction_id: i64,
-    next_version: i64,
-) -> Result<()> {
+pub(crate) fn await_regeneration(tx: Db, summary_id: &str, redaction_id: i64, next_version: i64) -> Result<()> {
     tx.execute(
         "INSERT OR IGNORE INTO lcm_native_redaction_pending (summary_id, redaction_id, next_version)
          VALUES (?1, ?2, ?3)",
@@ -99,12 +94,7 @@ pub(crate) fn await_regeneration(
 }
 
 /// Records what a redaction's cascade touched.
-pub(crate) fn record_cascade(
-    tx: &Connection,
-    redaction_id: i64,
-    summaries: usize,
-    versions_purged: usize,
-) -> Result<()> {
+pub(crate) fn record_cascade(tx: Db, redaction_id: i64, summaries: usize, versions_purged: usize) -> Result<()> {
     tx.execute(
         "UPDATE lcm_native_redactions SET summaries = ?2, versions_purged = ?3 WHERE redaction_id = ?1",
         params![redaction_id, summaries as i64, versions_purged as i64],
@@ -113,56 +103,55 @@ pub(crate) fn record_cascade(
 }
 
 /// Every pending scrub has run: the file no longer holds replaced text.
-pub(crate) fn scrubbed(conn: &Connection) -> Result<()> {
-    conn.execute("DELETE FROM lcm_native_scrub_pending", [])?;
+pub(crate) fn scrubbed<'a>(db: impl Into<Db<'a>>) -> Result<()> {
+    db.into().execute("DELETE FROM lcm_native_scrub_pending", params![])?;
     Ok(())
 }
 
 /// Conversations with summaries awaiting regeneration (within `only` when given): what
 /// `redact` with nothing new to redact finishes.
-pub(crate) fn conversations_awaiting(conn: &Connection, only: Option<i64>) -> Result<Vec<i64>> {
-    Ok(conn
-        .prepare(
-            "SELECT DISTINCT s.conversation_id FROM lcm_native_redaction_pending p
-             JOIN summaries s ON s.summary_id = p.summary_id
-             WHERE ?1 IS NULL OR s.conversation_id = ?1 ORDER BY 1",
-        )?
-        .query_map([only], |r| r.get(0))?
-        .collect::<std::result::Result<_, _>>()?)
+pub(crate) fn conversations_awaiting<'a>(db: impl Into<Db<'a>>, only: Option<i64>) -> Result<Vec<i64>> {
+    db.into().query_map(
+        "SELECT DISTINCT s.conversation_id FROM lcm_native_redaction_pending p
+         JOIN summaries s ON s.summary_id = p.summary_id
+         WHERE CAST(?1 AS BIGINT) IS NULL OR s.conversation_id = ?1 ORDER BY 1",
+        params![only],
+        |r| r.get(0),
+    )
 }
 
 /// Summaries of `conversations` still awaiting regeneration.
-pub(crate) fn pending(conn: &Connection, conversations: &[i64]) -> Result<usize> {
-    let n: i64 = conn.query_row(
-        "SELECT count(*) FROM lcm_native_redaction_pending p JOIN summaries s ON s.summary_id = p.summary_id
-         WHERE s.conversation_id IN (SELECT value FROM json_each(?1))",
-        [serde_json::to_string(conversations)?],
+pub(crate) fn pending<'a>(db: impl Into<Db<'a>>, conversations: &[i64]) -> Result<usize> {
+    let db = db.into();
+    let n: i64 = db.query_one(
+        &format!(
+            "SELECT count(*) FROM lcm_native_redaction_pending p JOIN summaries s ON s.summary_id = p.summary_id
+             WHERE s.conversation_id IN (SELECT value FROM {} j)",
+            db.id_list("?1")
+        ),
+        params![serde_json::to_string(conversations)?],
         |r| r.get(0),
     )?;
     Ok(n as usize)
 }
 
 /// Marks every redaction with no summary left to regenerate as complete.
-pub(crate) fn complete(conn: &Connection) -> Result<()> {
-    conn.execute(
-        "UPDATE lcm_native_redactions SET completed_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+pub(crate) fn complete<'a>(db: impl Into<Db<'a>>) -> Result<()> {
+    db.into().execute(
+        "UPDATE lcm_native_redactions SET completed_at = ?1
          WHERE completed_at IS NULL
            AND NOT EXISTS (SELECT 1 FROM lcm_native_redaction_pending p WHERE p.redaction_id = lcm_native_redactions.redaction_id)",
-        [],
+        params![crate::time::to_iso_ms(&chrono::Utc::now())],
     )?;
     Ok(())
 }
 
 /// Redactions whose scrub has not completed (0 when the file has no such table: a read-only
 /// open of a file from before it).
-pub(crate) fn scrubs_pending(conn: &Connection) -> Result<i64> {
-    let exists: bool = conn.query_row(
-        "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'lcm_native_scrub_pending'",
-        [],
-        |r| r.get(0),
-    )?;
-    if !exists {
+pub(crate) fn scrubs_pending<'a>(db: impl Into<Db<'a>>) -> Result<i64> {
+    let db = db.into();
+    if !db.has_table("lcm_native_scrub_pending")? {
         return Ok(0);
     }
-    Ok(conn.query_row("SELECT count(*) FROM lcm_native_scrub_pending", [], |r| r.get(0))?)
+    db.query_one("SELECT count(*) FROM lcm_native_scrub_pending", params![], |r| r.get(0))
 }

@@ -379,19 +379,20 @@ pub(crate) fn replace_content_in<'a>(
 
 /// Every summary built on the messages `message_ids` (a JSON array), directly or through other
 /// summaries, lowest depth first.
-pub(crate) fn above_messages(conn: &Connection, message_ids: &str) -> Result<Vec<String>> {
-    let ids = conn
-        .prepare(
+pub(crate) fn above_messages(db: Db, message_ids: &str) -> Result<Vec<String>> {
+    db.query_map(
+        &format!(
             "WITH RECURSIVE affected(id) AS (
-               SELECT summary_id FROM summary_messages WHERE message_id IN (SELECT value FROM json_each(?1))
+               SELECT summary_id FROM summary_messages WHERE message_id IN (SELECT value FROM {} j)
                UNION
                SELECT p.summary_id FROM summary_parents p JOIN affected a ON p.parent_summary_id = a.id
              )
              SELECT s.summary_id FROM summaries s JOIN affected a ON a.id = s.summary_id ORDER BY s.depth, s.rowid",
-        )?
-        .query_map([message_ids], |r| r.get(0))?
-        .collect::<std::result::Result<_, _>>()?;
-    Ok(ids)
+            db.id_list("?1")
+        ),
+        params![message_ids],
+        |r| r.get(0),
+    )
 }
 
 /// An input of a condensed summary as its parent's source (and `expand`) shows it.

@@ -3,7 +3,7 @@
 //! in `summaries` (what lossless-claw reads); its version here is the highest. Writes happen in
 //! the transaction of the change (`store::summaries`); this module reads, numbers and prunes.
 
-use rusqlite::{params, Connection};
+use rusqlite::params;
 use serde::Serialize;
 
 use crate::error::{LcmError, Result};
@@ -198,15 +198,15 @@ pub(crate) fn next_version<'a>(db: impl Into<Db<'a>>, summary_id: &str) -> Resul
 
 /// Deletes every stored version of a summary (a redaction: no copy of the old text may stay).
 /// Returns the highest version number there was and how many rows went.
-pub(crate) fn purge(tx: &Connection, summary_id: &str) -> Result<(Option<i64>, usize)> {
-    let (max, n): (Option<i64>, i64) = tx.query_row(
+pub(crate) fn purge(tx: Db, summary_id: &str) -> Result<(Option<i64>, usize)> {
+    let (max, n): (Option<i64>, i64) = tx.query_one(
         "SELECT max(version), count(*) FROM lcm_native_summary_versions WHERE summary_id = ?1",
-        [summary_id],
+        params![summary_id],
         |r| Ok((r.get(0)?, r.get(1)?)),
     )?;
     tx.execute(
         "DELETE FROM lcm_native_summary_versions WHERE summary_id = ?1",
-        [summary_id],
+        params![summary_id],
     )?;
     Ok((max, n as usize))
 }

@@ -80,6 +80,14 @@ describe.skipIf(!available)('the plugin on PostgreSQL', () => {
     expect(await host.engine().commitTurn({ ...main, advancementKey: 'm8', messages: turn(8) })).toEqual({ status: 'committed' })
     const own = turn(9)
     expect((await host.engine().assemble({ ...main, messages: own, tokenBudget: 50_000 })).messages).toBe(own)
+    // A long session's own messages are more than the window: the newest that fit (found in
+    // the real host, where passing them all made the model refuse the turn).
+    const long = Array.from({ length: 30 }, (_, i) => turn(100 + i, 400)).flat()
+    const fitted = await host.engine().assemble({ ...main, messages: long, tokenBudget: 5_000 })
+    expect(fitted.messages.length).toBeGreaterThan(0)
+    expect(fitted.messages.length).toBeLessThan(long.length)
+    expect(fitted.estimatedTokens).toBeLessThanOrEqual(5_000)
+    expect(fitted.messages.at(-1)).toBe(long.at(-1))
     const spoolDir = join(stateDir, 'lcm-native-spool')
     const spooled = readdirSync(spoolDir).filter((n) => n.includes('lcm-native-pending'))
     // (A drain that could not finish keeps its taken file, `.draining`, in line.)

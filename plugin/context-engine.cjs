@@ -439,10 +439,24 @@ class LcmNativeContextEngine {
       this.logger.debug?.(`lcm-native: assemble passes the host's messages through (${why})`)
       return { messages: hostMessages, estimatedTokens }
     }
+    /** @type {number | undefined} */
+    let tokenBudget
+    // lcm-native cannot give this turn its context (the database is unreachable or damaged,
+    // or turns are still spooled): the host's own messages, the newest that fit the budget.
+    // All of them could be more than the model's window (a long session whose history
+    // lcm-native holds in summaries), which would fail the turn.
+    const fallback = (/** @type {string} */ why) => {
+      const budget = tokenBudget ?? positive(p?.tokenBudget)
+      if (budget === undefined) return passthrough(why)
+      const newest = newestWithin(hostMessages, budget, (m) => addon().estimateTokens(safeJson(m)))
+      if (newest.messages.length === hostMessages.length) return { messages: hostMessages, estimatedTokens: newest.estimatedTokens }
+      this.logger.debug?.(`lcm-native: assemble gives the newest ${newest.messages.length} of the host's ${hostMessages.length} messages, within ${budget} tokens (${why})`)
+      return newest
+    }
     try {
       const policy = this.policy(s)
       if (policy === 'ignored') return passthrough('ignored session')
-      const tokenBudget = this.budgetOf(s, p)
+      tokenBudget = this.budgetOf(s, p)
       const asked = positive(p?.tokenBudget)
       // A budget this small says the pending prompt alone overflows: nothing to keep the
       // history within.
@@ -459,7 +473,7 @@ class LcmNativeContextEngine {
       const engine = await this.engineOf(s)
       // Turns still spooled (the file is locked, or a turn cannot be stored yet) are missing
       // from what lcm-native holds: the host's messages have them.
-      if (policy === 'keep' && spoolPending(this.dbPathOf(s))) return passthrough('turns are still spooled')
+      if (policy === 'keep' && spoolPending(this.dbPathOf(s))) return fallback('turns are still spooled')
       const target = targetOf(s)
       let conv = await engine.findConversation(target)
       if ((!conv || conv.messageCount === 0) && policy === 'keep' && hostMessages.length > 0) {
@@ -493,7 +507,7 @@ class LcmNativeContextEngine {
       return result
     } catch (err) {
       this.report('assemble', err)
-      return passthrough('lcm-native failed; see the log')
+      return fallback('lcm-native failed; see the log')
     }
   }
 

@@ -10,6 +10,8 @@
 //            message larger than the whole window (e2e-field.mjs)
 //   interop  lossless-claw 1.x from its packed plugin and lcm-native taking turns on one file
 //            (e2e-interop.mjs)
+//   postgres the plugin on PostgreSQL (dbUrl, a schema per agent): long turns, lcm_grep, the
+//            server stopped and started again mid-run (e2e-postgres.mjs)
 // Also: the plugin type-checks against the installed openclaw/plugin-sdk.
 
 import assert from 'node:assert/strict'
@@ -22,9 +24,10 @@ import { ROOT, check, results } from './e2e-lib.mjs'
 import { fieldScenario } from './e2e-field.mjs'
 import { hostScenario } from './e2e-host.mjs'
 import { interopScenario } from './e2e-interop.mjs'
+import { postgresScenario } from './e2e-postgres.mjs'
 import { CACHE, ensureHost, killAll, packPlugin } from './harness.mjs'
 
-const SCENARIOS = { host: hostScenario, field: fieldScenario, interop: interopScenario }
+const SCENARIOS = { host: hostScenario, field: fieldScenario, interop: interopScenario, postgres: postgresScenario }
 
 async function main() {
   const started = Date.now()

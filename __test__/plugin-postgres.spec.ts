@@ -128,7 +128,8 @@ describe.skipIf(!available)('the plugin on PostgreSQL', () => {
 
 describe('the plugin’s PostgreSQL settings', () => {
   // eslint-disable-next-line @typescript-eslint/no-require-imports
-  const { databaseFor, resolveSettings } = require('../plugin/config.cjs') as {
+  const { databaseFor, resolveSettings, shownDatabase } = require('../plugin/config.cjs') as {
+    shownDatabase: (db: string) => string
     databaseFor: (s: unknown, agent: string) => string
     resolveSettings: (cfg: Record<string, unknown>, env: Record<string, string>) => { dbPath: string }
   }
@@ -140,6 +141,12 @@ describe('the plugin’s PostgreSQL settings', () => {
     expect(resolveSettings({ dbPath: '/x/lcm.db' }, {}).dbPath).toBe('/x/lcm.db')
     expect(() => resolveSettings({ dbUrl: 'mysql://x/y' }, {})).toThrow(/dbUrl/)
     expect(() => resolveSettings({}, { LCM_DATABASE_URL: '/a/file.db' })).toThrow(/LCM_DATABASE_URL/)
+  })
+
+  it('shows a URL without its password (the TUI header, spool names)', () => {
+    expect(shownDatabase(`${base}?schema=s`)).toBe('postgres://lcm@db.example:5433/agents?schema=s')
+    expect(shownDatabase('postgresql://u:p%40ss@%2Ftmp%2Fx/db')).toBe('postgresql://u@%2Ftmp%2Fx/db')
+    expect(shownDatabase('/var/lib/lcm.db')).toBe('/var/lib/lcm.db')
   })
 
   it('gives each agent a schema of its own with databaseScope "agent"', () => {

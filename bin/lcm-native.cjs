@@ -419,6 +419,13 @@ async function migrate(argv) {
   if (args.help) return console.log(`usage: ${HELP.migrate}`)
   if (args._.length) throw new UsageError(`unexpected argument ${args._[0]}`, 'migrate')
   const { db } = settingsOf(args)
+  if (isDatabaseUrl(db)) {
+    // A PostgreSQL schema is made (or checked) as an engine opens it: nothing to upgrade.
+    const engine = await LcmEngine.open({ dbUrl: db })
+    const { dbPath, summary } = engine.migration
+    await engine.close()
+    return console.log(`${dbPath}: ${summary}`)
+  }
   if (!fs.existsSync(db)) {
     throw Object.assign(new Error(`database not found: ${db} (migrate upgrades an existing file; LcmEngine.open and OpenClaw create new ones)`), { code: 'E_NOT_FOUND' })
   }

@@ -243,6 +243,9 @@ function resolveSettings(pluginConfig, env, engineEnv) {
 /** @param {string} db whether it names a PostgreSQL database rather than a file */
 const isDatabaseUrl = (db) => /^postgres(ql)?:\/\//i.test(db)
 
+/** A database as it may be shown: a URL without its password. @param {string} db */
+const shownDatabase = (db) => db.replace(/^(postgres(?:ql)?:\/\/[^:@/]*):[^@/]*@/i, '$1@')
+
 /** lcm-native's schema when a URL names none (as the engine's). */
 const DEFAULT_SCHEMA = 'lcm'
 
@@ -285,4 +288,4 @@ function agentOf(sessionKey) {
   return parts[0] === 'agent' && parts[1] ? parts[1] : 'main'
 }
 
-module.exports = { ConfigError, ENGINE_KEYS, agentOf, databaseFor, isDatabaseUrl, resolveSettings, stateDir }
+module.exports = { ConfigError, ENGINE_KEYS, agentOf, databaseFor, isDatabaseUrl, resolveSettings, shownDatabase, stateDir }

@@ -10,7 +10,7 @@ const { createHash } = require('node:crypto')
 const { hostname } = require('node:os')
 const { basename, dirname, join } = require('node:path')
 
-const { isDatabaseUrl, stateDir } = require('./config.cjs')
+const { isDatabaseUrl, shownDatabase, stateDir } = require('./config.cjs')
 const { asPlainText } = require('./messages.cjs')
 
 const KEY = Symbol.for('lcm-native.openclaw.shared')
@@ -178,7 +178,7 @@ const heldPath = (dbPath) => `${spoolBase(dbPath)}.lcm-native-held.jsonl`
 function spoolBase(dbPath) {
   if (!isDatabaseUrl(dbPath)) return dbPath
   const [base, query = ''] = dbPath.split(/\?(.*)/s, 2)
-  const withoutPassword = base.replace(/^([a-z]+:\/\/[^:@/]*):[^@/]*@/i, '$1@')
+  const withoutPassword = shownDatabase(base)
   const params = new URLSearchParams(query)
   params.delete('password')
   const url = `${withoutPassword}?${params.toString()}`

@@ -5,6 +5,8 @@
 import { render } from 'ink'
 import { createElement as h } from 'react'
 
+import config from '../plugin/config.cjs'
+
 import { App } from './app.mjs'
 import { OFFLINE_MODEL, TuiSession } from './session.mjs'
 
@@ -27,7 +29,7 @@ export async function runTui({ Engine, dbPath, promptDir, llm, engineOptions, co
     model: llm ? llm.model : OFFLINE_MODEL,
     describe: llm ? llm.describe : 'offline',
   })
-  const app = render(h(App, { session, dbPath, summarizer: session.options.describe, initialConversation: conversationId }), {
+  const app = render(h(App, { session, dbPath: config.shownDatabase(dbPath), summarizer: session.options.describe, initialConversation: conversationId }), {
     exitOnCtrlC: false,
   })
   try {

@@ -1,11 +1,9 @@
 // Compaction through the JS surface: the callback contract, failure modes, the rolling-summary
 // seed's trigger and async behaviour, and the real transcripts.
-import { join } from 'node:path'
-
 import { describe, expect, it } from 'vitest'
 
 import { LcmEngine, type IngestMessage, type SummarizeRequest } from '../index.js'
-import { REFACTOR, THEME, hostMessages, rejection, tempDir } from './helpers'
+import { REFACTOR, THEME, freshDb, hostMessages, rejection } from './helpers'
 
 function synthetic(n: number, chars = 300): IngestMessage[] {
   return Array.from({ length: n }, (_, i) => ({
@@ -18,7 +16,7 @@ function synthetic(n: number, chars = 300): IngestMessage[] {
 
 async function setup(options: Record<string, unknown> = {}, n = 60) {
   const engine = await LcmEngine.open({
-    dbPath: join(tempDir(), 'lcm.db'),
+    dbPath: freshDb('lcm.db'),
     freshTailCount: 6,
     leafChunkTokens: 400,
     condensedTargetTokens: 80,
@@ -173,7 +171,7 @@ describe('callback failures', () => {
 describe('the rolling-summary seed', () => {
   // US-301 with N = 20 messages per summary and a verbatim window of 4.
   it('US-301: triggers at 20 messages, not at 19, and counts from the last summary', async () => {
-    const engine = await LcmEngine.open({ dbPath: join(tempDir(), 'r.db'), freshTailCount: 4, messagesPerSummary: 20, leafChunkTokens: 100000 })
+    const engine = await LcmEngine.open({ dbPath: freshDb('r.db'), freshTailCount: 4, messagesPerSummary: 20, leafChunkTokens: 100000 })
     const msgs = synthetic(45, 40)
     const { conversationId } = await engine.ingest({ sessionId: 'r' }, msgs.slice(0, 19))
     const e19 = await engine.evaluate(conversationId, { tokenBudget: 100000 })
@@ -235,7 +233,7 @@ describe('the rolling-summary seed', () => {
 
 describe('compact', () => {
   it.each([THEME, REFACTOR])('compacts %s to a balanced DAG with the offline summarizer', async (name) => {
-    const engine = await LcmEngine.open({ dbPath: join(tempDir(), 'c.db'), leafChunkTokens: 3000, leafTargetTokens: 300, timezone: 'UTC', maxSweepIterations: 1000 })
+    const engine = await LcmEngine.open({ dbPath: freshDb('c.db'), leafChunkTokens: 3000, leafTargetTokens: 300, timezone: 'UTC', maxSweepIterations: 1000 })
     const { conversationId } = await engine.ingest({ sessionId: name }, hostMessages(name))
     const r = await engine.compact(conversationId, 'offline', { tokenBudget: 8000 })
     expect(r.actionTaken).toBe(true)

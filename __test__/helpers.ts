@@ -30,6 +30,26 @@ export function tempDir(): string {
   return mkdtempSync(join(tmpdir(), 'lcm-native-'))
 }
 
+/**
+ * The engine the engine-level suites run on: SQLite, or PostgreSQL when `LCM_TEST_ENGINE` is
+ * `postgres` (`npm run test:js` runs them a second time so, on the server in
+ * LCM_TEST_DATABASE_URL).
+ */
+export const ENGINE: 'sqlite' | 'postgres' = process.env.LCM_TEST_ENGINE === 'postgres' ? 'postgres' : 'sqlite'
+
+let schemas = 0
+
+/**
+ * A new, empty database for one test: a file in a fresh temp dir, or on PostgreSQL a schema
+ * of its own (`?schema=`), made when an engine opens it.
+ */
+export function freshDb(name = 'lcm.db'): string {
+  if (ENGINE === 'sqlite') return join(tempDir(), name)
+  const url = process.env.LCM_TEST_DATABASE_URL
+  if (!url) throw new Error('LCM_TEST_ENGINE=postgres needs LCM_TEST_DATABASE_URL (scripts/pg-test-server.cjs sets it)')
+  return `${url}?schema=js_${process.pid}_${++schemas}`
+}
+
 /** A writable copy of a fixture database in a fresh temp dir. */
 export function copyFixture(name: string): string {
   const dst = join(tempDir(), name)

@@ -1,12 +1,10 @@
 // ingest(): the host's message shapes, both real transcripts, entryId de-duplication.
 import { describe, expect, it } from 'vitest'
-import { join } from 'node:path'
-
 import { LcmEngine, estimateTokens, type IngestMessage } from '../index.js'
-import { REFACTOR, THEME, hostMessages, readTranscript, rejection, tempDir, turns } from './helpers'
+import { REFACTOR, THEME, freshDb, hostMessages, readTranscript, rejection, turns } from './helpers'
 
 async function openTemp(): Promise<LcmEngine> {
-  return LcmEngine.open({ dbPath: join(tempDir(), 'lcm.db') })
+  return LcmEngine.open({ dbPath: freshDb('lcm.db') })
 }
 
 describe('ingest', () => {

@@ -1,18 +1,16 @@
 // Recall through the JS surface: grep, describe and expand on a real transcript, hostile
 // queries, and the failure codes.
-import { join } from 'node:path'
-
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 
 import { LcmEngine, type GrepOptions } from '../index.js'
-import { THEME, hostMessages, rejection, tempDir } from './helpers'
+import { THEME, freshDb, hostMessages, rejection } from './helpers'
 
 let engine: LcmEngine
 let conversationId: number
 
 beforeAll(async () => {
   engine = await LcmEngine.open({
-    dbPath: join(tempDir(), 'lcm.db'),
+    dbPath: freshDb('lcm.db'),
     timezone: 'UTC',
     leafChunkTokens: 3000,
     leafTargetTokens: 300,

@@ -7,11 +7,11 @@ import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 
 import { LcmEngine, type SummarizeRequest } from '../index.js'
-import { THEME, hostMessages, rejection, tempDir } from './helpers'
+import { THEME, freshDb, hostMessages, rejection } from './helpers'
 
 async function compacted() {
   const engine = await LcmEngine.open({
-    dbPath: join(tempDir(), 'lcm.db'),
+    dbPath: freshDb('lcm.db'),
     timezone: 'UTC',
     leafChunkTokens: 3000,
     leafTargetTokens: 300,
@@ -155,7 +155,7 @@ describe('rewrite', () => {
   })
 
   it('fallbacks: true re-summarises the fallbacks an empty-answering summarizer left, and only those', async () => {
-    const engine = await LcmEngine.open({ dbPath: join(tempDir(), 'lcm.db'), timezone: 'UTC', leafChunkTokens: 3000, leafTargetTokens: 300, maxSweepIterations: 500 })
+    const engine = await LcmEngine.open({ dbPath: freshDb('lcm.db'), timezone: 'UTC', leafChunkTokens: 3000, leafTargetTokens: 300, maxSweepIterations: 500 })
     const { conversationId } = await engine.ingest({ sessionId: 'theme' }, hostMessages(THEME))
     // Every third call answers nothing: those passes end in the deterministic fallback.
     let n = 0

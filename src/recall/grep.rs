@@ -421,19 +421,29 @@ impl<'c> Deadline<'c> {
 
     /// Runs one PostgreSQL statement within what is left of the deadline; None (and the
     /// deadline marked) when the server cancelled it for that. A savepoint keeps the read
-    /// transaction usable after a cancel, for the lookups that follow. Which index answers
-    /// (words, trigrams, or the newest rows first under the LIMIT) is the planner's choice,
-    /// from the tables' statistics (see `pg::search::analyze_if_never`).
-    fn pg_query(&self, c: &pg::Conn, sql: &str, params: &[SqlValue]) -> Result<Option<Vec<tokio_postgres::Row>>> {
+    /// transaction usable after a cancel, for the lookups that follow. `index_first`: the
+    /// statement is written to start from the word or trigram index (`pg_found`), and runs
+    /// with sequential scans off, so that the planner, which has no statistics of the text
+    /// columns, does not read the table through instead.
+    fn pg_query(
+        &self,
+        c: &pg::Conn,
+        sql: &str,
+        params: &[SqlValue],
+        index_first: bool,
+    ) -> Result<Option<Vec<tokio_postgres::Row>>> {
         let ms = self.left_ms();
         if ms == 0 {
             self.hit.set(true);
             return Ok(None);
         }
-        c.batch(&format!("SAVEPOINT lcm_grep; SET LOCAL statement_timeout = {ms}"))?;
+        let seqscan = if index_first { "off" } else { "on" };
+        c.batch(&format!(
+            "SAVEPOINT lcm_grep; SET LOCAL statement_timeout = {ms}; SET LOCAL enable_seqscan = {seqscan}"
+        ))?;
         match c.query_once(&crate::sql::translate(sql), params) {
             Ok(rows) => {
-                c.batch("RELEASE SAVEPOINT lcm_grep; SET LOCAL statement_timeout = 0")?;
+                c.batch("RELEASE SAVEPOINT lcm_grep; SET LOCAL statement_timeout = 0; SET LOCAL enable_seqscan = on")?;
                 Ok(Some(rows))
             }
             Err(LcmError::Timeout { .. }) => {
@@ -782,9 +792,42 @@ fn pg_key(table: Table, f: &Filter) -> &'static str {
 /// semantics re-checked after `ILIKE`).
 const PG_BATCH_ROWS: usize = 500;
 
+/// How many of the newest rows a substring search reads in order before it asks the trigram
+/// index for the older ones: a common substring fills its hits here, from the newest rows, as
+/// SQLite's LIMITed scan does; a rare or absent one costs this many row reads and then what
+/// the index finds. (The text columns have no planner statistics, see `pg::search`, so the
+/// choice is made here rather than by the planner.)
+const PG_NEWEST_WINDOW: usize = 2_000;
+
+/// A row's own number on PostgreSQL, to join matches found through an index back to their rows.
+fn pg_id(table: Table) -> &'static str {
+    match table {
+        Table::Messages => "message_id",
+        Table::Summaries => "rowid",
+    }
+}
+
+/// The rows of `table` that `conds` (with the filters, and `extra`) admit, found first and on
+/// their own (`found`), through the word or trigram index: their cost follows the matches, not
+/// the table. The conversation is tested on the rows the index gives (`+ 0`: not through the
+/// conversation's own index, which would read every row of the conversation).
+fn pg_found(table: Table, conds: &str, filters: &str, extra: &str) -> String {
+    let a = table.alias();
+    let filters = filters.replace(
+        &format!("{a}.conversation_id = "),
+        &format!("{a}.conversation_id + 0 = "),
+    );
+    format!(
+        "WITH found AS MATERIALIZED (SELECT {a}.{} AS id FROM {} WHERE {conds}{filters}{extra})",
+        pg_id(table),
+        table.table_ref()
+    )
+}
+
 /// Reads the rows `conds` (with `params`) admits newest first, in batches, handing each with
-/// its content to `keep` until it returns false, the rows end or the deadline passes.
-/// `limit_rows` bounds the rows read; true when rows were left unread for it.
+/// its content to `keep` until it returns false, the rows end or the deadline passes. With
+/// `indexed` (a condition the trigram index answers), the newest `PG_NEWEST_WINDOW` rows are
+/// read in order and the older ones through the index.
 #[allow(clippy::too_many_arguments)]
 fn pg_scan(
     c: &pg::Conn,
@@ -793,28 +836,62 @@ fn pg_scan(
     conds: &str,
     mut params: Vec<SqlValue>,
     first_batch: usize,
+    indexed: bool,
     deadline: &Deadline<'_>,
     mut keep: impl FnMut(&Row, &str) -> Result<bool>,
 ) -> Result<()> {
     let key = pg_key(table, f);
     let filters = table.filters(f, &mut params, "lcm_epoch");
+    let a = table.alias();
+    let select = format!("SELECT {}, {a}.content, {key}", table.select());
+    // The oldest key of the newest rows read in order; None: every row is (regex, or a scope
+    // smaller than the window).
+    let floor: Option<i64> = match indexed {
+        false => None,
+        true => {
+            // (Its own parameters: only the filters'.)
+            let mut only_filters = Vec::new();
+            let sql = format!(
+                "SELECT {key} FROM {} WHERE TRUE{} ORDER BY {key} DESC OFFSET {} LIMIT 1",
+                table.table_ref(),
+                table.filters(f, &mut only_filters, "lcm_epoch"),
+                PG_NEWEST_WINDOW - 1
+            );
+            let Some(rows) = deadline.pg_query(c, &sql, &only_filters, false)? else {
+                return Ok(());
+            };
+            rows.first().map(|r| Row::Pg(r).get(0)).transpose()?
+        }
+    };
     let fixed = params.len();
     let mut after: Option<i64> = None;
     let mut batch = first_batch.max(1);
-    let a = table.alias();
+    // Phase 0: newest first in key order (down to `floor`); phase 1: older rows, indexed.
+    let mut phase = 0;
     loop {
         params.truncate(fixed);
-        let mut sql = format!(
-            "SELECT {}, {a}.content, {key} FROM {} WHERE {conds}{filters}",
-            table.select(),
-            table.table_ref(),
-        );
+        let mut bound = String::new();
         if let Some(last) = after {
             params.push(SqlValue::Integer(last));
-            sql.push_str(&format!(" AND {key} < ?{}", params.len()));
+            bound.push_str(&format!(" AND {key} < ?{}", params.len()));
         }
-        sql.push_str(&format!(" ORDER BY {key} DESC LIMIT {batch}"));
-        let Some(rows) = deadline.pg_query(c, &sql, &params)? else {
+        let sql = match (phase, floor) {
+            (0, Some(floor)) => format!(
+                "{select} FROM {} WHERE {conds}{filters} AND {key} >= {floor}{bound} ORDER BY {key} DESC LIMIT {batch}",
+                table.table_ref()
+            ),
+            (0, None) => format!(
+                "{select} FROM {} WHERE {conds}{filters}{bound} ORDER BY {key} DESC LIMIT {batch}",
+                table.table_ref()
+            ),
+            (_, floor) => format!(
+                "{} {select} FROM {} JOIN found ON found.id = {a}.{} WHERE TRUE{bound} ORDER BY {key} DESC LIMIT {batch}",
+                pg_found(table, conds, &filters, &format!(" AND {key} < {}", floor.unwrap_or(i64::MAX))),
+                table.table_ref(),
+                pg_id(table),
+            ),
+        };
+        let Some(rows) = deadline.pg_query(c, &sql, &params, phase == 1)? else {
             return Ok(());
         };
         for r in &rows {
@@ -826,7 +903,12 @@ fn pg_scan(
             }
         }
         if rows.len() < batch {
-            return Ok(());
+            if phase == 1 || floor.is_none() {
+                return Ok(());
+            }
+            phase = 1;
+            after = None;
+            continue;
         }
         batch = (batch * 2).min(PG_BATCH_ROWS.max(first_batch));
     }
@@ -873,6 +955,7 @@ fn pg_search_text(
             &conds.join(" AND "),
             params,
             o.limit + 1,
+            true,
             deadline,
             |r, content| {
                 if query::like_all(content, terms) {
@@ -924,11 +1007,13 @@ fn pg_search_text(
     };
     let words = pg::search::SEARCH_COLUMN;
     let matched = format!(
-        "SELECT {}, {a}.content AS c, {} AS t, {} AS k, {a}.{words} AS w FROM {} WHERE {a}.{words} @@ ({query}){filters}",
+        "{} SELECT {}, {a}.content AS c, {} AS t, {} AS k, {a}.{words} AS w FROM {} JOIN found ON found.id = {a}.{}",
+        pg_found(table, &format!("{a}.{words} @@ ({query})"), &filters, ""),
         table.select(),
         table.time(),
         pg_key(table, &any_conversation),
         table.table_ref(),
+        pg_id(table),
     );
     // The rank as FTS5's (lower is better): minus PostgreSQL's ts_rank.
     let rank = format!("CAST(-ts_rank(x.w, {query}) AS DOUBLE PRECISION)");
@@ -946,7 +1031,7 @@ fn pg_search_text(
              FROM (SELECT x.*, {rank} AS rank FROM ({matched}) x) y ORDER BY score, y.k DESC LIMIT ?{fetch}"
         ),
     };
-    if let Some(rows) = deadline.pg_query(c, &sql, &params)? {
+    if let Some(rows) = deadline.pg_query(c, &sql, &params, true)? {
         for r in &rows {
             let row = Row::Pg(r);
             let content: String = row.get(5)?;
@@ -994,6 +1079,7 @@ fn pg_search_regex(
         "TRUE",
         Vec::new(),
         PG_BATCH_ROWS,
+        false,
         deadline,
         |r, content| {
             if read >= REGEX_MAX_ROWS {
@@ -1104,7 +1190,7 @@ mod deadline_tests {
         conn.transaction_as("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", |c| {
             let deadline = Deadline::start(Db::Pg(c), Duration::from_millis(100));
             let started = Instant::now();
-            let rows = deadline.pg_query(c, "SELECT pg_sleep(5)", &[]).unwrap();
+            let rows = deadline.pg_query(c, "SELECT pg_sleep(5)", &[], false).unwrap();
             assert!(rows.is_none());
             assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
             assert!(deadline.finish());
@@ -1115,7 +1201,7 @@ mod deadline_tests {
         .unwrap();
         // Past the deadline before it starts: nothing is sent.
         let deadline = Deadline::start(Db::Pg(&conn), Duration::ZERO);
-        assert!(deadline.pg_query(&conn, "SELECT 1", &[]).unwrap().is_none());
+        assert!(deadline.pg_query(&conn, "SELECT 1", &[], false).unwrap().is_none());
         assert!(deadline.finish());
     }
 

@@ -308,6 +308,7 @@ pub(crate) use crate::store::redactions::{complete, conversations_awaiting, pend
 /// and backups are the operator's: see the README).
 pub(crate) fn scrub_postgres(pool: &crate::pg::pool::PgPool, lock_ms: i64) -> Result<()> {
     pool.with(|c| {
+        wait_for_older_snapshots(c, lock_ms)?;
         let schema = crate::pg::quote_ident(&c.schema);
         // The tables holding what a user or a tool wrote (with, in PostgreSQL, each row's
         // words and the trigram and word indexes).
@@ -324,6 +325,36 @@ pub(crate) fn scrub_postgres(pool: &crate::pg::pool::PgPool, lock_ms: i64) -> Re
         let _ = c.batch("CHECKPOINT");
         redactions::scrubbed(c)
     })
+}
+
+/// `VACUUM FULL` keeps a row version that some open transaction's snapshot may still see (a
+/// transaction of any session on the database, begun before the redaction committed): the
+/// scrub first waits, up to `wait_ms`, until every transaction older than itself has ended.
+/// E_BUSY (the scrub stays pending) when one stays open.
+fn wait_for_older_snapshots(c: &crate::pg::Conn, wait_ms: i64) -> Result<()> {
+    let until = std::time::Instant::now() + std::time::Duration::from_millis(wait_ms.max(0) as u64);
+    let started: String = c.query_one_value("SELECT CAST(now() AS TEXT)", &[])?;
+    loop {
+        let older: i64 = c.query_one_value(
+            "SELECT count(*) FROM pg_catalog.pg_stat_activity
+             WHERE datname = current_database() AND pid <> pg_backend_pid()
+               AND backend_xmin IS NOT NULL AND xact_start < CAST(CAST($1 AS TEXT) AS timestamptz)",
+            &[&started],
+        )?;
+        if older == 0 {
+            return Ok(());
+        }
+        if std::time::Instant::now() >= until {
+            return Err(LcmError::Busy {
+                sqlite: None,
+                conversation_id: None,
+                message: format!(
+                    "{older} transaction(s) open since before the redaction may still see the old rows, and VACUUM FULL would keep them; the scrub stays pending (lcm-native redact --finish runs it again)"
+                ),
+            });
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }
 
 /// How long the final checkpoint is retried while another process's checkpoint holds the

@@ -876,9 +876,12 @@ fn pg_scan(
             bound.push_str(&format!(" AND {key} < ?{}", params.len()));
         }
         let sql = match (phase, floor) {
+            // (`content || ''`: not through the trigram index, which for a common substring
+            // would hand every row of the table over to be checked; in key order instead.)
             (0, Some(floor)) => format!(
-                "{select} FROM {} WHERE {conds}{filters} AND {key} >= {floor}{bound} ORDER BY {key} DESC LIMIT {batch}",
-                table.table_ref()
+                "{select} FROM {} WHERE {}{filters} AND {key} >= {floor}{bound} ORDER BY {key} DESC LIMIT {batch}",
+                table.table_ref(),
+                conds.replace(&format!("{a}.content ILIKE"), &format!("({a}.content || '') ILIKE")),
             ),
             (0, None) => format!(
                 "{select} FROM {} WHERE {conds}{filters}{bound} ORDER BY {key} DESC LIMIT {batch}",

@@ -245,6 +245,29 @@ pub(crate) fn pg_test_location(tag: &str) -> Option<crate::pg::Location> {
     Some(location)
 }
 
+/// `pg_test_location`, with the URL an engine opens that schema by.
+pub(crate) fn pg_test_url(tag: &str) -> Option<(crate::pg::Location, String)> {
+    let location = pg_test_location(tag)?;
+    let url = format!(
+        "{}?schema={}",
+        std::env::var("LCM_TEST_DATABASE_URL").expect("pg_test_location checked it"),
+        location.schema
+    );
+    Some((location, url))
+}
+
+/// Drops a test's schema (what `pg_test_location` made room for).
+pub(crate) fn drop_test_schema(location: &crate::pg::Location) {
+    location
+        .connect()
+        .unwrap()
+        .batch(&format!(
+            "DROP SCHEMA IF EXISTS {} CASCADE",
+            crate::pg::quote_ident(&location.schema)
+        ))
+        .unwrap();
+}
+
 /// Runs `check` on a fresh lcm-native database in each engine: a new SQLite file, and (when
 /// the test server is there, see `pg_test_location`) a new PostgreSQL schema holding the same
 /// empty database (copied from such a file, as `lcm-native copy` makes one). `check` gets the

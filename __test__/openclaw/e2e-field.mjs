@@ -32,7 +32,7 @@ const MIDDLE_WORD = 'PELICAN-5521'
  * `seed`; `fact` goes into its first line.
  * @param {number} seed @param {number} tokens @param {string} [fact]
  */
-function pastedLog(seed, tokens, fact = '') {
+export function pastedLog(seed, tokens, fact = '') {
   const lines = [`Here is the log of run ${seed}, what went wrong? ${fact}`]
   let x = seed * 7919 + 1
   let chars = lines[0].length

@@ -16,6 +16,7 @@ import { existsSync, readdirSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { join } from 'node:path'
 
+import { pastedLog } from './e2e-field.mjs'
 import { ROOT, check, cleanUp, legacyFallbacks, lcm, readTimings } from './e2e-lib.mjs'
 import { startFakeModel } from './fake-model.mjs'
 import { installPlugin, makeRunDir, startGateway, stopGateway, turn, writeConfig } from './harness.mjs'
@@ -24,20 +25,6 @@ const require = createRequire(import.meta.url)
 const WINDOW = 40_000
 const TURNS = 10
 const FACT = 'LYRA-CUTOVER-4412'
-
-/** A pasted service log of about `tokens` tokens, different for each `seed`. @param {number} seed @param {number} tokens @param {string} [fact] */
-function pastedLog(seed, tokens, fact = '') {
-  const lines = [`Here is the log of run ${seed}, what went wrong? ${fact}`]
-  let x = seed * 6007 + 3
-  let chars = lines[0].length
-  for (let i = 0; chars < tokens * 4; i++) {
-    x = (x * 48271) % 2147483647
-    const line = `2026-11-26T11:${String(i % 60).padStart(2, '0')}:${String(x % 60).padStart(2, '0')}Z ${x % 5 === 0 ? 'WARN' : 'INFO'} pg-${seed}-${x % 11} q=${x.toString(36)} rows=${x % 997} ms=${x % 700}`
-    lines.push(line)
-    chars += line.length + 1
-  }
-  return lines.join('\n')
-}
 
 /** @param {import('./harness.mjs').Host} host @param {string} tgz the packed plugin */
 export async function postgresScenario(host, tgz) {

@@ -154,14 +154,9 @@ mod tests {
     /// says so with E_UNSUPPORTED. Compaction gives the same DAG.
     #[test]
     fn an_engine_on_postgres_stores_and_assembles_as_on_sqlite() {
-        let Some(location) = pg_test_location("engine") else {
+        let Some((location, url)) = crate::test_support::pg_test_url("engine") else {
             return;
         };
-        let url = format!(
-            "{}?schema={}",
-            std::env::var("LCM_TEST_DATABASE_URL").unwrap(),
-            location.schema
-        );
         let dir = tempfile::tempdir().unwrap();
         let sqlite = open(&dir.path().join("lcm.db").to_string_lossy());
         let pg = open(&url);
@@ -333,12 +328,7 @@ mod tests {
             Engine::open(Config::from_options(&json!({ "dbPath": url, "readOnly": true }), None).unwrap()).unwrap();
         assert_eq!(ro.ingest(&target, &session[..1]).unwrap_err().code(), "E_READ_ONLY");
         ro.close();
-        let c = location.connect().unwrap();
-        c.batch(&format!(
-            "DROP SCHEMA {} CASCADE",
-            crate::pg::quote_ident(&location.schema)
-        ))
-        .unwrap();
+        crate::test_support::drop_test_schema(&location);
     }
 
     /// A compacted SQLite file copied into PostgreSQL: `verify` finds both sound with the same
@@ -347,14 +337,9 @@ mod tests {
     #[test]
     fn verify_fidelity_rollback_and_resets_on_postgres_as_on_sqlite() {
         use crate::store::lifecycle::ResetReason;
-        let Some(location) = pg_test_location("engine_verify") else {
+        let Some((location, url)) = crate::test_support::pg_test_url("engine_verify") else {
             return;
         };
-        let url = format!(
-            "{}?schema={}",
-            std::env::var("LCM_TEST_DATABASE_URL").unwrap(),
-            location.schema
-        );
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("lcm.db").to_string_lossy().into_owned();
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -497,12 +482,7 @@ mod tests {
         }
         assert_eq!(pg.conversations().unwrap().len(), 2);
         pg.close();
-        let c = location.connect().unwrap();
-        c.batch(&format!(
-            "DROP SCHEMA {} CASCADE",
-            crate::pg::quote_ident(&location.schema)
-        ))
-        .unwrap();
+        crate::test_support::drop_test_schema(&location);
     }
 
     #[test]
@@ -538,14 +518,9 @@ mod tests {
     #[test]
     fn one_operation_per_conversation_across_gateways() {
         use crate::test_support::{Act, Scripted};
-        let Some(location) = pg_test_location("engine_op_lock") else {
+        let Some((location, url)) = crate::test_support::pg_test_url("engine_op_lock") else {
             return;
         };
-        let url = format!(
-            "{}?schema={}",
-            std::env::var("LCM_TEST_DATABASE_URL").unwrap(),
-            location.schema
-        );
         let gateway = || {
             let options = json!({ "dbPath": url, "timezone": "UTC", "freshTailCount": 4, "lockTimeoutMs": 400 });
             Engine::open(Config::from_options(&options, None).unwrap()).unwrap()
@@ -589,11 +564,6 @@ mod tests {
         assert!(done.leaf_passes > 0, "{done:?}");
         assert_eq!(b.messages(1, 0, 1000).unwrap().len(), 130);
         b.close();
-        let c = location.connect().unwrap();
-        c.batch(&format!(
-            "DROP SCHEMA {} CASCADE",
-            crate::pg::quote_ident(&location.schema)
-        ))
-        .unwrap();
+        crate::test_support::drop_test_schema(&location);
     }
 }

@@ -474,14 +474,9 @@ async fn a_scrub_cut_short_is_recorded_reported_at_open_and_finished() {
 /// recycles it: see the README.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_postgres_no_row_column_index_or_table_file_keeps_the_secret() {
-    let Some(location) = crate::test_support::pg_test_location("redact") else {
+    let Some((location, url)) = crate::test_support::pg_test_url("redact") else {
         return;
     };
-    let url = format!(
-        "{}?schema={}",
-        std::env::var("LCM_TEST_DATABASE_URL").unwrap(),
-        location.schema
-    );
     let (_d, file_engine, cid) = planted(json!({})).await;
     let path = file_engine.config().db_path.clone();
     file_engine.close();
@@ -573,11 +568,7 @@ async fn on_postgres_no_row_column_index_or_table_file_keeps_the_secret() {
     }
     pg.close();
     sqlite.close();
-    c.batch(&format!(
-        "DROP SCHEMA {} CASCADE",
-        crate::pg::quote_ident(&location.schema)
-    ))
-    .unwrap();
+    crate::test_support::drop_test_schema(&location);
 }
 
 /// The files of every table, TOAST table and index of the connection's schema (after a

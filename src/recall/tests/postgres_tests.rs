@@ -5,7 +5,6 @@
 
 use super::*;
 use crate::config::Config;
-use crate::test_support::pg_test_location;
 
 /// Messages that tell tokenizers apart: accents and case, punctuation inside words, numbers,
 /// stems, phrases, LIKE's wildcards, CJK, a long text.
@@ -71,14 +70,9 @@ fn neutral(engine: &Engine, r: &GrepResult, ordered: bool) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grep_on_postgres_finds_what_sqlite_finds() {
-    let Some(location) = pg_test_location("grep_parity") else {
+    let Some((location, url)) = crate::test_support::pg_test_url("grep_parity") else {
         return;
     };
-    let url = format!(
-        "{}?schema={}",
-        std::env::var("LCM_TEST_DATABASE_URL").unwrap(),
-        location.schema
-    );
     let dir = tempfile::tempdir().unwrap();
     let sqlite = engine_with(&dir, grep_options());
     let mut options = grep_options();
@@ -242,12 +236,7 @@ async fn grep_on_postgres_finds_what_sqlite_finds() {
         assert!(b.hits.windows(2).all(|w| w[0].rank <= w[1].rank) || sort == Sort::Hybrid);
     }
     pg.close();
-    let c = location.connect().unwrap();
-    c.batch(&format!(
-        "DROP SCHEMA {} CASCADE",
-        crate::pg::quote_ident(&location.schema)
-    ))
-    .unwrap();
+    crate::test_support::drop_test_schema(&location);
 }
 
 /// A tool result whose word list passes PostgreSQL's 1 MB limit for one tsvector (hundreds of
@@ -255,14 +244,9 @@ async fn grep_on_postgres_finds_what_sqlite_finds() {
 /// indexed as far as they fit, and substring and regex searches find the rest.
 #[test]
 fn a_text_too_large_for_one_word_index_is_stored_and_found() {
-    let Some(location) = pg_test_location("grep_huge") else {
+    let Some((location, url)) = crate::test_support::pg_test_url("grep_huge") else {
         return;
     };
-    let url = format!(
-        "{}?schema={}",
-        std::env::var("LCM_TEST_DATABASE_URL").unwrap(),
-        location.schema
-    );
     let pg = Engine::open(Config::from_options(&json!({ "dbPath": url }), None).unwrap()).unwrap();
     let tokens: String = (0..250_000).map(|i| format!("tok{i:07x} ")).collect();
     let text = format!("firstword {tokens} lastword");
@@ -291,10 +275,5 @@ fn a_text_too_large_for_one_word_index_is_stored_and_found() {
     assert_eq!(found("lastword", Mode::Like), 1);
     assert_eq!(found("tok003d08f", Mode::Regex), 1);
     pg.close();
-    let c = location.connect().unwrap();
-    c.batch(&format!(
-        "DROP SCHEMA {} CASCADE",
-        crate::pg::quote_ident(&location.schema)
-    ))
-    .unwrap();
+    crate::test_support::drop_test_schema(&location);
 }

@@ -26,12 +26,13 @@ pub(crate) enum Backend {
 }
 
 impl Backend {
-    /// The SQLite pool; E_UNSUPPORTED on PostgreSQL.
+    /// The SQLite pool, for what only a SQLite file has (its cache of rendered messages, group
+    /// commit, checkpoints); E_UNSUPPORTED on PostgreSQL, which no documented operation reaches.
     pub(crate) fn sqlite(&self) -> Result<&Pool> {
         match self {
             Backend::Sqlite(p) => Ok(p),
             Backend::Postgres(p) => Err(LcmError::Unsupported(format!(
-                "this operation does not run on PostgreSQL yet ({}); lcm-native's PostgreSQL support is in progress (issue #32): everything but redaction does",
+                "this operation needs a SQLite file, and the database is on PostgreSQL ({}); every documented operation runs on both, so this is a bug to report",
                 p.describe()
             ))),
         }

@@ -121,6 +121,7 @@ mod tests {
             tool_call_id: Some("call_1".into()),
             tool_name: None,
             is_error: None,
+            echo: None,
             item: Some(0),
         }
     }

@@ -21,8 +21,49 @@ pub struct Msg {
     pub tool_call_id: Option<String>,
     pub tool_name: Option<String>,
     pub is_error: Option<bool>,
+    /// The host's own fields of the stored message, handed back as they came.
+    pub echo: Option<std::sync::Arc<Echo>>,
     /// Index of the live item it came from (None for a synthetic tool result).
     pub item: Option<usize>,
+}
+
+/// The fields of a host message beyond its content that assembly hands back unchanged
+/// (`store::normalize::HostFields`), so the host sends an earlier message to the provider as
+/// it sent it the first time: OpenClaw stamps a user message with the time from its
+/// `timestamp` and adds a sender block from `__openclaw` on every request; it converts an
+/// assistant message from another model, and leaves out one that failed (`stopReason`).
+#[derive(Clone, Debug, Default)]
+pub struct Echo {
+    /// JSON text of the message's `timestamp` (epoch milliseconds, or an ISO string).
+    pub timestamp: Option<Box<serde_json::value::RawValue>>,
+    /// JSON text of its `__openclaw` object.
+    pub openclaw: Option<Box<serde_json::value::RawValue>>,
+    /// provider, api, model, responseModel of an assistant message.
+    pub model: [Option<String>; 4],
+    pub stop_reason: Option<String>,
+}
+
+impl Echo {
+    /// The echo of a stored message, from the first part that recorded one.
+    fn of(views: &[crate::store::messages::MetadataView<'_>]) -> Option<Echo> {
+        let owned = |r: Option<&serde_json::value::RawValue>| r.map(|r| r.to_owned());
+        let echo = Echo {
+            timestamp: owned(views.iter().find_map(|v| v.message_timestamp)),
+            openclaw: owned(views.iter().find_map(|v| v.openclaw_meta)),
+            model: views
+                .iter()
+                .map(|v| v.model_identity())
+                .find(|m| m.iter().any(Option::is_some))
+                .map(|m| m.map(|f| f.map(|s| s.into_owned())))
+                .unwrap_or_default(),
+            stop_reason: views.iter().find_map(|v| v.stop_reason()).map(|s| s.into_owned()),
+        };
+        let empty = echo.timestamp.is_none()
+            && echo.openclaw.is_none()
+            && echo.model.iter().all(Option::is_none)
+            && echo.stop_reason.is_none();
+        (!empty).then_some(echo)
+    }
 }
 
 impl Msg {
@@ -34,6 +75,7 @@ impl Msg {
             tool_call_id: None,
             tool_name: None,
             is_error: None,
+            echo: None,
             item,
         }
     }
@@ -95,11 +137,22 @@ impl Serialize for NoCost {
 impl Serialize for HostMessage {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let msg = &self.msg;
+        let echo = msg.echo.as_deref();
         let mut m = serializer.serialize_map(None)?;
         match msg.role {
             Role::Assistant => {
                 m.serialize_entry("role", "assistant")?;
                 m.serialize_entry("content", &msg.content)?;
+                if let Some(e) = echo {
+                    for (key, value) in ["provider", "api", "model", "responseModel"].iter().zip(&e.model) {
+                        if let Some(v) = value {
+                            m.serialize_entry(key, v)?;
+                        }
+                    }
+                    if let Some(r) = &e.stop_reason {
+                        m.serialize_entry("stopReason", r)?;
+                    }
+                }
                 m.serialize_entry("usage", &Usage(self.tokens))?;
             }
             Role::ToolResult => {
@@ -114,7 +167,13 @@ impl Serialize for HostMessage {
             Role::User | Role::System => {
                 m.serialize_entry("role", "user")?;
                 m.serialize_entry("content", &msg.content)?;
+                if let Some(meta) = echo.and_then(|e| e.openclaw.as_deref()) {
+                    m.serialize_entry("__openclaw", meta)?;
+                }
             }
+        }
+        if let Some(t) = echo.and_then(|e| e.timestamp.as_deref()) {
+            m.serialize_entry("timestamp", t)?;
         }
         m.end()
     }
@@ -205,6 +264,7 @@ pub(crate) fn host_message(db_role: &str, content_text: &str, parts: &[StoredPar
         tool_call_id,
         tool_name,
         is_error,
+        echo: Echo::of(&views).map(std::sync::Arc::new),
         item: None,
     }
 }

@@ -139,6 +139,7 @@ pub(crate) fn repair(msgs: Vec<Msg>) -> (Vec<Msg>, RepairStats) {
                                 tool_call_id: Some(id),
                                 tool_name: name,
                                 is_error: Some(true),
+                                echo: None,
                                 item: None,
                             });
                         }
@@ -236,6 +237,7 @@ mod tests {
             tool_call_id: None,
             tool_name: None,
             is_error: None,
+            echo: None,
             item: Some(0),
         }
     }
@@ -246,6 +248,7 @@ mod tests {
             tool_call_id: Some(id.into()),
             tool_name: Some("read".into()),
             is_error: None,
+            echo: None,
             item: Some(0),
         }
     }

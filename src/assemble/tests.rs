@@ -12,7 +12,7 @@ use crate::compaction::PassOptions;
 use crate::engine::Engine;
 use crate::store::conversations::Target;
 use crate::summarizer::SummaryKind;
-use crate::test_support::{compact_offline, engine_with, with_synthetic, Scripted};
+use crate::test_support::{compact_offline, engine_with, synthetic, with_synthetic, Scripted};
 use crate::test_support::{transcript, REFACTOR, THEME};
 
 fn fixture_engine(db: &str) -> (tempfile::TempDir, Engine) {
@@ -481,4 +481,79 @@ fn many_short_messages_over_the_budget_are_evicted_in_a_few_passes() {
         a.estimated_tokens
     );
     assert!(builds <= 4, "{builds} builds for one assembly");
+}
+
+/// What the host gave beyond a message's content and needs back to send it to the provider as
+/// it did the first time comes back unchanged: a user message's `timestamp` (OpenClaw stamps
+/// `[Fri 2026-11-27 05:39 UTC] …` from it on every request; a message without one gets none, no
+/// time is made up) and `__openclaw`; an assistant message's model and stop reason.
+#[test]
+fn the_hosts_own_fields_come_back_as_they_came() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_with(&dir, json!({}));
+    let sender = json!({"senderIsOwner": true, "senderName": "Ada"});
+    let turn = [
+        json!({"role": "user", "content": "hello", "timestamp": 1_795_762_366_837i64, "__openclaw": sender,
+               "idempotencyKey": "k:user"}),
+        json!({"role": "assistant", "content": [{"type": "text", "text": "hi"}], "timestamp": 1_795_762_367_001i64,
+               "provider": "fake", "api": "openai-completions", "model": "fake-model", "stopReason": "stop",
+               "usage": {"input": 900, "output": 2}}),
+        json!({"role": "user", "content": [{"type": "text", "text": "no time"}]}),
+    ];
+    let cid = engine
+        .ingest(&Target::Session("s".into()), &turn)
+        .unwrap()
+        .conversation_id;
+    let out = engine.assemble(cid, &opts(10_000)).unwrap().message_values();
+    assert_eq!(out[0]["content"], "hello");
+    // The same number, to the millisecond: the stamp's minute is the host's, never a guess.
+    assert_eq!(out[0]["timestamp"], json!(1_795_762_366_837i64));
+    assert_eq!(out[0]["__openclaw"], sender);
+    assert_eq!(out[1]["timestamp"], json!(1_795_762_367_001i64));
+    for (key, value) in [
+        ("provider", "fake"),
+        ("api", "openai-completions"),
+        ("model", "fake-model"),
+        ("stopReason", "stop"),
+    ] {
+        assert_eq!(out[1][key], value, "{key}: {}", out[1]);
+    }
+    // The host's usage of an old reply is not handed back (it would count as the context's size).
+    assert_eq!(out[1]["usage"]["input"], 0);
+    assert_eq!(out[2]["content"], "no time");
+    assert!(
+        out[2].get("timestamp").is_none() && out[2].get("__openclaw").is_none(),
+        "{}",
+        out[2]
+    );
+    // Also after the rows were read back from the cache of rendered messages.
+    let again = engine.assemble(cid, &opts(10_000)).unwrap().message_values();
+    assert_eq!(again, out);
+}
+
+/// Between two compactions the context only grows at its end: every assembly begins with the
+/// whole previous one, message for message, so the provider's prompt cache serves all of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_assembly_begins_with_the_whole_previous_one_until_a_compaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_with(&dir, json!({"leafChunkTokens": 2_000}));
+    let target = Target::Session("s".into());
+    let turns = synthetic(120, 300);
+    let cid = engine.ingest(&target, &turns[..40]).unwrap().conversation_id;
+    // Summaries first, then turns arriving one at a time with no compaction between them.
+    compact_offline(&engine, cid, 6_000).await;
+    assert!(engine.summaries(cid, None).unwrap().len() >= 2);
+    let budget = 1_000_000;
+    let mut previous = engine.assemble(cid, &opts(budget)).unwrap().message_values();
+    for turn in turns[40..].chunks(4) {
+        engine.ingest(&target, turn).unwrap();
+        let next = engine.assemble(cid, &opts(budget)).unwrap().message_values();
+        assert!(next.len() > previous.len());
+        assert_eq!(
+            next[..previous.len()],
+            previous[..],
+            "an assembly rewrote what the one before it sent"
+        );
+        previous = next;
+    }
 }

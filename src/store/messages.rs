@@ -398,6 +398,21 @@ pub(crate) struct MetadataView<'a> {
     is_error: Option<&'a serde_json::value::RawValue>,
     #[serde(borrow, default, rename = "rawType")]
     raw_type: Option<&'a serde_json::value::RawValue>,
+    /// The host message's own fields (`normalize::HostFields`).
+    #[serde(borrow, default, rename = "messageTimestamp")]
+    pub(crate) message_timestamp: Option<&'a serde_json::value::RawValue>,
+    #[serde(borrow, default, rename = "openclawMeta")]
+    pub(crate) openclaw_meta: Option<&'a serde_json::value::RawValue>,
+    #[serde(borrow, default, rename = "modelProvider")]
+    model_provider: Option<&'a serde_json::value::RawValue>,
+    #[serde(borrow, default, rename = "modelApi")]
+    model_api: Option<&'a serde_json::value::RawValue>,
+    #[serde(borrow, default, rename = "modelId")]
+    model_id: Option<&'a serde_json::value::RawValue>,
+    #[serde(borrow, default, rename = "responseModelId")]
+    response_model_id: Option<&'a serde_json::value::RawValue>,
+    #[serde(borrow, default, rename = "stopReason")]
+    stop_reason: Option<&'a serde_json::value::RawValue>,
 }
 
 /// The string a JSON value holds, `None` for any other value. Borrowed when it has no escape.
@@ -434,6 +449,20 @@ impl<'a> MetadataView<'a> {
             Some("false") => Some(false),
             _ => None,
         }
+    }
+    /// The model that wrote an assistant message: provider, api, model and the model the
+    /// provider answered with, as lossless-claw 1.x records them.
+    pub(crate) fn model_identity(&self) -> [Option<std::borrow::Cow<'a, str>>; 4] {
+        [
+            self.model_provider,
+            self.model_api,
+            self.model_id,
+            self.response_model_id,
+        ]
+        .map(json_str)
+    }
+    pub(crate) fn stop_reason(&self) -> Option<std::borrow::Cow<'a, str>> {
+        json_str(self.stop_reason)
     }
 }
 

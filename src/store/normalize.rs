@@ -110,6 +110,52 @@ struct PartMeta<'a> {
     raw: Option<&'a Value>,
     #[serde(rename = "rawMessage", skip_serializing_if = "Option::is_none")]
     raw_message: Option<&'a Value>,
+    /// The message's own fields beyond its content, on its first part (`HostFields`).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    host: Option<&'a HostFields<'a>>,
+}
+
+/// The fields of a host message that change what the host sends to the provider when the
+/// message comes back as history, kept so that assembly hands them back as they came: its time
+/// (OpenClaw stamps each user message `[Fri 2026-11-27 05:39 UTC] …` from it on every request),
+/// OpenClaw's sender metadata (`__openclaw`, shown to the model as a sender block), the model
+/// that wrote an assistant message (a message from another model is converted) and why it
+/// stopped (a failed one is not sent). The model's names are lossless-claw 1.x's metadata keys,
+/// so either plugin reads the other's rows.
+#[derive(Serialize, Default, PartialEq)]
+pub(crate) struct HostFields<'a> {
+    #[serde(rename = "messageTimestamp", skip_serializing_if = "Option::is_none")]
+    timestamp: Option<&'a Value>,
+    #[serde(rename = "openclawMeta", skip_serializing_if = "Option::is_none")]
+    openclaw: Option<&'a Value>,
+    #[serde(rename = "modelProvider", skip_serializing_if = "Option::is_none")]
+    provider: Option<&'a str>,
+    #[serde(rename = "modelApi", skip_serializing_if = "Option::is_none")]
+    api: Option<&'a str>,
+    #[serde(rename = "modelId", skip_serializing_if = "Option::is_none")]
+    model: Option<&'a str>,
+    #[serde(rename = "responseModelId", skip_serializing_if = "Option::is_none")]
+    response_model: Option<&'a str>,
+    #[serde(rename = "stopReason", skip_serializing_if = "Option::is_none")]
+    stop_reason: Option<&'a str>,
+}
+
+impl<'a> HostFields<'a> {
+    /// The fields of `obj` worth keeping (`None` when it has none).
+    fn of(obj: &'a serde_json::Map<String, Value>, role: Role) -> Option<HostFields<'a>> {
+        let assistant = role == Role::Assistant;
+        let text = |k: &str| assistant.then(|| str_field(obj, &[k])).flatten();
+        let fields = HostFields {
+            timestamp: obj.get("timestamp").filter(|v| v.is_number() || v.is_string()),
+            openclaw: obj.get("__openclaw").filter(|v| v.is_object()),
+            provider: text("provider"),
+            api: text("api"),
+            model: text("model"),
+            response_model: text("responseModel"),
+            stop_reason: text("stopReason"),
+        };
+        (fields != HostFields::default()).then_some(fields)
+    }
 }
 
 /// Message kinds of OpenClaw's transcript that are not model roles (a plugin's custom message,
@@ -250,8 +296,10 @@ pub fn normalize(index: usize, msg: &Value) -> Result<NewMessage> {
         .as_ref()
         .or_else(|| obj.get("content"))
         .ok_or_else(|| bad("`content` is missing".into()))?;
-    // The whole host message, for kinds whose fields the parts do not hold.
+    // The whole host message, for kinds whose fields the parts do not hold; for the others,
+    // the fields the host needs back (on the first part).
     let raw_message = host_kind.then_some(msg);
+    let host_fields = if host_kind { None } else { HostFields::of(obj, role) };
     let (text, token_count, parts) = match content {
         Value::String(s) => {
             let meta = PartMeta {
@@ -262,6 +310,7 @@ pub fn normalize(index: usize, msg: &Value) -> Result<NewMessage> {
                 raw_type: None,
                 raw: None,
                 raw_message,
+                host: host_fields.as_ref(),
             };
             let part = PartRow {
                 part_type: "text",
@@ -312,6 +361,7 @@ pub fn normalize(index: usize, msg: &Value) -> Result<NewMessage> {
                     raw_type: Some(btype),
                     raw: (!plain_text).then_some(block),
                     raw_message: raw_message.filter(|_| bi == 0),
+                    host: host_fields.as_ref().filter(|_| bi == 0),
                 };
                 parts.push(PartRow {
                     part_type,
@@ -433,7 +483,13 @@ mod tests {
         assert_eq!(m.token_count, 3);
         assert_eq!(m.created_at.as_deref(), Some("2025-11-20 23:33:01"));
         assert_eq!(m.parts.len(), 1);
-        assert_eq!(m.parts[0].metadata, r#"{"originalRole":"user"}"#);
+        // The host's time is kept as it came (assembly hands it back).
+        assert_eq!(
+            m.parts[0].metadata,
+            r#"{"originalRole":"user","messageTimestamp":1763681581550}"#
+        );
+        let plain = normalize(0, &json!({"role": "user", "content": "hello there"})).unwrap();
+        assert_eq!(plain.parts[0].metadata, r#"{"originalRole":"user"}"#);
     }
 
     #[test]

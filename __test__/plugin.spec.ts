@@ -270,7 +270,7 @@ describe('assemble', () => {
     const host = fakeHost()
     const s = session('imported')
     const engine = host.engine()
-    expect(await engine.assemble({ ...s, messages: [] })).toEqual({ messages: [], estimatedTokens: expect.any(Number) })
+    expect(await engine.assemble({ ...s, messages: [] })).toEqual({ messages: [], estimatedTokens: expect.any(Number), systemPromptAddition: expect.stringMatching(/^## Conversation memory/) })
     // A session that began on OpenClaw's built-in engine: its history arrives with assemble.
     const history = [...turn(1), ...turn(2)]
     const first = await engine.assemble({ ...s, messages: history, tokenBudget: 50_000 })
@@ -308,6 +308,77 @@ describe('assemble', () => {
     expect(noTools.systemPromptAddition).not.toMatch(/lcm_grep/)
     const summaries = await readDb(host, async (e) => e.summaries((await e.findConversation({ sessionKey: s.sessionKey }))!.conversationId))
     expect(summaries[0].content).toMatch(/^FAKE summary/)
+  })
+})
+
+describe('the prompt cache', () => {
+  it("hands the previous turn back as OpenClaw gave it: the user's time (which the host stamps), the sender, the reply's model", async () => {
+    const host = fakeHost()
+    const s = session('stamped')
+    const sender = { senderIsOwner: true, senderName: 'Ada' }
+    const user = { role: 'user', content: 'what changed in the deploy?', timestamp: 1_795_762_366_837, idempotencyKey: 'k:user', __openclaw: sender }
+    const reply = { ...(turn(1)[1] as Record<string, unknown>), timestamp: 1_795_762_367_001 }
+    await host.engine().commitTurn({ ...s, advancementKey: 't1', messages: [user, reply] })
+    const out = await host.engine().assemble({ ...s, messages: [], tokenBudget: 50_000 })
+    // OpenClaw stamps a user message "[Fri 2026-11-27 06:52 UTC] …" from its timestamp on every
+    // request: the same number gives the same stamp, so the provider's cache prefix holds.
+    expect(out.messages[0]).toEqual({ role: 'user', content: user.content, timestamp: user.timestamp, __openclaw: sender })
+    expect(out.messages[1]).toMatchObject({ role: 'assistant', provider: 'fake', api: 'openai-completions', model: 'fake-model', stopReason: 'stop', timestamp: 1_795_762_367_001 })
+  })
+
+  it('between compactions each assembly begins with the previous one, and the system prompt stays the same from the first turn', async () => {
+    const host = fakeHost({ freshTailCount: 4, leafChunkTokens: 600 })
+    const s = session('prefix')
+    const tools = new Set(['lcm_grep', 'read'])
+    const assemble = () => host.engine().assemble({ ...s, messages: [], tokenBudget: 3_000, availableTools: tools })
+    const first = await host.engine().assemble({ ...s, messages: [], tokenBudget: 3_000, availableTools: tools })
+    let previous = first
+    let compacted = 0
+    for (let i = 1; i <= 24; i++) {
+      await host.engine().commitTurn({ ...s, advancementKey: `k${i}`, messages: turn(i) })
+      const summariesBefore = host.llmCalls.length
+      await host.engine().maintain({ ...s, runtimeContext: { tokenBudget: 3_000 } })
+      const next = await assemble()
+      // The same system-prompt addition before and after the first summaries.
+      expect(next.systemPromptAddition).toBe(first.systemPromptAddition)
+      if (host.llmCalls.length > summariesBefore) {
+        compacted++
+      } else {
+        expect(next.messages.slice(0, previous.messages.length)).toEqual(previous.messages)
+        expect(next.messages.length).toBeGreaterThan(previous.messages.length)
+      }
+      previous = next
+    }
+    expect(compacted).toBeGreaterThan(0)
+    expect(previous.messages[0].content).toMatch(/^<summary/)
+  })
+
+  it('maintenance compacts only past contextThreshold, and then down to contextLowWater in one sweep', async () => {
+    const host = fakeHost({ freshTailCount: 32, contextThreshold: 0.75, contextLowWater: 0.25 })
+    const s = session('lowwater')
+    const budget = 6_000
+    const stored = async () => readDb(host, async (e) => {
+      const conv = (await e.findConversation({ sessionKey: s.sessionKey }))!
+      return (await e.evaluate(conv.conversationId, { tokenBudget: budget })).storedTokens
+    })
+    const sweeps: number[] = []
+    for (let i = 1; i <= 40; i++) {
+      await host.engine().commitTurn({ ...s, advancementKey: `k${i}`, messages: turn(i) })
+      const before = await stored()
+      const calls = host.llmCalls.length
+      await host.engine().maintain({ ...s, runtimeContext: { tokenBudget: budget } })
+      if (host.llmCalls.length === calls) {
+        // No sweep below the threshold, however many raw messages have gathered.
+        expect(before).toBeLessThanOrEqual(0.75 * budget)
+        continue
+      }
+      expect(before).toBeGreaterThan(0.75 * budget)
+      sweeps.push(i)
+      expect(await stored()).toBeLessThanOrEqual(0.25 * budget)
+    }
+    // Each sweep made room for several turns before the next one.
+    expect(sweeps.length).toBeGreaterThan(1)
+    for (let k = 1; k < sweeps.length; k++) expect(sweeps[k] - sweeps[k - 1]).toBeGreaterThan(3)
   })
 })
 
@@ -519,7 +590,8 @@ describe('compaction', () => {
     })
     const controller = new AbortController()
     const engine = host.engine()
-    const work = engine.maintain({ ...s, runtimeContext: { tokenBudget: 100_000 }, abortSignal: controller.signal })
+    // Over the threshold: a sweep of several passes (small leaf chunks).
+    const work = engine.maintain({ ...s, runtimeContext: { tokenBudget: 1_500 }, abortSignal: controller.signal })
     await new Promise((r) => setTimeout(r, 100))
     controller.abort()
     let disposed = false

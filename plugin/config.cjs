@@ -12,6 +12,7 @@ const { basename, dirname, extname, join } = require('node:path')
 /** Options handed to `LcmEngine.open` as they are (lossless-claw's names). */
 const ENGINE_KEYS = [
   'contextThreshold',
+  'contextLowWater',
   'freshTailCount',
   'freshTailMaxTokens',
   'leafMinFanout',

@@ -99,6 +99,12 @@ pub struct LcmOptions {
     /// Fraction of the token budget above which a sweep is due (0 < x ≤ 1). Default 0.75.
     #[serde(default, skip_serializing, deserialize_with = "fraction")]
     pub context_threshold: Option<f64>,
+    /// Fraction of the token budget a `budget` or `fit` sweep (maintenance, a host's preflight)
+    /// compacts the context down to, in one go (0 < x ≤ 1; at most `contextThreshold`). Default
+    /// 0.3: compactions come rarely and in large steps, so a provider's prompt cache keeps
+    /// serving the context between them.
+    #[serde(default, skip_serializing, deserialize_with = "fraction")]
+    pub context_low_water: Option<f64>,
     /// Newest raw messages never compacted (extended back to the newest user message). Default 32.
     #[serde(default, skip_serializing, deserialize_with = "integer::<0, _>")]
     pub fresh_tail_count: Option<i64>,
@@ -254,6 +260,9 @@ fn zone_name<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<Stri
 
 const I32: i64 = i32::MAX as i64;
 
+/// `contextLowWater`'s default (see `LcmOptions::context_low_water`).
+const DEFAULT_LOW_WATER: f64 = 0.3;
+
 /// `Config::head_window`'s value: about the messages of a few default leaf chunks.
 const HEAD_WINDOW: usize = 512;
 
@@ -268,6 +277,7 @@ const SHIFT_DOWN_ROWS: i64 = 1_000;
 pub struct Config {
     pub db_path: String,
     pub context_threshold: f64,
+    pub context_low_water: f64,
     pub fresh_tail_count: i64,
     /// Absent when unset: the tail takes a share of each call's token budget.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -340,6 +350,7 @@ const ENV: &[(&str, &str, EnvText)] = &[
     ("dbPath", "LCM_DATABASE_PATH", EnvText::Text),
     ("dbUrl", "LCM_DATABASE_URL", EnvText::Text),
     ("contextThreshold", "LCM_CONTEXT_THRESHOLD", EnvText::Number),
+    ("contextLowWater", "LCM_CONTEXT_LOW_WATER", EnvText::Number),
     ("freshTailCount", "LCM_FRESH_TAIL_COUNT", EnvText::Number),
     ("freshTailMaxTokens", "LCM_FRESH_TAIL_MAX_TOKENS", EnvText::Number),
     ("leafMinFanout", "LCM_LEAF_MIN_FANOUT", EnvText::Number),
@@ -459,9 +470,11 @@ impl Config {
                 .to_string(),
         };
         let redact_patterns = o.redact_patterns.unwrap_or_default();
+        let context_threshold = o.context_threshold.unwrap_or(0.75);
         Ok(Config {
             db_path,
-            context_threshold: o.context_threshold.unwrap_or(0.75),
+            context_threshold,
+            context_low_water: o.context_low_water.unwrap_or(DEFAULT_LOW_WATER).min(context_threshold),
             fresh_tail_count: o.fresh_tail_count.unwrap_or(32),
             fresh_tail_max_tokens: o.fresh_tail_max_tokens,
             leaf_min_fanout: o.leaf_min_fanout.unwrap_or(8),
@@ -705,7 +718,7 @@ mod readme_tests {
         .to_json();
         let shown: Vec<&String> = all.as_object().unwrap().keys().collect();
         let names = option_names();
-        assert_eq!(names.len(), 30, "{names:?}");
+        assert_eq!(names.len(), 31, "{names:?}");
         // `dbUrl` is shown as the `dbPath` it becomes.
         assert_eq!(shown, names.iter().filter(|n| *n != "dbUrl").collect::<Vec<_>>());
         for (name, ..) in ENV {

@@ -557,6 +557,13 @@ impl LiveContext {
         self.total_tokens
     }
 
+    /// Σ stored tokens of the live summaries (everything but raw messages, read or in the gap).
+    pub(crate) fn summary_tokens(&self) -> i64 {
+        let read_messages: i64 = self.items.iter().filter(|i| i.is_message()).map(|i| i.tokens).sum();
+        let gap_messages = self.gap.as_ref().map_or(0, |g| g.message_tokens);
+        self.total_tokens - read_messages - gap_messages
+    }
+
     /// Index of the first protected item (see `TailRule`). Summaries are never part of the
     /// tail. Items at or after the returned index are never compacted; `len()` when nothing is
     /// protected.

@@ -577,6 +577,26 @@ pub(crate) async fn compact(
     let threshold = (config.context_threshold * options.token_budget as f64).floor() as i64;
     let mut result = SweepResult::nothing_done(tokens_before, threshold, StopReason::NoCandidates);
     let leaf_only = options.target == SweepTarget::Leaf;
+    // Under budget pressure the sweep goes down to the low-water mark in one go, so that the
+    // next one is far off: its leaf passes reach into the fresh tail as far as the mark needs
+    // (never past the newest turn) and stop once the context is under it. Everything after the
+    // first summary it writes is new to the provider's prompt cache on the next request, so
+    // the fewer and larger the steps, the more of the context the cache keeps serving.
+    let low_water = matches!(options.target, SweepTarget::Budget | SweepTarget::Fit)
+        .then(|| (config.context_low_water * options.token_budget as f64).floor() as i64);
+    // The messages the configured fresh tail protects: a sweep that summarises one of them
+    // compacted into the tail (`compactedTail`).
+    let protected: Vec<i64> = run.live.items[run.live.tail_start(run.tail)..]
+        .iter()
+        .filter_map(|i| match i.r {
+            ItemRef::Message(id) => Some(id),
+            _ => None,
+        })
+        .collect();
+    if let Some(goal) = low_water {
+        let raw_room = goal.saturating_sub(run.live.summary_tokens()).max(0);
+        run.tail.max_tokens = run.tail.max_tokens.min(raw_room);
+    }
     let leaf_due = |run: &Run| run.live.raw_tokens_outside_tail(run.tail) >= config.leaf_chunk_tokens;
     let due = match options.target {
         SweepTarget::Leaf => leaf_due(&run),
@@ -638,6 +658,10 @@ pub(crate) async fn compact(
                 phase_end = StopReason::BelowThreshold;
                 break;
             }
+            if phase == SummaryKind::Leaf && low_water.is_some_and(|goal| run.live.stored_tokens() <= goal) {
+                phase_end = StopReason::NoCandidates;
+                break;
+            }
             if Instant::now() >= deadline {
                 stop = Some(StopReason::Deadline);
                 break 'phases;
@@ -687,6 +711,17 @@ pub(crate) async fn compact(
         }
     }
     run.flush()?;
+    if !result.compacted_tail && low_water.is_some() && !protected.is_empty() {
+        let live: std::collections::HashSet<i64> = run.live.items
+            [run.live.items.len().saturating_sub(protected.len())..]
+            .iter()
+            .filter_map(|i| match i.r {
+                ItemRef::Message(id) => Some(id),
+                _ => None,
+            })
+            .collect();
+        result.compacted_tail = protected.iter().any(|id| !live.contains(id));
+    }
     result.stop_reason = stop.unwrap_or(phase_end);
     result.tokens_after = run.live.stored_tokens();
     result.duration_ms = started.elapsed().as_secs_f64() * 1000.0;

@@ -208,9 +208,10 @@ pub struct SweepResult {
     /// threshold (leaf summaries too large for `leafMinFanout` of them to fit one `leafChunkTokens`
     /// chunk), and the sweep went on with `condensedMinFanoutHard`.
     pub relaxed_fanout: bool,
-    /// True when, under budget pressure (`target: "budget"`), the sweep compacted into the
-    /// fresh tail, oldest first, because compacting outside it did not bring the context
-    /// under the threshold.
+    /// True when, under budget pressure (`target: "budget"` or `"fit"`), the sweep compacted
+    /// into the configured fresh tail, oldest first: to reach the low-water mark
+    /// (`contextLowWater`), or because compacting outside it did not bring the context under
+    /// the threshold.
     pub compacted_tail: bool,
     pub duration_ms: f64,
     /// Time spent waiting for the summarizer; `durationMs − summarizerMs` is bookkeeping.
@@ -263,9 +264,13 @@ pub enum SweepTarget {
     /// tokenBudget` (or `force`): everything outside the fresh tail that is due.
     #[default]
     Threshold,
-    /// `budget`: budget pressure. The usual sweep, then, when that leaves the context over
-    /// `contextThreshold × tokenBudget`, the fresh tail too, oldest first, down to the newest
-    /// turn (`compactedTail: true`), until it is under.
+    /// `budget`: budget pressure. Leaf passes, oldest first, until the context is under the
+    /// low-water mark (`contextLowWater × tokenBudget`): into the fresh tail as far as the mark
+    /// needs, never past the newest turn (`compactedTail: true` when it reached into it). Then
+    /// condensation as in the usual sweep; when that leaves the context over `contextThreshold
+    /// × tokenBudget`, the rest of the tail too, down to the newest turn, until it is under.
+    /// One large step: the next sweep is due only when the context has grown back over the
+    /// threshold, and until then the context only grows at its end.
     Budget,
     /// `fit` (a host's preflight or overflow): the assembled context must fit `tokenBudget`.
     /// When it already does, nothing is compacted (`stopReason: 'fits'`; `force` compacts

@@ -722,3 +722,59 @@ async fn a_timeout_writes_the_fallback_when_the_caller_asks_for_it() {
     assert_eq!(r.level, Some(Level::Fallback), "{r:?}");
     assert_invariants(&engine, cid);
 }
+
+/// A budget sweep (maintenance over the threshold) goes down to the low-water mark in one go,
+/// into the configured fresh tail as far as that takes and never past the newest turn, so that
+/// the next sweep is far off; it stops once under the mark.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_budget_sweep_goes_down_to_the_low_water_mark_in_one_go() {
+    let budget = 20_000;
+    for low_water in [0.2, 0.4] {
+        let (_dir, engine, cid) = with_synthetic(
+            json!({"contextThreshold": 0.75, "contextLowWater": low_water, "freshTailCount": 32, "leafChunkTokens": 20_000}),
+            120,
+            600,
+        );
+        let before = engine.evaluate(cid, budget, None).unwrap();
+        assert!(before.should_compact, "{before:?}");
+        let r = engine
+            .compact(
+                cid,
+                Scripted::stub(),
+                SweepOptions {
+                    token_budget: budget,
+                    target: SweepTarget::Budget,
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        let goal = (low_water * budget as f64) as i64;
+        assert!(r.action_taken && r.tokens_after <= goal, "low water {low_water}: {r:?}");
+        // The configured fresh tail (32 messages, ~5k tokens) holds more than the lower mark
+        // allows, and less than the higher one.
+        assert_eq!(r.compacted_tail, low_water < 0.25, "{r:?}");
+        // One step, not a pass per chunk of the old leaf trigger: the context is far under the
+        // threshold, and no sweep is due until it has grown back over it.
+        assert!(!engine.evaluate(cid, budget, None).unwrap().should_compact);
+        let context = engine.context(cid).unwrap();
+        assert_eq!(
+            context.last().and_then(|e| e.message_id),
+            Some(engine.messages(cid, 0, 1_000).unwrap().last().unwrap().message_id)
+        );
+        assert_invariants(&engine, cid);
+    }
+}
+
+/// The mark is never above the threshold: a low water configured higher is the threshold.
+#[test]
+fn the_low_water_mark_is_at_most_the_threshold() {
+    let c = Config::from_options(
+        &json!({"dbPath": "x.db", "contextThreshold": 0.5, "contextLowWater": 0.9}),
+        None,
+    )
+    .unwrap();
+    assert_eq!(c.context_low_water, 0.5);
+    let c = Config::from_options(&json!({"dbPath": "x.db"}), None).unwrap();
+    assert_eq!((c.context_threshold, c.context_low_water), (0.75, 0.3));
+}

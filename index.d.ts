@@ -102,6 +102,13 @@ export interface LcmConfig {
   dbUrl?: string | null
   /** Fraction of the token budget above which a sweep is due (0 < x ≤ 1). Default 0.75. */
   contextThreshold?: number | null
+  /**
+   * Fraction of the token budget a `budget` or `fit` sweep (maintenance, a host's preflight)
+   * compacts the context down to, in one go (0 < x ≤ 1; at most `contextThreshold`). Default
+   * 0.3: compactions come rarely and in large steps, so a provider's prompt cache keeps
+   * serving the context between them.
+   */
+  contextLowWater?: number | null
   /** Newest raw messages never compacted (extended back to the newest user message). Default 32. */
   freshTailCount?: number | null
   /**
@@ -197,6 +204,7 @@ export interface LcmConfig {
 export interface ResolvedConfig {
   dbPath: string
   contextThreshold: number
+  contextLowWater: number
   freshTailCount: number
   /** Absent when unset: the tail takes a share of each call's token budget. */
   freshTailMaxTokens?: number
@@ -770,6 +778,23 @@ export interface ScoreFidelityReport {
   byDepth: DepthFidelity[]
 }
 
+/** A conversation's prompt-cache report, as `stats` and `doctor` show it. */
+export interface PromptCacheReport {
+  /** Assemblies counted (each is one request's history). */
+  assemblies: number
+  /** Σ of their estimated tokens. */
+  tokensSent: number
+  /** Σ of the tokens of each that were the whole previous assembly, unchanged, at its start. */
+  tokensKept: number
+  /** Assemblies that did not begin with the whole previous one (a compaction, an eviction). */
+  breaks: number
+  /** Sweeps that wrote summaries. */
+  compactions: number
+  /** `tokensKept / tokensSent` (0 before any assembly). */
+  keptShare: number
+  updatedAt: string
+}
+
 /** A conversation with its sizes. */
 export interface ConversationInfo {
   conversationId: number
@@ -788,6 +813,11 @@ export interface ConversationInfo {
   contextItemCount: number
   createdAt: string
   updatedAt: string
+  /**
+   * What a provider's prompt cache could serve of its assemblies (null before its first
+   * recorded turn, and on a file lcm-native never assembled from).
+   */
+  promptCache: PromptCacheReport | null
 }
 
 /**
@@ -900,9 +930,10 @@ export interface SweepResult {
    */
   relaxedFanout: boolean
   /**
-   * True when, under budget pressure (`target: "budget"`), the sweep compacted into the
-   * fresh tail, oldest first, because compacting outside it did not bring the context
-   * under the threshold.
+   * True when, under budget pressure (`target: "budget"` or `"fit"`), the sweep compacted
+   * into the configured fresh tail, oldest first: to reach the low-water mark
+   * (`contextLowWater`), or because compacting outside it did not bring the context under
+   * the threshold.
    */
   compactedTail: boolean
   durationMs: number
@@ -1053,6 +1084,14 @@ export interface AssembleStats extends RepairStats {
    * and a short user note saying so was put first, as strict providers require.
    */
   turnStartOmitted: boolean
+  /**
+   * Estimated tokens of the previous assembly of this conversation (`LcmEngine.assemble`;
+   * null when none is known), and how many of them this one begins with, unchanged: the
+   * prefix a provider's prompt cache serves (the whole previous assembly, between two
+   * compactions).
+   */
+  previousTokens: number | null
+  keptTokens: number | null
 }
 
 /** What `assemble` returns: the messages for the model and how they were chosen. */

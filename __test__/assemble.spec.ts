@@ -262,6 +262,54 @@ describe('tool calls and results across compaction', () => {
   })
 })
 
+describe('the prompt-cache report', () => {
+  const turn = (i: number): IngestMessage[] => [
+    { role: 'user', content: `question ${i}: ${'how is the deploy going '.repeat(20)}`, timestamp: 1_795_000_000_000 + i * 60_000 },
+    { role: 'assistant', content: [{ type: 'text', text: `answer ${i}: ${'it goes well '.repeat(20)}` }] },
+  ]
+
+  it('says what each assembly kept of the one before it, adds it up per conversation, and follows a new process', async () => {
+    const dbPath = join(tempDir(), 'lcm.db')
+    const engine = await LcmEngine.open({ dbPath, freshTailCount: 4, leafChunkTokens: 400, contextThreshold: 0.5 })
+    const target = { sessionKey: 'agent:main:explicit:cache' }
+    let conversationId = (await engine.ingest(target, turn(1))).conversationId
+    const first = await engine.assemble(conversationId, { tokenBudget: 100_000 })
+    expect([first.stats.previousTokens, first.stats.keptTokens]).toEqual([null, null])
+    const sent = [first.estimatedTokens]
+    let kept = 0
+    for (let i = 2; i <= 6; i++) {
+      await engine.ingest(target, turn(i))
+      const r = await engine.assemble(conversationId, { tokenBudget: 100_000 })
+      // Nothing compacted in between: the whole previous assembly is this one's prefix.
+      expect(r.stats.previousTokens).toBe(sent[sent.length - 1])
+      expect(r.stats.keptTokens).toBe(r.stats.previousTokens)
+      sent.push(r.estimatedTokens)
+      kept += r.stats.keptTokens ?? 0
+    }
+    // A compaction replaces the oldest messages: the prefix kept ends where it wrote.
+    const sweep = await engine.compact(conversationId, 'offline', { tokenBudget: 1_500, target: 'budget' })
+    expect(sweep.createdSummaryIds.length).toBeGreaterThan(0)
+    const after = await engine.assemble(conversationId, { tokenBudget: 100_000 })
+    expect(after.stats.keptTokens).toBeLessThan(after.stats.previousTokens ?? 0)
+    sent.push(after.estimatedTokens)
+    kept += after.stats.keptTokens ?? 0
+    conversationId = (await engine.ingest(target, turn(7))).conversationId
+    const [report] = (await engine.conversations()).map((c) => c.promptCache)
+    expect(report).toMatchObject({ assemblies: 7, tokensSent: sent.reduce((a, b) => a + b), tokensKept: kept, breaks: 1, compactions: 1 })
+    expect(report?.keptShare).toBeCloseTo(kept / sent.reduce((a, b) => a + b), 6)
+    await engine.close()
+    // Another process (a host that runs each turn in a new one) compares with what was stored.
+    const again = await LcmEngine.open({ dbPath, freshTailCount: 4, leafChunkTokens: 400 })
+    const next = await again.assemble(conversationId, { tokenBudget: 100_000 })
+    expect(next.stats.previousTokens).toBe(after.estimatedTokens)
+    expect(next.stats.keptTokens).toBe(after.estimatedTokens)
+    await again.close()
+    const read = await LcmEngine.open({ dbPath, readOnly: true })
+    expect((await read.conversations())[0].promptCache).toMatchObject({ assemblies: 8, breaks: 1, compactions: 1 })
+    await read.close()
+  })
+})
+
 describe('failures', () => {
   it('rejects bad options and unknown conversations with stable codes', async () => {
     const engine = await LcmEngine.open({ dbPath: join(tempDir(), 'lcm.db') })

@@ -107,10 +107,36 @@ describe('demo and stats', () => {
     expect(r.code, r.stderr).toBe(0)
     expect(r.stdout).toMatch(/^database .*demo\.db: [\d,]+ bytes/)
     expect(r.stdout).toMatch(/conversation 1 \(session pi-coding-agent-theme-session\): 914 messages, \d+ live items, summaries d0: \d+, d1: \d+(, d\d+: \d+)*, 0 fallback/)
+    // The demo compacts, then assembles once: nothing before it to keep.
+    expect(r.stdout).toMatch(/prompt cache: 1 assembly, [\d,]+ tokens sent, 0\.0 % of them the previous request's prefix; 0 breaks, 1 compaction/)
     const json = JSON.parse((await cli(['stats', '--db', demoDb, '--json'])).stdout)
     expect(json).toMatchObject({ upgradeNeeded: false, conversations: [{ conversationId: 1, messageCount: 914, fallbackSummaries: 0 }] })
     expect(json.bytes).toBeGreaterThan(0)
     expect(json.conversations[0].fidelity[0]).toMatchObject({ depth: 0 })
+  })
+})
+
+describe('the prompt-cache report', () => {
+  it('stats and doctor show, per conversation, what was sent, the share that was the previous request\'s prefix, breaks and compactions', async () => {
+    const db = join(tempDir(), 'lcm.db')
+    const engine = await LcmEngine.open({ dbPath: db })
+    const target = { sessionKey: 'agent:main:explicit:costly' }
+    const say = (i: number) => engine.ingest(target, [{ role: 'user', content: `turn ${i} ${'words '.repeat(30)}` }, { role: 'assistant', content: `reply ${i}` }])
+    const { conversationId } = await say(1)
+    for (let i = 2; i <= 4; i++) {
+      await engine.assemble(conversationId, { tokenBudget: 50_000 })
+      await say(i)
+    }
+    await engine.close()
+    const stats = await cli(['stats', '--db', db])
+    expect(stats.code, stats.stderr).toBe(0)
+    expect(stats.stdout).toMatch(/prompt cache: 3 assemblies, [\d,]+ tokens sent, \d+\.\d % of them the previous request's prefix; 0 breaks, 0 compactions/)
+    const json = JSON.parse((await cli(['stats', '--db', db, '--json'])).stdout)
+    expect(json.conversations[0].promptCache).toMatchObject({ assemblies: 3, breaks: 0, compactions: 0 })
+    expect(json.conversations[0].promptCache.tokensKept).toBeGreaterThan(0)
+    const doctor = await cli(['doctor', '--db', db])
+    expect(doctor.code, doctor.stderr).toBe(0)
+    expect(doctor.stdout).toMatch(/conversation 1 \(agent:main:explicit:costly\): prompt cache: 3 assemblies/)
   })
 })
 

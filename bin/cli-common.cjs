@@ -136,6 +136,17 @@ function plural(n, word) {
   return `${fmt(n)} ${n === 1 ? word : many}`
 }
 
+/**
+ * A conversation's prompt-cache report in one line: what its assemblies sent, how much of it
+ * a provider's cache could serve (each assembly's prefix that was the whole previous one),
+ * the breaks and the compactions.
+ * @param {import('../index.js').PromptCacheReport} r
+ */
+function promptCacheLine(r) {
+  const share = (r.keptShare * 100).toFixed(1)
+  return `prompt cache: ${plural(r.assemblies, 'assembly')}, ${fmt(r.tokensSent)} tokens sent, ${share} % of them the previous request's prefix; ${plural(r.breaks, 'break')}, ${plural(r.compactions, 'compaction')}`
+}
+
 /** @param {number} n */
 function signed(n) {
   return n > 0 ? `+${fmt(n)}` : fmt(n)
@@ -311,6 +322,7 @@ module.exports = {
   openReadOnly,
   parseArgs,
   plural,
+  promptCacheLine,
   reportMigration,
   settingsOf,
   signed,

@@ -6,7 +6,12 @@
 
 const fs = require('node:fs')
 
-const { UsageError, existingDb, fmt, oneLine, openForReading, parseArgs, plural } = require('./cli-common.cjs')
+const { UsageError, existingDb, fmt, oneLine, openForReading, parseArgs, plural, promptCacheLine } = require('./cli-common.cjs')
+
+/** doctor: a conversation with at least this many assemblies of which the provider's cache
+ * could serve less than this share is worth a look. */
+const CACHE_ADVICE_MIN_ASSEMBLIES = 20
+const CACHE_ADVICE_SHARE = 0.7
 const { messageText } = require('../tui/message-text.cjs')
 
 /**
@@ -225,16 +230,18 @@ async function doctor(argv) {
   if (args._.length) throw new UsageError(`unexpected argument ${args._[0]}`, 'doctor')
   await reading(args, async (engine, upgradeNeeded, db) => {
     const report = await engine.verify()
-    /** @type {{ conversationId: number, fallbacks: number, lowFidelity: number, unscored: number }[]} */
+    /** @type {{ conversationId: number, session: string, fallbacks: number, lowFidelity: number, unscored: number, promptCache: import('../index.js').PromptCacheReport | null }[]} */
     const perConversation = []
     for (const c of await engine.conversations()) {
       const summaries = await engine.summaries(c.conversationId)
       const byDepth = summaries.length ? await engine.fidelity(c.conversationId) : []
       perConversation.push({
         conversationId: c.conversationId,
+        session: c.sessionKey ?? c.sessionId,
         fallbacks: summaries.filter((s) => s.fallback).length,
         lowFidelity: summaries.filter((s) => s.lowFidelity).length,
         unscored: byDepth.reduce((n, d) => n + d.summaries - d.scored, 0),
+        promptCache: c.promptCache ?? null,
       })
     }
     const wal = fs.existsSync(`${db}-wal`) ? fs.statSync(`${db}-wal`).size : 0
@@ -246,6 +253,13 @@ async function doctor(argv) {
       if (c.fallbacks) advice.push({ problem: `conversation ${c.conversationId}: ${plural(c.fallbacks, 'fallback summary')} (the summarizer failed)`, fix: `lcm-native rewrite ${c.conversationId} --fallbacks --apply --db ${db}` })
       if (c.lowFidelity) advice.push({ problem: `conversation ${c.conversationId}: ${plural(c.lowFidelity, 'summary')} under minFidelity`, fix: `lcm-native rewrite ${c.conversationId} --low-fidelity --apply --db ${db}` })
       if (c.unscored) advice.push({ problem: `conversation ${c.conversationId}: ${plural(c.unscored, 'summary')} without a fidelity score`, fix: `lcm-native fidelity --conversation ${c.conversationId} --db ${db}` })
+      const cache = c.promptCache
+      if (cache && cache.assemblies >= CACHE_ADVICE_MIN_ASSEMBLIES && cache.keptShare < CACHE_ADVICE_SHARE) {
+        advice.push({
+          problem: `conversation ${c.conversationId}: only ${(cache.keptShare * 100).toFixed(1)} % of what its ${plural(cache.assemblies, 'assembly')} sent was the previous request's prefix (${plural(cache.breaks, 'break')}, ${plural(cache.compactions, 'compaction')}), so the provider's cache served little of it`,
+          fix: 'fewer, larger compactions: a lower contextLowWater, a larger model window, or a smaller freshTailCount (README: Prompt cache)',
+        })
+      }
     }
     if (wal > 64 * 1024 * 1024) advice.push({ problem: `the write-ahead log is ${fmt(wal)} bytes (a writer was stopped before its checkpoint)`, fix: 'it is folded into the file by the next writer that opens it (OpenClaw, or any lcm-native write command)' })
     if (args.json) {
@@ -253,6 +267,7 @@ async function doctor(argv) {
     } else {
       console.log(`verify: ${report.ok ? 'ok' : `${plural(report.problems.length, 'problem')}`} (${plural(report.conversations, 'conversation')}, ${plural(report.messages, 'message')}, ${plural(report.summaries, 'summary')})`)
       for (const p of report.problems) console.log(`  - ${p}`)
+      for (const c of perConversation) if (c.promptCache) console.log(`conversation ${c.conversationId} (${c.session}): ${promptCacheLine(c.promptCache)}`)
       if (!advice.length) console.log('nothing to do')
       for (const a of advice) console.log(`${a.problem}\n  → ${a.fix}`)
     }

@@ -11,7 +11,7 @@ const os = require('node:os')
 const path = require('node:path')
 
 const { copyDatabase, exportPrompts, listPrompts, migrate: migrateFile, renderPrompt, showPrompt, snapshot } = require('../index.js')
-const { LcmEngine, UsageError, existingDb, fieldOf, fmt, oneLine, openForReading, openReadOnly, parseArgs, plural, reportMigration, settingsOf, signed } = require('./cli-common.cjs')
+const { LcmEngine, UsageError, existingDb, fieldOf, fmt, oneLine, openForReading, openReadOnly, parseArgs, plural, promptCacheLine, reportMigration, settingsOf, signed } = require('./cli-common.cjs')
 const inspect = require('./inspect.cjs')
 const { resolveLlm } = require('./llm.cjs')
 const { isDatabaseUrl } = require('../plugin/config.cjs')
@@ -364,6 +364,7 @@ async function stats(argv) {
           `${fmt(c.contextItemCount)} live items, summaries ${dtext}, ${fallback} fallback`,
       )
       if (sums.length) printFidelity(await engine.fidelity(c.conversationId), '  ')
+      if (c.promptCache) console.log(`  ${promptCacheLine(c.promptCache)}`)
     }
     if (conversations.length > 1) {
       const dtext = Object.entries(total.depths).map(([d, n]) => `d${d}: ${n}`).join(', ') || 'none'

@@ -5,6 +5,7 @@
 mod group_commit;
 mod locks;
 mod postgres;
+mod prompt_cache;
 
 use std::sync::Arc;
 
@@ -61,6 +62,8 @@ pub struct Engine {
     /// assemble on a reader, so that a long assembly does not hold the writer (an ingest to
     /// another session would wait for it).
     large_contexts: std::sync::Mutex<std::collections::HashSet<i64>>,
+    /// What each conversation's assemblies kept of the one before them, until written.
+    prompt_cache: prompt_cache::PromptCache,
     /// Turns true at `close`: operations waiting on a summarizer or on another operation's
     /// lock end at once with E_CLOSED.
     closed: tokio::sync::watch::Sender<bool>,
@@ -126,6 +129,7 @@ impl Engine {
             ingests: GroupCommit::default(),
             rendered: Default::default(),
             large_contexts: Default::default(),
+            prompt_cache: Default::default(),
             closed: tokio::sync::watch::Sender::new(false),
         })
     }
@@ -182,16 +186,53 @@ impl Engine {
                 options: &options,
             };
             let now = crate::time::now_sqlite();
-            return pg.write(|c| messages::ingest_in(c.into(), self.deps.flags, &job, &now, &mut Vec::new()));
+            let outcome = pg.write(|c| messages::ingest_in(c.into(), self.deps.flags, &job, &now, &mut Vec::new()))?;
+            self.write_prompt_cache(outcome.conversation_id);
+            return Ok(outcome);
         }
-        self.ingests.ingest(
+        let outcome = self.ingests.ingest(
             arrival,
             self.deps.backend.sqlite()?,
             self.deps.flags,
             target.clone(),
             normalized,
             options,
-        )
+        )?;
+        self.write_prompt_cache(outcome.conversation_id);
+        Ok(outcome)
+    }
+
+    /// Writes what the prompt-cache report holds for `conversation_id` (after one of its turns
+    /// was stored), and for conversations no longer followed. A failure is let go: the report
+    /// is a diagnostic, never a reason to fail a turn.
+    fn write_prompt_cache(&self, conversation_id: i64) {
+        let mut entries = self.prompt_cache.take_all(true);
+        if let Some((delta, outline)) = self.prompt_cache.take(conversation_id) {
+            entries.push((conversation_id, delta, outline));
+        }
+        self.write_prompt_cache_entries(&entries);
+    }
+
+    fn write_prompt_cache_entries(&self, entries: &[(i64, crate::store::prompt_cache::CacheDelta, Option<String>)]) {
+        if entries.is_empty() || self.deps.config.read_only {
+            return;
+        }
+        let now = crate::time::now_sqlite();
+        let write = |db: crate::sql::Db| {
+            for (cid, delta, outline) in entries {
+                crate::store::prompt_cache::add(db, *cid, delta, outline.as_deref(), &now)?;
+            }
+            Ok(())
+        };
+        let _ = match &*self.deps.backend {
+            Backend::Postgres(pg) => pg.write(|c| write(c.into())),
+            Backend::Sqlite(pool) => pool.write_preserving_messages(|conn| {
+                let tx = conn.transaction()?;
+                write(crate::sql::Db::Sqlite(&tx))?;
+                tx.commit()?;
+                Ok(())
+            }),
+        };
     }
 
     /// The conversation a session maps to, if there is one (nothing is created).
@@ -241,8 +282,36 @@ impl Engine {
             .write(|conn| crate::fidelity::survey::score_conversation(conn, conversation_id, all, zone))
     }
 
-    /// The context for the next turn, within `options.token_budget`.
+    /// The context for the next turn, within `options.token_budget`, with what it kept of the
+    /// previous one (`stats.previousTokens`, `stats.keptTokens`), which the prompt-cache
+    /// report adds up.
     pub fn assemble(
+        &self,
+        conversation_id: i64,
+        options: &crate::assemble::AssembleOptions,
+    ) -> Result<crate::assemble::Assembled> {
+        let mut out = self.assemble_unreported(conversation_id, options)?;
+        let outline = std::mem::take(&mut out.outline);
+        let stored = || {
+            self.deps
+                .backend
+                .read(|db| crate::store::prompt_cache::last_outline(db, conversation_id))
+                .ok()
+                .flatten()
+                .map(|text| prompt_cache::parse_outline(&text))
+        };
+        if let Some(kept) = self
+            .prompt_cache
+            .observe(conversation_id, out.estimated_tokens, outline, stored)
+        {
+            out.stats.previous_tokens = Some(kept.previous_tokens);
+            out.stats.kept_tokens = Some(kept.kept_tokens);
+        }
+        Ok(out)
+    }
+
+    /// `assemble`, not counted in the prompt-cache report (what compaction measures).
+    fn assemble_unreported(
         &self,
         conversation_id: i64,
         options: &crate::assemble::AssembleOptions,
@@ -379,6 +448,9 @@ impl Engine {
             return Ok(SweepResult::fits(before, now.stored_tokens, now.threshold));
         }
         let mut result = compaction::compact(&self.deps, conversation_id, summarizer, options).await?;
+        if !result.created_summary_ids.is_empty() {
+            self.prompt_cache.compacted(conversation_id);
+        }
         result.fit = Some(ContextFit {
             tokens_before: before.tokens_after,
             ..blocking(|| self.fit_of(conversation_id, budget))?
@@ -389,7 +461,7 @@ impl Engine {
     /// What `assemble` would send for `token_budget` now, as a `ContextFit` whose before and
     /// after are both now.
     fn fit_of(&self, conversation_id: i64, token_budget: i64) -> Result<ContextFit> {
-        let assembled = self.assemble(
+        let assembled = self.assemble_unreported(
             conversation_id,
             &crate::assemble::AssembleOptions {
                 token_budget,
@@ -671,6 +743,9 @@ impl Engine {
     /// Closes the connections; later calls fail with E_CLOSED, and calls in flight end with
     /// E_CLOSED at their next wait (a summarizer call, another operation's lock).
     pub fn close(&self) -> bool {
+        if !self.deps.backend.is_closed() {
+            self.write_prompt_cache_entries(&self.prompt_cache.take_all(false));
+        }
         self.closed.send_replace(true);
         let was_open = self.deps.backend.close();
         // What assemblies rendered goes with the connections (it can be megabytes), not when

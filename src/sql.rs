@@ -75,6 +75,13 @@ impl Backend {
             Backend::Postgres(p) => p.close(),
         }
     }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        match self {
+            Backend::Sqlite(p) => p.is_closed(),
+            Backend::Postgres(p) => p.is_closed(),
+        }
+    }
 }
 
 /// A connection the store reads and writes through.

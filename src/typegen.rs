@@ -90,6 +90,7 @@ fn generated() -> String {
         dag::{DagNode, MessageSpan},
         lifecycle::SessionReset,
         messages::{IngestOutcome, StoredMessage},
+        prompt_cache::PromptCacheReport,
         summaries::{SummaryFields, SummaryRecord},
         verify::VerifyReport,
     };
@@ -99,7 +100,7 @@ fn generated() -> String {
     let all = declarations![cfg;
         IngestOutcome, IngestResult: IngestOutcome, SessionConversation, StoredMessage, BackfillReport,
         MigrationReport, SummaryKind, SummaryFields, SummaryRecord: SummaryFields, Fidelity,
-        StoredFidelity: Fidelity, DepthFidelity, ScoreReport, ConversationInfo, SummarizeRequest, Level,
+        StoredFidelity: Fidelity, DepthFidelity, ScoreReport, PromptCacheReport, ConversationInfo, SummarizeRequest, Level,
         PassFailure, PassResult, StopReason, ContextFit, SweepResult, LeafTrigger, RollingTrigger, Evaluation,
         VerifyReport, PromptVars, PromptSource, PromptText: PromptSource, ItemKind, ContextEntry, RepairStats,
         AssembleStats: RepairStats, Assembled, SearchedBy, GrepHit, GrepPartial, GrepResult, ChainLink, InputRef,

@@ -79,6 +79,12 @@ pub struct AssembleStats {
     pub turn_start_omitted: bool,
     #[serde(flatten)]
     pub repair: RepairStats,
+    /// Estimated tokens of the previous assembly of this conversation (`LcmEngine.assemble`;
+    /// null when none is known), and how many of them this one begins with, unchanged: the
+    /// prefix a provider's prompt cache serves (the whole previous assembly, between two
+    /// compactions).
+    pub previous_tokens: Option<i64>,
+    pub kept_tokens: Option<i64>,
 }
 
 /// What `assemble` returns: the messages for the model and how they were chosen.
@@ -92,6 +98,11 @@ pub struct Assembled {
     /// Estimated tokens of what is emitted, summary wrappers included.
     pub estimated_tokens: i64,
     pub stats: AssembleStats,
+    /// What each emitted message is (`m<id>`, `s<id>`, or what repair added) and its tokens,
+    /// to compare the next assembly with (`engine::prompt_cache`).
+    #[serde(skip)]
+    #[cfg_attr(test, ts(skip))]
+    pub(crate) outline: Vec<(String, i64)>,
 }
 
 impl Assembled {
@@ -239,6 +250,19 @@ fn cost(
             (item.tokens + tokens, range)
         }
         _ => (item.tokens.clamp(1, max_message_tokens), String::new()),
+    }
+}
+
+/// What an emitted message is, for an assembly's outline: the live item it shows (`m<id>`,
+/// `s<id>`), or what repair put there (a synthetic result for a call, the turn-start note).
+fn outline_key(live: &LiveContext, m: &Msg) -> String {
+    match m.item.and_then(|i| live.items.get(i)).map(|i| &i.r) {
+        Some(ItemRef::Message(id)) => format!("m{id}"),
+        Some(ItemRef::Summary(id)) => format!("s{id}"),
+        None => match &m.tool_call_id {
+            Some(call) => format!("r{call}"),
+            None => "note".to_string(),
+        },
     }
 }
 
@@ -421,7 +445,13 @@ pub(crate) fn assemble_in(
     let kept_items = (live.items.len() - start) as i64;
     let kept_tokens: i64 = live.items[start..].iter().map(|i| i.tokens).sum();
     let estimated: i64 = tokens.iter().sum();
+    let outline = messages
+        .iter()
+        .zip(&tokens)
+        .map(|(m, t)| (outline_key(&live, m), *t))
+        .collect();
     let assembled = Assembled {
+        outline,
         estimated_tokens: estimated,
         messages: messages
             .into_iter()
@@ -441,6 +471,8 @@ pub(crate) fn assemble_in(
             fresh_tail_over_budget: tail_cost > budget || estimated > budget,
             turn_start_omitted,
             repair: repair_stats,
+            previous_tokens: None,
+            kept_tokens: None,
         },
     };
     Ok((assembled, rendered))

@@ -12,6 +12,7 @@ pub(crate) const NATIVE_SCHEMA_STEP: &str = "lcmNativeSchema";
 /// lcm-native's tables that other modules name (the store's readers check they exist).
 pub(crate) const FIDELITY_TABLE: &str = "lcm_native_summary_fidelity";
 pub(crate) const VERSIONS_TABLE: &str = "lcm_native_summary_versions";
+pub(crate) const PROMPT_CACHE_TABLE: &str = "lcm_native_prompt_cache";
 pub(crate) const REDACTION_PENDING_TABLE: &str = "lcm_native_redaction_pending";
 /// The text columns of `message_parts` that can hold what a user or a tool wrote (what a
 /// redaction edits).
@@ -210,6 +211,23 @@ pub(crate) const TABLES: &[(&str, &str)] = &[
     )",
     ),
     (
+        // lcm-native's own: what a provider's prompt cache could reuse of each conversation's
+        // assemblies (`store::prompt_cache`): how many, their tokens, how many of those began
+        // the assembly before them (its prefix), the breaks and the compactions, and the last
+        // assembly's outline to compare the next one with. lossless-claw ignores the table.
+        PROMPT_CACHE_TABLE,
+        "CREATE TABLE IF NOT EXISTS lcm_native_prompt_cache (
+      conversation_id INTEGER PRIMARY KEY REFERENCES conversations(conversation_id) ON DELETE CASCADE,
+      assemblies INTEGER NOT NULL DEFAULT 0,
+      tokens_sent INTEGER NOT NULL DEFAULT 0,
+      tokens_kept INTEGER NOT NULL DEFAULT 0,
+      breaks INTEGER NOT NULL DEFAULT 0,
+      compactions INTEGER NOT NULL DEFAULT 0,
+      last_outline TEXT,
+      updated_at TEXT NOT NULL
+    )",
+    ),
+    (
         // lcm-native's own: each `/new` (store::lifecycle) that took a conversation's raw
         // messages and shallow summaries out of its context, up to which message. `verify`
         // reads it: those messages are neither live nor covered on purpose. lossless-claw
@@ -320,6 +338,7 @@ pub(crate) const TABLES: &[(&str, &str)] = &[
 /// empty), so a file migrated by an earlier lcm-native still opens read-only.
 pub(crate) const READ_OPTIONAL_TABLES: &[&str] = &[
     "lcm_native_context_resets",
+    PROMPT_CACHE_TABLE,
     FIDELITY_TABLE,
     VERSIONS_TABLE,
     "lcm_native_redactions",

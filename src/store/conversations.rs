@@ -317,6 +317,9 @@ pub struct ConversationInfo {
     pub context_item_count: i64,
     pub created_at: String,
     pub updated_at: String,
+    /// What a provider's prompt cache could serve of its assemblies (null before its first
+    /// recorded turn, and on a file lcm-native never assembled from).
+    pub prompt_cache: Option<super::prompt_cache::PromptCacheReport>,
 }
 
 /// Every conversation's id, in order.
@@ -360,9 +363,14 @@ pub(crate) fn list<'a>(db: impl Into<Db<'a>>, flags: SchemaFlags) -> Result<Vec<
                 context_item_count: r.get(6)?,
                 created_at: r.get(7)?,
                 updated_at: r.get(8)?,
+                prompt_cache: None,
             })
         },
     )?;
+    let mut cache = super::prompt_cache::reports(db)?;
+    for row in &mut rows {
+        row.prompt_cache = cache.remove(&row.conversation_id);
+    }
     let index: std::collections::HashMap<i64, usize> =
         rows.iter().enumerate().map(|(i, c)| (c.conversation_id, i)).collect();
     let counts = db.query_map(

@@ -250,6 +250,7 @@ fn lossless_claw_database_keeps_its_extra_tables_and_skips_recorded_backfills() 
         [
             "turn_advancements",
             "lcm_native_turns",
+            "lcm_native_prompt_cache",
             "lcm_native_context_resets",
             "lcm_native_summary_fidelity",
             "lcm_native_summary_versions",
@@ -274,7 +275,7 @@ fn lossless_claw_database_keeps_its_extra_tables_and_skips_recorded_backfills() 
             || name.starts_with("turn_advancements")
     });
     assert!(theirs == schema_before, "the plugin's schema must stay untouched");
-    assert_eq!(ours.len(), 11 + totals::TRIGGER_NAMES.len(), "{ours:?}");
+    assert_eq!(ours.len(), 12 + totals::TRIGGER_NAMES.len(), "{ours:?}");
     assert_eq!(
         r.indexes_created,
         ["turn_advancements_session_idx", "context_items_summary_idx"]

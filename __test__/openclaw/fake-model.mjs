@@ -10,7 +10,8 @@
 //     `llm.complete` never sends tools, while every agent turn carries at least the Tool Search
 //     controls). It is a *summarization* when its text mentions "summar" (any case), a
 //     `<conversation…>` tag or "transcript": the reply is "FAKE-SUMMARY: <first words of the
-//     source>\nExpand for details about: fake details". The source is the text inside the first
+//     source>\nExpand for details about: fake details" (with `replyTokens`, prose of 15 % of the
+//     source's length, 100–1,200 tokens, before that line). The source is the text inside the first
 //     `<conversation…>…</conversation…>` tag (the LCM prompts wrap it so), else the last user text.
 //     A tool-less request without those markers gets "FAKE-COMPLETION: <first words>".
 //   * With tools it is an agent turn. The current turn starts at the last real user message
@@ -24,6 +25,7 @@
 //       else through Tool Search's `tool_call` ({"id": <tool>, "args": …}), else through
 //       `tool_search_code` ({"code": "return await openclaw.tools.call(…)"})
 //     - otherwise                               -> "ack: <first 40 chars of the user text>"
+//       (with `replyTokens`, followed by sentences up to about that many tokens)
 //   * With `contextWindow`, a request whose messages come to more tokens than that (4 characters
 //     a token) is refused as a real provider would: 400 `context_length_exceeded`.
 //   * Response ids carry a random part per server instance: lossless-claw skips an assistant
@@ -93,12 +95,24 @@ function parseArgs(text) {
 const firstWords = (text, n) => text.trim().split(/\s+/).slice(0, n).join(' ')
 
 /**
+ * About `tokens` tokens of an answer's prose, different for each `seed`.
+ * @param {number} seed @param {number} tokens
+ */
+function prose(seed, tokens) {
+  const words = ['the', 'service', 'latency', 'rises', 'after', 'deploy', 'so', 'check', 'pool', 'size', 'and', 'retry', 'budget', 'first']
+  let out = ''
+  for (let i = 0; out.length < tokens * 4; i++) out += `${words[(seed * 7 + i * 3) % words.length]}${i % 9 === 8 ? '. ' : ' '}`
+  return out.trim()
+}
+
+/**
  * Decides the reply to one chat completion request. Pure, so tests can call it directly.
  * @param {ChatRequest} body
  * @param {number} seq used to make tool call ids unique
+ * @param {number} [replyTokens] length of an agent's plain answer beyond its "ack: …" line
  * @returns {Reply}
  */
-export function reply(body, seq) {
+export function reply(body, seq, replyTokens = 0) {
   const messages = Array.isArray(body.messages) ? body.messages : []
   const tools = Array.isArray(body.tools) ? body.tools : []
 
@@ -108,9 +122,11 @@ export function reply(body, seq) {
     const tagged = /<(conversation[a-z_]*)>\s*([\s\S]*?)\s*<\/\1>/.exec(all)
     const source = tagged ? tagged[2] : contentText(lastUser?.content)
     if (/summar/i.test(all) || /<conversation/.test(all) || /transcript/i.test(all)) {
+      // With `replyTokens`, as long as a real summary would be: 15 % of the source, 100–1,200.
+      const extra = replyTokens > 0 ? `\n${prose(seq, Math.min(1_200, Math.max(100, Math.round(source.length / 4 * 0.15))))}` : ''
       return {
         kind: 'summary',
-        text: `FAKE-SUMMARY: ${firstWords(source, 8)}\nExpand for details about: fake details`,
+        text: `FAKE-SUMMARY: ${firstWords(source, 8)}${extra}\nExpand for details about: fake details`,
       }
     }
     return { kind: 'completion', text: `FAKE-COMPLETION: ${firstWords(source, 8)}` }
@@ -149,7 +165,8 @@ export function reply(body, seq) {
     else return { kind: 'agent', text: `fake-model: no way to call ${target}; tools: ${names.join(',')}` }
     return { kind: 'tool-call', toolCall: { id: `call_${seq}`, name: call.name, arguments: JSON.stringify(call.args) } }
   }
-  return { kind: 'agent', text: `ack: ${userText.slice(0, 40)}` }
+  const ack = `ack: ${userText.slice(0, 40)}`
+  return { kind: 'agent', text: replyTokens > 0 ? `${ack}\n${prose(seq, replyTokens)}` : ack }
 }
 
 /** Roughly 4 characters a token, like the hosts' own estimates. */
@@ -179,10 +196,10 @@ function chunks(r, body, id) {
 
 /**
  * Starts the server on 127.0.0.1 (a free port unless `port` is given). With `contextWindow`,
- * requests over it are refused (see the header).
- * @param {{ logFile?: string, port?: number, contextWindow?: number }} [opts]
+ * requests over it are refused (see the header); `replyTokens` lengthens plain answers.
+ * @param {{ logFile?: string, port?: number, contextWindow?: number, replyTokens?: number }} [opts]
  */
-export async function startFakeModel({ logFile, port = 0, contextWindow } = {}) {
+export async function startFakeModel({ logFile, port = 0, contextWindow, replyTokens = 0 } = {}) {
   const instance = randomBytes(4).toString('hex')
   /** Requests refused for their size: `{ seq, tokens }`. */
   const overflows = /** @type {{ seq: number, tokens: number }[]} */ ([])
@@ -239,7 +256,7 @@ export async function startFakeModel({ logFile, port = 0, contextWindow } = {}) 
       /** @type {Reply} */
       let r
       try {
-        r = reply(body, seq)
+        r = reply(body, seq, replyTokens)
       } catch (e) {
         record(entry)
         return send(500, { error: { message: `fake-model: ${e}`, type: 'server_error' } })

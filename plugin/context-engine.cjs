@@ -433,7 +433,6 @@ class LcmNativeContextEngine {
    * keeps (also while it has nothing of the session yet, or falls back to the host's
    * messages), so that the system prompt is the same on every turn.
    * @param {HostParams} p
-   * @returns {Promise<{ messages: unknown[], estimatedTokens: number, systemPromptAddition?: string }>}
    */
   async assembleWithAddition(p) {
     const result = await this.assembleNow(p)

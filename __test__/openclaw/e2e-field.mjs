@@ -11,14 +11,17 @@
 //       then ordinary turns: all exit 0, the message is stored whole and a word from its middle
 //       is found by lcm_grep;
 //   (b') a message larger than the whole window, then ordinary turns: all exit 0 (the model
-//       sees an excerpt of it), it is stored whole and a word from its middle is found.
+//       sees an excerpt of it), it is stored whole and a word from its middle is found;
+//   (c) short turns, one a tool call: each request begins with the whole request before it but
+//       its last message (a provider's prompt cache serves all of it), user messages stamped.
 
 import assert from 'node:assert/strict'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 
 import { assertSound, check, cleanUp, legacyFallbacks, readTimings, sql } from './e2e-lib.mjs'
-import { startFakeModel } from './fake-model.mjs'
+import { sessionOfRequest } from './cache-ledger.mjs'
+import { contentText, startFakeModel } from './fake-model.mjs'
 import { gatewayCall, installPlugin, makeRunDir, startGateway, stopGateway, turn, writeConfig } from './harness.mjs'
 
 const WINDOW = 40_000
@@ -159,6 +162,40 @@ export async function fieldScenario(host, tgz) {
     assert.deepEqual(rows, [[1]], `no stored message as long as the pasted one (${hugeText.length} characters)`)
     const r = await say({ sessionId: 'huge', message: `TOOLCALL lcm_grep ${HUGE_WORD}` })
     assert.match(r.reply, new RegExp(HUGE_WORD))
+  })
+  // A session of short turns (no compaction in it), one of them a tool call: every request
+  // must begin with the whole request before it but its last message.
+  const cacheKey = 'agent:main:explicit:cache'
+  await check("(c) without a compaction between them each request begins with the whole request before it but its last message (the host's per-request context): stamped user messages, tool calls and results included", async () => {
+    const first = fake.requests().length
+    for (let i = 1; i <= 6; i++) {
+      await say({ sessionId: 'cache', message: i === 4 ? `TOOLCALL lcm_grep ${EARLY_FACT}` : `short question ${i} about the deploy of service ${i}` })
+    }
+    /** The logged requests with their bodies as the model server parsed them. */
+    const all = /** @type {{ seq: number, body: any }[]} */ (fake.requests().slice(first))
+    const names = (/** @type {any} */ body) => JSON.stringify((body.tools ?? []).map((/** @type {any} */ t) => t.function?.name))
+    const turns = all.filter((r) => Array.isArray(r.body?.tools) && r.body.tools.length > 0 && sessionOfRequest(r.body) === cacheKey)
+    // The session's own requests (the host's internal runs for it have other tools).
+    const agent = turns.filter((r) => names(r.body) === names(turns[0].body))
+    assert.ok(!all.some((r) => !Array.isArray(r.body?.tools) || r.body.tools.length === 0), 'a summary was made: the session was to stay below its threshold')
+    /** @type {string[]} */
+    const broken = []
+    for (let i = 1; i < agent.length; i++) {
+      const [prev, cur] = [agent[i - 1], agent[i]]
+      const kept = prev.body.messages.slice(0, -1)
+      if (JSON.stringify(cur.body.messages.slice(0, kept.length)) !== JSON.stringify(kept)) {
+        const at = kept.findIndex((/** @type {unknown} */ m, /** @type {number} */ k) => JSON.stringify(m) !== JSON.stringify(cur.body.messages[k]))
+        broken.push(`request ${cur.seq} differs from request ${prev.seq} at message ${at}: ${JSON.stringify(cur.body.messages[at]).slice(0, 160)} vs ${JSON.stringify(kept[at]).slice(0, 160)}`)
+      }
+    }
+    assert.deepEqual(broken, [])
+    // 6 turns, the tool turn making two requests.
+    assert.equal(agent.length, 7)
+    const last = agent[agent.length - 1].body.messages
+    assert.ok(last.some((/** @type {any} */ m) => m.role === 'tool'), 'the tool result is in the history')
+    // The earlier user messages reach the model stamped as the host stamped them the first time.
+    const earlierUsers = last.slice(1, -2).filter((/** @type {any} */ m) => m.role === 'user')
+    assert.ok(earlierUsers.length >= 5 && earlierUsers.every((/** @type {any} */ m) => /^\[[A-Z][a-z]{2} \d{4}-\d{2}-\d{2} \d{2}:\d{2} [^\]]+\] /.test(contentText(m.content))), JSON.stringify(earlierUsers.map((/** @type {any} */ m) => contentText(m.content).slice(0, 60))))
   })
   await stopGateway(gw)
   await fake.close()

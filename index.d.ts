@@ -109,7 +109,11 @@ export interface LcmConfig {
    * serving the context between them.
    */
   contextLowWater?: number | null
-  /** Newest raw messages never compacted (extended back to the newest user message). Default 32. */
+  /**
+   * Newest raw messages kept out of leaf passes (extended back to the newest user message); a
+   * `budget` or `fit` sweep down to `contextLowWater` may take the older of them, never the
+   * newest turn. Default 32.
+   */
   freshTailCount?: number | null
   /**
    * Most tokens the fresh tail protects; it always keeps the newest turn (from the newest user

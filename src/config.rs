@@ -105,7 +105,9 @@ pub struct LcmOptions {
     /// serving the context between them.
     #[serde(default, skip_serializing, deserialize_with = "fraction")]
     pub context_low_water: Option<f64>,
-    /// Newest raw messages never compacted (extended back to the newest user message). Default 32.
+    /// Newest raw messages kept out of leaf passes (extended back to the newest user message); a
+    /// `budget` or `fit` sweep down to `contextLowWater` may take the older of them, never the
+    /// newest turn. Default 32.
     #[serde(default, skip_serializing, deserialize_with = "integer::<0, _>")]
     pub fresh_tail_count: Option<i64>,
     /// Most tokens the fresh tail protects; it always keeps the newest turn (from the newest user

@@ -21,7 +21,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 
-import { CACHED_PRICE, earlyBreaks, ledger, totals } from '../__test__/openclaw/cache-ledger.mjs'
+import { CACHED_PRICE, earlyBreaks, ledger, totals, uncachedSplit } from '../__test__/openclaw/cache-ledger.mjs'
 import { ROOT, cleanUp, readTimings, sql } from '../__test__/openclaw/e2e-lib.mjs'
 import { pastedLog } from '../__test__/openclaw/e2e-field.mjs'
 import { installLosslessClaw, losslessClawTarball } from '../__test__/openclaw/e2e-interop.mjs'
@@ -182,6 +182,8 @@ async function main() {
     const r = runs[engine]
     const recall = r.recall.length ? r.recall.map((x) => `${x.fact} ${x.found ? 'found' : 'NOT FOUND'}`).join(', ') : 'not checked'
     console.log(`\n${engine}: recall ${recall}; summaries by depth ${JSON.stringify(r.summaries)}; maintenance compactions ${r.compactions}; run ${r.dir}`)
+    const split = uncachedSplit(ledger(r.requests.slice(0, r.turnStart[TURNS + 1])))
+    console.log(`  uncached input of its ${TURNS} turns: ${fmt(split.continuing)} tokens in requests that continue the previous one (each turn's new messages), ${fmt(split.first)} in first requests, ${fmt(split.breaks)} in ${split.breakCount} requests after a break`)
     for (const f of r.failed) console.log(`  turn ${f.turn} failed (${f.code}): ${f.stderr.replace(/\s+/g, ' ')}`)
     if (process.argv.includes('--breaks')) {
       const entries = ledger(r.requests)

@@ -22,7 +22,7 @@ const BLOCK = 256
  * @typedef {{ seq: number, body: any, path?: string }} LoggedRequest
  * @typedef {{ seq: number, kind: 'agent' | 'summary', session: string, chars: number,
  *   cachedChars: number, keptFromPrevious: number | null, previousChars: number | null,
- *   messages: number, firstChange: number | null }} LedgerEntry
+ *   messages: number, previousMessages: number | null, firstChange: number | null }} LedgerEntry
  */
 
 /** @param {number} chars */
@@ -76,7 +76,7 @@ export function sessionOfRequest(body) {
 export function ledger(requests) {
   /** Hashes of every block-aligned prefix of every earlier request. */
   const seen = new Set()
-  /** @type {Map<string, string>} the previous request's text per session and tool set */
+  /** @type {Map<string, { text: string, messages: number }>} the previous request per session and tool set */
   const previous = new Map()
   /** @type {LedgerEntry[]} */
   const out = []
@@ -103,14 +103,14 @@ export function ledger(requests) {
     }
     let cached = blocks * BLOCK
     const prev = previous.get(lane)
-    const kept = prev === undefined ? null : commonPrefix(prev, text)
+    const kept = prev === undefined ? null : commonPrefix(prev.text, text)
     if (kept !== null) cached = Math.max(cached, kept)
     for (const d of digests) seen.add(d)
-    previous.set(lane, text)
+    previous.set(lane, { text, messages: starts.length })
     // The message in which this request first differs from the one before it.
     const firstChange = kept === null ? null : starts.filter((s) => s <= kept).length - 1
-    const previousChars = prev === undefined ? null : prev.length
-    out.push({ seq: r.seq, kind, session, chars: text.length, cachedChars: cached, keptFromPrevious: kept, previousChars, messages: starts.length, firstChange })
+    const [previousChars, previousMessages] = prev === undefined ? [null, null] : [prev.text.length, prev.messages]
+    out.push({ seq: r.seq, kind, session, chars: text.length, cachedChars: cached, keptFromPrevious: kept, previousChars, messages: starts.length, previousMessages, firstChange })
   }
   return out
 }
@@ -148,4 +148,26 @@ export function totals(entries) {
  */
 export function earlyBreaks(entries, share = 0.5) {
   return entries.filter((e) => e.kind === 'agent' && e.keptFromPrevious !== null && e.keptFromPrevious < share * e.chars)
+}
+
+/**
+ * Where the uncached tokens of agent requests go: the first request of each session and tool
+ * set, requests that begin with the whole previous one but its last message (what is new is the
+ * turn's own messages), and breaks (a change before that: a compaction, an eviction, a changed
+ * system prompt).
+ * @param {LedgerEntry[]} entries
+ */
+export function uncachedSplit(entries) {
+  const split = { first: 0, continuing: 0, breaks: 0, breakCount: 0 }
+  for (const e of entries) {
+    if (e.kind !== 'agent') continue
+    const uncached = tokensOf(e.chars - e.cachedChars)
+    if (e.firstChange === null || e.previousMessages === null) split.first += uncached
+    else if (e.firstChange >= e.previousMessages - 1) split.continuing += uncached
+    else {
+      split.breaks += uncached
+      split.breakCount++
+    }
+  }
+  return split
 }

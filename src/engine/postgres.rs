@@ -36,6 +36,7 @@ pub(super) fn prepare(pool: &PgPool, config: &Config) -> Result<MigrationReport>
                     c.transaction(|c| crate::pg::search::install(c, crate::db::schema::TEXT_COLUMNS))?;
                 }
                 crate::pg::search::analyze_if_never(c)?;
+                add_missing_tables(c)?;
             }
             Ok(created)
         });
@@ -59,6 +60,17 @@ pub(super) fn prepare(pool: &PgPool, config: &Config) -> Result<MigrationReport>
         },
         ..Default::default()
     })
+}
+
+/// lcm-native's tables a schema made by an earlier version lacks (each is created empty, as a
+/// migration creates it in a file): so far the prompt-cache report's.
+fn add_missing_tables(c: &Conn) -> Result<()> {
+    for (name, sql) in crate::db::schema::TABLES {
+        if *name == crate::db::schema::PROMPT_CACHE_TABLE && !c.has_table(name)? {
+            c.batch(&crate::pg::ddl::table(sql)?.create)?;
+        }
+    }
+    Ok(())
 }
 
 /// True when it created the tables.
@@ -147,6 +159,45 @@ mod tests {
     fn open(db_path: &str) -> Engine {
         let options = json!({ "dbPath": db_path, "timezone": "UTC", "freshTailCount": 8 });
         Engine::open(Config::from_options(&options, None).unwrap()).unwrap()
+    }
+
+    /// A schema an earlier lcm-native made, without the prompt-cache report's table, gets it at
+    /// the next open; the report then follows assemblies and turns as on SQLite.
+    #[test]
+    fn a_schema_without_the_prompt_cache_table_gets_it_and_reports() {
+        let Some((location, url)) = crate::test_support::pg_test_url("prompt_cache_table") else {
+            return;
+        };
+        drop(open(&url));
+        let c = location.connect().unwrap();
+        c.batch("DROP TABLE lcm_native_prompt_cache").unwrap();
+        let engine = open(&url);
+        assert!(c.has_table("lcm_native_prompt_cache").unwrap());
+        let target = Target::Session("s".into());
+        let turn = |i: usize| {
+            vec![
+                json!({"role": "user", "content": format!("question {i}")}),
+                json!({"role": "assistant", "content": format!("answer {i}")}),
+            ]
+        };
+        let cid = engine.ingest(&target, &turn(0)).unwrap().conversation_id;
+        let options = AssembleOptions {
+            token_budget: 10_000,
+            fresh_tail_count: None,
+            presentation: None,
+        };
+        for i in 1..=3 {
+            engine.assemble(cid, &options).unwrap();
+            engine.ingest(&target, &turn(i)).unwrap();
+        }
+        let report = engine.conversations().unwrap()[0].prompt_cache.clone().unwrap();
+        assert_eq!((report.assemblies, report.breaks), (3, 0), "{report:?}");
+        assert!(
+            report.tokens_kept > 0 && report.tokens_kept < report.tokens_sent,
+            "{report:?}"
+        );
+        drop(engine);
+        crate::test_support::drop_test_schema(&location);
     }
 
     /// A real session's turns through an engine on PostgreSQL and one on SQLite: the same

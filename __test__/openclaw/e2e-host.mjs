@@ -31,7 +31,9 @@ export async function hostScenario(host, tgz) {
   run.env.LCM_NATIVE_TIMINGS = timings
   const installed = await installPlugin(run, tgz)
   console.log(`openclaw e2e: installed ${tgz} (${installed.method}, ${installed.ms} ms) in ${run.dir}`)
-  const pluginConfig = { freshTailCount: 4, leafChunkTokens: 1500, summaryTimeoutMs: 20_000, redactPatterns: ['@builtin', 'CUST-[0-9]{8}'] }
+  // Maintenance compacts past contextThreshold of the budget (~35k tokens here): a low one, so
+  // that a few turns of filler reach it.
+  const pluginConfig = { freshTailCount: 4, leafChunkTokens: 1500, contextThreshold: 0.05, summaryTimeoutMs: 20_000, redactPatterns: ['@builtin', 'CUST-[0-9]{8}'] }
   /** @type {string[]} */
   const gatewayLogs = []
   /** @param {string} slot */

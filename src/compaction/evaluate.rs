@@ -99,7 +99,7 @@ pub(crate) fn evaluate(
     let raw_messages = totals.items - totals.summaries;
     let raw_outside = totals.message_tokens - tail_tokens;
     let summarizable = raw_messages - tail_messages;
-    let total_messages = crate::store::messages::count(conn, conversation_id)?;
+    let total_messages = totals::message_count(conn, conversation_id)?;
     // Messages no longer live are covered by a summary (the lossless invariant; a seed-era
     // database's compaction-event rows, never live, count here too).
     let covered = (total_messages - raw_messages).max(0);

@@ -1,10 +1,13 @@
 //! Per-conversation totals of the live context (items, summaries, message and summary tokens),
-//! kept by triggers so that every writer (lcm-native, lossless-claw, lcm-tui) keeps them right.
-//! Assembly and `evaluate` read them instead of summing every live item, so their cost follows
-//! what they emit, not the length of the history.
+//! and each conversation's count of stored messages, kept by triggers so that every writer
+//! (lcm-native, lossless-claw, lcm-tui) keeps them right. Assembly, `evaluate` and
+//! `findConversation` read them instead of counting or summing rows, so their cost follows what
+//! they emit, not the length of the history.
 
-/// The table's name.
+/// The live totals' table.
 pub(crate) const TABLE: &str = "lcm_context_totals";
+/// The stored-message counts' table.
+pub(crate) const COUNTS_TABLE: &str = "lcm_message_counts";
 
 pub(crate) const DDL: &str = "CREATE TABLE IF NOT EXISTS lcm_context_totals (
       conversation_id INTEGER PRIMARY KEY,
@@ -12,17 +15,36 @@ pub(crate) const DDL: &str = "CREATE TABLE IF NOT EXISTS lcm_context_totals (
       summaries INTEGER NOT NULL DEFAULT 0,
       message_tokens INTEGER NOT NULL DEFAULT 0,
       summary_tokens INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE TABLE IF NOT EXISTS lcm_message_counts (
+      conversation_id INTEGER PRIMARY KEY,
+      messages INTEGER NOT NULL DEFAULT 0
     )";
 
 /// The triggers' names; `triggers()` gives their DDL.
-pub(crate) const TRIGGER_NAMES: [&str; 6] = [
+pub(crate) const TRIGGER_NAMES: [&str; 9] = [
     "lcm_context_items_totals_insert",
     "lcm_context_items_totals_delete",
     "lcm_context_items_totals_update",
     "lcm_summaries_totals_token_count",
     "lcm_messages_totals_token_count",
     "lcm_conversations_totals_delete",
+    "lcm_messages_count_insert",
+    "lcm_messages_count_delete",
+    "lcm_messages_count_move",
 ];
+
+/// Counts one message (`NEW` or `OLD`) in (`+`) or out of (`-`) its conversation.
+fn count_message(sign: char, row: &str) -> String {
+    if sign == '+' {
+        format!(
+            "INSERT INTO lcm_message_counts (conversation_id, messages) VALUES ({row}.conversation_id, 1)
+             ON CONFLICT (conversation_id) DO UPDATE SET messages = messages + 1;"
+        )
+    } else {
+        format!("UPDATE lcm_message_counts SET messages = messages - 1 WHERE conversation_id = {row}.conversation_id;")
+    }
+}
 
 /// Adds (`+`) or removes (`-`) the context item `row` (`NEW` or `OLD`) from its totals, in one
 /// statement (a trigger's cost is mostly per statement: this runs on every ingested message).
@@ -69,8 +91,8 @@ fn follow_tokens(name: &str, table: &str, key: &str, column: &str) -> String {
 }
 
 /// The triggers, by name (in `TRIGGER_NAMES` order).
-pub(crate) fn triggers() -> [(&'static str, String); 6] {
-    let [insert, delete, update, summaries, messages, conversations] = TRIGGER_NAMES;
+pub(crate) fn triggers() -> [(&'static str, String); 9] {
+    let [insert, delete, update, summaries, messages, conversations, counted, uncounted, moved] = TRIGGER_NAMES;
     [
         (
             insert,
@@ -110,7 +132,31 @@ pub(crate) fn triggers() -> [(&'static str, String); 6] {
             format!(
                 "CREATE TRIGGER {conversations} BEFORE DELETE ON conversations BEGIN
                    DELETE FROM lcm_context_totals WHERE conversation_id = OLD.conversation_id;
+                   DELETE FROM lcm_message_counts WHERE conversation_id = OLD.conversation_id;
                  END"
+            ),
+        ),
+        (
+            counted,
+            format!(
+                "CREATE TRIGGER {counted} AFTER INSERT ON messages BEGIN {} END",
+                count_message('+', "NEW")
+            ),
+        ),
+        (
+            uncounted,
+            format!(
+                "CREATE TRIGGER {uncounted} AFTER DELETE ON messages BEGIN {} END",
+                count_message('-', "OLD")
+            ),
+        ),
+        (
+            moved,
+            format!(
+                "CREATE TRIGGER {moved} AFTER UPDATE OF conversation_id ON messages
+                   WHEN NEW.conversation_id IS NOT OLD.conversation_id BEGIN {} {} END",
+                count_message('-', "OLD"),
+                count_message('+', "NEW")
             ),
         ),
     ]
@@ -128,15 +174,24 @@ macro_rules! live_sums {
     };
 }
 
-/// Recomputes every conversation's totals from the live items (once, when the triggers are
-/// installed, and whenever they were missing).
+/// Recomputes every conversation's totals from the live items, and its count from the
+/// messages (once, when the triggers are installed, and whenever they were missing).
 pub(crate) const REBUILD: &str = concat!(
     "DELETE FROM lcm_context_totals;
      INSERT INTO lcm_context_totals (conversation_id, items, summaries, message_tokens, summary_tokens)
      SELECT ci.conversation_id, ",
     live_sums!(),
-    " GROUP BY ci.conversation_id;"
+    " GROUP BY ci.conversation_id;
+     DELETE FROM lcm_message_counts;
+     INSERT INTO lcm_message_counts (conversation_id, messages)
+     SELECT conversation_id, count(*) FROM messages GROUP BY conversation_id;"
 );
+
+/// A conversation's stored messages, as counted (`?1`: the conversation), when there is a count
+/// table; otherwise the count of its rows.
+pub(crate) const SELECT_MESSAGE_COUNT: &str =
+    "SELECT COALESCE((SELECT messages FROM lcm_message_counts WHERE conversation_id = ?1), 0)";
+pub(crate) const COUNT_MESSAGES: &str = "SELECT count(*) FROM messages WHERE conversation_id = ?1";
 
 /// The stored totals of a conversation (`store::totals` reads them).
 pub(crate) const SELECT_STORED: &str =
@@ -215,5 +270,43 @@ mod tests {
         assert!(report.live_totals_rebuilt && !report.up_to_date, "{report:?}");
         assert_eq!(both(&conn), ([2, 0, 30, 0], [2, 0, 30, 0]));
         assert!(migrate(&mut conn, &path).unwrap().up_to_date);
+    }
+
+    fn counts(conn: &Connection) -> Vec<(i64, i64)> {
+        let mut stmt = conn
+            .prepare("SELECT conversation_id, messages FROM lcm_message_counts ORDER BY conversation_id")
+            .unwrap();
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
+        rows.map(Result::unwrap).collect()
+    }
+
+    /// Every writer's inserts, deletes and moves of messages are counted per conversation; a
+    /// deleted conversation leaves no count; a file whose count trigger went missing is
+    /// counted again by the next migration.
+    #[test]
+    fn stored_messages_are_counted_per_conversation_by_every_writer() {
+        let (_dir, path, mut conn) = fresh();
+        assert_eq!(counts(&conn), [(1, 3)]);
+        conn.execute_batch(
+            "INSERT INTO conversations (conversation_id, session_id) VALUES (2, 'b');
+             INSERT INTO messages (message_id, conversation_id, seq, role, content, token_count) VALUES
+               (4, 2, 1, 'user', 'd', 1), (5, 2, 2, 'user', 'e', 1);
+             UPDATE messages SET conversation_id = 2, seq = 9 WHERE message_id = 3;
+             DELETE FROM context_items WHERE message_id = 3;
+             DELETE FROM messages WHERE message_id = 4;",
+        )
+        .unwrap();
+        assert_eq!(counts(&conn), [(1, 2), (2, 2)]);
+        conn.execute_batch("DELETE FROM context_items WHERE conversation_id = 1; DELETE FROM messages WHERE conversation_id = 1; DELETE FROM conversations WHERE conversation_id = 1;").unwrap();
+        assert_eq!(counts(&conn), [(2, 2)]);
+        // A writer without the trigger: the next migration counts again.
+        conn.execute_batch(
+            "DROP TRIGGER lcm_messages_count_insert;
+             INSERT INTO messages (message_id, conversation_id, seq, role, content, token_count) VALUES (6, 2, 3, 'user', 'f', 1);",
+        )
+        .unwrap();
+        assert_eq!(counts(&conn), [(2, 2)], "the test must create drift");
+        assert!(migrate(&mut conn, &path).unwrap().live_totals_rebuilt);
+        assert_eq!(counts(&conn), [(2, 3)]);
     }
 }

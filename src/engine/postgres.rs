@@ -37,6 +37,12 @@ pub(super) fn prepare(pool: &PgPool, config: &Config) -> Result<MigrationReport>
                 }
                 crate::pg::search::analyze_if_never(c)?;
                 add_missing_tables(c)?;
+            } else if !c.has_table(crate::db::totals::COUNTS_TABLE)? {
+                let described = c.describe().to_string();
+                return Err(LcmError::schema(
+                    &described,
+                    format!("{described} was made by an earlier lcm-native and needs an upgrade, which readOnly never writes; open it once without readOnly"),
+                ));
             }
             Ok(created)
         });
@@ -62,13 +68,25 @@ pub(super) fn prepare(pool: &PgPool, config: &Config) -> Result<MigrationReport>
     })
 }
 
-/// lcm-native's tables a schema made by an earlier version lacks (each is created empty, as a
-/// migration creates it in a file): so far the prompt-cache report's.
+/// What a schema made by an earlier version lacks, added as a migration adds it to a file: the
+/// prompt-cache report's table (empty), and the stored-message counts (counted once, then kept
+/// by their trigger).
 fn add_missing_tables(c: &Conn) -> Result<()> {
     for (name, sql) in crate::db::schema::TABLES {
         if *name == crate::db::schema::PROMPT_CACHE_TABLE && !c.has_table(name)? {
             c.batch(&crate::pg::ddl::table(sql)?.create)?;
         }
+    }
+    if !c.has_table(crate::db::totals::COUNTS_TABLE)? {
+        c.transaction(|c| {
+            c.batch(
+                "CREATE TABLE lcm_message_counts (conversation_id BIGINT PRIMARY KEY, messages BIGINT NOT NULL DEFAULT 0);
+                 LOCK TABLE messages IN SHARE MODE;
+                 INSERT INTO lcm_message_counts (conversation_id, messages)
+                 SELECT conversation_id, count(*) FROM messages GROUP BY conversation_id;",
+            )?;
+            c.batch(&crate::pg::totals::install())
+        })?;
     }
     Ok(())
 }
@@ -161,18 +179,14 @@ mod tests {
         Engine::open(Config::from_options(&options, None).unwrap()).unwrap()
     }
 
-    /// A schema an earlier lcm-native made, without the prompt-cache report's table, gets it at
-    /// the next open; the report then follows assemblies and turns as on SQLite.
+    /// A schema an earlier lcm-native made, without the prompt-cache report's table and the
+    /// stored-message counts, gets them at the next open (its messages counted); the report
+    /// then follows assemblies and turns as on SQLite, and the counts every new message.
     #[test]
-    fn a_schema_without_the_prompt_cache_table_gets_it_and_reports() {
-        let Some((location, url)) = crate::test_support::pg_test_url("prompt_cache_table") else {
+    fn a_schema_of_an_earlier_version_gets_the_new_tables() {
+        let Some((location, url)) = crate::test_support::pg_test_url("earlier_schema") else {
             return;
         };
-        drop(open(&url));
-        let c = location.connect().unwrap();
-        c.batch("DROP TABLE lcm_native_prompt_cache").unwrap();
-        let engine = open(&url);
-        assert!(c.has_table("lcm_native_prompt_cache").unwrap());
         let target = Target::Session("s".into());
         let turn = |i: usize| {
             vec![
@@ -180,7 +194,24 @@ mod tests {
                 json!({"role": "assistant", "content": format!("answer {i}")}),
             ]
         };
+        let earlier = open(&url);
+        earlier.ingest(&target, &turn(0)).unwrap();
+        drop(earlier);
+        let c = location.connect().unwrap();
+        c.batch("DROP TABLE lcm_native_prompt_cache; DROP TRIGGER lcm_messages_count ON messages; DROP TABLE lcm_message_counts")
+            .unwrap();
+        // Read-only, it cannot be upgraded: said so, nothing written.
+        let read_only = json!({ "dbPath": url, "readOnly": true });
+        let refused = Engine::open(Config::from_options(&read_only, None).unwrap())
+            .err()
+            .unwrap();
+        assert_eq!(refused.code(), "E_SCHEMA", "{refused}");
+        assert!(!c.has_table("lcm_message_counts").unwrap());
+        let engine = open(&url);
+        assert!(c.has_table("lcm_native_prompt_cache").unwrap());
+        assert_eq!(engine.find_conversation(&target).unwrap().unwrap().message_count, 2);
         let cid = engine.ingest(&target, &turn(0)).unwrap().conversation_id;
+        assert_eq!(engine.find_conversation(&target).unwrap().unwrap().message_count, 4);
         let options = AssembleOptions {
             token_budget: 10_000,
             fresh_tail_count: None,

@@ -1,5 +1,6 @@
-//! The live-context totals (`lcm_context_totals`, see `db::totals`) kept by PostgreSQL
-//! triggers, as SQLite's triggers keep them: every writer on any machine keeps them right.
+//! The live-context totals (`lcm_context_totals`) and the stored-message counts
+//! (`lcm_message_counts`, see `db::totals`) kept by PostgreSQL triggers, as SQLite's triggers
+//! keep them: every writer on any machine keeps them right.
 //! The functions live in the schema and pin its search path, so a session with another
 //! search path that fires them still updates this schema's totals.
 
@@ -70,11 +71,29 @@ END $$;
 
 {summary_tokens}
 
+-- Each conversation's count of stored messages.
+CREATE OR REPLACE FUNCTION lcm_totals_message_count() RETURNS trigger LANGUAGE plpgsql
+SET search_path FROM CURRENT AS $$
+BEGIN
+  IF TG_OP = 'UPDATE' AND NEW.conversation_id IS NOT DISTINCT FROM OLD.conversation_id THEN
+    RETURN NULL;
+  END IF;
+  IF TG_OP IN ('DELETE', 'UPDATE') THEN
+    UPDATE lcm_message_counts SET messages = messages - 1 WHERE conversation_id = OLD.conversation_id;
+  END IF;
+  IF TG_OP IN ('INSERT', 'UPDATE') THEN
+    INSERT INTO lcm_message_counts AS n (conversation_id, messages) VALUES (NEW.conversation_id, 1)
+    ON CONFLICT (conversation_id) DO UPDATE SET messages = n.messages + 1;
+  END IF;
+  RETURN NULL;
+END $$;
+
 -- BEFORE, so the rows its cascade deletes find no totals to update.
 CREATE OR REPLACE FUNCTION lcm_totals_conversation_gone() RETURNS trigger LANGUAGE plpgsql
 SET search_path FROM CURRENT AS $$
 BEGIN
   DELETE FROM lcm_context_totals WHERE conversation_id = OLD.conversation_id;
+  DELETE FROM lcm_message_counts WHERE conversation_id = OLD.conversation_id;
   RETURN OLD;
 END $$;
 
@@ -88,6 +107,9 @@ CREATE TRIGGER lcm_messages_totals_token_count AFTER UPDATE OF token_count ON me
 DROP TRIGGER IF EXISTS lcm_summaries_totals_token_count ON summaries;
 CREATE TRIGGER lcm_summaries_totals_token_count AFTER UPDATE OF token_count ON summaries
   FOR EACH ROW EXECUTE FUNCTION lcm_totals_summary_tokens();
+DROP TRIGGER IF EXISTS lcm_messages_count ON messages;
+CREATE TRIGGER lcm_messages_count AFTER INSERT OR DELETE OR UPDATE OF conversation_id ON messages
+  FOR EACH ROW EXECUTE FUNCTION lcm_totals_message_count();
 DROP TRIGGER IF EXISTS lcm_conversations_totals_delete ON conversations;
 CREATE TRIGGER lcm_conversations_totals_delete BEFORE DELETE ON conversations
   FOR EACH ROW EXECUTE FUNCTION lcm_totals_conversation_gone();

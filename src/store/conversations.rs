@@ -281,7 +281,7 @@ pub(crate) fn lookup<'a>(
     let row = db.query_one(
         &format!(
             "SELECT {key_col}, bootstrapped_at,
-                    (SELECT count(*) FROM messages m WHERE m.conversation_id = c.conversation_id)
+                    COALESCE((SELECT messages FROM lcm_message_counts n WHERE n.conversation_id = c.conversation_id), 0)
              FROM conversations c WHERE c.conversation_id = ?1"
         ),
         params![found.conversation_id],
@@ -343,7 +343,7 @@ pub(crate) fn list<'a>(db: impl Into<Db<'a>>, flags: SchemaFlags) -> Result<Vec<
     let mut rows = db.query_map(
         &format!(
             "SELECT c.conversation_id, c.session_id, {key},
-                    (SELECT count(*) FROM messages m WHERE m.conversation_id = c.conversation_id),
+                    COALESCE((SELECT messages FROM lcm_message_counts n WHERE n.conversation_id = c.conversation_id), 0),
                     (SELECT CAST(COALESCE(SUM(m.token_count), 0) AS BIGINT) FROM messages m WHERE m.conversation_id = c.conversation_id),
                     (SELECT count(*) FROM summaries s WHERE s.conversation_id = c.conversation_id),
                     (SELECT count(*) FROM context_items ci WHERE ci.conversation_id = c.conversation_id),

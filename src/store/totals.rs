@@ -4,7 +4,7 @@
 
 use rusqlite::params;
 
-use crate::db::totals::{SELECT_RECOMPUTED, SELECT_STORED};
+use crate::db::totals::{COUNT_MESSAGES, SELECT_MESSAGE_COUNT, SELECT_RECOMPUTED, SELECT_STORED};
 use crate::error::Result;
 use crate::sql::Db;
 
@@ -44,13 +44,28 @@ pub(crate) fn recompute<'a>(db: impl Into<Db<'a>>, conversation_id: i64) -> Resu
     Ok(read(db.into(), SELECT_RECOMPUTED, conversation_id)?.unwrap_or_default())
 }
 
-/// Describes how the stored totals of a conversation differ from its live items, if they do.
+/// How many messages a conversation has stored, as the triggers count them (O(1), whatever the
+/// length of the history).
+pub(crate) fn message_count<'a>(db: impl Into<Db<'a>>, conversation_id: i64) -> Result<i64> {
+    db.into()
+        .query_one(SELECT_MESSAGE_COUNT, params![conversation_id], |r| r.get(0))
+}
+
+/// Describes how the stored totals of a conversation differ from its live items, or its count
+/// of messages from its rows, if they do.
 pub(crate) fn drift<'a>(db: impl Into<Db<'a>>, conversation_id: i64) -> Result<Option<String>> {
     let db = db.into();
     let stored = load(db, conversation_id)?;
     let actual = recompute(db, conversation_id)?;
-    Ok((stored != actual).then(|| {
-        format!("conversation {conversation_id}: stored live totals {stored:?} differ from the live items {actual:?}")
+    if stored != actual {
+        return Ok(Some(format!(
+            "conversation {conversation_id}: stored live totals {stored:?} differ from the live items {actual:?}"
+        )));
+    }
+    let counted = message_count(db, conversation_id)?;
+    let rows: i64 = db.query_one(COUNT_MESSAGES, params![conversation_id], |r| r.get(0))?;
+    Ok((counted != rows).then(|| {
+        format!("conversation {conversation_id}: the stored count of messages ({counted}) differs from its {rows} message rows")
     }))
 }
 

@@ -145,6 +145,7 @@ impl Inspection {
     /// installs (a changed definition is reinstalled, and the totals recomputed).
     pub(super) fn live_totals_ok(&self) -> bool {
         self.tables.contains(totals::TABLE)
+            && self.tables.contains(totals::COUNTS_TABLE)
             && totals::triggers()
                 .iter()
                 .all(|(name, sql)| self.triggers.get(*name).is_some_and(|stored| stored == sql))

@@ -264,18 +264,20 @@ fn lossless_claw_database_keeps_its_extra_tables_and_skips_recorded_backfills() 
         !r.backfills.iter().any(|b| b.step == "backfillSummaryDepths"),
         "recorded backfill re-ran"
     );
-    // The plugin's schema stays untouched; the only additions are lcm-native's live totals,
+    // The plugin's schema stays untouched; the only additions are lcm-native's live totals and
+    // message counts,
     // its table of committed host turns, the partial index on live summary items, and
     // lossless-claw 1.x's table of turn records (with its index, in 1.x's own DDL).
     let (ours, theirs): (Vec<_>, Vec<_>) = schema(&path).into_iter().partition(|(name, _)| {
         name == totals::TABLE
+            || name == totals::COUNTS_TABLE
             || totals::TRIGGER_NAMES.contains(&name.as_str())
             || name == "context_items_summary_idx"
             || name.starts_with("lcm_native_")
             || name.starts_with("turn_advancements")
     });
     assert!(theirs == schema_before, "the plugin's schema must stay untouched");
-    assert_eq!(ours.len(), 12 + totals::TRIGGER_NAMES.len(), "{ours:?}");
+    assert_eq!(ours.len(), 13 + totals::TRIGGER_NAMES.len(), "{ours:?}");
     assert_eq!(
         r.indexes_created,
         ["turn_advancements_session_idx", "context_items_summary_idx"]

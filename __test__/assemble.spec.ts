@@ -7,7 +7,7 @@ import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 
 import { LcmEngine, estimateTokens, type AssembleResult, type AssembledMessage, type IngestMessage, type SummarizeRequest } from '../index.js'
-import { FIXTURES, REFACTOR, THEME, copyFixture, hostMessages, rejection, strictProviderProblem, tempDir } from './helpers'
+import { FIXTURES, REFACTOR, THEME, copyFixture, holdWriteLock, hostMessages, rejection, strictProviderProblem, tempDir } from './helpers'
 
 const SYNTHETIC_PREFIX = '[lcm-native] missing tool result'
 const NOTE_PREFIX = '[lcm-native] The start of this turn is not shown'
@@ -307,6 +307,22 @@ describe('the prompt-cache report', () => {
     const read = await LcmEngine.open({ dbPath, readOnly: true })
     expect((await read.conversations())[0].promptCache).toMatchObject({ assemblies: 8, breaks: 1, compactions: 1 })
     await read.close()
+  })
+
+  it('never holds close up: with another process holding the file, the report is let go', async () => {
+    const dbPath = join(tempDir(), 'lcm.db')
+    const engine = await LcmEngine.open({ dbPath })
+    const { conversationId } = await engine.ingest({ sessionId: 'held' }, turn(1))
+    await engine.assemble(conversationId, { tokenBudget: 100_000 })
+    const holder = await holdWriteLock(dbPath, 20)
+    try {
+      const started = Date.now()
+      await engine.close()
+      // The busy timeout is 30 s; the report waits half a second at most.
+      expect(Date.now() - started).toBeLessThan(5_000)
+    } finally {
+      holder.kill()
+    }
   })
 })
 

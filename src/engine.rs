@@ -48,6 +48,10 @@ struct Turn {
     _across: Option<crate::pg::pool::OperationLock>,
 }
 
+/// Longest wait for the writer to record the prompt-cache report (past it, that part of the
+/// report is let go).
+const PROMPT_CACHE_WRITE_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// Live items above which a conversation assembles on a reader rather than on the writer.
 const LARGE_CONTEXT_ITEMS: i64 = 10_000;
 
@@ -224,9 +228,11 @@ impl Engine {
             }
             Ok(())
         };
+        // Never a long wait for a report (at close, another process may hold the file).
+        let deadline = std::time::Instant::now() + PROMPT_CACHE_WRITE_WAIT;
         let _ = match &*self.deps.backend {
             Backend::Postgres(pg) => pg.write(|c| write(c.into())),
-            Backend::Sqlite(pool) => pool.write_preserving_messages(|conn| {
+            Backend::Sqlite(pool) => pool.write_preserving_messages_by(deadline, |conn| {
                 let tx = conn.transaction()?;
                 write(crate::sql::Db::Sqlite(&tx))?;
                 tx.commit()?;

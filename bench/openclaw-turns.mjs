@@ -8,7 +8,7 @@
 // process's CPU time during the turn (/proc: utime + stime, every thread of the process), and for
 // lcm-native its own calls as it times them (LCM_NATIVE_TIMINGS), `maintain` included.
 //
-//   node bench/openclaw-turns.mjs [--history 2000,10000] [--turns 6] [--rounds 2]
+//   node bench/openclaw-turns.mjs [--history 2000,10000] [--turns 6] [--rounds 2] [--plugins lcm-native]
 //
 // Needs ../shared/vendor/lossless-claw (the oracle's tarball). Takes about 6 minutes.
 
@@ -28,6 +28,8 @@ const arg = (/** @type {string} */ name, /** @type {string} */ dflt) => {
 const histories = arg('--history', '2000,10000').split(',').map(Number)
 const turnsPerPhase = Number(arg('--turns', '6'))
 const rounds = Number(arg('--rounds', '2'))
+/** `--plugins lcm-native` measures lcm-native alone. */
+const plugins = /** @type {('lossless-claw' | 'lcm-native')[]} */ (arg('--plugins', 'lossless-claw,lcm-native').split(','))
 
 /** CPU seconds (user + system) a process has used so far. @param {number} pid */
 function cpuSeconds(pid) {
@@ -56,7 +58,7 @@ async function main() {
     const key = `agent:main:explicit:bench${n}`
     await seedHistory(join(run.state, 'lcm.db'), key, n)
     for (let round = 0; round < rounds; round++) {
-      for (const slot of /** @type {const} */ (['lossless-claw', 'lcm-native'])) {
+      for (const slot of plugins) {
         for (const pluginId of ['lossless-claw', 'lcm-native']) {
           writeConfig(run, { port: fake.port, slot, pluginId, enabled: pluginId === slot, pluginConfig: config, contextWindow: 64_000 })
         }

@@ -170,7 +170,8 @@ export async function hostScenario(host, tgz) {
  * per-turn cost figure. @param {string} db @param {string} key @param {number} n
  */
 export async function seedHistory(db, key, n) {
-  const engine = await lcm.LcmEngine.open({ dbPath: db })
+  // One sweep compacts it all (however many passes that takes).
+  const engine = await lcm.LcmEngine.open({ dbPath: db, maxSweepIterations: 1_000_000, sweepDeadlineMs: 3_600_000 })
   try {
     const start = Date.parse('2026-11-01T00:00:00Z')
     for (let base = 0; base < n; base += 500) {
@@ -181,8 +182,9 @@ export async function seedHistory(db, key, n) {
       await engine.ingest({ sessionKey: key, sessionId: 'bench' }, /** @type {any} */ (batch))
     }
     const conv = await engine.findConversation({ sessionKey: key })
-    // Compacted as a long-lived session would be: summaries and a fresh tail.
-    await engine.compact(/** @type {number} */ (conv?.conversationId), 'offline', { tokenBudget: 64_000, force: true })
+    // Compacted as a long-lived session would be: summaries and a fresh tail, under the
+    // threshold of the budget the host gives it, so that the measured turns compact nothing.
+    await engine.compact(/** @type {number} */ (conv?.conversationId), 'offline', { tokenBudget: 30_000, target: 'budget' })
     return n
   } finally {
     await engine.close()

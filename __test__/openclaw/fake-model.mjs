@@ -278,6 +278,11 @@ export async function startFakeModel({ logFile, port = 0, contextWindow, replyTo
     })
   })
 
+  // A host that holds a connection while a plugin works synchronously for seconds (lossless-claw
+  // 1.0 bootstrapping a long history) must not find it closed under it: the whole attempt
+  // would be retried.
+  server.keepAliveTimeout = 120_000
+  server.headersTimeout = 121_000
   await new Promise((resolve, reject) => {
     server.once('error', reject)
     server.listen(port, '127.0.0.1', () => resolve(undefined))

@@ -60,6 +60,14 @@ pub(crate) struct Deps {
     pub flags: SchemaFlags,
 }
 
+/// The ids of the raw messages among `items`.
+fn message_ids(items: &[Box<Item>]) -> impl Iterator<Item = i64> + '_ {
+    items.iter().filter_map(|i| match i.r {
+        ItemRef::Message(id) => Some(id),
+        _ => None,
+    })
+}
+
 /// Runs blocking SQLite work from async code without stalling the runtime's other tasks.
 fn blocking<T>(f: impl FnOnce() -> T) -> T {
     tokio::task::block_in_place(f)
@@ -293,13 +301,7 @@ impl<'a> Run<'a> {
             return Ok(None);
         };
         let items = &self.live.items[chunk.start..chunk.start + chunk.len];
-        let message_ids: Vec<i64> = items
-            .iter()
-            .filter_map(|i| match i.r {
-                ItemRef::Message(id) => Some(id),
-                _ => None,
-            })
-            .collect();
+        let message_ids: Vec<i64> = message_ids(items).collect();
         let message_tokens: i64 = items.iter().map(|i| i.tokens).sum();
         let zone = self.config().zone;
         let chunk_tokens = self.config().leaf_chunk_tokens;
@@ -586,13 +588,10 @@ pub(crate) async fn compact(
         .then(|| (config.context_low_water * options.token_budget as f64).floor() as i64);
     // The messages the configured fresh tail protects: a sweep that summarises one of them
     // compacted into the tail (`compactedTail`).
-    let protected: Vec<i64> = run.live.items[run.live.tail_start(run.tail)..]
-        .iter()
-        .filter_map(|i| match i.r {
-            ItemRef::Message(id) => Some(id),
-            _ => None,
-        })
-        .collect();
+    let protected: Vec<i64> = match low_water {
+        Some(_) => message_ids(&run.live.items[run.live.tail_start(run.tail)..]).collect(),
+        None => Vec::new(),
+    };
     if let Some(goal) = low_water {
         let raw_room = goal.saturating_sub(run.live.summary_tokens()).max(0);
         run.tail.max_tokens = run.tail.max_tokens.min(raw_room);
@@ -711,15 +710,10 @@ pub(crate) async fn compact(
         }
     }
     run.flush()?;
-    if !result.compacted_tail && low_water.is_some() && !protected.is_empty() {
-        let live: std::collections::HashSet<i64> = run.live.items
-            [run.live.items.len().saturating_sub(protected.len())..]
-            .iter()
-            .filter_map(|i| match i.r {
-                ItemRef::Message(id) => Some(id),
-                _ => None,
-            })
-            .collect();
+    if !result.compacted_tail && !protected.is_empty() {
+        let items = &run.live.items;
+        let live: std::collections::HashSet<i64> =
+            message_ids(&items[items.len().saturating_sub(protected.len())..]).collect();
         result.compacted_tail = protected.iter().any(|id| !live.contains(id));
     }
     result.stop_reason = stop.unwrap_or(phase_end);

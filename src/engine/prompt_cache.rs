@@ -86,14 +86,15 @@ impl PromptCache {
         outline: Vec<OutlineEntry>,
         stored: impl FnOnce() -> Option<Vec<OutlineEntry>>,
     ) -> Option<Kept> {
-        let known = self.lock().0.get(&conversation_id).and_then(|t| t.last.clone());
+        let known = self.lock().0.get(&conversation_id).is_some_and(|t| t.last.is_some());
         // Read outside the lock: the store may be slow.
-        let previous = known.or_else(stored);
+        let from_store = if known { None } else { stored() };
         let mut guard = self.lock();
         let (tracked, clock) = &mut *guard;
         *clock += 1;
         let t = tracked.entry(conversation_id).or_default();
         t.used = *clock;
+        let previous = t.last.take().or(from_store);
         let kept = previous.as_ref().map(|p| Kept {
             previous_tokens: p.iter().map(|e| e.1).sum(),
             kept_tokens: kept_prefix(p, &outline),
@@ -106,7 +107,7 @@ impl PromptCache {
                 t.pending.breaks += 1;
             }
         }
-        if t.last.as_ref() != Some(&outline) {
+        if previous.as_ref() != Some(&outline) {
             t.outline_dirty = true;
         }
         t.last = Some(outline);
@@ -145,6 +146,9 @@ impl PromptCache {
     pub(crate) fn take_all(&self, beyond_limit_only: bool) -> Vec<(i64, CacheDelta, Option<String>)> {
         let mut guard = self.lock();
         let tracked = &mut guard.0;
+        if beyond_limit_only && tracked.len() <= MAX_TRACKED {
+            return Vec::new();
+        }
         let mut ids: Vec<(u64, i64)> = tracked.iter().map(|(id, t)| (t.used, *id)).collect();
         ids.sort_unstable();
         let n = if beyond_limit_only {

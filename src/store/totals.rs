@@ -166,4 +166,47 @@ mod tests {
             assert_eq!(load(db, 2).unwrap(), totals(1, 0, 4, 0), "{engine}");
         });
     }
+
+    /// The stored-message counts follow inserts, moves and deletes on both engines, a deleted
+    /// conversation's id starts again from zero, and a count that drifted from the rows (a
+    /// writer without the triggers) is reported.
+    #[test]
+    fn message_counts_follow_every_write_and_drift_is_reported_on_both_engines() {
+        on_both_engines("message_counts", |db, _, engine| {
+            fresh(db);
+            assert_eq!(
+                (message_count(db, 1).unwrap(), message_count(db, 2).unwrap()),
+                (3, 1),
+                "{engine}"
+            );
+            run(
+                db,
+                "UPDATE messages SET conversation_id = 2, seq = 9 WHERE message_id = 3",
+            );
+            assert_eq!(
+                (message_count(db, 1).unwrap(), message_count(db, 2).unwrap()),
+                (2, 2),
+                "{engine}"
+            );
+            run(
+                db,
+                "DELETE FROM context_items WHERE message_id IN (3, 4);
+                 DELETE FROM messages WHERE conversation_id = 2;
+                 DELETE FROM conversations WHERE conversation_id = 2;
+                 INSERT INTO conversations (conversation_id, session_id) VALUES (2, 'c');
+                 INSERT INTO messages (message_id, conversation_id, seq, role, content, token_count) VALUES (6, 2, 1, 'user', 'f', 4)",
+            );
+            assert_eq!(message_count(db, 2).unwrap(), 1, "{engine}");
+            assert_eq!(drift(db, 2).unwrap(), None, "{engine}");
+            run(
+                db,
+                "UPDATE lcm_message_counts SET messages = 99 WHERE conversation_id = 1",
+            );
+            let found = drift(db, 1).unwrap().unwrap_or_default();
+            assert!(
+                found.contains("(99) differs from its 2 message rows"),
+                "{engine}: {found}"
+            );
+        });
+    }
 }

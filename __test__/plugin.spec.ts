@@ -124,6 +124,27 @@ describe('turns', () => {
     expect(stored.messages[1].content).toEqual([{ type: 'text', text: 'answer 1 mentions zebra-1' }])
   })
 
+  it('stores every reply of a provider whose response ids restart (a local server after a restart), and a replayed turn once', async () => {
+    const host = fakeHost()
+    const s = session('reused-ids')
+    // The provider's ids start over at 1 every third turn; texts differ, then repeat exactly.
+    const texts = ['sure', 'done', 'ok', 'sure', 'done', 'ok', 'fixed it']
+    for (const [i, text] of texts.entries()) {
+      const messages = [
+        { role: 'user', content: `step ${i}`, timestamp: 1_700_000_000_000 + i },
+        { role: 'assistant', responseId: `chatcmpl-${(i % 3) + 1}`, content: [{ type: 'text', text }], timestamp: 1_700_000_000_000 + i },
+      ]
+      expect(await host.engine().commitTurn({ ...s, advancementKey: `t${i}`, messages })).toEqual({ status: 'committed' })
+      if (i === 4) expect(await host.engine().commitTurn({ ...s, advancementKey: `t${i}`, messages })).toEqual({ status: 'duplicate' })
+    }
+    const stored = await readDb(host, async (e) => {
+      const conv = await e.findConversation({ sessionKey: s.sessionKey })
+      return e.messages(conv!.conversationId)
+    })
+    expect(stored.filter((m) => m.role === 'assistant').map((m) => (m.content as Array<{ text: string }>)[0].text)).toEqual(texts)
+    expect(stored).toHaveLength(texts.length * 2)
+  })
+
   it("keeps whatever a turn holds for the model: unknown kinds, half an emoji; leaves out the host's custom entries as lossless-claw 1.x does", async () => {
     const host = fakeHost()
     const s = session('odd')

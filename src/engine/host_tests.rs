@@ -252,8 +252,8 @@ async fn a_sweep_asked_to_stop_stops_before_its_next_pass() {
 }
 
 /// lossless-claw 1.x shares the file: a turn it recorded in `turn_advancements` is a duplicate
-/// here, a turn committed here with its record is one there, replays of provider responses and
-/// tool results are skipped by their stable event keys, and the rows carry the identity hash
+/// here, a turn committed here with its record is one there, messages carry lossless-claw's
+/// stable event keys (each key once per conversation), and the rows carry the identity hash
 /// lossless-claw computes (sha256 of role, NUL, content).
 #[test]
 fn turns_and_messages_are_recognised_across_lossless_claw() {
@@ -322,14 +322,23 @@ fn turns_and_messages_are_recognised_across_lossless_claw() {
         h.update(format!("{role}\0{content}").as_bytes());
         assert_eq!(hash.as_deref(), Some(format!("{:x}", h.finalize()).as_str()), "{role}");
     }
-    // A replay of the response and the result under another key stores only what is new.
-    let replay = vec![
+    // The same provider ids in a turn under another key are new messages (a provider that
+    // reuses ids): stored, without the keys the first ones hold.
+    let again = vec![
         msgs[1].clone(),
         msgs[2].clone(),
         json!({"role": "user", "content": "next"}),
     ];
-    let r = commit(&engine, &target, "replayed", &replay);
-    assert_eq!((r.inserted, r.skipped), (1, 2));
+    let r = commit(&engine, &target, "another turn", &again);
+    assert_eq!((r.inserted, r.skipped), (3, 0));
+    let keyed: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM messages WHERE stable_event_key IS NOT NULL",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(keyed, 2);
     // A user message carrying OpenClaw's metadata block is left for lossless-claw to hash.
     let meta = json!({"role": "user", "content": "Conversation info (untrusted metadata):\n```json\n{}\n```\n\nhi"});
     commit(&engine, &target, "meta", &[meta]);
@@ -341,4 +350,76 @@ fn turns_and_messages_are_recognised_across_lossless_claw() {
         )
         .unwrap();
     assert_eq!(last, None);
+}
+
+/// Providers reuse response ids (Ollama's `chatcmpl-<n below 1000>`, a local server that
+/// restarts): a reply is never dropped because its id was seen before, a turn is deduplicated
+/// by its advancement key, and a replay of the transcript without one is still stored once.
+#[test]
+fn a_reply_is_never_dropped_because_its_provider_reused_an_id() {
+    let (_dir, engine) = temp_engine();
+    let target = key("agent:main:main", "s1");
+    let reply = |id: &str, text: &str| json!({"role": "assistant", "responseId": id, "content": [{"type": "text", "text": text}]});
+    let user = |text: &str| json!({"role": "user", "content": text});
+    // Ids restart at 1 with other texts, then with the very same texts.
+    for (n, (id, text)) in [
+        ("chatcmpl-1", "one"),
+        ("chatcmpl-2", "two"),
+        ("chatcmpl-1", "three"),
+        ("chatcmpl-2", "two"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let r = commit(
+            &engine,
+            &target,
+            &format!("turn {n}"),
+            &[user(&format!("q{n}")), reply(id, text)],
+        );
+        assert_eq!((r.inserted, r.skipped, r.duplicate), (2, 0, false), "turn {n}");
+    }
+    // Two replies with one id inside one turn are two messages as well.
+    let r = commit(
+        &engine,
+        &target,
+        "turn 4",
+        &[user("q4"), reply("chatcmpl-7", "a"), reply("chatcmpl-7", "a")],
+    );
+    assert_eq!(r.inserted, 3);
+    // A true replay of a turn (its advancement key again) is stored once.
+    let r = commit(&engine, &target, "turn 2", &[user("q2"), reply("chatcmpl-1", "three")]);
+    assert!(r.duplicate && r.inserted == 0, "{r:?}");
+    // A replay of the transcript without a turn key: what is stored under the key with the same
+    // text is skipped, a different text under a held key is a new message.
+    let r = engine
+        .ingest(&target, &[reply("chatcmpl-1", "one"), reply("chatcmpl-2", "five")])
+        .unwrap();
+    assert_eq!((r.inserted, r.skipped), (1, 1));
+    let conn = Connection::open(&engine.config().db_path).unwrap();
+    let texts: Vec<String> = conn
+        .prepare("SELECT content FROM messages WHERE role = 'assistant' ORDER BY seq")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<std::result::Result<_, _>>()
+        .unwrap();
+    assert_eq!(texts, ["one", "two", "three", "two", "a", "a", "five"]);
+    // Each key is held by one message (lossless-claw's unique index), the first that came.
+    let keys: Vec<(String, String)> = conn
+        .prepare("SELECT stable_event_key, content FROM messages WHERE stable_event_key IS NOT NULL ORDER BY seq")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<std::result::Result<_, _>>()
+        .unwrap();
+    let keys: Vec<(&str, &str)> = keys.iter().map(|(k, c)| (k.as_str(), c.as_str())).collect();
+    assert_eq!(
+        keys,
+        [
+            ("assistant-response:chatcmpl-1", "one"),
+            ("assistant-response:chatcmpl-2", "two"),
+            ("assistant-response:chatcmpl-7", "a")
+        ]
+    );
 }

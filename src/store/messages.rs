@@ -247,11 +247,14 @@ pub(crate) fn ingest_in<'a>(
     let mut ordinal = super::context::last_ordinal(tx, cid)?;
 
     let mut seen: HashSet<&str> = HashSet::new();
+    // Provider keys already given to a message of this batch (see `event_key` below).
+    let mut keyed: HashSet<&str> = HashSet::new();
     let (mut inserted, mut skipped) = (0i64, 0i64);
     // Stored messages that ingest redacted, with what was replaced in each.
     let mut redacted: Vec<(i64, super::redactions::IngestRedaction)> = Vec::new();
     let exists =
         |sql: &str, key: &str| -> Result<bool> { Ok(tx.query_row(sql, params![cid, key], |_| Ok(()))?.is_some()) };
+    let turn = options.advancement_key.is_some();
     for m in messages {
         if let Some(entry) = m.entry_id.as_deref() {
             if !seen.insert(entry)
@@ -264,18 +267,23 @@ pub(crate) fn ingest_in<'a>(
                 continue;
             }
         }
-        if let Some(key) = m.stable_event_key.as_deref() {
-            // A replay of a provider response or tool result already stored (by either plugin).
-            if !seen.insert(key)
-                || exists(
-                    "SELECT 1 FROM messages WHERE conversation_id = ?1 AND stable_event_key = ?2",
-                    key,
-                )?
-            {
-                skipped += 1;
-                continue;
-            }
-        }
+        let key = match m.stable_event_key.as_deref() {
+            Some(key) if !keyed.insert(key) => None,
+            Some(key) => match stored_under_key(tx, cid, key)? {
+                None => Some(key),
+                // A replay of the transcript (no turn key, no entry id) of a message stored
+                // before: the same key and the same text.
+                Some((role, content))
+                    if !turn && m.entry_id.is_none() && role == m.role.db() && content == m.content =>
+                {
+                    skipped += 1;
+                    continue;
+                }
+                // Another message under a reused provider id: stored, without the key.
+                Some(_) => None,
+            },
+            None => None,
+        };
         seq += 1;
         ordinal += 1;
         let message_id = tx.insert_returning(
@@ -290,7 +298,7 @@ pub(crate) fn ingest_in<'a>(
                 m.token_count,
                 super::normalize::identity_hash(m.role.db(), &m.content),
                 m.entry_id,
-                m.stable_event_key,
+                key,
                 m.created_at.as_deref().unwrap_or(now),
             ],
             "message_id",
@@ -416,6 +424,19 @@ pub(crate) struct MetadataView<'a> {
 }
 
 /// The string a JSON value holds, `None` for any other value. Borrowed when it has no escape.
+/// Role and text of the message holding a provider key in a conversation. Keys are unique
+/// per conversation (lossless-claw's partial unique index), but providers reuse ids (Ollama
+/// answers `chatcmpl-<n>` with n below 1000; a restarted local server starts over), so a key
+/// never decides alone that a message is a duplicate: the second message with a key already
+/// held is stored without it.
+fn stored_under_key(tx: Db, cid: i64, key: &str) -> Result<Option<(String, String)>> {
+    tx.query_row(
+        "SELECT role, content FROM messages WHERE conversation_id = ?1 AND stable_event_key = ?2",
+        params![cid, key],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )
+}
+
 pub(crate) fn json_str(raw: Option<&serde_json::value::RawValue>) -> Option<std::borrow::Cow<'_, str>> {
     let text = raw?.get();
     // Valid JSON (a RawValue always is): a string is its quotes around its content.

@@ -3,7 +3,8 @@
 // connection leaves nothing half-written, and once the server is back every turn is stored
 // once. The test runs its own throwaway cluster (it stops it on purpose), where `npm test`
 // has one (LCM_TEST_DATABASE_URL says PostgreSQL can be started here).
-import { existsSync, mkdtempSync, readdirSync } from 'node:fs'
+import { spawnSync } from 'node:child_process'
+import { existsSync, mkdtempSync, readFileSync, readdirSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 
@@ -143,20 +144,69 @@ describe('the plugin’s PostgreSQL settings', () => {
     expect(() => resolveSettings({}, { LCM_DATABASE_URL: '/a/file.db' })).toThrow(/LCM_DATABASE_URL/)
   })
 
-  it('shows a URL without its password (the TUI header, spool names)', () => {
-    expect(shownDatabase(`${base}?schema=s`)).toBe('postgres://lcm@db.example:5433/agents?schema=s')
-    expect(shownDatabase('postgresql://u:p%40ss@%2Ftmp%2Fx/db')).toBe('postgresql://u@%2Ftmp%2Fx/db')
-    expect(shownDatabase('/var/lib/lcm.db')).toBe('/var/lib/lcm.db')
+  it('shows a URL without any piece of its password, whatever the text (the engine’s cases)', () => {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const { hideUrlSecrets } = require('../plugin/config.cjs') as { hideUrlSecrets: (text: string) => string }
+    const cases = JSON.parse(readFileSync(join(__dirname, '../src/pg/redact_cases.json'), 'utf8')) as Array<[string, string]>
+    expect(cases.length).toBeGreaterThan(10)
+    for (const [url, want] of cases) {
+      expect(shownDatabase(url), url).toBe(want)
+      expect(hideUrlSecrets(`cannot open ${url} (refused)`), url).toBe(`cannot open ${want} (refused)`)
+    }
+    expect(shownDatabase(`${base}?schema=s`)).toBe('postgres://lcm:***@db.example:5433/agents?schema=s')
   })
 
-  it('gives each agent a schema of its own with databaseScope "agent"', () => {
+  it('never shows a password in a log line, a spool file name or the CLI, for malformed URLs either', async () => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'lcm-secret-state-'))
+    const previous = process.env.OPENCLAW_STATE_DIR
+    process.env.OPENCLAW_STATE_DIR = stateDir
+    try {
+      const urls = [
+        'postgres://u:hun@ter2@127.0.0.1:1/db',
+        'postgres://u:hun/ter2@127.0.0.1:1/db',
+        'postgres://127.0.0.1:1/db?password=hunter2',
+        'postgres://u:hunter2@/db',
+        'postgres://u:hunter2@127.0.0.1:1/db?password=hun&ter2',
+      ]
+      for (const [i, dbUrl] of urls.entries()) {
+        const host = fakeHost({ dbUrl })
+        const s = { sessionId: `sid-secret-${i}`, sessionKey: `agent:main:explicit:secret-${i}` }
+        // The database cannot be opened: the turn is spooled, and the host goes on.
+        expect(await host.engine().commitTurn({ ...s, advancementKey: 'k', messages: turn(1) })).toEqual({ status: 'committed' })
+        const seen = host.logs.map((l) => l.message).join('\n')
+        expect(seen, dbUrl).toMatch(/lcm-native/)
+        expect(seen, dbUrl).not.toMatch(/hunter2|ter2/)
+        const cli = spawnSync(process.execPath, [join(__dirname, '../bin/lcm-native.cjs'), 'stats', '--db', dbUrl], { encoding: 'utf8' })
+        expect(cli.status, dbUrl).toBe(1)
+        expect(cli.stderr, dbUrl).toMatch(/^lcm-native: E_/)
+        expect(`${cli.stdout}${cli.stderr}`, dbUrl).not.toMatch(/hunter2|ter2/)
+      }
+      const names = readdirSync(join(stateDir, 'lcm-native-spool'))
+      expect(names.length).toBeGreaterThan(0)
+      expect(names.join('\n')).not.toMatch(/hunter2|ter2/)
+      for (const n of names) expect(readFileSync(join(stateDir, 'lcm-native-spool', n), 'utf8')).not.toMatch(/hunter2|ter2/)
+    } finally {
+      if (previous === undefined) delete process.env.OPENCLAW_STATE_DIR
+      else process.env.OPENCLAW_STATE_DIR = previous
+    }
+  })
+
+  it('gives each agent a schema of its own with databaseScope "agent": one id, one schema', () => {
     const settings = (dbPath: string) => ({ ...resolveSettings({ dbPath, databaseScope: 'agent' }, {}) })
     expect(databaseFor(settings(base), 'main')).toBe(`${base}?schema=lcm_main`)
     expect(databaseFor(settings(`${base}?schema=team&application_name=gw`), 'ops')).toBe(`${base}?schema=team_ops&application_name=gw`)
     // An id that is no schema name is made one, with a hash so that two ids never meet.
     const [a, b] = [databaseFor(settings(base), 'Work-Bot'), databaseFor(settings(base), 'work_bot')]
-    expect(a).toMatch(/\?schema=lcm_work_bot_[0-9a-f]{6}$/)
+    expect(a).toMatch(/\?schema=lcm_work_bot__[0-9a-f]{16}$/)
     expect(b).toBe(`${base}?schema=lcm_work_bot`)
+    const schemaOf = (id: string) => new URL(databaseFor(settings(base), id)).searchParams.get('schema')!
+    // Ids that a cut at 63 bytes, a crafted hash-like name or a changed character would merge.
+    const long = (n: number) => 'a'.repeat(n)
+    const ids = [long(59), long(60), long(70), long(71), long(300), 'main', `main__${'0'.repeat(16)}`, 'main_0', 'a b', 'a_b', 'a/b', 'a\\b', 'a-b', 'A_B', 'x__y', 'x_', '_x']
+    const schemas = ids.map(schemaOf)
+    expect(new Set(schemas).size).toBe(ids.length)
+    for (const s of schemas) expect(s).toMatch(/^[a-z_][a-z0-9_]{0,62}$/)
+    expect(() => databaseFor(settings(`${base}?schema=${'s'.repeat(41)}`), 'ops')).toThrow(/longer than 40/)
     expect(databaseFor({ ...settings(base), databaseScope: 'global' }, 'ops')).toBe(base)
   })
 })

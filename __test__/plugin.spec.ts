@@ -929,6 +929,17 @@ describe('the database', () => {
       '/a/b/memory.work.db',
     ])
     expect(databaseFor({ databaseScope: 'global', dbPath: '/a/lcm.db' }, 'work')).toBe('/a/lcm.db')
+    // One id, one file: ids a changed character, a cut or case folding would merge get a hash;
+    // a 300-character id still makes a name the file system takes.
+    const ids = ['work', 'a b', 'a_b', 'a/b', 'a\\b', 'A_B', 'a.b', 'x'.repeat(300), 'x'.repeat(64), 'x'.repeat(65), '..', 'work.0123456789abcdef']
+    const files = ids.map((id) => databaseFor({ databaseScope: 'agent', dbPath: '/d/lcm.db' }, id) as string)
+    expect(new Set(files.map((f) => f.toLowerCase())).size).toBe(ids.length)
+    for (const f of files) {
+      expect(f.startsWith('/d/lcm.') && f.endsWith('.db'), f).toBe(true)
+      expect(f.slice('/d/'.length), f).not.toMatch(/[/\\ ]/)
+      expect(Buffer.byteLength(f.slice(3)), f).toBeLessThan(100)
+    }
+    expect(files[2]).toBe('/d/lcm.a_b.db')
   })
 
   it('turns left in a spool file a crashed drain had taken are stored at the next call, once', async () => {

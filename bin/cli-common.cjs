@@ -9,7 +9,7 @@ const os = require('node:os')
 const path = require('node:path')
 
 const { LcmEngine: Addon, configFromEnv, snapshot } = require('../index.js')
-const { isDatabaseUrl, resolveSettings, stateDir } = require('../plugin/config.cjs')
+const { isDatabaseUrl, resolveSettings, shownDatabase, stateDir } = require('../plugin/config.cjs')
 
 /**
  * @typedef {import('../index.js').LcmEngine} Engine
@@ -163,7 +163,7 @@ function fieldOf(v, key) {
 
 /** Opening migrates a database written by lossless-claw or an older lcm-native: say so. @param {Engine} engine @param {string} db */
 function reportMigration(engine, db) {
-  if (!engine.migration.upToDate) console.error(`note: ${db} was upgraded in place for lcm-native: ${engine.migration.summary}`)
+  if (!engine.migration.upToDate) console.error(`note: ${shownDatabase(db)} was upgraded in place for lcm-native: ${engine.migration.summary}`)
 }
 
 /**
@@ -182,11 +182,11 @@ async function openReadOnly(db, options = {}) {
       throw Object.assign(new Error(hint), { code: 'E_IO' })
     }
     if (code === 'E_SCHEMA' && / is empty \(/.test(message)) {
-      throw Object.assign(new Error(`${db} is empty: not an lcm-native or lossless-claw database`), { code: 'E_SCHEMA' })
+      throw Object.assign(new Error(`${shownDatabase(db)} is empty: not an lcm-native or lossless-claw database`), { code: 'E_SCHEMA' })
     }
     if (code === 'E_SCHEMA' && /readOnly never writes/.test(message)) {
       const upgrade =
-        `${db} needs a schema upgrade before lcm-native can read it; run 'lcm-native migrate --db ${db}' ` +
+        `${shownDatabase(db)} needs a schema upgrade before lcm-native can read it; run 'lcm-native migrate --db ${shownDatabase(db)}' ` +
         '(it upgrades the file in place, in one transaction). Nothing was changed.'
       throw Object.assign(new Error(upgrade), { code: 'E_SCHEMA' })
     }
@@ -201,7 +201,7 @@ async function openReadOnly(db, options = {}) {
 function existingDb(args) {
   const settings = settingsOf(args)
   if (!isDatabaseUrl(settings.db) && !fs.existsSync(settings.db)) {
-    throw Object.assign(new Error(`database not found: ${settings.db}${args.db === undefined ? ' (give its path with --db)' : ''}`), { code: 'E_NOT_FOUND' })
+    throw Object.assign(new Error(`database not found: ${shownDatabase(settings.db)}${args.db === undefined ? ' (give its path with --db)' : ''}`), { code: 'E_NOT_FOUND' })
   }
   return settings
 }

@@ -14,7 +14,7 @@ const { copyDatabase, exportPrompts, listPrompts, migrate: migrateFile, renderPr
 const { LcmEngine, UsageError, existingDb, fieldOf, fmt, oneLine, openForReading, openReadOnly, parseArgs, plural, promptCacheLine, reportMigration, settingsOf, signed } = require('./cli-common.cjs')
 const inspect = require('./inspect.cjs')
 const { resolveLlm } = require('./llm.cjs')
-const { isDatabaseUrl } = require('../plugin/config.cjs')
+const { hideUrlSecrets, isDatabaseUrl } = require('../plugin/config.cjs')
 
 /**
  * @typedef {import('../index.js').LcmEngine} Engine
@@ -798,12 +798,12 @@ for (const stream of [process.stdout, process.stderr]) {
 
 main(process.argv.slice(2)).catch((/** @type {unknown} */ err) => {
   if (err instanceof UsageError) {
-    console.error(`lcm-native: ${err.message}\n\n${isCommand(err.command) ? `usage: ${HELP[err.command]}` : USAGE}`)
+    console.error(`lcm-native: ${hideUrlSecrets(err.message)}\n\n${isCommand(err.command) ? `usage: ${HELP[err.command]}` : USAGE}`)
     process.exitCode = 2
   } else {
     const code = fieldOf(err, 'code')
     const message = fieldOf(err, 'message')
-    console.error(`lcm-native: ${code ? `${code}: ` : ''}${oneLine(typeof message === 'string' ? message : String(err), 2000)}`)
+    console.error(`lcm-native: ${code ? `${code}: ` : ''}${hideUrlSecrets(oneLine(typeof message === 'string' ? message : String(err), 2000))}`)
     process.exitCode = 1
   }
 })

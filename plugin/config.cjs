@@ -244,8 +244,50 @@ function resolveSettings(pluginConfig, env, engineEnv) {
 /** @param {string} db whether it names a PostgreSQL database rather than a file */
 const isDatabaseUrl = (db) => /^postgres(ql)?:\/\//i.test(db)
 
-/** A database as it may be shown: a URL without its password. @param {string} db */
-const shownDatabase = (db) => db.replace(/^(postgres(?:ql)?:\/\/[^:@/]*):[^@/]*@/i, '$1@')
+/**
+ * A database as it may be shown in a message, a log or a file name: the password replaced by
+ * `***` whatever the text (the engine's `redact_password`, tested on the same cases,
+ * `src/pg/redact_cases.json`). Everything between the scheme and the last `@` is the user and
+ * password; query parameters holding a password, and what follows one up to the next `key=`,
+ * are masked. A file path is unchanged.
+ * @param {string} db
+ */
+function shownDatabase(db) {
+  const scheme = /^[A-Za-z][A-Za-z0-9+.-]*:\/+/.exec(db)?.[0] ?? ''
+  const rest = db.slice(scheme.length)
+  let out = scheme
+  let after = rest
+  const at = rest.lastIndexOf('@')
+  if (at >= 0) {
+    const userinfo = rest.slice(0, at)
+    const colon = userinfo.indexOf(':')
+    const user = colon >= 0 ? userinfo.slice(0, colon) : undefined
+    out += user === undefined ? userinfo : /[/?#]/.test(user) ? '***' : `${user}:***`
+    out += '@'
+    after = rest.slice(at + 1)
+  }
+  const q = after.indexOf('?')
+  if (q < 0) return out + after
+  let masking = false
+  const pairs = after.slice(q + 1).split('&').map((pair) => {
+    const eq = pair.indexOf('=')
+    if (eq < 0) return masking ? '***' : pair
+    const key = pair.slice(0, eq)
+    masking = percentDecoded(key).toLowerCase().includes('password')
+    return masking ? `${key}=***` : pair
+  })
+  return `${out}${after.slice(0, q)}?${pairs.join('&')}`
+}
+
+/**
+ * `text` with every URL in it, and every word shaped `user:password@…`, shown as
+ * `shownDatabase` shows one (for errors and logs).
+ * @param {string} text
+ */
+const hideUrlSecrets = (text) => text.replace(/[A-Za-z][A-Za-z0-9+.-]*:\/+[^\s'"`]*|[^\s'"`:@]+:[^\s'"`]*@[^\s'"`]*/g, shownDatabase)
+
+/** `%xx` decoded where it is well formed, the rest as it is. @param {string} s */
+const percentDecoded = (s) => s.replace(/%([0-9a-f]{2})/gi, (_, h) => String.fromCharCode(parseInt(h, 16)))
 
 /** lcm-native's schema when a URL names none (as the engine's). */
 const DEFAULT_SCHEMA = 'lcm'
@@ -253,29 +295,52 @@ const DEFAULT_SCHEMA = 'lcm'
 /**
  * The database of an agent: the configured file or URL, or with `databaseScope: "agent"` one
  * file per agent beside it (`lcm.db` → `lcm.<agent>.db`), or on PostgreSQL one schema per
- * agent (`lcm` → `lcm_<agent>`), so agents do not share a write lock.
+ * agent (`lcm` → `lcm_<agent>`), so agents do not share a write lock. Two agent ids never
+ * share a file or a schema (see `agentFileName` and `withSchema`).
  * @param {PluginSettings} settings @param {string} agentId
  */
 function databaseFor(settings, agentId) {
   if (settings.databaseScope !== 'agent') return settings.dbPath
   if (isDatabaseUrl(settings.dbPath)) return withSchema(settings.dbPath, agentId)
-  const safe = agentId.replace(/[^A-Za-z0-9_.-]/g, '_') || 'main'
   const ext = extname(settings.dbPath)
-  return join(dirname(settings.dbPath), `${basename(settings.dbPath, ext)}.${safe}${ext || '.db'}`)
+  return join(dirname(settings.dbPath), `${basename(settings.dbPath, ext)}.${agentFileName(agentId)}${ext || '.db'}`)
+}
+
+/** 16 hex digits of the id's SHA-256: what tells apart ids that had to be changed. @param {string} agentId */
+const idHash = (agentId) => createHash('sha256').update(agentId).digest('hex').slice(0, 16)
+
+/** The id in lower case, each run of other characters than `allowed` one `-` or `_`, cut to `max`. */
+const readablePart = (/** @type {string} */ agentId, /** @type {RegExp} */ other, /** @type {string} */ sep, /** @type {number} */ max) =>
+  agentId.toLowerCase().replace(other, sep).slice(0, max)
+
+/**
+ * An agent's part of a file name. OpenClaw's own ids (`[a-z0-9][a-z0-9_-]{0,63}`) are used as
+ * they are; any other id (upper case, which a case-insensitive file system would fold, `/`,
+ * spaces, dots, 300 characters) becomes a readable part and a hash, joined by a `.` that no
+ * id used as it is contains: one id, one file.
+ * @param {string} agentId
+ */
+function agentFileName(agentId) {
+  if (/^[a-z0-9][a-z0-9_-]{0,63}$/.test(agentId)) return agentId
+  return `${readablePart(agentId, /[^a-z0-9_-]+/g, '-', 40)}.${idHash(agentId)}`
 }
 
 /**
- * `url` with the agent's own schema: `<schema>_<agent>` (schema names are lower-case letters,
- * digits and `_`, at most 63 bytes; an agent id that had to change gets a short hash, so two
- * agents never share one).
+ * `url` with the agent's own schema, `<schema>_<agent>` (schema names are lower-case letters,
+ * digits and `_`, at most 63 bytes). An id used as it is starts and ends with a letter or
+ * digit and holds no `__`; any other (a `-`, upper case, too long for 63 bytes) becomes a
+ * readable part, `__` and a hash: one id, one schema.
  * @param {string} url @param {string} agentId
  */
 function withSchema(url, agentId) {
   const [base, query = ''] = url.split(/\?(.*)/s, 2)
   const params = new URLSearchParams(query)
   const schema = params.get('schema') || DEFAULT_SCHEMA
-  let agent = agentId.toLowerCase().replace(/[^a-z0-9_]/g, '_') || 'main'
-  if (agent !== agentId) agent = `${agent.slice(0, 40)}_${createHash('sha256').update(agentId).digest('hex').slice(0, 6)}`
+  // Room for `_`, a readable part, `__` and the hash within PostgreSQL's 63 bytes.
+  if (schema.length > 40) throw new ConfigError('dbUrl', `schema "${schema}" is longer than 40 characters, too long to hold an agent's name with databaseScope "agent"`)
+  const plain = /^[a-z0-9]([a-z0-9_]*[a-z0-9])?$/.test(agentId) && !agentId.includes('__') && schema.length + 1 + agentId.length <= 63
+  const room = Math.max(0, 63 - schema.length - 1 - 2 - 16)
+  const agent = plain ? agentId : `${readablePart(agentId, /[^a-z0-9]+/g, '_', room)}__${idHash(agentId)}`
   params.set('schema', `${schema}_${agent}`.slice(0, 63))
   return `${base}?${params.toString()}`
 }
@@ -289,4 +354,4 @@ function agentOf(sessionKey) {
   return parts[0] === 'agent' && parts[1] ? parts[1] : 'main'
 }
 
-module.exports = { ConfigError, ENGINE_KEYS, agentOf, databaseFor, isDatabaseUrl, resolveSettings, shownDatabase, stateDir }
+module.exports = { ConfigError, ENGINE_KEYS, agentOf, databaseFor, hideUrlSecrets, isDatabaseUrl, resolveSettings, shownDatabase, stateDir }

@@ -6,7 +6,7 @@
 // to its built-in one, so failures are logged and the method degrades (the host's own
 // messages, a spooled turn, a compaction that reports it did not fit).
 
-const { agentOf, databaseFor } = require('./config.cjs')
+const { agentOf, databaseFor, hideUrlSecrets } = require('./config.cjs')
 const { isHeartbeatTurn, isIngestBatch, newestWithin, safeJson, toIngest, asPlainText } = require('./messages.cjs')
 const { turnRecord } = require('./turns.cjs')
 const { MIN_HISTORY_BUDGET, forgetPendingPrompt, notePendingPrompt } = require('./oversized-prompt.cjs')
@@ -197,7 +197,8 @@ class LcmNativeContextEngine {
    * @param {string} what @param {unknown} err
    */
   report(what, err) {
-    const f = describeFailure(err)
+    const failure = describeFailure(err)
+    const f = { ...failure, message: hideUrlSecrets(failure.message) }
     const code = f.code ?? 'E_INTERNAL'
     if (code === 'E_CORRUPT') {
       // Once per file: every call fails the same way until the file is restored.

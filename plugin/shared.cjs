@@ -177,10 +177,13 @@ const heldPath = (dbPath) => `${spoolBase(dbPath)}.lcm-native-held.jsonl`
  */
 function spoolBase(dbPath) {
   if (!isDatabaseUrl(dbPath)) return dbPath
-  const [base, query = ''] = dbPath.split(/\?(.*)/s, 2)
-  const withoutPassword = shownDatabase(base)
+  // Named from what may be shown (no piece of a password, whatever the URL), and for a
+  // well-formed URL as before the password was masked, so that turns spooled by an earlier
+  // version are found.
+  const [base, query = ''] = shownDatabase(dbPath).split(/\?(.*)/s, 2)
+  const withoutPassword = base.replace(':***@', '@')
   const params = new URLSearchParams(query)
-  params.delete('password')
+  for (const key of [...params.keys()]) if (key.toLowerCase().includes('password')) params.delete(key)
   const url = `${withoutPassword}?${params.toString()}`
   const where = (withoutPassword.split('@').pop() ?? '').replace(/^[a-z]+:\/\//i, '')
   const readable = `${decodeURIComponent(where)}-${params.get('schema') ?? 'lcm'}`.replace(/[^A-Za-z0-9_.-]+/g, '_').slice(-80)

@@ -209,7 +209,7 @@ impl LcmError {
     /// A file-system error about `path`.
     pub fn io(path: impl fmt::Display, message: impl fmt::Display) -> Self {
         LcmError::Io {
-            path: Some(path.to_string()),
+            path: Some(crate::pg::redact_password(&path.to_string())),
             sqlite: None,
             message: message.to_string(),
         }
@@ -218,7 +218,7 @@ impl LcmError {
     /// A schema error about the database at `path`.
     pub fn schema(path: impl fmt::Display, message: impl fmt::Display) -> Self {
         LcmError::Schema {
-            path: Some(path.to_string()),
+            path: Some(crate::pg::redact_password(&path.to_string())),
             sqlite: None,
             message: message.to_string(),
         }

@@ -44,11 +44,42 @@ fn a_bad_url_or_schema_is_refused_without_echoing_the_password() {
         assert!(text.contains(want), "{url}: {text}");
         assert!(!text.contains("hunter2"), "{url}: {text}");
     }
-    assert_eq!(
-        redact_password("postgres://u:p@h:1/db?x=1"),
-        "postgres://u:***@h:1/db?x=1"
-    );
-    assert_eq!(redact_password("postgres://u@h/db"), "postgres://u@h/db");
+}
+
+/// The cases the plugin's `shownDatabase` is tested on as well (`redact_cases.json`): no piece
+/// of the password survives, whatever the text.
+#[test]
+fn a_password_is_hidden_in_any_text_that_names_a_database() {
+    let cases: Vec<(String, String)> = serde_json::from_str(include_str!("redact_cases.json")).unwrap();
+    for (url, want) in &cases {
+        let shown = redact_password(url);
+        assert_eq!(&shown, want, "{url}");
+        assert!(!shown.contains("hunter2") && !shown.contains("ter2"), "{url}: {shown}");
+    }
+    // A URL libpq would misread (part of the password taken for the host or the database) is
+    // refused, and errors name a file without its password.
+    for url in [
+        "postgres://u:hun/ter2@h/db",
+        "postgres://u:pass/x@h/db?schema=a",
+        "postgres://u:hun@ter2@h/db",
+    ] {
+        let e = Location::parse(url, None).err().expect(url);
+        assert_eq!(e.code(), "E_INVALID_INPUT");
+        assert!(e.to_string().contains("percent-encode"), "{e}");
+        assert!(
+            !e.to_string().contains("ter2") && !e.to_string().contains("pass/x"),
+            "{e}"
+        );
+    }
+    for url in [
+        "postgres://h/db?password=hunter2&nonsense=1",
+        "postgres://u:hunter2@/db?password=hunter2",
+    ] {
+        let e = Location::parse(url, None).err().expect(url);
+        assert!(!e.to_string().contains("hunter2"), "{e}");
+    }
+    let e = crate::error::LcmError::io("postgres:/u:hunter2@h/db", "no such file");
+    assert!(!e.to_string().contains("hunter2"), "{e}");
 }
 
 #[test]

@@ -664,7 +664,7 @@ async function redact(argv) {
     } else {
       console.log(
         `redacted ${fmt(r.matches)} match${r.matches === 1 ? '' : 'es'} in ${plural(r.messages, 'message')} (${plural(r.parts, 'part')}); ` +
-          `${fmt(r.summaries)} covering summar${r.summaries === 1 ? 'y' : 'ies'}, ${fmt(r.regenerated)} regenerated, ${fmt(r.pending)} still marked; ` +
+          `${fmt(r.summaries)} summar${r.summaries === 1 ? 'y' : 'ies'} reached${r.summariesFound ? ` (${fmt(r.summariesFound)} found holding a match outside the messages' lineage)` : ''}, ${fmt(r.regenerated)} regenerated, ${fmt(r.pending)} still marked; ` +
           `${plural(r.versionsPurged, 'old version')} purged` + (r.redactionId ? `; log entry ${r.redactionId}` : '') +
           (r.spooledMatches ? `; ${fmt(r.spooledMatches)} in turns spooled beside the file` : ''),
       )

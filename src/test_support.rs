@@ -61,7 +61,7 @@ pub(crate) enum Act {
     Empty,
 }
 
-type Script = Box<dyn Fn(usize, &SummarizeRequest) -> Act + Send + Sync>;
+type Script = Box<dyn Fn(usize, &str, &SummarizeRequest) -> Act + Send + Sync>;
 
 pub(crate) struct Scripted {
     pub calls: Mutex<Vec<(String, SummarizeRequest)>>,
@@ -71,6 +71,13 @@ pub(crate) struct Scripted {
 
 impl Scripted {
     pub(crate) fn new(script: impl Fn(usize, &SummarizeRequest) -> Act + Send + Sync + 'static) -> Arc<Scripted> {
+        Self::reading_prompts(move |i, _, r| script(i, r))
+    }
+
+    /// A script that sees the rendered prompt as well (previous context included).
+    pub(crate) fn reading_prompts(
+        script: impl Fn(usize, &str, &SummarizeRequest) -> Act + Send + Sync + 'static,
+    ) -> Arc<Scripted> {
         Arc::new(Scripted {
             calls: Mutex::new(Vec::new()),
             script: Box::new(script),
@@ -107,7 +114,7 @@ pub(crate) fn stub_text(r: &SummarizeRequest) -> String {
 impl Summarizer for Scripted {
     fn summarize(&self, prompt: String, request: &SummarizeRequest) -> SummaryFuture {
         let i = self.n.fetch_add(1, Ordering::SeqCst);
-        let act = (self.script)(i, request);
+        let act = (self.script)(i, &prompt, request);
         self.calls.lock().unwrap().push((prompt, request.clone()));
         let stub = stub_text(request);
         Box::pin(async move {

@@ -166,15 +166,20 @@ impl<'a> Run<'a> {
             .collect()
     }
 
-    fn previous_context(&self, before: usize, depth: Option<i64>) -> Result<String> {
+    /// The text a prompt shows as previous context, and the summaries it comes from (stored
+    /// with the new summary: a redaction follows them).
+    fn previous_context(&self, before: usize, depth: Option<i64>) -> Result<(String, Vec<String>)> {
         let ids = self.live.summaries_before(before, depth, 2);
-        Ok(self
-            .contents_of(&ids)?
-            .into_iter()
-            .map(|(c, _)| c.trim().to_string())
-            .filter(|c| !c.is_empty())
-            .collect::<Vec<_>>()
-            .join("\n\n"))
+        let mut shown = Vec::new();
+        let mut texts = Vec::new();
+        for (id, (content, _)) in ids.iter().zip(self.contents_of(&ids)?) {
+            let text = content.trim();
+            if !text.is_empty() {
+                texts.push(text.to_string());
+                shown.push(id.to_string());
+            }
+        }
+        Ok((texts.join("\n\n"), shown))
     }
 
     fn base_vars(&self, source: &str, previous: String, count: usize, range: &str, depth: i64) -> PromptVars {
@@ -310,7 +315,7 @@ impl<'a> Run<'a> {
                 .backend
                 .read(|db| source::leaf_source(db, &message_ids, zone, chunk_tokens, source::Stamps::With))
         })?;
-        let previous = self.previous_context(chunk.start, None)?;
+        let (previous, previous_ids) = self.previous_context(chunk.start, None)?;
         let range = source::range_text(src.earliest, src.latest, zone);
         let base = self.base_vars(&src.text, previous, chunk.len, &range, 0);
         let request = self.request(SummaryKind::Leaf, 0, src.text.clone(), src.entries, chunk.len, &range);
@@ -346,6 +351,7 @@ impl<'a> Run<'a> {
             file_ids: src.file_ids,
             messages: message_ids,
             parents: Vec::new(),
+            previous: previous_ids,
             fidelity: Some(e.fidelity.clone()),
             needs_repair: e.needs_repair,
             template: e.template.clone(),
@@ -387,10 +393,10 @@ impl<'a> Run<'a> {
         let latest = ranges.iter().filter_map(|r| r.1).max();
         let range = source::range_text(earliest, latest, zone);
         // Previous context only for depth-1 outputs: the last two leaves before the run.
-        let previous = if depth == 0 {
+        let (previous, previous_ids) = if depth == 0 {
             self.previous_context(chunk.start, Some(0))?
         } else {
-            String::new()
+            (String::new(), Vec::new())
         };
         let out_depth = depth + 1;
         let base = self.base_vars(&text, previous, chunk.len, &range, out_depth);
@@ -446,6 +452,7 @@ impl<'a> Run<'a> {
             file_ids,
             messages: Vec::new(),
             parents: ids,
+            previous: previous_ids,
             fidelity: Some(e.fidelity.clone()),
             needs_repair: e.needs_repair,
             template: e.template.clone(),

@@ -13,6 +13,7 @@ pub(crate) const NATIVE_SCHEMA_STEP: &str = "lcmNativeSchema";
 pub(crate) const FIDELITY_TABLE: &str = "lcm_native_summary_fidelity";
 pub(crate) const VERSIONS_TABLE: &str = "lcm_native_summary_versions";
 pub(crate) const PROMPT_CACHE_TABLE: &str = "lcm_native_prompt_cache";
+pub(crate) const SUMMARY_CONTEXT_TABLE: &str = "lcm_native_summary_context";
 pub(crate) const REDACTION_PENDING_TABLE: &str = "lcm_native_redaction_pending";
 /// The text columns of `message_parts` that can hold what a user or a tool wrote (what a
 /// redaction edits).
@@ -283,6 +284,17 @@ pub(crate) const TABLES: &[(&str, &str)] = &[
     )",
     ),
     (
+        // lcm-native's own: the summaries a summary's prompt showed as its previous context
+        // (`<previous_context>`), besides its inputs. Text flows along these too: a redaction
+        // regenerates every summary that was shown one it regenerates.
+        SUMMARY_CONTEXT_TABLE,
+        "CREATE TABLE IF NOT EXISTS lcm_native_summary_context (
+      previous_summary_id TEXT NOT NULL REFERENCES summaries(summary_id) ON DELETE CASCADE,
+      summary_id TEXT NOT NULL REFERENCES summaries(summary_id) ON DELETE CASCADE,
+      PRIMARY KEY (previous_summary_id, summary_id)
+    )",
+    ),
+    (
         // lcm-native's own: what each redaction did (ids and counts, never the text).
         "lcm_native_redactions",
         "CREATE TABLE IF NOT EXISTS lcm_native_redactions (
@@ -339,6 +351,7 @@ pub(crate) const TABLES: &[(&str, &str)] = &[
 pub(crate) const READ_OPTIONAL_TABLES: &[&str] = &[
     "lcm_native_context_resets",
     PROMPT_CACHE_TABLE,
+    SUMMARY_CONTEXT_TABLE,
     FIDELITY_TABLE,
     VERSIONS_TABLE,
     "lcm_native_redactions",

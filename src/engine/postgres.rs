@@ -69,11 +69,15 @@ pub(super) fn prepare(pool: &PgPool, config: &Config) -> Result<MigrationReport>
 }
 
 /// What a schema made by an earlier version lacks, added as a migration adds it to a file: the
-/// prompt-cache report's table (empty), and the stored-message counts (counted once, then kept
+/// prompt-cache report's and the summaries' previous-context tables (empty), and the stored-message counts (counted once, then kept
 /// by their trigger).
 fn add_missing_tables(c: &Conn) -> Result<()> {
     for (name, sql) in crate::db::schema::TABLES {
-        if *name == crate::db::schema::PROMPT_CACHE_TABLE && !c.has_table(name)? {
+        let later = [
+            crate::db::schema::PROMPT_CACHE_TABLE,
+            crate::db::schema::SUMMARY_CONTEXT_TABLE,
+        ];
+        if later.contains(name) && !c.has_table(name)? {
             c.batch(&crate::pg::ddl::table(sql)?.create)?;
         }
     }

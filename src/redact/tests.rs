@@ -66,7 +66,9 @@ async fn planted(extra: Value) -> (tempfile::TempDir, Engine, i64) {
         .ingest(&Target::Session("t".into()), &messages)
         .unwrap()
         .conversation_id;
-    let repeating = Scripted::new(|_, r| match r.source_text.contains(SECRET) {
+    // It repeats the secret whenever its prompt holds it, previous context included: the text
+    // reaches summaries whose subtree does not cover the message.
+    let repeating = Scripted::reading_prompts(|_, prompt, r| match prompt.contains(SECRET) {
         true => Act::Text(format!("Summary naming {SECRET}.\nExpand for details about: key.")),
         false => Act::Text(stub_text(r)),
     });
@@ -279,6 +281,100 @@ async fn redacting_whole_messages_keeps_them_rebuildable() {
         m.content
     );
     assert!(engine.verify(None).unwrap().ok);
+}
+
+/// The summaries holding the secret, and those of them a redaction following only the
+/// DAG (covered messages, then parents) would reach.
+fn secret_holders(path: &str) -> (Vec<String>, Vec<String>) {
+    let c = Connection::open(path).unwrap();
+    let ids = |sql: &str| -> Vec<String> {
+        c.prepare(sql)
+            .unwrap()
+            .query_map([SECRET], |r| r.get(0))
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect()
+    };
+    let holding = ids("SELECT summary_id FROM summaries WHERE instr(content, ?1) > 0 ORDER BY summary_id");
+    let by_lineage = ids("WITH RECURSIVE a(id) AS (
+           SELECT sm.summary_id FROM summary_messages sm JOIN messages m USING (message_id)
+            WHERE instr(m.content, ?1) > 0
+               OR m.message_id IN (SELECT message_id FROM message_parts WHERE instr(CAST(tool_input AS TEXT), ?1) > 0)
+           UNION SELECT p.summary_id FROM summary_parents p JOIN a ON p.parent_summary_id = a.id)
+         SELECT id FROM a WHERE id IN (SELECT summary_id FROM summaries WHERE instr(content, ?1) > 0) ORDER BY id");
+    (holding, by_lineage)
+}
+
+/// A summarizer shown a summary as previous context can repeat what it says: the secret then
+/// sits in summaries whose subtree never covered it. A redaction follows the recorded previous
+/// context (a whole-message redaction, which has no pattern to look for), and with a pattern
+/// also finds the summaries that hold a match with no record of how (made by lossless-claw,
+/// or before lcm-native recorded it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_that_reached_summaries_as_previous_context_is_redacted_there_too() {
+    let (_d, engine, cid) = planted(json!({})).await;
+    let path = engine.config().db_path.clone();
+    let (holding, by_lineage) = secret_holders(&path);
+    assert!(holding.len() > by_lineage.len(), "{holding:?} / {by_lineage:?}");
+    // Whole messages, by id: the recorded previous context is followed.
+    let planted_ids: Vec<i64> = Connection::open(&path)
+        .unwrap()
+        .prepare(
+            "SELECT DISTINCT m.message_id FROM messages m LEFT JOIN message_parts p USING (message_id)
+              WHERE instr(m.content, ?1) > 0 OR instr(CAST(p.tool_input AS TEXT), ?1) > 0",
+        )
+        .unwrap()
+        .query_map([SECRET], |r| r.get(0))
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    assert_eq!(planted_ids.len(), 3);
+    let r = redact(
+        &engine,
+        &options(json!({"messageIds": planted_ids, "replacement": "[removed]"})),
+    )
+    .await
+    .unwrap();
+    assert!(r.summaries >= holding.len() && r.pending == 0, "{r:?}");
+    assert_eq!(holders(&path), Vec::<String>::new());
+    assert!(engine.verify(None).unwrap().ok);
+
+    // The same file as lossless-claw would have left it: no record of previous context.
+    let (_d2, engine, cid2) = planted(json!({})).await;
+    let path = engine.config().db_path.clone();
+    Connection::open(&path)
+        .unwrap()
+        .execute("DELETE FROM lcm_native_summary_context", [])
+        .unwrap();
+    let r = redact(
+        &engine,
+        &options(json!({"conversationId": cid2, "pattern": "sk-live-[A-Za-z0-9]+"})),
+    )
+    .await
+    .unwrap();
+    assert!(r.summaries_found > 0 && r.summaries >= holding.len(), "{r:?}");
+    assert_eq!(holders(&path), Vec::<String>::new());
+    for needle in [SECRET, "Zq8Xw3Vb7Nn2Kp5Rt9"] {
+        assert_eq!(files_holding(&path, needle), Vec::<String>::new(), "{needle}");
+    }
+    for (query, mode) in [
+        ("Zq8Xw3Vb7Nn2Kp5Rt9", "fts"),
+        ("Zq8Xw3Vb7Nn2Kp5Rt9", "like"),
+        ("sk-live-[A-Za-z0-9]+", "regex"),
+    ] {
+        let o: crate::recall::GrepOptions =
+            crate::input::decode(json!({"query": query, "mode": mode}), "options").unwrap();
+        assert!(engine.grep(Some(cid2), &o).unwrap().hits.is_empty(), "{mode}");
+    }
+    let assembled = engine
+        .assemble(
+            cid2,
+            &crate::input::decode(json!({"tokenBudget": 100000}), "options").unwrap(),
+        )
+        .unwrap();
+    assert!(!serde_json::to_string(&assembled.messages).unwrap().contains(SECRET));
+    assert!(engine.verify(None).unwrap().ok);
+    let _ = cid;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

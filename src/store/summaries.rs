@@ -42,6 +42,8 @@ pub(crate) struct NewSummary {
     pub messages: Vec<i64>,
     /// Condensed: the input summaries, in order.
     pub parents: Vec<String>,
+    /// The summaries its prompt showed as previous context.
+    pub previous: Vec<String>,
     /// Its fidelity score, written with it.
     pub fidelity: Option<Fidelity>,
     /// Stayed under `minFidelity` after the retry.
@@ -229,6 +231,12 @@ pub(crate) fn insert<'a>(
                 params![f.summary_id, p, i as i64],
             )?;
         }
+        for p in &s.previous {
+            tx.execute(
+                "INSERT INTO lcm_native_summary_context (previous_summary_id, summary_id) VALUES (?1, ?2)",
+                params![p, f.summary_id],
+            )?;
+        }
         if let (Some(score), true) = (&s.fidelity, flags.has_fidelity) {
             fidelity_scores::put(tx, &f.summary_id, score, s.needs_repair)?;
         }
@@ -380,17 +388,33 @@ pub(crate) fn replace_content_in<'a>(
 /// Every summary built on the messages `message_ids` (a JSON array), directly or through other
 /// summaries, lowest depth first.
 pub(crate) fn above_messages(db: Db, message_ids: &str) -> Result<Vec<String>> {
+    reached_from(db, message_ids, "[]")
+}
+
+/// Every summary the text of the messages in `message_ids` or of the summaries in
+/// `summary_ids` (JSON arrays) can have reached: those covering the messages, the summaries
+/// themselves, and from each of them every summary made from it (its parents in the DAG) or
+/// shown it as previous context, transitively; by depth, then in creation order.
+pub(crate) fn reached_from(db: Db, message_ids: &str, summary_ids: &str) -> Result<Vec<String>> {
     db.query_map(
         &format!(
-            "WITH RECURSIVE affected(id) AS (
+            "WITH RECURSIVE flows(source, target) AS (
+               SELECT parent_summary_id, summary_id FROM summary_parents
+               UNION ALL
+               SELECT previous_summary_id, summary_id FROM lcm_native_summary_context
+             ),
+             affected(id) AS (
                SELECT summary_id FROM summary_messages WHERE message_id IN (SELECT value FROM {} j)
                UNION
-               SELECT p.summary_id FROM summary_parents p JOIN affected a ON p.parent_summary_id = a.id
+               SELECT value FROM {} k
+               UNION
+               SELECT f.target FROM flows f JOIN affected a ON f.source = a.id
              )
              SELECT s.summary_id FROM summaries s JOIN affected a ON a.id = s.summary_id ORDER BY s.depth, s.rowid",
-            db.id_list("?1")
+            db.id_list("?1"),
+            db.text_list("?2")
         ),
-        params![message_ids],
+        params![message_ids, summary_ids],
         |r| r.get(0),
     )
 }
@@ -601,6 +625,7 @@ mod tests {
             file_ids: vec!["file_1".into()],
             messages,
             parents: parents.into_iter().map(str::to_string).collect(),
+            previous: Vec::new(),
             fidelity: Some(Fidelity {
                 score: Some(0.75),
                 salient_score: None,

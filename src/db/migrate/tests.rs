@@ -254,6 +254,7 @@ fn lossless_claw_database_keeps_its_extra_tables_and_skips_recorded_backfills() 
             "lcm_native_context_resets",
             "lcm_native_summary_fidelity",
             "lcm_native_summary_versions",
+            "lcm_native_summary_context",
             "lcm_native_redactions",
             "lcm_native_redaction_pending",
             "lcm_native_scrub_pending"
@@ -277,7 +278,7 @@ fn lossless_claw_database_keeps_its_extra_tables_and_skips_recorded_backfills() 
             || name.starts_with("turn_advancements")
     });
     assert!(theirs == schema_before, "the plugin's schema must stay untouched");
-    assert_eq!(ours.len(), 13 + totals::TRIGGER_NAMES.len(), "{ours:?}");
+    assert_eq!(ours.len(), 14 + totals::TRIGGER_NAMES.len(), "{ours:?}");
     assert_eq!(
         r.indexes_created,
         ["turn_advancements_session_idx", "context_items_summary_idx"]

@@ -72,6 +72,14 @@ export type AssembledMessage =
     }
   | { role: 'toolResult'; content: ContentBlock[]; toolCallId: string; toolName: string; isError?: boolean }
 
+/** A turn kept in the OpenClaw plugin's spool (`spoolTurn`): what `ingest` takes, with its options. */
+export interface SpooledTurn {
+  target: ConversationTarget
+  messages: IngestMessage[]
+  advancementKey?: string
+  turn?: TurnRecord
+}
+
 /* ---- Generated from the Rust types by src/typegen.rs (`npm run types`); do not edit below. ---- */
 
 /** How live summaries are presented to the model by `assemble`. */
@@ -1527,6 +1535,55 @@ export interface CopyReport {
   summary: string
 }
 
+/** A lock file as `doctor` shows it. */
+export interface LockState {
+  /** The holder's pid and host, as the file names them (null when it names none). */
+  pid: number | null
+  host: string | null
+  /** Milliseconds since the holder last renewed it. */
+  ageMs: number
+  /** Why it is stale (the next drain takes it over), or null while its holder is alive. */
+  stale: string | null
+}
+
+/** What a spool holds, for `doctor` and the plugin. */
+export interface SpoolStatus {
+  /** Turns waiting to be stored (complete lines of the pending and taken files). */
+  turns: number
+  /**
+   * When the oldest of them was spooled (ms since the epoch; a turn of an older version
+   * counts from its file's time).
+   */
+  oldestAt?: number
+  /** Turns set aside after failing every try (`B.lcm-native-held.jsonl`). */
+  held: number
+  /** The drain lock, when a file holds it. */
+  lock?: LockState
+  /** The spool location cannot be read or written: what and why. */
+  problem?: string
+}
+
+export interface HeldTurn {
+  advancementKey?: string
+  error: string
+}
+
+/** What a drain did. */
+export interface DrainReport {
+  /** Turns stored (a turn stored before, now `duplicate`, included). */
+  stored: number
+  /** Turns set aside in the held file by this drain, with their error. */
+  held: HeldTurn[]
+  /** Turns still waiting (the drain stopped at one that could not be stored yet). */
+  remaining: number
+  /** The error that stopped it, with its code. */
+  stoppedBy?: string
+  /** Another live process holds the drain lock: it drains. */
+  busy: boolean
+  /** A stale lock was taken over, and why it was stale. */
+  tookOver?: string
+}
+
 /**
  * Which binding artifact the generated loader actually loaded: `'native'` for
  * a native addon, otherwise the `platformArchABI` of the WASI flavor. Every
@@ -1565,6 +1622,12 @@ export declare class LcmEngine {
    * (`replacedSurrogates` counts them).
    */
   ingest(target: ConversationTarget, messages: IngestMessage[], options?: IngestOptions): Promise<IngestResult>
+  /**
+   * Stores the turns the OpenClaw plugin spooled under `base` (see `spoolTurn`), in order,
+   * each once, one drainer at a time across processes; stops at the first that cannot be
+   * stored yet, and sets aside one that fails for good on every try.
+   */
+  drainSpool(base: string): Promise<DrainReport>
   /**
    * The conversation a session maps to (`{ sessionKey, sessionId? }` as lossless-claw maps
    * them, `{ sessionId }`, or `{ conversationId }`), or `null` when there is none. Creates
@@ -1787,3 +1850,20 @@ export declare function showPrompt(name: string, options?: PromptOptions): Promi
  * and the copy opened (and upgraded) instead. Resolves to the copy's size in bytes.
  */
 export declare function snapshot(dbPath: string, outPath: string, options?: MigrateOptions): Promise<number>
+
+/**
+ * What the spool named after `base` holds: turns waiting and since when, turns set aside,
+ * the drain lock and whether it is stale, a location that cannot be written. Reads only.
+ */
+export declare function spoolStatus(base: string): SpoolStatus
+
+/**
+ * Appends a turn the database could not take to the spool named after `base` (the database
+ * file, or a name the caller chooses for a PostgreSQL database): one JSON line, stamped with
+ * the time, in a file only its owner can read. `LcmEngine.drainSpool` stores it later.
+ * E_IO naming the location when it cannot be written.
+ */
+export declare function spoolTurn(base: string, turn: SpooledTurn): void
+
+/** Whether turns wait in the spool named after `base` (a look at its directory: cheap). */
+export declare function spoolWaiting(base: string): boolean

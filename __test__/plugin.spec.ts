@@ -1,12 +1,12 @@
 // Contract tests of the OpenClaw plugin (plugin/) against a recording fake host: the calls
 // OpenClaw 2026.9 makes, in its order and shapes, and what the plugin answers.
 import { spawn, spawnSync } from 'node:child_process'
-import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs'
+import { existsSync, readFileSync, readdirSync, utimesSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 
 import { afterAll, describe, expect, it, vi } from 'vitest'
 
-import { LcmEngine } from '../index.js'
+import { LcmEngine, spoolStatus } from '../index.js'
 import { ROOT, copyFixture, holdWriteLock } from './helpers'
 import { fakeHost, hostGoesOn, turn, type FakeHost } from './plugin-host'
 
@@ -960,30 +960,10 @@ describe('the database', () => {
     expect(conv!.sessionId).toBe(s.sessionId)
   })
 
-  it('a drain stops at the first turn it cannot store: spooled turns are stored in their order, and new turns wait behind them', async () => {
-    const { drainSpool, spool, spoolPath, spoolPending } = require('../plugin/shared.cjs')
+  it('spooled turns are stored in their order, and new turns wait behind them', async () => {
+    // The drain itself (order, a turn that cannot be stored yet, poison turns, two drainers)
+    // is the engine's: src/spool/tests.rs.
     const host = fakeHost()
-    const entry = (i: number) => ({ target: { sessionKey: 'agent:main:explicit:order' }, messages: [{ role: 'user', content: `t${i}` }], advancementKey: `a${i}` })
-    for (let i = 0; i < 6; i++) spool(host.dbPath, entry(i))
-    const stored: string[] = []
-    let failures = 1
-    const flaky = {
-      async ingest(_t: unknown, m: { content: string }[]) {
-        if (m[0].content === 't2' && failures-- > 0) throw Object.assign(new Error('database is locked'), { code: 'E_BUSY' })
-        stored.push(m[0].content)
-        return { inserted: 1 }
-      },
-    }
-    // Seen before: t2 went back to the spool while t3…t5 were stored, so it landed after them.
-    expect(await drainSpool(host.dbPath, flaky)).toBe(2)
-    expect(stored).toEqual(['t0', 't1'])
-    expect(spoolPending(host.dbPath)).toBe(true)
-    spool(host.dbPath, entry(6)) // spooled meanwhile
-    expect(await drainSpool(host.dbPath, flaky)).toBe(5)
-    expect(stored).toEqual(['t0', 't1', 't2', 't3', 't4', 't5', 't6'])
-    expect(spoolPending(host.dbPath)).toBe(false)
-    expect(existsSync(spoolPath(host.dbPath))).toBe(false)
-
     // Through the plugin: while a spooled turn cannot be stored, a new turn is kept after it.
     const s = session('order')
     const stale = `${host.dbPath}.lcm-native-pending.jsonl.1700000000000-1-1.draining`
@@ -993,55 +973,81 @@ describe('the database', () => {
     expect(texts.map((t) => /question \d|answer \d/.exec(t)?.[0])).toEqual(['question 1', 'answer 1', 'question 2', 'answer 2'])
   })
 
-  it('one drainer at a time across processes: a live holder of the drain lock keeps others out, a dead one is taken over', async () => {
-    const { drainSpool, spool, spoolPath } = require('../plugin/shared.cjs')
+  it('one drainer at a time across processes: a live holder of the drain lock keeps others out, a stale one is taken over and said', async () => {
+    const { drainSpool, spool, spoolPath, spoolPending } = require('../plugin/shared.cjs')
     const host = fakeHost()
-    const stored: string[] = []
-    const engine = { async ingest(_t: unknown, m: { content: string }[]) { stored.push(m[0].content); return { inserted: 1 } } }
-    spool(host.dbPath, { target: { sessionKey: 'agent:main:explicit:lock' }, messages: [{ role: 'user', content: 't0' }], advancementKey: 'k0' })
+    const s = session('lock')
+    spool(host.dbPath, { target: { sessionKey: s.sessionKey }, messages: turn(1), advancementKey: 'k0' })
     const lock = `${spoolPath(host.dbPath)}.lock`
-    // Another process drains (a live process holds the lock): this one leaves the spool to it.
-    const other = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60000)'])
+    const engine = await LcmEngine.open({ dbPath: host.dbPath })
     try {
-      writeFileSync(lock, JSON.stringify({ pid: other.pid, host: require('node:os').hostname(), at: Date.now() }))
+      // Another process drains (a live process holds the lock): this one leaves the spool to it.
+      const other = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60000)'])
+      try {
+        writeFileSync(lock, JSON.stringify({ pid: other.pid, host: require('node:os').hostname(), at: Date.now() }))
+        expect(await drainSpool(host.dbPath, engine)).toBe(0)
+        expect(spoolPending(host.dbPath)).toBe(true)
+      } finally {
+        other.kill('SIGKILL')
+        await new Promise((r) => other.once('exit', r))
+      }
+      // Locks that kept every later gateway from draining, for ever: each is taken over.
+      const mine = { host: require('node:os').hostname() }
+      for (const [holder, why] of [
+        [{ ...mine, pid: other.pid }, /is gone/],
+        [{ ...mine, pid: process.pid }, /names this process/],
+        [{ ...mine, pid: 0 }, /names no process/],
+        [{ ...mine, pid: -1 }, /names no process/],
+      ] as const) {
+        spool(host.dbPath, { target: { sessionKey: s.sessionKey }, messages: turn(1), advancementKey: 'k0' })
+        writeFileSync(lock, JSON.stringify(holder))
+        const said: string[] = []
+        expect(await drainSpool(host.dbPath, engine, undefined, (w: string) => said.push(w))).toBeGreaterThan(0)
+        expect(said.join(), JSON.stringify(holder)).toMatch(why)
+        expect(existsSync(lock)).toBe(false)
+        expect(spoolPending(host.dbPath)).toBe(false)
+      }
+      // Another host that stopped renewing its lock a minute ago.
+      spool(host.dbPath, { target: { sessionKey: s.sessionKey }, messages: turn(1), advancementKey: 'k0' })
+      writeFileSync(lock, JSON.stringify({ host: 'elsewhere', pid: 42 }))
       expect(await drainSpool(host.dbPath, engine)).toBe(0)
-      expect(stored).toEqual([])
-      expect(existsSync(spoolPath(host.dbPath))).toBe(true)
+      const old = new Date(Date.now() - 61_000)
+      utimesSync(lock, old, old)
+      expect(await drainSpool(host.dbPath, engine)).toBe(1)
+      const conv = await engine.findConversation({ sessionKey: s.sessionKey })
+      expect(await engine.messages(conv!.conversationId)).toHaveLength(2)
     } finally {
-      other.kill('SIGKILL')
-      await new Promise((r) => other.once('exit', r))
+      await engine.close()
     }
-    // Killed mid-drain: its lock names a process that is gone, so the next drain takes over.
-    expect(await drainSpool(host.dbPath, engine)).toBe(1)
-    expect(stored).toEqual(['t0'])
-    expect(existsSync(lock)).toBe(false)
-    expect(existsSync(spoolPath(host.dbPath))).toBe(false)
   })
 
   it('a spooled turn that fails for a lasting reason drain after drain is set aside, reported, and stops holding later turns back', async () => {
     const { drainSpool, spool, spoolPending } = require('../plugin/shared.cjs')
     const host = fakeHost()
-    for (const t of ['t0', 'poison', 't2']) spool(host.dbPath, { target: { sessionKey: 'agent:main:explicit:poison' }, messages: [{ role: 'user', content: t }], advancementKey: t })
-    const stored: string[] = []
-    const engine = {
-      async ingest(_t: unknown, m: { content: string }[]) {
-        if (m[0].content === 'poison') throw Object.assign(new Error('an internal failure'), { code: 'E_INTERNAL' })
-        stored.push(m[0].content)
-        return { inserted: 1 }
-      },
+    const s = session('poison')
+    spool(host.dbPath, { target: { sessionKey: s.sessionKey }, messages: turn(1), advancementKey: 't0' })
+    // A target no engine takes: it fails the same way on every try.
+    spool(host.dbPath, { target: { conversationId: 'not a number' }, messages: turn(2), advancementKey: 'poison' })
+    spool(host.dbPath, { target: { sessionKey: s.sessionKey }, messages: turn(3), advancementKey: 't2' })
+    const engine = await LcmEngine.open({ dbPath: host.dbPath })
+    try {
+      const held: string[] = []
+      const onHeld = (t: { advancementKey?: string }, error: string) => held.push(`${t.advancementKey} ${error}`)
+      expect(await drainSpool(host.dbPath, engine, onHeld)).toBe(1)
+      expect(await drainSpool(host.dbPath, engine, onHeld)).toBe(0)
+      expect(held).toEqual([])
+      expect(await drainSpool(host.dbPath, engine, onHeld)).toBe(1)
+      expect(held).toHaveLength(1)
+      expect(held[0]).toMatch(/^poison E_INVALID_INPUT: /)
+      expect(spoolPending(host.dbPath)).toBe(false)
+      const conv = await engine.findConversation({ sessionKey: s.sessionKey })
+      expect(await engine.messages(conv!.conversationId)).toHaveLength(4)
+    } finally {
+      await engine.close()
     }
-    const held: string[] = []
-    const onHeld = (t: { advancementKey?: string }, error: string) => held.push(`${t.advancementKey} ${error}`)
-    expect(await drainSpool(host.dbPath, engine, onHeld)).toBe(1)
-    expect(await drainSpool(host.dbPath, engine, onHeld)).toBe(0)
-    expect(stored).toEqual(['t0'])
-    expect(held).toEqual([])
-    expect(await drainSpool(host.dbPath, engine, onHeld)).toBe(1)
-    expect(stored).toEqual(['t0', 't2'])
-    expect(held).toEqual(['poison E_INTERNAL: an internal failure'])
-    expect(spoolPending(host.dbPath)).toBe(false)
     const aside = readFileSync(`${host.dbPath}.lcm-native-held.jsonl`, 'utf8').trim().split('\n').map((l) => JSON.parse(l))
-    expect(aside).toMatchObject([{ advancementKey: 'poison', attempts: 3, messages: [{ content: 'poison' }] }])
+    expect(aside).toMatchObject([{ advancementKey: 'poison', attempts: 3 }])
+    expect(spoolStatus(host.dbPath)).toMatchObject({ turns: 0, held: 1 })
   })
 
   it('databaseScope "agent" gives each agent its own file', async () => {

@@ -237,7 +237,8 @@ class LcmNativeContextEngine {
       state.drained.add(path)
       const held = (/** @type {{ advancementKey?: string }} */ t, /** @type {string} */ error) =>
         this.logger.error(`lcm-native: a spooled turn (${t.advancementKey ?? 'no key'}) failed ${error} on every try; it is set aside in ${heldPath(path)} so that later turns are stored`)
-      const drain = drainSpool(path, engine, held)
+      const tookOver = (/** @type {string} */ why) => this.logger.warn(`lcm-native: took over the drain lock of the spooled turns, which was stale (${why})`)
+      const drain = drainSpool(path, engine, held, tookOver)
         .then((stored) => {
           if (stored) this.logger.info(`lcm-native: stored ${stored} spooled turn(s)`)
         })

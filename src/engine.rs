@@ -162,6 +162,13 @@ impl Engine {
         self.ingest_with(target, messages, IngestOptions::default())
     }
 
+    /// Stores what the OpenClaw plugin spooled under `base` (see `crate::spool`).
+    pub fn drain_spool(&self, base: &str) -> Result<crate::spool::drain::DrainReport> {
+        crate::spool::drain::run(base, |target, messages, options| {
+            self.ingest_with(target, messages, options)
+        })
+    }
+
     /// `ingest`, with a turn's advancement key or as a one-time import (see `IngestOptions`).
     pub fn ingest_with(&self, target: &Target, messages: &[Value], options: IngestOptions) -> Result<IngestOutcome> {
         self.deps.backend.check_writable()?;
@@ -601,8 +608,8 @@ impl Engine {
         // of its own: turns it holds are stored, and so searched and redacted, at its next call.)
         if options.redactor.pattern.is_some() && !crate::pg::is_url(&self.deps.config.db_path) {
             // Turns the plugin spooled beside the file would bring the text back when stored.
-            let spooled =
-                blocking(|| redact::spool::scrub(&self.deps.config.db_path, &options.redactor)).map_err(|e| {
+            let spooled = blocking(|| crate::spool::scrub::scrub(&self.deps.config.db_path, &options.redactor))
+                .map_err(|e| {
                     crate::error::LcmError::io(&self.deps.config.db_path, format!("redacting the spool beside it: {e}"))
                 })?;
             result.spooled_matches = spooled.matches;

@@ -30,6 +30,7 @@ mod recall;
 mod redact;
 mod rewrite;
 mod source;
+mod spool;
 mod sql;
 mod store;
 mod summarizer;

@@ -84,6 +84,11 @@ fn generated() -> String {
     };
     use crate::redact::RedactionResult;
     use crate::rewrite::{Progress, RewriteEntry, RewritePreview, RewriteResult};
+    use crate::spool::{
+        drain::{DrainReport, HeldTurn},
+        lock::LockState,
+        SpoolStatus,
+    };
     use crate::store::fidelity_scores::StoredFidelity;
     use crate::store::{
         conversations::{ConversationInfo, SessionConversation},
@@ -107,7 +112,7 @@ fn generated() -> String {
         CoveredMessages, SummaryDescription: SummaryRecord, PartInfo, MessageDescription: StoredMessage,
         Description, Entry, Expansion, Progress, RewriteEntry, RewriteResult, RewritePreview, Reason,
         TemplateRef, SummaryVersion, RedactionResult, MessageSpan, DagNode: SummaryRecord, SessionReset,
-        TableDigest, SequenceValue, CopyReport,
+        TableDigest, SequenceValue, CopyReport, LockState, SpoolStatus, HeldTurn, DrainReport,
     ];
     let all: Vec<String> = generated_inputs(cfg).into_iter().chain(all).collect();
     format!("{MARKER}\n\n{}\n", all.join("\n\n"))

@@ -72,6 +72,14 @@ export type AssembledMessage =
     }
   | { role: 'toolResult'; content: ContentBlock[]; toolCallId: string; toolName: string; isError?: boolean }
 
+/** A turn kept in the OpenClaw plugin's spool (`spoolTurn`): what `ingest` takes, with its options. */
+export interface SpooledTurn {
+  target: ConversationTarget
+  messages: IngestMessage[]
+  advancementKey?: string
+  turn?: TurnRecord
+}
+
 /* ---- Generated from the Rust types by src/typegen.rs (`npm run types`); do not edit below. ---- */
 
 /** How live summaries are presented to the model by `assemble`. */
@@ -1525,4 +1533,53 @@ export interface CopyReport {
   sequences: SequenceValue[]
   durationMs: number
   summary: string
+}
+
+/** A lock file as `doctor` shows it. */
+export interface LockState {
+  /** The holder's pid and host, as the file names them (null when it names none). */
+  pid: number | null
+  host: string | null
+  /** Milliseconds since the holder last renewed it. */
+  ageMs: number
+  /** Why it is stale (the next drain takes it over), or null while its holder is alive. */
+  stale: string | null
+}
+
+/** What a spool holds, for `doctor` and the plugin. */
+export interface SpoolStatus {
+  /** Turns waiting to be stored (complete lines of the pending and taken files). */
+  turns: number
+  /**
+   * When the oldest of them was spooled (ms since the epoch; a turn of an older version
+   * counts from its file's time).
+   */
+  oldestAt?: number
+  /** Turns set aside after failing every try (`B.lcm-native-held.jsonl`). */
+  held: number
+  /** The drain lock, when a file holds it. */
+  lock?: LockState
+  /** The spool location cannot be read or written: what and why. */
+  problem?: string
+}
+
+export interface HeldTurn {
+  advancementKey?: string
+  error: string
+}
+
+/** What a drain did. */
+export interface DrainReport {
+  /** Turns stored (a turn stored before, now `duplicate`, included). */
+  stored: number
+  /** Turns set aside in the held file by this drain, with their error. */
+  held: HeldTurn[]
+  /** Turns still waiting (the drain stopped at one that could not be stored yet). */
+  remaining: number
+  /** The error that stopped it, with its code. */
+  stoppedBy?: string
+  /** Another live process holds the drain lock: it drains. */
+  busy: boolean
+  /** A stale lock was taken over, and why it was stale. */
+  tookOver?: string
 }

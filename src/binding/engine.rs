@@ -217,6 +217,14 @@ impl LcmEngine {
         })
     }
 
+    /// Stores the turns the OpenClaw plugin spooled under `base` (see `spoolTurn`), in order,
+    /// each once, one drainer at a time across processes; stops at the first that cannot be
+    /// stored yet, and sets aside one that fails for good on every try.
+    #[napi(ts_return_type = "Promise<DrainReport>")]
+    pub fn drain_spool<'env>(&self, env: &'env Env, base: String) -> napi::Result<PromiseRaw<'env, JsonText>> {
+        self.run(env, move |engine| engine.drain_spool(&base))
+    }
+
     /// The conversation a session maps to (`{ sessionKey, sessionId? }` as lossless-claw maps
     /// them, `{ sessionId }`, or `{ conversationId }`), or `null` when there is none. Creates
     /// nothing.

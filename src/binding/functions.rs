@@ -107,6 +107,34 @@ pub fn redact_messages(
     run().map_err(|e| js_error(&env, e))
 }
 
+/// Appends a turn the database could not take to the spool named after `base` (the database
+/// file, or a name the caller chooses for a PostgreSQL database): one JSON line, stamped with
+/// the time, in a file only its owner can read. `LcmEngine.drainSpool` stores it later.
+/// E_IO naming the location when it cannot be written.
+#[napi(ts_args_type = "base: string, turn: SpooledTurn")]
+pub fn spool_turn(env: Env, base: String, turn: JsonArg) -> napi::Result<()> {
+    let run = || -> error::Result<()> {
+        let turn = turn
+            .parse("turn")?
+            .ok_or_else(|| LcmError::invalid_input("turn is required"))?;
+        crate::spool::append(&base, &turn)
+    };
+    run().map_err(|e| js_error(&env, e))
+}
+
+/// Whether turns wait in the spool named after `base` (a look at its directory: cheap).
+#[napi]
+pub fn spool_waiting(base: String) -> bool {
+    crate::spool::waiting(&base)
+}
+
+/// What the spool named after `base` holds: turns waiting and since when, turns set aside,
+/// the drain lock and whether it is stale, a location that cannot be written. Reads only.
+#[napi(ts_return_type = "SpoolStatus")]
+pub fn spool_status(base: String) -> napi::Result<JsonText> {
+    to_json(&crate::spool::status(&base)).map_err(|e| napi::Error::new(napi::Status::GenericFailure, e.to_string()))
+}
+
 /// The token estimate lcm-native stores and budgets with (CJK 1.5, astral 2, other 0.25 per
 /// code point, rounded up).
 #[napi]

@@ -8,7 +8,7 @@
 //! them. The log (`lcm_native_redactions`) records ids and counts, never the text.
 
 pub(crate) mod secrets;
-pub(crate) mod spool;
+
 pub(crate) mod text;
 
 #[cfg(test)]

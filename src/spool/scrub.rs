@@ -1,17 +1,14 @@
-//! The OpenClaw plugin keeps turns the database could not take (locked, damaged) in a spool
-//! beside it: `<db>.lcm-native-pending.jsonl`, files a drain took (`….draining`) and turns it
-//! set aside (`<db>.lcm-native-held.jsonl`), one JSON turn per line with its host messages. A
-//! redaction that left them alone would come back with the next drain, so `redact` applies its
-//! pattern to them too. The plugin drains under `<spool>.lock` (a file naming its process);
-//! the scrub takes the same lock, so no drain reads a file while it is rewritten, and it takes
-//! the live spool over first (renamed, as a drain does), so a turn appended meanwhile goes to
-//! a new file instead of being lost.
+//! `redact` applied to the spool: a spooled turn holding the redacted text would bring it back
+//! with the next drain. The scrub takes the drain lock, so no drain reads a file while it is
+//! rewritten, and takes the pending file over first (renamed, as a drain does), so a turn
+//! appended meanwhile goes to a new file instead of being lost.
 
 use std::path::Path;
 
 use serde_json::Value;
 
-use super::text::Redactor;
+use super::{lock, Files};
+use crate::redact::text::Redactor;
 
 /// What the scrub of the spool did.
 #[derive(Debug, Default)]
@@ -22,60 +19,39 @@ pub(crate) struct SpoolScrub {
     pub busy: bool,
 }
 
-fn spool_path(db_path: &str) -> String {
-    format!("{db_path}.lcm-native-pending.jsonl")
-}
-
-/// Applies `redactor` to every spooled message beside `db_path`. Files that change are
-/// rewritten whole (a temporary file renamed over them).
-pub(crate) fn scrub(db_path: &str, redactor: &Redactor) -> std::io::Result<SpoolScrub> {
-    let spool = spool_path(db_path);
-    let (dir, name) = match Path::new(&spool).parent() {
-        Some(d) => (
-            d.to_path_buf(),
-            Path::new(&spool)
-                .file_name()
-                .unwrap_or_default()
-                .to_string_lossy()
-                .into_owned(),
-        ),
-        None => return Ok(SpoolScrub::default()),
-    };
-    let held = format!("{db_path}.lcm-native-held.jsonl");
-    let live = Path::new(&spool).exists();
-    let mut files: Vec<std::path::PathBuf> = match std::fs::read_dir(&dir) {
-        Ok(entries) => entries
-            .filter_map(|e| e.ok())
-            .filter(|e| {
-                let n = e.file_name().to_string_lossy().into_owned();
-                n.starts_with(&format!("{name}.")) && n.ends_with(".draining")
-            })
-            .map(|e| e.path())
-            .collect(),
+/// Applies `redactor` to every spooled message of the spool named after `base`. Files that
+/// change are rewritten whole (a temporary file renamed over them).
+pub(crate) fn scrub(base: &str, redactor: &Redactor) -> std::io::Result<SpoolScrub> {
+    let files = Files::of(base);
+    let live = files.pending.exists();
+    let mut taken = match files.taken() {
+        Ok(t) => t,
         Err(_) => return Ok(SpoolScrub::default()),
     };
-    if !live && files.is_empty() && !Path::new(&held).exists() {
+    if !live && taken.is_empty() && !files.held.exists() {
         return Ok(SpoolScrub::default());
     }
-    let Some(_lock) = lock::Lock::take(&format!("{spool}.lock")) else {
+    let Some(_lock) = lock::take(&files.lock)? else {
         return Ok(SpoolScrub { matches: 0, busy: true });
     };
     if live {
         // Taken as a drain takes it: named by the time it was taken, so that drains store its
         // turns after those of files taken before and before those spooled from now on.
-        let ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis());
-        let taken = format!("{spool}.{ms:013}-{}-0.draining", std::process::id());
-        if std::fs::rename(&spool, &taken).is_ok() {
-            files.push(taken.into());
+        let name = format!(
+            "{}.{:013}-{}-0.draining",
+            files.pending.display(),
+            super::now_ms(),
+            std::process::id()
+        );
+        if std::fs::rename(&files.pending, &name).is_ok() {
+            taken.push(name.into());
         }
     }
-    if Path::new(&held).exists() {
-        files.push(held.into());
+    if files.held.exists() {
+        taken.push(files.held.clone());
     }
     let mut out = SpoolScrub::default();
-    for file in files {
+    for file in taken {
         out.matches += scrub_file(&file, redactor)?;
     }
     Ok(out)
@@ -137,116 +113,13 @@ fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     options.open(path)?.write_all(bytes)
 }
 
-/// The plugin's drain lock (plugin/shared.cjs `lockSpool`): a file created exclusively that
-/// names its process and host; one whose process is gone is taken over.
-mod lock {
-    pub(super) struct Lock {
-        path: String,
-        me: String,
-    }
-
-    impl Lock {
-        /// The lock, or None while a live process holds it.
-        pub(super) fn take(path: &str) -> Option<Lock> {
-            let me = serde_json::json!({
-                "pid": std::process::id(),
-                "host": host(),
-                "at": std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_millis() as u64),
-            })
-            .to_string();
-            for _ in 0..2 {
-                match std::fs::OpenOptions::new().write(true).create_new(true).open(path) {
-                    Ok(mut f) => {
-                        use std::io::Write;
-                        if f.write_all(me.as_bytes()).is_err() {
-                            let _ = std::fs::remove_file(path);
-                            return None;
-                        }
-                        return Some(Lock {
-                            path: path.to_string(),
-                            me,
-                        });
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                    Err(_) => return None,
-                }
-                if holder_alive(path) {
-                    return None;
-                }
-                let stale = format!("{path}.{}.stale", std::process::id());
-                if std::fs::rename(path, &stale).is_ok() {
-                    let _ = std::fs::remove_file(&stale);
-                }
-            }
-            None
-        }
-    }
-
-    impl Drop for Lock {
-        fn drop(&mut self) {
-            if std::fs::read_to_string(&self.path).is_ok_and(|s| s == self.me) {
-                let _ = std::fs::remove_file(&self.path);
-            }
-        }
-    }
-
-    /// Whether the process a lock file names still runs. A holder on another host, or one that
-    /// cannot be checked here, counts as alive.
-    fn holder_alive(path: &str) -> bool {
-        let Ok(text) = std::fs::read_to_string(path) else {
-            return false;
-        };
-        let Ok(holder) = serde_json::from_str::<serde_json::Value>(&text) else {
-            return false;
-        };
-        let Some(pid) = holder["pid"].as_i64() else {
-            return false;
-        };
-        if holder["host"].as_str() != Some(host().as_str()) {
-            return true;
-        }
-        process_alive(pid)
-    }
-
-    #[cfg(unix)]
-    fn process_alive(pid: i64) -> bool {
-        let Ok(pid) = libc::pid_t::try_from(pid) else {
-            return false;
-        };
-        // SAFETY: signal 0 only checks that the process exists and may be signalled.
-        let r = unsafe { libc::kill(pid, 0) };
-        r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
-    }
-
-    #[cfg(not(unix))]
-    fn process_alive(_pid: i64) -> bool {
-        true
-    }
-
-    /// This machine's host name, as Node's `os.hostname()` gives it.
-    pub(super) fn host() -> String {
-        #[cfg(unix)]
-        {
-            let mut buf = [0u8; 256];
-            // SAFETY: the buffer is writable for its length; the name is NUL-terminated within it.
-            if unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0 {
-                let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
-                return String::from_utf8_lossy(&buf[..end]).into_owned();
-            }
-        }
-        std::env::var("COMPUTERNAME").unwrap_or_default()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn redactor() -> Redactor {
         Redactor {
-            pattern: Some(super::super::text::compile("sk-live-[A-Za-z0-9]+").unwrap()),
+            pattern: Some(crate::redact::text::compile("sk-live-[A-Za-z0-9]+").unwrap()),
             replacement: "[REDACTED]".into(),
         }
     }
@@ -262,7 +135,7 @@ mod tests {
     fn spooled_turns_are_redacted_in_every_spool_file_and_keep_their_order_and_keys() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("lcm.db").to_string_lossy().into_owned();
-        let spool = spool_path(&db);
+        let spool = Files::of(&db).pending.display().to_string();
         let taken = format!("{spool}.1700000000000-1-1.draining");
         std::fs::write(&taken, line("older: key sk-live-AAA111", "k0")).unwrap();
         std::fs::write(
@@ -310,10 +183,12 @@ mod tests {
     fn a_spool_locked_by_a_live_drain_is_left_alone_and_a_dead_holder_is_taken_over() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("lcm.db").to_string_lossy().into_owned();
-        let spool = spool_path(&db);
+        let spool = Files::of(&db).pending.display().to_string();
         std::fs::write(&spool, line("key sk-live-DDD444", "k0")).unwrap();
         let lock = format!("{spool}.lock");
-        let live = serde_json::json!({"pid": std::process::id(), "host": lock::host(), "at": 0}).to_string();
+        // A live holder: a process of this host that is not this one.
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let live = serde_json::json!({"pid": child.id(), "host": lock::host(), "at": 0}).to_string();
         std::fs::write(&lock, &live).unwrap();
         let r = scrub(&db, &redactor()).unwrap();
         assert!(r.busy);
@@ -324,5 +199,7 @@ mod tests {
         let r = scrub(&db, &redactor()).unwrap();
         assert_eq!((r.matches, r.busy), (1, false));
         assert!(!Path::new(&lock).exists());
+        let _ = child.kill();
+        let _ = child.wait();
     }
 }

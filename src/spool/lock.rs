@@ -1,0 +1,372 @@
+//! The drain lock of a spool: one drainer (or scrubber) at a time, across processes and hosts
+//! sharing the directory. A file created exclusively names its holder (pid, host, boot id,
+//! the process's start time) and proves it is alive by its modification time, which the
+//! holder renews every [`RENEW`]. A lock is stale, and taken over, when it was not renewed for
+//! [`EXPIRES`]; or, on the same host, when the machine was restarted since (another boot id),
+//! its process is gone, its pid now belongs to another process (another start time), or it
+//! names this very process, which does not hold it (a container restarted under the same
+//! pid); or when it does not name a process at all (pid 0, −1, garbage).
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// How often a holder renews its lock.
+pub(crate) const RENEW: Duration = Duration::from_secs(10);
+/// A lock not renewed for this long is stale, whoever holds it.
+pub(crate) const EXPIRES: Duration = Duration::from_secs(60);
+/// A lock file that does not parse is being written for at most this long.
+const TORN_AFTER: Duration = Duration::from_secs(5);
+
+/// The locks this process holds (a lock naming this process and missing here is stale).
+static HELD: Mutex<Option<HashSet<PathBuf>>> = Mutex::new(None);
+
+fn held(path: &Path) -> bool {
+    HELD.lock()
+        .map(|h| h.as_ref().is_some_and(|s| s.contains(path)))
+        .unwrap_or(false)
+}
+
+fn set_held(path: &Path, on: bool) {
+    if let Ok(mut h) = HELD.lock() {
+        let set = h.get_or_insert_with(HashSet::new);
+        if on {
+            set.insert(path.to_path_buf());
+        } else {
+            set.remove(path);
+        }
+    }
+}
+
+/// What a lock file says of its holder.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+struct Holder {
+    pid: serde_json::Value,
+    #[serde(default)]
+    host: Option<String>,
+    #[serde(default)]
+    boot_id: Option<String>,
+    #[serde(default)]
+    started: Option<u64>,
+    #[serde(default)]
+    at: Option<u64>,
+}
+
+/// A lock file as `doctor` shows it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct LockState {
+    /// The holder's pid and host, as the file names them (null when it names none).
+    #[cfg_attr(test, ts(type = "number | null"))]
+    pub pid: Option<i64>,
+    #[cfg_attr(test, ts(type = "string | null"))]
+    pub host: Option<String>,
+    /// Milliseconds since the holder last renewed it.
+    pub age_ms: f64,
+    /// Why it is stale (the next drain takes it over), or null while its holder is alive.
+    #[cfg_attr(test, ts(type = "string | null"))]
+    pub stale: Option<String>,
+}
+
+/// The lock file at `path`, if there is one.
+pub(crate) fn state(path: &Path) -> Option<LockState> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let holder = serde_json::from_str::<Holder>(&text).ok();
+    Some(LockState {
+        pid: holder.as_ref().and_then(|h| h.pid.as_i64()),
+        host: holder.as_ref().and_then(|h| h.host.clone()),
+        age_ms: age(path).map_or(0.0, |a| a.as_millis() as f64),
+        stale: stale_reason(path),
+    })
+}
+
+fn age(path: &Path) -> Option<Duration> {
+    let modified = std::fs::metadata(path).ok()?.modified().ok()?;
+    Some(
+        std::time::SystemTime::now()
+            .duration_since(modified)
+            .unwrap_or_default(),
+    )
+}
+
+/// Why the lock at `path` is stale, or None while its holder is alive (or it is gone).
+pub(crate) fn stale_reason(path: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let age = age(path).unwrap_or_default();
+    if age > EXPIRES {
+        return Some(format!("not renewed for {} s", age.as_secs()));
+    }
+    let Ok(holder) = serde_json::from_str::<Holder>(&text) else {
+        return (age > TORN_AFTER).then(|| "it names no holder (a torn write)".to_string());
+    };
+    let pid = match holder.pid.as_i64() {
+        Some(p) if p > 0 && p <= i64::from(i32::MAX) => p,
+        _ => return Some(format!("it names no process (pid {})", holder.pid)),
+    };
+    let me = identity();
+    if holder.host.as_deref() != Some(me.host.as_str()) {
+        // Another host sharing the directory: alive while it renews the lock.
+        return None;
+    }
+    if let (Some(theirs), Some(ours)) = (&holder.boot_id, &me.boot_id) {
+        if theirs != ours {
+            return Some("the machine was restarted since".into());
+        }
+    }
+    if pid == i64::from(std::process::id()) {
+        return (!held(path))
+            .then(|| "it names this process, which does not hold it (a restart reused the pid)".into());
+    }
+    if !process_alive(pid) {
+        return Some(format!("process {pid} is gone"));
+    }
+    if let (Some(theirs), Some(now)) = (holder.started, process_started(pid)) {
+        if theirs != now {
+            return Some(format!("pid {pid} now belongs to another process"));
+        }
+    }
+    None
+}
+
+/// A held lock: renewed by a thread until dropped, then removed.
+pub(crate) struct Lock {
+    path: PathBuf,
+    me: String,
+    stop: Arc<AtomicBool>,
+    renewer: Option<std::thread::JoinHandle<()>>,
+    /// Why the lock found was taken over, if it was.
+    pub took_over: Option<String>,
+}
+
+/// The lock at `path`: Ok(None) while a live holder has it; an error when the directory does
+/// not let this process create it (read-only, no permission).
+pub(crate) fn take(path: &Path) -> std::io::Result<Option<Lock>> {
+    let me = serde_json::to_string(&Holder {
+        pid: std::process::id().into(),
+        host: Some(identity().host),
+        boot_id: identity().boot_id,
+        started: process_started(i64::from(std::process::id())),
+        at: Some(super::now_ms()),
+    })
+    .map_err(std::io::Error::other)?;
+    let mut took_over = None;
+    for _ in 0..2 {
+        match std::fs::OpenOptions::new().write(true).create_new(true).open(path) {
+            Ok(mut f) => {
+                use std::io::Write;
+                if let Err(e) = f.write_all(me.as_bytes()) {
+                    let _ = std::fs::remove_file(path);
+                    return Err(e);
+                }
+                set_held(path, true);
+                let stop = Arc::new(AtomicBool::new(false));
+                let renewer = spawn_renewer(path.to_path_buf(), me.clone(), stop.clone());
+                return Ok(Some(Lock {
+                    path: path.to_path_buf(),
+                    me,
+                    stop,
+                    renewer,
+                    took_over,
+                }));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+        let Some(reason) = stale_reason(path) else {
+            return Ok(None);
+        };
+        // Taken over: renamed first, so that of two processes taking it over at once one
+        // removes it and the other finds it gone, and only one creates the new one.
+        let aside = path.with_extension(format!("lock.{}.stale", std::process::id()));
+        if std::fs::rename(path, &aside).is_ok() {
+            let _ = std::fs::remove_file(&aside);
+            took_over = Some(reason);
+        }
+    }
+    Ok(None)
+}
+
+fn spawn_renewer(path: PathBuf, me: String, stop: Arc<AtomicBool>) -> Option<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("lcm-spool-lock".into())
+        .spawn(move || loop {
+            std::thread::park_timeout(RENEW);
+            if stop.load(Ordering::SeqCst) {
+                return;
+            }
+            if std::fs::read_to_string(&path).is_ok_and(|s| s == me) {
+                let _ = std::fs::File::options()
+                    .write(true)
+                    .open(&path)
+                    .and_then(|f| f.set_modified(std::time::SystemTime::now()));
+            }
+        })
+        .ok()
+}
+
+impl Drop for Lock {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.renewer.take() {
+            t.thread().unpark();
+            let _ = t.join();
+        }
+        if std::fs::read_to_string(&self.path).is_ok_and(|s| s == self.me) {
+            let _ = std::fs::remove_file(&self.path);
+        }
+        set_held(&self.path, false);
+    }
+}
+
+/// This machine as a lock names it.
+struct Identity {
+    host: String,
+    boot_id: Option<String>,
+}
+
+fn identity() -> Identity {
+    Identity {
+        host: host(),
+        boot_id: std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty()),
+    }
+}
+
+/// When process `pid` started (clock ticks since boot, Linux's `/proc/<pid>/stat` field 22),
+/// where that can be read.
+fn process_started(pid: i64) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: count after its last `)`.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+#[cfg(unix)]
+fn process_alive(pid: i64) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: signal 0 only checks that the process exists and may be signalled.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+#[cfg(not(unix))]
+fn process_alive(_pid: i64) -> bool {
+    // Not checked here: the lock expires when its holder stops renewing it.
+    true
+}
+
+/// This machine's host name, as Node's `os.hostname()` gives it.
+pub(crate) fn host() -> String {
+    #[cfg(unix)]
+    {
+        let mut buf = [0u8; 256];
+        // SAFETY: the buffer is writable for its length; the name is NUL-terminated within it.
+        if unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0 {
+            let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+            return String::from_utf8_lossy(&buf[..end]).into_owned();
+        }
+    }
+    std::env::var("COMPUTERNAME").unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write_lock(path: &Path, holder: serde_json::Value) {
+        std::fs::write(path, holder.to_string()).unwrap();
+    }
+
+    fn me() -> serde_json::Value {
+        let i = identity();
+        serde_json::json!({"pid": std::process::id(), "host": i.host, "bootId": i.boot_id,
+                           "started": process_started(i64::from(std::process::id()))})
+    }
+
+    #[test]
+    fn a_live_holder_keeps_its_lock_and_every_dead_one_is_taken_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.lock");
+        // A live process of this host that is not this one: a child that sleeps.
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let i = identity();
+        let child_pid = i64::from(child.id());
+        let live = serde_json::json!({"pid": child_pid, "host": i.host, "bootId": i.boot_id,
+                                      "started": process_started(child_pid)});
+        write_lock(&path, live.clone());
+        assert_eq!(stale_reason(&path), None);
+        assert!(take(&path).unwrap().is_none(), "a live holder keeps it");
+        // Another host, renewing: trusted.
+        write_lock(&path, serde_json::json!({"pid": 1234, "host": "elsewhere", "at": 1}));
+        assert!(take(&path).unwrap().is_none());
+        let mut stale = vec![
+            (serde_json::json!({"pid": 0, "host": i.host}), "names no process"),
+            (serde_json::json!({"pid": -1, "host": i.host}), "names no process"),
+            (serde_json::json!({"pid": "x", "host": i.host}), "names no process"),
+            (me(), "names this process"),
+            (
+                serde_json::json!({"pid": child_pid, "host": i.host, "started": 1}),
+                "another process",
+            ),
+            (serde_json::json!({"pid": i32::MAX, "host": i.host}), "is gone"),
+        ];
+        if i.boot_id.is_some() {
+            stale.push((
+                serde_json::json!({"pid": child_pid, "host": i.host, "bootId": "another-boot"}),
+                "restarted",
+            ));
+        }
+        for (holder, why) in stale {
+            write_lock(&path, holder.clone());
+            let reason = stale_reason(&path).unwrap_or_default();
+            assert!(reason.contains(why), "{holder}: {reason}");
+            let lock = take(&path).unwrap().expect("taken over");
+            assert!(lock.took_over.as_deref().is_some_and(|r| r.contains(why)), "{holder}");
+            // Held by this process now: not stale to itself, refused to another take.
+            assert_eq!(stale_reason(&path), None);
+            assert!(take(&path).unwrap().is_none());
+            drop(lock);
+            assert!(!path.exists(), "released");
+        }
+        // Another host that stopped renewing, and a torn file, once old enough.
+        let old = std::time::SystemTime::now() - EXPIRES - Duration::from_secs(1);
+        write_lock(&path, serde_json::json!({"pid": 1234, "host": "elsewhere"}));
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        assert!(stale_reason(&path).unwrap().contains("not renewed"));
+        std::fs::write(&path, "{\"pid\": 12").unwrap();
+        assert_eq!(stale_reason(&path), None, "being written");
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        assert!(take(&path).unwrap().is_some());
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    #[test]
+    fn a_lock_in_a_directory_that_cannot_be_written_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = take(&dir.path().join("missing").join("x.lock"))
+            .err()
+            .expect("an error");
+        assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
+    }
+}

@@ -99,9 +99,12 @@ impl Engine {
             // A damaged file gets no write, the migration's included: it opens for reading
             // when its schema is current (what can be read is still served), and every write
             // is refused with E_CORRUPT.
-            let checked = db::damage::file_bytes(path) <= db::damage::CHECK_AT_OPEN_BYTES;
+            // A file that needs a migration is checked first whatever its size: a migration
+            // never runs on a damaged file.
+            let checked = db::damage::file_bytes(path) <= db::damage::CHECK_AT_OPEN_BYTES
+                || !db::migrate::up_to_date(&conn).unwrap_or(false);
             let damage = match checked {
-                true => db::damage::quick_check(&conn).map_err(|e| e.with_path(path))?,
+                true => db::damage::integrity_check(&conn).map_err(|e| e.with_path(path))?,
                 false => None,
             };
             let mut migration = match &damage {

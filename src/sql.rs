@@ -119,7 +119,19 @@ impl Row<'_> {
     /// Column `i`, converted as rusqlite converts a SQLite value.
     pub(crate) fn get<T: FromSql>(&self, i: usize) -> Result<T> {
         match self {
-            Row::Sqlite(r) => Ok(r.get(i)?),
+            Row::Sqlite(r) => match r.get(i) {
+                // Text that is not UTF-8 (a flipped byte in the file): read with U+FFFD where it
+                // cannot be decoded, so one damaged message does not make the rest unreadable
+                // (`verify` names it).
+                Err(rusqlite::Error::Utf8Error(..)) => match r.get_ref(i)? {
+                    ValueRef::Text(bytes) => {
+                        T::column_result(ValueRef::Text(String::from_utf8_lossy(bytes).as_bytes()))
+                            .map_err(|e| LcmError::Internal(format!("column {i}: {e}")))
+                    }
+                    other => Ok(T::column_result(other).map_err(|e| LcmError::Internal(format!("column {i}: {e}")))?),
+                },
+                other => Ok(other?),
+            },
             Row::Pg(r) => {
                 let value = pg::value::read(r, i)?;
                 T::column_result(ValueRef::from(&value))

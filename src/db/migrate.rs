@@ -80,6 +80,13 @@ pub struct BackfillReport {
     pub rows: i64,
 }
 
+/// Whether `migrate` would find nothing to do (a file too new for this version counts as
+/// not up to date: opening it fails anyway).
+pub(crate) fn up_to_date(conn: &Connection) -> Result<bool> {
+    let ins = Inspection::read(conn, has_trigram())?;
+    Ok(ins.check_version().is_ok() && ins.nothing_to_do(false))
+}
+
 /// For a read-only open: inspects the file without writing and accepts it only when no
 /// migration step is missing (queries rely on the current schema). Otherwise E_SCHEMA, saying
 /// how to upgrade it.

@@ -185,6 +185,8 @@ impl Pool {
         f: impl FnOnce(&mut Connection) -> Result<T>,
     ) -> Result<T> {
         self.check_writable()?;
+        // A file still being checked takes no write until the check says it is sound.
+        self.damage.before_write(deadline, &self.path)?;
         let _call = CallDeadline::set(deadline, &self.closing);
         let mut guard = self
             .writer

@@ -505,6 +505,178 @@ async fn a_damaged_file_gives_coded_errors_and_verify_reports_it() {
     );
 }
 
+/// Pads `path` past the size checked at open with a table of its own and an index on it, and
+/// damages the index's root page: a page no lcm-native statement touches.
+fn pad_and_damage(path: &str) {
+    let conn = Connection::open(path).unwrap();
+    conn.execute_batch(
+        "CREATE TABLE padding(x BLOB); CREATE INDEX padding_x ON padding(length(x));
+         WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 9000)
+         INSERT INTO padding SELECT randomblob(4000) FROM c;
+         PRAGMA wal_checkpoint(TRUNCATE);",
+    )
+    .unwrap();
+    let root: i64 = conn
+        .query_row("SELECT rootpage FROM sqlite_master WHERE name = 'padding_x'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    drop(conn);
+    assert!(crate::db::damage::file_bytes(path) > crate::db::damage::CHECK_AT_OPEN_BYTES);
+    use std::io::{Seek, SeekFrom, Write};
+    let mut f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    f.seek(SeekFrom::Start((root as u64 - 1) * 4096)).unwrap();
+    f.write_all(&[0x5a; 4096]).unwrap();
+}
+
+/// A file too large to check before `open` returns is checked in the background, and no write
+/// lands before that check has spoken: each waits for it and is refused once it finds damage.
+#[test]
+fn a_large_damaged_file_takes_no_write_while_it_is_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.db").to_string_lossy().into_owned();
+    let engine = Engine::open(Config::with_db_path(&path)).unwrap();
+    let cid = engine
+        .ingest(
+            &Target::Session("s".into()),
+            &[json!({"role": "user", "content": "first"})],
+        )
+        .unwrap()
+        .conversation_id;
+    assert!(engine.close());
+    pad_and_damage(&path);
+    let bytes = std::fs::read(&path).unwrap();
+    for round in 0..3 {
+        let engine = Engine::open(Config::with_db_path(&path)).unwrap();
+        // At once, before the check can have finished: it waits, then is refused.
+        let err = engine
+            .ingest(
+                &Target::Session("s".into()),
+                &[json!({"role": "user", "content": format!("lost {round}")})],
+            )
+            .unwrap_err();
+        assert_eq!(err.code(), "E_CORRUPT", "{err}");
+        assert_eq!(engine.messages(cid, 0, 10).unwrap().len(), 1);
+        assert!(engine.close());
+    }
+    assert!(std::fs::read(&path).unwrap() == bytes, "the file was written");
+}
+
+/// A damaged file that needs a migration (a lossless-claw database) is checked before it,
+/// whatever its size: the migration never runs on it, and the file is left as it was.
+#[test]
+fn a_damaged_file_is_never_migrated() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("theirs.db").to_string_lossy().into_owned();
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/legacy-pre-depth.db"),
+        &path,
+    )
+    .unwrap();
+    pad_and_damage(&path);
+    let bytes = std::fs::read(&path).unwrap();
+    let err = Engine::open(Config::with_db_path(&path)).err().expect("opened");
+    assert_eq!(err.code(), "E_CORRUPT", "{err}");
+    assert!(std::fs::read(&path).unwrap() == bytes, "the file was written");
+}
+
+/// An index out of step with its table passes SQLite's quick check; the integrity check at
+/// open finds it, and the file takes no write.
+#[test]
+fn an_index_out_of_step_with_its_table_is_found_at_open() {
+    let (dir, engine) = crate::test_support::temp_engine();
+    let path = engine.config().db_path.clone();
+    let cid = engine
+        .ingest(
+            &Target::Session("s".into()),
+            &(0..50)
+                .map(|i| json!({"role": "user", "content": format!("m{i}")}))
+                .collect::<Vec<_>>(),
+        )
+        .unwrap()
+        .conversation_id;
+    assert!(engine.close());
+    {
+        // The index's definition changed behind SQLite's back: its entries no longer match.
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch("CREATE INDEX probe_idx ON messages(seq); PRAGMA writable_schema = ON;")
+            .unwrap();
+        conn.execute(
+            "UPDATE sqlite_master SET sql = 'CREATE INDEX probe_idx ON messages(token_count)' WHERE name = 'probe_idx'",
+            [],
+        )
+        .unwrap();
+    }
+    let conn = Connection::open(&path).unwrap();
+    let quick: String = conn.query_row("PRAGMA quick_check", [], |r| r.get(0)).unwrap();
+    assert_eq!(quick, "ok", "the quick check does not see it");
+    drop(conn);
+    let engine = Engine::open(Config::with_db_path(&path)).unwrap();
+    assert_eq!(engine.damage().map(|e| e.code()), Some("E_CORRUPT"));
+    let err = engine
+        .ingest(
+            &Target::Session("s".into()),
+            &[json!({"role": "user", "content": "more"})],
+        )
+        .unwrap_err();
+    assert_eq!(err.code(), "E_CORRUPT", "{err}");
+    assert_eq!(engine.messages(cid, 0, 100).unwrap().len(), 50);
+    drop(dir);
+}
+
+/// One flipped byte in a stored message (invalid UTF-8) does not make its conversation
+/// unreadable: it is read with U+FFFD in place of what cannot be decoded, compaction and
+/// search go on, and verify names the message.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_message_with_invalid_utf8_is_read_with_replacement_characters() {
+    use crate::test_support::{compact_offline, with_synthetic};
+    let (_dir, engine, cid) = with_synthetic(json!({}), 120, 600);
+    let path = engine.config().db_path.clone();
+    let (id, seq): (i64, i64) = Connection::open(&path)
+        .unwrap()
+        .query_row(
+            "SELECT message_id, seq FROM messages WHERE conversation_id = ?1 AND role = 'user' ORDER BY seq LIMIT 1 OFFSET 3",
+            [cid],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    let before = engine
+        .grep(Some(cid), &crate::recall::GrepOptions::new("lorem"))
+        .unwrap();
+    assert!(!before.hits.is_empty(), "{before:?}");
+    {
+        let conn = Connection::open(&path).unwrap();
+        for sql in [
+            "UPDATE messages SET content = content || CAST(X'FF20C3' AS TEXT) WHERE message_id = ?1",
+            "UPDATE message_parts SET text_content = text_content || CAST(X'FF' AS TEXT) WHERE message_id = ?1",
+        ] {
+            conn.execute(sql, [id]).unwrap();
+        }
+    }
+    let listed = engine.messages(cid, seq - 1, 1).unwrap();
+    assert_eq!(listed.len(), 1);
+    assert!(
+        listed[0].content.to_string().contains('\u{FFFD}'),
+        "{}",
+        listed[0].content
+    );
+    let hits = engine
+        .grep(Some(cid), &crate::recall::GrepOptions::new("lorem"))
+        .unwrap();
+    assert!(!hits.hits.is_empty(), "{hits:?}");
+    compact_offline(&engine, cid, 4000).await;
+    assert!(!engine.summaries(cid, None).unwrap().is_empty());
+    let report = engine.verify(None).unwrap();
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|p| p.contains(&format!("message {id}")) && p.contains("UTF-8")),
+        "{:?}",
+        report.problems
+    );
+}
+
 #[test]
 fn immutable_opens_read_a_snapshot_and_refuse_a_pending_log() {
     let dir = tempfile::tempdir().unwrap();

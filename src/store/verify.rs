@@ -167,6 +167,7 @@ pub(crate) fn verify<'a>(db: impl Into<Db<'a>>, only: Option<i64>) -> Result<Ver
         if let Some(damage) = sqlite_damage(conn, &mut problems)? {
             return Ok(damage);
         }
+        not_utf8(conn, only, &mut problems)?;
     }
 
     let mut summaries: HashMap<String, SummaryRow> = HashMap::new();
@@ -373,6 +374,60 @@ pub(crate) fn verify<'a>(db: impl Into<Db<'a>>, only: Option<i64>) -> Result<Ver
         problems,
         digest: digest(db)?,
     })
+}
+
+/// Stored text that is not UTF-8 (SQLite stores whatever bytes it is given; a flipped bit
+/// leaves it so): each message, part and summary named. Reads return it with U+FFFD in place
+/// of what cannot be decoded; PostgreSQL refuses such text when it is written.
+fn not_utf8(conn: &rusqlite::Connection, only: Option<i64>, problems: &mut Vec<String>) -> Result<()> {
+    let parts: Vec<String> = crate::db::schema::PART_TEXT_COLUMNS
+        .iter()
+        .map(|c| format!("CAST(p.{c} AS BLOB)"))
+        .collect();
+    let queries = [
+        (
+            "message".to_string(),
+            "SELECT message_id, 'text', CAST(content AS BLOB) FROM messages WHERE ?1 IS NULL OR conversation_id = ?1"
+                .to_string(),
+        ),
+        (
+            "message".to_string(),
+            format!(
+                "SELECT p.message_id, 'part ' || p.ordinal, {} FROM message_parts p JOIN messages m USING (message_id)
+                  WHERE ?1 IS NULL OR m.conversation_id = ?1",
+                parts.join(", ")
+            ),
+        ),
+        (
+            "summary".to_string(),
+            "SELECT summary_id, 'text', CAST(content AS BLOB) FROM summaries WHERE ?1 IS NULL OR conversation_id = ?1"
+                .to_string(),
+        ),
+    ];
+    for (kind, sql) in queries {
+        let mut stmt = conn.prepare(&sql)?;
+        let mut rows = stmt.query(params![only])?;
+        while let Some(r) = rows.next()? {
+            let id: Value = r.get(0)?;
+            let what: String = r.get(1)?;
+            for i in 2..r.as_ref().column_count() {
+                if let rusqlite::types::ValueRef::Blob(bytes) = r.get_ref(i)? {
+                    if std::str::from_utf8(bytes).is_err() {
+                        let id = match id {
+                            Value::Integer(n) => n.to_string(),
+                            Value::Text(ref t) => t.clone(),
+                            _ => "?".into(),
+                        };
+                        problems.push(format!(
+                            "{kind} {id}: its {what} is not valid UTF-8 (a damaged byte); it is read with U+FFFD in its place"
+                        ));
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// SQLite's own checks: `integrity_check` (a report of the damage alone when it fails: the

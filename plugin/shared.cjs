@@ -227,6 +227,11 @@ async function drainSpool(dbPath, engine, onHeld, onTakeOver) {
     const r = await engine.drainSpool(spoolBase(dbPath))
     for (const t of r.held) onHeld?.(t, t.error)
     if (r.tookOver) onTakeOver?.(r.tookOver)
+    if (r.stoppedBy) {
+      // The turns stay spooled, in order, for the next call: what stopped them is worth a line.
+      const [code, ...rest] = r.stoppedBy.split(': ')
+      throw Object.assign(new Error(`${r.stored} stored, ${r.remaining} still spooled: ${rest.join(': ')}`), { code })
+    }
     return r.stored
   } finally {
     s.drainingNow.delete(dbPath)

@@ -81,7 +81,7 @@ impl Engine {
         let (path, busy) = (&config.db_path, config.busy_timeout_ms);
         let (migration, flags, pool) = if crate::pg::is_url(path) {
             let location = crate::pg::Location::parse(path, None)?;
-            let pool = crate::pg::pool::PgPool::open(&location, config.read_only)?;
+            let pool = crate::pg::pool::PgPool::open(&location, config.read_only, config.busy_timeout_ms)?;
             let migration = postgres::prepare(&pool, &config)?;
             (migration, postgres::FLAGS, Backend::Postgres(pool))
         } else if config.read_only {

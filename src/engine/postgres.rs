@@ -27,7 +27,7 @@ pub(super) const FLAGS: SchemaFlags = SchemaFlags {
 pub(super) fn prepare(pool: &PgPool, config: &Config) -> Result<MigrationReport> {
     let started = Instant::now();
     let wait = Duration::from_millis(config.busy_timeout_ms.max(0) as u64);
-    let created = pool.with(|c| {
+    let created = pool.with_unbounded(|c| {
         crate::pg::locks::take(c, "setup", 0, wait, &format!("the setup of {}", c.describe()))?;
         let made = make_or_check(c, config).and_then(|created| {
             // A schema made before grep ran on PostgreSQL gets its search indexes now.

@@ -137,22 +137,49 @@ impl Location {
 
     /// Opens a connection whose search path is the schema (which need not exist yet).
     pub(crate) fn connect(&self) -> Result<Conn> {
+        self.connect_within(None)
+    }
+
+    /// `connect`, the whole handshake (not only the socket's, which is all libpq's
+    /// `connect_timeout` bounds: a stopped server's kernel still accepts the socket) bounded
+    /// by `limit` or the connect timeout, whichever is shorter.
+    pub(crate) fn connect_within(&self, limit: Option<Duration>) -> Result<Conn> {
         let config = self.config.clone();
         let described = self.describe();
+        let bound = config
+            .get_connect_timeout()
+            .copied()
+            .into_iter()
+            .chain(limit)
+            .min()
+            .unwrap_or(Duration::from_secs(10));
         let connected = wait(runtime().spawn(async move {
-            let (client, connection) = config.connect(tokio_postgres::NoTls).await?;
+            let (client, connection) = tokio::time::timeout(bound, config.connect(tokio_postgres::NoTls))
+                .await
+                .map_err(|_| None)?
+                .map_err(Some)?;
             // The socket's driver; it ends when the client is dropped or the server goes.
             tokio::spawn(connection);
-            Ok::<_, tokio_postgres::Error>(client)
+            Ok::<_, Option<tokio_postgres::Error>>(client)
         }))
         .map_err(|e| LcmError::Internal(format!("the PostgreSQL connection task failed: {e}")))?;
-        let client = connected.map_err(|e| connection_error(&described, &e))?;
+        let client = connected.map_err(|e| match e {
+            Some(e) => connection_error(&described, &e),
+            None => LcmError::Connection {
+                message: format!(
+                    "cannot connect to {described}: no answer within {} ms",
+                    bound.as_millis()
+                ),
+            },
+        })?;
         let conn = Conn {
             client,
             schema: self.schema.clone(),
             described,
             statements: Default::default(),
             search: Default::default(),
+            limit_ms: Default::default(),
+            broken: Default::default(),
         };
         conn.batch(&format!(
             "SET search_path TO {}; SET client_min_messages TO warning",
@@ -183,6 +210,12 @@ pub(crate) struct Conn {
     statements: std::sync::Mutex<std::collections::HashMap<String, tokio_postgres::Statement>>,
     /// What the schema has for grep, once found complete (`search::probe`).
     pub(crate) search: std::sync::OnceLock<search::Support>,
+    /// How long one round trip may take before the server counts as gone (ms; 0: no bound).
+    /// The pool sets it a little past the server's own `lock_timeout` and
+    /// `statement_timeout`, which answer first when the server is alive.
+    limit_ms: std::sync::atomic::AtomicU64,
+    /// A round trip went unanswered: the connection's state is unknown, and it is dropped.
+    broken: std::sync::atomic::AtomicBool,
 }
 
 impl Conn {
@@ -191,23 +224,74 @@ impl Conn {
         &self.described
     }
 
+    /// Bounds every round trip of this connection to `limit` (None: unbounded).
+    pub(crate) fn set_limit(&self, limit: Option<Duration>) {
+        let ms = limit.map_or(0, |d| d.as_millis().max(1) as u64);
+        self.limit_ms.store(ms, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Whether a round trip went unanswered (the pool drops the connection).
+    pub(crate) fn is_broken(&self) -> bool {
+        self.broken.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// The server's answer to `f`, within the connection's limit. Past it the server counts
+    /// as gone (stopped, frozen, a network that dropped the packets): E_CONNECTION, the
+    /// connection is marked broken, and the query is cancelled in the background (so a server
+    /// that was only slow frees its locks).
+    fn answer<T>(&self, f: impl Future<Output = std::result::Result<T, tokio_postgres::Error>>) -> Result<T> {
+        use std::sync::atomic::Ordering;
+        if self.is_broken() {
+            return Err(LcmError::Connection {
+                message: format!(
+                    "the connection to {} was dropped after a call went unanswered",
+                    self.described
+                ),
+            });
+        }
+        let ms = self.limit_ms.load(Ordering::SeqCst);
+        if ms == 0 {
+            return wait(f).map_err(|e| self.error(&e));
+        }
+        // Made inside the runtime: a timer needs its clock where it is created.
+        let timer = runtime().spawn(async move { tokio::time::sleep(Duration::from_millis(ms)).await });
+        let f = std::pin::pin!(f);
+        match wait(futures::future::select(f, timer)) {
+            futures::future::Either::Left((out, _)) => out.map_err(|e| self.error(&e)),
+            futures::future::Either::Right(_) => {
+                self.broken.store(true, Ordering::SeqCst);
+                let cancel = self.client.cancel_token();
+                runtime().spawn(async move {
+                    let _ =
+                        tokio::time::timeout(Duration::from_secs(10), cancel.cancel_query(tokio_postgres::NoTls)).await;
+                });
+                Err(LcmError::Connection {
+                    message: format!(
+                        "{} did not answer within {ms} ms (a server stopped or frozen, or a network that drops packets); the connection is dropped",
+                        self.described
+                    ),
+                })
+            }
+        }
+    }
+
     /// Runs statements with no parameters (DDL, `BEGIN`, `COMMIT`).
     pub(crate) fn batch(&self, sql: &str) -> Result<()> {
-        wait(self.client.batch_execute(sql)).map_err(|e| self.error(&e))
+        self.answer(self.client.batch_execute(sql))
     }
 
     pub(crate) fn execute<S>(&self, statement: &S, params: &[&(dyn ToSql + Sync)]) -> Result<u64>
     where
         S: ToStatement + ?Sized,
     {
-        wait(self.client.execute(statement, params)).map_err(|e| self.error(&e))
+        self.answer(self.client.execute(statement, params))
     }
 
     pub(crate) fn query<S>(&self, statement: &S, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<tokio_postgres::Row>>
     where
         S: ToStatement + ?Sized,
     {
-        wait(self.client.query(statement, params)).map_err(|e| self.error(&e))
+        self.answer(self.client.query(statement, params))
     }
 
     /// `sql` prepared once per connection.
@@ -248,7 +332,7 @@ impl Conn {
 
     /// Parses `sql` once for many executions.
     pub(crate) fn prepare(&self, sql: &str) -> Result<tokio_postgres::Statement> {
-        wait(self.client.prepare(sql)).map_err(|e| self.error(&e))
+        self.answer(self.client.prepare(sql))
     }
 
     /// The first column of the one row `sql` returns.
@@ -256,7 +340,7 @@ impl Conn {
     where
         T: for<'a> tokio_postgres::types::FromSql<'a>,
     {
-        let row = wait(self.client.query_one(sql, params)).map_err(|e| self.error(&e))?;
+        let row = self.answer(self.client.query_one(sql, params))?;
         row.try_get(0).map_err(|e| self.error(&e))
     }
 

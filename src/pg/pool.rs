@@ -6,6 +6,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
+use std::time::Duration;
 
 use super::{Conn, Location};
 use crate::error::{LcmError, Result};
@@ -19,18 +20,29 @@ pub(crate) struct PgPool {
     idle: Mutex<Vec<Conn>>,
     read_only: bool,
     closed: AtomicBool,
+    /// A call's bound (`busyTimeoutMs`): the server's `lock_timeout` and `statement_timeout`,
+    /// and, a little past it, how long a round trip may go unanswered.
+    call: Duration,
 }
 
+/// How long past the server's own timeouts a round trip may take before the server counts
+/// as gone.
+const ANSWER_GRACE: Duration = Duration::from_millis(500);
+
 impl PgPool {
-    /// Connects once (so a wrong URL fails the open).
-    pub(crate) fn open(location: &Location, read_only: bool) -> Result<PgPool> {
-        let first = location.connect()?;
+    /// Connects once (so a wrong URL fails the open). Every call is bounded by
+    /// `busy_timeout_ms`: a lock waited for (E_BUSY), a statement (E_TIMEOUT), a server that
+    /// does not answer at all (E_CONNECTION).
+    pub(crate) fn open(location: &Location, read_only: bool, busy_timeout_ms: i64) -> Result<PgPool> {
+        let call = Duration::from_millis(busy_timeout_ms.max(1) as u64);
+        let first = bounded(location.connect_within(Some(call + ANSWER_GRACE))?, call)?;
         Ok(PgPool {
             described: first.describe().to_string(),
             location: location.clone(),
             idle: Mutex::new(vec![first]),
             read_only,
             closed: AtomicBool::new(false),
+            call,
         })
     }
 
@@ -45,22 +57,45 @@ impl PgPool {
         let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
         match idle {
             Some(c) => Ok(c),
-            None => self.location.connect(),
+            None => bounded(self.location.connect_within(Some(self.call + ANSWER_GRACE))?, self.call),
         }
     }
 
-    /// Runs `f` on a connection of the pool outside any transaction (setup, DDL).
-    pub(crate) fn with<T>(&self, f: impl FnOnce(&Conn) -> Result<T>) -> Result<T> {
+    /// Runs `f` on a connection of the pool outside any transaction, bounded as every call.
+    fn with<T>(&self, f: impl FnOnce(&Conn) -> Result<T>) -> Result<T> {
         let conn = self.take()?;
         let out = f(&conn);
-        let lost = matches!(out, Err(LcmError::Connection { .. }));
+        self.give_back(conn, &out);
+        out
+    }
+
+    /// `with` for work that may take long on a large database (the schema made or upgraded at
+    /// open, the redaction's `VACUUM FULL`): no statement or answer bound (a lock wait stays
+    /// bounded by what `f` sets), the connection's bounds restored afterwards.
+    pub(crate) fn with_unbounded<T>(&self, f: impl FnOnce(&Conn) -> Result<T>) -> Result<T> {
+        let conn = self.take()?;
+        conn.set_limit(None);
+        let out = conn
+            .batch("SET statement_timeout = 0; SET lock_timeout = 0")
+            .and_then(|()| f(&conn));
+        match bounded(conn, self.call) {
+            Ok(conn) => {
+                self.give_back(conn, &out);
+                out
+            }
+            Err(e) => out.and(Err(e)),
+        }
+    }
+
+    /// Keeps `conn` for later calls unless it was lost (or the pool closed).
+    fn give_back<T>(&self, conn: Conn, out: &Result<T>) {
+        let lost = matches!(out, Err(LcmError::Connection { .. })) || conn.is_broken();
         if !lost && !self.is_closed() {
             let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
             if idle.len() < IDLE {
                 idle.push(conn);
             }
         }
-        out
     }
 
     /// `f` in one read-only snapshot.
@@ -132,6 +167,20 @@ impl PgPool {
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::SeqCst)
     }
+}
+
+/// `conn` with a pool's bounds: the server's lock and statement timeouts at `call`, and round
+/// trips answered within a little more.
+fn bounded(conn: Conn, call: Duration) -> Result<Conn> {
+    // The statement's bound a little past the lock's, so that a lock waited for out says so
+    // (E_BUSY) rather than the statement (E_TIMEOUT).
+    let ms = call.as_millis();
+    conn.set_limit(Some(call + ANSWER_GRACE));
+    conn.batch(&format!(
+        "SET lock_timeout = {ms}; SET statement_timeout = {}",
+        ms + ANSWER_GRACE.as_millis() / 2
+    ))?;
+    Ok(conn)
 }
 
 /// Held for an operation's life; dropping it ends the lock's session (which releases it).

@@ -352,7 +352,7 @@ pub(crate) use crate::store::redactions::{complete, conversations_awaiting, pend
 /// that the write-ahead log holding the old text is recycled sooner (WAL archives, replicas
 /// and backups are the operator's: see the README).
 pub(crate) fn scrub_postgres(pool: &crate::pg::pool::PgPool, lock_ms: i64) -> Result<()> {
-    pool.with(|c| {
+    pool.with_unbounded(|c| {
         wait_for_older_snapshots(c, lock_ms)?;
         let schema = crate::pg::quote_ident(&c.schema);
         // The tables holding what a user or a tool wrote (with, in PostgreSQL, each row's

@@ -10,7 +10,7 @@ import { join } from 'node:path'
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 
-import { LcmEngine } from '../index.js'
+import { type IngestMessage, LcmEngine } from '../index.js'
 import { fakeHost, turn } from './plugin-host'
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -20,6 +20,8 @@ const { startCluster } = require('../scripts/pg-test-server.cjs') as {
 
 const available = Boolean(process.env.LCM_TEST_DATABASE_URL)
 const BUSY = 800
+/** A turn as the engine takes it. */
+const msgs = (n: number) => turn(n) as IngestMessage[]
 /** What "within its deadline" allows: the bound, and a second for the rest. */
 const WITHIN = BUSY + 1000
 
@@ -69,14 +71,14 @@ describe.skipIf(!available)('PostgreSQL calls are bounded', () => {
     const url = `${cluster.url}?schema=bounds`
     const engine = await LcmEngine.open({ dbPath: url, busyTimeoutMs: BUSY })
     const target = { sessionKey: 'agent:main:main', sessionId: 's1' }
-    const { conversationId } = await engine.ingest(target, turn(1))
+    const { conversationId } = await engine.ingest(target, msgs(1))
     // Another session holds the schema's write lock (a paused peer gateway).
     let holder: ChildProcess | undefined
     try {
       holder = spawn(join(cluster.bin, 'psql'), ['-h', cluster.dir, '-U', 'lcm', '-d', 'postgres', '-c', "SELECT pg_advisory_lock(hashtext('bounds:write'), 0); SELECT pg_sleep(60)"], { stdio: 'ignore' })
       const until = Date.now() + 10_000
       while (psql("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted") === '0' && Date.now() < until) await new Promise((r) => setTimeout(r, 50))
-      const busy = await timed(engine.ingest(target, turn(2)))
+      const busy = await timed(engine.ingest(target, msgs(2)))
       expect(busy.code).toBe('E_BUSY')
       expect(busy.ms).toBeLessThan(WITHIN)
       // Reads do not wait for it.
@@ -88,15 +90,15 @@ describe.skipIf(!available)('PostgreSQL calls are bounded', () => {
     }
     // A killed connection: the call that meets it fails fast, the next one works.
     psql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'lcm-native'")
-    const killed = await timed(engine.ingest(target, turn(3)))
+    const killed = await timed(engine.ingest(target, msgs(3)))
     expect(['ok', 'E_CONNECTION']).toContain(killed.code)
     expect(killed.ms).toBeLessThan(WITHIN)
-    expect((await timed(engine.ingest(target, turn(4)))).code, 'after the kill').toBe('ok')
+    expect((await timed(engine.ingest(target, msgs(4)))).code, 'after the kill').toBe('ok')
     // A frozen server: every call gives up within the bound instead of when it resumes.
     signal('SIGSTOP')
     try {
       for (const [what, call] of [
-        ['ingest', () => engine.ingest(target, turn(5))],
+        ['ingest', () => engine.ingest(target, msgs(5))],
         ['assemble', () => engine.assemble(conversationId, { tokenBudget: 10_000 })],
         ['grep', () => engine.grep(conversationId, { query: 'question' })],
         ['findConversation', () => engine.findConversation(target)],
@@ -109,7 +111,7 @@ describe.skipIf(!available)('PostgreSQL calls are bounded', () => {
       signal('SIGCONT')
     }
     // Back: the engine goes on.
-    expect((await timed(engine.ingest(target, turn(6)))).code, 'after the freeze').toBe('ok')
+    expect((await timed(engine.ingest(target, msgs(6)))).code, 'after the freeze').toBe('ok')
     await engine.close()
   })
 

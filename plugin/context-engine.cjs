@@ -238,7 +238,8 @@ class LcmNativeContextEngine {
       const held = (/** @type {{ advancementKey?: string }} */ t, /** @type {string} */ error) =>
         this.logger.error(`lcm-native: a spooled turn (${t.advancementKey ?? 'no key'}) failed ${error} on every try; it is set aside in ${heldPath(path)} so that later turns are stored`)
       const tookOver = (/** @type {string} */ why) => this.logger.warn(`lcm-native: took over the drain lock of the spooled turns, which was stale (${why})`)
-      const drain = drainSpool(path, engine, held, tookOver)
+      const stopped = (/** @type {string} */ what) => this.logger.warn(`lcm-native: storing spooled turns stopped (${what}); the rest are stored on a later call`)
+      const drain = drainSpool(path, engine, held, tookOver, stopped)
         .then((stored) => {
           if (stored) this.logger.info(`lcm-native: stored ${stored} spooled turn(s)`)
         })

@@ -213,12 +213,14 @@ function spoolPending(dbPath) {
 /**
  * Stores the spooled turns of a database through `engine` (in order, each once, one drainer
  * at a time across processes; see `LcmEngine.drainSpool`). Reports each turn set aside
- * (`onHeld`) and a stale lock taken over (`onTakeOver`). Returns how many were stored.
+ * (`onHeld`), a stale lock taken over (`onTakeOver`) and what stopped the drain short
+ * (`onStopped`). Returns how many were stored.
  * @param {string} dbPath @param {LcmEngine} engine
  * @param {(turn: { advancementKey?: string }, error: string) => void} [onHeld]
  * @param {(why: string) => void} [onTakeOver]
+ * @param {(what: string) => void} [onStopped]
  */
-async function drainSpool(dbPath, engine, onHeld, onTakeOver) {
+async function drainSpool(dbPath, engine, onHeld, onTakeOver, onStopped) {
   const s = shared()
   s.drainingNow ??= new Set()
   if (s.drainingNow.has(dbPath)) return 0
@@ -227,11 +229,8 @@ async function drainSpool(dbPath, engine, onHeld, onTakeOver) {
     const r = await engine.drainSpool(spoolBase(dbPath))
     for (const t of r.held) onHeld?.(t, t.error)
     if (r.tookOver) onTakeOver?.(r.tookOver)
-    if (r.stoppedBy) {
-      // The turns stay spooled, in order, for the next call: what stopped them is worth a line.
-      const [code, ...rest] = r.stoppedBy.split(': ')
-      throw Object.assign(new Error(`${r.stored} stored, ${r.remaining} still spooled: ${rest.join(': ')}`), { code })
-    }
+    // The turns stay spooled, in order, for the next call: what stopped them is worth a line.
+    if (r.stoppedBy) onStopped?.(`${r.stored} stored, ${r.remaining} still spooled: ${r.stoppedBy}`)
     return r.stored
   } finally {
     s.drainingNow.delete(dbPath)

@@ -1,7 +1,7 @@
 // The command line: demo, stats, prompts, rewrite against a local OpenAI-shaped server, and
 // its exit codes (0 done, 1 one-line error, 2 usage).
 import { spawn, spawnSync } from 'node:child_process'
-import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, readdirSync, statSync, watch, writeFileSync } from 'node:fs'
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
@@ -341,6 +341,211 @@ describe('exit codes', () => {
   })
 })
 
+describe('what --db names', () => {
+  it('a FIFO, a directory or a device is refused before anything opens it (E_INVALID_INPUT), and nothing is created beside it', async () => {
+    const dir = tempDir()
+    const fifo = join(dir, 'fifo')
+    expect(spawnSync('mkfifo', [fifo]).status).toBe(0)
+    mkdirSync(join(dir, 'folder'))
+    const runs: [string[], RegExp][] = [
+      [['stats', '--db', fifo], /the database .*fifo is a FIFO \(named pipe\), not a database file/],
+      [['verify', '--db', fifo], /the database .*fifo is a FIFO/],
+      [['migrate', '--db', fifo], /the database .*fifo is a FIFO/],
+      [['fidelity', '--db', fifo], /the database .*fifo is a FIFO/],
+      [['redact', '--finish', '--db', fifo], /the database .*fifo is a FIFO/],
+      [['demo', '--db', fifo], /the database .*fifo is a FIFO/],
+      [['copy', '--from', fifo, '--to', join(dir, 'copy.db')], /--from .*fifo is a FIFO/],
+      [['backup', '--db', demoDb, fifo], /the backup file .*fifo is a FIFO/],
+      [['stats', '--db', join(dir, 'folder')], /the database .*folder is a directory/],
+      [['migrate', '--db', join(dir, 'folder')], /the database .*folder is a directory/],
+    ]
+    for (const [args, message] of runs) {
+      const r = await cli(args)
+      expect(r.code, args.join(' ')).toBe(1)
+      expect(r.stderr.trim().split('\n'), args.join(' ')).toHaveLength(1)
+      expect(r.stderr, args.join(' ')).toMatch(/^lcm-native: E_INVALID_INPUT: /)
+      expect(r.stderr, args.join(' ')).toMatch(message)
+    }
+    expect(readdirSync(dir).sort()).toEqual(['fifo', 'folder'])
+    expect(readdirSync(join(dir, 'folder'))).toEqual([])
+  })
+
+  it('/dev/zero is a character device, not a database: refused, and no /dev/zero-journal is made', async () => {
+    const journal = existsSync('/dev/zero-journal')
+    for (const command of ['stats', 'verify', 'migrate', 'fidelity']) {
+      const r = await cli([command, '--db', '/dev/zero'])
+      expect(r.code, command).toBe(1)
+      expect(r.stderr, command).toMatch(/^lcm-native: E_INVALID_INPUT: the database \/dev\/zero is a character device, not a database file/)
+    }
+    // (Where one was left before this run, by an older lcm-native, it is not this run's.)
+    if (!journal) expect(existsSync('/dev/zero-journal')).toBe(false)
+  })
+
+  it('verify --conversation of a conversation that does not exist is E_NOT_FOUND and exit 1, not a clean bill', async () => {
+    const r = await cli(['verify', '--conversation', '999', '--db', demoDb])
+    expect(r.code).toBe(1)
+    expect(r.stderr.trim().split('\n')).toEqual(['lcm-native: E_NOT_FOUND: conversation 999 not found'])
+    expect(r.stdout).toBe('')
+    const json = await cli(['verify', '--conversation', '999', '--json', '--db', demoDb])
+    expect(json.code).toBe(1)
+    expect(json.stdout).toBe('')
+    const one = await cli(['verify', '--conversation', '1', '--db', demoDb])
+    expect(one.code, one.stderr).toBe(0)
+    expect(one.stdout).toMatch(/^ok: 1 conversation, 914 messages/)
+  })
+})
+
+describe('an interrupted read of a lossless-claw file', () => {
+  /**
+   * Runs `verify` on a copy of a lossless-claw file with a TMPDIR of its own, stops it (SIGSTOP)
+   * as soon as its upgraded copy's folder exists (`stage` 'folder'), or once the copy is being
+   * written in it ('copy'), sends `signal` and lets it go on.
+   */
+  async function interrupted(signal: NodeJS.Signals, stage: 'folder' | 'copy') {
+    const db = copyFixture('head-theme.db')
+    const original = readFileSync(db)
+    const tmp = tempDir()
+    const child = spawn(process.execPath, [BIN, 'verify', '--db', db], { env: { ...process.env, HOME: tempDir(), TMPDIR: tmp } })
+    let stderr = ''
+    child.stderr.on('data', (d) => (stderr += d))
+    const watchers: ReturnType<typeof watch>[] = []
+    let sent = false
+    let copied = false
+    const send = () => {
+      // Stopped, the signal waits until SIGCONT: the process meets it where it was stopped.
+      sent = true
+      child.kill(signal)
+      child.kill('SIGCONT')
+    }
+    watchers.push(
+      watch(tmp, (_, name) => {
+        if (sent || watchers.length > 1 || !String(name).startsWith('lcm-read-')) return
+        child.kill('SIGSTOP')
+        const folder = join(tmp, String(name))
+        if (stage === 'folder') return send()
+        watchers.push(
+          watch(folder, (__, file) => {
+            if (sent || file !== 'lcm.db') return
+            child.kill('SIGSTOP')
+            copied = existsSync(join(folder, 'lcm.db'))
+            send()
+          }),
+        )
+        child.kill('SIGCONT')
+      }),
+    )
+    const [code, how] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve) => child.on('close', (c, s) => resolve([c, s])))
+    for (const w of watchers) w.close()
+    return { sent, copied, code, how, stderr, left: readdirSync(tmp), unchanged: readFileSync(db).equals(original) }
+  }
+
+  it.each([
+    ['SIGTERM', 'folder'],
+    ['SIGINT', 'folder'],
+    ['SIGHUP', 'folder'],
+    ['SIGTERM', 'copy'],
+    ['SIGINT', 'copy'],
+    ['SIGHUP', 'copy'],
+  ] as const)('%s once its upgraded copy\'s %s exists: the copy is removed, and the process ends by the signal', async (signal, stage) => {
+    const r = await interrupted(signal, stage)
+    expect(r.sent, `the read ended before it was stopped: ${r.stderr}`).toBe(true)
+    if (stage === 'copy') expect(r.copied).toBe(true)
+    expect(r.left).toEqual([])
+    expect([r.code, r.how]).toEqual([null, signal])
+    expect(r.unchanged).toBe(true)
+  })
+
+  it('a read that ends (in success or failure) leaves no copy either', async () => {
+    const tmp = tempDir()
+    const db = copyFixture('head-theme.db')
+    const ok = await cli(['verify', '--db', db], { TMPDIR: tmp })
+    expect(ok.code, ok.stderr).toBe(0)
+    const missing = await cli(['describe', 'sum_missing', '--db', db], { TMPDIR: tmp })
+    expect(missing.code).toBe(1)
+    expect(missing.stderr).toMatch(/E_NOT_FOUND/)
+    // A reader that stops early (`| head`): the process ends through exit(0), the copy with it.
+    const head = spawnSync('sh', ['-c', `"${process.execPath}" "${BIN}" messages 1 --limit 1000 --db "${db}" | head -n 1; echo "exit $?"`], {
+      encoding: 'utf8',
+      env: { ...process.env, HOME: tempDir(), TMPDIR: tmp },
+    })
+    expect(head.stdout).toMatch(/exit 0/)
+    expect(readdirSync(tmp)).toEqual([])
+  })
+})
+
+describe('large output, and failures without a code', () => {
+  /** A preload that makes the addon's answers fail the way napi-rs reports a string V8 refuses. */
+  function preload(body: string): Record<string, string> {
+    const file = join(tempDir(), 'preload.cjs')
+    writeFileSync(
+      file,
+      `const { LcmEngine } = require(${JSON.stringify(join(ROOT, 'index.js'))})
+       const tooLarge = () => Promise.reject(Object.assign(new Error(''), { code: 'GenericFailure' }))
+       ${body}`,
+    )
+    return { NODE_OPTIONS: `--require ${file}` }
+  }
+
+  it('messages is read a page at a time and printed as it comes: --json is what JSON.stringify prints; a page too large for one answer is asked for in halves', async () => {
+    const plain = await cli(['messages', '1', '--limit', '300', '--json', '--db', demoDb])
+    expect(plain.code, plain.stderr).toBe(0)
+    const list = JSON.parse(plain.stdout)
+    expect(list).toHaveLength(300)
+    expect(plain.stdout).toBe(`${JSON.stringify(list, null, 2)}\n`)
+    // Every answer of more than 7 messages is "too large": the same output, from pages of at most 7.
+    const asked: string[] = []
+    const halves = preload(`
+      const messages = LcmEngine.prototype.messages
+      LcmEngine.prototype.messages = function (id, o) {
+        process.stderr.write('asked ' + o.limit + ' after ' + o.afterSeq + '\\n')
+        return o.limit > 7 ? tooLarge() : messages.call(this, id, o)
+      }`)
+    const paged = await cli(['messages', '1', '--limit', '300', '--json', '--db', demoDb], halves)
+    expect(paged.code, paged.stderr).toBe(0)
+    expect(paged.stdout).toBe(plain.stdout)
+    asked.push(...paged.stderr.trim().split('\n'))
+    expect(asked.slice(0, 6)).toEqual(['asked 100 after undefined', 'asked 50 after undefined', 'asked 25 after undefined', 'asked 13 after undefined', 'asked 7 after undefined', 'asked 7 after 7'])
+    const text = await cli(['messages', '1', '--limit', '20', '--db', demoDb])
+    expect((await cli(['messages', '1', '--limit', '20', '--db', demoDb], halves)).stdout).toBe(text.stdout)
+    expect(text.stdout).toMatch(/\(more: lcm-native messages 1 --after 20\)\n$/)
+    // One message too large alone: a coded one-line error.
+    const never = await cli(['messages', '1', '--after', '5', '--db', demoDb], preload('LcmEngine.prototype.messages = tooLarge'))
+    expect(never.code).toBe(1)
+    expect(never.stderr.trim().split('\n')).toEqual([
+      "lcm-native: E_TOO_LARGE: the message after seq 5 of conversation 1 is larger than one JavaScript string can hold (about 512 MB as JSON); read it with 'lcm-native show' or lcm_describe's pages",
+    ])
+  })
+
+  it('every failure is printed with a code: the addon\'s GenericFailure, a plain Error, a system error', async () => {
+    const cases: [string, RegExp][] = [
+      ['LcmEngine.prototype.conversations = tooLarge', /^lcm-native: E_TOO_LARGE: the answer is larger than one JavaScript string can hold/],
+      ["LcmEngine.prototype.conversations = () => Promise.reject(new Error('boom'))", /^lcm-native: E_INTERNAL: boom$/],
+      ["LcmEngine.prototype.conversations = () => { throw new TypeError('not a function') }", /^lcm-native: E_INTERNAL: not a function$/],
+      ["LcmEngine.prototype.conversations = () => Promise.reject(Object.assign(new Error(''), { code: 'InvalidArg' }))", /^lcm-native: E_INTERNAL: InvalidArg without a message$/],
+      ["LcmEngine.prototype.conversations = () => require('node:fs').promises.readFile('/nonexistent/x')", /^lcm-native: E_IO: ENOENT: no such file or directory/],
+    ]
+    for (const [body, line] of cases) {
+      const r = await cli(['conversations', '--db', demoDb], preload(body))
+      expect(r.code, body).toBe(1)
+      expect(r.stderr.trim().split('\n'), body).toHaveLength(1)
+      expect(r.stderr.trim(), body).toMatch(line)
+    }
+    const transcript = await cli(['demo', '--transcript', join(tempDir(), 'none.jsonl'), '--db', join(tempDir(), 'd.db')])
+    expect(transcript.stderr).toMatch(/^lcm-native: E_NOT_FOUND: transcript not found/)
+  })
+
+  it('JSON output larger than one JavaScript string can be (~512 MB) is written whole, in pieces', () => {
+    // 520 strings of 1 MiB (one string, 520 times): 545,262,643 bytes of JSON.
+    const script = `
+      const { printJson } = require(${JSON.stringify(join(ROOT, 'bin/cli-common.cjs'))})
+      const mib = 'x'.repeat(1 << 20)
+      printJson(Array.from({ length: 520 }, () => mib)).catch((e) => { console.error(e); process.exit(1) })`
+    const r = spawnSync('sh', ['-c', `"${process.execPath}" -e "$SCRIPT" | wc -c`], { encoding: 'utf8', env: { ...process.env, SCRIPT: script }, timeout: 60_000 })
+    expect(r.stderr).toBe('')
+    expect(Number(r.stdout.trim())).toBe(520 * ((1 << 20) + 6) + 3)
+  }, 90_000)
+})
+
 describe('prompts', () => {
   it('lists, exports, diffs an override and renders', async () => {
     const list = await cli(['prompts', '--list'])
@@ -541,6 +746,7 @@ describe('rewrite against an OpenAI-compatible server', () => {
       const r = await cli(['rewrite', '1', '--depth', '1', ...args, '--db', demoDb], env)
       expect(r.code, args.join(' ')).toBe(1)
       expect(r.stderr.trim()).toMatch(message)
+      expect(r.stderr.trim()).toMatch(/^lcm-native: E_INVALID_CONFIG: /)
     }
   })
 

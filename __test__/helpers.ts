@@ -1,9 +1,11 @@
 // Shared test helpers: temp dirs, fixture copies, transcripts in the host's message shape,
 // another process holding a database's write lock.
 import { spawn, type ChildProcess } from 'node:child_process'
-import { chmodSync, copyFileSync, mkdtempSync, readFileSync } from 'node:fs'
+import { chmodSync, copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
+
+import { afterAll, beforeAll } from 'vitest'
 
 import type { IngestMessage } from '../index.js'
 
@@ -12,6 +14,41 @@ export const FIXTURES = join(ROOT, 'fixtures')
 export const TRANSCRIPTS = join(ROOT, 'data', 'transcripts')
 export const THEME = 'pi-coding-agent-theme-session.jsonl'
 export const REFACTOR = 'pi-coding-agent-refactor-compaction-session.jsonl'
+
+/**
+ * The temporary folder of this test file: every other one is made inside it, and it is removed
+ * when the file ends. TMPDIR names it for this process and every process the tests start (the
+ * CLI's upgraded copies, child scripts), so what they leave goes with it too. Made before the
+ * file's first test, or at the first `tempDir()` if that comes first (a describe body); a file
+ * whose tests are all skipped runs no hooks, and makes none. The hooks are registered when this
+ * module is imported, before the file's own: `afterAll` hooks run last first, so the file's own
+ * (closing engines) have run when it is removed.
+ */
+let fileTmp: string | undefined
+const outerTmpdir = process.env.TMPDIR
+
+function fileTmpDir(): string {
+  if (fileTmp === undefined) {
+    fileTmp = mkdtempSync(join(tmpdir(), 'lcm-test-'))
+    // Passable, not readable, for other users: run as root, tests open a folder in it to `nobody`.
+    chmodSync(fileTmp, 0o711)
+    process.env.TMPDIR = fileTmp
+  }
+  return fileTmp
+}
+
+beforeAll(() => void fileTmpDir())
+afterAll(() => {
+  if (fileTmp === undefined) return
+  if (outerTmpdir === undefined) delete process.env.TMPDIR
+  else process.env.TMPDIR = outerTmpdir
+  try {
+    rmSync(fileTmp, { recursive: true, force: true, maxRetries: 5, retryDelay: 50 })
+  } catch {
+    // A process the tests started may still be writing there: what is left is in /tmp.
+  }
+  fileTmp = undefined
+})
 
 /**
  * Another process (Python's sqlite3) holding `dbPath`'s write lock (BEGIN IMMEDIATE) for
@@ -26,8 +63,9 @@ export async function holdWriteLock(dbPath: string, seconds: number): Promise<Ch
   return holder
 }
 
-export function tempDir(): string {
-  return mkdtempSync(join(tmpdir(), 'lcm-native-'))
+/** A new folder inside the test file's temporary folder (removed when the file ends). */
+export function tempDir(prefix = 'lcm-native-'): string {
+  return mkdtempSync(join(fileTmpDir(), prefix))
 }
 
 /**

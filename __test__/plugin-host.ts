@@ -1,10 +1,9 @@
 // A recording fake of the OpenClaw plugin API, with the parameter shapes of openclaw@2026.9.6
 // (openclaw/plugin-sdk: ContextEngine, OpenClawPluginApi, llm.complete), for contract tests.
-import { mkdtempSync } from 'node:fs'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 
 import plugin from '../plugin/index.cjs'
+import { tempDir } from './helpers'
 
 /** OpenClaw's `llm.complete` parameters (the direct form). */
 export interface LlmCompleteParams {
@@ -116,7 +115,7 @@ export interface FakeHost {
  * (default: a short summary naming the prompt's size).
  */
 export function fakeHost(config: Record<string, unknown> = {}, complete?: Complete): FakeHost {
-  const dir = mkdtempSync(join(tmpdir(), 'lcm-plugin-'))
+  const dir = tempDir('lcm-plugin-')
   const dbPath = (config.dbPath as string | undefined) ?? join(dir, 'lcm.db')
   const logs: FakeHost['logs'] = []
   const llmCalls: LlmCompleteParams[] = []

@@ -4,13 +4,13 @@
 // once. The test runs its own throwaway cluster (it stops it on purpose), where `npm test`
 // has one (LCM_TEST_DATABASE_URL says PostgreSQL can be started here).
 import { spawnSync } from 'node:child_process'
-import { existsSync, mkdtempSync, readFileSync, readdirSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { existsSync, readFileSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 
 import { LcmEngine } from '../index.js'
+import { tempDir } from './helpers'
 import { fakeHost, turn } from './plugin-host'
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -22,7 +22,7 @@ const available = Boolean(process.env.LCM_TEST_DATABASE_URL)
 
 describe.skipIf(!available)('the plugin on PostgreSQL', () => {
   let cluster: ReturnType<typeof startCluster>
-  const stateDir = mkdtempSync(join(tmpdir(), 'lcm-pg-state-'))
+  const stateDir = tempDir('lcm-pg-state-')
   const previousState = process.env.OPENCLAW_STATE_DIR
   beforeAll(() => {
     cluster = startCluster()
@@ -157,7 +157,7 @@ describe('the plugin’s PostgreSQL settings', () => {
   })
 
   it('never shows a password in a log line, a spool file name or the CLI, for malformed URLs either', async () => {
-    const stateDir = mkdtempSync(join(tmpdir(), 'lcm-secret-state-'))
+    const stateDir = tempDir('lcm-secret-state-')
     const previous = process.env.OPENCLAW_STATE_DIR
     process.env.OPENCLAW_STATE_DIR = stateDir
     try {

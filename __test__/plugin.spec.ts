@@ -7,7 +7,7 @@ import { join } from 'node:path'
 import { afterAll, describe, expect, it, vi } from 'vitest'
 
 import { LcmEngine, spoolStatus } from '../index.js'
-import { ROOT, copyFixture, holdWriteLock } from './helpers'
+import { ROOT, copyFixture, holdWriteLock, tempDir } from './helpers'
 import { fakeHost, hostGoesOn, turn, type FakeHost } from './plugin-host'
 
 // The plugin keeps one engine per file on globalThis; closed when the suite ends.
@@ -264,8 +264,7 @@ describe('the summary model', () => {
 
   it('with no llm.complete at all, the offline summarizer writes summaries (logged once)', async () => {
     const plugin = require('../plugin/index.cjs')
-    const { mkdtempSync } = require('node:fs')
-    const dbPath = join(mkdtempSync(join(require('node:os').tmpdir(), 'lcm-plugin-')), 'lcm.db')
+    const dbPath = join(tempDir('lcm-plugin-'), 'lcm.db')
     let factory: ((ctx: unknown) => any) | undefined
     const logs: string[] = []
     plugin.register({

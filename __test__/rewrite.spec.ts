@@ -1,13 +1,12 @@
 // rewrite through the JS surface: dry run, apply with fresh full text, order, AbortSignal,
 // onProgress, prompt overrides and failures.
-import { mkdtempSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 
 import { describe, expect, it } from 'vitest'
 
 import { LcmEngine, type SummarizeRequest } from '../index.js'
-import { THEME, freshDb, hostMessages, rejection } from './helpers'
+import { THEME, freshDb, hostMessages, rejection, tempDir } from './helpers'
 
 async function compacted() {
   const engine = await LcmEngine.open({
@@ -114,7 +113,7 @@ describe('rewrite', () => {
 
   it('a prompt override in a temp directory overrides exactly one depth', async () => {
     const { engine, conversationId } = await compacted()
-    const dir = mkdtempSync(join(tmpdir(), 'lcm-prompts-'))
+    const dir = tempDir('lcm-prompts-')
     writeFileSync(join(dir, 'condensed-d1.tmpl'), 'OVERRIDDEN D1 ({{.ChildCount}} inputs)\n{{.SourceText}}')
     const { summarize, calls } = marking()
     await engine.rewrite(conversationId, summarize, { all: true, promptDir: dir })

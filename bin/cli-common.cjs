@@ -45,6 +45,81 @@ process.on('exit', () => {
   }
 })
 
+/**
+ * The temporary folders of this process (upgraded copies of a lossless-claw file: a copy of the
+ * user's data, which a later `redact` would not reach), removed on every way out: a reader's
+ * close, `exit` (after the engines above are closed), and the signals that end a command.
+ * @type {Set<string>}
+ */
+const TEMP_DIRS = new Set()
+/** The signals a terminal or a supervisor ends a command with. */
+const END_SIGNALS = /** @type {const} */ (['SIGINT', 'SIGTERM', 'SIGHUP'])
+
+/** @param {string} dir */
+function removeTempDir(dir) {
+  TEMP_DIRS.delete(dir)
+  try {
+    // Retried: a copy still being written (a signal during `snapshot`) can add a file meanwhile.
+    fs.rmSync(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 20 })
+  } catch {
+    // Best effort on the way out; what is left is in the system's temporary folder.
+  }
+  if (TEMP_DIRS.size === 0) stopListening()
+}
+
+/** Listens for the ending signals (once), first in line: a command's own handler must still see that it has one. */
+function listenForEnd() {
+  for (const signal of END_SIGNALS) if (!process.listeners(signal).includes(onEndSignal)) process.prependListener(signal, onEndSignal)
+}
+
+/** Gives the ending signals their default action back. */
+function stopListening() {
+  for (const signal of END_SIGNALS) process.removeListener(signal, onEndSignal)
+}
+
+/**
+ * A signal that ends the process while a temporary copy exists: the copy is removed, then the
+ * signal is raised again, so that the process ends as the signal would have ended it (a shell
+ * sees 128 + its number). A command that stops on the signal itself (rewrite and redact on
+ * Ctrl-C) closes its reader on the way out: left to it, unless the signal comes again.
+ * @param {NodeJS.Signals} signal
+ */
+function onEndSignal(signal) {
+  if (process.listenerCount(signal) > 1) return
+  for (const dir of [...TEMP_DIRS]) removeTempDir(dir)
+  stopListening()
+  // With no listener left, the signal's default action applies again: it ends the process.
+  // Where it cannot be raised (Windows knows no SIGHUP), the exit code says which it was.
+  try {
+    process.kill(process.pid, signal)
+  } catch {
+    // exit below
+  }
+  process.exit(128 + (os.constants.signals[signal] ?? 0))
+}
+
+/** A new temporary folder, removed on every way out (`removeTempDir`, `exit`, signals). @param {string} prefix */
+function makeTempDir(prefix) {
+  // Listening before the folder exists: a signal that comes meanwhile is handled once this
+  // synchronous code has registered the folder (with no listener yet, it would end the process
+  // at once and leave the folder behind).
+  listenForEnd()
+  /** @type {string} */
+  let dir
+  try {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix))
+  } catch (err) {
+    if (TEMP_DIRS.size === 0) stopListening()
+    throw err
+  }
+  TEMP_DIRS.add(dir)
+  return dir
+}
+
+process.on('exit', () => {
+  for (const dir of [...TEMP_DIRS]) removeTempDir(dir)
+})
+
 /** `openEngine` under the addon's name, for the commands. */
 const LcmEngine = { open: openEngine }
 
@@ -203,7 +278,39 @@ function existingDb(args) {
   if (!isDatabaseUrl(settings.db) && !fs.existsSync(settings.db)) {
     throw Object.assign(new Error(`database not found: ${shownDatabase(settings.db)}${args.db === undefined ? ' (give its path with --db)' : ''}`), { code: 'E_NOT_FOUND' })
   }
+  checkDbFile(settings.db)
   return settings
+}
+
+/** What a file that is not a regular one is, for the error that refuses it. @param {fs.Stats} st */
+function kindOf(st) {
+  if (st.isDirectory()) return 'a directory'
+  if (st.isCharacterDevice()) return 'a character device'
+  if (st.isBlockDevice()) return 'a block device'
+  if (st.isFIFO()) return 'a FIFO (named pipe)'
+  if (st.isSocket()) return 'a socket'
+  return 'not a regular file'
+}
+
+/**
+ * Refuses a database path that names anything but a regular file (a symbolic link is followed)
+ * before SQLite opens it: on `/dev/zero` it would create `/dev/zero-journal` beside it, a FIFO
+ * it reports as missing (or waits on), a directory it cannot read. A path that names nothing
+ * passes (the caller says whether it must exist); so does a PostgreSQL URL.
+ * @param {string} db @param {string} [what] how the error names it
+ */
+function checkDbFile(db, what = 'the database') {
+  if (isDatabaseUrl(db)) return
+  /** @type {fs.Stats | undefined} */
+  let st
+  try {
+    st = fs.statSync(db, { throwIfNoEntry: false })
+  } catch (err) {
+    throw Object.assign(new Error(`cannot read ${what} ${db}: ${fieldOf(err, 'message')}`), { code: 'E_IO' })
+  }
+  if (st && !st.isFile()) {
+    throw Object.assign(new Error(`${what} ${db} is ${kindOf(st)}, not a database file; nothing was opened or created (give the path of a SQLite file)`), { code: 'E_INVALID_INPUT' })
+  }
 }
 
 /** @param {string} text @param {number} max */
@@ -263,6 +370,155 @@ function settingsOf(args) {
   return { db: args.db ?? settings.dbPath, configFile: entry === undefined ? undefined : configFile, engineOptions }
 }
 
+/** Output is handed to stdout in pieces of about this many characters. */
+const PIECE = 1 << 16
+
+/**
+ * Text for stdout, written in pieces as it is made, and only as fast as the reader takes it
+ * (`write` waits while the stream's buffer is full). No output is ever one string: JavaScript
+ * caps a string at about 512 MB, and the first lines reach a reader such as `head` at once.
+ */
+class Output {
+  constructor(stream = process.stdout) {
+    this.stream = stream
+    /** @type {string[]} */
+    this.parts = []
+    this.chars = 0
+  }
+
+  /** @param {string} text */
+  async write(text) {
+    if (text.length >= PIECE) {
+      // Written alone: joined with what waits, it could pass the string cap.
+      await this.flush()
+      return this.send(text)
+    }
+    this.parts.push(text)
+    this.chars += text.length
+    if (this.chars >= PIECE) await this.flush()
+  }
+
+  /** @param {Iterable<string>} pieces */
+  async writeAll(pieces) {
+    for (const piece of pieces) await this.write(piece)
+  }
+
+  async flush() {
+    if (this.parts.length === 0) return
+    const text = this.parts.join('')
+    this.parts = []
+    this.chars = 0
+    await this.send(text)
+  }
+
+  /** @param {string} text */
+  async send(text) {
+    if (!this.stream.write(text)) await new Promise((resolve) => this.stream.once('drain', resolve))
+  }
+}
+
+/** @param {unknown} v a value JSON.stringify leaves out of an object (and writes as null in an array) */
+const unwritten = (v) => v === undefined || typeof v === 'function' || typeof v === 'symbol'
+
+/**
+ * The text of `JSON.stringify(value, null, 2)`, in pieces: arrays and objects are walked here,
+ * every other value is JSON.stringify's own text, and a long string is escaped in slices. For
+ * results of any size (the engine's answers are plain JSON data).
+ * @param {unknown} value @param {string} [pad] the indentation of the value's line
+ * @returns {Generator<string>}
+ */
+function* jsonPieces(value, pad = '') {
+  const toJson = fieldOf(value, 'toJSON')
+  if (typeof toJson === 'function') value = toJson.call(value, '')
+  if (typeof value === 'string' && value.length > PIECE) return yield* stringPieces(value)
+  if (value === null || typeof value !== 'object') return yield JSON.stringify(value) ?? 'null'
+  const inner = `${pad}  `
+  if (Array.isArray(value)) {
+    if (value.length === 0) return yield '[]'
+    for (let i = 0; i < value.length; i++) {
+      yield `${i === 0 ? '[' : ','}\n${inner}`
+      if (unwritten(value[i])) yield 'null'
+      else yield* jsonPieces(value[i], inner)
+    }
+    return yield `\n${pad}]`
+  }
+  const record = /** @type {Record<string, unknown>} */ (value)
+  const keys = Object.keys(record).filter((k) => !unwritten(record[k]))
+  if (keys.length === 0) return yield '{}'
+  for (const [i, k] of keys.entries()) {
+    yield `${i === 0 ? '{' : ','}\n${inner}${JSON.stringify(k)}: `
+    yield* jsonPieces(record[k], inner)
+  }
+  yield `\n${pad}}`
+}
+
+/**
+ * A string's JSON text in slices of about `PIECE` characters, never between the two halves of
+ * a surrogate pair (JSON.stringify would escape each half alone).
+ * @param {string} s
+ */
+function* stringPieces(s) {
+  yield '"'
+  for (let at = 0; at < s.length; ) {
+    let end = Math.min(s.length, at + PIECE)
+    const last = s.charCodeAt(end - 1)
+    if (end < s.length && last >= 0xd800 && last <= 0xdbff) end--
+    yield JSON.stringify(s.slice(at, end)).slice(1, -1)
+    at = end
+  }
+  yield '"'
+}
+
+/**
+ * Prints `value` as `console.log(JSON.stringify(value, null, 2))` would, streamed (`Output`).
+ * @param {unknown} value @param {Output} [out]
+ */
+async function printJson(value, out = new Output()) {
+  await out.writeAll(jsonPieces(value))
+  await out.write('\n')
+  await out.flush()
+}
+
+/**
+ * Whether the addon failed to hand its answer to JavaScript: V8 refuses a string longer than
+ * about 512 MB, and napi-rs reports that as `GenericFailure` with no message (the engine's own
+ * failures always have an E_ code).
+ * @param {unknown} err
+ */
+function answerTooLarge(err) {
+  return fieldOf(err, 'code') === 'GenericFailure' && !fieldOf(err, 'message')
+}
+
+/**
+ * The code a failure is shown with: its own when it is one of lcm-native's (E_…); E_IO for a
+ * system error of a file or stream (ENOENT, EACCES, …); E_TOO_LARGE for an answer or a text
+ * larger than a JavaScript string can be; else E_INTERNAL (a failure nobody foresaw: the
+ * message says what it was).
+ * @param {unknown} err
+ */
+function failureCode(err) {
+  const code = fieldOf(err, 'code')
+  if (typeof code === 'string' && /^E_[A-Z_]+$/.test(code)) return code
+  if (typeof code === 'string' && /^E[A-Z]+$/.test(code) && typeof fieldOf(err, 'syscall') === 'string') return 'E_IO'
+  if (answerTooLarge(err) || (err instanceof RangeError && /Invalid string length/.test(err.message))) return 'E_TOO_LARGE'
+  return 'E_INTERNAL'
+}
+
+/**
+ * The message a failure is shown with: its own (with a code that is not lcm-native's, such as
+ * napi-rs's statuses, kept in it), else what is known of it.
+ * @param {unknown} err
+ */
+function failureMessage(err) {
+  if (answerTooLarge(err)) return 'the answer is larger than one JavaScript string can hold (about 512 MB as JSON); ask for less (--limit, --tokens)'
+  const message = fieldOf(err, 'message')
+  const code = fieldOf(err, 'code')
+  const foreign = typeof code === 'string' && !/^E_[A-Z_]+$/.test(code) ? code : undefined
+  if (typeof message !== 'string') return String(err)
+  if (message === '') return `${foreign ?? 'a failure'} without a message`
+  return foreign && !message.includes(foreign) ? `${foreign}: ${message}` : message
+}
+
 /** What `openForReading` opened: the engine, and how it was read. */
 class Reader {
   /** @param {Engine} engine @param {string | undefined} copyDir a temporary copy's folder, removed at close */
@@ -277,8 +533,11 @@ class Reader {
   }
 
   async close() {
-    await this.engine.close()
-    if (this.copyDir) fs.rmSync(this.copyDir, { recursive: true, force: true })
+    try {
+      await this.engine.close()
+    } finally {
+      if (this.copyDir) removeTempDir(this.copyDir)
+    }
   }
 }
 
@@ -295,7 +554,7 @@ async function openForReading(db, options = {}) {
     // (A PostgreSQL schema is always lcm-native's current one: nothing to upgrade.)
     if (isDatabaseUrl(db) || fieldOf(err, 'code') !== 'E_SCHEMA' || !/needs a schema upgrade/.test(String(fieldOf(err, 'message')))) throw err
   }
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lcm-read-'))
+  const dir = makeTempDir('lcm-read-')
   try {
     const copy = path.join(dir, 'lcm.db')
     await snapshot(db, copy)
@@ -304,23 +563,30 @@ async function openForReading(db, options = {}) {
     console.error(`note: ${db} is a ${engine.migration.era} database; read through an upgraded copy (the file is not changed; 'lcm-native migrate' upgrades it)`)
     return new Reader(engine, dir)
   } catch (err) {
-    fs.rmSync(dir, { recursive: true, force: true })
+    removeTempDir(dir)
     throw err
   }
 }
 
 module.exports = {
   LcmEngine,
+  Output,
   Reader,
   UsageError,
+  answerTooLarge,
+  checkDbFile,
   existingDb,
   configFileOf,
+  failureCode,
+  failureMessage,
   fieldOf,
   fmt,
+  jsonPieces,
   oneLine,
   openForReading,
   openReadOnly,
   parseArgs,
+  printJson,
   plural,
   promptCacheLine,
   reportMigration,

@@ -6,13 +6,15 @@
 
 const fs = require('node:fs')
 
-const { UsageError, existingDb, fmt, oneLine, openForReading, parseArgs, plural, promptCacheLine } = require('./cli-common.cjs')
+const { Output, UsageError, answerTooLarge, existingDb, fmt, jsonPieces, oneLine, openForReading, parseArgs, plural, printJson, promptCacheLine } = require('./cli-common.cjs')
 
 /** doctor: a conversation with at least this many assemblies of which the provider's cache
  * could serve less than this share is worth a look. */
 const CACHE_ADVICE_MIN_ASSEMBLIES = 20
 const CACHE_ADVICE_SHARE = 0.7
 const { messageText } = require('../tui/message-text.cjs')
+const { spoolStatus } = require('../index.js')
+const { heldPath, spoolBase } = require('../plugin/shared.cjs')
 
 /**
  * @typedef {import('../index.js').LcmEngine} Engine
@@ -70,9 +72,42 @@ async function reading(args, body) {
   }
 }
 
-/** @param {unknown} value */
-function printJson(value) {
-  console.log(JSON.stringify(value, null, 2))
+/** `messages` asks the engine for this many at a time, and prints each page as it comes. */
+const MESSAGE_PAGE = 100
+
+/**
+ * The messages of conversation `id` after `afterSeq`, at most `limit`, handed to `each` a page
+ * at a time: the first are printed before the rest are read, and no answer of the engine has
+ * to be one JavaScript string of every message (a page too large for one, ~512 MB as JSON, is
+ * asked for again in halves; one message that large alone is E_TOO_LARGE).
+ * @param {Engine} engine @param {number} id @param {number | undefined} afterSeq @param {number} limit
+ * @param {(page: import('../index.js').StoredMessage[]) => Promise<void>} each
+ */
+async function eachMessagePage(engine, id, afterSeq, limit, each) {
+  // A limit of 0 goes to the engine as it is, which refuses it (E_INVALID_INPUT).
+  let page = Math.min(limit, MESSAGE_PAGE)
+  let after = afterSeq
+  let left = limit
+  do {
+    const asked = Math.min(page, left)
+    /** @type {import('../index.js').StoredMessage[]} */
+    let list
+    try {
+      list = await engine.messages(id, { afterSeq: after, limit: asked })
+    } catch (err) {
+      if (!answerTooLarge(err)) throw err
+      if (asked === 1) {
+        const where = after === undefined ? 'the first message' : `the message after seq ${after}`
+        throw Object.assign(new Error(`${where} of conversation ${id} is larger than one JavaScript string can hold (about 512 MB as JSON); read it with 'lcm-native show' or lcm_describe's pages`), { code: 'E_TOO_LARGE' })
+      }
+      page = Math.ceil(asked / 2)
+      continue
+    }
+    await each(list)
+    if (list.length < asked) return
+    left -= list.length
+    after = list[list.length - 1].seq
+  } while (left > 0)
 }
 
 /**
@@ -107,16 +142,29 @@ async function messages(argv) {
   const args = parseArgs(argv, { ...READ_OPTIONS, after: 'int', limit: 'int' }, 'messages')
   if (args._.length > 1) throw new UsageError(`unexpected argument ${args._[1]}`, 'messages')
   const id = idArg(args._[0], 'a conversation id', 'messages')
+  const limit = args.limit ?? 50
   await reading(args, async (engine) => {
-    const list = await engine.messages(id, { afterSeq: args.after, limit: args.limit ?? 50 })
-    if (args.json) return printJson(list)
-    if (!list.length) return console.log(args.after === undefined ? 'no messages' : `no messages after seq ${args.after}`)
+    const out = new Output()
+    let count = 0
+    let lastSeq = 0
     const width = Math.max(60, (process.stdout.columns ?? 160) - 50)
-    for (const m of list) {
-      console.log(`${String(m.seq).padStart(5)}  #${m.messageId}  ${m.createdAt}  ${m.role.padEnd(10)} ${fmt(m.tokenCount).padStart(6)}t  ${oneLine(messageText(m.content), width)}`)
-    }
-    const last = list[list.length - 1]
-    if (list.length === (args.limit ?? 50)) console.log(`(more: lcm-native messages ${id} --after ${last.seq})`)
+    // --json: the array JSON.stringify(list, null, 2) would print, one message at a time.
+    await eachMessagePage(engine, id, args.after, limit, async (page) => {
+      for (const m of page) {
+        if (args.json) {
+          await out.write(`${count === 0 ? '[' : ','}\n  `)
+          await out.writeAll(jsonPieces(m, '  '))
+        } else {
+          await out.write(`${String(m.seq).padStart(5)}  #${m.messageId}  ${m.createdAt}  ${m.role.padEnd(10)} ${fmt(m.tokenCount).padStart(6)}t  ${oneLine(messageText(m.content), width)}\n`)
+        }
+        count++
+        lastSeq = m.seq
+      }
+    })
+    if (args.json) await out.write(count === 0 ? '[]\n' : '\n]\n')
+    else if (count === 0) await out.write(args.after === undefined ? 'no messages\n' : `no messages after seq ${args.after}\n`)
+    else if (count === limit) await out.write(`(more: lcm-native messages ${id} --after ${lastSeq})\n`)
+    await out.flush()
   })
 }
 
@@ -127,7 +175,7 @@ async function show(argv) {
   const id = idArg(args._[0], 'a message id', 'show')
   await reading(args, async (engine) => {
     const d = await engine.describe(id)
-    if (d.type !== 'message') throw new Error(`${id} is not a message`)
+    if (d.type !== 'message') throw Object.assign(new Error(`${id} is not a message`), { code: 'E_NOT_FOUND' })
     if (args.json) return printJson(d)
     const where = d.live ? 'live (in the context as it is)' : `covered by ${d.liveSummary ?? d.chain.map((c) => c.summaryId).join(' → ')}`
     console.log(`message #${d.messageId} (conversation ${d.conversationId}, seq ${d.seq}), ${d.role}, ${d.createdAt}, ${fmt(d.tokenCount)}t; ${where}`)
@@ -214,8 +262,12 @@ async function verify(argv) {
   const args = parseArgs(argv, { ...READ_OPTIONS, conversation: 'int' }, 'verify')
   if (args._.length) throw new UsageError(`unexpected argument ${args._[0]}`, 'verify')
   await reading(args, async (engine) => {
+    // The engine checks a conversation that does not exist as an empty one: that is no check.
+    if (args.conversation !== undefined && !(await engine.findConversation({ conversationId: args.conversation }))) {
+      throw Object.assign(new Error(`conversation ${args.conversation} not found`), { code: 'E_NOT_FOUND' })
+    }
     const r = await engine.verify(args.conversation)
-    if (args.json) printJson(r)
+    if (args.json) await printJson(r)
     else {
       console.log(`${r.ok ? 'ok' : 'PROBLEMS'}: ${plural(r.conversations, 'conversation')}, ${plural(r.messages, 'message')}, ${plural(r.summaries, 'summary')} checked (digest ${r.digest.slice(0, 16)})`)
       for (const p of r.problems) console.log(`  - ${p}`)
@@ -261,13 +313,21 @@ async function doctor(argv) {
         })
       }
     }
+    // Turns the OpenClaw plugin could not store yet, beside the file (or named after the URL).
+    const spooled = spoolStatus(spoolBase(db))
+    const since = (/** @type {number} */ at) => `${fmt(Math.round((Date.now() - at) / 60000))} min`
+    if (spooled.turns) advice.push({ problem: `${plural(spooled.turns, 'turn')} spooled by the OpenClaw plugin wait to be stored (the oldest for ${since(spooled.oldestAt ?? Date.now())})`, fix: "the gateway stores them at its next call; if they stay, the plugin's log says why (lcm-native: storing …)" })
+    if (spooled.held) advice.push({ problem: `${plural(spooled.held, 'spooled turn')} failed every try and were set aside in ${heldPath(db)}`, fix: "the plugin logged each error; once its cause is fixed, append the file's lines to the spool file (…lcm-native-pending.jsonl) and the next call stores them" })
+    if (spooled.lock?.stale) advice.push({ problem: `the spool's drain lock is stale (${spooled.lock.stale})`, fix: 'the next drain takes it over (the gateway\'s next call)' })
+    if (spooled.problem) advice.push({ problem: `the spool location cannot be used: ${spooled.problem}`, fix: 'make the directory writable for the gateway, or turns it cannot store are lost to the host\'s retry queue' })
     if (wal > 64 * 1024 * 1024) advice.push({ problem: `the write-ahead log is ${fmt(wal)} bytes (a writer was stopped before its checkpoint)`, fix: 'it is folded into the file by the next writer that opens it (OpenClaw, or any lcm-native write command)' })
     if (args.json) {
-      printJson({ ok: report.ok, verify: report, upgradeNeeded, walBytes: wal, conversations: perConversation, advice })
+      await printJson({ ok: report.ok, verify: report, upgradeNeeded, walBytes: wal, spool: spooled, conversations: perConversation, advice })
     } else {
       console.log(`verify: ${report.ok ? 'ok' : `${plural(report.problems.length, 'problem')}`} (${plural(report.conversations, 'conversation')}, ${plural(report.messages, 'message')}, ${plural(report.summaries, 'summary')})`)
       for (const p of report.problems) console.log(`  - ${p}`)
       for (const c of perConversation) if (c.promptCache) console.log(`conversation ${c.conversationId} (${c.session}): ${promptCacheLine(c.promptCache)}`)
+      console.log(`spool: ${spooled.turns ? `${plural(spooled.turns, 'turn')} waiting (the oldest for ${since(spooled.oldestAt ?? Date.now())})` : 'empty'}${spooled.held ? `, ${fmt(spooled.held)} set aside` : ''}${spooled.lock ? `, drain lock held by pid ${spooled.lock.pid} on ${spooled.lock.host}${spooled.lock.stale ? ` (stale: ${spooled.lock.stale})` : ''}` : ''}`)
       if (!advice.length) console.log('nothing to do')
       for (const a of advice) console.log(`${a.problem}\n  → ${a.fix}`)
     }

@@ -11,7 +11,7 @@ const os = require('node:os')
 const path = require('node:path')
 
 const { copyDatabase, exportPrompts, listPrompts, migrate: migrateFile, renderPrompt, showPrompt, snapshot } = require('../index.js')
-const { LcmEngine, UsageError, existingDb, fieldOf, fmt, oneLine, openForReading, openReadOnly, parseArgs, plural, promptCacheLine, reportMigration, settingsOf, signed } = require('./cli-common.cjs')
+const { LcmEngine, UsageError, checkDbFile, existingDb, failureCode, failureMessage, fieldOf, fmt, oneLine, openForReading, openReadOnly, parseArgs, plural, printJson, promptCacheLine, reportMigration, settingsOf, signed } = require('./cli-common.cjs')
 const inspect = require('./inspect.cjs')
 const { resolveLlm } = require('./llm.cjs')
 const { hideUrlSecrets, isDatabaseUrl } = require('../plugin/config.cjs')
@@ -146,9 +146,9 @@ function readTranscript(file) {
     try {
       parsed = JSON.parse(line)
     } catch (e) {
-      throw new Error(`${file}:${i + 1}: not JSON (${fieldOf(e, 'message')})`)
+      throw Object.assign(new Error(`${file}:${i + 1}: not JSON (${fieldOf(e, 'message')})`), { code: 'E_INVALID_INPUT' })
     }
-    if (typeof parsed !== 'object' || parsed === null) throw new Error(`${file}:${i + 1}: not a message (a JSON object)`)
+    if (typeof parsed !== 'object' || parsed === null) throw Object.assign(new Error(`${file}:${i + 1}: not a message (a JSON object)`), { code: 'E_INVALID_INPUT' })
     const m = /** @type {Record<string, unknown>} */ (parsed)
     /** @type {Record<string, unknown>} */
     const msg = {
@@ -179,7 +179,7 @@ async function printTree(engine, conversationId, maxChildren = 3) {
   const walk = async (id, prefix, last, level) => {
     const s = byId.get(id)
     const d = await engine.describe(id)
-    if (!s || d.type !== 'summary') throw new Error(`${id} is not a summary of conversation ${conversationId}`)
+    if (!s || d.type !== 'summary') throw Object.assign(new Error(`${id} is not a summary of conversation ${conversationId}`), { code: 'E_INTERNAL' })
     const range = d.range ? `, ${d.range}` : ''
     const below = s.kind === 'leaf' ? plural(d.coveredMessages.count, 'message') : plural(d.inputs.length, 'input')
     lines.push(`${prefix}${last ? '└─' : '├─'} ${id} d${s.depth} (${below}${range}, ${fmt(s.tokenCount)}t)`)
@@ -205,8 +205,9 @@ async function demo(argv) {
   const transcript = args.transcript ?? DEFAULT_TRANSCRIPT
   const budget = args.budget ?? 16_000
   if (budget < 1) throw new UsageError('--budget must be at least 1', 'demo')
+  if (args.db !== undefined) checkDbFile(args.db)
+  if (!fs.existsSync(transcript)) throw Object.assign(new Error(`transcript not found: ${transcript}`), { code: 'E_NOT_FOUND' })
   const dbPath = args.db ?? path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'lcm-demo-')), 'lcm.db')
-  if (!fs.existsSync(transcript)) throw new Error(`transcript not found: ${transcript}`)
 
   const messages = readTranscript(transcript)
   // Small chunks, so that a one-session transcript shows a DAG several levels deep; the other
@@ -289,6 +290,7 @@ async function backup(argv) {
   if (args._.length !== 1) throw new UsageError(args._.length ? `unexpected argument ${args._[1]}` : 'the backup file OUT is missing', 'backup')
   const { db } = existingDb(args)
   const out = path.resolve(args._[0])
+  checkDbFile(out, 'the backup file')
   if (isDatabaseUrl(db)) {
     // A PostgreSQL schema is backed up as a SQLite file: a copy, checked table by table.
     const report = await copyDatabase({ from: db, to: out })
@@ -308,6 +310,8 @@ async function copy(argv) {
   if (!args.from || !args.to) throw new UsageError(`--${args.from ? 'to' : 'from'} is missing`, 'copy')
   /** @param {string} where */
   const resolved = (where) => (/^postgres(ql)?:\/\//.test(where) ? where : path.resolve(where))
+  checkDbFile(resolved(args.from), '--from')
+  checkDbFile(resolved(args.to), '--to')
   const report = await copyDatabase({
     from: resolved(args.from),
     to: resolved(args.to),
@@ -315,7 +319,7 @@ async function copy(argv) {
     ...(args['to-schema'] ? { toSchema: args['to-schema'] } : {}),
     ...(args['batch-rows'] !== undefined ? { batchRows: args['batch-rows'] } : {}),
   })
-  if (args.json) return console.log(JSON.stringify(report, null, 2))
+  if (args.json) return printJson(report)
   console.log(report.summary)
   for (const t of report.tables) console.log(`  ${t.table.padEnd(36)} ${fmt(t.rows).padStart(10)} rows  ${t.sha256.slice(0, 16)}`)
   for (const s of report.sequences) console.log(`  counter ${s.table}: ${s.value}`)
@@ -339,7 +343,7 @@ async function stats(argv) {
         const summaries = await engine.summaries(c.conversationId)
         conversations.push({ ...c, fallbackSummaries: summaries.filter((s) => s.fallback).length, fidelity: summaries.length ? await engine.fidelity(c.conversationId) : [] })
       }
-      return console.log(JSON.stringify({ database: shown, bytes: size[0], walBytes: size[1], upgradeNeeded: reader.upgradeNeeded, conversations }, null, 2))
+      return await printJson({ database: shown, bytes: size[0], walBytes: size[1], upgradeNeeded: reader.upgradeNeeded, conversations })
     }
     console.log(isDatabaseUrl(db) ? `database ${shown}` : `database ${db}: ${fmt(size[0])} bytes${size[1] ? ` (+ ${fmt(size[1])} bytes of WAL)` : ''}`)
     const conversations = await engine.conversations()
@@ -430,6 +434,7 @@ async function migrate(argv) {
   if (!fs.existsSync(db)) {
     throw Object.assign(new Error(`database not found: ${db} (migrate upgrades an existing file; LcmEngine.open and OpenClaw create new ones)`), { code: 'E_NOT_FOUND' })
   }
+  checkDbFile(db)
   const report = await migrateFile(db)
   console.log(`${db} (${report.era}): ${report.summary}`)
   /** @type {[string, string[]][]} */
@@ -582,7 +587,7 @@ async function history(argv) {
   const { engine } = reader
   try {
     const versions = await engine.history(args._[0])
-    if (args.json) return console.log(JSON.stringify(versions, null, 2))
+    if (args.json) return await printJson(versions)
     for (const v of versions) {
       const template = v.template ? `${v.template.name}${v.template.overridden ? ' (override)' : ''} ${v.template.sha256.slice(0, 12)}` : 'no template'
       console.log(
@@ -704,7 +709,7 @@ async function prompts(argv) {
     process.stdout.write(p.text.endsWith('\n') ? p.text : `${p.text}\n`)
   } else if (args.diff !== undefined) {
     const p = await showPrompt(args.diff, options)
-    if (!p.overridden) throw new Error(`${p.name} is not overridden (no file in --prompt-dir or ~/.config/lcm-tui/prompts)`)
+    if (!p.overridden) throw Object.assign(new Error(`${p.name} is not overridden (no file in --prompt-dir or ~/.config/lcm-tui/prompts)`), { code: 'E_NOT_FOUND' })
     console.log(p.diff || `${p.source} is identical to the default`)
   } else if (args.render !== undefined) {
     /** @type {Partial<import('../index.js').PromptVars>} */
@@ -737,7 +742,7 @@ async function tui(argv) {
   const args = parseArgs(argv, spec, 'tui')
   if (args.help) return console.log(`usage: ${HELP.tui}`)
   if (args._.length > 0) throw new UsageError(`unexpected argument ${args._[0]}`, 'tui')
-  if (!process.stdin.isTTY || !process.stdout.isTTY) throw new Error('tui needs a terminal (stdin and stdout must be a TTY)')
+  if (!process.stdin.isTTY || !process.stdout.isTTY) throw Object.assign(new Error('tui needs a terminal (stdin and stdout must be a TTY)'), { code: 'E_INVALID_INPUT' })
   const { db, engineOptions: configured } = existingDb(args)
   const llm = llmFromArgs(args)
   const engineOptions = { ...configured, ...(args.tz === undefined ? {} : { timezone: args.tz }), ...targetsOf(args) }
@@ -801,9 +806,8 @@ main(process.argv.slice(2)).catch((/** @type {unknown} */ err) => {
     console.error(`lcm-native: ${hideUrlSecrets(err.message)}\n\n${isCommand(err.command) ? `usage: ${HELP[err.command]}` : USAGE}`)
     process.exitCode = 2
   } else {
-    const code = fieldOf(err, 'code')
-    const message = fieldOf(err, 'message')
-    console.error(`lcm-native: ${code ? `${code}: ` : ''}${hideUrlSecrets(oneLine(typeof message === 'string' ? message : String(err), 2000))}`)
+    // Always with a code (failureCode): scripts tell failures apart by it.
+    console.error(`lcm-native: ${failureCode(err)}: ${hideUrlSecrets(oneLine(failureMessage(err), 2000))}`)
     process.exitCode = 1
   }
 })

@@ -176,13 +176,13 @@ function resolveLlm({ env = process.env, home = os.homedir(), provider: flagProv
   if (!provider && setting(env, 'ANTHROPIC_API_KEY')) provider = 'anthropic'
   if (!provider) {
     if (model || flagBaseUrl) {
-      throw new Error(`cannot tell which provider serves ${model ? `model ${model}` : flagBaseUrl}: pass --provider or set LCM_SUMMARY_PROVIDER`)
+      throw Object.assign(new Error(`cannot tell which provider serves ${model ? `model ${model}` : flagBaseUrl}: pass --provider or set LCM_SUMMARY_PROVIDER`), { code: 'E_INVALID_CONFIG' })
     }
     return null
   }
   provider = provider.toLowerCase()
   model ??= defaultFor(DEFAULT_MODELS, provider)
-  if (!model) throw new Error(`no model for provider ${provider}: pass --model or set LCM_SUMMARY_MODEL`)
+  if (!model) throw Object.assign(new Error(`no model for provider ${provider}: pass --model or set LCM_SUMMARY_MODEL`), { code: 'E_INVALID_CONFIG' })
   const entry = entryOf(provider)
   const messagesApi = provider === 'anthropic' || at(entry, 'api') === 'anthropic-messages'
   const entryBase = at(entry, 'baseUrl')
@@ -194,7 +194,7 @@ function resolveLlm({ env = process.env, home = os.homedir(), provider: flagProv
     (provider === 'anthropic' ? setting(env, 'ANTHROPIC_BASE_URL') : legacyBase) ??
     (typeof entryBase === 'string' && entryBase.trim() ? entryBase.trim() : undefined) ??
     defaultFor(DEFAULT_BASE_URLS, provider)
-  if (!chosenBase) throw new Error(`no base URL for provider ${provider}: pass --base-url, or set its baseUrl in openclaw.json`)
+  if (!chosenBase) throw Object.assign(new Error(`no base URL for provider ${provider}: pass --base-url, or set its baseUrl in openclaw.json`), { code: 'E_INVALID_CONFIG' })
   const base = chosenBase.replace(/\/+$/, '')
   const keyVar = `${provider.toUpperCase().replace(/[^A-Z0-9]/g, '_')}_API_KEY`
   const ownKey = setting(env, keyVar)
@@ -204,7 +204,7 @@ function resolveLlm({ env = process.env, home = os.homedir(), provider: flagProv
     throw Object.assign(new Error(`no API key for ${provider}: set ${keyVar} (or pass --base-url for an endpoint that needs none); nothing was sent`), { code: 'E_INVALID_CONFIG' })
   }
   if (messagesApi) {
-    if (!key) throw new Error(`no API key for ${provider}: set ${keyVar}`)
+    if (!key) throw Object.assign(new Error(`no API key for ${provider}: set ${keyVar}`), { code: 'E_INVALID_CONFIG' })
     return anthropicLlm(base.replace(/\/v1$/, ''), model, key)
   }
   return openAiCompatibleLlm(base, model, key)

@@ -9,6 +9,7 @@
 // text in what goes to the provider. The transcript and lcm-native's store keep it whole.
 
 const { addon, shared } = require('./shared.cjs')
+const { BUDGET_LIMITS, sessionMap, stringBytes } = require('./session-maps.cjs')
 
 /** Below this history budget the host is saying the prompt alone fills the window. */
 const MIN_HISTORY_BUDGET = 1000
@@ -18,6 +19,35 @@ const PROMPT_SHARE = 0.5
 const FALLBACK_EXCERPT_TOKENS = 8000
 /** How long an excerpt waits for its turn's model calls (a turn that never ends). */
 const TTL_MS = 30 * 60_000
+/**
+ * The pending prompts kept at once: each holds the whole prompt (it is what the transform looks
+ * for) and its excerpt, so sessions whose turn never ends must not pile them up. One evicted
+ * is registered again when the host assembles its turn again (a retry after an overflow).
+ * @type {import('./session-maps.cjs').SessionLimits}
+ */
+const PENDING_LIMITS = {
+  maxEntries: 32,
+  maxBytes: 64 * 1024 * 1024,
+  sizeOf: (/** @type {{ text: string, excerpt: string }} */ p) => stringBytes(p.text) + stringBytes(p.excerpt),
+}
+
+/**
+ * The pending prompts, by session, oldest first (bounded by PENDING_LIMITS).
+ * @returns {Map<string, { text: string, excerpt: string, at: number }>}
+ */
+const pendingPrompts = () => sessionMap(shared(), 'oversizedPrompts', PENDING_LIMITS)
+
+/**
+ * Drops the excerpts whose turn has waited longer than TTL_MS. The map is in the order of
+ * their `at` (every write makes an entry the newest), so the expired ones come first.
+ * @param {Map<string, { at: number }>} prompts @param {number} now
+ */
+function dropExpired(prompts, now) {
+  for (const [key, p] of prompts) {
+    if (now - p.at <= TTL_MS) break
+    prompts.delete(key)
+  }
+}
 
 /**
  * Notes the prompt budget of `key` and, when the pending `prompt` is larger than the whole
@@ -28,8 +58,9 @@ const TTL_MS = 30 * 60_000
  */
 function notePendingPrompt(key, prompt, historyBudget) {
   const state = shared()
-  const prompts = (state.oversizedPrompts ??= new Map())
-  const budgets = (state.promptBudgets ??= new Map())
+  const prompts = pendingPrompts()
+  const budgets = sessionMap(state, 'promptBudgets', BUDGET_LIMITS)
+  dropExpired(prompts, Date.now())
   const before = prompts.get(key)
   prompts.delete(key)
   if (typeof prompt !== 'string' || prompt === '' || historyBudget === undefined) return undefined
@@ -70,12 +101,8 @@ function excerptOversized(text) {
   const prompts = shared().oversizedPrompts
   if (!prompts || prompts.size === 0 || typeof text !== 'string') return text
   let out = text
-  const now = Date.now()
-  for (const [key, p] of prompts) {
-    if (now - p.at > TTL_MS) {
-      prompts.delete(key)
-      continue
-    }
+  dropExpired(prompts, Date.now())
+  for (const p of prompts.values()) {
     if (out.length < p.text.length) continue
     if (out === p.text) return p.excerpt
     const at = out.indexOf(p.text)
@@ -94,4 +121,4 @@ function oversizedPromptTransform() {
   return { from, to: '' }
 }
 
-module.exports = { notePendingPrompt, forgetPendingPrompt, excerptOversized, oversizedPromptTransform, MIN_HISTORY_BUDGET }
+module.exports = { notePendingPrompt, forgetPendingPrompt, excerptOversized, oversizedPromptTransform, MIN_HISTORY_BUDGET, PENDING_LIMITS, TTL_MS }

@@ -10,6 +10,7 @@ const { createHash } = require('node:crypto')
 const { dirname, join } = require('node:path')
 
 const { isDatabaseUrl, shownDatabase, stateDir } = require('./config.cjs')
+const { BUDGET_LIMITS, SessionMap } = require('./session-maps.cjs')
 
 const KEY = Symbol.for('lcm-native.openclaw.shared')
 
@@ -45,9 +46,11 @@ function shared() {
     engines: new Map(),
     logged: new Set(),
     inflight: new Set(),
-    budgets: new Map(),
-    turnBudgets: new Map(),
-    historyBudgets: new Map(),
+    // Per session for as long as the process runs: bounded, so that a gateway's memory does
+    // not grow with every session it has seen.
+    budgets: new SessionMap(BUDGET_LIMITS),
+    turnBudgets: new SessionMap(BUDGET_LIMITS),
+    historyBudgets: new SessionMap(BUDGET_LIMITS),
     memory: {},
     exitHook: false,
   }

@@ -2,13 +2,15 @@
 // holds a cycle (a depth-2 summary made an input of one of its own inputs). Prints one JSON
 // line per operation: {op, ok, code?, ms, problems?}. A walk that loops forever never prints.
 const { execFileSync } = require('node:child_process')
-const { copyFileSync, mkdtempSync } = require('node:fs')
+const { copyFileSync, mkdtempSync, rmSync } = require('node:fs')
 const { tmpdir } = require('node:os')
 const { join } = require('node:path')
 const { LcmEngine } = require('../../index.js')
 
 const [, , fixture] = process.argv
-const db = join(mkdtempSync(join(tmpdir(), 'lcm-cycle-')), 'lcm.db')
+const dir = mkdtempSync(join(tmpdir(), 'lcm-cycle-'))
+process.on('exit', () => rmSync(dir, { recursive: true, force: true }))
+const db = join(dir, 'lcm.db')
 copyFileSync(fixture, db)
 const sql = (q) => JSON.parse(execFileSync('python3', ['-c', 'import sqlite3,sys,json; c=sqlite3.connect(sys.argv[1]); r=c.execute(sys.argv[2]).fetchall(); c.commit(); print(json.dumps(r))', db, q]).toString())
 

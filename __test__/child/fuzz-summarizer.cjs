@@ -4,7 +4,7 @@
 // {i, op, how, value, expect, outcome, code, isError, message, written, contextSame, ms}, then
 // {done, verify, ms}. No uncaughtException or unhandledRejection handler is installed: a value
 // that escapes as an uncaught exception ends this process, which the spec reports.
-const { mkdtempSync } = require('node:fs')
+const { mkdtempSync, rmSync } = require('node:fs')
 const { tmpdir } = require('node:os')
 const { join } = require('node:path')
 const { LcmEngine } = require('../../index.js')
@@ -206,7 +206,9 @@ async function contextSig(engine, cid) {
 
 async function main() {
   const started = Date.now()
-  const dbPath = join(mkdtempSync(join(tmpdir(), 'lcm-fuzz-sum-')), 'fuzz.db')
+  const dir = mkdtempSync(join(tmpdir(), 'lcm-fuzz-sum-'))
+  process.on('exit', () => rmSync(dir, { recursive: true, force: true }))
+  const dbPath = join(dir, 'fuzz.db')
   const engine = await LcmEngine.open({
     dbPath,
     freshTailCount: 2,

@@ -1,7 +1,7 @@
 // Runs leaf passes whose summarize callback throws, rejects or resolves with hostile values,
 // and prints one JSON line per case: {case, code, message, summaries}. With no
 // uncaughtException handler, a value that escaped as an uncaught exception ends this process.
-const { mkdtempSync } = require('node:fs')
+const { mkdtempSync, rmSync } = require('node:fs')
 const { tmpdir } = require('node:os')
 const { join } = require('node:path')
 const { LcmEngine } = require('../../index.js')
@@ -26,7 +26,9 @@ const cases = {
 }
 
 ;(async () => {
-  const engine = await LcmEngine.open({ dbPath: join(mkdtempSync(join(tmpdir(), 'lcm-hostile-')), 'lcm.db'), freshTailCount: 2, summaryTimeoutMs: 2000 })
+  const dir = mkdtempSync(join(tmpdir(), 'lcm-hostile-'))
+  process.on('exit', () => rmSync(dir, { recursive: true, force: true }))
+  const engine = await LcmEngine.open({ dbPath: join(dir, 'lcm.db'), freshTailCount: 2, summaryTimeoutMs: 2000 })
   const messages = Array.from({ length: 40 }, (_, i) => ({ role: /** @type {'assistant' | 'user'} */ (i % 2 ? 'assistant' : 'user'), content: `message ${i} `.repeat(150) }))
   const { conversationId } = await engine.ingest({ sessionId: 's' }, messages)
   for (const [name, summarize] of Object.entries(cases)) {

@@ -486,7 +486,8 @@ async function printJson(value, out = new Output()) {
  * @param {unknown} err
  */
 function answerTooLarge(err) {
-  return fieldOf(err, 'code') === 'GenericFailure' && !fieldOf(err, 'message')
+  const code = fieldOf(err, 'code')
+  return code === 'E_TOO_LARGE' || (code === 'GenericFailure' && !fieldOf(err, 'message'))
 }
 
 /**
@@ -510,8 +511,8 @@ function failureCode(err) {
  * @param {unknown} err
  */
 function failureMessage(err) {
-  if (answerTooLarge(err)) return 'the answer is larger than one JavaScript string can hold (about 512 MB as JSON); ask for less (--limit, --tokens)'
   const message = fieldOf(err, 'message')
+  if (answerTooLarge(err) && !message) return 'the answer is larger than one JavaScript string can hold (about 512 MB as JSON); ask for less (--limit, --tokens)'
   const code = fieldOf(err, 'code')
   const foreign = typeof code === 'string' && !/^E_[A-Z_]+$/.test(code) ? code : undefined
   if (typeof message !== 'string') return String(err)

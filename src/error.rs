@@ -115,6 +115,11 @@ pub enum LcmError {
     #[error("{0}")]
     Unsupported(String),
 
+    /// An answer larger than one JavaScript string can hold (about 536 million characters of
+    /// JSON): the call is to ask for less.
+    #[error("{0}")]
+    TooLarge(String),
+
     /// A bug or an unexpected state inside lcm-native.
     #[error("internal error: {0}")]
     Internal(String),
@@ -142,6 +147,7 @@ impl LcmError {
             LcmError::Connection { .. } => "E_CONNECTION",
             LcmError::Postgres { .. } => "E_POSTGRES",
             LcmError::Unsupported(_) => "E_UNSUPPORTED",
+            LcmError::TooLarge(_) => "E_TOO_LARGE",
             LcmError::Internal(_) => "E_INTERNAL",
         }
     }

@@ -191,5 +191,37 @@ pub(crate) fn to_json<T: serde::Serialize>(v: &T) -> error::Result<JsonText> {
 /// `to_json` into a buffer of `capacity` bytes: a large result then is written once, not
 /// copied each time its buffer doubles.
 pub(crate) fn to_json_sized<T: serde::Serialize>(v: &T, capacity: usize) -> error::Result<JsonText> {
-    Ok(JsonText(json_text::to_ascii_json(v, capacity)?))
+    checked_size(JsonText(json_text::to_ascii_json(v, capacity)?))
+}
+
+/// The longest string V8 makes (2^29 − 24 characters on 64-bit builds): a longer answer would
+/// fail as a `GenericFailure` with no message.
+const MAX_JS_STRING: usize = (1 << 29) - 24;
+
+/// `json`, or E_TOO_LARGE when JavaScript could not hold it as one string.
+fn checked_size(json: JsonText) -> error::Result<JsonText> {
+    match too_large(json.0.len()) {
+        Some(e) => Err(e),
+        None => Ok(json),
+    }
+}
+
+fn too_large(len: usize) -> Option<error::LcmError> {
+    (len > MAX_JS_STRING).then(|| {
+        error::LcmError::TooLarge(format!(
+            "the answer is {} MB of JSON, more than one JavaScript string holds (about 512 MB): ask for less (a smaller limit, tokenBudget or page)",
+            len >> 20
+        ))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn an_answer_javascript_cannot_hold_is_e_too_large() {
+        assert!(super::too_large(super::MAX_JS_STRING).is_none());
+        let e = super::too_large(super::MAX_JS_STRING + 1).expect("refused");
+        assert_eq!(e.code(), "E_TOO_LARGE");
+        assert!(e.to_string().contains("ask for less"), "{e}");
+    }
 }

@@ -169,6 +169,19 @@ pub(crate) fn verify<'a>(db: impl Into<Db<'a>>, only: Option<i64>) -> Result<Ver
         }
         not_utf8(conn, only, &mut problems)?;
     }
+    // A conversation that does not exist would check as an empty one: that is no check.
+    if let Some(id) = only {
+        if db
+            .query_row(
+                "SELECT 1 FROM conversations WHERE conversation_id = ?1",
+                params![id],
+                |_| Ok(()),
+            )?
+            .is_none()
+        {
+            return Err(crate::error::LcmError::not_found("conversation", id));
+        }
+    }
 
     let mut summaries: HashMap<String, SummaryRow> = HashMap::new();
     db.query_each(

@@ -30,6 +30,8 @@ fn a_cycle_in_summary_parents_is_reported_not_walked() {
         [&input, &top],
     )
     .unwrap();
+    // A conversation that does not exist is no check.
+    assert_eq!(engine.verify(Some(999_999)).unwrap_err().code(), "E_NOT_FOUND");
     let started = Instant::now();
     let report = engine.verify(Some(1)).unwrap();
     assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());

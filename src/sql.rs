@@ -109,6 +109,17 @@ impl<'a> From<&'a pg::Conn> for Db<'a> {
     }
 }
 
+thread_local! {
+    /// Text values this thread read with U+FFFD because they were not UTF-8.
+    static LOSSY_READS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many text values this thread has read with U+FFFD in place of bytes that were not
+/// UTF-8: compared before and after reading a row, it tells whether the row was damaged.
+pub(crate) fn lossy_reads() -> u64 {
+    LOSSY_READS.with(std::cell::Cell::get)
+}
+
 /// One row of a result, from either engine.
 pub(crate) enum Row<'r> {
     Sqlite(&'r rusqlite::Row<'r>),
@@ -125,6 +136,7 @@ impl Row<'_> {
                 // (`verify` names it).
                 Err(rusqlite::Error::Utf8Error(..)) => match r.get_ref(i)? {
                     ValueRef::Text(bytes) => {
+                        LOSSY_READS.with(|n| n.set(n.get() + 1));
                         T::column_result(ValueRef::Text(String::from_utf8_lossy(bytes).as_bytes()))
                             .map_err(|e| LcmError::Internal(format!("column {i}: {e}")))
                     }

@@ -638,6 +638,11 @@ export interface StoredMessage {
   tokenCount: number
   toolCallId?: string
   entryId?: string
+  /**
+   * `true` when its stored text held bytes that are not UTF-8 (a damaged file): shown with
+   * U+FFFD where they could not be decoded (`verify` names the message). Absent when sound.
+   */
+  damaged?: boolean
 }
 
 /** One data step of a migration. */

@@ -23,7 +23,9 @@ const filler = (i) => `Turn ${i} notes: the build of module-${i} uses port ${800
 /** @param {import('./harness.mjs').Host} host @param {string} tgz the packed plugin */
 export async function hostScenario(host, tgz) {
   const run = await makeRunDir(host)
-  const fake = await startFakeModel({ logFile: join(run.dir, 'model.jsonl') })
+  // Response ids that repeat every third request, as Ollama's do: every reply is stored all
+  // the same (the counts below).
+  const fake = await startFakeModel({ logFile: join(run.dir, 'model.jsonl'), idsRepeatEvery: 3 })
   const db = join(run.state, 'lcm.db')
   copyFileSync(join(ROOT, 'fixtures', 'head-theme.db'), db)
   const headMessages = sql(db, 'SELECT count(*) FROM messages WHERE conversation_id = 1')[0][0]

@@ -30,6 +30,8 @@
 //     a token) is refused as a real provider would: 400 `context_length_exceeded`.
 //   * Response ids carry a random part per server instance: lossless-claw skips an assistant
 //     message whose response id it has stored already, so ids must not repeat across servers.
+//     With `idsRepeatEvery: n` they are `chatcmpl-<seq mod n>` instead, as Ollama's (a number
+//     below 999) or a local server's after a restart repeat: lcm-native must store every reply.
 //
 // Standalone: node fake-model.mjs [--port N] [--log FILE]   (prints FAKE_MODEL_URL=…)
 
@@ -196,10 +198,11 @@ function chunks(r, body, id) {
 
 /**
  * Starts the server on 127.0.0.1 (a free port unless `port` is given). With `contextWindow`,
- * requests over it are refused (see the header); `replyTokens` lengthens plain answers.
- * @param {{ logFile?: string, port?: number, contextWindow?: number, replyTokens?: number }} [opts]
+ * requests over it are refused (see the header); `replyTokens` lengthens plain answers;
+ * `idsRepeatEvery` makes response ids repeat (see the header).
+ * @param {{ logFile?: string, port?: number, contextWindow?: number, replyTokens?: number, idsRepeatEvery?: number }} [opts]
  */
-export async function startFakeModel({ logFile, port = 0, contextWindow, replyTokens = 0 } = {}) {
+export async function startFakeModel({ logFile, port = 0, contextWindow, replyTokens = 0, idsRepeatEvery } = {}) {
   const instance = randomBytes(4).toString('hex')
   /** Requests refused for their size: `{ seq, tokens }`. */
   const overflows = /** @type {{ seq: number, tokens: number }[]} */ ([])
@@ -263,7 +266,8 @@ export async function startFakeModel({ logFile, port = 0, contextWindow, replyTo
       }
       entry.reply = r
       record(entry)
-      const { base, delta, finish, usage } = chunks(r, body, `chatcmpl-fake-${instance}-${seq}`)
+      const id = idsRepeatEvery ? `chatcmpl-${seq % idsRepeatEvery}` : `chatcmpl-fake-${instance}-${seq}`
+      const { base, delta, finish, usage } = chunks(r, body, id)
       if (!body.stream) {
         const message = { ...delta, content: delta.content ?? null }
         return send(200, { ...base, object: 'chat.completion', choices: [{ index: 0, message, finish_reason: finish }], usage })

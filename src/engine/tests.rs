@@ -660,6 +660,8 @@ async fn a_message_with_invalid_utf8_is_read_with_replacement_characters() {
         "{}",
         listed[0].content
     );
+    assert_eq!(listed[0].damaged, Some(true));
+    assert!(engine.messages(cid, 0, 3).unwrap().iter().all(|m| m.damaged.is_none()));
     let hits = engine
         .grep(Some(cid), &crate::recall::GrepOptions::new("lorem"))
         .unwrap();

@@ -387,6 +387,8 @@ pub(crate) struct StoredPart {
     pub tool_output: Option<String>,
     metadata_text: Option<String>,
     metadata: std::cell::OnceCell<Option<Value>>,
+    /// A column held bytes that are not UTF-8 (read with U+FFFD).
+    pub damaged: bool,
 }
 
 /// The fields of a part's metadata that rebuilding a message reads, borrowed from its text.
@@ -603,6 +605,11 @@ pub struct StoredMessage {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(test, ts(optional))]
     pub entry_id: Option<String>,
+    /// `true` when its stored text held bytes that are not UTF-8 (a damaged file): shown with
+    /// U+FFFD where they could not be decoded (`verify` names the message). Absent when sound.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, ts(optional))]
+    pub damaged: Option<bool>,
 }
 
 /// The tool call a toolResult answers: the parts' column, else what the metadata kept.
@@ -640,10 +647,11 @@ pub(crate) fn load_parts<'a>(db: impl Into<Db<'a>>, message_ids: &[i64]) -> Resu
     // parts are ordered here instead (the (message_id, ordinal) index usually did it already).
     let mut ordinals: Vec<Vec<i64>> = vec![Vec::new(); message_ids.len()];
     db.query_each(&sql, params![ids_json], |r| {
+        let lossy = crate::sql::lossy_reads();
         let mid: i64 = r.get(0)?;
         let metadata: Option<String> = r.get(8)?;
         let ordinal: i64 = r.get(9)?;
-        let part = StoredPart {
+        let mut part = StoredPart {
             part_id: r.get(1)?,
             part_type: r.get(2)?,
             text_content: r.get(3)?,
@@ -653,7 +661,9 @@ pub(crate) fn load_parts<'a>(db: impl Into<Db<'a>>, message_ids: &[i64]) -> Resu
             tool_output: r.get(7)?,
             metadata_text: metadata,
             metadata: Default::default(),
+            damaged: false,
         };
+        part.damaged = crate::sql::lossy_reads() != lossy;
         if let Some(&i) = index.get(&mid) {
             out[i].push(part);
             ordinals[i].push(ordinal);
@@ -740,9 +750,11 @@ fn stored(db: Db, sql: &str, args: &[&dyn rusqlite::ToSql]) -> Result<Vec<Stored
         created_at: String,
         tokens: i64,
         entry: Option<String>,
+        damaged: bool,
     }
     let rows: Vec<Row> = db.query_map(sql, args, |r| {
-        Ok(Row {
+        let lossy = crate::sql::lossy_reads();
+        let mut row = Row {
             id: r.get(0)?,
             seq: r.get(1)?,
             role: r.get(2)?,
@@ -750,7 +762,10 @@ fn stored(db: Db, sql: &str, args: &[&dyn rusqlite::ToSql]) -> Result<Vec<Stored
             created_at: r.get(4)?,
             tokens: r.get(5)?,
             entry: r.get(6)?,
-        })
+            damaged: false,
+        };
+        row.damaged = crate::sql::lossy_reads() != lossy;
+        Ok(row)
     })?;
     let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
     let parts = load_parts(db, &ids)?;
@@ -772,6 +787,7 @@ fn stored(db: Db, sql: &str, args: &[&dyn rusqlite::ToSql]) -> Result<Vec<Stored
                     None
                 },
                 entry_id: r.entry,
+                damaged: (r.damaged || parts.iter().any(|p| p.damaged)).then_some(true),
             }
         })
         .collect())

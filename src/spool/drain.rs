@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::{complete_lines, lock, now_ms, spool_error, Files};
+use super::{append_line, complete_lines, lock, now_ms, spool_error, write_owner_only, Files};
 use crate::error::{LcmError, Result};
 use crate::store::conversations::Target;
 use crate::store::messages::{IngestOptions, IngestOutcome};
@@ -122,7 +122,8 @@ pub(crate) fn run(
                         let mut aside = turn.clone();
                         aside["attempts"] = attempts.into();
                         aside["error"] = error.clone().into();
-                        append_line(&files.held, &aside)?;
+                        append_line(&files.held, &aside)
+                            .map_err(|e| spool_error(&files.held, "cannot set a turn aside", &e))?;
                         report.held.push(HeldTurn {
                             advancement_key: turn.get("advancementKey").and_then(Value::as_str).map(str::to_string),
                             error,
@@ -222,32 +223,9 @@ fn rewrite(path: &Path, turns: &[&Value]) -> Result<()> {
         text.push('\n');
     }
     let tmp = path.with_extension("tmp");
-    write_private(&tmp, text.as_bytes())
+    write_owner_only(&tmp, false, text.as_bytes())
         .and_then(|()| std::fs::rename(&tmp, path))
         .map_err(|e| spool_error(path, "cannot rewrite a spool file", &e))
-}
-
-fn append_line(path: &Path, turn: &Value) -> Result<()> {
-    use std::io::Write;
-    let mut line = serde_json::to_string(turn)?;
-    line.push('\n');
-    let mut options = std::fs::OpenOptions::new();
-    options.append(true).create(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    options
-        .open(path)
-        .and_then(|mut f| f.write_all(line.as_bytes()))
-        .map_err(|e| spool_error(path, "cannot set a turn aside", &e))
-}
-
-fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    options.open(path)?.write_all(bytes)
 }
 
 /// This process's drains, numbered (two in one millisecond get distinct names).

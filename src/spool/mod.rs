@@ -102,7 +102,6 @@ fn spool_error(path: &Path, what: &str, e: &std::io::Error) -> LcmError {
 /// Appends one turn (a JSON object) to the spool, stamped with the time it was spooled. The
 /// file is created readable by its owner only.
 pub(crate) fn append(base: &str, turn: &Value) -> Result<()> {
-    use std::io::Write;
     let Value::Object(fields) = turn else {
         return Err(LcmError::invalid_input("a spooled turn must be an object"));
     };
@@ -113,17 +112,31 @@ pub(crate) fn append(base: &str, turn: &Value) -> Result<()> {
     }
     let mut stamped = fields.clone();
     stamped.entry("spooledAt").or_insert_with(|| Value::from(now_ms()));
-    let mut line = serde_json::to_string(&Value::Object(stamped))?;
-    line.push('\n');
     let files = Files::of(base);
+    append_line(&files.pending, &Value::Object(stamped))
+        .map_err(|e| spool_error(&files.pending, "cannot write the spool file", &e))
+}
+
+/// Appends `turn` as one JSON line to `path`, created readable by its owner only.
+pub(crate) fn append_line(path: &Path, turn: &Value) -> std::io::Result<()> {
+    let mut line = serde_json::to_string(turn).map_err(std::io::Error::other)?;
+    line.push('\n');
+    write_owner_only(path, true, line.as_bytes())
+}
+
+/// Writes (`append`: appends) `bytes` to a file only its owner can read, the spool's mode.
+pub(crate) fn write_owner_only(path: &Path, append: bool, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
     let mut options = std::fs::OpenOptions::new();
-    options.append(true).create(true);
+    options.create(true);
+    if append {
+        options.append(true);
+    } else {
+        options.write(true).truncate(true);
+    }
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    options
-        .open(&files.pending)
-        .and_then(|mut f| f.write_all(line.as_bytes()))
-        .map_err(|e| spool_error(&files.pending, "cannot write the spool file", &e))
+    options.open(path)?.write_all(bytes)
 }
 
 /// Whether turns wait in the spool of `base` (its file, or files a drain took and did not

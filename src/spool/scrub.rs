@@ -97,20 +97,10 @@ fn scrub_file(file: &Path, redactor: &Redactor) -> std::io::Result<usize> {
     }
     if matches > 0 {
         let tmp = file.with_extension("redact-tmp");
-        write_private(&tmp, out.as_bytes())?;
+        super::write_owner_only(&tmp, false, out.as_bytes())?;
         std::fs::rename(&tmp, file)?;
     }
     Ok(matches)
-}
-
-/// Writes a file only its owner can read (the spool's own mode).
-fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    options.open(path)?.write_all(bytes)
 }
 
 #[cfg(test)]

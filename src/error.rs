@@ -215,7 +215,7 @@ impl LcmError {
     /// A file-system error about `path`.
     pub fn io(path: impl fmt::Display, message: impl fmt::Display) -> Self {
         LcmError::Io {
-            path: Some(crate::pg::redact_password(&path.to_string())),
+            path: Some(crate::shown_location::redact_password(&path.to_string())),
             sqlite: None,
             message: message.to_string(),
         }
@@ -224,7 +224,7 @@ impl LcmError {
     /// A schema error about the database at `path`.
     pub fn schema(path: impl fmt::Display, message: impl fmt::Display) -> Self {
         LcmError::Schema {
-            path: Some(crate::pg::redact_password(&path.to_string())),
+            path: Some(crate::shown_location::redact_password(&path.to_string())),
             sqlite: None,
             message: message.to_string(),
         }

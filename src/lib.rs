@@ -29,6 +29,7 @@ mod prompts;
 mod recall;
 mod redact;
 mod rewrite;
+mod shown_location;
 mod source;
 mod spool;
 mod sql;

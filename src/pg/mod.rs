@@ -14,6 +14,7 @@ pub(crate) mod locks;
 pub(crate) mod pool;
 pub(crate) mod search;
 pub(crate) mod totals;
+
 pub(crate) mod value;
 
 use std::future::Future;
@@ -30,6 +31,8 @@ use crate::error::{LcmError, Result};
 /// The schema lcm-native's tables go in when the URL names none: its own, so that a database
 /// shared with other applications keeps them apart.
 pub(crate) const DEFAULT_SCHEMA: &str = "lcm";
+
+pub(crate) use crate::shown_location::{percent_decode, redact_password};
 
 /// Whether `location` names a PostgreSQL database rather than a SQLite file.
 pub(crate) fn is_url(location: &str) -> bool {
@@ -400,96 +403,6 @@ fn check_schema_name(schema: &str) -> Result<()> {
             "schema `{schema}`: use lower-case letters, digits and `_` (at most 63, not starting with a digit or pg_)"
         )))
     }
-}
-
-/// `url` with its password replaced by `***`, for messages, logs and names, whatever the text
-/// is: a mistyped scheme, a literal `@` or `/` in the password, `?password=` in the query, no
-/// host. Everything between the scheme and the *last* `@` is the user and password (a `@` in
-/// a query value only hides more); the user is kept. Query parameters that carry a password,
-/// and what follows one up to the next `key=`, are masked. Text with neither is unchanged.
-pub(crate) fn redact_password(url: &str) -> String {
-    let scheme_len = url
-        .find(':')
-        .filter(|&i| {
-            i > 0
-                && url[i + 1..].starts_with('/')
-                && url.as_bytes()[0].is_ascii_alphabetic()
-                && url[..i]
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"+.-".contains(&b))
-        })
-        .map(|i| i + 1 + url[i + 1..].bytes().take_while(|&b| b == b'/').count())
-        .unwrap_or(0);
-    let (scheme, rest) = url.split_at(scheme_len);
-    let mut out = String::with_capacity(url.len());
-    out.push_str(scheme);
-    let after = match rest.rfind('@') {
-        Some(at) => {
-            let userinfo = &rest[..at];
-            match userinfo.split_once(':') {
-                Some((user, _)) if !user.contains(['/', '?', '#']) => {
-                    out.push_str(user);
-                    out.push_str(":***");
-                }
-                Some(_) => out.push_str("***"),
-                None => out.push_str(userinfo),
-            }
-            out.push('@');
-            &rest[at + 1..]
-        }
-        None => rest,
-    };
-    let Some((base, query)) = after.split_once('?') else {
-        out.push_str(after);
-        return out;
-    };
-    out.push_str(base);
-    out.push('?');
-    let mut masking = false;
-    for (i, pair) in query.split('&').enumerate() {
-        if i > 0 {
-            out.push('&');
-        }
-        match pair.split_once('=') {
-            Some((key, _)) if is_secret_param(key) => {
-                masking = true;
-                out.push_str(key);
-                out.push_str("=***");
-            }
-            Some(_) => {
-                masking = false;
-                out.push_str(pair);
-            }
-            // A piece of a password that held a literal `&`.
-            None if masking => out.push_str("***"),
-            None => out.push_str(pair),
-        }
-    }
-    out
-}
-
-/// libpq's parameters that hold a secret (`password`, `sslpassword`), in any case or encoding.
-fn is_secret_param(key: &str) -> bool {
-    percent_decode(key).to_ascii_lowercase().contains("password")
-}
-
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |j: usize| bytes.get(j).and_then(|&b| (b as char).to_digit(16));
-        if bytes[i] == b'%' {
-            if let (Some(high), Some(low)) = (hex(i + 1), hex(i + 2)) {
-                out.push((high * 16 + low) as u8);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// The runtime that drives every connection's socket: one worker, started on first use.

@@ -1,7 +1,7 @@
 // The spool through the JavaScript surface: `spoolTurn`, `spoolStatus`, `spoolWaiting`,
 // `LcmEngine.drainSpool`, and what `lcm-native doctor` says of it. The drain's rules (order,
 // poison turns, two drainers, every stale lock) are tested in src/spool/.
-import { spawnSync } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { hostname, tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -54,6 +54,39 @@ describe('the spool', () => {
     }
     expect(spoolWaiting(db)).toBe(false)
     expect(spoolStatus(db)).toEqual({ turns: 0, held: 0 })
+  })
+
+  it('two gateways starting at once on one spool store each turn once, in order', async () => {
+    const db = fresh()
+    const engine = await LcmEngine.open({ dbPath: db })
+    await engine.close()
+    for (let n = 0; n < 30; n++) spoolTurn(db, turn(n))
+    const script = `
+      const { LcmEngine } = require(${JSON.stringify(join(ROOT, 'index.js'))})
+      ;(async () => {
+        const e = await LcmEngine.open({ dbPath: process.argv[1] })
+        const r = await e.drainSpool(process.argv[1])
+        await e.close()
+        console.log(JSON.stringify(r))
+      })()`
+    const gateway = () =>
+      new Promise<{ stored: number; busy: boolean }>((resolve, reject) => {
+        const child = spawn(process.execPath, ['-e', script, db], { stdio: ['ignore', 'pipe', 'inherit'] })
+        let out = ''
+        child.stdout.on('data', (d) => (out += d))
+        child.on('exit', (code) => (code === 0 ? resolve(JSON.parse(out)) : reject(new Error(`exit ${code}`))))
+      })
+    const reports = await Promise.all([gateway(), gateway()])
+    expect(reports.reduce((n, r) => n + r.stored, 0), JSON.stringify(reports)).toBeGreaterThanOrEqual(30)
+    const reader = await LcmEngine.open({ dbPath: db })
+    try {
+      if (spoolWaiting(db)) await reader.drainSpool(db)
+      const conv = await reader.findConversation({ sessionKey: 'agent:main:main' })
+      const texts = (await reader.messages(conv!.conversationId, { limit: 1000 })).filter((m) => m.role === 'user').map((m) => m.content)
+      expect(texts).toEqual(Array.from({ length: 30 }, (_, n) => `question ${n}`))
+    } finally {
+      await reader.close()
+    }
   })
 
   it('refuses what is no turn, and names a location it cannot write', () => {

@@ -405,6 +405,40 @@ fn a_reply_is_never_dropped_because_its_provider_reused_an_id() {
         .collect::<std::result::Result<_, _>>()
         .unwrap();
     assert_eq!(texts, ["one", "two", "three", "two", "a", "a", "five"]);
+    // Replies that only call a tool have no text: their calls tell them apart.
+    let call = |id: &str, call_id: &str| {
+        json!({"role": "assistant", "responseId": id, "content": [
+            {"type": "toolCall", "id": call_id, "name": "read", "arguments": {"path": "x"}}]})
+    };
+    let first = call("chatcmpl-9", "call_aaaaaaaaaaaa1");
+    assert_eq!(
+        engine.ingest(&target, std::slice::from_ref(&first)).unwrap().inserted,
+        1
+    );
+    let other = engine
+        .ingest(&target, &[call("chatcmpl-9", "call_bbbbbbbbbbbb2")])
+        .unwrap();
+    assert_eq!((other.inserted, other.skipped), (1, 0));
+    let again = engine.ingest(&target, std::slice::from_ref(&first)).unwrap();
+    assert_eq!((again.inserted, again.skipped), (0, 1));
+    // A message a redaction changed is recognised by its key when its original comes again.
+    let (id, cid): (i64, i64) = conn
+        .query_row(
+            "SELECT message_id, conversation_id FROM messages WHERE stable_event_key = 'assistant-response:chatcmpl-1'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    conn.execute("UPDATE messages SET content = '[REDACTED]' WHERE message_id = ?1", [id])
+        .unwrap();
+    conn.execute(
+        "INSERT INTO lcm_native_redactions (conversation_ids, message_ids, messages, parts, matches, summaries, versions_purged)
+         VALUES (?1, ?2, 1, 0, 1, 0, 0)",
+        rusqlite::params![format!("[{cid}]"), format!("[{},{id}]", id + 1000)],
+    )
+    .unwrap();
+    let replay = engine.ingest(&target, &[reply("chatcmpl-1", "one")]).unwrap();
+    assert_eq!((replay.inserted, replay.skipped), (0, 1));
     // Each key is held by one message (lossless-claw's unique index), the first that came.
     let keys: Vec<(String, String)> = conn
         .prepare("SELECT stable_event_key, content FROM messages WHERE stable_event_key IS NOT NULL ORDER BY seq")
@@ -417,9 +451,10 @@ fn a_reply_is_never_dropped_because_its_provider_reused_an_id() {
     assert_eq!(
         keys,
         [
-            ("assistant-response:chatcmpl-1", "one"),
+            ("assistant-response:chatcmpl-1", "[REDACTED]"),
             ("assistant-response:chatcmpl-2", "two"),
-            ("assistant-response:chatcmpl-7", "a")
+            ("assistant-response:chatcmpl-7", "a"),
+            ("assistant-response:chatcmpl-9", "")
         ]
     );
 }

@@ -272,10 +272,8 @@ pub(crate) fn ingest_in<'a>(
             Some(key) => match stored_under_key(tx, cid, key)? {
                 None => Some(key),
                 // A replay of the transcript (no turn key, no entry id) of a message stored
-                // before: the same key and the same text.
-                Some((role, content))
-                    if !turn && m.entry_id.is_none() && role == m.role.db() && content == m.content =>
-                {
+                // before: the same key and the same message.
+                Some(stored) if !turn && m.entry_id.is_none() && is_replay(tx, flags, &stored, m)? => {
                     skipped += 1;
                     continue;
                 }
@@ -425,20 +423,76 @@ pub(crate) struct MetadataView<'a> {
     stop_reason: Option<&'a serde_json::value::RawValue>,
 }
 
-/// The string a JSON value holds, `None` for any other value. Borrowed when it has no escape.
-/// Role and text of the message holding a provider key in a conversation. Keys are unique
-/// per conversation (lossless-claw's partial unique index), but providers reuse ids (Ollama
-/// answers `chatcmpl-<n>` with n below 1000; a restarted local server starts over), so a key
-/// never decides alone that a message is a duplicate: the second message with a key already
-/// held is stored without it.
-fn stored_under_key(tx: Db, cid: i64, key: &str) -> Result<Option<(String, String)>> {
+/// The message holding a provider key in a conversation.
+struct Keyed {
+    id: i64,
+    role: String,
+    content: String,
+}
+
+/// The message holding `key` in conversation `cid`. Keys are unique per conversation
+/// (lossless-claw's partial unique index), but providers reuse ids (Ollama answers
+/// `chatcmpl-<n>` with n below 1000; a restarted local server starts over), so a key never
+/// decides alone that a message is a duplicate: the second message with a key already held is
+/// stored without it.
+fn stored_under_key(tx: Db, cid: i64, key: &str) -> Result<Option<Keyed>> {
     tx.query_row(
-        "SELECT role, content FROM messages WHERE conversation_id = ?1 AND stable_event_key = ?2",
+        "SELECT message_id, role, content FROM messages WHERE conversation_id = ?1 AND stable_event_key = ?2",
         params![cid, key],
-        |r| Ok((r.get(0)?, r.get(1)?)),
+        |r| {
+            Ok(Keyed {
+                id: r.get(0)?,
+                role: r.get(1)?,
+                content: r.get(2)?,
+            })
+        },
     )
 }
 
+/// Whether `m`, arriving without a turn key or an entry id, is a replay of `stored`, which
+/// holds its provider key: the same role, text and tool calls (ids and arguments: a reply that
+/// only calls a tool has no text). A stored message a redaction changed cannot be compared by
+/// its text: its key says it.
+fn is_replay(tx: Db, flags: SchemaFlags, stored: &Keyed, m: &NewMessage) -> Result<bool> {
+    if stored.role != m.role.db() {
+        return Ok(false);
+    }
+    if flags.has_versions && redacted(tx, stored.id)? {
+        return Ok(true);
+    }
+    if stored.content != m.content {
+        return Ok(false);
+    }
+    let calls: Vec<(Option<String>, Option<String>)> = tx.query_map(
+        "SELECT tool_call_id, tool_input FROM message_parts
+          WHERE message_id = ?1 AND (tool_call_id IS NOT NULL OR tool_input IS NOT NULL) ORDER BY ordinal",
+        params![stored.id],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    let incoming = m
+        .parts
+        .iter()
+        .filter(|p| p.tool_call_id.is_some() || p.tool_input.is_some())
+        .map(|p| (p.tool_call_id.as_deref(), p.tool_input.as_deref()));
+    Ok(calls
+        .iter()
+        .map(|(id, input)| (id.as_deref(), input.as_deref()))
+        .eq(incoming))
+}
+
+/// Whether a redaction (the operator's or at ingest) changed message `id`.
+fn redacted(tx: Db, id: i64) -> Result<bool> {
+    Ok(tx
+        .query_row(
+            "SELECT 1 FROM lcm_native_redactions
+              WHERE (',' || substr(message_ids, 2, length(message_ids) - 2) || ',') LIKE ?1 LIMIT 1",
+            params![format!("%,{id},%")],
+            |_| Ok(()),
+        )?
+        .is_some())
+}
+
+/// The string a JSON value holds, `None` for any other value. Borrowed when it has no escape.
 pub(crate) fn json_str(raw: Option<&serde_json::value::RawValue>) -> Option<std::borrow::Cow<'_, str>> {
     let text = raw?.get();
     // Valid JSON (a RawValue always is): a string is its quotes around its content.

@@ -188,7 +188,13 @@ function spoolBase(dbPath) {
   for (const key of [...params.keys()]) if (key.toLowerCase().includes('password')) params.delete(key)
   const url = `${withoutPassword}?${params.toString()}`
   const where = (withoutPassword.split('@').pop() ?? '').replace(/^[a-z]+:\/\//i, '')
-  const readable = `${decodeURIComponent(where)}-${params.get('schema') ?? 'lcm'}`.replace(/[^A-Za-z0-9_.-]+/g, '_').slice(-80)
+  let decoded = where
+  try {
+    decoded = decodeURIComponent(where)
+  } catch {
+    // A stray `%`: the name is only for reading.
+  }
+  const readable = `${decoded}-${params.get('schema') ?? 'lcm'}`.replace(/[^A-Za-z0-9_.-]+/g, '_').slice(-80)
   const dir = join(stateDir(process.env), 'lcm-native-spool')
   mkdirSync(dir, { recursive: true, mode: 0o700 })
   return join(dir, `${readable}-${createHash('sha256').update(url).digest('hex').slice(0, 12)}`)

@@ -100,7 +100,11 @@ pub(crate) fn run(
         )
         .into();
         match std::fs::rename(&files.pending, &mine) {
-            Ok(()) => taken.push(mine),
+            Ok(()) => {
+                // Appends in flight finish into it before it is read.
+                super::settle(&mine).map_err(|e| spool_error(&mine, "cannot lock a spool file", &e))?;
+                taken.push(mine)
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(spool_error(&files.pending, "cannot take the spool file", &e)),
         }
@@ -223,7 +227,7 @@ fn rewrite(path: &Path, turns: &[&Value]) -> Result<()> {
         text.push('\n');
     }
     let tmp = path.with_extension("tmp");
-    write_owner_only(&tmp, false, text.as_bytes())
+    write_owner_only(&tmp, text.as_bytes())
         .and_then(|()| std::fs::rename(&tmp, path))
         .map_err(|e| spool_error(path, "cannot rewrite a spool file", &e))
 }

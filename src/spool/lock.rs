@@ -22,22 +22,24 @@ pub(crate) const EXPIRES: Duration = Duration::from_secs(60);
 /// A lock file that does not parse is being written for at most this long.
 const TORN_AFTER: Duration = Duration::from_secs(5);
 
-/// The locks this process holds (a lock naming this process and missing here is stale).
-static HELD: Mutex<Option<HashSet<PathBuf>>> = Mutex::new(None);
+/// The nonces of the locks this process holds or is taking: a lock naming this process whose
+/// nonce is not here is stale. A nonce is registered before its file is created, so no thread
+/// of this process ever sees its own lock as stale.
+static HELD: Mutex<Option<HashSet<String>>> = Mutex::new(None);
 
-fn held(path: &Path) -> bool {
+fn held(nonce: &str) -> bool {
     HELD.lock()
-        .map(|h| h.as_ref().is_some_and(|s| s.contains(path)))
+        .map(|h| h.as_ref().is_some_and(|s| s.contains(nonce)))
         .unwrap_or(false)
 }
 
-fn set_held(path: &Path, on: bool) {
+fn set_held(nonce: &str, on: bool) {
     if let Ok(mut h) = HELD.lock() {
         let set = h.get_or_insert_with(HashSet::new);
         if on {
-            set.insert(path.to_path_buf());
+            set.insert(nonce.to_string());
         } else {
-            set.remove(path);
+            set.remove(nonce);
         }
     }
 }
@@ -55,6 +57,13 @@ struct Holder {
     started: Option<u64>,
     #[serde(default)]
     at: Option<u64>,
+    /// The process's pid namespace: two containers on one host (and boot) number their
+    /// processes apart, so a pid of another namespace cannot be checked from here.
+    #[serde(default)]
+    pid_ns: Option<String>,
+    /// Unique to this holding of the lock.
+    #[serde(default)]
+    nonce: Option<String>,
 }
 
 /// A lock file as `doctor` shows it.
@@ -119,9 +128,15 @@ pub(crate) fn stale_reason(path: &Path) -> Option<String> {
             return Some("the machine was restarted since".into());
         }
     }
+    if let (Some(theirs), Some(ours)) = (&holder.pid_ns, &me.pid_ns) {
+        if theirs != ours {
+            // Another container on this host: alive while it renews the lock.
+            return None;
+        }
+    }
     if pid == i64::from(std::process::id()) {
-        return (!held(path))
-            .then(|| "it names this process, which does not hold it (a restart reused the pid)".into());
+        let mine = holder.nonce.as_deref().is_some_and(held);
+        return (!mine).then(|| "it names this process, which does not hold it (a restart reused the pid)".into());
     }
     if !process_alive(pid) {
         return Some(format!("process {pid} is gone"));
@@ -138,6 +153,7 @@ pub(crate) fn stale_reason(path: &Path) -> Option<String> {
 pub(crate) struct Lock {
     path: PathBuf,
     me: String,
+    nonce: String,
     stop: Arc<AtomicBool>,
     renewer: Option<std::thread::JoinHandle<()>>,
     /// Why the lock found was taken over, if it was.
@@ -147,49 +163,73 @@ pub(crate) struct Lock {
 /// The lock at `path`: Ok(None) while a live holder has it; an error when the directory does
 /// not let this process create it (read-only, no permission).
 pub(crate) fn take(path: &Path) -> std::io::Result<Option<Lock>> {
-    let me = serde_json::to_string(&Holder {
+    let me = identity();
+    let nonce = uuid::Uuid::now_v7().to_string();
+    let holder = serde_json::to_string(&Holder {
         pid: std::process::id().into(),
-        host: Some(identity().host),
-        boot_id: identity().boot_id,
+        host: Some(me.host),
+        boot_id: me.boot_id,
         started: process_started(i64::from(std::process::id())),
         at: Some(super::now_ms()),
+        pid_ns: me.pid_ns,
+        nonce: Some(nonce.clone()),
     })
     .map_err(std::io::Error::other)?;
     let mut took_over = None;
+    set_held(&nonce, true);
     for _ in 0..2 {
         match std::fs::OpenOptions::new().write(true).create_new(true).open(path) {
             Ok(mut f) => {
                 use std::io::Write;
-                if let Err(e) = f.write_all(me.as_bytes()) {
+                if let Err(e) = f.write_all(holder.as_bytes()) {
                     let _ = std::fs::remove_file(path);
+                    set_held(&nonce, false);
                     return Err(e);
                 }
-                set_held(path, true);
                 let stop = Arc::new(AtomicBool::new(false));
-                let renewer = spawn_renewer(path.to_path_buf(), me.clone(), stop.clone());
+                let renewer = spawn_renewer(path.to_path_buf(), holder.clone(), stop.clone());
                 return Ok(Some(Lock {
                     path: path.to_path_buf(),
-                    me,
+                    me: holder,
+                    nonce,
                     stop,
                     renewer,
                     took_over,
                 }));
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(e),
+            Err(e) => {
+                set_held(&nonce, false);
+                return Err(e);
+            }
         }
-        let Some(reason) = stale_reason(path) else {
-            return Ok(None);
+        let Some((reason, judged)) = stale_with_text(path) else {
+            break;
         };
-        // Taken over: renamed first, so that of two processes taking it over at once one
-        // removes it and the other finds it gone, and only one creates the new one.
-        let aside = path.with_extension(format!("lock.{}.stale", std::process::id()));
+        // Taken over: renamed aside first, then checked to be the lock judged stale. Two
+        // processes taking over at once: the second may have moved the first's new lock,
+        // which it then puts back and leaves alone.
+        let aside = path.with_extension(format!("lock.{nonce}.stale"));
         if std::fs::rename(path, &aside).is_ok() {
-            let _ = std::fs::remove_file(&aside);
-            took_over = Some(reason);
+            if std::fs::read_to_string(&aside).is_ok_and(|now| now == judged) {
+                let _ = std::fs::remove_file(&aside);
+                took_over = Some(reason);
+            } else {
+                let _ = std::fs::rename(&aside, path);
+                break;
+            }
         }
     }
+    set_held(&nonce, false);
     Ok(None)
+}
+
+/// `stale_reason`, with the text of the lock file it judged.
+fn stale_with_text(path: &Path) -> Option<(String, String)> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let reason = stale_reason(path)?;
+    // What was judged is what is there still: a file replaced meanwhile is judged next time.
+    (std::fs::read_to_string(path).ok()? == text).then_some((reason, text))
 }
 
 fn spawn_renewer(path: PathBuf, me: String, stop: Arc<AtomicBool>) -> Option<std::thread::JoinHandle<()>> {
@@ -220,7 +260,7 @@ impl Drop for Lock {
         if std::fs::read_to_string(&self.path).is_ok_and(|s| s == self.me) {
             let _ = std::fs::remove_file(&self.path);
         }
-        set_held(&self.path, false);
+        set_held(&self.nonce, false);
     }
 }
 
@@ -228,6 +268,7 @@ impl Drop for Lock {
 struct Identity {
     host: String,
     boot_id: Option<String>,
+    pid_ns: Option<String>,
 }
 
 fn identity() -> Identity {
@@ -237,6 +278,9 @@ fn identity() -> Identity {
             .ok()
             .map(|s| s.trim().to_string())
             .filter(|s| !s.is_empty()),
+        pid_ns: std::fs::read_link("/proc/self/ns/pid")
+            .ok()
+            .map(|p| p.display().to_string()),
     }
 }
 

@@ -117,23 +117,85 @@ pub(crate) fn append(base: &str, turn: &Value) -> Result<()> {
         .map_err(|e| spool_error(&files.pending, "cannot write the spool file", &e))
 }
 
-/// Appends `turn` as one JSON line to `path`, created readable by its owner only.
+/// Appends `turn` as one JSON line to `path`, created readable by its owner only. A drain
+/// renames the file it takes: the line is written under a shared lock of the file, and only
+/// while `path` still names the file opened (else it is opened again), so no line lands in a
+/// file a drain has already read (`settle`).
 pub(crate) fn append_line(path: &Path, turn: &Value) -> std::io::Result<()> {
+    use std::io::Write;
     let mut line = serde_json::to_string(turn).map_err(std::io::Error::other)?;
     line.push('\n');
-    write_owner_only(path, true, line.as_bytes())
+    loop {
+        let mut options = std::fs::OpenOptions::new();
+        options.create(true).append(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let mut file = options.open(path)?;
+        flock(&file, false)?;
+        if same_file(&file, path) {
+            return file.write_all(line.as_bytes());
+        }
+        // Taken by a drain between the open and the lock: the line goes to the new file.
+    }
 }
 
-/// Writes (`append`: appends) `bytes` to a file only its owner can read, the spool's mode.
-pub(crate) fn write_owner_only(path: &Path, append: bool, bytes: &[u8]) -> std::io::Result<()> {
+/// Waits until no append is writing into `path` any more (a file a drain or a scrub just took
+/// by renaming it): every append in flight holds its shared lock until its line is written.
+pub(crate) fn settle(path: &Path) -> std::io::Result<()> {
+    match std::fs::File::open(path) {
+        Ok(file) => flock(&file, true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether `path` still names `file`.
+fn same_file(file: &std::fs::File, path: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        match (file.metadata(), std::fs::metadata(path)) {
+            (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+            _ => false,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        // Windows cannot rename a file another process holds open: nothing to check.
+        let _ = (file, path);
+        true
+    }
+}
+
+/// Takes an advisory lock of `file` (`exclusive`, or shared), released when it is closed.
+fn flock(file: &std::fs::File, exclusive: bool) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::io::AsRawFd;
+        let op = if exclusive { libc::LOCK_EX } else { libc::LOCK_SH };
+        loop {
+            // SAFETY: the descriptor is open for as long as `file` lives.
+            if unsafe { libc::flock(file.as_raw_fd(), op) } == 0 {
+                return Ok(());
+            }
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (file, exclusive);
+        Ok(())
+    }
+}
+
+/// Writes `bytes` to a new file only its owner can read, the spool's mode.
+pub(crate) fn write_owner_only(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     let mut options = std::fs::OpenOptions::new();
-    options.create(true);
-    if append {
-        options.append(true);
-    } else {
-        options.write(true).truncate(true);
-    }
+    options.create(true).write(true).truncate(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
     options.open(path)?.write_all(bytes)

@@ -44,6 +44,8 @@ pub(crate) fn scrub(base: &str, redactor: &Redactor) -> std::io::Result<SpoolScr
             std::process::id()
         );
         if std::fs::rename(&files.pending, &name).is_ok() {
+            // Appends in flight finish into it before it is read.
+            super::settle(Path::new(&name))?;
             taken.push(name.into());
         }
     }
@@ -97,7 +99,7 @@ fn scrub_file(file: &Path, redactor: &Redactor) -> std::io::Result<usize> {
     }
     if matches > 0 {
         let tmp = file.with_extension("redact-tmp");
-        super::write_owner_only(&tmp, false, out.as_bytes())?;
+        super::write_owner_only(&tmp, out.as_bytes())?;
         std::fs::rename(&tmp, file)?;
     }
     Ok(matches)

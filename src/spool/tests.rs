@@ -127,11 +127,10 @@ fn two_drains_at_once_store_each_turn_once() {
         })
         .collect();
     let reports: Vec<_> = drains.into_iter().map(|d| d.join().unwrap()).collect();
+    // One drainer at a time: every turn is stored by exactly one of them (a second drain of
+    // the same turns would count them again, as duplicates).
     let stored: u32 = reports.iter().map(|r| r.stored).sum();
-    assert!(stored >= 40, "{reports:?}");
-    if engine.drain_spool(&base).unwrap().stored > 0 {
-        // The second drain found the lock held and left the spool to the first.
-    }
+    assert_eq!(stored, 40, "{reports:?}");
     let q = questions(&engine);
     assert_eq!(q.len(), 40);
     assert_eq!(q, (0..40).map(|n| format!("question {n}")).collect::<Vec<_>>());
@@ -185,7 +184,7 @@ fn a_stale_lock_is_taken_over_and_a_spool_that_cannot_be_written_says_where() {
             assert!(status(&ro_base).problem.is_some());
             let e = engine.drain_spool(&ro_base).unwrap_err();
             assert_eq!(e.code(), "E_IO");
-            assert!(e.to_string().contains("ro"), "{e}");
+            assert!(e.to_string().contains(&ro.display().to_string()), "{e}");
         }
         std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o700)).unwrap();
     }

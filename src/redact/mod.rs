@@ -275,7 +275,9 @@ pub(crate) fn redact_messages_in(
             reason: o.reason.as_deref(),
         },
     )?;
-    let affected = crate::store::summaries::reached_from(tx, &ids_json, &serde_json::to_string(&holding)?)?;
+    let whole_messages = o.redactor.pattern.is_none();
+    let affected =
+        crate::store::summaries::reached_from(tx, &ids_json, &serde_json::to_string(&holding)?, whole_messages)?;
     if !holding.is_empty() {
         let by_lineage = crate::store::summaries::above_messages(tx, &ids_json)?;
         result.summaries_found = affected.iter().filter(|id| !by_lineage.contains(id)).count();

@@ -385,23 +385,30 @@ pub(crate) fn replace_content_in<'a>(
     Ok(version)
 }
 
-/// Every summary built on the messages `message_ids` (a JSON array), directly or through other
-/// summaries, lowest depth first.
+/// Every summary above the messages in `message_ids` (a JSON array): those covering them and,
+/// transitively, every summary made from one of those; by depth, then in creation order.
 pub(crate) fn above_messages(db: Db, message_ids: &str) -> Result<Vec<String>> {
-    reached_from(db, message_ids, "[]")
+    reached_from(db, message_ids, "[]", false)
 }
 
 /// Every summary the text of the messages in `message_ids` or of the summaries in
 /// `summary_ids` (JSON arrays) can have reached: those covering the messages, the summaries
-/// themselves, and from each of them every summary made from it (its parents in the DAG) or
-/// shown it as previous context, transitively; by depth, then in creation order.
-pub(crate) fn reached_from(db: Db, message_ids: &str, summary_ids: &str) -> Result<Vec<String>> {
+/// themselves, and from each of them every summary made from it (its parents in the DAG) and,
+/// with `shown`, every summary whose prompt showed it as previous context, transitively; by
+/// depth, then in creation order. Previous context reaches every later leaf of a conversation
+/// through the chain of leaves, so a redaction with a pattern follows it only where the text
+/// is found (`summary_ids`), and one of whole messages, which has no text to look for, always.
+pub(crate) fn reached_from(db: Db, message_ids: &str, summary_ids: &str, shown: bool) -> Result<Vec<String>> {
+    let context = if shown {
+        "UNION ALL SELECT previous_summary_id, summary_id FROM lcm_native_summary_context"
+    } else {
+        ""
+    };
     db.query_map(
         &format!(
             "WITH RECURSIVE flows(source, target) AS (
                SELECT parent_summary_id, summary_id FROM summary_parents
-               UNION ALL
-               SELECT previous_summary_id, summary_id FROM lcm_native_summary_context
+               {context}
              ),
              affected(id) AS (
                SELECT summary_id FROM summary_messages WHERE message_id IN (SELECT value FROM {} j)

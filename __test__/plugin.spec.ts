@@ -939,6 +939,15 @@ describe('the database', () => {
       expect(Buffer.byteLength(f.slice(3)), f).toBeLessThan(100)
     }
     expect(files[2]).toBe('/d/lcm.a_b.db')
+    // A file an earlier version named after a changed id stays that agent's.
+    const dir = tempDir('lcm-agent-files-')
+    {
+      writeFileSync(join(dir, 'lcm.Work_Bot.db'), '')
+      expect(databaseFor({ databaseScope: 'agent', dbPath: join(dir, 'lcm.db') }, 'Work Bot')).toBe(join(dir, 'lcm.Work_Bot.db'))
+      // Not when that name is an id of its own: `a b` never takes `a_b`'s file.
+      writeFileSync(join(dir, 'lcm.a_b.db'), '')
+      expect(databaseFor({ databaseScope: 'agent', dbPath: join(dir, 'lcm.db') }, 'a b')).not.toBe(join(dir, 'lcm.a_b.db'))
+    }
   })
 
   it('turns left in a spool file a crashed drain had taken are stored at the next call, once', async () => {

@@ -7,6 +7,7 @@
 
 const { createHash } = require('node:crypto')
 const { homedir } = require('node:os')
+const { existsSync } = require('node:fs')
 const { basename, dirname, extname, join } = require('node:path')
 
 /** Options handed to `LcmEngine.open` as they are (lossless-claw's names). */
@@ -303,8 +304,18 @@ function databaseFor(settings, agentId) {
   if (settings.databaseScope !== 'agent') return settings.dbPath
   if (isDatabaseUrl(settings.dbPath)) return withSchema(settings.dbPath, agentId)
   const ext = extname(settings.dbPath)
-  return join(dirname(settings.dbPath), `${basename(settings.dbPath, ext)}.${agentFileName(agentId)}${ext || '.db'}`)
+  const file = (/** @type {string} */ part) => join(dirname(settings.dbPath), `${basename(settings.dbPath, ext)}.${part}${ext || '.db'}`)
+  const named = file(agentFileName(agentId))
+  // The file an earlier version named after an id OpenClaw would not use as it is (its
+  // characters replaced by `_`), kept while it is there: its history stays the agent's. Not
+  // when that name is an id of its own (`a b` → `a_b`, which is another agent's).
+  const legacy = agentId.replace(/[^A-Za-z0-9_.-]/g, '_') || 'main'
+  if (legacy !== agentFileName(agentId) && !CANONICAL_AGENT.test(legacy) && !existsSync(named) && existsSync(file(legacy))) return file(legacy)
+  return named
 }
+
+/** OpenClaw's own agent ids (its `normalizeAgentId`): used as they are. */
+const CANONICAL_AGENT = /^[a-z0-9][a-z0-9_-]{0,63}$/
 
 /** 16 hex digits of the id's SHA-256: what tells apart ids that had to be changed. @param {string} agentId */
 const idHash = (agentId) => createHash('sha256').update(agentId).digest('hex').slice(0, 16)
@@ -321,7 +332,7 @@ const readablePart = (/** @type {string} */ agentId, /** @type {RegExp} */ other
  * @param {string} agentId
  */
 function agentFileName(agentId) {
-  if (/^[a-z0-9][a-z0-9_-]{0,63}$/.test(agentId)) return agentId
+  if (CANONICAL_AGENT.test(agentId)) return agentId
   return `${readablePart(agentId, /[^a-z0-9_-]+/g, '-', 40)}.${idHash(agentId)}`
 }
 
@@ -336,14 +347,25 @@ function withSchema(url, agentId) {
   const [base, query = ''] = url.split(/\?(.*)/s, 2)
   const params = new URLSearchParams(query)
   const schema = params.get('schema') || DEFAULT_SCHEMA
-  // Room for `_`, a readable part, `__` and the hash within PostgreSQL's 63 bytes.
-  if (schema.length > 40) throw new ConfigError('dbUrl', `schema "${schema}" is longer than 40 characters, too long to hold an agent's name with databaseScope "agent"`)
-  const plain = /^[a-z0-9]([a-z0-9_]*[a-z0-9])?$/.test(agentId) && !agentId.includes('__') && schema.length + 1 + agentId.length <= 63
-  const room = Math.max(0, 63 - schema.length - 1 - 2 - 16)
-  const agent = plain ? agentId : `${readablePart(agentId, /[^a-z0-9]+/g, '_', room)}__${idHash(agentId)}`
-  params.set('schema', `${schema}_${agent}`.slice(0, 63))
+  // A changed id: a readable part (at most 40, less after a long schema), `_` and 6 hex digits
+  // of its hash, within PostgreSQL's 63 bytes.
+  const room = Math.min(40, 63 - schema.length - 1 - 7)
+  if (!fitsAsIs(schema, agentId) && room < 1) throw new ConfigError('dbUrl', `schema "${schema}" is too long to hold agent "${agentId}"'s name with databaseScope "agent"`)
+  const agent = fitsAsIs(schema, agentId)
+    ? agentId
+    : `${agentId.toLowerCase().replace(/[^a-z0-9_]/g, '_').slice(0, room) || 'main'}_${createHash('sha256').update(agentId).digest('hex').slice(0, 6)}`
+  params.set('schema', `${schema}_${agent}`)
   return `${base}?${params.toString()}`
 }
+
+/**
+ * Whether an agent id names its schema as it is: lower-case letters, digits and `_`, within
+ * 63 bytes, and not ending as a changed id ends (`_` and 6 hex digits of its hash), so that an
+ * id never takes the schema another id was given. (The form of a changed id is an earlier
+ * version's, kept so that existing schemas stay their agents'.)
+ * @param {string} schema @param {string} agentId
+ */
+const fitsAsIs = (schema, agentId) => /^[a-z0-9_]+$/.test(agentId) && !/_[0-9a-f]{6}$/.test(agentId) && schema.length + 1 + agentId.length <= 63
 
 /**
  * The agent a session key belongs to (`agent:<id>:…`), else `main`.

@@ -200,8 +200,27 @@ impl Engine {
                 options: &options,
             };
             let now = crate::time::now_sqlite();
-            let outcome = pg.write(|c| messages::ingest_in(c.into(), self.deps.flags, &job, &now, &mut Vec::new()))?;
-            self.write_prompt_cache(outcome.conversation_id);
+            // The prompt-cache report rides in the turn's own transaction: no second
+            // acquisition of the schema's write lock per turn.
+            let outcome = pg.write(|c| {
+                let outcome = messages::ingest_in(c.into(), self.deps.flags, &job, &now, &mut Vec::new())?;
+                let mut entries = self.prompt_cache.take_all(true);
+                entries.extend(
+                    self.prompt_cache
+                        .take(outcome.conversation_id)
+                        .map(|(delta, outline)| (outcome.conversation_id, delta, outline)),
+                );
+                // Under a savepoint: the report is a diagnostic, never a reason to fail a turn.
+                c.batch("SAVEPOINT lcm_report")?;
+                let written = entries.iter().try_for_each(|(cid, delta, outline)| {
+                    crate::store::prompt_cache::add(crate::sql::Db::Pg(c), *cid, delta, outline.as_deref(), &now)
+                });
+                match written {
+                    Ok(()) => c.batch("RELEASE SAVEPOINT lcm_report")?,
+                    Err(_) => c.batch("ROLLBACK TO SAVEPOINT lcm_report")?,
+                }
+                Ok(outcome)
+            })?;
             return Ok(outcome);
         }
         let outcome = self.ingests.ingest(

@@ -70,14 +70,12 @@ impl PgPool {
     }
 
     /// `with` for work that may take long on a large database (the schema made or upgraded at
-    /// open, the redaction's `VACUUM FULL`): no statement or answer bound (a lock wait stays
-    /// bounded by what `f` sets), the connection's bounds restored afterwards.
+    /// open, the redaction's `VACUUM FULL`): no statement or answer bound (lock waits stay
+    /// bounded, by `lock_timeout` or what `f` sets), the connection's bounds restored afterwards.
     pub(crate) fn with_unbounded<T>(&self, f: impl FnOnce(&Conn) -> Result<T>) -> Result<T> {
         let conn = self.take()?;
         conn.set_limit(None);
-        let out = conn
-            .batch("SET statement_timeout = 0; SET lock_timeout = 0")
-            .and_then(|()| f(&conn));
+        let out = conn.batch("SET statement_timeout = 0").and_then(|()| f(&conn));
         match bounded(conn, self.call) {
             Ok(conn) => {
                 self.give_back(conn, &out);

@@ -616,6 +616,24 @@ impl Engine {
         }
         let flags = self.deps.flags;
         use tokio::task::block_in_place as blocking;
+        // Turns the plugin spooled beside the file would bring the text back when stored: they
+        // are redacted first, and the spool's drain lock is held until the database is, so no
+        // drain stores one in between. (The plugin keeps a PostgreSQL database's spool in its
+        // state directory, under a name of its own: its turns are stored, and so searched and
+        // redacted, at its next call.)
+        let spool_scrub = match options.redactor.pattern.is_some() && !crate::pg::is_url(&self.deps.config.db_path) {
+            true => Some(
+                blocking(|| crate::spool::scrub::scrub_holding(&self.deps.config.db_path, &options.redactor)).map_err(
+                    |e| {
+                        crate::error::LcmError::io(
+                            &self.deps.config.db_path,
+                            format!("redacting the spool beside it: {e}"),
+                        )
+                    },
+                )?,
+            ),
+            false => None,
+        };
         let mut result = match options.finish {
             true => redact::RedactionResult {
                 conversation_ids: scope.clone(),
@@ -626,14 +644,8 @@ impl Engine {
                 Backend::Sqlite(pool) => pool.write(|conn| redact::redact_messages(conn, flags, options, &scope)),
             })?,
         };
-        // (The plugin keeps a PostgreSQL database's spool in its state directory, under a name
-        // of its own: turns it holds are stored, and so searched and redacted, at its next call.)
-        if options.redactor.pattern.is_some() && !crate::pg::is_url(&self.deps.config.db_path) {
-            // Turns the plugin spooled beside the file would bring the text back when stored.
-            let spooled = blocking(|| crate::spool::scrub::scrub(&self.deps.config.db_path, &options.redactor))
-                .map_err(|e| {
-                    crate::error::LcmError::io(&self.deps.config.db_path, format!("redacting the spool beside it: {e}"))
-                })?;
+        if let Some((spooled, drain_lock)) = spool_scrub {
+            drop(drain_lock);
             result.spooled_matches = spooled.matches;
             result.spool_busy = spooled.busy;
         }

@@ -19,20 +19,29 @@ pub(crate) struct SpoolScrub {
     pub busy: bool,
 }
 
-/// Applies `redactor` to every spooled message of the spool named after `base`. Files that
-/// change are rewritten whole (a temporary file renamed over them).
-pub(crate) fn scrub(base: &str, redactor: &Redactor) -> std::io::Result<SpoolScrub> {
+/// `scrub_holding`, the lock released at once.
+#[cfg(test)]
+fn scrub(base: &str, redactor: &Redactor) -> std::io::Result<SpoolScrub> {
+    scrub_holding(base, redactor).map(|(out, _lock)| out)
+}
+
+/// Applies `redactor` to every spooled message of the spool named after `base` (files that
+/// change are rewritten whole: a temporary file renamed over them), and hands back the drain
+/// lock it took when the spool had files: the caller holds it while it redacts the database,
+/// so that no drain stores a spooled turn in between, with the text the database redaction
+/// would then miss.
+pub(crate) fn scrub_holding(base: &str, redactor: &Redactor) -> std::io::Result<(SpoolScrub, Option<lock::Lock>)> {
     let files = Files::of(base);
     let live = files.pending.exists();
     let mut taken = match files.taken() {
         Ok(t) => t,
-        Err(_) => return Ok(SpoolScrub::default()),
+        Err(_) => return Ok((SpoolScrub::default(), None)),
     };
     if !live && taken.is_empty() && !files.held.exists() {
-        return Ok(SpoolScrub::default());
+        return Ok((SpoolScrub::default(), None));
     }
-    let Some(_lock) = lock::take(&files.lock)? else {
-        return Ok(SpoolScrub { matches: 0, busy: true });
+    let Some(held) = lock::take(&files.lock)? else {
+        return Ok((SpoolScrub { matches: 0, busy: true }, None));
     };
     if live {
         // Taken as a drain takes it: named by the time it was taken, so that drains store its
@@ -56,7 +65,7 @@ pub(crate) fn scrub(base: &str, redactor: &Redactor) -> std::io::Result<SpoolScr
     for file in taken {
         out.matches += scrub_file(&file, redactor)?;
     }
-    Ok(out)
+    Ok((out, Some(held)))
 }
 
 /// One spool file: each line's `messages` redacted as ingest would redact them; a line that
@@ -193,5 +202,19 @@ mod tests {
         assert!(!Path::new(&lock).exists());
         let _ = child.kill();
         let _ = child.wait();
+    }
+
+    #[test]
+    fn the_scrub_hands_back_the_drain_lock_so_no_drain_runs_until_the_database_is_redacted() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("lcm.db").to_string_lossy().into_owned();
+        std::fs::write(Files::of(&db).pending, line("key sk-live-EEE555", "k0")).unwrap();
+        let (out, held) = scrub_holding(&db, &redactor()).unwrap();
+        assert_eq!((out.matches, out.busy), (1, false));
+        let held = held.expect("the lock is handed back");
+        // Meanwhile a drain (here: another take of the lock) finds it held.
+        assert!(lock::take(&Files::of(&db).lock).unwrap().is_none());
+        drop(held);
+        assert!(lock::take(&Files::of(&db).lock).unwrap().is_some());
     }
 }

@@ -268,20 +268,23 @@ describe('the summary model', () => {
     let factory: ((ctx: unknown) => any) | undefined
     const logs: string[] = []
     plugin.register({
-      pluginConfig: { dbPath, freshTailCount: 4 },
+      // A toy budget (1,500): at the default low-water mark (225 tokens) the sweep reaches a
+      // message too short to summarise, whose summary is then its deterministic copy.
+      pluginConfig: { dbPath, freshTailCount: 4, contextLowWater: 0.3 },
       logger: { info: () => {}, warn: (m: string) => logs.push(m), error: (m: string) => logs.push(m) },
       registerContextEngine: (_id: string, f: (ctx: unknown) => any) => (factory = f),
     })
     const s = session('offline')
     for (let i = 1; i <= 12; i++) await factory!({}).commitTurn({ ...s, advancementKey: `o${i}`, messages: turn(i) })
-    expect((await factory!({}).compact({ ...s, tokenBudget: 1500, force: true })).compacted).toBe(true)
+    const first = await factory!({}).compact({ ...s, tokenBudget: 1500, force: true })
+    expect(first.compacted, JSON.stringify(first)).toBe(true)
     expect((await factory!({}).compact({ ...s, tokenBudget: 1000, force: true })).ok).toBe(true)
     expect(logs.filter((m) => m.includes('offline summarizer'))).toHaveLength(1)
     const engine = await LcmEngine.open({ dbPath, readOnly: true })
     const summaries = await engine.summaries(1)
     await engine.close()
     expect(summaries.length).toBeGreaterThan(0)
-    expect(summaries.every((x) => x.model !== 'lcm-native/fallback')).toBe(true)
+    expect(summaries.every((x) => x.model !== 'lcm-native/fallback'), JSON.stringify(summaries.map((x) => [x.depth, x.model, x.tokenCount, x.kind]))).toBe(true)
   })
 })
 

@@ -578,6 +578,23 @@ impl LiveContext {
         walk.start.unwrap_or(self.items.len())
     }
 
+    /// Tokens of the newest turn the provider has already been sent: its messages from the
+    /// newest user message on, but a closing assistant reply (new to the next request whatever
+    /// happens). A sweep keeps the newest turn verbatim after its new summary, so this much of
+    /// the cached prefix is sent again after one.
+    pub(crate) fn newest_turn_sent_tokens(&self) -> i64 {
+        let start = self.tail_start(TailRule {
+            count: 1,
+            max_tokens: 0,
+        });
+        let turn = &self.items[start..];
+        let end = match turn.last() {
+            Some(last) if last.role() == Some("assistant") => turn.len() - 1,
+            _ => turn.len(),
+        };
+        turn[..end].iter().filter(|i| i.is_message()).map(|i| i.tokens).sum()
+    }
+
     /// Raw-message tokens outside the fresh tail (the leaf trigger's measure).
     pub(crate) fn raw_tokens_outside_tail(&self, tail: TailRule) -> i64 {
         let end = self.tail_start(tail);

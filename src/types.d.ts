@@ -113,8 +113,9 @@ export interface LcmConfig {
   /**
    * Fraction of the token budget a `budget` or `fit` sweep (maintenance, a host's preflight)
    * compacts the context down to, in one go (0 < x ≤ 1; at most `contextThreshold`). Default
-   * 0.3: compactions come rarely and in large steps, so a provider's prompt cache keeps
-   * serving the context between them.
+   * 0.15: compactions come rarely and in large steps, so a provider's prompt cache keeps
+   * serving the context between them. Maintenance may sweep before the threshold, past two
+   * thirds of the way from this mark to it, at a turn that is cheap to send again.
    */
   contextLowWater?: number | null
   /**
@@ -989,9 +990,15 @@ export interface Evaluation {
   currentTokens: number
   /** floor(contextThreshold × tokenBudget). */
   threshold: number
+  /** Where a sweep may come early, at a cheap moment (see `reason`). */
+  earlyMark: number
   shouldCompact: boolean
-  /** `threshold` when a sweep is due, else `none`. */
-  reason: 'threshold' | 'none'
+  /**
+   * Why a maintenance sweep is due: `threshold` (over it), `early` (past the early mark at
+   * a moment when little of the context would be sent again after the sweep, see
+   * `sweep_due`), else `none`.
+   */
+  reason: 'threshold' | 'early' | 'none'
   leafTrigger: LeafTrigger
   /** The rolling-summary trigger: `messagesPerSummary` messages since the last summary. */
   rolling: RollingTrigger

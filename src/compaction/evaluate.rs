@@ -20,9 +20,13 @@ pub struct Evaluation {
     pub current_tokens: i64,
     /// floor(contextThreshold × tokenBudget).
     pub threshold: i64,
+    /// Where a sweep may come early, at a cheap moment (see `reason`).
+    pub early_mark: i64,
     pub should_compact: bool,
-    /// `threshold` when a sweep is due, else `none`.
-    #[cfg_attr(test, ts(type = "\"threshold\" | \"none\""))]
+    /// Why a maintenance sweep is due: `threshold` (over it), `early` (past the early mark at
+    /// a moment when little of the context would be sent again after the sweep, see
+    /// `sweep_due`), else `none`.
+    #[cfg_attr(test, ts(type = "\"threshold\" | \"early\" | \"none\""))]
     pub reason: &'static str,
     pub leaf_trigger: LeafTrigger,
     /// The rolling-summary trigger: `messagesPerSummary` messages since the last summary.
@@ -71,6 +75,39 @@ pub(crate) struct EvaluateOptions {
     pub observed_tokens: Option<i64>,
 }
 
+/// Where between the low-water mark and the threshold a sweep may come early: two thirds of
+/// the way up.
+const EARLY_SHARE: f64 = 2.0 / 3.0;
+
+/// A newest turn this small (a share of the budget) makes a cheap moment for a sweep.
+const CHEAP_TURN_SHARE: f64 = 0.02;
+
+/// floor(tokenBudget × the early mark's fraction).
+pub(crate) fn early_mark(config: &Config, token_budget: i64) -> i64 {
+    let (low, high) = (config.context_low_water, config.context_threshold);
+    ((low + (high - low) * EARLY_SHARE) * token_budget as f64).floor() as i64
+}
+
+/// Why a maintenance (`budget`) sweep is due for a context of `current` tokens, if it is.
+///
+/// Over the threshold it is due. A sweep puts its new summary before the newest turn, so
+/// everything it keeps verbatim after that summary, at least the part of the newest turn the
+/// provider has seen (`newest_sent`), is new to the provider's prompt cache on the next
+/// request. The turn that pushes a context over the threshold is often a large one (a pasted
+/// log, a long tool result), so the sweep comes early, past the early mark, at the first turn
+/// small enough that little is sent again: the same number of sweeps, each cheaper.
+pub(crate) fn sweep_due(config: &Config, token_budget: i64, current: i64, newest_sent: i64) -> Option<&'static str> {
+    let threshold = (config.context_threshold * token_budget as f64).floor() as i64;
+    let cheap = (CHEAP_TURN_SHARE * token_budget as f64).floor() as i64;
+    if current > threshold {
+        Some("threshold")
+    } else if current > early_mark(config, token_budget) && newest_sent <= cheap {
+        Some("early")
+    } else {
+        None
+    }
+}
+
 /// Threshold, leaf-trigger and rolling-trigger decisions for a conversation.
 pub(crate) fn evaluate(
     db: crate::sql::Db,
@@ -96,6 +133,7 @@ pub(crate) fn evaluate(
     let stored = totals.tokens();
     let current = stored.max(observed_tokens.unwrap_or(0).max(0));
     let threshold = (config.context_threshold * token_budget as f64).floor() as i64;
+    let due = sweep_due(config, token_budget, current, newest.newest_turn_sent_tokens());
     let raw_messages = totals.items - totals.summaries;
     let raw_outside = totals.message_tokens - tail_tokens;
     let summarizable = raw_messages - tail_messages;
@@ -108,8 +146,9 @@ pub(crate) fn evaluate(
         stored_tokens: stored,
         current_tokens: current,
         threshold,
-        should_compact: current > threshold,
-        reason: if current > threshold { "threshold" } else { "none" },
+        early_mark: early_mark(config, token_budget),
+        should_compact: due.is_some(),
+        reason: due.unwrap_or("none"),
         leaf_trigger: LeafTrigger {
             raw_tokens_outside_tail: raw_outside,
             threshold: config.leaf_chunk_tokens,

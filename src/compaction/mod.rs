@@ -608,7 +608,14 @@ pub(crate) async fn compact(
         SweepTarget::Leaf => leaf_due(&run),
         // The engine runs `fit` only when the context does not fit: whatever the threshold.
         SweepTarget::Fit => true,
-        SweepTarget::Threshold | SweepTarget::Budget => tokens_before > threshold,
+        SweepTarget::Threshold => tokens_before > threshold,
+        SweepTarget::Budget => evaluate::sweep_due(
+            &config,
+            options.token_budget,
+            tokens_before,
+            run.live.newest_turn_sent_tokens(),
+        )
+        .is_some(),
     };
     if !options.force && !due {
         result.stop_reason = StopReason::BelowThreshold;

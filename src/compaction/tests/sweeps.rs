@@ -320,11 +320,17 @@ fn evaluate_reports_threshold_leaf_and_rolling_triggers() {
     assert_eq!(e.rolling.messages_since_last_summary, 29);
     assert!(e.rolling.should_summarize);
 
-    // Threshold: strictly greater than floor(0.75 × budget); observed tokens count too.
+    // Threshold: strictly greater than floor(0.75 × budget); observed tokens count too. Just
+    // under it, the context is past the early mark (0.15 + (0.75 − 0.15) × ⅔ = 0.55 of the budget
+    // with the defaults) and its newest turn (one short user
+    // message) is small: a sweep is due early. Under the early mark, none is.
     let stored = e.stored_tokens;
     let budget = (stored as f64 / 0.75).ceil() as i64 + 10;
     let e = engine.evaluate(cid, budget, None).unwrap();
-    assert!(!e.should_compact && e.reason == "none");
+    assert!(e.should_compact && e.reason == "early", "{e:?}");
+    let budget = (stored as f64 / 0.55).ceil() as i64 + 10;
+    let e = engine.evaluate(cid, budget, None).unwrap();
+    assert!(!e.should_compact && e.reason == "none", "{e:?}");
     let e = engine.evaluate(cid, budget, Some(budget)).unwrap();
     assert!(e.should_compact && e.reason == "threshold");
     assert_eq!(e.current_tokens, budget);
@@ -766,6 +772,73 @@ async fn a_budget_sweep_goes_down_to_the_low_water_mark_in_one_go() {
     }
 }
 
+/// Past the early mark and under the threshold, maintenance sweeps at the first turn that is
+/// cheap to send again after a sweep, not at one that pasted a log: `evaluate` and the sweep
+/// itself agree, and the sweep goes down to the low-water mark keeping the newest turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_maintenance_sweep_comes_early_at_a_cheap_moment() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_with(
+        &dir,
+        json!({"contextThreshold": 0.75, "contextLowWater": 0.3, "freshTailCount": 8}),
+    );
+    let budget = 20_000;
+    let words = |n: usize, tag: &str| (0..n).map(|i| format!("{tag}{i}")).collect::<Vec<_>>().join(" ");
+    // ~13k tokens of ordinary turns: past the early mark (0.3 + 0.45 × ⅔ = 0.6 → 12,000).
+    let mut msgs = Vec::new();
+    for t in 0..26 {
+        msgs.push(json!({"role": "user", "content": words(130, &format!("q{t}w"))}));
+        msgs.push(json!({"role": "assistant", "content": words(130, &format!("a{t}w"))}));
+    }
+    let cid = engine
+        .ingest(&Target::Session("s".into()), &msgs)
+        .unwrap()
+        .conversation_id;
+    // The newest turn pasted a log (~1,400 tokens, over 2 % of the budget): not yet.
+    let log = json!({"role": "user", "content": words(900, "log")});
+    engine
+        .ingest(
+            &Target::Conversation(cid),
+            &[log, json!({"role": "assistant", "content": "Seen."})],
+        )
+        .unwrap();
+    let e = engine.evaluate(cid, budget, None).unwrap();
+    assert!(
+        e.current_tokens > e.early_mark && e.current_tokens <= e.threshold,
+        "{e:?}"
+    );
+    assert!(!e.should_compact && e.reason == "none", "{e:?}");
+    let options = || SweepOptions {
+        token_budget: budget,
+        target: SweepTarget::Budget,
+        ..Default::default()
+    };
+    let r = engine.compact(cid, Scripted::stub(), options()).await.unwrap();
+    assert!(!r.action_taken && r.stop_reason == StopReason::BelowThreshold, "{r:?}");
+    // A short question and its answer: now.
+    let turn = [
+        json!({"role": "user", "content": "And the next step?"}),
+        json!({"role": "assistant", "content": words(60, "reply")}),
+    ];
+    engine.ingest(&Target::Conversation(cid), &turn).unwrap();
+    let e = engine.evaluate(cid, budget, None).unwrap();
+    assert!(e.should_compact && e.reason == "early", "{e:?}");
+    let r = engine.compact(cid, Scripted::stub(), options()).await.unwrap();
+    assert!(
+        r.action_taken && r.tokens_after <= (0.3 * budget as f64) as i64,
+        "{r:?}"
+    );
+    let newest = engine.messages(cid, 0, 1_000).unwrap();
+    let context = engine.context(cid).unwrap();
+    let kept: Vec<_> = context.iter().filter_map(|e| e.message_id).collect();
+    assert!(
+        kept.ends_with(&[newest[newest.len() - 2].message_id, newest[newest.len() - 1].message_id]),
+        "{kept:?}"
+    );
+    assert!(!engine.evaluate(cid, budget, None).unwrap().should_compact);
+    assert_invariants(&engine, cid);
+}
+
 /// The mark is never above the threshold: a low water configured higher is the threshold.
 #[test]
 fn the_low_water_mark_is_at_most_the_threshold() {
@@ -776,5 +849,5 @@ fn the_low_water_mark_is_at_most_the_threshold() {
     .unwrap();
     assert_eq!(c.context_low_water, 0.5);
     let c = Config::from_options(&json!({"dbPath": "x.db"}), None).unwrap();
-    assert_eq!((c.context_threshold, c.context_low_water), (0.75, 0.3));
+    assert_eq!((c.context_threshold, c.context_low_water), (0.75, 0.15));
 }

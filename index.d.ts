@@ -1016,6 +1016,11 @@ export interface VerifyReport {
   /** Every violation found, in words; empty when `ok`. */
   problems: string[]
   /**
+   * What looks unusual but is a state another writer makes on purpose (lossless-claw's
+   * `/new`), in words; not counted against `ok`.
+   */
+  notes: string[]
+  /**
    * SHA-256 over every row of the core tables: equal digests mean equal contents. Empty (and the
    * counts 0) when SQLite's integrity check finds the file damaged; `problems` says how.
    */

@@ -271,6 +271,7 @@ async function verify(argv) {
     else {
       console.log(`${r.ok ? 'ok' : 'PROBLEMS'}: ${plural(r.conversations, 'conversation')}, ${plural(r.messages, 'message')}, ${plural(r.summaries, 'summary')} checked (digest ${r.digest.slice(0, 16)})`)
       for (const p of r.problems) console.log(`  - ${p}`)
+      for (const n of r.notes) console.log(`  note: ${n}`)
     }
     if (!r.ok) process.exitCode = 1
   })
@@ -326,6 +327,7 @@ async function doctor(argv) {
     } else {
       console.log(`verify: ${report.ok ? 'ok' : `${plural(report.problems.length, 'problem')}`} (${plural(report.conversations, 'conversation')}, ${plural(report.messages, 'message')}, ${plural(report.summaries, 'summary')})`)
       for (const p of report.problems) console.log(`  - ${p}`)
+      for (const n of report.notes) console.log(`  note: ${n}`)
       for (const c of perConversation) if (c.promptCache) console.log(`conversation ${c.conversationId} (${c.session}): ${promptCacheLine(c.promptCache)}`)
       console.log(`spool: ${spooled.turns ? `${plural(spooled.turns, 'turn')} waiting (the oldest for ${since(spooled.oldestAt ?? Date.now())})` : 'empty'}${spooled.held ? `, ${fmt(spooled.held)} set aside` : ''}${spooled.lock ? `, drain lock held by pid ${spooled.lock.pid} on ${spooled.lock.host}${spooled.lock.stale ? ` (stale: ${spooled.lock.stale})` : ''}` : ''}`)
       if (!advice.length) console.log('nothing to do')

@@ -14,7 +14,7 @@ import { basename, dirname, join } from 'node:path'
 
 import { ROOT, assertSound, check, cleanUp, legacyFallbacks, sql } from './e2e-lib.mjs'
 import { startFakeModel } from './fake-model.mjs'
-import { CACHE, exec, installPlugin, makeRunDir, openclaw, startGateway, stopGateway, turn, writeConfig } from './harness.mjs'
+import { CACHE, exec, gatewayCall, installPlugin, makeRunDir, openclaw, startGateway, stopGateway, turn, writeConfig } from './harness.mjs'
 
 /**
  * lossless-claw 1.x's packed plugin (an oracle, not in this repository): `$LCM_LOSSLESS_CLAW_TGZ`,
@@ -138,19 +138,25 @@ export async function interopScenario(host, tgz) {
     assert.deepEqual(markerCounts(), Array(10).fill(1))
     assert.equal(sql(db, "SELECT count(*) FROM pending_compaction_batches WHERE status <> 'published'")[0][0], 0)
   })
-  await check('(c) lossless-claw continues the file lcm-native wrote', async () => {
+  await check("(c) lossless-claw continues the file lcm-native wrote, and its /new is no damage to lcm-native's verify", async () => {
     await phase('lossless-claw', 3, async (say) => {
       assert.match(await say('TOOLCALL lcm_grep {"pattern": "kiwi-8,"}'), /kiwi-8/)
+      // lossless-claw's own /new: it takes the context's raw messages and shallow summaries
+      // out and records nothing; verify must not call that damage (#45).
+      const fresh = await gatewayCall(run, 'sessions.reset', { key, reason: 'new' })
+      assert.equal(fresh.code, 0, `sessions.reset new: ${fresh.stdout}${fresh.stderr}`)
+      await say(said(next++))
     })
     assert.equal(conv().length, 1)
-    assert.deepEqual(markerCounts(), Array(13).fill(1))
+    assert.deepEqual(markerCounts(), Array(14).fill(1))
+    await assertSound(db)
   })
   await check('(c) lcm-native again: still one copy of every turn', async () => {
     await phase('lcm-native', 2, async (say) => {
       assert.match(await say('TOOLCALL lcm_grep {"pattern": "kiwi-12,"}'), /kiwi-12/)
     })
     assert.equal(conv().length, 1)
-    assert.deepEqual(markerCounts(), Array(15).fill(1))
+    assert.deepEqual(markerCounts(), Array(16).fill(1))
   })
   await fake.close()
 

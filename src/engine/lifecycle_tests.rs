@@ -127,6 +127,76 @@ fn new_takes_raw_messages_and_shallow_summaries_out_of_the_context_and_deletes_n
     assert_eq!(again.context_items_removed, 1);
 }
 
+/// lossless-claw's `/new` does what lcm-native's does and records no marker: `verify` tells
+/// that state (one block of messages out of the context after deep summaries only, later turns
+/// after it) from damage, which it still reports.
+#[test]
+fn verify_tells_lossless_claws_new_from_damage() {
+    let (_dir, engine) = deep_engine();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let cid = compacted(&engine, &rt);
+    rt.block_on(engine.reset_session(&key(), ResetReason::New { retain_depth: 2 }))
+        .unwrap();
+    let conn = Connection::open(&engine.config().db_path).unwrap();
+    conn.execute("DELETE FROM lcm_native_context_resets", []).unwrap();
+    for text in ["after /new", "the answer"] {
+        engine
+            .ingest(&key(), &[serde_json::json!({"role": "user", "content": text})])
+            .unwrap();
+    }
+    let report = engine.verify(Some(cid)).unwrap();
+    assert!(report.ok, "{:?}", report.problems);
+    assert_eq!(report.notes.len(), 1, "{:?}", report.notes);
+    assert!(report.notes[0].contains("lossless-claw's /new"), "{:?}", report.notes);
+    // Damage: the newest message's context item lost as well, after one still live (losing the
+    // first message after the block would only lengthen it: that cannot be told apart).
+    let later: i64 = conn
+        .query_row(
+            "SELECT ordinal FROM context_items WHERE conversation_id = ?1 AND item_type = 'message' ORDER BY ordinal DESC LIMIT 1",
+            [cid],
+            |r| r.get(0),
+        )
+        .unwrap();
+    conn.execute(
+        "DELETE FROM context_items WHERE conversation_id = ?1 AND ordinal = ?2",
+        rusqlite::params![cid, later],
+    )
+    .unwrap();
+    conn.execute(
+        "UPDATE context_items SET ordinal = ordinal - 1 WHERE conversation_id = ?1 AND ordinal > ?2",
+        rusqlite::params![cid, later],
+    )
+    .unwrap();
+    let report = engine.verify(Some(cid)).unwrap();
+    assert!(!report.ok && report.notes.is_empty(), "{report:?}");
+    assert!(
+        report.problems.iter().any(|p| p.contains("neither live nor covered")),
+        "{:?}",
+        report.problems
+    );
+}
+
+/// A message lost from the middle of a context that no `/new` touched is damage, not a `/new`.
+#[test]
+fn a_message_lost_from_the_middle_of_the_context_is_damage() {
+    let (_dir, engine) = deep_engine();
+    engine.ingest(&key(), &transcript(THEME)).unwrap();
+    let cid = engine.find_conversation(&key()).unwrap().unwrap().conversation_id;
+    let conn = Connection::open(&engine.config().db_path).unwrap();
+    conn.execute(
+        "DELETE FROM context_items WHERE conversation_id = ?1 AND ordinal = 5",
+        [cid],
+    )
+    .unwrap();
+    conn.execute(
+        "UPDATE context_items SET ordinal = ordinal - 1 WHERE conversation_id = ?1 AND ordinal > 5",
+        [cid],
+    )
+    .unwrap();
+    let report = engine.verify(Some(cid)).unwrap();
+    assert!(!report.ok && report.notes.is_empty(), "{report:?}");
+}
+
 #[test]
 fn reset_archives_the_conversation_and_the_session_goes_on_in_a_new_one() {
     let (_dir, engine) = deep_engine();

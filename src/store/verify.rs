@@ -31,6 +31,9 @@ pub struct VerifyReport {
     pub summaries: i64,
     /// Every violation found, in words; empty when `ok`.
     pub problems: Vec<String>,
+    /// What looks unusual but is a state another writer makes on purpose (lossless-claw's
+    /// `/new`), in words; not counted against `ok`.
+    pub notes: Vec<String>,
     /// SHA-256 over every row of the core tables: equal digests mean equal contents. Empty (and the
     /// counts 0) when SQLite's integrity check finds the file damaged; `problems` says how.
     pub digest: String,
@@ -162,6 +165,7 @@ pub(super) fn cycles(parents: &HashMap<String, Vec<String>>) -> Vec<Vec<String>>
 pub(crate) fn verify<'a>(db: impl Into<Db<'a>>, only: Option<i64>) -> Result<VerifyReport> {
     let db = db.into();
     let mut problems = Vec::new();
+    let mut notes = Vec::new();
     // PostgreSQL checks its own pages and enforces its constraints as rows are written.
     if let Db::Sqlite(conn) = db {
         if let Some(damage) = sqlite_damage(conn, &mut problems)? {
@@ -315,6 +319,8 @@ pub(crate) fn verify<'a>(db: impl Into<Db<'a>>, only: Option<i64>) -> Result<Ver
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
         )?;
         let mut covered: Vec<i64> = Vec::new();
+        // Per live item: the depth of a summary (None for a message) and the messages it covers.
+        let mut spans: Vec<(Option<i64>, Vec<i64>)> = Vec::with_capacity(items.len());
         let first = items.first().map_or(0, |i| i.0);
         for (i, (ordinal, kind, mid, sid)) in items.iter().enumerate() {
             if *ordinal != first + i as i64 {
@@ -325,6 +331,7 @@ pub(crate) fn verify<'a>(db: impl Into<Db<'a>>, only: Option<i64>) -> Result<Ver
             }
             if kind == "message" {
                 covered.extend(mid.iter().copied());
+                spans.push((None, mid.iter().copied().collect()));
             } else if let Some(sid) = sid {
                 // Walk down to the messages, inputs in order, entering each node once.
                 let mut stack = vec![sid.clone()];
@@ -342,6 +349,7 @@ pub(crate) fn verify<'a>(db: impl Into<Db<'a>>, only: Option<i64>) -> Result<Ver
                         stack.extend(ps.iter().rev().cloned());
                     }
                 }
+                spans.push((summaries.get(sid).map(|s| s.depth), msgs.clone()));
                 covered.extend(msgs);
             }
         }
@@ -360,14 +368,24 @@ pub(crate) fn verify<'a>(db: impl Into<Db<'a>>, only: Option<i64>) -> Result<Ver
         }
         // Messages a `/new` took out of the context are neither, on purpose.
         let reset_through = crate::store::lifecycle::reset_through(db, *cid)?.unwrap_or(i64::MIN);
-        let missing = seq_of
+        let missing: Vec<i64> = seq_of
             .iter()
             .filter(|(m, seq)| !unique.contains(m) && !events.contains(m) && **seq > reset_through)
-            .count();
-        if missing > 0 {
-            problems.push(format!(
-                "conversation {cid}: {missing} message(s) neither live nor covered"
-            ));
+            .map(|(_, seq)| *seq)
+            .collect();
+        if !missing.is_empty() {
+            match new_block(&missing, &seq_of, &events, &spans) {
+                Some((lo, hi)) => notes.push(format!(
+                    "conversation {cid}: {} message(s) (seq {lo}–{hi}) are out of the context in one block after \
+                     summaries of depth 2 or more only, as lossless-claw's /new leaves a conversation (it \
+                     records no marker): not counted as damage",
+                    missing.len()
+                )),
+                None => problems.push(format!(
+                    "conversation {cid}: {} message(s) neither live nor covered",
+                    missing.len()
+                )),
+            }
         }
         if seqs.windows(2).any(|w| w[0] >= w[1]) {
             problems.push(format!("conversation {cid}: live items are not in chronological order"));
@@ -385,8 +403,44 @@ pub(crate) fn verify<'a>(db: impl Into<Db<'a>>, only: Option<i64>) -> Result<Ver
             .filter(|s| only.is_none_or(|c| c == s.conversation_id))
             .count() as i64,
         problems,
+        notes,
         digest: digest(db)?,
     })
+}
+
+/// The seq range of `missing` when it has the shape lossless-claw's `/new` leaves: it takes
+/// every raw message and every summary shallower than depth 2 out of the context and records
+/// nothing. So the missing messages are one unbroken run of the conversation's messages, and
+/// what is still in the context before them is only summaries of depth 2 or more (none at all
+/// when there were none); later turns follow them. A context item lost to damage in the middle
+/// of the context does not look like that; one lost at its very start, or a whole context lost,
+/// cannot be told from it by the rows alone.
+fn new_block(
+    missing: &[i64],
+    seq_of: &HashMap<i64, i64>,
+    events: &HashSet<i64>,
+    spans: &[(Option<i64>, Vec<i64>)],
+) -> Option<(i64, i64)> {
+    let lo = *missing.iter().min()?;
+    let hi = *missing.iter().max()?;
+    let in_block = seq_of
+        .iter()
+        .filter(|(m, seq)| (lo..=hi).contains(*seq) && !events.contains(m))
+        .count();
+    if in_block != missing.len() {
+        return None;
+    }
+    let seq = |m: &i64| seq_of.get(m).copied();
+    let shaped = spans.iter().all(|(depth, msgs)| {
+        let before = msgs.iter().filter_map(seq).any(|s| s < lo);
+        let after = msgs.iter().filter_map(seq).any(|s| s > hi);
+        match (before, after) {
+            (true, true) => false,
+            (true, false) => depth.is_some_and(|d| d >= 2),
+            _ => true,
+        }
+    });
+    shaped.then_some((lo, hi))
 }
 
 /// Stored text that is not UTF-8 (SQLite stores whatever bytes it is given; a flipped bit
@@ -455,6 +509,7 @@ fn sqlite_damage(conn: &rusqlite::Connection, problems: &mut Vec<String>) -> Res
             messages: 0,
             summaries: 0,
             problems: vec![format!("integrity_check: {integrity}")],
+            notes: Vec::new(),
             digest: String::new(),
         }));
     }

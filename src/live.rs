@@ -581,8 +581,12 @@ impl LiveContext {
     /// Tokens of the newest turn the provider has already been sent: its messages from the
     /// newest user message on, but a closing assistant reply (new to the next request whatever
     /// happens). A sweep keeps the newest turn verbatim after its new summary, so this much of
-    /// the cached prefix is sent again after one.
-    pub(crate) fn newest_turn_sent_tokens(&self) -> i64 {
+    /// the cached prefix is sent again after one. None when `tail` protects nothing: a sweep
+    /// keeps no turn verbatim then (and the items read need not reach the newest one).
+    pub(crate) fn newest_turn_sent_tokens(&self, tail: TailRule) -> Option<i64> {
+        if tail.count <= 0 {
+            return None;
+        }
         let start = self.tail_start(TailRule {
             count: 1,
             max_tokens: 0,
@@ -592,7 +596,7 @@ impl LiveContext {
             Some(last) if last.role() == Some("assistant") => turn.len() - 1,
             _ => turn.len(),
         };
-        turn[..end].iter().filter(|i| i.is_message()).map(|i| i.tokens).sum()
+        Some(turn[..end].iter().filter(|i| i.is_message()).map(|i| i.tokens).sum())
     }
 
     /// Raw-message tokens outside the fresh tail (the leaf trigger's measure).

@@ -4,7 +4,8 @@
 
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
-import { existsSync, readFileSync, rmSync } from 'node:fs'
+import { createHash } from 'node:crypto'
+import { existsSync, readFileSync, readdirSync, realpathSync, rmSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -94,6 +95,32 @@ export async function assertSound(db) {
 
 /** Removes a run directory, or keeps it (and says where) with `E2E_KEEP=1`. @param {{ dir: string }} run */
 export function cleanUp(run) {
-  if (process.env.E2E_KEEP === '1') console.log(`openclaw e2e: kept ${run.dir}`)
-  else rmSync(run.dir, { recursive: true, force: true })
+  if (process.env.E2E_KEEP === '1') {
+    console.log(`openclaw e2e: kept ${run.dir}`)
+    return
+  }
+  removeHostLocks(run.dir)
+  rmSync(run.dir, { recursive: true, force: true })
+}
+
+/**
+ * OpenClaw 2026.9 coordinates its SQLite databases through lock files in
+ * `/tmp/openclaw-state-locks-<uid>` whatever TMPDIR says, one per database and family
+ * (`<family>.<first 8 hex of sha256(the database's real path)>.lock.sqlite`), and leaves them
+ * there. Those of a run's databases go with the run.
+ * @param {string} dir
+ */
+function removeHostLocks(dir) {
+  const locks = `/tmp/openclaw-state-locks${typeof process.getuid === 'function' ? `-${process.getuid()}` : ''}`
+  if (!existsSync(locks)) return
+  const hashes = new Set()
+  for (const entry of readdirSync(dir, { recursive: true, withFileTypes: true })) {
+    if (!entry.isFile() || !/\.(sqlite|db)$/.test(entry.name)) continue
+    const real = realpathSync(join(entry.parentPath, entry.name))
+    hashes.add(createHash('sha256').update(real).digest('hex').slice(0, 8))
+  }
+  for (const name of readdirSync(locks)) {
+    const hash = /\.([0-9a-f]{8})\.lock\.sqlite(-wal|-shm|-journal)?$/.exec(name)?.[1]
+    if (hash && hashes.has(hash)) rmSync(join(locks, name), { force: true })
+  }
 }

@@ -95,13 +95,20 @@ pub(crate) fn early_mark(config: &Config, token_budget: i64) -> i64 {
 /// provider has seen (`newest_sent`), is new to the provider's prompt cache on the next
 /// request. The turn that pushes a context over the threshold is often a large one (a pasted
 /// log, a long tool result), so the sweep comes early, past the early mark, at the first turn
-/// small enough that little is sent again: the same number of sweeps, each cheaper.
-pub(crate) fn sweep_due(config: &Config, token_budget: i64, current: i64, newest_sent: i64) -> Option<&'static str> {
+/// small enough that little is sent again: the same number of sweeps, each cheaper. Without a
+/// fresh tail (`newest_sent` None) every moment costs the same, and the sweep waits for the
+/// threshold.
+pub(crate) fn sweep_due(
+    config: &Config,
+    token_budget: i64,
+    current: i64,
+    newest_sent: Option<i64>,
+) -> Option<&'static str> {
     let threshold = (config.context_threshold * token_budget as f64).floor() as i64;
     let cheap = (CHEAP_TURN_SHARE * token_budget as f64).floor() as i64;
     if current > threshold {
         Some("threshold")
-    } else if current > early_mark(config, token_budget) && newest_sent <= cheap {
+    } else if current > early_mark(config, token_budget) && newest_sent.is_some_and(|n| n <= cheap) {
         Some("early")
     } else {
         None
@@ -133,7 +140,7 @@ pub(crate) fn evaluate(
     let stored = totals.tokens();
     let current = stored.max(observed_tokens.unwrap_or(0).max(0));
     let threshold = (config.context_threshold * token_budget as f64).floor() as i64;
-    let due = sweep_due(config, token_budget, current, newest.newest_turn_sent_tokens());
+    let due = sweep_due(config, token_budget, current, newest.newest_turn_sent_tokens(rule));
     let raw_messages = totals.items - totals.summaries;
     let raw_outside = totals.message_tokens - tail_tokens;
     let summarizable = raw_messages - tail_messages;

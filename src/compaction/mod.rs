@@ -613,7 +613,7 @@ pub(crate) async fn compact(
             &config,
             options.token_budget,
             tokens_before,
-            run.live.newest_turn_sent_tokens(),
+            run.live.newest_turn_sent_tokens(run.tail),
         )
         .is_some(),
     };

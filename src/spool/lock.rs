@@ -327,6 +327,16 @@ pub(crate) fn host() -> String {
 mod tests {
     use super::*;
 
+    /// Dates a lock file's last renewal (its modification time) back to `when`.
+    fn last_renewed(path: &Path, when: std::time::SystemTime) {
+        std::fs::File::options()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_modified(when)
+            .unwrap();
+    }
+
     fn write_lock(path: &Path, holder: serde_json::Value) {
         std::fs::write(path, holder.to_string()).unwrap();
     }
@@ -385,21 +395,11 @@ mod tests {
         // Another host that stopped renewing, and a torn file, once old enough.
         let old = std::time::SystemTime::now() - EXPIRES - Duration::from_secs(1);
         write_lock(&path, serde_json::json!({"pid": 1234, "host": "elsewhere"}));
-        std::fs::File::options()
-            .write(true)
-            .open(&path)
-            .unwrap()
-            .set_modified(old)
-            .unwrap();
+        last_renewed(&path, old);
         assert!(stale_reason(&path).unwrap().contains("not renewed"));
         std::fs::write(&path, "{\"pid\": 12").unwrap();
         assert_eq!(stale_reason(&path), None, "being written");
-        std::fs::File::options()
-            .write(true)
-            .open(&path)
-            .unwrap()
-            .set_modified(old)
-            .unwrap();
+        last_renewed(&path, old);
         assert!(take(&path).unwrap().is_some());
         let _ = child.kill();
         let _ = child.wait();

@@ -319,8 +319,11 @@ pub(crate) fn verify<'a>(db: impl Into<Db<'a>>, only: Option<i64>) -> Result<Ver
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
         )?;
         let mut covered: Vec<i64> = Vec::new();
-        // Per live item: the depth of a summary (None for a message) and the messages it covers.
-        let mut spans: Vec<(Option<i64>, Vec<i64>)> = Vec::with_capacity(items.len());
+        let mut spans: Vec<Span> = Vec::with_capacity(items.len());
+        let seq_range = |msgs: &[i64]| {
+            let seqs = msgs.iter().filter_map(|m| seq_of.get(m).copied());
+            seqs.clone().min().zip(seqs.max())
+        };
         let first = items.first().map_or(0, |i| i.0);
         for (i, (ordinal, kind, mid, sid)) in items.iter().enumerate() {
             if *ordinal != first + i as i64 {
@@ -331,7 +334,7 @@ pub(crate) fn verify<'a>(db: impl Into<Db<'a>>, only: Option<i64>) -> Result<Ver
             }
             if kind == "message" {
                 covered.extend(mid.iter().copied());
-                spans.push((None, mid.iter().copied().collect()));
+                spans.push((None, seq_range(mid.as_slice())));
             } else if let Some(sid) = sid {
                 // Walk down to the messages, inputs in order, entering each node once.
                 let mut stack = vec![sid.clone()];
@@ -349,7 +352,7 @@ pub(crate) fn verify<'a>(db: impl Into<Db<'a>>, only: Option<i64>) -> Result<Ver
                         stack.extend(ps.iter().rev().cloned());
                     }
                 }
-                spans.push((summaries.get(sid).map(|s| s.depth), msgs.clone()));
+                spans.push((summaries.get(sid).map(|s| s.depth), seq_range(&msgs)));
                 covered.extend(msgs);
             }
         }
@@ -408,6 +411,10 @@ pub(crate) fn verify<'a>(db: impl Into<Db<'a>>, only: Option<i64>) -> Result<Ver
     })
 }
 
+/// A live item as `new_block` sees it: a summary's depth (None for a message) and the lowest
+/// and highest seq of the messages it covers.
+type Span = (Option<i64>, Option<(i64, i64)>);
+
 /// The seq range of `missing` when it has the shape lossless-claw's `/new` leaves: it takes
 /// every raw message and every summary shallower than depth 2 out of the context and records
 /// nothing. So the missing messages are one unbroken run of the conversation's messages, and
@@ -415,12 +422,7 @@ pub(crate) fn verify<'a>(db: impl Into<Db<'a>>, only: Option<i64>) -> Result<Ver
 /// when there were none); later turns follow them. A context item lost to damage in the middle
 /// of the context does not look like that; one lost at its very start, or a whole context lost,
 /// cannot be told from it by the rows alone.
-fn new_block(
-    missing: &[i64],
-    seq_of: &HashMap<i64, i64>,
-    events: &HashSet<i64>,
-    spans: &[(Option<i64>, Vec<i64>)],
-) -> Option<(i64, i64)> {
+fn new_block(missing: &[i64], seq_of: &HashMap<i64, i64>, events: &HashSet<i64>, spans: &[Span]) -> Option<(i64, i64)> {
     let lo = *missing.iter().min()?;
     let hi = *missing.iter().max()?;
     let in_block = seq_of
@@ -430,10 +432,8 @@ fn new_block(
     if in_block != missing.len() {
         return None;
     }
-    let seq = |m: &i64| seq_of.get(m).copied();
-    let shaped = spans.iter().all(|(depth, msgs)| {
-        let before = msgs.iter().filter_map(seq).any(|s| s < lo);
-        let after = msgs.iter().filter_map(seq).any(|s| s > hi);
+    let shaped = spans.iter().all(|(depth, range)| {
+        let (before, after) = range.map_or((false, false), |(first, last)| (first < lo, last > hi));
         match (before, after) {
             (true, true) => false,
             (true, false) => depth.is_some_and(|d| d >= 2),

@@ -837,6 +837,25 @@ async fn a_maintenance_sweep_comes_early_at_a_cheap_moment() {
     );
     assert!(!engine.evaluate(cid, budget, None).unwrap().should_compact);
     assert_invariants(&engine, cid);
+
+    // Without a fresh tail a sweep keeps no turn verbatim, every moment costs the same, and the
+    // sweep waits for the threshold.
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_with(
+        &dir,
+        json!({"contextThreshold": 0.75, "contextLowWater": 0.3, "freshTailCount": 0}),
+    );
+    msgs.push(json!({"role": "user", "content": words(900, "log")}));
+    msgs.push(json!({"role": "assistant", "content": "Seen."}));
+    msgs.extend(turn);
+    let cid = engine
+        .ingest(&Target::Session("s".into()), &msgs)
+        .unwrap()
+        .conversation_id;
+    let e = engine.evaluate(cid, budget, None).unwrap();
+    assert!(e.current_tokens > e.early_mark && !e.should_compact, "{e:?}");
+    let r = engine.compact(cid, Scripted::stub(), options()).await.unwrap();
+    assert!(!r.action_taken, "{r:?}");
 }
 
 /// The mark is never above the threshold: a low water configured higher is the threshold.

@@ -262,10 +262,7 @@ async function verify(argv) {
   const args = parseArgs(argv, { ...READ_OPTIONS, conversation: 'int' }, 'verify')
   if (args._.length) throw new UsageError(`unexpected argument ${args._[0]}`, 'verify')
   await reading(args, async (engine) => {
-    // The engine checks a conversation that does not exist as an empty one: that is no check.
-    if (args.conversation !== undefined && !(await engine.findConversation({ conversationId: args.conversation }))) {
-      throw Object.assign(new Error(`conversation ${args.conversation} not found`), { code: 'E_NOT_FOUND' })
-    }
+    // A conversation that does not exist is the engine's E_NOT_FOUND, not an empty clean bill.
     const r = await engine.verify(args.conversation)
     if (args.json) await printJson(r)
     else {

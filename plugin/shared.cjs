@@ -29,7 +29,6 @@ const KEY = Symbol.for('lcm-native.openclaw.shared')
  * @property {{ modelOverrideRefused?: boolean }} memory
  * @property {boolean} exitHook
  * @property {Set<LcmEngine>} [open]                     engines whose open finished (closed at exit)
- * @property {number} [drains]                          drains started (names their files)
  * @property {Set<string>} [drained]                     database files whose spool was drained once
  * @property {Map<string, AbortController>} [maintaining]  background maintenance in flight, by session
  * @property {Set<string>} [drainingNow]                 database files whose spool this process is draining

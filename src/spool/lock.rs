@@ -323,6 +323,30 @@ pub(crate) fn host() -> String {
     std::env::var("COMPUTERNAME").unwrap_or_default()
 }
 
+/// A live process of this host that is not this one (a sleeping child), for tests of a live
+/// lock holder: killed and reaped when the guard drops, also when an assertion fails first.
+#[cfg(test)]
+pub(crate) struct LiveProcess(std::process::Child);
+
+#[cfg(test)]
+impl LiveProcess {
+    pub(crate) fn start() -> LiveProcess {
+        LiveProcess(std::process::Command::new("sleep").arg("30").spawn().unwrap())
+    }
+
+    pub(crate) fn id(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+#[cfg(test)]
+impl Drop for LiveProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -352,7 +376,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("x.lock");
         // A live process of this host that is not this one: a child that sleeps.
-        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let child = LiveProcess::start();
         let i = identity();
         let child_pid = i64::from(child.id());
         let live = serde_json::json!({"pid": child_pid, "host": i.host, "bootId": i.boot_id,
@@ -401,8 +425,6 @@ mod tests {
         assert_eq!(stale_reason(&path), None, "being written");
         last_renewed(&path, old);
         assert!(take(&path).unwrap().is_some());
-        let _ = child.kill();
-        let _ = child.wait();
     }
 
     #[test]

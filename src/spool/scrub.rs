@@ -188,7 +188,7 @@ mod tests {
         std::fs::write(&spool, line("key sk-live-DDD444", "k0")).unwrap();
         let lock = format!("{spool}.lock");
         // A live holder: a process of this host that is not this one.
-        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let child = lock::LiveProcess::start();
         let live = serde_json::json!({"pid": child.id(), "host": lock::host(), "at": 0}).to_string();
         std::fs::write(&lock, &live).unwrap();
         let r = scrub(&db, &redactor()).unwrap();
@@ -200,8 +200,6 @@ mod tests {
         let r = scrub(&db, &redactor()).unwrap();
         assert_eq!((r.matches, r.busy), (1, false));
         assert!(!Path::new(&lock).exists());
-        let _ = child.kill();
-        let _ = child.wait();
     }
 
     #[test]

@@ -38,9 +38,9 @@ describe('ingest', () => {
     const engine = await openTemp()
     const messages = hostMessages(THEME)
     const first = await engine.ingest({ sessionId: 's' }, messages)
-    expect(first).toEqual({ conversationId: first.conversationId, inserted: 914, skipped: 0, duplicate: false, alreadyBootstrapped: false, replacedSurrogates: 0, redacted: 0 })
+    expect(first).toEqual({ conversationId: first.conversationId, inserted: 914, skipped: 0, duplicate: false, alreadyBootstrapped: false, replacedSurrogates: 0, redacted: 0, late: false })
     const second = await engine.ingest({ sessionId: 's' }, messages)
-    expect(second).toEqual({ conversationId: first.conversationId, inserted: 0, skipped: 914, duplicate: false, alreadyBootstrapped: false, replacedSurrogates: 0, redacted: 0 })
+    expect(second).toEqual({ conversationId: first.conversationId, inserted: 0, skipped: 914, duplicate: false, alreadyBootstrapped: false, replacedSurrogates: 0, redacted: 0, late: false })
     const third = await engine.ingest({ conversationId: first.conversationId }, [
       ...messages.slice(-3),
       { role: 'user', content: 'new', entryId: 'new-1' },

@@ -862,6 +862,44 @@ describe('switching with lossless-claw 1.x', () => {
     expect(stored).toHaveLength(2)
   })
 
+  it("stores the host's entry ids on a turn's first and last messages, trusted as lossless-claw trusts its own, and marks a late replay", async () => {
+    const host = fakeHost()
+    const s = session('anchors')
+    /** A commit whose messages sit at `position` … of the host's transcript. */
+    const at = (key: string, i: number, position: number) => {
+      const messages = turn(i)
+      return commit(s, key, messages, {
+        admission: { sessionId: s.sessionId, sessionKey: s.sessionKey, entryId: `${key}-a`, logicalTurnId: key, activeMessagePosition: position },
+        terminal: { sessionId: s.sessionId, sessionKey: s.sessionKey, entryId: `${key}-t`, activeMessagePosition: position + messages.length - 1 },
+      })
+    }
+    expect(await host.engine().commitTurn(at('k1', 1, 0))).toEqual({ status: 'committed' })
+    expect(await host.engine().commitTurn(at('k3', 3, 4))).toEqual({ status: 'committed' })
+    expect(host.logs.filter((l) => l.level === 'warn')).toEqual([])
+    // Turn 2 (positions 2–3) replayed only now, after turn 3: stored after it, said so.
+    expect(await host.engine().commitTurn(at('k2', 2, 2))).toEqual({ status: 'committed' })
+    expect(host.logs.filter((l) => l.level === 'warn').map((l) => l.message).join('\n')).toMatch(/replayed a turn after later turns/)
+    // A commit whose anchors do not fit its messages (positions 9–9 for two): no ids taken from them.
+    const misfit = commit(s, 'k4', turn(4), {
+      admission: { sessionId: s.sessionId, sessionKey: s.sessionKey, entryId: 'k4-a', logicalTurnId: 'k4', activeMessagePosition: 9 },
+      terminal: { sessionId: s.sessionId, sessionKey: s.sessionKey, entryId: 'k4-t', activeMessagePosition: 9 },
+    })
+    expect(await host.engine().commitTurn(misfit)).toEqual({ status: 'committed' })
+    const sql = (q: string) =>
+      JSON.parse(spawnSync('python3', ['-c', 'import sqlite3,sys,json; c=sqlite3.connect(sys.argv[1]); print(json.dumps(c.execute(sys.argv[2]).fetchall()))', host.dbPath, q], { encoding: 'utf8' }).stdout)
+    const rows = sql(`SELECT m.transcript_entry_id, t.trust_state FROM messages m
+                      LEFT JOIN message_transcript_anchor_trust t USING (message_id) ORDER BY m.seq`)
+    expect(rows).toEqual([
+      ['k1-a', 'verified'], ['k1-t', 'verified'],
+      ['k3-a', 'verified'], ['k3-t', 'verified'],
+      ['k2-a', 'verified'], ['k2-t', 'verified'],
+      [null, null], [null, null],
+    ])
+    const report = await readDb(host, (e) => e.verify())
+    expect(report.ok).toBe(true)
+    expect(report.notes.join('\n')).toMatch(/turn k2 was replayed by the host after later turns/)
+  })
+
   it('backup copies every committed turn while the engine is open; closing at exit leaves no log behind', async () => {
     const host = fakeHost()
     const s = session('backup')

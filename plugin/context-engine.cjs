@@ -8,7 +8,7 @@
 
 const { agentOf, databaseFor, hideUrlSecrets } = require('./config.cjs')
 const { isHeartbeatTurn, isIngestBatch, newestWithin, safeJson, toIngest, asPlainText } = require('./messages.cjs')
-const { turnRecord } = require('./turns.cjs')
+const { anchored, turnRecord } = require('./turns.cjs')
 const { MIN_HISTORY_BUDGET, forgetPendingPrompt, notePendingPrompt } = require('./oversized-prompt.cjs')
 const { describeFailure, makeSummarizer } = require('./summarizer.cjs')
 const { randomUUID } = require('node:crypto')
@@ -318,12 +318,15 @@ class LcmNativeContextEngine {
    * the engine refuses as input is stored again as plain text, so a turn is never lost.
    * @param {SessionRef} s @param {unknown[]} messages @param {string | undefined} advancementKey
    * @param {import('../index.js').TurnRecord} [turn] lossless-claw's record of the turn
-   * @returns {Promise<{ inserted: number, duplicate: boolean, spooled: boolean }>}
+   * @param {number} [transcriptPosition] where the turn begins in the host's transcript
+   * @returns {Promise<{ inserted: number, duplicate: boolean, spooled: boolean, late: boolean }>}
    */
-  async store(s, messages, advancementKey, turn) {
+  async store(s, messages, advancementKey, turn, transcriptPosition) {
     const target = targetOf(s)
     const batch = toIngest(messages)
-    const options = advancementKey ? { advancementKey, ...(turn ? { turn } : {}) } : undefined
+    const options = advancementKey
+      ? { advancementKey, ...(turn ? { turn } : {}), ...(transcriptPosition !== undefined ? { transcriptPosition } : {}) }
+      : undefined
     /** @type {unknown} */
     let last
     /** @type {LcmEngine | undefined} */
@@ -337,7 +340,7 @@ class LcmNativeContextEngine {
         if (spoolPending(this.dbPathOf(s))) break
         const r = await engine.ingest(target, batch, options)
         if (r.replacedSurrogates > 0) this.logger.warn(`lcm-native: stored ${r.replacedSurrogates} broken UTF-16 character(s) as U+FFFD`)
-        return { inserted: r.inserted, duplicate: r.duplicate, spooled: false }
+        return { inserted: r.inserted, duplicate: r.duplicate, spooled: false, late: r.late }
       } catch (err) {
         last = err
         const code = describeFailure(err).code
@@ -345,7 +348,7 @@ class LcmNativeContextEngine {
           this.report('storing a turn as the host sent it (stored as text instead)', err)
           try {
             const r = await engine.ingest(target, asPlainText(batch), options)
-            return { inserted: r.inserted, duplicate: r.duplicate, spooled: false }
+            return { inserted: r.inserted, duplicate: r.duplicate, spooled: false, late: r.late }
           } catch (again) {
             last = again
             break
@@ -362,8 +365,14 @@ class LcmNativeContextEngine {
     // A turn without the host's key (ingest, ingestBatch, afterTurn) gets one of its own here,
     // kept in the spool: a drain replayed after a kill, or by a second process, stores it once.
     const key = advancementKey ?? `lcm-native-spool:${randomUUID()}`
-    spool(this.dbPathOf(s), { target, messages: this.redactedForSpool(batch), advancementKey: key, ...(advancementKey && turn ? { turn } : {}) })
-    return { inserted: 0, duplicate: false, spooled: true }
+    spool(this.dbPathOf(s), {
+      target,
+      messages: this.redactedForSpool(batch),
+      advancementKey: key,
+      ...(advancementKey && turn ? { turn } : {}),
+      ...(advancementKey && transcriptPosition !== undefined ? { transcriptPosition } : {}),
+    })
+    return { inserted: 0, duplicate: false, spooled: true, late: false }
   }
 
   /**
@@ -549,7 +558,10 @@ class LcmNativeContextEngine {
       const messages = Array.isArray(p?.messages) ? p.messages : []
       if (p?.isHeartbeat === true || isHeartbeatTurn(messages)) return { status: /** @type {const} */ ('committed') }
       const key = typeof p?.advancementKey === 'string' && p.advancementKey !== '' ? p.advancementKey : undefined
-      const r = await this.store(s, messages, key, key ? turnRecord(p) : undefined)
+      // The host's entry ids on the turn's first and last messages, and its transcript position.
+      const turn = key ? anchored(p, messages) : { messages, position: undefined }
+      const r = await this.store(s, turn.messages, key, key ? turnRecord(p) : undefined, turn.position)
+      if (r.late) this.logger.warn(`lcm-native: ${s.sessionKey ?? s.sessionId}: the host replayed a turn after later turns were stored (an engine switch in between?); it is stored after them, marked late (lcm-native verify lists it)`)
       turnEnded(s)
       return { status: r.duplicate ? /** @type {const} */ ('duplicate') : /** @type {const} */ ('committed') }
     } catch (err) {

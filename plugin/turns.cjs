@@ -1,8 +1,9 @@
 // @ts-check
 'use strict'
-// lossless-claw 1.x's record of a committed turn (`turn_advancements`): the hash of the
-// host's commit parameters, computed exactly as lossless-claw computes it, so that a turn
-// either plugin committed is `duplicate` for the other after a switch.
+// What a committed turn tells of itself, for a switch of engines: lossless-claw 1.x's record of
+// it (`turn_advancements`; the hash of the host's commit parameters, computed exactly as
+// lossless-claw computes it, so that a turn either plugin committed is `duplicate` for the
+// other), and where its messages sit in the host's transcript (entry ids and position).
 
 const { createHash } = require('node:crypto')
 
@@ -75,4 +76,40 @@ function turnRecord(p) {
   }
 }
 
-module.exports = { canonical, payloadHash, turnRecord }
+/**
+ * The turn's messages with the transcript entry ids the host names for them (the admitted user
+ * message's and the terminal one's: OpenClaw hands over no others), and the transcript position
+ * of its first message. lossless-claw's transcript reconcile ties rows with these ids to the
+ * transcript, so after a switch it stores none of this turn again; a replay of a turn the
+ * other engine already took from the transcript is recognised by them. When the host's anchors
+ * do not line up with the messages (an older host, a count that differs), the messages as
+ * they came and no position.
+ * @param {CommitParams} p @param {unknown[]} messages
+ * @returns {{ messages: unknown[], position: number | undefined }}
+ */
+function anchored(p, messages) {
+  const first = fieldOf(p?.admission, 'activeMessagePosition')
+  const last = fieldOf(p?.terminal, 'activeMessagePosition')
+  const admissionId = fieldOf(p?.admission, 'entryId')
+  const terminalId = fieldOf(p?.terminal, 'entryId')
+  if (
+    messages.length === 0 ||
+    typeof first !== 'number' || !Number.isSafeInteger(first) || first < 0 ||
+    typeof last !== 'number' || last - first + 1 !== messages.length ||
+    typeof admissionId !== 'string' || admissionId === '' ||
+    typeof terminalId !== 'string' || terminalId === ''
+  ) {
+    return { messages, position: undefined }
+  }
+  const out = messages.slice()
+  /** @param {number} i @param {string} id */
+  const stamp = (i, id) => {
+    const m = out[i]
+    if (typeof m === 'object' && m !== null && !Array.isArray(m) && fieldOf(m, 'entryId') === undefined) out[i] = { ...m, entryId: id }
+  }
+  stamp(0, admissionId)
+  stamp(out.length - 1, terminalId)
+  return { messages: out, position: first }
+}
+
+module.exports = { anchored, canonical, payloadHash, turnRecord }

@@ -111,10 +111,12 @@ impl Engine {
                 Some(found) => db::migrate::check_current(&conn, path).map_err(|_| found.clone().with_path(path))?,
                 None => db::migrate::migrate(&mut conn, path)?,
             };
-            if damage.is_none() {
-                migration.pending_batches_taken_over = crate::store::pending::take_over(&conn)?;
-            }
             let flags = SchemaFlags::read(&conn)?;
+            if damage.is_none() {
+                let taken = crate::store::pending::take_over(&conn, flags)?;
+                migration.pending_batches_taken_over = taken.batches;
+                migration.pending_summaries_published = taken.published;
+            }
             note_scrubs_pending(&mut migration, &conn)?;
             let pool = Pool::new(path, busy, conn, config.wal_runs)?;
             match damage {
@@ -175,6 +177,7 @@ impl Engine {
     /// `ingest`, with a turn's advancement key or as a one-time import (see `IngestOptions`).
     pub fn ingest_with(&self, target: &Target, messages: &[Value], options: IngestOptions) -> Result<IngestOutcome> {
         self.deps.backend.check_writable()?;
+        options.check()?;
         // Announced before validating, so a concurrent writer can wait for this call to join it.
         let arrival = self.ingests.arrive();
         let redactor = self.deps.config.ingest_redactor.as_ref();
@@ -193,7 +196,6 @@ impl Engine {
         if let Backend::Postgres(pg) = &*self.deps.backend {
             // One transaction under the schema's write lock (no group commit: each call
             // commits on its own connection).
-            options.check()?;
             let job = messages::IngestJob {
                 target,
                 messages: &normalized,

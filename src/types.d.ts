@@ -275,6 +275,12 @@ export interface IngestOptions {
    * `payloadHash` as lossless-claw does).
    */
   turn?: TurnRecord | null
+  /**
+   * With `advancementKey`: where the turn's first message sits in the host's transcript
+   * (OpenClaw's `admission.activeMessagePosition`). A turn replayed after turns that came
+   * later in the transcript is then stored as `late` instead of as if in order.
+   */
+  transcriptPosition?: number | null
 }
 
 /**
@@ -601,6 +607,12 @@ export interface IngestOutcome {
    * call is also in the redaction log).
    */
   redacted: number
+  /**
+   * The turn began in the host's transcript before a turn already stored (`transcriptPosition`):
+   * a replay that came after later turns. Its messages are stored at the end, where they
+   * did not happen, and the turn is marked late (`verify` notes it).
+   */
+  late: boolean
 }
 
 /** What `ingest` did. */
@@ -673,10 +685,13 @@ export interface MigrationReport {
   liveTotalsRebuilt: boolean
   stepsRecorded: string[]
   /**
-   * Batches of summaries lossless-claw 1.x had prepared but not published, dropped at open
-   * so that lcm-native compacts those messages itself (`store::pending`).
+   * Batches of summaries lossless-claw 1.x had prepared but not published, taken over at
+   * open (`store::pending`): their finished leaf summaries published, the rest dropped so
+   * that lcm-native compacts those messages itself.
    */
   pendingBatchesTakenOver: number
+  /** Finished leaf summaries of those batches published as lossless-claw would have. */
+  pendingSummariesPublished: number
   /**
    * Redactions whose scrub of the file did not complete (killed, a full disk, a WAL held
    * open): the replaced text may still be in free pages or the WAL. `redact` with no

@@ -1,15 +1,17 @@
 // @ts-check
 // The interop scenario (c): lossless-claw 1.x, from its own packed plugin
 // (../shared/vendor/lossless-claw, an oracle only), and lcm-native take turns on one lcm.db in
-// the same OpenClaw: lossless-claw writes it, lcm-native continues it, lossless-claw continues
-// what lcm-native wrote, then lcm-native again. One session grows through all four phases.
-// Afterwards: every turn stored once (no duplicate rows), one active conversation for the
-// session, no orphaned pending rows, turn records for every committed turn, SQLite's
-// integrity_check and lcm-native's verify pass; the recall tools were called in lossless-claw's
-// argument forms on both plugins' data.
+// the same OpenClaw, five phases and four switches on one session: lossless-claw writes it;
+// lcm-native continues it (tool turns, and a commit it fails, which the host keeps queued);
+// lossless-claw continues it (its transcript reconcile, its /new); lcm-native again (the host
+// replays the failed commit; a /reset); lossless-claw once more. After each phase: every
+// message stored once, the turns in order, an early fact recalled through that engine,
+// SQLite's integrity_check and lcm-native's verify pass. At the end: no orphaned pending rows
+// and a turn record for every turn.
 
 import assert from 'node:assert/strict'
-import { existsSync, mkdtempSync, readdirSync, renameSync, rmSync } from 'node:fs'
+import { spawn } from 'node:child_process'
+import { existsSync, mkdtempSync, readdirSync, renameSync, rmSync, symlinkSync } from 'node:fs'
 import { basename, dirname, join } from 'node:path'
 
 import { ROOT, assertSound, check, cleanUp, legacyFallbacks, sql } from './e2e-lib.mjs'
@@ -66,6 +68,28 @@ export async function installLosslessClaw(run, tgz) {
 /** A turn with its own marker, long enough that a few turns fill a leaf chunk. @param {number} i */
 const said = (i) => `Swap turn ${i}: marker kiwi-${i}, the service listens on port ${9000 + i}. ${'Notes in prose follow here. '.repeat(50)}`
 
+/**
+ * Holds SQLite's write lock on `db` from another process (Python's sqlite3) until released:
+ * lcm-native's commit then waits its busy timeout and fails.
+ * @param {string} db @returns {Promise<{ release: () => Promise<void> }>}
+ */
+async function holdWriteLock(db) {
+  const py = 'import sqlite3,sys,time; c=sqlite3.connect(sys.argv[1], isolation_level=None); c.execute("BEGIN IMMEDIATE"); print("locked", flush=True); sys.stdin.read()'
+  const child = spawn('python3', ['-c', py, db], { stdio: ['pipe', 'pipe', 'inherit'] })
+  await new Promise((resolve, reject) => {
+    child.stdout.once('data', resolve)
+    child.once('exit', (code) => reject(new Error(`the lock holder exited (${code})`)))
+  })
+  return {
+    release: () =>
+      new Promise((resolve) => {
+        child.removeAllListeners('exit')
+        child.once('exit', () => resolve(undefined))
+        child.stdin.end()
+      }),
+  }
+}
+
 /** @param {import('./harness.mjs').Host} host @param {string} tgz the packed plugin */
 export async function interopScenario(host, tgz) {
   const lc = losslessClawTarball()
@@ -89,18 +113,21 @@ export async function interopScenario(host, tgz) {
   let next = 1
   /**
    * One phase: the slot set to `slot`, a Gateway, `n` turns of the session, then `extra`.
-   * @param {'lossless-claw' | 'lcm-native'} slot @param {number} n @param {(say: (m: string) => Promise<string>) => Promise<void>} [extra]
+   * @param {'lossless-claw' | 'lcm-native'} slot @param {number} n
+   * @param {(say: (m: string, sessionId?: string) => Promise<string>) => Promise<void>} [extra]
+   * @param {Record<string, unknown>} [own] settings of this phase's lcm-native
    */
-  const phase = async (slot, n, extra) => {
+  const phase = async (slot, n, extra, own = {}) => {
     // As the README's switching section says: the other plugin disabled (the same tool names).
     for (const pluginId of ['lossless-claw', 'lcm-native']) {
-      writeConfig(run, { port: fake.port, slot, pluginId, enabled: pluginId === slot, pluginConfig: { ...shared }, contextWindow: 64_000 })
+      const pluginConfig = pluginId === 'lcm-native' ? { ...shared, ...own } : { ...shared }
+      writeConfig(run, { port: fake.port, slot, pluginId, enabled: pluginId === slot, pluginConfig, contextWindow: 64_000 })
     }
     const gw = await startGateway(run)
     logs.push(gw.stdoutFile, gw.stderrFile)
-    const say = async (/** @type {string} */ message) => {
-      const r = await turn(run, { sessionId: 'swap', message })
-      turns++
+    const say = async (/** @type {string} */ message, sessionId = 'swap') => {
+      const r = await turn(run, { sessionId, message })
+      if (sessionId === 'swap') turns++
       assert.equal(r.code, 0, `${slot}: turn failed (${r.code}): ${r.stderr.slice(-1500)}`)
       return r.reply
     }
@@ -111,36 +138,89 @@ export async function interopScenario(host, tgz) {
       await stopGateway(gw)
     }
   }
-  /** Rows of the session's active conversation. */
+  /** The session's conversations (a /reset archives one and starts another). */
+  const inSession = `conversation_id IN (SELECT conversation_id FROM conversations WHERE session_key = '${key}')`
+  /** The session's active conversation. */
   const conv = () => sql(db, `SELECT conversation_id FROM conversations WHERE session_key = '${key}' AND active = 1`)
-  /** How many stored user messages carry each marker so far. */
+  /** How many stored user messages carry each marker so far (the two sessions share them). */
   const markerCounts = () => {
-    const cid = conv()[0]?.[0]
     /** @type {number[]} */
     const counts = []
-    for (let i = 1; i < next; i++) counts.push(sql(db, `SELECT count(*) FROM messages WHERE conversation_id = ${cid} AND role = 'user' AND instr(content, 'marker kiwi-${i},') > 0`)[0][0])
+    for (let i = 1; i < next; i++) counts.push(sql(db, `SELECT count(*) FROM messages WHERE role = 'user' AND instr(content, 'marker kiwi-${i},') > 0`)[0][0])
     return counts
+  }
+  /**
+   * After each phase: every message of the session stored once (each prompt, reply, tool call
+   * and result of this scenario is unique), the markers in order within each conversation, an
+   * early fact recalled through the phase's engine, the file sound (lcm-native's verify only
+   * once lcm-native has opened the file: a read-only open does not upgrade lossless-claw's).
+   */
+  const assertOnceInOrder = async (verify = true) => {
+    const twice = sql(db, `SELECT role, substr(content, 1, 60), count(*) FROM messages WHERE content <> '' GROUP BY conversation_id, role, content HAVING count(*) > 1`)
+    assert.deepEqual(twice, [], 'messages stored twice')
+    const markers = sql(db, `SELECT conversation_id, seq, CAST(substr(content, instr(content, 'marker kiwi-') + 12) AS INTEGER) FROM messages WHERE role = 'user' AND instr(content, 'marker kiwi-') > 0 ORDER BY conversation_id, seq`)
+    for (let i = 1; i < markers.length; i++) {
+      if (markers[i][0] === markers[i - 1][0]) assert.ok(markers[i][2] > markers[i - 1][2], `turns out of order: ${JSON.stringify(markers.slice(Math.max(0, i - 2), i + 1))}`)
+    }
+    if (verify) await assertSound(db)
+    else assert.deepEqual(sql(db, 'PRAGMA integrity_check'), [['ok']])
+  }
+  let recalls = 0
+  /** A recall of turn 2's fact (each prompt its own: the tool-call line, then a counter). */
+  const recall = async (/** @type {(m: string) => Promise<string>} */ say, args = '') =>
+    assert.match(await say(`TOOLCALL lcm_grep {"pattern": "kiwi-2,"${args}}\nrecall ${++recalls}`), /kiwi-2/)
+  /** The turn whose commit lcm-native fails in phase 2, replayed by the host in phase 4. */
+  let failed = 0
+  /**
+   * A turn whose commit cannot be stored (the file is locked by another process) nor spooled
+   * (the spool file's name points into a folder that does not exist): it fails, and OpenClaw
+   * keeps the turn queued for lcm-native. Returns its marker.
+   * @param {(m: string) => Promise<string>} say
+   */
+  const failedCommit = async (say) => {
+    const spoolFile = `${db}.lcm-native-pending.jsonl`
+    symlinkSync(join(run.dir, 'no-such-folder', 'spool.jsonl'), spoolFile)
+    const lock = await holdWriteLock(db)
+    try {
+      const marker = next++
+      await say(said(marker))
+      return marker
+    } finally {
+      await lock.release()
+      rmSync(spoolFile, { force: true })
+    }
   }
 
   await check('(c) lossless-claw 1.x writes the file: turns stored with its turn records', async () => {
-    await phase('lossless-claw', 6)
+    await phase('lossless-claw', 6, recall)
     assert.equal(conv().length, 1)
     assert.deepEqual(markerCounts(), [1, 1, 1, 1, 1, 1])
     assert.ok(sql(db, 'SELECT count(*) FROM turn_advancements')[0][0] >= 6, 'lossless-claw wrote no turn records')
+    await assertOnceInOrder(false)
   })
-  await check("(c) lcm-native continues it: no duplicates, no unpublished pending batch left, recall tools in lossless-claw's argument forms", async () => {
-    await phase('lcm-native', 4, async (say) => {
-      assert.match(await say('TOOLCALL lcm_grep {"pattern": "kiwi-2,"}'), /kiwi-2/)
+  await check("(c) lcm-native continues it (recall tools in lossless-claw's argument forms); a commit it fails stays the host's", async () => {
+    // A short busy timeout, so that the commit held up below fails soon.
+    await phase('lcm-native', 3, async (say) => {
+      // A second session that begins on lcm-native: lossless-claw has no anchor of its own there
+      // when it continues it (phase 3).
+      for (let i = 0; i < 2; i++) await say(said(next++), 'solo')
+      await recall(say)
       assert.match(await say('TOOLCALL lcm_grep {"pattern": "kiwi-9", "mode": "full_text"}'), /kiwi-9/)
       assert.match(await say('TOOLCALL lcm_expand_query {"query": "kiwi-3", "prompt": "Which port did turn 3 use?"}'), /^tool said: (?!.*(error|must have))/is)
-    })
+      failed = await failedCommit(say)
+    }, { busyTimeoutMs: 1500 })
     assert.equal(conv().length, 1)
-    assert.deepEqual(markerCounts(), Array(10).fill(1))
+    assert.deepEqual(markerCounts(), [...Array(failed - 1).fill(1), 0], 'the failed commit was stored after all')
     assert.equal(sql(db, "SELECT count(*) FROM pending_compaction_batches WHERE status <> 'published'")[0][0], 0)
+    // The host's entry ids are on lcm-native's rows, each trusted as lossless-claw trusts its own.
+    const anchored = sql(db, `SELECT count(*) FROM messages m JOIN message_transcript_anchor_trust t USING (message_id) WHERE m.${inSession} AND t.trust_state = 'verified' AND t.source = 'lcm-native'`)[0][0]
+    assert.ok(anchored >= 2 * 6, `only ${anchored} of lcm-native's rows carry a trusted entry id`)
+    await assertOnceInOrder()
   })
-  await check("(c) lossless-claw continues the file lcm-native wrote, and its /new is no damage to lcm-native's verify", async () => {
+  await check("(c) lossless-claw continues the file lcm-native wrote: its reconcile stores nothing twice and takes the failed turn from the transcript; its /new is no damage to lcm-native's verify", async () => {
     await phase('lossless-claw', 3, async (say) => {
-      assert.match(await say('TOOLCALL lcm_grep {"pattern": "kiwi-8,"}'), /kiwi-8/)
+      await recall(say)
+      await say(said(next++), 'solo')
       // lossless-claw's own /new: it takes the context's raw messages and shallow summaries
       // out and records nothing; verify must not call that damage (#45).
       const fresh = await gatewayCall(run, 'sessions.reset', { key, reason: 'new' })
@@ -148,30 +228,50 @@ export async function interopScenario(host, tgz) {
       await say(said(next++))
     })
     assert.equal(conv().length, 1)
-    assert.deepEqual(markerCounts(), Array(14).fill(1))
-    await assertSound(db)
+    assert.deepEqual(markerCounts(), Array(next - 1).fill(1))
+    // lossless-claw found lcm-native's anchors sound: none of them became suspect.
+    assert.deepEqual(sql(db, `SELECT trust_state, count(*) FROM message_transcript_anchor_trust WHERE ${inSession} AND trust_state NOT IN ('verified', 'repaired') GROUP BY trust_state`), [])
+    await assertOnceInOrder()
   })
-  await check('(c) lcm-native again: still one copy of every turn', async () => {
+  await check('(c) lcm-native again: the host replays the failed commit, found stored already; a commit failed before /reset is replayed after it into the archived conversation', async () => {
+    let beforeReset = 0
     await phase('lcm-native', 2, async (say) => {
-      assert.match(await say('TOOLCALL lcm_grep {"pattern": "kiwi-12,"}'), /kiwi-12/)
+      await recall(say)
+      beforeReset = await failedCommit(say)
+      const reset = await gatewayCall(run, 'sessions.reset', { key, reason: 'reset' })
+      assert.equal(reset.code, 0, `sessions.reset reset: ${reset.stdout}${reset.stderr}`)
+      await say(said(next++))
+    }, { busyTimeoutMs: 1500 })
+    assert.deepEqual(markerCounts(), Array(next - 1).fill(1))
+    const home = sql(db, `SELECT m.conversation_id, c.active FROM messages m JOIN conversations c USING (conversation_id) WHERE m.role = 'user' AND instr(m.content, 'marker kiwi-${beforeReset},') > 0`)
+    assert.deepEqual(home.map((h) => h[1]), [0], 'the turn from before the reset is not in the archived conversation')
+    // The replay reached lcm-native and was recorded as its turn, with nothing stored again.
+    assert.deepEqual(legacyFallbacks([...logs, run.logFile]), [])
+    // /reset: the conversation archived, a new one holding only what came after it.
+    const convs = sql(db, `SELECT conversation_id, active, archive_cause FROM conversations WHERE session_key = '${key}' ORDER BY conversation_id`)
+    assert.equal(convs.length, 2, JSON.stringify(convs))
+    assert.deepEqual(convs.map((c) => c[1]), [0, 1])
+    const after = sql(db, `SELECT count(*) FROM messages WHERE conversation_id = ${conv()[0][0]} AND role = 'user'`)[0][0]
+    assert.equal(after, 1)
+    await assertOnceInOrder()
+  })
+  await check('(c) lossless-claw after the /reset: it continues the new conversation, recalls across both, stores nothing twice', async () => {
+    await phase('lossless-claw', 2, async (say) => {
+      await recall(say, ', "allConversations": true')
     })
-    assert.equal(conv().length, 1)
-    assert.deepEqual(markerCounts(), Array(16).fill(1))
+    assert.deepEqual(markerCounts(), Array(next - 1).fill(1))
+    await assertOnceInOrder()
   })
   await fake.close()
 
-  await check('(c) after four switches: no duplicate rows, no orphaned pending rows, every turn recorded, the file is sound', async () => {
-    const cid = conv()[0][0]
-    // Each turn is one user and one assistant message (the tool turns have their calls too).
-    const dup = sql(db, `SELECT role, content, count(*) FROM messages WHERE conversation_id = ${cid} AND role = 'user' GROUP BY role, content HAVING count(*) > 1`)
-    assert.deepEqual(dup, [])
-    assert.equal(sql(db, `SELECT count(*) FROM messages WHERE conversation_id = ${cid} AND role = 'user'`)[0][0], turns)
+  await check('(c) after four switches: no orphaned pending rows, every turn recorded, the file is sound', async () => {
     const orphans = [
       'SELECT count(*) FROM pending_summary_nodes WHERE batch_id NOT IN (SELECT batch_id FROM pending_compaction_batches)',
       'SELECT count(*) FROM pending_summary_node_messages WHERE node_id NOT IN (SELECT node_id FROM pending_summary_nodes)',
       'SELECT count(*) FROM pending_summary_node_children WHERE node_id NOT IN (SELECT node_id FROM pending_summary_nodes)',
     ].map((q) => sql(db, q)[0][0])
     assert.deepEqual(orphans, [0, 0, 0])
+    // Every turn the host accepted has a record (the failed one too, once replayed).
     assert.equal(sql(db, `SELECT count(*) FROM turn_advancements WHERE session_key = '${key}'`)[0][0], turns)
     assert.deepEqual(legacyFallbacks([...logs, run.logFile]), [])
     await assertSound(db)

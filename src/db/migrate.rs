@@ -57,9 +57,12 @@ pub struct MigrationReport {
     /// True when the live-context totals and their triggers were (re)installed and recomputed.
     pub live_totals_rebuilt: bool,
     pub steps_recorded: Vec<String>,
-    /// Batches of summaries lossless-claw 1.x had prepared but not published, dropped at open
-    /// so that lcm-native compacts those messages itself (`store::pending`).
+    /// Batches of summaries lossless-claw 1.x had prepared but not published, taken over at
+    /// open (`store::pending`): their finished leaf summaries published, the rest dropped so
+    /// that lcm-native compacts those messages itself.
     pub pending_batches_taken_over: i64,
+    /// Finished leaf summaries of those batches published as lossless-claw would have.
+    pub pending_summaries_published: i64,
     /// Redactions whose scrub of the file did not complete (killed, a full disk, a WAL held
     /// open): the replaced text may still be in free pages or the WAL. `redact` with no
     /// pattern (`lcm-native redact --finish`) finishes them.

@@ -15,6 +15,9 @@ pub(crate) const VERSIONS_TABLE: &str = "lcm_native_summary_versions";
 pub(crate) const PROMPT_CACHE_TABLE: &str = "lcm_native_prompt_cache";
 pub(crate) const SUMMARY_CONTEXT_TABLE: &str = "lcm_native_summary_context";
 pub(crate) const REDACTION_PENDING_TABLE: &str = "lcm_native_redaction_pending";
+pub(crate) const TURN_POSITIONS_TABLE: &str = "lcm_native_turn_positions";
+/// lossless-claw 1.x's trust in each stored transcript entry id.
+pub(crate) const TRUST_TABLE: &str = "message_transcript_anchor_trust";
 /// The text columns of `message_parts` that can hold what a user or a tool wrote (what a
 /// redaction edits).
 pub(crate) const PART_TEXT_COLUMNS: &[&str] = &[
@@ -212,6 +215,40 @@ pub(crate) const TABLES: &[(&str, &str)] = &[
     )",
     ),
     (
+        // lcm-native's own: where each committed turn began in the host's transcript (the
+        // active message position of its first message), so that a turn replayed after later
+        // turns were stored is recognised and marked `late` (stored at the end, reported by
+        // `verify`), never silently taken for one in order. lossless-claw ignores the table.
+        TURN_POSITIONS_TABLE,
+        "CREATE TABLE IF NOT EXISTS lcm_native_turn_positions (
+      conversation_id INTEGER NOT NULL REFERENCES conversations(conversation_id) ON DELETE CASCADE,
+      advancement_key TEXT NOT NULL,
+      transcript_position INTEGER NOT NULL,
+      late INTEGER NOT NULL DEFAULT 0,
+      PRIMARY KEY (conversation_id, advancement_key)
+    )",
+    ),
+    (
+        // lossless-claw 1.x's (same DDL): how far each message's `transcript_entry_id` is
+        // trusted. Its transcript reconcile ties a stored row to a transcript entry only when
+        // the row's id has a `verified` or `repaired` row here, and stores everything after
+        // the last tie again; lcm-native writes `verified` for the ids the host gave it.
+        TRUST_TABLE,
+        "CREATE TABLE IF NOT EXISTS message_transcript_anchor_trust (
+      message_id INTEGER PRIMARY KEY REFERENCES messages(message_id) ON DELETE CASCADE,
+      conversation_id INTEGER NOT NULL REFERENCES conversations(conversation_id) ON DELETE CASCADE,
+      transcript_entry_id TEXT,
+      trust_state TEXT NOT NULL CHECK (trust_state IN (
+        'verified', 'repaired', 'suspect', 'legacy_prefix', 'unproven'
+      )),
+      source TEXT NOT NULL,
+      reason TEXT,
+      verified_at TEXT,
+      created_at TEXT NOT NULL DEFAULT (datetime('now')),
+      updated_at TEXT NOT NULL DEFAULT (datetime('now'))
+    )",
+    ),
+    (
         // lcm-native's own: what a provider's prompt cache could reuse of each conversation's
         // assemblies (`store::prompt_cache`): how many, their tokens, how many of those began
         // the assembly before them (its prefix), the breaks and the compactions, and the last
@@ -357,6 +394,8 @@ pub(crate) const READ_OPTIONAL_TABLES: &[&str] = &[
     "lcm_native_redactions",
     REDACTION_PENDING_TABLE,
     "lcm_native_scrub_pending",
+    TURN_POSITIONS_TABLE,
+    TRUST_TABLE,
 ];
 
 /// Columns that older eras lack, added with `ALTER TABLE … ADD COLUMN` (same declarations as
@@ -442,6 +481,19 @@ pub(crate) const INDEXES: &[(&str, &str)] = &[
     (
         "summaries_conv_depth_kind_idx",
         "CREATE INDEX IF NOT EXISTS summaries_conv_depth_kind_idx ON summaries (conversation_id, depth, kind)",
+    ),
+    (
+        // A turn replayed late: is any turn of the conversation later in the transcript?
+        "lcm_native_turn_positions_position_idx",
+        "CREATE INDEX IF NOT EXISTS lcm_native_turn_positions_position_idx
+         ON lcm_native_turn_positions (conversation_id, transcript_position)",
+    ),
+    (
+        // lossless-claw 1.x's (same DDL): its trust lookups by conversation and entry id.
+        "message_anchor_trust_conv_entry_idx",
+        "CREATE INDEX IF NOT EXISTS message_anchor_trust_conv_entry_idx
+         ON message_transcript_anchor_trust (conversation_id, transcript_entry_id)
+         WHERE transcript_entry_id IS NOT NULL",
     ),
     (
         "messages_conv_entry_unique_idx",

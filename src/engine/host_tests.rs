@@ -458,3 +458,194 @@ fn a_reply_is_never_dropped_because_its_provider_reused_an_id() {
         ]
     );
 }
+
+/// The options of a turn the host committed at `position` of its transcript.
+fn at(advancement: &str, position: i64) -> IngestOptions {
+    IngestOptions {
+        advancement_key: Some(advancement.into()),
+        transcript_position: Some(position),
+        ..Default::default()
+    }
+}
+
+/// A turn whose first and last messages carry the host's transcript entry ids, as the plugin
+/// hands it over: `e<n>-u` … `e<n>-a`, with a tool call and its result between them.
+fn anchored_turn(n: usize) -> Vec<Value> {
+    vec![
+        json!({"role": "user", "content": format!("look up {n}"), "entryId": format!("e{n}-u")}),
+        json!({"role": "assistant", "content": [{"type": "toolCall", "id": format!("call_{n}"), "name": "lcm_grep", "arguments": {"pattern": "x"}}]}),
+        json!({"role": "toolResult", "toolCallId": format!("call_{n}"), "content": [{"type": "text", "text": format!("found {n}")}]}),
+        json!({"role": "assistant", "content": [{"type": "text", "text": format!("it is {n}")}], "entryId": format!("e{n}-a")}),
+    ]
+}
+
+#[test]
+fn the_hosts_entry_ids_are_stored_and_trusted_as_lossless_claw_trusts_its_own() {
+    let (_dir, engine) = temp_engine();
+    let target = key("agent:main:main", "s1");
+    let r = engine.ingest_with(&target, &anchored_turn(1), at("t1", 0)).unwrap();
+    assert_eq!((r.inserted, r.late), (4, false));
+    let conn = Connection::open(&engine.config().db_path).unwrap();
+    let rows: Vec<(Option<String>, Option<String>)> = conn
+        .prepare(
+            "SELECT m.transcript_entry_id, t.trust_state FROM messages m
+             LEFT JOIN message_transcript_anchor_trust t USING (message_id) ORDER BY m.seq",
+        )
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<std::result::Result<_, _>>()
+        .unwrap();
+    let verified = || Some("verified".to_string());
+    assert_eq!(
+        rows,
+        [
+            (Some("e1-u".into()), verified()),
+            (None, None),
+            (None, None),
+            (Some("e1-a".into()), verified())
+        ]
+    );
+}
+
+#[test]
+fn a_replayed_turn_the_other_engine_stored_already_is_recognised_not_stored_twice() {
+    let (_dir, engine) = temp_engine();
+    let target = key("agent:main:main", "s1");
+    engine.ingest_with(&target, &anchored_turn(1), at("t1", 0)).unwrap();
+    // lossless-claw took turn 2 from the host's transcript while it held the slot: every row
+    // with its entry id, the middle ones too (which the host never hands lcm-native).
+    let cid = engine.find_conversation(&target).unwrap().unwrap().conversation_id;
+    let conn = Connection::open(&engine.config().db_path).unwrap();
+    let theirs = anchored_turn(2);
+    engine.ingest(&target, &theirs).unwrap();
+    conn.execute(
+        "UPDATE messages SET transcript_entry_id = 'e2-m' || seq WHERE conversation_id = ?1 AND seq IN (6, 7)",
+        [cid],
+    )
+    .unwrap();
+    let before: i64 = conn
+        .query_row("SELECT count(*) FROM messages", [], |r| r.get(0))
+        .unwrap();
+    // The host replays turn 2 to lcm-native, which had failed to commit it.
+    let r = engine.ingest_with(&target, &theirs, at("t2", 4)).unwrap();
+    assert_eq!((r.inserted, r.skipped, r.late), (0, 4, false), "{r:?}");
+    let after: i64 = conn
+        .query_row("SELECT count(*) FROM messages", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(before, after);
+    // Stored by lossless-claw's commit instead: rows without ids, which take the host's.
+    engine.ingest(&target, &turn(3)).unwrap();
+    let mut third = turn(3);
+    third[0]["entryId"] = json!("e3-u");
+    third[1]["entryId"] = json!("e3-a");
+    conn.execute(
+        "UPDATE messages SET transcript_entry_id = 'e3-u' WHERE conversation_id = ?1 AND seq = 9",
+        [cid],
+    )
+    .unwrap();
+    let r = engine.ingest_with(&target, &third, at("t3", 8)).unwrap();
+    assert_eq!((r.inserted, r.skipped), (0, 2), "{r:?}");
+    let adopted: (String, String) = conn
+        .query_row(
+            "SELECT m.transcript_entry_id, t.trust_state FROM messages m
+             JOIN message_transcript_anchor_trust t USING (message_id) WHERE m.seq = 10",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(adopted, ("e3-a".into(), "verified".into()));
+    // A message that differs from the row after the anchor is new: stored.
+    let mut fourth = turn(3);
+    fourth[0]["entryId"] = json!("e3-u");
+    fourth[1] = json!({"role": "assistant", "content": [{"type": "text", "text": "another answer"}]});
+    let r = engine.ingest_with(&target, &fourth, at("t3b", 8)).unwrap();
+    assert_eq!((r.inserted, r.skipped), (1, 1), "{r:?}");
+}
+
+#[test]
+fn a_turn_replayed_after_later_turns_is_stored_at_the_end_marked_late_and_noted_by_verify() {
+    let (_dir, engine) = temp_engine();
+    let target = key("agent:main:main", "s1");
+    engine.ingest_with(&target, &anchored_turn(1), at("t1", 0)).unwrap();
+    engine.ingest_with(&target, &anchored_turn(3), at("t3", 8)).unwrap();
+    assert!(engine.verify(None).unwrap().notes.is_empty());
+    // Turn 2 (positions 4–7), replayed only now: nothing of it is stored yet.
+    let r = engine.ingest_with(&target, &anchored_turn(2), at("t2", 4)).unwrap();
+    assert_eq!((r.inserted, r.late), (4, true), "{r:?}");
+    let report = engine.verify(None).unwrap();
+    assert!(report.ok, "{:?}", report.problems);
+    assert_eq!(report.notes.len(), 1, "{:?}", report.notes);
+    assert!(
+        report.notes[0].contains("turn t2") && report.notes[0].contains("late"),
+        "{:?}",
+        report.notes
+    );
+    // A later turn in order is not late; a replay of the late one is a duplicate.
+    let r = engine.ingest_with(&target, &anchored_turn(4), at("t4", 12)).unwrap();
+    assert!(!r.late);
+    assert!(
+        engine
+            .ingest_with(&target, &anchored_turn(2), at("t2", 4))
+            .unwrap()
+            .duplicate
+    );
+    // A position needs the turn's key, and is never negative.
+    let bad = IngestOptions {
+        transcript_position: Some(3),
+        ..Default::default()
+    };
+    assert_eq!(
+        engine.ingest_with(&target, &turn(9), bad).unwrap_err().code(),
+        "E_INVALID_INPUT"
+    );
+    assert_eq!(
+        engine.ingest_with(&target, &turn(9), at("t9", -1)).unwrap_err().code(),
+        "E_INVALID_INPUT"
+    );
+}
+
+#[test]
+fn a_turn_from_before_a_reset_replayed_after_it_goes_to_the_conversation_the_reset_archived() {
+    use crate::store::lifecycle::ResetReason;
+    let (_dir, engine) = temp_engine();
+    let target = key("agent:main:main", "s1");
+    let at_ms = |ago_s: i64| (chrono::Utc::now() - chrono::Duration::seconds(ago_s)).timestamp_millis();
+    let dated = |n: usize, ago_s: i64| -> Vec<Value> {
+        let mut t = anchored_turn(n);
+        for m in &mut t {
+            m["timestamp"] = json!(at_ms(ago_s));
+        }
+        t
+    };
+    let before = engine
+        .ingest_with(&target, &dated(1, 120), at("t1", 0))
+        .unwrap()
+        .conversation_id;
+    // Turn 2 was admitted a minute ago; its commit failed. Then the user reset the session.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let reset = rt.block_on(engine.reset_session(&target, ResetReason::Reset)).unwrap();
+    let after = reset.replacement_id.unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    // The host replays turn 2 now: it goes where it happened, in order there.
+    let r = engine.ingest_with(&target, &dated(2, 60), at("t2", 4)).unwrap();
+    assert_eq!((r.conversation_id, r.inserted, r.late), (before, 4, false), "{r:?}");
+    // A turn after the reset stays in the new conversation.
+    let r = engine.ingest_with(&target, &dated(3, 0), at("t3", 9)).unwrap();
+    assert_eq!((r.conversation_id, r.inserted), (after, 4));
+    let count = |cid: i64| {
+        Connection::open(&engine.config().db_path)
+            .unwrap()
+            .query_row("SELECT count(*) FROM messages WHERE conversation_id = ?1", [cid], |r| {
+                r.get::<_, i64>(0)
+            })
+            .unwrap()
+    };
+    assert_eq!((count(before), count(after)), (8, 4));
+    let report = engine.verify(None).unwrap();
+    assert!(report.ok && report.notes.is_empty(), "{report:?}");
+    // A turn after the reset that comes after a later one: late in the new conversation.
+    let r = engine.ingest_with(&target, &dated(4, 0), at("t4", 7)).unwrap();
+    assert_eq!((r.conversation_id, r.late), (after, true));
+}

@@ -69,16 +69,25 @@ pub(super) fn prepare(pool: &PgPool, config: &Config) -> Result<MigrationReport>
 }
 
 /// What a schema made by an earlier version lacks, added as a migration adds it to a file: the
-/// prompt-cache report's and the summaries' previous-context tables (empty), and the stored-message counts (counted once, then kept
-/// by their trigger).
+/// prompt-cache report's, the summaries' previous-context, the turns' transcript positions and
+/// lossless-claw's transcript-trust tables (empty, with their indexes), and the stored-message
+/// counts (counted once, then kept by their trigger).
 fn add_missing_tables(c: &Conn) -> Result<()> {
     for (name, sql) in crate::db::schema::TABLES {
         let later = [
             crate::db::schema::PROMPT_CACHE_TABLE,
             crate::db::schema::SUMMARY_CONTEXT_TABLE,
+            crate::db::schema::TURN_POSITIONS_TABLE,
+            crate::db::schema::TRUST_TABLE,
         ];
         if later.contains(name) && !c.has_table(name)? {
             c.batch(&crate::pg::ddl::table(sql)?.create)?;
+            for (_, index) in crate::db::schema::INDEXES
+                .iter()
+                .filter(|(_, ddl)| ddl.contains(&format!(" ON {name} (")))
+            {
+                c.batch(&crate::pg::ddl::index(index)?)?;
+            }
         }
     }
     if !c.has_table(crate::db::totals::COUNTS_TABLE)? {
@@ -202,8 +211,11 @@ mod tests {
         earlier.ingest(&target, &turn(0)).unwrap();
         drop(earlier);
         let c = location.connect().unwrap();
-        c.batch("DROP TABLE lcm_native_prompt_cache; DROP TRIGGER lcm_messages_count ON messages; DROP TABLE lcm_message_counts")
-            .unwrap();
+        c.batch(
+            "DROP TABLE lcm_native_prompt_cache; DROP TRIGGER lcm_messages_count ON messages; DROP TABLE lcm_message_counts;
+             DROP TABLE lcm_native_turn_positions; DROP TABLE message_transcript_anchor_trust",
+        )
+        .unwrap();
         // Read-only, it cannot be upgraded: said so, nothing written.
         let read_only = json!({ "dbPath": url, "readOnly": true });
         let refused = Engine::open(Config::from_options(&read_only, None).unwrap())
@@ -231,6 +243,34 @@ mod tests {
             report.tokens_kept > 0 && report.tokens_kept < report.tokens_sent,
             "{report:?}"
         );
+        // The transcript tables came back with the upgrade: the host's entry ids are trusted, a
+        // replay is recognised, a late one is stored as such and noted, as on SQLite.
+        let anchored = |n: usize, position: i64| {
+            let messages = vec![
+                json!({"role": "user", "content": format!("anchored {n}"), "entryId": format!("e{n}-u")}),
+                json!({"role": "assistant", "content": format!("reply {n}"), "entryId": format!("e{n}-a")}),
+            ];
+            let options = IngestOptions {
+                advancement_key: Some(format!("k{n}")),
+                transcript_position: Some(position),
+                ..Default::default()
+            };
+            engine.ingest_with(&target, &messages, options).unwrap()
+        };
+        assert_eq!(anchored(10, 20).inserted, 2);
+        assert!(anchored(10, 20).duplicate);
+        let late = anchored(9, 18);
+        assert_eq!((late.inserted, late.late), (2, true));
+        let trusted: i64 = c
+            .query_one_value(
+                "SELECT count(*) FROM message_transcript_anchor_trust WHERE trust_state = 'verified'",
+                &[],
+            )
+            .unwrap();
+        assert_eq!(trusted, 4);
+        let verified = engine.verify(Some(cid)).unwrap();
+        assert!(verified.ok, "{verified:?}");
+        assert!(verified.notes.iter().any(|n| n.contains("turn k9")), "{verified:?}");
         drop(engine);
         crate::test_support::drop_test_schema(&location);
     }

@@ -174,6 +174,7 @@ fn store(
                 ),
                 _ => None,
             },
+            transcript_position: turn.get("transcriptPosition").and_then(Value::as_i64),
             ..Default::default()
         })
     };

@@ -5,7 +5,8 @@
 //! plugin chooses (the database file, or for PostgreSQL a name in its state directory):
 //!
 //! - `B.lcm-native-pending.jsonl`: turns appended, one JSON line each (`target`, `messages`,
-//!   `advancementKey`, lossless-claw's `turn` record, `spooledAt`);
+//!   `advancementKey`, lossless-claw's `turn` record, the turn's `transcriptPosition`,
+//!   `spooledAt`);
 //! - `B.lcm-native-pending.jsonl.<ms>-<pid>-<n>.draining`: a file a drain took, named by when,
 //!   drained again (oldest first) when that drain did not finish;
 //! - `B.lcm-native-held.jsonl`: turns set aside after failing every try (kept, never dropped);

@@ -32,6 +32,10 @@ pub struct IngestOutcome {
     /// Matches of `redactPatterns` replaced in the messages stored by this call (each such
     /// call is also in the redaction log).
     pub redacted: i64,
+    /// The turn began in the host's transcript before a turn already stored (`transcriptPosition`):
+    /// a replay that came after later turns. Its messages are stored at the end, where they
+    /// did not happen, and the turn is marked late (`verify` notes it).
+    pub late: bool,
 }
 
 /// Options of `ingest`: how the call is applied.
@@ -53,6 +57,11 @@ pub struct IngestOptions {
     /// `payloadHash` as lossless-claw does).
     #[serde(default, skip_serializing)]
     pub turn: Option<TurnRecord>,
+    /// With `advancementKey`: where the turn's first message sits in the host's transcript
+    /// (OpenClaw's `admission.activeMessagePosition`). A turn replayed after turns that came
+    /// later in the transcript is then stored as `late` instead of as if in order.
+    #[serde(default, skip_serializing)]
+    pub transcript_position: Option<i64>,
 }
 
 impl IngestOptions {
@@ -61,6 +70,16 @@ impl IngestOptions {
         if self.turn.is_some() && self.advancement_key.is_none() {
             return Err(LcmError::invalid_input(
                 "options.turn needs the `advancementKey` it records",
+            ));
+        }
+        if self.transcript_position.is_some() && self.advancement_key.is_none() {
+            return Err(LcmError::invalid_input(
+                "options.transcriptPosition needs the `advancementKey` of the turn it places",
+            ));
+        }
+        if self.transcript_position.is_some_and(|p| p < 0) {
+            return Err(LcmError::invalid_input(
+                "options.transcriptPosition must be a position (0 or more)",
             ));
         }
         Ok(())
@@ -190,7 +209,13 @@ pub(crate) fn ingest_in<'a>(
 ) -> Result<IngestOutcome> {
     let (target, messages, options) = (job.target, job.messages, job.options);
     let conv = conversations::resolve_or_create(tx, flags, target, now)?;
-    let cid = conv.conversation_id;
+    // A host turn from before a `/reset`, replayed by the host after it (a commit that failed
+    // then): it belongs to the conversation the reset archived, not to the new one.
+    let began = messages.first().and_then(|m| m.created_at.as_deref());
+    let cid = match (options.transcript_position, began) {
+        (Some(_), Some(began)) => archived_home(tx, conv.conversation_id, began)?.unwrap_or(conv.conversation_id),
+        _ => conv.conversation_id,
+    };
     let nothing = |duplicate: bool| IngestOutcome {
         conversation_id: cid,
         inserted: 0,
@@ -198,6 +223,7 @@ pub(crate) fn ingest_in<'a>(
         duplicate,
         already_bootstrapped: !duplicate,
         redacted: 0,
+        late: false,
     };
     if options.bootstrap {
         let has_messages = tx
@@ -232,6 +258,19 @@ pub(crate) fn ingest_in<'a>(
             return Ok(nothing(true));
         }
     }
+    // A turn replayed after turns that came later in the transcript (OpenClaw replays a failed
+    // commit to the engine that failed it, maybe after a switch of engines and turns stored by
+    // the other one).
+    let after_later_turns = match (options.advancement_key.as_deref(), options.transcript_position) {
+        (Some(_), Some(position)) => tx
+            .query_row(
+                "SELECT 1 FROM lcm_native_turn_positions WHERE conversation_id = ?1 AND transcript_position > ?2 LIMIT 1",
+                params![cid, position],
+                |_| Ok(()),
+            )?
+            .is_some(),
+        _ => false,
+    };
     if options.bootstrap || options.advancement_key.is_some() {
         // The session's history is in lcm-native from here on: a later bootstrap imports nothing.
         tx.execute(
@@ -247,23 +286,37 @@ pub(crate) fn ingest_in<'a>(
     let mut ordinal = super::context::last_ordinal(tx, cid)?;
 
     let mut seen: HashSet<&str> = HashSet::new();
+    // The seq of the stored row the next message lines up with, after a message found stored
+    // under its entry id: a replayed turn's messages the other engine stored already (from
+    // the transcript, ids on some rows or none) are recognised, not stored twice.
+    let mut next_stored: Option<i64> = None;
     // Provider keys already given to a message of this batch (see `event_key` below).
     let mut keyed: HashSet<&str> = HashSet::new();
     let (mut inserted, mut skipped) = (0i64, 0i64);
     // Stored messages that ingest redacted, with what was replaced in each.
     let mut redacted: Vec<(i64, super::redactions::IngestRedaction)> = Vec::new();
-    let exists =
-        |sql: &str, key: &str| -> Result<bool> { Ok(tx.query_row(sql, params![cid, key], |_| Ok(()))?.is_some()) };
     let turn = options.advancement_key.is_some();
     for m in messages {
         if let Some(entry) = m.entry_id.as_deref() {
-            if !seen.insert(entry)
-                || exists(
-                    "SELECT 1 FROM messages WHERE conversation_id = ?1 AND transcript_entry_id = ?2",
-                    entry,
-                )?
-            {
+            if !seen.insert(entry) {
                 skipped += 1;
+                continue;
+            }
+            let stored: Option<i64> = tx.query_row(
+                "SELECT seq FROM messages WHERE conversation_id = ?1 AND transcript_entry_id = ?2",
+                params![cid, entry],
+                |r| r.get(0),
+            )?;
+            if let Some(at) = stored {
+                skipped += 1;
+                next_stored = Some(at + 1);
+                continue;
+            }
+        }
+        if let Some(at) = next_stored.take() {
+            if already_stored_at(tx, cid, at, m, now)? {
+                skipped += 1;
+                next_stored = Some(at + 1);
                 continue;
             }
         }
@@ -329,6 +382,9 @@ pub(crate) fn ingest_in<'a>(
              VALUES (?1, ?2, 'message', ?3, ?4)",
             params![cid, ordinal, message_id, now],
         )?;
+        if let Some(entry) = m.entry_id.as_deref() {
+            trust_entry_id(tx, cid, message_id, entry, now)?;
+        }
         inserted += 1;
         if m.redacted.matches > 0 {
             redacted.push((message_id, m.redacted));
@@ -343,6 +399,14 @@ pub(crate) fn ingest_in<'a>(
     }
     if !redacted.is_empty() && flags.has_versions {
         super::redactions::log_ingest(tx, cid, &redacted)?;
+    }
+    let late = after_later_turns && inserted > 0;
+    if let (Some(key), Some(position)) = (options.advancement_key.as_deref(), options.transcript_position) {
+        tx.execute(
+            "INSERT INTO lcm_native_turn_positions (conversation_id, advancement_key, transcript_position, late)
+             VALUES (?1, ?2, ?3, ?4)",
+            params![cid, key, position, late as i64],
+        )?;
     }
     if let (Some(key), Some(turn)) = (options.advancement_key.as_deref(), options.turn.as_ref()) {
         tx.execute(
@@ -368,7 +432,89 @@ pub(crate) fn ingest_in<'a>(
         duplicate: false,
         already_bootstrapped: false,
         redacted: redacted.iter().map(|(_, r)| r.matches as i64).sum(),
+        late,
     })
+}
+
+/// The archived conversation of the same session a turn that `began` before conversation `cid`
+/// was created belongs to: the first one archived after the turn began (each `/reset` archives
+/// one). None when the turn is not older than `cid`.
+fn archived_home(tx: Db, cid: i64, began: &str) -> Result<Option<i64>> {
+    let Some(began) = time::parse_timestamp(began) else {
+        return Ok(None);
+    };
+    let current: Option<(String, Option<String>)> = tx.query_row(
+        "SELECT created_at, session_key FROM conversations WHERE conversation_id = ?1",
+        params![cid],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    let Some((created, Some(session_key))) = current else {
+        return Ok(None);
+    };
+    if time::parse_timestamp(&created).is_none_or(|created| began >= created) {
+        return Ok(None);
+    }
+    let mut home: Option<(chrono::DateTime<chrono::Utc>, i64)> = None;
+    tx.query_each(
+        "SELECT conversation_id, archived_at FROM conversations
+         WHERE session_key = ?1 AND conversation_id <> ?2 AND archived_at IS NOT NULL",
+        params![session_key, cid],
+        |r| {
+            let (id, archived): (i64, String) = (r.get(0)?, r.get(1)?);
+            if let Some(at) = time::parse_timestamp(&archived).filter(|at| *at >= began) {
+                if home.is_none_or(|(first, _)| at < first) {
+                    home = Some((at, id));
+                }
+            }
+            Ok(true)
+        },
+    )?;
+    Ok(home.map(|(_, id)| id))
+}
+
+/// Whether the conversation's row at `seq` is `m` already: the same role and content, and no
+/// other transcript entry's. A row without an entry id takes `m`'s (lossless-claw stores the
+/// turns it commits without one and ties them to the transcript later).
+fn already_stored_at(tx: Db, cid: i64, seq: i64, m: &NewMessage, now: &str) -> Result<bool> {
+    let row: Option<(i64, String, String, Option<String>)> = tx.query_row(
+        "SELECT message_id, role, content, transcript_entry_id FROM messages WHERE conversation_id = ?1 AND seq = ?2",
+        params![cid, seq],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+    )?;
+    let Some((message_id, role, content, entry)) = row else {
+        return Ok(false);
+    };
+    if role != m.role.db() || content != m.content {
+        return Ok(false);
+    }
+    match (entry.as_deref(), m.entry_id.as_deref()) {
+        (Some(stored), Some(given)) => Ok(stored == given),
+        (None, Some(given)) => {
+            tx.execute(
+                "UPDATE messages SET transcript_entry_id = ?2 WHERE message_id = ?1",
+                params![message_id, given],
+            )?;
+            trust_entry_id(tx, cid, message_id, given, now)?;
+            Ok(true)
+        }
+        (_, None) => Ok(true),
+    }
+}
+
+/// Records in lossless-claw 1.x's trust table that `message_id` is the host's transcript entry
+/// `entry`, as it records the ids it imports: its reconcile then ties the row to the entry
+/// instead of storing the entry again.
+fn trust_entry_id(tx: Db, cid: i64, message_id: i64, entry: &str, now: &str) -> Result<()> {
+    tx.execute(
+        "INSERT INTO message_transcript_anchor_trust (message_id, conversation_id, transcript_entry_id, trust_state,
+                                                     source, reason, verified_at, created_at, updated_at)
+         VALUES (?1, ?2, ?3, 'verified', 'lcm-native', 'stored with the entry id the host gave for it', ?4, ?4, ?4)
+         ON CONFLICT (message_id) DO UPDATE SET transcript_entry_id = excluded.transcript_entry_id,
+           trust_state = 'verified', source = excluded.source, reason = excluded.reason,
+           verified_at = excluded.verified_at, updated_at = excluded.updated_at",
+        params![message_id, cid, entry, now],
+    )?;
+    Ok(())
 }
 
 /// One `message_parts` row as read back. `metadata` is kept as its JSON text: the assembler

@@ -1,17 +1,37 @@
 //! lossless-claw 1.x's pending compaction: summaries it prepared (`pending_compaction_batches`,
 //! `pending_summary_nodes*`) but had not published when the file changed hands. Nothing else
 //! refers to them and every message they cover is still in the live context, so lcm-native
-//! takes the work over: it drops the unpublished batches (lossless-claw's own doctor does the
-//! same) and compacts those messages itself. Published batches are lossless-claw's history and
-//! stay.
+//! takes the work over when it opens the file: each leaf summary lossless-claw finished
+//! (`ready`) whose messages still sit together, in order, in the live context is published as
+//! lossless-claw would publish it (its summary id, its lineage, one context item in place of
+//! the messages), so the model call it cost is not made again. The rest of an unpublished batch
+//! (planned, running or failed nodes, condensed ones) is dropped, as lossless-claw's own doctor
+//! drops stale batches: those messages stay raw and lcm-native's next pass summarises them, which
+//! is the planned work resumed. Published batches are lossless-claw's history and stay.
 
-use rusqlite::{Connection, OptionalExtension};
+use rusqlite::{params, Connection, OptionalExtension};
+use sha2::{Digest, Sha256};
 
+use crate::db::SchemaFlags;
 use crate::error::Result;
+use crate::sql::Db;
+use crate::store::summaries::{self, NewSummary, SummaryFields};
+use crate::summarizer::SummaryKind;
+use crate::time;
 
-/// Drops every batch that is not published, with its nodes and their links; returns how many
-/// batches. A file without lossless-claw 1.x's tables has none.
-pub(crate) fn take_over(conn: &Connection) -> Result<i64> {
+/// What taking over lossless-claw's pending batches did.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub(crate) struct TakeOver {
+    /// Unpublished batches removed.
+    pub batches: i64,
+    /// Their finished leaf summaries published first.
+    pub published: i64,
+}
+
+/// Publishes the finished leaf summaries of every unpublished batch that still fit the live
+/// context, then drops those batches with their nodes and links, in one transaction. A file
+/// without lossless-claw 1.x's tables has none.
+pub(crate) fn take_over(conn: &Connection, flags: SchemaFlags) -> Result<TakeOver> {
     let has_tables = conn
         .query_row(
             "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'pending_compaction_batches'",
@@ -21,9 +41,10 @@ pub(crate) fn take_over(conn: &Connection) -> Result<i64> {
         .optional()?
         .is_some();
     if !has_tables {
-        return Ok(0);
+        return Ok(TakeOver::default());
     }
     let tx = conn.unchecked_transaction()?;
+    let published = publish_ready(&tx, flags)?;
     let open = "SELECT batch_id FROM pending_compaction_batches WHERE status <> 'published'";
     let nodes = format!("SELECT node_id FROM pending_summary_nodes WHERE batch_id IN ({open})");
     // Children first: the links' foreign keys need not be enforced on this connection.
@@ -41,7 +62,176 @@ pub(crate) fn take_over(conn: &Connection) -> Result<i64> {
     )?;
     let batches = tx.execute("DELETE FROM pending_compaction_batches WHERE status <> 'published'", [])?;
     tx.commit()?;
-    Ok(batches as i64)
+    Ok(TakeOver {
+        batches: batches as i64,
+        published,
+    })
+}
+
+/// A finished leaf node of an unpublished batch.
+struct ReadyLeaf {
+    batch_id: String,
+    node_id: String,
+    conversation_id: i64,
+    source_fingerprint: String,
+    content: String,
+    token_count: Option<i64>,
+    model: String,
+}
+
+/// Publishes every ready leaf whose messages are live, together and in order; returns how many.
+fn publish_ready(tx: &Connection, flags: SchemaFlags) -> Result<i64> {
+    // Only what lossless-claw 1.0 can have written: a file of an older era lacks the columns.
+    let has_content = tx
+        .prepare("SELECT 1 FROM pragma_table_info('pending_summary_nodes') WHERE name = 'content'")?
+        .exists([])?;
+    if !has_content {
+        return Ok(0);
+    }
+    let leaves: Vec<ReadyLeaf> = tx
+        .prepare(
+            "SELECT n.batch_id, n.node_id, n.conversation_id, n.source_fingerprint, n.content, n.token_count, n.model
+             FROM pending_summary_nodes n JOIN pending_compaction_batches b USING (batch_id)
+             WHERE b.status IN ('planning', 'ready', 'publishing') AND n.kind = 'leaf' AND n.status = 'ready'
+               AND n.content IS NOT NULL AND trim(n.content) <> '' AND n.conversation_id = b.conversation_id
+             ORDER BY n.conversation_id, n.ordinal_start DESC",
+        )?
+        .query_map([], |r| {
+            Ok(ReadyLeaf {
+                batch_id: r.get(0)?,
+                node_id: r.get(1)?,
+                conversation_id: r.get(2)?,
+                source_fingerprint: r.get(3)?,
+                content: r.get(4)?,
+                token_count: r.get(5)?,
+                model: r.get(6)?,
+            })
+        })?
+        .collect::<std::result::Result<_, _>>()?;
+    let now = time::now_sqlite();
+    let mut published = 0;
+    // Newest first: replacing a run by one item moves only the items after it, which are then
+    // published already.
+    for leaf in &leaves {
+        if publish_leaf(tx, flags, leaf, &now)? {
+            published += 1;
+        }
+    }
+    Ok(published)
+}
+
+/// One leaf: its summary row, lineage, full-text row and the context rewrite, when its
+/// messages are still a run of live items in its order (else nothing).
+fn publish_leaf(tx: &Connection, flags: SchemaFlags, leaf: &ReadyLeaf, now: &str) -> Result<bool> {
+    // (message, its live ordinal or None, token count, created_at) in the node's order.
+    type Source = (i64, Option<i64>, i64, String);
+    let sources: Vec<Source> = tx
+        .prepare(
+            "SELECT nm.message_id, c.ordinal, m.token_count, m.created_at
+             FROM pending_summary_node_messages nm
+             JOIN messages m ON m.message_id = nm.message_id AND m.conversation_id = ?2
+             LEFT JOIN context_items c ON c.conversation_id = ?2 AND c.item_type = 'message' AND c.message_id = nm.message_id
+             WHERE nm.node_id = ?1 ORDER BY nm.ordinal",
+        )?
+        .query_map(params![leaf.node_id, leaf.conversation_id], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+        })?
+        .collect::<std::result::Result<_, _>>()?;
+    let listed: i64 = tx.query_row(
+        "SELECT count(*) FROM pending_summary_node_messages WHERE node_id = ?1",
+        [&leaf.node_id],
+        |r| r.get(0),
+    )?;
+    let ordinals: Option<Vec<i64>> = sources.iter().map(|s| s.1).collect();
+    let Some(ordinals) = ordinals else { return Ok(false) };
+    let (Some(&first), Some(&last)) = (ordinals.first(), ordinals.last()) else {
+        return Ok(false);
+    };
+    let in_a_run = ordinals.windows(2).all(|w| w[1] == w[0] + 1);
+    // Nothing else between them (a summary item would break the run).
+    let items_between: i64 = tx.query_row(
+        "SELECT count(*) FROM context_items WHERE conversation_id = ?1 AND ordinal BETWEEN ?2 AND ?3",
+        params![leaf.conversation_id, first, last],
+        |r| r.get(0),
+    )?;
+    if sources.len() as i64 != listed || !in_a_run || items_between != sources.len() as i64 {
+        return Ok(false);
+    }
+    let summary_id = canonical_id(&leaf.batch_id, &leaf.node_id, &leaf.source_fingerprint);
+    let exists = tx
+        .query_row("SELECT 1 FROM summaries WHERE summary_id = ?1", [&summary_id], |_| {
+            Ok(())
+        })
+        .optional()?
+        .is_some();
+    if exists {
+        return Ok(false);
+    }
+    let times: Vec<_> = sources.iter().filter_map(|s| time::parse_timestamp(&s.3)).collect();
+    let new = NewSummary {
+        fields: SummaryFields {
+            summary_id: summary_id.clone(),
+            kind: SummaryKind::Leaf,
+            depth: 0,
+            content: leaf.content.clone(),
+            token_count: leaf
+                .token_count
+                .unwrap_or_else(|| crate::tokens::estimate(&leaf.content)),
+            earliest_at: times.iter().min().map(time::to_iso_ms),
+            latest_at: times.iter().max().map(time::to_iso_ms),
+            descendant_count: 0,
+            descendant_token_count: 0,
+            source_message_token_count: sources.iter().map(|s| s.2).sum(),
+            model: leaf.model.clone(),
+        },
+        file_ids: Vec::new(),
+        messages: sources.iter().map(|s| s.0).collect(),
+        parents: Vec::new(),
+        previous: Vec::new(),
+        fidelity: None,
+        needs_repair: false,
+        template: None,
+    };
+    summaries::insert(
+        Db::Sqlite(tx),
+        flags,
+        leaf.conversation_id,
+        now,
+        std::slice::from_ref(&new),
+    )?;
+    summaries::insert_fts(tx, flags, std::slice::from_ref(&new))?;
+    // The run becomes one summary item; the items after it close the gap (through negative
+    // ordinals: (conversation, ordinal) is unique).
+    let cid = leaf.conversation_id;
+    tx.execute(
+        "DELETE FROM context_items WHERE conversation_id = ?1 AND ordinal BETWEEN ?2 AND ?3",
+        params![cid, first, last],
+    )?;
+    tx.execute(
+        "INSERT INTO context_items (conversation_id, ordinal, item_type, summary_id, created_at)
+         VALUES (?1, ?2, 'summary', ?3, ?4)",
+        params![cid, first, summary_id, now],
+    )?;
+    if last > first {
+        tx.execute(
+            "UPDATE context_items SET ordinal = -1 - ordinal WHERE conversation_id = ?1 AND ordinal > ?2",
+            params![cid, last],
+        )?;
+        tx.execute(
+            "UPDATE context_items SET ordinal = (-1 - ordinal) - ?2 WHERE conversation_id = ?1 AND ordinal < 0",
+            params![cid, last - first],
+        )?;
+    }
+    Ok(true)
+}
+
+/// The id lossless-claw gives the summary of a pending node it publishes: `sum_` and the first
+/// 16 hex digits of SHA-256(batch id, NUL, node id, NUL, source fingerprint).
+fn canonical_id(batch_id: &str, node_id: &str, fingerprint: &str) -> String {
+    let mut h = Sha256::new();
+    h.update(format!("{batch_id}\0{node_id}\0{fingerprint}").as_bytes());
+    let hex: String = h.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect();
+    format!("sum_{hex}")
 }
 
 #[cfg(test)]
@@ -71,7 +261,11 @@ mod tests {
     #[test]
     fn unpublished_batches_go_with_their_nodes_and_published_ones_stay() {
         let conn = Connection::open_in_memory().unwrap();
-        assert_eq!(take_over(&conn).unwrap(), 0, "no tables: nothing to do");
+        assert_eq!(
+            take_over(&conn, SchemaFlags::default()).unwrap().batches,
+            0,
+            "no tables: nothing to do"
+        );
         conn.execute_batch(DDL).unwrap();
         for (batch, status) in [("b1", "planning"), ("b2", "published"), ("b3", "stale")] {
             conn.execute(
@@ -95,7 +289,7 @@ mod tests {
             )
             .unwrap();
         }
-        assert_eq!(take_over(&conn).unwrap(), 2);
+        assert_eq!(take_over(&conn, SchemaFlags::default()).unwrap().batches, 2);
         assert_eq!(count(&conn, "pending_compaction_batches"), 1);
         assert_eq!(count(&conn, "pending_summary_nodes"), 2);
         assert_eq!(count(&conn, "pending_summary_node_messages"), 2);
@@ -104,6 +298,159 @@ mod tests {
             .query_row("SELECT batch_id FROM pending_compaction_batches", [], |r| r.get(0))
             .unwrap();
         assert_eq!(left, "b2");
-        assert_eq!(take_over(&conn).unwrap(), 0, "idempotent");
+        assert_eq!(
+            take_over(&conn, SchemaFlags::default()).unwrap().batches,
+            0,
+            "idempotent"
+        );
+    }
+
+    /// lossless-claw 1.0's pending tables, as it creates them.
+    const FULL_DDL: &str = "
+        CREATE TABLE pending_compaction_batches (batch_id TEXT PRIMARY KEY,
+          conversation_id INTEGER NOT NULL REFERENCES conversations(conversation_id) ON DELETE CASCADE,
+          session_key TEXT, session_target_json TEXT NOT NULL DEFAULT '{}',
+          status TEXT NOT NULL DEFAULT 'planning'
+            CHECK (status IN ('planning', 'ready', 'publishing', 'published', 'stale', 'failed')),
+          source_projection_fingerprint TEXT NOT NULL, compactable_start_ordinal INTEGER NOT NULL,
+          compactable_end_ordinal INTEGER NOT NULL, planned_fresh_tail_start_ordinal INTEGER,
+          prompt_version TEXT NOT NULL DEFAULT 'unknown', model TEXT NOT NULL DEFAULT 'unknown',
+          failure_summary TEXT, created_at TEXT NOT NULL DEFAULT (datetime('now')),
+          updated_at TEXT NOT NULL DEFAULT (datetime('now')), published_at TEXT);
+        CREATE TABLE pending_summary_nodes (node_id TEXT PRIMARY KEY,
+          batch_id TEXT NOT NULL REFERENCES pending_compaction_batches(batch_id) ON DELETE CASCADE,
+          conversation_id INTEGER NOT NULL REFERENCES conversations(conversation_id) ON DELETE CASCADE,
+          kind TEXT NOT NULL CHECK (kind IN ('leaf', 'condensed')), depth INTEGER NOT NULL DEFAULT 0,
+          status TEXT NOT NULL DEFAULT 'planned'
+            CHECK (status IN ('planned', 'running', 'ready', 'promoted', 'stale', 'failed')),
+          ordinal_start INTEGER NOT NULL, ordinal_end INTEGER NOT NULL, source_fingerprint TEXT NOT NULL,
+          source_context_hash TEXT, content TEXT, token_count INTEGER,
+          prompt_version TEXT NOT NULL DEFAULT 'unknown', model TEXT NOT NULL DEFAULT 'unknown',
+          canonical_summary_id TEXT REFERENCES summaries(summary_id) ON DELETE SET NULL,
+          lease_owner TEXT, lease_expires_at TEXT, failure_summary TEXT,
+          retry_count INTEGER NOT NULL DEFAULT 0, next_attempt_after TEXT,
+          created_at TEXT NOT NULL DEFAULT (datetime('now')), updated_at TEXT NOT NULL DEFAULT (datetime('now')),
+          ready_at TEXT, promoted_at TEXT, UNIQUE (batch_id, ordinal_start, ordinal_end, depth, kind));
+        CREATE TABLE pending_summary_node_messages (
+          node_id TEXT NOT NULL REFERENCES pending_summary_nodes(node_id) ON DELETE CASCADE,
+          message_id INTEGER NOT NULL REFERENCES messages(message_id) ON DELETE RESTRICT,
+          ordinal INTEGER NOT NULL, transcript_entry_id TEXT, identity_hash TEXT,
+          PRIMARY KEY (node_id, message_id));
+        CREATE TABLE pending_summary_node_children (
+          node_id TEXT NOT NULL REFERENCES pending_summary_nodes(node_id) ON DELETE CASCADE,
+          ordinal INTEGER NOT NULL,
+          child_node_id TEXT REFERENCES pending_summary_nodes(node_id) ON DELETE CASCADE,
+          child_summary_id TEXT REFERENCES summaries(summary_id) ON DELETE RESTRICT,
+          PRIMARY KEY (node_id, ordinal));";
+
+    #[test]
+    fn a_finished_leaf_is_published_as_lossless_claw_would_and_the_rest_is_left_to_lcm_native() {
+        use crate::engine::Engine;
+        use crate::store::conversations::Target;
+        let (dir, engine) = crate::test_support::temp_engine();
+        let path = engine.config().db_path.clone();
+        let target = Target::Session("s1".into());
+        let msgs: Vec<_> = (1..=10)
+            .map(|i| serde_json::json!({"role": if i % 2 == 1 { "user" } else { "assistant" }, "content": format!("message {i}")}))
+            .collect();
+        let cid = engine.ingest(&target, &msgs).unwrap().conversation_id;
+        drop(engine);
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch(FULL_DDL).unwrap();
+        conn.execute(
+            "INSERT INTO pending_compaction_batches (batch_id, conversation_id, status, source_projection_fingerprint,
+                                                    compactable_start_ordinal, compactable_end_ordinal)
+             VALUES ('pcb_1', ?1, 'planning', 'fp', 0, 7)",
+            [cid],
+        )
+        .unwrap();
+        // Messages 2–4 summarised (ready), 5–6 planned, 1 and 8 ready but not together.
+        let node = |id: &str, status: &str, content: Option<&str>, start: i64, end: i64, seqs: &[i64]| {
+            conn.execute(
+                "INSERT INTO pending_summary_nodes (node_id, batch_id, conversation_id, kind, status, ordinal_start,
+                                                   ordinal_end, source_fingerprint, content, token_count, model)
+                 VALUES (?1, 'pcb_1', ?2, 'leaf', ?3, ?4, ?5, 'fp-' || ?1, ?6, 7, 'test/model')",
+                params![id, cid, status, start, end, content],
+            )
+            .unwrap();
+            for (i, seq) in seqs.iter().enumerate() {
+                conn.execute(
+                    "INSERT INTO pending_summary_node_messages (node_id, message_id, ordinal)
+                     SELECT ?1, message_id, ?2 FROM messages WHERE conversation_id = ?3 AND seq = ?4",
+                    params![id, i as i64, cid, seq],
+                )
+                .unwrap();
+            }
+        };
+        node(
+            "psn_ready",
+            "ready",
+            Some("Messages 2 to 4 said hello."),
+            1,
+            3,
+            &[2, 3, 4],
+        );
+        node("psn_planned", "planned", None, 4, 5, &[5, 6]);
+        node("psn_apart", "ready", Some("Messages 1 and 8."), 0, 7, &[1, 8]);
+        drop(conn);
+
+        let engine = Engine::open(crate::config::Config::with_db_path(&path)).unwrap();
+        let m = engine.migration();
+        assert_eq!((m.pending_batches_taken_over, m.pending_summaries_published), (1, 1));
+        let id = canonical_id("pcb_1", "psn_ready", "fp-psn_ready");
+        let conn = Connection::open(&path).unwrap();
+        let (content, model, sources, own): (String, String, i64, i64) = conn
+            .query_row(
+                "SELECT content, model, source_message_token_count,
+                        (SELECT sum(token_count) FROM messages WHERE conversation_id = ?2 AND seq BETWEEN 2 AND 4)
+                 FROM summaries WHERE summary_id = ?1",
+                params![id, cid],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            )
+            .unwrap();
+        assert_eq!(
+            (content.as_str(), model.as_str(), sources),
+            ("Messages 2 to 4 said hello.", "test/model", own)
+        );
+        let linked: Vec<i64> = conn
+            .prepare("SELECT m.seq FROM summary_messages s JOIN messages m USING (message_id) WHERE s.summary_id = ?1 ORDER BY s.ordinal")
+            .unwrap()
+            .query_map([&id], |r| r.get(0))
+            .unwrap()
+            .collect::<std::result::Result<_, _>>()
+            .unwrap();
+        assert_eq!(linked, [2, 3, 4]);
+        // The context: message 1, the summary, messages 5–10, numbered 0..7 without a gap.
+        let items: Vec<(i64, Option<i64>, Option<String>)> = conn
+            .prepare(
+                "SELECT c.ordinal, m.seq, c.summary_id FROM context_items c LEFT JOIN messages m USING (message_id)
+                 WHERE c.conversation_id = ?1 ORDER BY c.ordinal",
+            )
+            .unwrap()
+            .query_map([cid], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .collect::<std::result::Result<_, _>>()
+            .unwrap();
+        let mut expected = vec![(0, Some(1), None), (1, None, Some(id.clone()))];
+        expected.extend((5..=10).map(|seq| (seq - 3, Some(seq), None)));
+        assert_eq!(items, expected);
+        for table in [
+            "pending_compaction_batches",
+            "pending_summary_nodes",
+            "pending_summary_node_messages",
+        ] {
+            assert_eq!(count(&conn, table), 0, "{table}");
+        }
+        let report = engine.verify(None).unwrap();
+        assert!(report.ok, "{:?}", report.problems);
+        // Found by recall, as lcm-native's own summaries are.
+        let hits = engine
+            .grep(Some(cid), &crate::recall::GrepOptions::new("said hello"))
+            .unwrap();
+        assert!(
+            hits.hits.iter().any(|h| h.summary_id.as_deref() == Some(id.as_str())),
+            "{hits:?}"
+        );
+        drop(dir);
     }
 }

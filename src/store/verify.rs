@@ -396,6 +396,7 @@ pub(crate) fn verify<'a>(db: impl Into<Db<'a>>, only: Option<i64>) -> Result<Ver
         problems.extend(totals::drift(db, *cid)?);
     }
     problems.extend(super::versions::problems(db, only)?);
+    notes.extend(late_turns(db, only)?);
 
     Ok(VerifyReport {
         ok: problems.is_empty(),
@@ -422,6 +423,34 @@ type Span = (Option<i64>, Option<(i64, i64)>);
 /// when there were none); later turns follow them. A context item lost to damage in the middle
 /// of the context does not look like that; one lost at its very start, or a whole context lost,
 /// cannot be told from it by the rows alone.
+/// Turns the host replayed after later turns had been stored (`IngestOutcome::late`): stored
+/// at the end, out of the transcript's order, which lcm-native reports rather than hides.
+fn late_turns(db: Db, only: Option<i64>) -> Result<Vec<String>> {
+    if !db.has_table(crate::db::schema::TURN_POSITIONS_TABLE)? {
+        return Ok(Vec::new());
+    }
+    let mut notes = Vec::new();
+    let note = |r: &crate::sql::Row| -> Result<bool> {
+        let (cid, key): (i64, String) = (r.get(0)?, r.get(1)?);
+        notes.push(format!(
+            "conversation {cid}: turn {key} was replayed by the host after later turns and is stored after \
+             them (a late replay, not in the transcript's order)"
+        ));
+        Ok(true)
+    };
+    let select = "SELECT conversation_id, advancement_key FROM lcm_native_turn_positions WHERE late = 1";
+    let order = "ORDER BY conversation_id, transcript_position";
+    match only {
+        Some(cid) => db.query_each(
+            &format!("{select} AND conversation_id = ?1 {order}"),
+            params![cid],
+            note,
+        )?,
+        None => db.query_each(&format!("{select} {order}"), params![], note)?,
+    }
+    Ok(notes)
+}
+
 fn new_block(missing: &[i64], seq_of: &HashMap<i64, i64>, events: &HashSet<i64>, spans: &[Span]) -> Option<(i64, i64)> {
     let lo = *missing.iter().min()?;
     let hi = *missing.iter().max()?;

@@ -159,12 +159,20 @@ impl Inspection {
                 .iter()
                 .all(|(t, _)| self.tables.contains(*t) || reading && READ_OPTIONAL_TABLES.contains(t))
             && ADDED_COLUMNS.iter().all(|(t, c, _)| self.has_column(t, c))
-            && INDEXES.iter().all(|(i, _)| self.indexes.contains(*i))
+            && INDEXES
+                .iter()
+                .all(|(i, ddl)| self.indexes.contains(*i) || reading && on_optional_table(ddl))
             && [STEP_DEPTHS, STEP_METADATA, STEP_FTS_FILL, STEP_SCHEMA]
                 .iter()
                 .all(|s| self.has_step(*s))
             && self.fts.iter().all(|(_, s)| *s == FtsState::Ok)
     }
+}
+
+/// Whether an index of `INDEXES` is on one of `READ_OPTIONAL_TABLES` (a read-only open does
+/// without it as it does without its table).
+fn on_optional_table(ddl: &str) -> bool {
+    READ_OPTIONAL_TABLES.iter().any(|t| ddl.contains(&format!(" ON {t} (")))
 }
 
 pub(super) fn table_columns(conn: &Connection, table: &str) -> Result<HashSet<String>> {

@@ -250,6 +250,8 @@ fn lossless_claw_database_keeps_its_extra_tables_and_skips_recorded_backfills() 
         [
             "turn_advancements",
             "lcm_native_turns",
+            "lcm_native_turn_positions",
+            "message_transcript_anchor_trust",
             "lcm_native_prompt_cache",
             "lcm_native_context_resets",
             "lcm_native_summary_fidelity",
@@ -268,7 +270,8 @@ fn lossless_claw_database_keeps_its_extra_tables_and_skips_recorded_backfills() 
     // The plugin's schema stays untouched; the only additions are lcm-native's live totals and
     // message counts,
     // its table of committed host turns, the partial index on live summary items, and
-    // lossless-claw 1.x's table of turn records (with its index, in 1.x's own DDL).
+    // lossless-claw 1.x's tables of turn records and transcript trust (with their indexes, in
+    // 1.x's own DDL).
     let (ours, theirs): (Vec<_>, Vec<_>) = schema(&path).into_iter().partition(|(name, _)| {
         name == totals::TABLE
             || name == totals::COUNTS_TABLE
@@ -276,12 +279,19 @@ fn lossless_claw_database_keeps_its_extra_tables_and_skips_recorded_backfills() 
             || name == "context_items_summary_idx"
             || name.starts_with("lcm_native_")
             || name.starts_with("turn_advancements")
+            || name == "message_transcript_anchor_trust"
+            || name == "message_anchor_trust_conv_entry_idx"
     });
     assert!(theirs == schema_before, "the plugin's schema must stay untouched");
-    assert_eq!(ours.len(), 14 + totals::TRIGGER_NAMES.len(), "{ours:?}");
+    assert_eq!(ours.len(), 18 + totals::TRIGGER_NAMES.len(), "{ours:?}");
     assert_eq!(
         r.indexes_created,
-        ["turn_advancements_session_idx", "context_items_summary_idx"]
+        [
+            "turn_advancements_session_idx",
+            "context_items_summary_idx",
+            "lcm_native_turn_positions_position_idx",
+            "message_anchor_trust_conv_entry_idx"
+        ]
     );
     assert!(r.live_totals_rebuilt);
     assert_eq!(summary_values(&path), values_before);

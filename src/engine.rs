@@ -116,6 +116,12 @@ impl Engine {
                 let taken = crate::store::pending::take_over(&conn, flags)?;
                 migration.pending_batches_taken_over = taken.batches;
                 migration.pending_summaries_published = taken.published;
+                if taken.batches > 0 {
+                    migration.summary.push_str(&format!(
+                        "; took over {} unpublished summary batch(es) of lossless-claw, publishing {} finished summary(ies)",
+                        taken.batches, taken.published
+                    ));
+                }
             }
             note_scrubs_pending(&mut migration, &conn)?;
             let pool = Pool::new(path, busy, conn, config.wal_runs)?;

@@ -1,13 +1,14 @@
 //! lossless-claw 1.x's pending compaction: summaries it prepared (`pending_compaction_batches`,
 //! `pending_summary_nodes*`) but had not published when the file changed hands. Nothing else
 //! refers to them and every message they cover is still in the live context, so lcm-native
-//! takes the work over when it opens the file: each leaf summary lossless-claw finished
-//! (`ready`) whose messages still sit together, in order, in the live context is published as
-//! lossless-claw would publish it (its summary id, its lineage, one context item in place of
-//! the messages), so the model call it cost is not made again. The rest of an unpublished batch
-//! (planned, running or failed nodes, condensed ones) is dropped, as lossless-claw's own doctor
-//! drops stale batches: those messages stay raw and lcm-native's next pass summarises them, which
-//! is the planned work resumed. Published batches are lossless-claw's history and stay.
+//! takes the work over when it opens the file: each summary lossless-claw finished (`ready`)
+//! whose inputs still sit together, in order, in the live context (a leaf's messages, a
+//! condensed node's summaries one level below it) is published as lossless-claw would publish
+//! it (its summary id, its lineage, one context item in place of the inputs), so the model call
+//! it cost is not made again. The rest of an unpublished batch (planned, running or failed
+//! nodes) is dropped, as lossless-claw's own doctor drops stale batches: those messages stay
+//! raw and lcm-native's next pass summarises them, which is the planned work resumed. Published
+//! batches are lossless-claw's history and stay.
 
 use rusqlite::{params, Connection, OptionalExtension};
 use sha2::{Digest, Sha256};
@@ -24,12 +25,12 @@ use crate::time;
 pub(crate) struct TakeOver {
     /// Unpublished batches removed.
     pub batches: i64,
-    /// Their finished leaf summaries published first.
+    /// Their finished summaries published first.
     pub published: i64,
 }
 
-/// Publishes the finished leaf summaries of every unpublished batch that still fit the live
-/// context, then drops those batches with their nodes and links, in one transaction. A file
+/// Publishes the finished summaries of every unpublished batch that still fit the live context,
+/// then drops those batches with their nodes and links, in one transaction. A file
 /// without lossless-claw 1.x's tables has none.
 pub(crate) fn take_over(conn: &Connection, flags: SchemaFlags) -> Result<TakeOver> {
     let has_tables = conn
@@ -68,18 +69,22 @@ pub(crate) fn take_over(conn: &Connection, flags: SchemaFlags) -> Result<TakeOve
     })
 }
 
-/// A finished leaf node of an unpublished batch.
-struct ReadyLeaf {
+/// A finished node of an unpublished batch.
+struct ReadyNode {
     batch_id: String,
     node_id: String,
     conversation_id: i64,
+    condensed: bool,
+    depth: i64,
     source_fingerprint: String,
     content: String,
     token_count: Option<i64>,
     model: String,
 }
 
-/// Publishes every ready leaf whose messages are live, together and in order; returns how many.
+/// Publishes every ready node whose inputs are live, together and in order (leaves first,
+/// then condensed nodes from the shallowest up, so that a condensed node finds its children
+/// published); returns how many.
 fn publish_ready(tx: &Connection, flags: SchemaFlags) -> Result<i64> {
     // Only what lossless-claw 1.0 can have written: a file of an older era lacks the columns.
     let has_content = tx
@@ -88,41 +93,57 @@ fn publish_ready(tx: &Connection, flags: SchemaFlags) -> Result<i64> {
     if !has_content {
         return Ok(0);
     }
-    let leaves: Vec<ReadyLeaf> = tx
+    let nodes: Vec<ReadyNode> = tx
         .prepare(
-            "SELECT n.batch_id, n.node_id, n.conversation_id, n.source_fingerprint, n.content, n.token_count, n.model
+            "SELECT n.batch_id, n.node_id, n.conversation_id, n.kind, n.depth, n.source_fingerprint, n.content,
+                    n.token_count, n.model
              FROM pending_summary_nodes n JOIN pending_compaction_batches b USING (batch_id)
-             WHERE b.status IN ('planning', 'ready', 'publishing') AND n.kind = 'leaf' AND n.status = 'ready'
+             WHERE b.status IN ('planning', 'ready', 'publishing') AND n.status = 'ready'
                AND n.content IS NOT NULL AND trim(n.content) <> '' AND n.conversation_id = b.conversation_id
-             ORDER BY n.conversation_id, n.ordinal_start DESC",
+             ORDER BY n.depth, n.conversation_id, n.ordinal_start DESC",
         )?
         .query_map([], |r| {
-            Ok(ReadyLeaf {
+            Ok(ReadyNode {
                 batch_id: r.get(0)?,
                 node_id: r.get(1)?,
                 conversation_id: r.get(2)?,
-                source_fingerprint: r.get(3)?,
-                content: r.get(4)?,
-                token_count: r.get(5)?,
-                model: r.get(6)?,
+                condensed: r.get::<_, String>(3)? == "condensed",
+                depth: r.get(4)?,
+                source_fingerprint: r.get(5)?,
+                content: r.get(6)?,
+                token_count: r.get(7)?,
+                model: r.get(8)?,
             })
         })?
         .collect::<std::result::Result<_, _>>()?;
     let now = time::now_sqlite();
     let mut published = 0;
-    // Newest first: replacing a run by one item moves only the items after it, which are then
-    // published already.
-    for leaf in &leaves {
-        if publish_leaf(tx, flags, leaf, &now)? {
+    // Newest first at each depth: replacing a run by one item moves only the items after it,
+    // which are then published already.
+    for node in &nodes {
+        let summary_id = canonical_id(&node.batch_id, &node.node_id, &node.source_fingerprint);
+        let exists = tx
+            .query_row("SELECT 1 FROM summaries WHERE summary_id = ?1", [&summary_id], |_| {
+                Ok(())
+            })
+            .optional()?
+            .is_some();
+        let planned = match (exists, node.condensed) {
+            (true, _) => None,
+            (false, false) => leaf_of(tx, node, &summary_id)?,
+            (false, true) => condensed_of(tx, node, &summary_id)?,
+        };
+        if let Some((new, first, last)) = planned {
+            write(tx, flags, node.conversation_id, &new, first, last, &now)?;
             published += 1;
         }
     }
     Ok(published)
 }
 
-/// One leaf: its summary row, lineage, full-text row and the context rewrite, when its
-/// messages are still a run of live items in its order (else nothing).
-fn publish_leaf(tx: &Connection, flags: SchemaFlags, leaf: &ReadyLeaf, now: &str) -> Result<bool> {
+/// The summary a ready leaf becomes, and the run of live items it replaces, when its messages
+/// are still that run, in its order (else None).
+fn leaf_of(tx: &Connection, node: &ReadyNode, summary_id: &str) -> Result<Option<(NewSummary, i64, i64)>> {
     // (message, its live ordinal or None, token count, created_at) in the node's order.
     type Source = (i64, Option<i64>, i64, String);
     let sources: Vec<Source> = tx
@@ -133,76 +154,169 @@ fn publish_leaf(tx: &Connection, flags: SchemaFlags, leaf: &ReadyLeaf, now: &str
              LEFT JOIN context_items c ON c.conversation_id = ?2 AND c.item_type = 'message' AND c.message_id = nm.message_id
              WHERE nm.node_id = ?1 ORDER BY nm.ordinal",
         )?
-        .query_map(params![leaf.node_id, leaf.conversation_id], |r| {
+        .query_map(params![node.node_id, node.conversation_id], |r| {
             Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
         })?
         .collect::<std::result::Result<_, _>>()?;
     let listed: i64 = tx.query_row(
         "SELECT count(*) FROM pending_summary_node_messages WHERE node_id = ?1",
-        [&leaf.node_id],
+        [&node.node_id],
         |r| r.get(0),
     )?;
-    let ordinals: Option<Vec<i64>> = sources.iter().map(|s| s.1).collect();
-    let Some(ordinals) = ordinals else { return Ok(false) };
-    let (Some(&first), Some(&last)) = (ordinals.first(), ordinals.last()) else {
-        return Ok(false);
+    if sources.len() as i64 != listed {
+        return Ok(None);
+    }
+    let Some((first, last)) = live_run(tx, node.conversation_id, sources.iter().map(|s| s.1))? else {
+        return Ok(None);
     };
-    let in_a_run = ordinals.windows(2).all(|w| w[1] == w[0] + 1);
-    // Nothing else between them (a summary item would break the run).
-    let items_between: i64 = tx.query_row(
+    let times: Vec<_> = sources.iter().filter_map(|s| time::parse_timestamp(&s.3)).collect();
+    let fields = SummaryFields {
+        summary_id: summary_id.to_string(),
+        kind: SummaryKind::Leaf,
+        depth: 0,
+        content: node.content.clone(),
+        token_count: node
+            .token_count
+            .unwrap_or_else(|| crate::tokens::estimate(&node.content)),
+        earliest_at: times.iter().min().map(time::to_iso_ms),
+        latest_at: times.iter().max().map(time::to_iso_ms),
+        descendant_count: 0,
+        descendant_token_count: 0,
+        source_message_token_count: sources.iter().map(|s| s.2).sum(),
+        model: node.model.clone(),
+    };
+    Ok(Some((
+        new_summary(fields, sources.iter().map(|s| s.0).collect(), Vec::new()),
+        first,
+        last,
+    )))
+}
+
+/// The summary a ready condensed node becomes, and the run of live items it replaces, when its
+/// inputs are published summaries one level below it that are still that run, in its order.
+fn condensed_of(tx: &Connection, node: &ReadyNode, summary_id: &str) -> Result<Option<(NewSummary, i64, i64)>> {
+    let children: Vec<(Option<String>, Option<String>)> = tx
+        .prepare("SELECT child_node_id, child_summary_id FROM pending_summary_node_children WHERE node_id = ?1 ORDER BY ordinal")?
+        .query_map([&node.node_id], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<std::result::Result<_, _>>()?;
+    let mut parents = Vec::with_capacity(children.len());
+    for child in children {
+        let id = match child {
+            (_, Some(summary)) => summary,
+            (Some(child_node), None) => {
+                // The summary that node was (or has just been) published as.
+                let row: Option<(String, String, Option<String>)> = tx
+                    .query_row(
+                        "SELECT batch_id, source_fingerprint, canonical_summary_id FROM pending_summary_nodes WHERE node_id = ?1",
+                        [&child_node],
+                        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                    )
+                    .optional()?;
+                let Some((batch, fingerprint, canonical)) = row else {
+                    return Ok(None);
+                };
+                canonical.unwrap_or_else(|| canonical_id(&batch, &child_node, &fingerprint))
+            }
+            (None, None) => return Ok(None),
+        };
+        parents.push(id);
+    }
+    // (live ordinal, depth, tokens, descendants, their tokens, source tokens, earliest, latest)
+    type Input = (Option<i64>, i64, i64, i64, i64, i64, Option<String>, Option<String>);
+    let mut inputs: Vec<Input> = Vec::with_capacity(parents.len());
+    for id in &parents {
+        let row: Option<Input> = tx
+            .query_row(
+                "SELECT c.ordinal, s.depth, s.token_count, s.descendant_count, s.descendant_token_count,
+                        s.source_message_token_count, s.earliest_at, s.latest_at
+                 FROM summaries s
+                 LEFT JOIN context_items c ON c.conversation_id = ?2 AND c.item_type = 'summary' AND c.summary_id = s.summary_id
+                 WHERE s.summary_id = ?1 AND s.conversation_id = ?2",
+                params![id, node.conversation_id],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?)),
+            )
+            .optional()?;
+        let Some(input) = row else { return Ok(None) };
+        inputs.push(input);
+    }
+    // One level above its deepest input, as every condensed node of the DAG.
+    if inputs.iter().map(|i| i.1).max().is_none_or(|d| d + 1 != node.depth) {
+        return Ok(None);
+    }
+    let Some((first, last)) = live_run(tx, node.conversation_id, inputs.iter().map(|i| i.0))? else {
+        return Ok(None);
+    };
+    let times = |pick: fn(&Input) -> &Option<String>| -> Vec<chrono::DateTime<chrono::Utc>> {
+        inputs
+            .iter()
+            .filter_map(|i| pick(i).as_deref().and_then(time::parse_timestamp))
+            .collect()
+    };
+    let fields = SummaryFields {
+        summary_id: summary_id.to_string(),
+        kind: SummaryKind::Condensed,
+        depth: node.depth,
+        content: node.content.clone(),
+        token_count: node
+            .token_count
+            .unwrap_or_else(|| crate::tokens::estimate(&node.content)),
+        earliest_at: times(|i| &i.6).iter().min().map(time::to_iso_ms),
+        latest_at: times(|i| &i.7).iter().max().map(time::to_iso_ms),
+        descendant_count: inputs.iter().map(|i| i.3 + 1).sum(),
+        descendant_token_count: inputs.iter().map(|i| i.2 + i.4).sum(),
+        source_message_token_count: inputs.iter().map(|i| i.5).sum(),
+        model: node.model.clone(),
+    };
+    Ok(Some((new_summary(fields, Vec::new(), parents), first, last)))
+}
+
+/// The first and last ordinal of `ordinals` when each input is live (Some) and together they
+/// are exactly one run of the context, in order, with nothing else in it.
+fn live_run(tx: &Connection, cid: i64, ordinals: impl Iterator<Item = Option<i64>>) -> Result<Option<(i64, i64)>> {
+    let Some(ordinals) = ordinals.collect::<Option<Vec<i64>>>() else {
+        return Ok(None);
+    };
+    let (Some(&first), Some(&last)) = (ordinals.first(), ordinals.last()) else {
+        return Ok(None);
+    };
+    if !ordinals.windows(2).all(|w| w[1] == w[0] + 1) {
+        return Ok(None);
+    }
+    let items: i64 = tx.query_row(
         "SELECT count(*) FROM context_items WHERE conversation_id = ?1 AND ordinal BETWEEN ?2 AND ?3",
-        params![leaf.conversation_id, first, last],
+        params![cid, first, last],
         |r| r.get(0),
     )?;
-    if sources.len() as i64 != listed || !in_a_run || items_between != sources.len() as i64 {
-        return Ok(false);
-    }
-    let summary_id = canonical_id(&leaf.batch_id, &leaf.node_id, &leaf.source_fingerprint);
-    let exists = tx
-        .query_row("SELECT 1 FROM summaries WHERE summary_id = ?1", [&summary_id], |_| {
-            Ok(())
-        })
-        .optional()?
-        .is_some();
-    if exists {
-        return Ok(false);
-    }
-    let times: Vec<_> = sources.iter().filter_map(|s| time::parse_timestamp(&s.3)).collect();
-    let new = NewSummary {
-        fields: SummaryFields {
-            summary_id: summary_id.clone(),
-            kind: SummaryKind::Leaf,
-            depth: 0,
-            content: leaf.content.clone(),
-            token_count: leaf
-                .token_count
-                .unwrap_or_else(|| crate::tokens::estimate(&leaf.content)),
-            earliest_at: times.iter().min().map(time::to_iso_ms),
-            latest_at: times.iter().max().map(time::to_iso_ms),
-            descendant_count: 0,
-            descendant_token_count: 0,
-            source_message_token_count: sources.iter().map(|s| s.2).sum(),
-            model: leaf.model.clone(),
-        },
+    Ok((items == ordinals.len() as i64).then_some((first, last)))
+}
+
+fn new_summary(fields: SummaryFields, messages: Vec<i64>, parents: Vec<String>) -> NewSummary {
+    NewSummary {
+        fields,
         file_ids: Vec::new(),
-        messages: sources.iter().map(|s| s.0).collect(),
-        parents: Vec::new(),
+        messages,
+        parents,
         previous: Vec::new(),
         fidelity: None,
         needs_repair: false,
         template: None,
-    };
-    summaries::insert(
-        Db::Sqlite(tx),
-        flags,
-        leaf.conversation_id,
-        now,
-        std::slice::from_ref(&new),
-    )?;
-    summaries::insert_fts(tx, flags, std::slice::from_ref(&new))?;
-    // The run becomes one summary item; the items after it close the gap (through negative
-    // ordinals: (conversation, ordinal) is unique).
-    let cid = leaf.conversation_id;
+    }
+}
+
+/// Writes `new` (its row, lineage and full-text row) and puts it in place of the live items
+/// `first..=last`; the items after them close the gap (through negative ordinals:
+/// (conversation, ordinal) is unique).
+fn write(
+    tx: &Connection,
+    flags: SchemaFlags,
+    cid: i64,
+    new: &NewSummary,
+    first: i64,
+    last: i64,
+    now: &str,
+) -> Result<()> {
+    summaries::insert(Db::Sqlite(tx), flags, cid, now, std::slice::from_ref(new))?;
+    summaries::insert_fts(tx, flags, std::slice::from_ref(new))?;
     tx.execute(
         "DELETE FROM context_items WHERE conversation_id = ?1 AND ordinal BETWEEN ?2 AND ?3",
         params![cid, first, last],
@@ -210,7 +324,7 @@ fn publish_leaf(tx: &Connection, flags: SchemaFlags, leaf: &ReadyLeaf, now: &str
     tx.execute(
         "INSERT INTO context_items (conversation_id, ordinal, item_type, summary_id, created_at)
          VALUES (?1, ?2, 'summary', ?3, ?4)",
-        params![cid, first, summary_id, now],
+        params![cid, first, new.fields.summary_id, now],
     )?;
     if last > first {
         tx.execute(
@@ -222,7 +336,7 @@ fn publish_leaf(tx: &Connection, flags: SchemaFlags, leaf: &ReadyLeaf, now: &str
             params![cid, last - first],
         )?;
     }
-    Ok(true)
+    Ok(())
 }
 
 /// The id lossless-claw gives the summary of a pending node it publishes: `sum_` and the first
@@ -344,7 +458,7 @@ mod tests {
           PRIMARY KEY (node_id, ordinal));";
 
     #[test]
-    fn a_finished_leaf_is_published_as_lossless_claw_would_and_the_rest_is_left_to_lcm_native() {
+    fn finished_summaries_are_published_as_lossless_claw_would_and_the_rest_is_left_to_lcm_native() {
         use crate::engine::Engine;
         use crate::store::conversations::Target;
         let (dir, engine) = crate::test_support::temp_engine();
@@ -364,15 +478,20 @@ mod tests {
             [cid],
         )
         .unwrap();
-        // Messages 2–4 summarised (ready), 5–6 planned, 1 and 8 ready but not together.
-        let node = |id: &str, status: &str, content: Option<&str>, start: i64, end: i64, seqs: &[i64]| {
+        // Leaves: messages 2–4 and 5–6 summarised (ready), 7–8 planned, 1 and 9 ready but not
+        // together. Condensed: the two ready leaves (ready), the planned one (ready, but its
+        // input was never written).
+        let node = |id: &str, kind: &str, status: &str, content: Option<&str>, span: (i64, i64)| {
             conn.execute(
-                "INSERT INTO pending_summary_nodes (node_id, batch_id, conversation_id, kind, status, ordinal_start,
+                "INSERT INTO pending_summary_nodes (node_id, batch_id, conversation_id, kind, depth, status, ordinal_start,
                                                    ordinal_end, source_fingerprint, content, token_count, model)
-                 VALUES (?1, 'pcb_1', ?2, 'leaf', ?3, ?4, ?5, 'fp-' || ?1, ?6, 7, 'test/model')",
-                params![id, cid, status, start, end, content],
+                 VALUES (?1, 'pcb_1', ?2, ?3, ?4, ?5, ?6, ?7, 'fp-' || ?1, ?8, 7, 'test/model')",
+                params![id, cid, kind, (kind == "condensed") as i64, status, span.0, span.1, content],
             )
             .unwrap();
+        };
+        let leaf = |id: &str, status: &str, content: Option<&str>, seqs: &[i64]| {
+            node(id, "leaf", status, content, (seqs[0] - 1, seqs[seqs.len() - 1] - 1));
             for (i, seq) in seqs.iter().enumerate() {
                 conn.execute(
                     "INSERT INTO pending_summary_node_messages (node_id, message_id, ordinal)
@@ -382,21 +501,37 @@ mod tests {
                 .unwrap();
             }
         };
-        node(
-            "psn_ready",
-            "ready",
-            Some("Messages 2 to 4 said hello."),
-            1,
-            3,
-            &[2, 3, 4],
+        let condensed = |id: &str, content: &str, span: (i64, i64), children: &[&str]| {
+            node(id, "condensed", "ready", Some(content), span);
+            for (i, child) in children.iter().enumerate() {
+                conn.execute(
+                    "INSERT INTO pending_summary_node_children (node_id, ordinal, child_node_id) VALUES (?1, ?2, ?3)",
+                    params![id, i as i64, child],
+                )
+                .unwrap();
+            }
+        };
+        leaf("psn_ready", "ready", Some("Messages 2 to 4 said hello."), &[2, 3, 4]);
+        leaf("psn_ready2", "ready", Some("Messages 5 and 6 said goodbye."), &[5, 6]);
+        leaf("psn_planned", "planned", None, &[7, 8]);
+        leaf("psn_apart", "ready", Some("Messages 1 and 9."), &[1, 9]);
+        condensed(
+            "psn_cond",
+            "Greetings, then farewells.",
+            (1, 5),
+            &["psn_ready", "psn_ready2"],
         );
-        node("psn_planned", "planned", None, 4, 5, &[5, 6]);
-        node("psn_apart", "ready", Some("Messages 1 and 8."), 0, 7, &[1, 8]);
+        condensed("psn_cond_bad", "Never written below.", (6, 7), &["psn_planned"]);
         drop(conn);
 
         let engine = Engine::open(crate::config::Config::with_db_path(&path)).unwrap();
         let m = engine.migration();
-        assert_eq!((m.pending_batches_taken_over, m.pending_summaries_published), (1, 1));
+        assert_eq!((m.pending_batches_taken_over, m.pending_summaries_published), (1, 3));
+        assert!(
+            m.summary.ends_with("publishing 3 finished summary(ies)"),
+            "{}",
+            m.summary
+        );
         let id = canonical_id("pcb_1", "psn_ready", "fp-psn_ready");
         let conn = Connection::open(&path).unwrap();
         let (content, model, sources, own): (String, String, i64, i64) = conn
@@ -420,7 +555,25 @@ mod tests {
             .collect::<std::result::Result<_, _>>()
             .unwrap();
         assert_eq!(linked, [2, 3, 4]);
-        // The context: message 1, the summary, messages 5–10, numbered 0..7 without a gap.
+        let leaf2 = canonical_id("pcb_1", "psn_ready2", "fp-psn_ready2");
+        let cond = canonical_id("pcb_1", "psn_cond", "fp-psn_cond");
+        let parents: Vec<String> = conn
+            .prepare("SELECT parent_summary_id FROM summary_parents WHERE summary_id = ?1 ORDER BY ordinal")
+            .unwrap()
+            .query_map([&cond], |r| r.get(0))
+            .unwrap()
+            .collect::<std::result::Result<_, _>>()
+            .unwrap();
+        assert_eq!(parents, [id.clone(), leaf2]);
+        let (depth, descendants): (i64, i64) = conn
+            .query_row(
+                "SELECT depth, descendant_count FROM summaries WHERE summary_id = ?1",
+                [&cond],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!((depth, descendants), (1, 2));
+        // The context: message 1, the condensed summary, messages 7–10, numbered 0..5 without a gap.
         let items: Vec<(i64, Option<i64>, Option<String>)> = conn
             .prepare(
                 "SELECT c.ordinal, m.seq, c.summary_id FROM context_items c LEFT JOIN messages m USING (message_id)
@@ -431,8 +584,8 @@ mod tests {
             .unwrap()
             .collect::<std::result::Result<_, _>>()
             .unwrap();
-        let mut expected = vec![(0, Some(1), None), (1, None, Some(id.clone()))];
-        expected.extend((5..=10).map(|seq| (seq - 3, Some(seq), None)));
+        let mut expected = vec![(0, Some(1), None), (1, None, Some(cond.clone()))];
+        expected.extend((7..=10).map(|seq| (seq - 5, Some(seq), None)));
         assert_eq!(items, expected);
         for table in [
             "pending_compaction_batches",
@@ -444,13 +597,15 @@ mod tests {
         let report = engine.verify(None).unwrap();
         assert!(report.ok, "{:?}", report.problems);
         // Found by recall, as lcm-native's own summaries are.
-        let hits = engine
-            .grep(Some(cid), &crate::recall::GrepOptions::new("said hello"))
-            .unwrap();
-        assert!(
-            hits.hits.iter().any(|h| h.summary_id.as_deref() == Some(id.as_str())),
-            "{hits:?}"
-        );
+        for (text, summary) in [("said hello", &id), ("farewells", &cond)] {
+            let hits = engine.grep(Some(cid), &crate::recall::GrepOptions::new(text)).unwrap();
+            assert!(
+                hits.hits
+                    .iter()
+                    .any(|h| h.summary_id.as_deref() == Some(summary.as_str())),
+                "{hits:?}"
+            );
+        }
         drop(dir);
     }
 }

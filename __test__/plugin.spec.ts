@@ -898,6 +898,12 @@ describe('switching with lossless-claw 1.x', () => {
     const report = await readDb(host, (e) => e.verify())
     expect(report.ok).toBe(true)
     expect(report.notes.join('\n')).toMatch(/turn k2 was replayed by the host after later turns/)
+    // A turn the engine refuses as sent (a time it cannot read) is stored as text, still under
+    // the host's entry ids.
+    const odd = at('k5', 5, 20)
+    const [user, reply] = odd.messages as Record<string, unknown>[]
+    expect(await host.engine().commitTurn({ ...odd, messages: [{ ...user, timestamp: 'not a time' }, reply] })).toEqual({ status: 'committed' })
+    expect(sql('SELECT transcript_entry_id, content LIKE \'%not a time%\' FROM messages ORDER BY seq DESC LIMIT 2')).toEqual([['k5-t', 0], ['k5-a', 1]])
   })
 
   it('backup copies every committed turn while the engine is open; closing at exit leaves no log behind', async () => {

@@ -192,6 +192,8 @@ function asPlainText(messages) {
   return messages.map((m) => ({
     role: m.role === 'assistant' ? 'assistant' : 'user',
     content: [{ type: 'text', text: safeJson(m) }],
+    // The host's entry id still names the message: a replay of the turn is recognised by it.
+    ...(typeof m.entryId === 'string' && m.entryId !== '' ? { entryId: m.entryId } : {}),
   }))
 }
 

@@ -174,16 +174,17 @@ export async function interopScenario(host, tgz) {
   /**
    * A turn whose commit cannot be stored (the file is locked by another process) nor spooled
    * (the spool file's name points into a folder that does not exist): it fails, and OpenClaw
-   * keeps the turn queued for lcm-native. Returns its marker.
+   * keeps the turn queued for lcm-native. With `tool`, the turn calls lcm_grep (its replay then
+   * has a tool call and result between the entries the host names). Returns its marker.
    * @param {(m: string) => Promise<string>} say
    */
-  const failedCommit = async (say) => {
+  const failedCommit = async (say, tool = false) => {
     const spoolFile = `${db}.lcm-native-pending.jsonl`
     symlinkSync(join(run.dir, 'no-such-folder', 'spool.jsonl'), spoolFile)
     const lock = await holdWriteLock(db)
     try {
       const marker = next++
-      await say(said(marker))
+      await say(tool ? `TOOLCALL lcm_grep {"pattern": "kiwi-4,"}\nmarker kiwi-${marker}, a tool turn` : said(marker))
       return marker
     } finally {
       await lock.release()
@@ -207,7 +208,7 @@ export async function interopScenario(host, tgz) {
       await recall(say)
       assert.match(await say('TOOLCALL lcm_grep {"pattern": "kiwi-9", "mode": "full_text"}'), /kiwi-9/)
       assert.match(await say('TOOLCALL lcm_expand_query {"query": "kiwi-3", "prompt": "Which port did turn 3 use?"}'), /^tool said: (?!.*(error|must have))/is)
-      failed = await failedCommit(say)
+      failed = await failedCommit(say, true)
     }, { busyTimeoutMs: 1500 })
     assert.equal(conv().length, 1)
     assert.deepEqual(markerCounts(), [...Array(failed - 1).fill(1), 0], 'the failed commit was stored after all')

@@ -547,7 +547,7 @@ class LcmNativeContextEngine {
    * @param {HostParams} p
    */
   commitTurn(p) {
-    return timed('commitTurn', p, () => this.commitNow(p))
+    return timed('commitTurn', p, () => this.commitNow(p), (r) => ({ status: r.status }))
   }
 
   /** @param {HostParams} p */

@@ -19,7 +19,7 @@ import assert from 'node:assert/strict'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 
-import { assertSound, check, cleanUp, legacyFallbacks, readTimings, sql } from './e2e-lib.mjs'
+import { assertSound, check, cleanUp, committedTurns, legacyFallbacks, readTimings, sql } from './e2e-lib.mjs'
 import { sessionOfRequest } from './cache-ledger.mjs'
 import { contentText, startFakeModel } from './fake-model.mjs'
 import { gatewayCall, installPlugin, makeRunDir, startGateway, stopGateway, turn, writeConfig } from './harness.mjs'
@@ -202,7 +202,7 @@ export async function fieldScenario(host, tgz) {
 
   await check('(field) no turn fell back to the built-in engine, every turn was committed, the database is sound', async () => {
     assert.deepEqual(legacyFallbacks([gw.stdoutFile, gw.stderrFile, run.logFile]), [])
-    assert.equal(readTimings(timings).filter((t) => t.op === 'commitTurn').length, turns)
+    assert.equal(committedTurns(timings), turns)
     await assertSound(db)
   })
   cleanUp(run)

@@ -13,7 +13,7 @@ import assert from 'node:assert/strict'
 import { copyFileSync, existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 
-import { ROOT, assertSound, check, cleanUp, lcm, legacyFallbacks, median, readTimings, sql, waitFor } from './e2e-lib.mjs'
+import { ROOT, assertSound, check, cleanUp, committedTurns, lcm, legacyFallbacks, median, readTimings, sql, waitFor } from './e2e-lib.mjs'
 import { startFakeModel } from './fake-model.mjs'
 import { installPlugin, makeRunDir, startGateway, stopGateway, turn, writeConfig } from './harness.mjs'
 
@@ -156,7 +156,7 @@ export async function hostScenario(host, tgz) {
 
   await check('no turn fell back to the built-in engine: every turn on lcm-native was committed to it', () => {
     assert.deepEqual(legacyFallbacks([...gatewayLogs.slice(2), run.logFile]), [])
-    const commits = readTimings(timings).filter((t) => t.op === 'commitTurn').length
+    const commits = committedTurns(timings)
     assert.equal(commits, turnsOnLcm)
   })
   await check("the database passes SQLite's and lcm-native's checks, and lossless-claw's tables are intact", async () => {

@@ -59,6 +59,13 @@ export const readTimings = (file) =>
   existsSync(file) ? readFileSync(file, 'utf8').trim().split('\n').filter(Boolean).map((l) => JSON.parse(l)) : []
 
 /**
+ * The turns lcm-native committed, by its timings: a commit OpenClaw offers again (a replay after
+ * a slow or failed first try) answers `duplicate` and is not counted twice.
+ * @param {string} file
+ */
+export const committedTurns = (file) => readTimings(file).filter((t) => t.op === 'commitTurn' && t.status === 'committed').length
+
+/**
  * Polls `probe` every 500 ms until it returns a truthy value or `ms` pass; returns the last value.
  * @template T @param {() => T} probe @param {number} ms @returns {Promise<T>}
  */

@@ -17,7 +17,7 @@ import { createRequire } from 'node:module'
 import { join } from 'node:path'
 
 import { pastedLog } from './e2e-field.mjs'
-import { ROOT, check, cleanUp, legacyFallbacks, lcm, readTimings } from './e2e-lib.mjs'
+import { ROOT, check, cleanUp, committedTurns, legacyFallbacks, lcm } from './e2e-lib.mjs'
 import { startFakeModel } from './fake-model.mjs'
 import { installPlugin, makeRunDir, startGateway, stopGateway, turn, writeConfig } from './harness.mjs'
 
@@ -106,7 +106,7 @@ export async function postgresScenario(host, tgz) {
     await stopGateway(gw)
     await check('(pg) no turn fell back to the built-in engine, every turn was committed, no log line shows the password', async () => {
       assert.deepEqual(legacyFallbacks([gw.stdoutFile, gw.stderrFile, run.logFile]), [])
-      assert.equal(readTimings(timings).filter((t) => t.op === 'commitTurn').length, turns)
+      assert.equal(committedTurns(timings), turns)
       for (const f of [gw.stdoutFile, gw.stderrFile, run.logFile]) {
         if (existsSync(f)) assert.ok(!require('node:fs').readFileSync(f, 'utf8').includes('pw-e2e-secret'), `${f} shows the password`)
       }

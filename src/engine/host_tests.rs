@@ -439,6 +439,21 @@ fn a_reply_is_never_dropped_because_its_provider_reused_an_id() {
     .unwrap();
     let replay = engine.ingest(&target, &[reply("chatcmpl-1", "one")]).unwrap();
     assert_eq!((replay.inserted, replay.skipped), (0, 1));
+    // Partly redacted: its original still fits it and is a replay; another reply under the
+    // reused id does not fit and is stored (without the key), never dropped.
+    conn.execute(
+        "UPDATE messages SET content = 'one [REDACTED] done' WHERE message_id = ?1",
+        [id],
+    )
+    .unwrap();
+    let replay = engine
+        .ingest(&target, &[reply("chatcmpl-1", "one sk-live-42 done")])
+        .unwrap();
+    assert_eq!((replay.inserted, replay.skipped), (0, 1));
+    let other = engine.ingest(&target, &[reply("chatcmpl-1", "a new answer")]).unwrap();
+    assert_eq!((other.inserted, other.skipped), (1, 0));
+    conn.execute("UPDATE messages SET content = '[REDACTED]' WHERE message_id = ?1", [id])
+        .unwrap();
     // Each key is held by one message (lossless-claw's unique index), the first that came.
     let keys: Vec<(String, String)> = conn
         .prepare("SELECT stable_event_key, content FROM messages WHERE stable_event_key IS NOT NULL ORDER BY seq")

@@ -604,7 +604,13 @@ fn is_replay(tx: Db, flags: SchemaFlags, stored: &Keyed, m: &NewMessage) -> Resu
         return Ok(false);
     }
     if flags.has_versions && redacted(tx, stored.id)? {
-        return Ok(true);
+        // Its text had matches replaced: the original fits it with each replacement standing
+        // for any text, and a text that does not fit is another message under a reused provider
+        // id (stored, not dropped). A replacement the text does not show (another one than
+        // lcm-native's marker, or only in tool arguments) cannot be told apart: the message is
+        // taken for the original, so that a redacted secret is never stored again in clear.
+        let marker = crate::redact::secrets::INGEST_REPLACEMENT;
+        return Ok(!stored.content.contains(marker) || fits_redacted(&stored.content, &m.content, marker));
     }
     if stored.content != m.content {
         return Ok(false);
@@ -624,6 +630,28 @@ fn is_replay(tx: Db, flags: SchemaFlags, stored: &Keyed, m: &NewMessage) -> Resu
         .iter()
         .map(|(id, input)| (id.as_deref(), input.as_deref()))
         .eq(incoming))
+}
+
+/// Whether `text` is what `redacted` was before each `marker` in it replaced some text: the
+/// pieces between the markers appear in `text` in order, the first at its start and the last
+/// at its end.
+fn fits_redacted(redacted: &str, text: &str, marker: &str) -> bool {
+    let pieces: Vec<&str> = redacted.split(marker).collect();
+    let (first, last) = (pieces[0], pieces[pieces.len() - 1]);
+    if pieces.len() == 1 {
+        return redacted == text;
+    }
+    if text.len() < first.len() + last.len() || !text.starts_with(first) || !text.ends_with(last) {
+        return false;
+    }
+    let mut rest = &text[first.len()..text.len() - last.len()];
+    for piece in &pieces[1..pieces.len() - 1] {
+        match rest.find(piece) {
+            Some(at) => rest = &rest[at + piece.len()..],
+            None => return false,
+        }
+    }
+    true
 }
 
 /// Whether a redaction (the operator's or at ingest) changed message `id`.
@@ -1197,6 +1225,22 @@ mod tests {
 
     use super::*;
     use crate::store::normalize::normalize;
+
+    #[test]
+    fn a_text_fits_its_redacted_form_with_each_marker_standing_for_any_text() {
+        let m = "[REDACTED]";
+        assert!(fits_redacted("key sk-1 here", "key sk-1 here", m));
+        assert!(!fits_redacted("key sk-1 here", "key sk-2 here", m));
+        assert!(fits_redacted("[REDACTED]", "anything at all", m));
+        assert!(fits_redacted("key [REDACTED] here", "key sk-123 here", m));
+        assert!(fits_redacted("key [REDACTED] here", "key  here", m));
+        assert!(!fits_redacted("key [REDACTED] here", "another reply", m));
+        assert!(fits_redacted("a [REDACTED] b [REDACTED] c", "a 1 b 2 b 3 c", m));
+        assert!(!fits_redacted("a [REDACTED] b [REDACTED] c", "a 1 c", m));
+        // The start and the end may not share text.
+        assert!(!fits_redacted("ab[REDACTED]ba", "aba", m));
+        assert!(fits_redacted("é[REDACTED]ü", "éxü", m));
+    }
 
     fn setup() -> (tempfile::TempDir, String, Connection, SchemaFlags) {
         let dir = tempfile::tempdir().unwrap();

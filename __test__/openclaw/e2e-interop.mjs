@@ -150,9 +150,9 @@ export async function interopScenario(host, tgz) {
     return counts
   }
   /**
-   * After each phase: every message of the session stored once (each prompt, reply, tool call
-   * and result of this scenario is unique), the markers in order within each conversation, an
-   * early fact recalled through the phase's engine, the file sound (lcm-native's verify only
+   * After each phase: every message in the file stored once per conversation (each prompt,
+   * reply, tool call and result of this scenario is unique), the markers in order within each
+   * conversation, the file sound (lcm-native's verify only
    * once lcm-native has opened the file: a read-only open does not upgrade lossless-claw's).
    */
   const assertOnceInOrder = async (verify = true) => {

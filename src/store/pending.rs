@@ -304,8 +304,7 @@ fn new_summary(fields: SummaryFields, messages: Vec<i64>, parents: Vec<String>) 
 }
 
 /// Writes `new` (its row, lineage and full-text row) and puts it in place of the live items
-/// `first..=last`; the items after them close the gap (through negative ordinals:
-/// (conversation, ordinal) is unique).
+/// `first..=last`; the items after them close the gap.
 fn write(
     tx: &Connection,
     flags: SchemaFlags,
@@ -317,25 +316,17 @@ fn write(
 ) -> Result<()> {
     summaries::insert(Db::Sqlite(tx), flags, cid, now, std::slice::from_ref(new))?;
     summaries::insert_fts(tx, flags, std::slice::from_ref(new))?;
-    tx.execute(
-        "DELETE FROM context_items WHERE conversation_id = ?1 AND ordinal BETWEEN ?2 AND ?3",
-        params![cid, first, last],
-    )?;
-    tx.execute(
-        "INSERT INTO context_items (conversation_id, ordinal, item_type, summary_id, created_at)
-         VALUES (?1, ?2, 'summary', ?3, ?4)",
-        params![cid, first, new.fields.summary_id, now],
-    )?;
-    if last > first {
-        tx.execute(
-            "UPDATE context_items SET ordinal = -1 - ordinal WHERE conversation_id = ?1 AND ordinal > ?2",
-            params![cid, last],
-        )?;
-        tx.execute(
-            "UPDATE context_items SET ordinal = (-1 - ordinal) - ?2 WHERE conversation_id = ?1 AND ordinal < 0",
-            params![cid, last - first],
-        )?;
-    }
+    // The context rewrite every compaction write uses: the run is consumed, the summary takes
+    // its first ordinal, the items after it move up to close the gap.
+    let max = crate::store::context::last_ordinal(Db::Sqlite(tx), cid)?;
+    let renumbering = crate::store::context::Renumbering {
+        moved: (first, max),
+        consumed: &[(first, last)],
+        survivors: &[(last + 1, max, first - last)],
+        after_shift: 0,
+        inserted: vec![(first, new.fields.summary_id.as_str())],
+    };
+    crate::store::context::renumber(Db::Sqlite(tx), cid, &renumbering, now)?;
     Ok(())
 }
 

@@ -299,9 +299,12 @@ impl Engine {
         self.deps.backend.read(|db| conversations::list(db, flags))
     }
 
-    /// Summaries of a conversation in creation order, optionally one depth only.
-    pub fn summaries(&self, conversation_id: i64, depth: Option<i64>) -> Result<Vec<SummaryRecord>> {
-        self.deps.backend.read(|db| summaries::list(db, conversation_id, depth))
+    /// Summaries of a conversation in creation order (or newest first), optionally one depth
+    /// and one page.
+    pub fn summaries(&self, conversation_id: i64, filter: &summaries::SummaryFilter) -> Result<Vec<SummaryRecord>> {
+        self.deps
+            .backend
+            .read(|db| summaries::list(db, conversation_id, filter))
     }
 
     /// Per-depth distribution of a conversation's stored fidelity scores.

@@ -304,10 +304,19 @@ export interface MessagesOptions {
   limit?: number
 }
 
-/** Options of `summaries`. */
+/**
+ * Options of `summaries`: a depth, and a page (a panel lists a long conversation's summaries
+ * a page at a time, newest first, without reading the rest).
+ */
 export interface SummariesOptions {
   /** Only summaries of this depth (0: leaves). */
   depth?: number | null
+  /** Newest first instead of creation order. Default false. */
+  newestFirst?: boolean
+  /** Summaries skipped (in the chosen order) before the first returned. Default 0. */
+  offset?: number | null
+  /** Most summaries returned. Default: all. */
+  limit?: number | null
 }
 
 /** Options of `scoreFidelity`. */

@@ -1,6 +1,7 @@
 //! Assembly tests: the plugin's fixtures, the real transcripts at several budgets through the
 //! strict-provider validator, the budget rules, presentation, and the query count.
 
+use crate::store::summaries::SummaryFilter;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -332,7 +333,7 @@ async fn summaries_are_presented_as_xml_or_markdown_in_the_configured_zone() {
     let a = engine.assemble(cid, &opts_tail(100_000, 8)).unwrap();
     let values = a.message_values();
     let first = values[0]["content"].as_str().unwrap();
-    let node = &engine.summaries(cid, Some(1)).unwrap()[0];
+    let node = &engine.summaries(cid, &SummaryFilter::at_depth(1)).unwrap()[0];
     // 2026-03-01 00:00 UTC is 2026-02-28 16:00 PST.
     assert!(
         first.starts_with(&format!(
@@ -542,7 +543,7 @@ async fn an_assembly_begins_with_the_whole_previous_one_until_a_compaction() {
     let cid = engine.ingest(&target, &turns[..40]).unwrap().conversation_id;
     // Summaries first, then turns arriving one at a time with no compaction between them.
     compact_offline(&engine, cid, 6_000).await;
-    assert!(engine.summaries(cid, None).unwrap().len() >= 2);
+    assert!(engine.summaries(cid, &SummaryFilter::default()).unwrap().len() >= 2);
     let budget = 1_000_000;
     let mut previous = engine.assemble(cid, &opts(budget)).unwrap().message_values();
     for turn in turns[40..].chunks(4) {

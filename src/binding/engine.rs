@@ -270,7 +270,7 @@ impl LcmEngine {
         self.run(env, move |engine| {
             let id: ConversationId = conversation_id.decode("conversationId")?;
             let filter: SummaryFilter = decode_or_default(options, "options")?;
-            engine.summaries(id.0, filter.depth)
+            engine.summaries(id.0, &filter)
         })
     }
 

@@ -2,6 +2,7 @@
 //! advancement key, one-time imports, the host's extra message kinds, and sweeps that stop
 //! when asked.
 
+use crate::store::summaries::SummaryFilter;
 use std::sync::atomic::AtomicBool;
 
 use rusqlite::Connection;
@@ -248,7 +249,7 @@ async fn a_sweep_asked_to_stop_stops_before_its_next_pass() {
         .unwrap();
     assert_eq!(stopped.stop_reason, compaction::StopReason::Aborted);
     assert_eq!(stopped.leaf_passes, 0);
-    assert!(engine.summaries(cid, None).unwrap().is_empty());
+    assert!(engine.summaries(cid, &SummaryFilter::default()).unwrap().is_empty());
 }
 
 /// lossless-claw 1.x shares the file: a turn it recorded in `turn_advancements` is a duplicate

@@ -185,6 +185,7 @@ mod tests {
     use crate::engine::Engine;
     use crate::store::conversations::Target;
     use crate::store::messages::IngestOptions;
+    use crate::store::summaries::SummaryFilter;
     use crate::test_support::{pg_test_location, transcript, THEME};
 
     fn open(db_path: &str) -> Engine {
@@ -368,7 +369,7 @@ mod tests {
         assert_eq!(a.created_summary_ids.len(), b.created_summary_ids.len());
         let ids = |engine: &Engine| -> Vec<(i64, String, i64)> {
             engine
-                .summaries(1, None)
+                .summaries(1, &SummaryFilter::default())
                 .unwrap()
                 .into_iter()
                 .map(|s| (s.fields.depth, s.fields.content, s.fields.token_count))
@@ -378,7 +379,12 @@ mod tests {
         // Each engine's summary ids, in creation order, as S0, S1, … (they carry their time).
         let neutral = |engine: &Engine, v: Value| -> String {
             let mut text = v.to_string();
-            for (i, s) in engine.summaries(1, None).unwrap().iter().enumerate() {
+            for (i, s) in engine
+                .summaries(1, &SummaryFilter::default())
+                .unwrap()
+                .iter()
+                .enumerate()
+            {
                 text = text.replace(&s.fields.summary_id, &format!("S{i}"));
             }
             text
@@ -400,7 +406,7 @@ mod tests {
         );
         // Recall's describe and expand, and a summary's versions: the same on both.
         let deepest = |engine: &Engine| {
-            let list = engine.summaries(1, None).unwrap();
+            let list = engine.summaries(1, &SummaryFilter::default()).unwrap();
             let top = list
                 .iter()
                 .max_by_key(|s| s.fields.depth)
@@ -510,7 +516,7 @@ mod tests {
 
         // A summary's text changed (as a rewrite does), then rolled back: the same versions.
         let top = sqlite
-            .summaries(1, None)
+            .summaries(1, &SummaryFilter::default())
             .unwrap()
             .last()
             .unwrap()

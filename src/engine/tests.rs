@@ -1,5 +1,6 @@
 //! Engine-level tests on the real transcripts in `data/transcripts/`.
 
+use crate::store::summaries::SummaryFilter;
 use std::path::Path;
 
 use rusqlite::{params, Connection};
@@ -303,7 +304,7 @@ async fn read_only_engines_read_everything_and_write_nothing() {
     // Every read works.
     assert_eq!(ro.messages(cid, 0, 1000).unwrap().len(), 120);
     assert_eq!(ro.conversations().unwrap().len(), 1);
-    assert!(!ro.summaries(cid, None).unwrap().is_empty());
+    assert!(!ro.summaries(cid, &SummaryFilter::default()).unwrap().is_empty());
     let assembled = ro
         .assemble(
             cid,
@@ -494,7 +495,7 @@ async fn a_damaged_file_gives_coded_errors_and_verify_reports_it() {
     assert!(err.to_string().contains("restore the file from a backup"), "{err}");
     assert_eq!(std::fs::metadata(&path).unwrap().len(), size);
     // Summaries do not live on that page.
-    assert!(!engine.summaries(cid, None).unwrap().is_empty());
+    assert!(!engine.summaries(cid, &SummaryFilter::default()).unwrap().is_empty());
     let report = engine.verify(None).unwrap();
     assert!(!report.ok);
     assert!(report.digest.is_empty());
@@ -667,7 +668,7 @@ async fn a_message_with_invalid_utf8_is_read_with_replacement_characters() {
         .unwrap();
     assert!(!hits.hits.is_empty(), "{hits:?}");
     compact_offline(&engine, cid, 4000).await;
-    assert!(!engine.summaries(cid, None).unwrap().is_empty());
+    assert!(!engine.summaries(cid, &SummaryFilter::default()).unwrap().is_empty());
     let report = engine.verify(None).unwrap();
     assert!(
         report

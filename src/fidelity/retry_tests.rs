@@ -1,6 +1,7 @@
 //! `minFidelity` end to end: the retry with the missing identifiers listed, the mark when the
 //! retry still scores under, and `rewrite` with `lowFidelity` clearing it.
 
+use crate::store::summaries::SummaryFilter;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
@@ -79,7 +80,7 @@ async fn a_summary_under_min_fidelity_is_asked_for_again_with_what_it_left_out()
         assert!(note.contains(ident), "{ident} not asked for: {note}");
     }
     let id = pass.summary_id.unwrap();
-    let summary = &engine.summaries(cid, None).unwrap()[0];
+    let summary = &engine.summaries(cid, &SummaryFilter::default()).unwrap()[0];
     assert_eq!(summary.fields.content, PRECISE);
     let f = stored(&engine, &id);
     assert!(f.fidelity.score.unwrap() >= 0.5 && !f.needs_repair, "{f:?}");
@@ -114,7 +115,7 @@ async fn still_under_after_the_retry_it_is_kept_marked_and_rewrite_low_fidelity_
     assert_eq!(vague.prompts().len(), 2);
     let id = pass.summary_id.unwrap();
     assert!(stored(&engine, &id).needs_repair);
-    let listed = &engine.summaries(cid, None).unwrap()[0];
+    let listed = &engine.summaries(cid, &SummaryFilter::default()).unwrap()[0];
     assert_eq!(listed.fields.content, VAGUE, "kept, not dropped");
     assert!(listed.low_fidelity);
 
@@ -160,7 +161,7 @@ async fn a_failing_retry_keeps_the_first_answer_marked() {
         assert_eq!(s.prompts().len(), 2, "case {i}");
         let id = pass.summary_id.unwrap();
         assert!(stored(&engine, &id).needs_repair, "case {i}");
-        let summaries = engine.summaries(cid, None).unwrap();
+        let summaries = engine.summaries(cid, &SummaryFilter::default()).unwrap();
         let written = summaries.iter().find(|x| x.fields.summary_id == id).unwrap();
         assert_eq!(written.fields.content, VAGUE, "case {i}");
     }
@@ -200,7 +201,10 @@ async fn old_summaries_are_scored_on_demand() {
         .unwrap()
         .execute("DELETE FROM lcm_native_summary_fidelity", [])
         .unwrap();
-    assert_eq!(engine.summaries(cid, None).unwrap()[0].fidelity, None);
+    assert_eq!(
+        engine.summaries(cid, &SummaryFilter::default()).unwrap()[0].fidelity,
+        None
+    );
     let crate::recall::Description::Summary(d) = engine.describe(&crate::recall::ItemId::Summary(id.clone())).unwrap()
     else {
         panic!()
@@ -235,7 +239,7 @@ async fn a_file_an_earlier_lcm_native_migrated_opens_read_only_without_the_table
     let ro =
         Engine::open(crate::config::Config::from_options(&json!({"dbPath": path, "readOnly": true}), None).unwrap())
             .unwrap();
-    let listed = ro.summaries(cid, None).unwrap();
+    let listed = ro.summaries(cid, &SummaryFilter::default()).unwrap();
     assert_eq!((listed[0].fidelity, listed[0].low_fidelity), (None, false));
     let crate::recall::Description::Summary(d) = ro.describe(&crate::recall::ItemId::Summary(id)).unwrap() else {
         panic!()

@@ -1,6 +1,7 @@
 //! Versions written by compaction, rewrite and rollback, their lineage, the bound, versions
 //! made lazily for summaries from before the table, and the failure paths.
 
+use crate::store::summaries::SummaryFilter;
 use std::sync::atomic::AtomicBool;
 
 use rusqlite::Connection;
@@ -75,7 +76,7 @@ fn finds(engine: &Engine, cid: i64, word: &str) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compaction_writes_version_1_with_its_model_and_template() {
     let (_d, engine, cid) = compacted(json!({})).await;
-    let leaf = engine.summaries(cid, Some(0)).unwrap().remove(0);
+    let leaf = engine.summaries(cid, &SummaryFilter::at_depth(0)).unwrap().remove(0);
     let versions = engine.history(&leaf.fields.summary_id).unwrap();
     assert_eq!(versions.len(), 1);
     let v = &versions[0];
@@ -93,7 +94,7 @@ async fn compaction_writes_version_1_with_its_model_and_template() {
         template.sha256,
         format!("{:x}", sha2::Sha256::digest(embedded.as_bytes()))
     );
-    let condensed = engine.summaries(cid, Some(1)).unwrap().remove(0);
+    let condensed = engine.summaries(cid, &SummaryFilter::at_depth(1)).unwrap().remove(0);
     let v = engine.history(&condensed.fields.summary_id).unwrap().remove(0);
     assert_eq!(v.template.unwrap().name, "condensed-d1.tmpl");
 }
@@ -101,7 +102,12 @@ async fn compaction_writes_version_1_with_its_model_and_template() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rewrite_and_rollback_add_versions_and_fts_follows_the_text() {
     let (_d, engine, cid) = compacted(json!({})).await;
-    let id = engine.summaries(cid, Some(0)).unwrap().remove(0).fields.summary_id;
+    let id = engine
+        .summaries(cid, &SummaryFilter::at_depth(0))
+        .unwrap()
+        .remove(0)
+        .fields
+        .summary_id;
     let original = engine.history(&id).unwrap().remove(0).content;
     rewrite_one(
         &engine,
@@ -128,7 +134,7 @@ async fn rewrite_and_rollback_add_versions_and_fts_follows_the_text() {
     assert_eq!(restored.content, original, "the exact text of version 1");
     assert_eq!(restored.template.as_ref().map(|t| t.name.as_str()), Some("leaf.tmpl"));
     let row = engine
-        .summaries(cid, Some(0))
+        .summaries(cid, &SummaryFilter::at_depth(0))
         .unwrap()
         .into_iter()
         .find(|s| s.fields.summary_id == id)
@@ -157,7 +163,12 @@ async fn rewrite_and_rollback_add_versions_and_fts_follows_the_text() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_summary_from_before_versions_gets_version_1_from_its_row() {
     let (_d, engine, cid) = compacted(json!({})).await;
-    let id = engine.summaries(cid, Some(0)).unwrap().remove(0).fields.summary_id;
+    let id = engine
+        .summaries(cid, &SummaryFilter::at_depth(0))
+        .unwrap()
+        .remove(0)
+        .fields
+        .summary_id;
     Connection::open(&engine.config().db_path)
         .unwrap()
         .execute("DELETE FROM lcm_native_summary_versions WHERE summary_id = ?1", [&id])
@@ -180,7 +191,12 @@ async fn a_summary_from_before_versions_gets_version_1_from_its_row() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn max_summary_versions_bounds_what_is_kept() {
     let (_d, engine, cid) = compacted(json!({"maxSummaryVersions": 2})).await;
-    let id = engine.summaries(cid, Some(0)).unwrap().remove(0).fields.summary_id;
+    let id = engine
+        .summaries(cid, &SummaryFilter::at_depth(0))
+        .unwrap()
+        .remove(0)
+        .fields
+        .summary_id;
     for i in 0..3 {
         rewrite_one(&engine, cid, &id, &format!("Text {i}.\nExpand for details about: x.")).await;
     }
@@ -195,6 +211,11 @@ async fn unknown_summaries_and_versions_are_not_found() {
     let (_d, engine, _cid) = compacted(json!({})).await;
     assert_eq!(engine.history("sum_nope").unwrap_err().code(), "E_NOT_FOUND");
     assert_eq!(engine.rollback("sum_nope", 1).await.unwrap_err().code(), "E_NOT_FOUND");
-    let id = engine.summaries(1, Some(0)).unwrap().remove(0).fields.summary_id;
+    let id = engine
+        .summaries(1, &SummaryFilter::at_depth(0))
+        .unwrap()
+        .remove(0)
+        .fields
+        .summary_id;
     assert_eq!(engine.rollback(&id, 9).await.unwrap_err().code(), "E_NOT_FOUND");
 }

@@ -2,6 +2,7 @@
 //! depth 2: afterwards no message, part, full-text row, summary, version or byte of the files
 //! holds it, and every covering summary was regenerated or marked.
 
+use crate::store::summaries::SummaryFilter;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
@@ -139,14 +140,14 @@ fn files_holding(path: &str, needle: &str) -> Vec<String> {
 async fn a_redaction_reaches_every_copy_down_to_the_file_bytes() {
     let (_d, engine, cid) = planted(json!({})).await;
     let path = engine.config().db_path.clone();
-    let depth2: Vec<_> = engine.summaries(cid, Some(2)).unwrap();
+    let depth2: Vec<_> = engine.summaries(cid, &SummaryFilter::at_depth(2)).unwrap();
     assert!(
         depth2.iter().any(|s| s.fields.content.contains(SECRET)),
         "a depth-2 summary repeats the secret"
     );
     // An older version holding the secret too: a rewrite of a covering leaf.
     let leaf = engine
-        .summaries(cid, Some(0))
+        .summaries(cid, &SummaryFilter::at_depth(0))
         .unwrap()
         .into_iter()
         .find(|s| s.fields.content.contains(SECRET))
@@ -193,7 +194,7 @@ async fn a_redaction_reaches_every_copy_down_to_the_file_bytes() {
         );
     }
     // Every covering summary was regenerated from the redacted text, as a new version.
-    for s in engine.summaries(cid, None).unwrap() {
+    for s in engine.summaries(cid, &SummaryFilter::default()).unwrap() {
         let versions = engine.history(&s.fields.summary_id).unwrap();
         let newest = versions.last().unwrap();
         assert!(newest.current && newest.stored);
@@ -207,7 +208,7 @@ async fn a_redaction_reaches_every_copy_down_to_the_file_bytes() {
     }
     assert_eq!(
         engine
-            .summaries(cid, None)
+            .summaries(cid, &SummaryFilter::default())
             .unwrap()
             .iter()
             .filter(|s| engine.history(&s.fields.summary_id).unwrap().last().unwrap().reason == Reason::Redaction)
@@ -240,7 +241,7 @@ async fn mark_only_leaves_notices_that_the_next_redaction_regenerates() {
     );
     assert_eq!(holders(&path), Vec::<String>::new());
     let marked: Vec<_> = engine
-        .summaries(cid, None)
+        .summaries(cid, &SummaryFilter::default())
         .unwrap()
         .into_iter()
         .filter(|s| s.fields.content == NOTICE)
@@ -257,7 +258,7 @@ async fn mark_only_leaves_notices_that_the_next_redaction_regenerates() {
         (None, 0, r.summaries, 0)
     );
     assert!(engine
-        .summaries(cid, None)
+        .summaries(cid, &SummaryFilter::default())
         .unwrap()
         .iter()
         .all(|s| s.fields.content != NOTICE));

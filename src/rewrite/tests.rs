@@ -1,6 +1,7 @@
 //! Rewrite tests on the theme transcript compacted to depth 1: dry run, apply, order, what a
 //! condensed node is rebuilt from, cancellation, failures and prompt overrides.
 
+use crate::store::summaries::SummaryFilter;
 use std::sync::atomic::AtomicBool;
 use std::sync::Mutex;
 
@@ -76,7 +77,7 @@ fn structure(engine: &Engine) -> Vec<String> {
 async fn a_dry_run_writes_nothing_and_reports_each_summary_with_a_diff() {
     let (_d, engine, cid) = compacted().await;
     let before = engine.verify(None).unwrap();
-    let summaries = engine.summaries(cid, None).unwrap();
+    let summaries = engine.summaries(cid, &SummaryFilter::default()).unwrap();
     let r = run(&engine, cid, marking(), &all(false)).await.unwrap();
     assert_eq!(
         engine.verify(None).unwrap().digest,
@@ -112,7 +113,7 @@ async fn order_is_bottom_up_and_condensed_nodes_are_rebuilt_from_their_childrens
         let depths: Vec<i64> = r.entries.iter().map(|e| e.depth).collect();
         assert!(depths.windows(2).all(|w| w[0] <= w[1]), "{depths:?}");
         // Chronological within a depth.
-        let sums = engine.summaries(cid, None).unwrap();
+        let sums = engine.summaries(cid, &SummaryFilter::default()).unwrap();
         let start = |id: &str| {
             let s = sums.iter().find(|s| s.fields.summary_id == id).unwrap();
             s.fields.earliest_at.clone().unwrap_or_else(|| s.created_at.clone())
@@ -157,7 +158,7 @@ async fn order_is_bottom_up_and_condensed_nodes_are_rebuilt_from_their_childrens
 async fn apply_updates_text_tokens_and_full_text_and_keeps_the_structure() {
     let (_d, engine, cid) = compacted().await;
     let shape = structure(&engine);
-    let old = engine.summaries(cid, Some(0)).unwrap();
+    let old = engine.summaries(cid, &SummaryFilter::at_depth(0)).unwrap();
     // A word that only the old text of the first leaf has.
     let grep_one = |q: &str| {
         engine
@@ -256,7 +257,7 @@ async fn a_cancel_in_the_middle_stops_between_summaries_and_leaves_a_consistent_
     assert!(err.to_string().contains("3 of"), "{err}");
     assert_eq!(*seen.lock().unwrap(), [0, 1, 2, 3]);
     let changed = engine
-        .summaries(cid, None)
+        .summaries(cid, &SummaryFilter::default())
         .unwrap()
         .iter()
         .filter(|s| s.fields.content.starts_with("REWRITTEN"))
@@ -280,7 +281,7 @@ async fn failures_stop_the_run_and_keep_what_was_applied_and_fallbacks_keep_the_
     assert!(err.to_string().contains("2 of"), "{err}");
     assert_eq!(
         engine
-            .summaries(cid, None)
+            .summaries(cid, &SummaryFilter::default())
             .unwrap()
             .iter()
             .filter(|s| s.fields.content.starts_with("NEW "))
@@ -358,7 +359,10 @@ async fn a_prompt_override_in_a_directory_changes_exactly_one_depth() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn selection_and_options() {
     let (_d, engine, cid) = compacted().await;
-    let leaf = engine.summaries(cid, Some(0)).unwrap()[0].fields.summary_id.clone();
+    let leaf = engine.summaries(cid, &SummaryFilter::at_depth(0)).unwrap()[0]
+        .fields
+        .summary_id
+        .clone();
     let one = run(
         &engine,
         cid,
@@ -461,7 +465,7 @@ fn fast_timeout(engine: &Engine) -> Engine {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fallbacks_selects_deterministic_fallbacks_of_either_implementation() {
     let (_d, engine, cid) = compacted().await;
-    let sums = engine.summaries(cid, None).unwrap();
+    let sums = engine.summaries(cid, &SummaryFilter::default()).unwrap();
     assert!(
         sums.iter().all(|s| !s.fallback),
         "the offline summarizer's summaries are not fallbacks"
@@ -507,7 +511,7 @@ async fn fallbacks_selects_deterministic_fallbacks_of_either_implementation() {
     )
     .unwrap();
     let flagged: Vec<String> = engine
-        .summaries(cid, None)
+        .summaries(cid, &SummaryFilter::default())
         .unwrap()
         .into_iter()
         .filter(|s| s.fallback)
@@ -549,7 +553,11 @@ async fn fallbacks_selects_deterministic_fallbacks_of_either_implementation() {
     leaves_wanted.sort();
     assert_eq!(ids, leaves_wanted);
     assert!(r.entries.iter().all(|e| e.applied));
-    assert!(engine.summaries(cid, None).unwrap().iter().all(|s| !s.fallback));
+    assert!(engine
+        .summaries(cid, &SummaryFilter::default())
+        .unwrap()
+        .iter()
+        .all(|s| !s.fallback));
     assert!(run(&engine, cid, marking(), &fallbacks)
         .await
         .unwrap()
@@ -584,7 +592,7 @@ async fn a_subtree_is_a_node_and_everything_beneath_it_bottom_up() {
     expected.sort();
     assert_eq!(leaves, expected);
     let untouched = engine
-        .summaries(cid, Some(0))
+        .summaries(cid, &SummaryFilter::at_depth(0))
         .unwrap()
         .into_iter()
         .filter(|s| !beneath.contains(&s.fields.summary_id.as_str()))
@@ -604,7 +612,7 @@ async fn a_subtree_is_a_node_and_everything_beneath_it_bottom_up() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_preview_is_the_first_prompt_the_rewrite_sends() {
     let (_d, engine, cid) = compacted().await;
-    let node = engine.summaries(cid, Some(1)).unwrap().remove(0);
+    let node = engine.summaries(cid, &SummaryFilter::at_depth(1)).unwrap().remove(0);
     let id = node.fields.summary_id.clone();
     let o = RewriteOptions {
         selection: Selection::Summary(id.clone()),

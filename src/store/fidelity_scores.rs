@@ -145,6 +145,27 @@ pub(crate) fn for_conversation<'a>(
         .collect())
 }
 
+/// The stored scores of some summaries (a page of them), by summary id.
+pub(crate) fn for_summaries<'a>(
+    db: impl Into<Db<'a>>,
+    summary_ids: &[&str],
+) -> Result<HashMap<String, StoredFidelity>> {
+    let db = db.into();
+    if summary_ids.is_empty() || !exists(db)? {
+        return Ok(HashMap::new());
+    }
+    let sql = format!(
+        "SELECT {COLUMNS} FROM lcm_native_summary_fidelity f WHERE f.summary_id IN (SELECT value FROM {} j)",
+        db.text_list("?1")
+    );
+    Ok(db
+        .query_map(&sql, params![serde_json::to_string(summary_ids)?], |r| {
+            Ok((r.get(0)?, row(r)?))
+        })?
+        .into_iter()
+        .collect())
+}
+
 /// Summaries of a conversation without a score from this extractor, oldest first (depth
 /// order, so a condensed node is scored after its inputs).
 pub(crate) fn unscored<'a>(db: impl Into<Db<'a>>, conversation_id: i64, all: bool) -> Result<Vec<String>> {

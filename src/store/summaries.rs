@@ -129,36 +129,64 @@ pub(crate) fn from_row(r: &Row) -> Result<SummaryRecord> {
     })
 }
 
-/// Options of `summaries`.
+/// Options of `summaries`: a depth, and a page (a panel lists a long conversation's summaries
+/// a page at a time, newest first, without reading the rest).
 #[derive(Clone, Copy, Debug, Default, serde::Deserialize)]
 #[cfg_attr(test, derive(ts_rs::TS))]
 #[cfg_attr(test, ts(rename = "SummariesOptions"))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub(crate) struct SummaryFilter {
+pub struct SummaryFilter {
     /// Only summaries of this depth (0: leaves).
     #[serde(default, skip_serializing, deserialize_with = "crate::input::opt_non_negative")]
     pub depth: Option<i64>,
+    /// Newest first instead of creation order. Default false.
+    #[serde(default, skip_serializing)]
+    pub newest_first: bool,
+    /// Summaries skipped (in the chosen order) before the first returned. Default 0.
+    #[serde(default, skip_serializing, deserialize_with = "crate::input::opt_non_negative")]
+    pub offset: Option<i64>,
+    /// Most summaries returned. Default: all.
+    #[serde(default, skip_serializing, deserialize_with = "crate::input::opt_positive")]
+    pub limit: Option<i64>,
 }
 
-/// Every summary of a conversation in creation order, optionally only one depth.
-pub(crate) fn list<'a>(db: impl Into<Db<'a>>, conversation_id: i64, depth: Option<i64>) -> Result<Vec<SummaryRecord>> {
+impl SummaryFilter {
+    /// Every summary of one depth, in creation order.
+    #[cfg(test)]
+    pub(crate) fn at_depth(depth: i64) -> Self {
+        SummaryFilter {
+            depth: Some(depth),
+            ..Default::default()
+        }
+    }
+}
+
+/// A conversation's summaries in creation order (or newest first), optionally one depth and
+/// one page of them.
+pub(crate) fn list<'a>(
+    db: impl Into<Db<'a>>,
+    conversation_id: i64,
+    filter: &SummaryFilter,
+) -> Result<Vec<SummaryRecord>> {
     let db = db.into();
     conversations::get(db, conversation_id)?;
     // Creation order is the rowid's (PostgreSQL keeps it as a column).
-    let (filter, depth_param) = match depth {
-        Some(d) => ("AND depth = ?2", Some(d)),
-        None => ("", None),
-    };
+    let depth = filter.depth.unwrap_or(-1);
+    let order = if filter.newest_first { "DESC" } else { "" };
     let sql = format!(
         "SELECT {SUMMARY_COLUMNS}, {} FROM summaries
-         WHERE conversation_id = ?1 {filter} ORDER BY rowid",
+         WHERE conversation_id = ?1 AND (?2 < 0 OR depth = ?2) ORDER BY rowid {order} LIMIT ?3 OFFSET ?4",
         fallback_sql(db)
     );
-    let mut rows = match depth_param {
-        Some(d) => db.query_map(&sql, params![conversation_id, d], from_row)?,
-        None => db.query_map(&sql, params![conversation_id], from_row)?,
+    let limit = filter.limit.unwrap_or(i64::MAX);
+    let offset = filter.offset.unwrap_or(0);
+    let mut rows = db.query_map(&sql, params![conversation_id, depth, limit, offset], from_row)?;
+    let scores = if filter.limit.is_some() {
+        let ids: Vec<&str> = rows.iter().map(|r| r.fields.summary_id.as_str()).collect();
+        fidelity_scores::for_summaries(db, &ids)?
+    } else {
+        fidelity_scores::for_conversation(db, conversation_id)?
     };
-    let scores = fidelity_scores::for_conversation(db, conversation_id)?;
     for r in &mut rows {
         if let Some(f) = scores.get(&r.fields.summary_id) {
             r.fidelity = f.fidelity.score;
@@ -665,7 +693,7 @@ mod tests {
             let condensed = [new("sum_3", SummaryKind::Condensed, 1, vec![], vec!["sum_1", "sum_2"])];
             insert(db, flags, 1, "2026-11-26 09:01:00", &condensed).unwrap();
 
-            let listed = list(db, 1, None).unwrap();
+            let listed = list(db, 1, &SummaryFilter::default()).unwrap();
             assert_eq!(listed.len(), 3, "{engine}");
             assert_eq!(listed[2].fields, condensed[0].fields, "{engine}");
             assert_eq!(listed[0].fidelity, Some(0.75), "{engine}");
@@ -686,6 +714,29 @@ mod tests {
                 insert(db, flags, 1, "2026-11-26 09:02:00", &leaves[..1]).is_err(),
                 "{engine}"
             );
+
+            // A page, newest first, with the page's fidelity scores read alone.
+            let page = |depth, offset, limit| {
+                let filter = SummaryFilter {
+                    depth,
+                    newest_first: true,
+                    offset,
+                    limit,
+                };
+                let rows = list(db, 1, &filter).unwrap();
+                rows.into_iter()
+                    .map(|r| (r.fields.summary_id, r.fidelity))
+                    .collect::<Vec<_>>()
+            };
+            let scored = |id: &str| (id.to_string(), Some(0.75));
+            assert_eq!(
+                page(None, None, Some(2)),
+                [scored("sum_3"), scored("sum_2")],
+                "{engine}"
+            );
+            assert_eq!(page(None, Some(2), Some(2)), [scored("sum_1")], "{engine}");
+            assert_eq!(page(Some(0), Some(1), Some(5)), [scored("sum_1")], "{engine}");
+            assert_eq!(page(None, Some(3), Some(2)), [], "{engine}");
         });
     }
 }

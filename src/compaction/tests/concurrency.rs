@@ -2,6 +2,7 @@
 //! one mutating operation runs per conversation at a time.
 
 use super::*;
+use crate::store::summaries::SummaryFilter;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pass_whose_inputs_changed_meanwhile_fails_stale_and_writes_nothing() {
@@ -34,7 +35,7 @@ async fn a_pass_whose_inputs_changed_meanwhile_fails_stale_and_writes_nothing() 
     let err = leaf(&engine, cid, interfering).await.unwrap_err();
     assert_eq!(err.code(), "E_STALE");
     assert_eq!(
-        engine.summaries(cid, None).unwrap().len(),
+        engine.summaries(cid, &SummaryFilter::default()).unwrap().len(),
         1,
         "only the other engine's pass"
     );

@@ -2,6 +2,7 @@
 //! and a failing summarizer leaving nothing behind.
 
 use super::*;
+use crate::store::summaries::SummaryFilter;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leaf_pass_summarises_the_oldest_chunk_with_headers_and_lineage() {
@@ -33,7 +34,7 @@ async fn a_leaf_pass_summarises_the_oldest_chunk_with_headers_and_lineage() {
         "no previous context for the first pass"
     );
 
-    let sums = engine.summaries(cid, None).unwrap();
+    let sums = engine.summaries(cid, &SummaryFilter::default()).unwrap();
     assert_eq!(sums.len(), 1);
     assert_eq!(sums[0].fields.summary_id, r.summary_id.clone().unwrap());
     assert_eq!(sums[0].fields.model, "scripted");
@@ -92,8 +93,13 @@ async fn condensation_makes_the_next_depth_with_correct_dag_facts() {
     assert_eq!(req.depth, 1);
     assert!(req.source_text.starts_with("[2026-03-01 00:00–"), "{}", req.source_text);
     assert!(prompt.contains("<conversation_to_condense>"));
-    let node = engine.summaries(cid, Some(1)).unwrap().into_iter().next().unwrap();
-    let leaves = engine.summaries(cid, Some(0)).unwrap();
+    let node = engine
+        .summaries(cid, &SummaryFilter::at_depth(1))
+        .unwrap()
+        .into_iter()
+        .next()
+        .unwrap();
+    let leaves = engine.summaries(cid, &SummaryFilter::at_depth(0)).unwrap();
     let inputs: Vec<_> = leaves.iter().take(r.input_count as usize).collect();
     assert_eq!(node.fields.descendant_count, r.input_count);
     assert_eq!(node.fields.earliest_at, inputs.first().unwrap().fields.earliest_at);
@@ -150,7 +156,7 @@ async fn callback_failures_leave_the_database_exactly_as_it_was() {
         .unwrap_err();
     assert_eq!(err.code(), "E_SUMMARIZER");
     assert_eq!(
-        engine.summaries(cid, None).unwrap().len(),
+        engine.summaries(cid, &SummaryFilter::default()).unwrap().len(),
         3,
         "the two passes before the failure were kept"
     );
@@ -184,7 +190,7 @@ async fn escalation_goes_aggressive_then_falls_back_and_marks_the_fallback() {
         1,
         "no aggressive retry after an empty answer"
     );
-    let sums = engine.summaries(cid, None).unwrap();
+    let sums = engine.summaries(cid, &SummaryFilter::default()).unwrap();
     assert!(sums
         .last()
         .unwrap()
@@ -205,7 +211,7 @@ async fn an_accepted_summary_over_three_times_its_target_is_capped() {
         .unwrap();
     assert_eq!(r.level, Some(Level::Capped));
     assert!(r.output_tokens <= 3600, "{}", r.output_tokens);
-    let s = engine.summaries(cid, None).unwrap().pop().unwrap();
+    let s = engine.summaries(cid, &SummaryFilter::default()).unwrap().pop().unwrap();
     assert!(
         s.fields.content.contains("[Capped from") && s.fields.content.ends_with("Expand for details about: everything")
     );

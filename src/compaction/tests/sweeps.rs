@@ -2,6 +2,7 @@
 //! condensation, and the decisions `evaluate` reports.
 
 use super::*;
+use crate::store::summaries::SummaryFilter;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sweeps_are_bounded_by_iterations_and_deadline() {
@@ -79,7 +80,7 @@ fn assert_balanced(engine: &Engine, cid: i64, config: &Config, relaxed: bool) {
         })
         .unwrap();
     let sums: HashMap<String, i64> = engine
-        .summaries(cid, None)
+        .summaries(cid, &SummaryFilter::default())
         .unwrap()
         .into_iter()
         .map(|s| (s.fields.summary_id, s.fields.depth))
@@ -136,7 +137,7 @@ async fn the_real_transcripts_compact_to_a_balanced_dag_with_the_offline_summari
         let r = compact_offline(&engine, cid, 8000).await;
         assert!(r.action_taken && r.tokens_after < r.tokens_before / 3, "{name}: {r:?}");
         assert!(r.condensed_passes.contains_key(&1), "{name}: no depth-1 node: {r:?}");
-        let sums = engine.summaries(cid, None).unwrap();
+        let sums = engine.summaries(cid, &SummaryFilter::default()).unwrap();
         assert!(sums
             .iter()
             .all(|s| s.fields.model == OFFLINE_MODEL || s.fields.model == FALLBACK_MODEL));
@@ -181,7 +182,7 @@ async fn many_rounds_of_ingest_and_compaction_keep_the_tree_balanced() {
         assert_balanced(&engine, cid, engine.config(), relaxed);
     }
     let depths: Vec<i64> = engine
-        .summaries(cid, None)
+        .summaries(cid, &SummaryFilter::default())
         .unwrap()
         .iter()
         .map(|s| s.fields.depth)
@@ -273,7 +274,7 @@ async fn incremental_condensation_follows_a_leaf_pass() {
         incremental += r.incremental.len();
     }
     assert_eq!(incremental, 1);
-    assert_eq!(engine.summaries(cid, Some(1)).unwrap().len(), 1);
+    assert_eq!(engine.summaries(cid, &SummaryFilter::at_depth(1)).unwrap().len(), 1);
     assert_invariants(&engine, cid);
 }
 
@@ -457,7 +458,7 @@ async fn a_sweep_over_a_long_history_leaves_the_rows_after_it_in_place() {
         entries.last().unwrap().ordinal - entries[0].ordinal + 1,
         entries.len() as i64
     );
-    assert_eq!(engine.summaries(cid, None).unwrap().len(), 12);
+    assert_eq!(engine.summaries(cid, &SummaryFilter::default()).unwrap().len(), 12);
     assert_invariants(&engine, cid);
 }
 

@@ -5,6 +5,7 @@
 
 use super::*;
 use crate::config::Config;
+use crate::store::summaries::SummaryFilter;
 
 /// Messages that tell tokenizers apart: accents and case, punctuation inside words, numbers,
 /// stems, phrases, LIKE's wildcards, CJK, a long text.
@@ -37,7 +38,12 @@ fn grep_options() -> Value {
 fn neutral(engine: &Engine, r: &GrepResult, ordered: bool) -> Vec<String> {
     let mut names = std::collections::HashMap::new();
     for cid in 1..=3 {
-        for (i, s) in engine.summaries(cid, None).unwrap().iter().enumerate() {
+        for (i, s) in engine
+            .summaries(cid, &SummaryFilter::default())
+            .unwrap()
+            .iter()
+            .enumerate()
+        {
             names.insert(s.fields.summary_id.clone(), format!("c{cid}S{i}"));
         }
     }

@@ -101,7 +101,7 @@ pub struct LcmOptions {
     pub context_threshold: Option<f64>,
     /// Fraction of the token budget a `budget` or `fit` sweep (maintenance, a host's preflight)
     /// compacts the context down to, in one go (0 < x ≤ 1; at most `contextThreshold`). Default
-    /// 0.15: compactions come rarely and in large steps, so a provider's prompt cache keeps
+    /// 0.1: compactions come rarely and in large steps, so a provider's prompt cache keeps
     /// serving the context between them. Maintenance may sweep before the threshold, past two
     /// thirds of the way from this mark to it, at a turn that is cheap to send again.
     #[serde(default, skip_serializing, deserialize_with = "fraction")]
@@ -264,7 +264,7 @@ fn zone_name<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<Stri
 const I32: i64 = i32::MAX as i64;
 
 /// `contextLowWater`'s default (see `LcmOptions::context_low_water`).
-const DEFAULT_LOW_WATER: f64 = 0.15;
+const DEFAULT_LOW_WATER: f64 = 0.1;
 
 /// `Config::head_window`'s value: about the messages of a few default leaf chunks.
 const HEAD_WINDOW: usize = 512;

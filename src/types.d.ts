@@ -113,7 +113,7 @@ export interface LcmConfig {
   /**
    * Fraction of the token budget a `budget` or `fit` sweep (maintenance, a host's preflight)
    * compacts the context down to, in one go (0 < x ≤ 1; at most `contextThreshold`). Default
-   * 0.15: compactions come rarely and in large steps, so a provider's prompt cache keeps
+   * 0.1: compactions come rarely and in large steps, so a provider's prompt cache keeps
    * serving the context between them. Maintenance may sweep before the threshold, past two
    * thirds of the way from this mark to it, at a turn that is cheap to send again.
    */

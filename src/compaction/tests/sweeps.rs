@@ -322,14 +322,14 @@ fn evaluate_reports_threshold_leaf_and_rolling_triggers() {
     assert!(e.rolling.should_summarize);
 
     // Threshold: strictly greater than floor(0.75 × budget); observed tokens count too. Just
-    // under it, the context is past the early mark (0.15 + (0.75 − 0.15) × ⅔ = 0.55 of the budget
+    // under it, the context is past the early mark (0.1 + (0.75 − 0.1) × ⅔ ≈ 0.53 of the budget
     // with the defaults) and its newest turn (one short user
     // message) is small: a sweep is due early. Under the early mark, none is.
     let stored = e.stored_tokens;
     let budget = (stored as f64 / 0.75).ceil() as i64 + 10;
     let e = engine.evaluate(cid, budget, None).unwrap();
     assert!(e.should_compact && e.reason == "early", "{e:?}");
-    let budget = (stored as f64 / 0.55).ceil() as i64 + 10;
+    let budget = (stored as f64 / 0.5).ceil() as i64 + 10;
     let e = engine.evaluate(cid, budget, None).unwrap();
     assert!(!e.should_compact && e.reason == "none", "{e:?}");
     let e = engine.evaluate(cid, budget, Some(budget)).unwrap();
@@ -869,5 +869,5 @@ fn the_low_water_mark_is_at_most_the_threshold() {
     .unwrap();
     assert_eq!(c.context_low_water, 0.5);
     let c = Config::from_options(&json!({"dbPath": "x.db"}), None).unwrap();
-    assert_eq!((c.context_threshold, c.context_low_water), (0.75, 0.15));
+    assert_eq!((c.context_threshold, c.context_low_water), (0.75, 0.1));
 }

@@ -317,6 +317,8 @@ export interface SummariesOptions {
   offset?: number | null
   /** Most summaries returned. Default: all. */
   limit?: number | null
+  /** Only these summaries (a condensed node's inputs, read in one go). Default: all. */
+  summaryIds?: string[] | null
 }
 
 /** Options of `scoreFidelity`. */

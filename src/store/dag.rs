@@ -210,10 +210,13 @@ pub(crate) fn covered_span<'a>(db: impl Into<Db<'a>>, summary_id: &str) -> Resul
            SELECT p.parent_summary_id, b.steps + 1 FROM summary_parents p JOIN below b ON p.summary_id = b.id
            WHERE b.steps < 64
          ),
+         -- From the summaries below to their messages, never the other way: without the IN,
+         -- SQLite's planner read every message of the file and probed each (80 ms for a leaf
+         -- at 100,000 messages, 1 ms with it).
          covered AS (
-           SELECT DISTINCT m.message_id, m.seq FROM below b
-           JOIN summary_messages sm ON sm.summary_id = b.id
+           SELECT DISTINCT m.message_id, m.seq FROM summary_messages sm
            JOIN messages m ON m.message_id = sm.message_id
+           WHERE sm.summary_id IN (SELECT id FROM below)
          )
          SELECT (SELECT count(*) FROM covered),
                 (SELECT message_id FROM covered ORDER BY seq LIMIT 1),

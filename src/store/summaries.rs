@@ -131,7 +131,7 @@ pub(crate) fn from_row(r: &Row) -> Result<SummaryRecord> {
 
 /// Options of `summaries`: a depth, and a page (a panel lists a long conversation's summaries
 /// a page at a time, newest first, without reading the rest).
-#[derive(Clone, Copy, Debug, Default, serde::Deserialize)]
+#[derive(Clone, Debug, Default, serde::Deserialize)]
 #[cfg_attr(test, derive(ts_rs::TS))]
 #[cfg_attr(test, ts(rename = "SummariesOptions"))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -148,6 +148,9 @@ pub struct SummaryFilter {
     /// Most summaries returned. Default: all.
     #[serde(default, skip_serializing, deserialize_with = "crate::input::opt_positive")]
     pub limit: Option<i64>,
+    /// Only these summaries (a condensed node's inputs, read in one go). Default: all.
+    #[serde(default, skip_serializing)]
+    pub summary_ids: Option<Vec<String>>,
 }
 
 impl SummaryFilter {
@@ -173,15 +176,23 @@ pub(crate) fn list<'a>(
     // Creation order is the rowid's (PostgreSQL keeps it as a column).
     let depth = filter.depth.unwrap_or(-1);
     let order = if filter.newest_first { "DESC" } else { "" };
+    let ids = filter.summary_ids.as_ref().map(serde_json::to_string).transpose()?;
+    let only = match ids {
+        Some(_) => format!("AND summary_id IN (SELECT value FROM {} j)", db.text_list("?5")),
+        None => String::new(),
+    };
     let sql = format!(
         "SELECT {SUMMARY_COLUMNS}, {} FROM summaries
-         WHERE conversation_id = ?1 AND (?2 < 0 OR depth = ?2) ORDER BY rowid {order} LIMIT ?3 OFFSET ?4",
+         WHERE conversation_id = ?1 AND (?2 < 0 OR depth = ?2) {only} ORDER BY rowid {order} LIMIT ?3 OFFSET ?4",
         fallback_sql(db)
     );
     let limit = filter.limit.unwrap_or(i64::MAX);
     let offset = filter.offset.unwrap_or(0);
-    let mut rows = db.query_map(&sql, params![conversation_id, depth, limit, offset], from_row)?;
-    let scores = if filter.limit.is_some() {
+    let mut rows = match &ids {
+        Some(ids) => db.query_map(&sql, params![conversation_id, depth, limit, offset, ids], from_row)?,
+        None => db.query_map(&sql, params![conversation_id, depth, limit, offset], from_row)?,
+    };
+    let scores = if filter.limit.is_some() || filter.summary_ids.is_some() {
         let ids: Vec<&str> = rows.iter().map(|r| r.fields.summary_id.as_str()).collect();
         fidelity_scores::for_summaries(db, &ids)?
     } else {
@@ -722,6 +733,7 @@ mod tests {
                     newest_first: true,
                     offset,
                     limit,
+                    summary_ids: None,
                 };
                 let rows = list(db, 1, &filter).unwrap();
                 rows.into_iter()
@@ -737,6 +749,16 @@ mod tests {
             assert_eq!(page(None, Some(2), Some(2)), [scored("sum_1")], "{engine}");
             assert_eq!(page(Some(0), Some(1), Some(5)), [scored("sum_1")], "{engine}");
             assert_eq!(page(None, Some(3), Some(2)), [], "{engine}");
+            let only = SummaryFilter {
+                summary_ids: Some(vec!["sum_2".into(), "sum_3".into()]),
+                ..Default::default()
+            };
+            let ids: Vec<String> = list(db, 1, &only)
+                .unwrap()
+                .into_iter()
+                .map(|r| r.fields.summary_id)
+                .collect();
+            assert_eq!(ids, ["sum_2", "sum_3"], "{engine}");
         });
     }
 }

@@ -108,6 +108,21 @@ export interface FakeHost {
   /** Runs the plugin's handlers of a host hook (`api.on`), as OpenClaw does: event, then context. */
   fire(hook: string, event: unknown, ctx: unknown): Promise<unknown[]>
   factoryCount: number
+  /** The session actions registered (`api.session.controls.registerSessionAction`), by id. */
+  actions: Map<string, HostSessionAction>
+  /**
+   * Calls a session action as OpenClaw's `plugins.sessionAction` does after its checks: the
+   * registered scope against the connection's (`operator.admin` satisfies all), then the handler.
+   */
+  action(id: string, ctx: { sessionKey?: string; agentId?: string; payload?: unknown; scopes?: string[] }): Promise<{ ok: boolean; result?: any; error?: string; code?: string }>
+}
+
+/** OpenClaw 2026.9's `PluginSessionActionRegistration`, the fields the plugin sets. */
+export interface HostSessionAction {
+  id: string
+  description?: string
+  requiredScopes?: string[]
+  handler(ctx: Record<string, unknown>): Promise<{ ok: boolean; result?: unknown; error?: string; code?: string }>
 }
 
 /**
@@ -131,7 +146,20 @@ export function fakeHost(config: Record<string, unknown> = {}, complete?: Comple
       provider: 'fake',
       model: 'fake-model',
     }))
+  const actions = new Map<string, HostSessionAction>()
   const host: FakeHost = {
+    actions,
+    async action(id, ctx) {
+      const a = actions.get(id)
+      if (!a) throw new Error(`no session action ${id} was registered`)
+      const scopes = ctx.scopes ?? ['operator.read', 'operator.write']
+      const needed = a.requiredScopes ?? ['operator.write']
+      if (!scopes.includes('operator.admin') && !needed.every((n) => scopes.includes(n))) {
+        return { ok: false, error: `missing scope: ${needed.join(', ')}`, code: 'HOST_SCOPE' }
+      }
+      const { scopes: _, ...rest } = ctx
+      return a.handler({ pluginId: 'lcm-native', actionId: id, ...rest, client: { scopes } })
+    },
     dir,
     dbPath,
     logs,
@@ -182,6 +210,14 @@ export function fakeHost(config: Record<string, unknown> = {}, complete?: Comple
     },
     registerTextTransforms(t: { input?: { from: string | RegExp; to: string }[] }) {
       transforms.push(...(t.input ?? []))
+    },
+    session: {
+      controls: {
+        registerSessionAction(a: HostSessionAction) {
+          if (actions.has(a.id)) throw new Error(`session action ${a.id} registered twice`)
+          actions.set(a.id, a)
+        },
+      },
     },
   })
   return host

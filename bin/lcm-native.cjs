@@ -14,7 +14,7 @@ const { copyDatabase, exportPrompts, listPrompts, migrate: migrateFile, renderPr
 const { LcmEngine, UsageError, checkDbFile, existingDb, failureCode, failureMessage, fieldOf, fmt, oneLine, openForReading, openReadOnly, parseArgs, plural, printJson, promptCacheLine, reportMigration, settingsOf, signed } = require('./cli-common.cjs')
 const inspect = require('./inspect.cjs')
 const { resolveLlm } = require('./llm.cjs')
-const { hideUrlSecrets, isDatabaseUrl } = require('../plugin/config.cjs')
+const { hideUrlSecrets, isDatabaseUrl, shownDatabase } = require('../plugin/config.cjs')
 
 /**
  * @typedef {import('../index.js').LcmEngine} Engine
@@ -95,6 +95,13 @@ const HELP = {
     prompt, send, review old/new or the diff, apply or discard) or of a summary and everything
     beneath it (W), fallbacks listed by f. The LLM is chosen as for rewrite (else offline).
     The file is opened read-only until you apply something. Keys: README (Interactive TUI).`,
+  ui: `lcm-native ui [--db PATH|URL] [--config FILE] [--port N] [--write] [--conversation N]
+                [--provider ID] [--model M] [--base-url URL] [--tz ZONE]
+    Serve the LCM panel of OpenClaw's Control UI on 127.0.0.1 for a database outside OpenClaw
+    (a PostgreSQL store, a copy of a file): totals, the summary DAG page by page with each
+    summary's sources and raw messages, search, the live context. Open the printed URL (it
+    holds a random token). Read-only unless --write, which allows rewrites (with the LLM
+    chosen as for rewrite, else offline), rollbacks, checks and redaction. Ctrl-C stops it.`,
   prompts: `lcm-native prompts (--list | --export [DIR] [--force] | --show NAME | --diff NAME | --render NAME)
                      [--prompt-dir DIR] [--target-tokens N] [--previous-context TEXT]
                      [--child-count N] [--time-range TEXT] [--source-text TEXT] [--config FILE]
@@ -727,6 +734,41 @@ async function prompts(argv) {
 }
 
 /** @param {string[]} argv */
+async function ui(argv) {
+  /** @satisfies {OptionSpec} */
+  const spec = { db: 'string', config: 'string', port: 'int', write: 'switch', conversation: 'int', ...LLM_OPTIONS, tz: 'string', help: 'switch' }
+  const args = parseArgs(argv, spec, 'ui')
+  if (args.help) return console.log(`usage: ${HELP.ui}`)
+  if (args._.length > 0) throw new UsageError(`unexpected argument ${args._[0]}`, 'ui')
+  if (args.port !== undefined && (args.port < 0 || args.port > 65535)) throw new UsageError('--port takes 0 to 65535 (0: any free port)', 'ui')
+  const { db, engineOptions: configured } = existingDb(args)
+  const engineOptions = { ...configured, ...(args.tz === undefined ? {} : { timezone: args.tz }) }
+  const engine = args.write ? await LcmEngine.open({ dbPath: db, ...engineOptions }) : await openReadOnly(db, engineOptions)
+  const llm = args.write ? llmFromArgs(args) : null
+  const { startUi } = require('../panel/server.cjs')
+  const server = await startUi({
+    engine,
+    database: shownDatabase(db),
+    path: isDatabaseUrl(db) ? null : path.resolve(db),
+    version: String(require('../package.json').version),
+    write: Boolean(args.write),
+    port: args.port ?? 0,
+    summarizer: () => (llm ? { summarize: llm.summarizerFor(undefined), model: llm.model } : { summarize: 'offline', model: 'lcm-native/offline' }),
+    log: (text) => console.log(text),
+  })
+  const query = args.conversation === undefined ? '' : `?conversation=${args.conversation}`
+  console.log(`lcm-native ui: ${shownDatabase(db)} (${args.write ? `writes allowed; summarizer ${llm ? llm.describe : 'offline'}` : 'read-only'})`)
+  console.log(`open ${server.base}${query}#token=${server.token}`)
+  await new Promise((resolve) => {
+    const stop = () => resolve(undefined)
+    process.once('SIGINT', stop)
+    process.once('SIGTERM', stop)
+  })
+  await server.close()
+  await engine.close()
+}
+
+/** @param {string[]} argv */
 async function tui(argv) {
   /** @satisfies {OptionSpec} */
   const spec = {
@@ -773,7 +815,7 @@ async function tui(argv) {
 async function main(argv) {
   const [command, ...rest] = argv
   /** @type {Record<Command, (argv: string[]) => Promise<void>>} */
-  const commands = { demo, stats, ...inspect.commands, fidelity, migrate, backup, copy, rewrite, history, rollback, redact, tui, prompts }
+  const commands = { demo, stats, ...inspect.commands, fidelity, migrate, backup, copy, rewrite, history, rollback, redact, tui, ui, prompts }
   if (isCommand(command)) {
     // `-h` and `--help` anywhere after a command show its usage, whatever else is given.
     if (rest.some((a) => a === '-h' || a === '--help')) return console.log(`usage: ${HELP[command]}`)

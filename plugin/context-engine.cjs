@@ -14,7 +14,7 @@ const { describeFailure, makeSummarizer } = require('./summarizer.cjs')
 const { randomUUID } = require('node:crypto')
 const { appendFileSync } = require('node:fs')
 
-const { addon, drainSpool, engineFor, heldPath, logOnce, settleInflight, shared, spool, spoolPending, track } = require('./shared.cjs')
+const { addon, drainSpool, engineFor, heldPath, lastAssemblies, logOnce, settleInflight, shared, spool, spoolPending, track } = require('./shared.cjs')
 
 const VERSION = require('../package.json').version
 
@@ -526,6 +526,8 @@ class LcmNativeContextEngine {
       }
       const out = await engine.assemble(conv.conversationId, { tokenBudget })
       if (out.messages.length === 0 && hostMessages.length > 0) return passthrough('nothing assembled')
+      // What the model saw, for the Control UI panel's "last assembly" (panel/operations.cjs).
+      lastAssemblies().set(keyOf(s), { at: new Date().toISOString(), tokenBudget, estimatedTokens: out.estimatedTokens, stats: out.stats })
       const { keptTokens, previousTokens } = out.stats
       if (keptTokens !== null && keptTokens !== undefined && previousTokens !== null && previousTokens !== undefined) {
         // The cost report, request by request: what of the previous request's history this one

@@ -7,6 +7,7 @@
 const { ConfigError, resolveSettings } = require('./config.cjs')
 const { LcmNativeContextEngine } = require('./context-engine.cjs')
 const { oversizedPromptTransform } = require('./oversized-prompt.cjs')
+const { registerPanelActions } = require('./panel.cjs')
 const { isRecord } = require('./messages.cjs')
 const { SessionRules } = require('./sessions.cjs')
 const { addon, logOnce } = require('./shared.cjs')
@@ -25,6 +26,7 @@ const PLUGIN_ID = 'lcm-native'
  * @property {(tool: (ctx: ToolContext | undefined) => ReturnType<typeof recallTools>[number], opts?: { name?: string }) => void} [registerTool]
  * @property {(hook: 'before_reset' | 'session_end', handler: (event: unknown, ctx: unknown) => void) => void} [on]  host hooks
  * @property {(t: { input?: { from: string | RegExp, to: string }[] }) => void} [registerTextTransforms]  rewrites of provider-bound text
+ * @property {{ controls?: { registerSessionAction?: (a: import('./panel.cjs').SessionAction) => void } }} [session]  the Control UI panel's actions (plugin/panel.cjs)
  */
 
 /**
@@ -99,6 +101,11 @@ function register(api) {
       const e = hookFields(event)
       return lifecycle().sessionEnd({ reason: e.reason, sessionId: e.sessionId, sessionKey: e.sessionKey, nextSessionKey: e.nextSessionKey })
     })
+  }
+
+  if (settings) {
+    // The LCM panel of the Control UI (openclaw.plugin.json → controlUi) asks these.
+    registerPanelActions(api, settings, logger)
   }
 
   if (settings && typeof api.registerTool === 'function') {

@@ -10,7 +10,7 @@ const { createHash } = require('node:crypto')
 const { dirname, join } = require('node:path')
 
 const { isDatabaseUrl, shownDatabase, stateDir } = require('./config.cjs')
-const { BUDGET_LIMITS, SessionMap } = require('./session-maps.cjs')
+const { BUDGET_LIMITS, SessionMap, sessionMap } = require('./session-maps.cjs')
 
 const KEY = Symbol.for('lcm-native.openclaw.shared')
 
@@ -35,6 +35,7 @@ const KEY = Symbol.for('lcm-native.openclaw.shared')
  * @property {Map<string, { text: string, excerpt: string, at: number }>} [oversizedPrompts]  pending prompts shown as excerpts, by session
  * @property {Map<string, number>} [promptBudgets]       prompt budget (history and prompt) last seen per session
  * @property {number} [lastPromptBudget]                 that budget last seen in any session
+ * @property {Map<string, import('../panel/operations.cjs').LastAssembly>} [lastAssemblies]  newest assembly per session, for the Control UI panel
  */
 
 /** @returns {Shared} */
@@ -55,6 +56,12 @@ function shared() {
   }
   return g[KEY]
 }
+
+/** The newest assembly's stats per session (a few hundred bytes each), for the Control UI panel. */
+const ASSEMBLY_LIMITS = { maxEntries: 1024, maxBytes: 1024 * 1024, sizeOf: () => 512 }
+
+/** @returns {Map<string, import('../panel/operations.cjs').LastAssembly>} */
+const lastAssemblies = () => sessionMap(shared(), 'lastAssemblies', ASSEMBLY_LIMITS)
 
 /** The addon, loaded on first use (registration stays instant) and once per process. */
 function addon() {
@@ -245,4 +252,4 @@ async function drainSpool(dbPath, engine, onHeld, onTakeOver, onStopped) {
   }
 }
 
-module.exports = { addon, closeAll, closeAllNow, drainSpool, engineFor, logOnce, settleInflight, shared, heldPath, spool, spoolBase, spoolPath, spoolPending, track }
+module.exports = { addon, closeAll, closeAllNow, drainSpool, engineFor, lastAssemblies, logOnce, settleInflight, shared, heldPath, spool, spoolBase, spoolPath, spoolPending, track }

@@ -12,6 +12,8 @@
 //            (e2e-interop.mjs)
 //   postgres the plugin on PostgreSQL (dbUrl, a schema per agent): long turns, lcm_grep, the
 //            server stopped and started again mid-run (e2e-postgres.mjs)
+//   ui       the LCM panel in headless Chromium: the Control UI with the plugin's native UI
+//            on, and `lcm-native ui` (e2e-ui.mjs; screenshots in artifacts/ui/)
 // Also: the plugin type-checks against the installed openclaw/plugin-sdk.
 
 import assert from 'node:assert/strict'
@@ -25,9 +27,10 @@ import { fieldScenario } from './e2e-field.mjs'
 import { hostScenario } from './e2e-host.mjs'
 import { interopScenario } from './e2e-interop.mjs'
 import { postgresScenario } from './e2e-postgres.mjs'
+import { uiScenario } from './e2e-ui.mjs'
 import { CACHE, ensureHost, killAll, packPlugin } from './harness.mjs'
 
-const SCENARIOS = { host: hostScenario, field: fieldScenario, interop: interopScenario, postgres: postgresScenario }
+const SCENARIOS = { host: hostScenario, field: fieldScenario, interop: interopScenario, postgres: postgresScenario, ui: uiScenario }
 
 async function main() {
   const started = Date.now()

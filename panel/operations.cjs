@@ -1,0 +1,617 @@
+// @ts-check
+'use strict'
+// The LCM panel's operations: what the browser panel asks of a conversation (its totals, its
+// summaries a page at a time, a summary's sources, its raw messages, a search, what the last
+// assembly held) and the writes behind the host's write scope (a rewrite previewed, drafted
+// and applied, a rollback, a check of the summaries with a repair behind a backup, a
+// redaction with its match count first). The OpenClaw plugin serves them as session actions
+// (plugin/panel.cjs) and `lcm-native ui` over loopback HTTP (panel/server.cjs): both hand
+// each call an open engine and the conversation it is about. Every write is an engine
+// operation the CLI and the TUI already use; nothing here writes by itself.
+//
+// Results stay inside OpenClaw's bounds for plugin results (256 KiB of JSON, 4,096 values):
+// lists come in pages, long texts folded (`fold`), and `checkBounds` refuses anything larger.
+
+const { statSync } = require('node:fs')
+
+/** @typedef {import('../index.js').LcmEngine} LcmEngine */
+/** @typedef {import('../index.js').Summarize} Summarize */
+/** @typedef {import('../index.js').SummaryRecord} SummaryRecord */
+/** @typedef {import('../index.js').StoredMessage} StoredMessage */
+
+/** OpenClaw's bounds for a plugin action's result (openclaw dist host-hook-json). */
+const RESULT_MAX_BYTES = 256 * 1024
+const RESULT_MAX_NODES = 4096
+const STRING_MAX_CHARS = 65_536
+
+/** Characters of a summary shown in a list row, and of a message block on a page. */
+const PREVIEW_CHARS = 360
+const FOLD_CHARS = 2_000
+/** Characters of one text returned whole (a summary, a message block opened in full). */
+const FULL_CHARS = 60_000
+/** Blocks of one message listed on a page (an assistant turn may call dozens of tools). */
+const BLOCKS_PER_MESSAGE = 12
+
+/**
+ * A JSON value: what a result is once it went through JSON (the host's `PluginJsonValue`).
+ * @typedef {null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue }} JsonValue
+ */
+
+/** An error the panel shows with its code (the engine's codes, and these). */
+class PanelError extends Error {
+  /** @param {string} code @param {string} message */
+  constructor(code, message) {
+    super(message)
+    this.code = code
+  }
+}
+
+/**
+ * The context an operation runs in, resolved by the host adapter for each call.
+ * @typedef {object} OperationContext
+ * @property {LcmEngine} engine
+ * @property {number | null} conversationId  the session's conversation (null: LCM has none yet)
+ * @property {{ version: string, database: string, path: string | null }} about  shown in the footer
+ * @property {() => { summarize: Summarize, model?: string }} [summarizer]  for rewrites and redactions
+ * @property {(text: string) => void} [log]  what a write did, for the host's log
+ * @property {LastAssembly | null} [lastAssembly]  the newest assembly of the session, when the host saw one
+ */
+
+/**
+ * What the plugin recorded of a session's newest assembly (the engine's stats; the items it
+ * left out are the oldest `evictedItems` of the context it read).
+ * @typedef {object} LastAssembly
+ * @property {string} at  ISO-8601
+ * @property {number} tokenBudget
+ * @property {number} estimatedTokens
+ * @property {import('../index.js').AssembleStats} stats
+ */
+
+/**
+ * A text cut to `max` characters (code points, never half of one).
+ * @param {string} text @param {number} max
+ * @returns {{ text: string, chars: number, folded: boolean }}
+ */
+function fold(text, max) {
+  const chars = [...text]
+  if (chars.length <= max) return { text, chars: chars.length, folded: false }
+  return { text: chars.slice(0, max).join(''), chars: chars.length, folded: true }
+}
+
+/** A whole number from a payload field, within bounds. @param {unknown} v @param {number} dflt @param {number} min @param {number} max @param {string} name */
+function int(v, dflt, min, max, name) {
+  if (v === undefined || v === null) return dflt
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
+    throw new PanelError('E_INVALID_INPUT', `${name} must be a whole number from ${min} to ${max}`)
+  }
+  return v
+}
+
+/** A non-empty string from a payload field. @param {unknown} v @param {string} name */
+function str(v, name) {
+  if (typeof v !== 'string' || v.trim() === '') throw new PanelError('E_INVALID_INPUT', `${name} must be a non-empty string`)
+  return v
+}
+
+/** The payload as an object. @param {unknown} p @returns {Record<string, unknown>} */
+function payloadOf(p) {
+  if (p === undefined || p === null) return {}
+  if (typeof p !== 'object' || Array.isArray(p)) throw new PanelError('E_INVALID_INPUT', 'the payload must be an object')
+  return /** @type {Record<string, unknown>} */ (p)
+}
+
+/** The session's conversation id, or E_NOT_FOUND. @param {OperationContext} ctx */
+function conversationOf(ctx) {
+  if (ctx.conversationId === null) throw new PanelError('E_NOT_FOUND', 'LCM has stored nothing for this session yet')
+  return ctx.conversationId
+}
+
+/** A summary as a list row: its fields, its text as a preview. @param {SummaryRecord} s */
+function summaryRow(s) {
+  const preview = fold(s.content, PREVIEW_CHARS)
+  return {
+    summaryId: s.summaryId,
+    kind: s.kind,
+    depth: s.depth,
+    tokenCount: s.tokenCount,
+    earliestAt: s.earliestAt,
+    latestAt: s.latestAt,
+    createdAt: s.createdAt,
+    descendantCount: s.descendantCount,
+    sourceTokens: s.sourceMessageTokenCount,
+    model: s.model,
+    fallback: s.fallback,
+    truncated: /\[Truncated from \d+ tokens\]/.test(s.content),
+    fidelity: s.fidelity,
+    lowFidelity: s.lowFidelity,
+    preview: preview.text,
+    previewFolded: preview.folded,
+  }
+}
+
+/**
+ * A content block as the panel draws it: its kind, its text folded, the tool it names.
+ * @param {Record<string, unknown>} b @param {number} max
+ */
+function blockView(b, max) {
+  const type = typeof b.type === 'string' ? b.type : 'unknown'
+  /** @type {string} */
+  let text
+  if (type === 'text' && typeof b.text === 'string') text = b.text
+  else if (type === 'thinking' && typeof b.thinking === 'string') text = b.thinking
+  else if (type === 'toolCall') text = typeof b.arguments === 'string' ? b.arguments : JSON.stringify(b.arguments ?? {}, null, 2)
+  else if (type === 'image') text = `[image${typeof b.mimeType === 'string' ? ` ${b.mimeType}` : ''}]`
+  else text = JSON.stringify(b, null, 2)
+  const folded = fold(text, max)
+  return {
+    type,
+    ...(typeof b.name === 'string' ? { toolName: b.name } : {}),
+    ...(typeof b.id === 'string' ? { toolCallId: b.id } : {}),
+    text: folded.text,
+    chars: folded.chars,
+    folded: folded.folded,
+  }
+}
+
+/**
+ * A stored message as the panel draws it: its blocks (a plain text is one text block), each
+ * folded to `max` characters, at most `maxBlocks` of them.
+ * @param {StoredMessage} m @param {number} max @param {number} maxBlocks
+ */
+function messageView(m, max, maxBlocks) {
+  const blocks = typeof m.content === 'string' ? [{ type: 'text', text: m.content }] : m.content
+  const shown = blocks.slice(0, maxBlocks).map((b) => blockView(/** @type {Record<string, unknown>} */ (b), max))
+  return {
+    messageId: m.messageId,
+    seq: m.seq,
+    role: m.role,
+    createdAt: m.createdAt,
+    tokenCount: m.tokenCount,
+    ...(m.toolCallId ? { toolCallId: m.toolCallId } : {}),
+    blocks: shown,
+    moreBlocks: blocks.length - shown.length,
+  }
+}
+
+/** Bytes of the database file and its write-ahead log (null for PostgreSQL). @param {string | null} path */
+function databaseBytes(path) {
+  if (!path) return null
+  let total = 0
+  for (const p of [path, `${path}-wal`]) {
+    try {
+      total += statSync(p).size
+    } catch {
+      // no WAL beside it (or a file that went away): counted as empty
+    }
+  }
+  return total
+}
+
+/**
+ * The messages a summary stands for, a page at a time (by their `seq`, from the first it covers).
+ * @param {LcmEngine} engine @param {number} cid @param {import('../index.js').SummaryDescription} d
+ * @param {number} offset @param {number} limit
+ */
+async function coveredPage(engine, cid, d, offset, limit) {
+  const span = d.coveredMessages
+  if (span.firstMessageId === null || span.lastMessageId === null) return { total: 0, offset, messages: [] }
+  const [first, last] = await Promise.all([engine.describe(span.firstMessageId), engine.describe(span.lastMessageId)])
+  const firstSeq = /** @type {{ seq: number }} */ (first).seq
+  const lastSeq = /** @type {{ seq: number }} */ (last).seq
+  const rows = await engine.messages(cid, { afterSeq: firstSeq - 1 + offset, limit })
+  const inSpan = rows.filter((m) => m.seq <= lastSeq)
+  return {
+    total: lastSeq - firstSeq + 1,
+    offset,
+    messages: inSpan.map((m) => messageView(m, FOLD_CHARS, BLOCKS_PER_MESSAGE)),
+  }
+}
+
+/**
+ * The operations by id: `write` ones run only for a connection with the host's write scope
+ * (and `lcm-native ui --write`); `run` returns the result (bounded JSON).
+ * @type {Record<string, { write: boolean, description: string, run: (ctx: OperationContext, payload: Record<string, unknown>) => Promise<unknown> }>}
+ */
+const OPERATIONS = {
+  overview: {
+    write: false,
+    description: "The session's totals: messages, summaries by depth, tokens stored and in context, fidelity, prompt-cache reuse, database and version.",
+    async run(ctx) {
+      const about = { version: ctx.about.version, database: ctx.about.database, databaseBytes: databaseBytes(ctx.about.path) }
+      if (ctx.conversationId === null) return { about, conversation: null }
+      const cid = ctx.conversationId
+      const [all, fidelity, context] = await Promise.all([ctx.engine.conversations(), ctx.engine.fidelity(cid), ctx.engine.context(cid)])
+      const c = all.find((x) => x.conversationId === cid)
+      if (!c) throw new PanelError('E_NOT_FOUND', `conversation ${cid} is gone`)
+      const contextTokens = context.reduce((n, e) => n + e.tokens, 0)
+      return {
+        about,
+        conversation: {
+          conversationId: c.conversationId,
+          sessionId: c.sessionId,
+          sessionKey: c.sessionKey,
+          messageCount: c.messageCount,
+          messageTokens: c.messageTokens,
+          summaryCount: c.summaryCount,
+          summariesByDepth: c.summariesByDepth,
+          contextItems: context.length,
+          contextTokens,
+          // How many times smaller the context is than what it stands for.
+          compression: contextTokens > 0 ? c.messageTokens / contextTokens : null,
+          createdAt: c.createdAt,
+          updatedAt: c.updatedAt,
+          promptCache: c.promptCache,
+        },
+        fidelity,
+      }
+    },
+  },
+
+  summaries: {
+    write: false,
+    description: 'A page of the summaries, newest first (optionally one depth).',
+    async run(ctx, p) {
+      const cid = conversationOf(ctx)
+      const limit = int(p.limit, 50, 1, 100, 'limit')
+      const offset = int(p.offset, 0, 0, Number.MAX_SAFE_INTEGER, 'offset')
+      const depth = p.depth === undefined || p.depth === null ? undefined : int(p.depth, 0, 0, 1000, 'depth')
+      const rows = await ctx.engine.summaries(cid, { newestFirst: true, offset, limit, ...(depth !== undefined ? { depth } : {}) })
+      return { offset, limit, summaries: rows.map(summaryRow) }
+    },
+  },
+
+  summary: {
+    write: false,
+    description: 'One summary whole: its text, inputs, the messages it covers, its chain up to the context, fidelity and versions.',
+    async run(ctx, p) {
+      const { d } = await summaryIn(ctx, p)
+      const text = fold(d.content, FULL_CHARS)
+      return {
+        ...summaryRow(d),
+        content: text.text,
+        contentFolded: text.folded,
+        range: d.range,
+        inputs: d.inputs,
+        coveredMessages: d.coveredMessages,
+        live: d.live,
+        consumedBy: d.consumedBy,
+        liveSummary: d.liveSummary,
+        chain: d.chain,
+        fidelityDetail: d.fidelityDetail,
+        versions: d.versions.map((v) => ({ version: v.version, reason: v.reason, model: v.model, createdAt: v.createdAt, tokenCount: v.tokenCount, current: v.current })),
+      }
+    },
+  },
+
+  children: {
+    write: false,
+    description: "A summary's inputs (condensed) and a page of the raw messages it stands for.",
+    async run(ctx, p) {
+      const limit = int(p.limit, 20, 1, 40, 'limit')
+      const offset = int(p.offset, 0, 0, Number.MAX_SAFE_INTEGER, 'offset')
+      const { cid, summaryId, d } = await summaryIn(ctx, p)
+      // The inputs in one read, in their order in the node.
+      const ids = d.inputs.slice(0, 100).map((i) => i.summaryId)
+      const rows = ids.length ? await ctx.engine.summaries(cid, { summaryIds: ids }) : []
+      const byId = new Map(rows.map((r) => [r.summaryId, r]))
+      const inputs = ids.flatMap((id) => (byId.has(id) ? [summaryRow(/** @type {SummaryRecord} */ (byId.get(id)))] : []))
+      const page = await coveredPage(ctx.engine, cid, d, offset, limit)
+      return { summaryId, inputs, inputsNotListed: d.inputs.length - ids.length, ...page }
+    },
+  },
+
+  message: {
+    write: false,
+    description: 'One raw message whole (each block up to 60,000 characters), with the summaries that cover it.',
+    async run(ctx, p) {
+      const cid = conversationOf(ctx)
+      const id = int(p.messageId, 0, 1, Number.MAX_SAFE_INTEGER, 'messageId')
+      const d = await ctx.engine.describe(id)
+      if (d.type !== 'message') throw new PanelError('E_INVALID_INPUT', 'messageId names a summary')
+      if (d.conversationId !== cid) throw new PanelError('E_NOT_FOUND', `message ${id} is not in this session's conversation`)
+      return { ...messageView(d, FULL_CHARS, 40), live: d.live, liveSummary: d.liveSummary, chain: d.chain }
+    },
+  },
+
+  grep: {
+    write: false,
+    description: 'Searches the stored messages and summaries: words (fts), a substring (like) or a regular expression (regex).',
+    async run(ctx, p) {
+      const cid = conversationOf(ctx)
+      const query = str(p.query, 'query')
+      const mode = p.mode ?? 'fts'
+      if (mode !== 'fts' && mode !== 'like' && mode !== 'regex') throw new PanelError('E_INVALID_INPUT', 'mode must be fts, like or regex')
+      const scope = p.scope ?? 'both'
+      if (scope !== 'messages' && scope !== 'summaries' && scope !== 'both') throw new PanelError('E_INVALID_INPUT', 'scope must be messages, summaries or both')
+      const limit = int(p.limit, 50, 1, 100, 'limit')
+      const r = await ctx.engine.grep(cid, { query, mode, scope, limit })
+      return {
+        truncated: r.truncated,
+        partial: r.partial ?? null,
+        hits: r.hits.map((h) => ({
+          type: h.type,
+          messageId: h.messageId ?? null,
+          summaryId: h.summaryId ?? null,
+          role: h.role ?? null,
+          depth: h.depth ?? null,
+          time: h.time,
+          snippet: fold(h.snippet, 400).text,
+          live: h.live,
+          coveredBy: h.coveredBy,
+        })),
+      }
+    },
+  },
+
+  context: {
+    write: false,
+    description: 'What the model sees: the live context items with their tokens, and what the newest assembly kept and left out.',
+    async run(ctx) {
+      const cid = conversationOf(ctx)
+      const entries = await ctx.engine.context(cid)
+      const last = ctx.lastAssembly ?? null
+      // The newest assembly left out the oldest `evictedItems`, of the context it read; when
+      // the context changed since (a compaction), which ones is no longer known.
+      const sameContext = last !== null && last.stats.totalContextItems === entries.length
+      const evicted = sameContext ? last.stats.evictedItems : 0
+      const shown = entries.slice(-300)
+      const skipped = entries.length - shown.length
+      return {
+        totalItems: entries.length,
+        totalTokens: entries.reduce((n, e) => n + e.tokens, 0),
+        lastAssembly: last && { at: last.at, tokenBudget: last.tokenBudget, estimatedTokens: last.estimatedTokens, stats: last.stats, sameContext },
+        itemsNotListed: skipped,
+        items: shown.map((e, i) => ({
+          ordinal: e.ordinal,
+          kind: e.kind,
+          summaryId: e.summaryId ?? null,
+          messageId: e.messageId ?? null,
+          role: e.role ?? null,
+          depth: e.depth ?? null,
+          tokens: e.tokens,
+          leftOut: i + skipped < evicted,
+        })),
+      }
+    },
+  },
+
+  history: {
+    write: false,
+    description: "Every version of a summary's text, oldest first.",
+    async run(ctx, p) {
+      const { summaryId } = await summaryIn(ctx, p)
+      const versions = await ctx.engine.history(summaryId)
+      // Each text is folded so that a summary with many versions stays one result.
+      const max = Math.max(2_000, Math.floor(150_000 / Math.max(1, versions.length)))
+      return {
+        summaryId,
+        versions: versions.map((v) => {
+          const t = fold(v.content, max)
+          return { version: v.version, reason: v.reason, model: v.model, createdAt: v.createdAt, tokenCount: v.tokenCount, current: v.current, stored: v.stored, content: t.text, contentFolded: t.folded }
+        }),
+      }
+    },
+  },
+
+  rewritePreview: {
+    write: false,
+    description: 'The prompt a rewrite of one summary would send, before anything is sent.',
+    async run(ctx, p) {
+      const cid = conversationOf(ctx)
+      const r = await ctx.engine.rewritePreview(cid, str(p.summaryId, 'summaryId'))
+      const prompt = fold(r.prompt, FULL_CHARS)
+      return { ...r, prompt: prompt.text, promptFolded: prompt.folded }
+    },
+  },
+
+  rewriteDraft: {
+    write: true,
+    description: 'Asks the summarizer for a new text of one summary and writes nothing: the diff to review.',
+    async run(ctx, p) {
+      const cid = conversationOf(ctx)
+      const summaryId = str(p.summaryId, 'summaryId')
+      const { summarize } = summarizerOf(ctx)
+      const r = await ctx.engine.rewrite(cid, summarize, { summaryId })
+      const e = r.entries[0]
+      if (!e) throw new PanelError('E_NOT_FOUND', `summary ${summaryId} was not found`)
+      return draftView(e)
+    },
+  },
+
+  rewriteApply: {
+    write: true,
+    description: "Writes a reviewed text as a summary's new version (rewrite's path: version, search rows, fidelity).",
+    async run(ctx, p) {
+      const cid = conversationOf(ctx)
+      const summaryId = str(p.summaryId, 'summaryId')
+      const text = str(p.content, 'content')
+      const { model } = summarizerOf(ctx)
+      const r = await ctx.engine.rewrite(cid, async () => text, { summaryId, apply: true, ...(model ? { model } : {}) })
+      const e = r.entries[0]
+      if (!e || !e.applied) throw new PanelError('E_SUMMARIZER', `${summaryId} was not written: the text was refused (${e ? e.level : 'not found'})`)
+      ctx.log?.(`rewrote summary ${summaryId} from the Control UI (${e.oldTokens} → ${e.newTokens} tokens)`)
+      const versions = await ctx.engine.history(summaryId)
+      return { ...draftView(e), version: versions[versions.length - 1]?.version ?? null }
+    },
+  },
+
+  rollback: {
+    write: true,
+    description: 'Restores an earlier version of a summary as its newest version.',
+    async run(ctx, p) {
+      const { summaryId } = await summaryIn(ctx, p)
+      const v = await ctx.engine.rollback(summaryId, int(p.version, 0, 1, Number.MAX_SAFE_INTEGER, 'version'))
+      ctx.log?.(`rolled summary ${summaryId} back to version ${p.version} from the Control UI (now version ${v.version})`)
+      return { summaryId, version: v.version, tokenCount: v.tokenCount }
+    },
+  },
+
+  checkSummaries: {
+    write: true,
+    description: 'Scores the summaries not scored yet and lists the fallback and low-fidelity ones.',
+    async run(ctx) {
+      const cid = conversationOf(ctx)
+      const report = await ctx.engine.scoreFidelity(cid)
+      const all = await ctx.engine.summaries(cid)
+      const weak = all.filter((s) => s.fallback || s.lowFidelity)
+      return {
+        scored: report.scored,
+        byDepth: report.byDepth,
+        fallbacks: all.filter((s) => s.fallback).length,
+        lowFidelity: all.filter((s) => s.lowFidelity).length,
+        weak: weak.slice(0, 100).map(summaryRow),
+        weakNotListed: Math.max(0, weak.length - 100),
+      }
+    },
+  },
+
+  repairSummaries: {
+    write: true,
+    description: 'Backs the database up, then regenerates the fallback (or low-fidelity) summaries with the summarizer.',
+    async run(ctx, p) {
+      const cid = conversationOf(ctx)
+      const which = p.which ?? 'fallbacks'
+      if (which !== 'fallbacks' && which !== 'lowFidelity') throw new PanelError('E_INVALID_INPUT', 'which must be fallbacks or lowFidelity')
+      const { summarize, model } = summarizerOf(ctx)
+      if (summarize === 'offline') throw new PanelError('E_INVALID_INPUT', 'repairing needs a model: the offline summarizer would only swap one extractive text for another')
+      const backup = ctx.about.path ? `${ctx.about.path}.before-repair-${stamp()}.db` : null
+      if (backup) await ctx.engine.backup(backup)
+      const r = await ctx.engine.rewrite(cid, summarize, { [which]: true, apply: true, ...(model ? { model } : {}) })
+      const applied = r.entries.filter((e) => e.applied).length
+      ctx.log?.(`repaired ${applied} of ${r.entries.length} ${which === 'fallbacks' ? 'fallback' : 'low-fidelity'} summaries from the Control UI${backup ? ` (backup ${backup})` : ''}`)
+      return { backup, candidates: r.entries.length, applied, stillWeak: r.entries.filter((e) => !e.applied || e.needsRepair).map((e) => e.summaryId).slice(0, 100) }
+    },
+  },
+
+  redactCount: {
+    write: false,
+    description: 'Counts the messages and summaries a redaction pattern matches, writing nothing.',
+    async run(ctx, p) {
+      const cid = conversationOf(ctx)
+      const pattern = str(p.pattern, 'pattern')
+      const r = await ctx.engine.grep(cid, { query: pattern, mode: 'regex', scope: 'both', limit: 500 })
+      return {
+        pattern,
+        messages: r.hits.filter((h) => h.type === 'message').length,
+        summaries: r.hits.filter((h) => h.type === 'summary').length,
+        atLeast: r.truncated || r.partial !== undefined,
+        examples: r.hits.slice(0, 10).map((h) => ({ type: h.type, messageId: h.messageId ?? null, summaryId: h.summaryId ?? null, snippet: fold(h.snippet, 240).text })),
+      }
+    },
+  },
+
+  redact: {
+    write: true,
+    description: "Replaces every match of a pattern in this session's messages and regenerates the summaries it reached.",
+    async run(ctx, p) {
+      const cid = conversationOf(ctx)
+      const pattern = str(p.pattern, 'pattern')
+      const replacement = p.replacement === undefined ? undefined : str(p.replacement, 'replacement')
+      const { summarize } = summarizerOf(ctx)
+      const r = await ctx.engine.redact({ conversationId: cid, pattern, reason: 'Control UI', ...(replacement !== undefined ? { replacement } : {}) }, summarize)
+      ctx.log?.(`redacted ${r.matches} match(es) in ${r.messages} message(s) of conversation ${cid} from the Control UI`)
+      return {
+        matches: r.matches,
+        messages: r.messages,
+        summaries: r.summaries,
+        regenerated: r.regenerated,
+        pending: r.pending,
+        scrubPending: r.scrubPending,
+        spoolBusy: r.spoolBusy,
+      }
+    },
+  },
+}
+
+/** The summarizer of a write that needs one, or E_INVALID_CONFIG. @param {OperationContext} ctx */
+function summarizerOf(ctx) {
+  if (!ctx.summarizer) throw new PanelError('E_INVALID_CONFIG', 'no summarizer is configured for the panel')
+  return ctx.summarizer()
+}
+
+/**
+ * The payload's `summaryId`, a summary of the session's conversation, with its `describe`.
+ * @param {OperationContext} ctx @param {Record<string, unknown>} p
+ */
+async function summaryIn(ctx, p) {
+  const cid = conversationOf(ctx)
+  const summaryId = str(p.summaryId, 'summaryId')
+  return { cid, summaryId, d: await ownSummary(ctx, cid, summaryId) }
+}
+
+/**
+ * `describe` of a summary of the session's conversation, else E_NOT_FOUND.
+ * @param {OperationContext} ctx @param {number} cid @param {string} summaryId
+ * @returns {Promise<import('../index.js').SummaryDescription>}
+ */
+async function ownSummary(ctx, cid, summaryId) {
+  const d = await ctx.engine.describe(summaryId)
+  if (d.type !== 'summary' || d.conversationId !== cid) throw new PanelError('E_NOT_FOUND', `summary ${summaryId} is not in this session's conversation`)
+  return d
+}
+
+/** A rewrite entry as the panel reviews it. @param {import('../index.js').RewriteEntry} e */
+function draftView(e) {
+  return {
+    summaryId: e.summaryId,
+    depth: e.depth,
+    oldTokens: e.oldTokens,
+    newTokens: e.newTokens,
+    oldContent: fold(e.oldContent, FULL_CHARS).text,
+    newContent: fold(e.newContent, FULL_CHARS).text,
+    diff: fold(e.diff, FULL_CHARS).text,
+    level: e.level,
+    fidelity: e.fidelity,
+    applied: e.applied,
+  }
+}
+
+/** A time stamp for a backup's name. */
+const stamp = () => new Date().toISOString().replace(/[:.]/g, '-')
+
+/**
+ * Checks a result against OpenClaw's bounds for plugin results; E_RESULT_TOO_LARGE names the
+ * bound it passed (an operation's pages are sized to stay within them).
+ * @template T
+ * @param {T} value
+ * @returns {T}
+ */
+function checkBounds(value) {
+  let nodes = 0
+  /** @param {unknown} v @param {number} depth */
+  const walk = (v, depth) => {
+    nodes++
+    if (depth > 32) throw new PanelError('E_RESULT_TOO_LARGE', 'the result is nested deeper than 32 levels')
+    if (typeof v === 'string' && v.length > STRING_MAX_CHARS) throw new PanelError('E_RESULT_TOO_LARGE', `a string of the result has ${v.length} characters (at most ${STRING_MAX_CHARS})`)
+    if (Array.isArray(v)) for (const x of v) walk(x, depth + 1)
+    else if (v && typeof v === 'object') for (const x of Object.values(v)) walk(x, depth + 1)
+  }
+  walk(value, 0)
+  if (nodes > RESULT_MAX_NODES) throw new PanelError('E_RESULT_TOO_LARGE', `the result has ${nodes} values (at most ${RESULT_MAX_NODES})`)
+  const bytes = Buffer.byteLength(JSON.stringify(value ?? null))
+  if (bytes > RESULT_MAX_BYTES) throw new PanelError('E_RESULT_TOO_LARGE', `the result is ${bytes} bytes (at most ${RESULT_MAX_BYTES})`)
+  return value
+}
+
+/**
+ * Runs one operation: `{ ok: true, result }`, or `{ ok: false, error, code }` for a refused or
+ * failed call (the shape of an OpenClaw session action's result).
+ * @param {string} id @param {OperationContext} ctx @param {unknown} payload @param {{ canWrite: boolean }} access
+ * @returns {Promise<{ ok: true, result: JsonValue } | { ok: false, error: string, code: string }>}
+ */
+async function runOperation(id, ctx, payload, access) {
+  const op = Object.hasOwn(OPERATIONS, id) ? OPERATIONS[id] : undefined
+  try {
+    if (!op) throw new PanelError('E_NOT_FOUND', `no panel operation ${id}`)
+    if (op.write && !access.canWrite) throw new PanelError('E_READ_ONLY', `${id} writes: it needs the write scope`)
+    /** @type {JsonValue} */
+    const result = checkBounds(JSON.parse(JSON.stringify((await op.run(ctx, payloadOf(payload))) ?? null)))
+    return { ok: true, result }
+  } catch (err) {
+    const e = /** @type {{ code?: unknown, message?: unknown }} */ (err)
+    const code = typeof e?.code === 'string' ? e.code : 'E_INTERNAL'
+    return { ok: false, error: typeof e?.message === 'string' ? e.message : String(err), code }
+  }
+}
+
+module.exports = { OPERATIONS, PanelError, checkBounds, fold, runOperation }

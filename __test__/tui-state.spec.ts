@@ -91,6 +91,8 @@ const conversation = (id: number, sessionId: string, sessionKey: string | null =
   contextItemCount: 3,
   createdAt: '',
   updatedAt: '',
+  firstMessageAt: null,
+  lastMessageAt: null,
   promptCache: null,
 })
 const CONVERSATIONS = [conversation(1, 'tui-session'), conversation(2, 'other', 'agent:main:other'), conversation(3, 'third')]

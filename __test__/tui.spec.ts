@@ -158,7 +158,8 @@ describe('tree helpers', () => {
     expect(plan.ids.sort()).toEqual(['a', 'b', 'c'])
     expect(planText(plan)).toBe('Rewrite 3 summaries (2 leaves, 1 d1)?')
     expect(planText(subtreePlan(indexDag(nodes), 'a'))).toBe('Rewrite 1 summary (1 leaf)?')
-    expect(deltaText(1523, 1401)).toBe('Δ tokens: -122 (1523 → 1401)')
+    expect(deltaText(1523, 1401)).toBe('Δ tokens: -122 (1,523 → 1,401)')
+    expect(deltaText(1878, 11878)).toBe('Δ tokens: +10,000 (1,878 → 11,878)')
     expect(timeRange('2026-02-17T15:37:00Z', '2026-02-17T16:02:00Z')).toBe('2026-02-17 15:37–16:02')
     expect(timeRange(null, null)).toBe('—')
   })
@@ -181,6 +182,11 @@ describe('tui', () => {
     expect(f).toMatch(/▸ sum_[0-9a-f]+ d2/)
     await t.press(ESC)
     await t.until((f) => f.includes('agent:main:other'), 'back to the list')
+    // A resize is drawn at once, without a key: a narrow list shortens its header.
+    Object.defineProperty(t.app.stdout, 'columns', { value: 80, configurable: true })
+    t.app.stdout.emit('resize')
+    f = await t.until((f) => !/summaries \(d0\/d1\/…\)/.test(f), 'the narrow layout after a resize')
+    expect(f).toContain('summaries')
   })
 
   it('moves, expands and collapses the DAG, and scrolls the detail pane', async () => {

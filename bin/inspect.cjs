@@ -119,6 +119,9 @@ function idArg(text, what, command) {
   return Number(text)
 }
 
+/** A time as the list shows it: `2026-11-26 09:07:00` (ISO-8601 or SQLite's shape in). @param {string} t */
+const activity = (t) => t.replace('T', ' ').replace(/(\.\d+)?Z$/, '')
+
 /** @param {string[]} argv */
 async function conversations(argv) {
   const args = parseArgs(argv, READ_OPTIONS, 'conversations')
@@ -131,7 +134,9 @@ async function conversations(argv) {
       const depths = c.summariesByDepth.map((n, d) => `d${d}: ${n}`).join(', ') || 'none'
       console.log(
         `${c.conversationId}  ${c.sessionKey ?? c.sessionId}  ${plural(c.messageCount, 'message')} (${fmt(c.messageTokens)}t), ` +
-          `summaries ${depths}, ${plural(c.contextItemCount, 'live item')}, ${c.createdAt} → ${c.updatedAt}`,
+          `summaries ${depths}, ${plural(c.contextItemCount, 'live item')}, ` +
+          // First and last activity: its messages' times (a conversation without any: its row's).
+          `${activity(c.firstMessageAt ?? c.createdAt)} → ${activity(c.lastMessageAt ?? c.updatedAt)}`,
       )
     }
   })
@@ -244,15 +249,25 @@ async function expand(argv) {
   await reading(args, async (engine) => {
     const x = await engine.expand(args._[0], { tokenBudget: args.tokens, maxDepth: args['max-depth'] })
     if (args.json) return printJson(x)
-    for (const e of x.entries) {
-      const indent = '  '.repeat(e.level)
-      if (e.type === 'summary') {
-        console.log(`${indent}${e.summaryId} (${e.kind} d${e.depth}, ${fmt(e.tokenCount)}t)\n${indent}  ${oneLine(e.content, 300)}`)
-      } else {
-        const text = typeof e.message.content === 'string' ? e.message.content : messageText(/** @type {ContentBlock[]} */ (e.message.content))
-        console.log(`${indent}#${e.messageId} ${e.message.role} (${fmt(e.tokenCount)}t)\n${indent}  ${oneLine(text, 300)}`)
+    // The engine lists breadth first; drawn as a tree, each entry goes under the one it was
+    // reached from.
+    /** @type {Map<string, typeof x.entries>} */
+    const under = new Map()
+    for (const e of x.entries) under.set(e.parentId, [...(under.get(e.parentId) ?? []), e])
+    /** @param {string} parent */
+    const draw = (parent) => {
+      for (const e of under.get(parent) ?? []) {
+        const indent = '  '.repeat(e.level)
+        if (e.type === 'summary') {
+          console.log(`${indent}${e.summaryId} (${e.kind} d${e.depth}, ${fmt(e.tokenCount)}t)\n${indent}  ${oneLine(e.content, 300)}`)
+          draw(e.summaryId)
+        } else {
+          const text = typeof e.message.content === 'string' ? e.message.content : messageText(/** @type {ContentBlock[]} */ (e.message.content))
+          console.log(`${indent}#${e.messageId} ${e.message.role} (${fmt(e.tokenCount)}t)\n${indent}  ${oneLine(text, 300)}`)
+        }
       }
     }
+    draw(x.summaryId)
     console.log(`\n${fmt(x.estimatedTokens)} tokens${x.truncated ? ' (cut at the budget: raise --tokens)' : ''}`)
   })
 }

@@ -855,8 +855,15 @@ export interface ConversationInfo {
    */
   summariesByDepth: number[]
   contextItemCount: number
+  /** The conversation row's times (when it was created, and last written). */
   createdAt: string
   updatedAt: string
+  /**
+   * When its first and its newest stored message were written (ISO-8601 UTC; null without
+   * messages): its first and last activity.
+   */
+  firstMessageAt: string | null
+  lastMessageAt: string | null
   /**
    * What a provider's prompt cache could serve of its assemblies (null before its first
    * recorded turn, and on a file lcm-native never assembled from).

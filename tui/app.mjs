@@ -140,6 +140,16 @@ export function App({ session, dbPath, summarizer, initialConversation }) {
 
   const [state, setState] = useState(() => initialState({ mode: session.mode, initialConversation }))
   const [tick, setTick] = useState(0)
+  // A terminal resized is drawn again at once, in its new size (not at the next key).
+  const [, setSize] = useState(0)
+  useEffect(() => {
+    if (!stdout) return undefined
+    const resized = () => setSize((n) => n + 1)
+    stdout.on('resize', resized)
+    return () => {
+      stdout.off('resize', resized)
+    }
+  }, [stdout])
   // The reducer always sees the newest state, even for several events in one tick (the keys
   // of one burst, an answer arriving between two keys), so the state lives in a ref and
   // `setState` only asks for a render.
@@ -234,6 +244,9 @@ function legend(state, onMessages) {
   return `j/k move · ${onMessages ? 'enter messages' : 'enter/l expand'} · h collapse · J/K scroll · w rewrite · W subtree · v versions · f fallbacks · esc back · q quit`
 }
 
+/** A time as the list shows it: `2026-11-26 09:07:00` (ISO-8601 or SQLite's shape in). @param {string} t */
+const activity = (t) => t.replace('T', ' ').replace(/(\.\d+)?Z$/, '')
+
 /** @param {ConversationInfo[]} list @param {number} cursor @param {number} height @param {boolean} loading @param {number} columns */
 function conversationList(list, cursor, height, loading, columns) {
   if (loading) return h(Text, null, 'Loading conversations…')
@@ -253,7 +266,7 @@ function conversationList(list, cursor, height, loading, columns) {
       const name = c.sessionKey ?? c.sessionId
       const session = (name.length > sessionWidth ? `${name.slice(0, sessionWidth - 1)}…` : name).padEnd(sessionWidth)
       const depths = c.summariesByDepth.length ? c.summariesByDepth.join('/') : '—'
-      const line = `${at === cursor ? '›' : ' '} ${String(c.conversationId).padStart(5)}  ${session}  ${String(c.messageCount).padStart(6)}  ${`${c.summaryCount} (${depths})`.padEnd(summariesWidth)}  ${count(c.messageTokens).padStart(9)}  ${c.updatedAt}`
+      const line = `${at === cursor ? '›' : ' '} ${String(c.conversationId).padStart(5)}  ${session}  ${String(c.messageCount).padStart(6)}  ${`${c.summaryCount} (${depths})`.padEnd(summariesWidth)}  ${count(c.messageTokens).padStart(9)}  ${activity(c.lastMessageAt ?? c.updatedAt)}`
       return h(Text, { key: c.conversationId, inverse: at === cursor, wrap: 'truncate-end' }, line)
     }),
   )

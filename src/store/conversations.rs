@@ -315,8 +315,13 @@ pub struct ConversationInfo {
     /// a depth past 1,000, which only a damaged file holds, is left out).
     pub summaries_by_depth: Vec<i64>,
     pub context_item_count: i64,
+    /// The conversation row's times (when it was created, and last written).
     pub created_at: String,
     pub updated_at: String,
+    /// When its first and its newest stored message were written (ISO-8601 UTC; null without
+    /// messages): its first and last activity.
+    pub first_message_at: Option<String>,
+    pub last_message_at: Option<String>,
     /// What a provider's prompt cache could serve of its assemblies (null before its first
     /// recorded turn, and on a file lcm-native never assembled from).
     pub prompt_cache: Option<super::prompt_cache::PromptCacheReport>,
@@ -347,7 +352,9 @@ pub(crate) fn list<'a>(db: impl Into<Db<'a>>, flags: SchemaFlags) -> Result<Vec<
                     (SELECT CAST(COALESCE(SUM(m.token_count), 0) AS BIGINT) FROM messages m WHERE m.conversation_id = c.conversation_id),
                     (SELECT count(*) FROM summaries s WHERE s.conversation_id = c.conversation_id),
                     (SELECT count(*) FROM context_items ci WHERE ci.conversation_id = c.conversation_id),
-                    c.created_at, c.updated_at
+                    c.created_at, c.updated_at,
+                    (SELECT m.created_at FROM messages m WHERE m.conversation_id = c.conversation_id ORDER BY m.seq LIMIT 1),
+                    (SELECT m.created_at FROM messages m WHERE m.conversation_id = c.conversation_id ORDER BY m.seq DESC LIMIT 1)
              FROM conversations c ORDER BY c.conversation_id"
         ),
         params![],
@@ -363,6 +370,8 @@ pub(crate) fn list<'a>(db: impl Into<Db<'a>>, flags: SchemaFlags) -> Result<Vec<
                 context_item_count: r.get(6)?,
                 created_at: r.get(7)?,
                 updated_at: r.get(8)?,
+                first_message_at: r.get::<Option<String>>(9)?.map(crate::time::iso_or_raw),
+                last_message_at: r.get::<Option<String>>(10)?.map(crate::time::iso_or_raw),
                 prompt_cache: None,
             })
         },
@@ -451,15 +460,28 @@ mod tests {
                 )
                 .unwrap();
             }
+            // The messages' own times, not the row's: the newest by seq whatever the insert order.
             db.execute(
-                "INSERT INTO messages (conversation_id, seq, role, content, token_count) VALUES (1, 0, 'user', 'hi', 7)",
+                "INSERT INTO messages (conversation_id, seq, role, content, token_count, created_at)
+                 VALUES (1, 1, 'assistant', 'yo', 0, '2026-11-26 09:07:00'), (1, 0, 'user', 'hi', 7, '2026-11-26 08:59:30')",
                 params![],
             )
             .unwrap();
             let listed = list(db, flags).unwrap();
+            assert_eq!(
+                listed[0].first_message_at.as_deref(),
+                Some("2026-11-26T08:59:30.000Z"),
+                "{engine}"
+            );
+            assert_eq!(
+                listed[0].last_message_at.as_deref(),
+                Some("2026-11-26T09:07:00.000Z"),
+                "{engine}"
+            );
+            assert_eq!(listed[1].last_message_at, None, "{engine}");
             assert_eq!(listed.len(), 3, "{engine}");
             assert_eq!(listed[0].summaries_by_depth, vec![2, 1], "{engine}");
-            assert_eq!((listed[0].message_count, listed[0].message_tokens), (1, 7), "{engine}");
+            assert_eq!((listed[0].message_count, listed[0].message_tokens), (2, 7), "{engine}");
             assert_eq!(listed[0].session_key.as_deref(), Some("agent:main"), "{engine}");
             assert!(listed[1].summaries_by_depth.is_empty(), "{engine}");
             assert_eq!(listed[2].created_at, NOW, "{engine}");

@@ -1,7 +1,7 @@
 // The command line: demo, stats, prompts, rewrite against a local OpenAI-shaped server, and
 // its exit codes (0 done, 1 one-line error, 2 usage).
 import { spawn, spawnSync } from 'node:child_process'
-import { existsSync, mkdirSync, readFileSync, readdirSync, statSync, watch, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, watch, writeFileSync } from 'node:fs'
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
@@ -145,13 +145,18 @@ describe('README', () => {
     const readme = readFileSync(join(ROOT, 'README.md'), 'utf8')
     const block = /## Quick start\n\n```js\n([\s\S]*?)```/.exec(readme)?.[1]
     expect(block).toBeDefined()
-    const dir = tempDir()
-    // `require('lcm-native')` as an installed package resolves it: here, this checkout.
-    writeFileSync(join(dir, 'quick-start.cjs'), (block ?? '').replace("require('lcm-native')", `require(${JSON.stringify(ROOT)})`))
-    const r = spawnSync(process.execPath, ['quick-start.cjs'], { cwd: dir, encoding: 'utf8', env: { ...process.env, HOME: tempDir() } })
-    expect(r.status, r.stderr).toBe(0)
-    expect(r.stdout.split('\n')[0]).toBe('3')
-    expect(existsSync(join(dir, 'lcm.db'))).toBe(true)
+    // Inside the checkout, unchanged: `require('lcm-native')` is the package requiring itself
+    // by name (package.json's `exports`), as an installed package would be found.
+    const dir = mkdtempSync(join(ROOT, '.quick-start-'))
+    try {
+      writeFileSync(join(dir, 'quick-start.cjs'), block ?? '')
+      const r = spawnSync(process.execPath, ['quick-start.cjs'], { cwd: dir, encoding: 'utf8', env: { ...process.env, HOME: tempDir() } })
+      expect(r.status, r.stderr).toBe(0)
+      expect(r.stdout.split('\n')[0]).toBe('3')
+      expect(existsSync(join(dir, 'lcm.db'))).toBe(true)
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
   })
 })
 
@@ -191,6 +196,26 @@ describe('read commands', () => {
     const expanded = await cli(['expand', leaf.summaryId, '--tokens', '2000', '--db', demoDb, '--json'])
     expect(JSON.parse(expanded.stdout).entries.length).toBeGreaterThan(0)
 
+    // A condensed node's expansion as text is a tree: every entry right under the one it was
+    // reached from (the engine's list is breadth first).
+    const root = JSON.parse((await cli(['conversations', '--db', demoDb, '--json'])).stdout)[0]
+    expect(root.summariesByDepth.length).toBeGreaterThan(1)
+    const reader = await LcmEngine.open({ dbPath: demoDb, readOnly: true })
+    const top = (await reader.summaries(1, { depth: 1, limit: 1 }))[0]?.summaryId
+    await reader.close()
+    expect(top).toBeTruthy()
+    const tree = JSON.parse((await cli(['expand', top, '--tokens', '200000', '--db', demoDb, '--json'])).stdout)
+    const drawn = (await cli(['expand', top, '--tokens', '200000', '--db', demoDb])).stdout
+    const ids = [...drawn.matchAll(/^ *(sum_[0-9a-f]+|#\d+) /gm)].map((m) => m[1])
+    const parentOf = new Map(tree.entries.map((e: { type: string; summaryId?: string; messageId?: number; parentId: string }) => [e.type === 'summary' ? e.summaryId : `#${e.messageId}`, e.parentId]))
+    const open = [top]
+    for (const id of ids) {
+      while (open.length && open.at(-1) !== parentOf.get(id)) open.pop()
+      expect(open.at(-1), `${id} drawn away from its parent ${parentOf.get(id)}`).toBe(parentOf.get(id))
+      if (id.startsWith('sum_')) open.push(id)
+    }
+    expect(ids.length).toBe(tree.entries.length)
+
     const verify = await cli(['verify', '--db', demoDb])
     expect(verify.code).toBe(0)
     expect(verify.stdout).toMatch(/^ok: 1 conversation, 914 messages, \d+ summaries checked/)
@@ -224,7 +249,7 @@ describe('read commands', () => {
     const made = await cli(['demo', '--db', db])
     expect(made.code, made.stderr).toBe(0)
     const total = (r: Run) => {
-      const m = /Total: ([\d,]+)t → ([\d,]+)t/.exec(r.stdout)
+      const m = /(?:Total|would be): ([\d,]+)t → ([\d,]+)t/.exec(r.stdout)
       expect(m, r.stdout + r.stderr).not.toBeNull()
       return [Number(m![1].replace(/,/g, '')), Number(m![2].replace(/,/g, ''))]
     }
@@ -328,6 +353,8 @@ describe('exit codes', () => {
     const notDb = await cli(['stats', '--db', text])
     expect(notDb.code).toBe(1)
     expect(notDb.stderr).toMatch(/not a SQLite database .*check the database path \(dbPath, the CLI's --db\)/)
+    // It names the file.
+    expect(notDb.stderr.startsWith(`lcm-native: E_SCHEMA: ${text}: the file is not a SQLite database`)).toBe(true)
     const m = await cli(['migrate', '--db', join(tempDir(), 'new.db')])
     expect(m.code).toBe(1)
     expect(m.stderr).toMatch(/database not found: .*new\.db \(migrate upgrades an existing file; LcmEngine\.open and OpenClaw create new ones\)/)
@@ -338,6 +365,21 @@ describe('exit codes', () => {
     expect(r.code).toBe(2)
     expect(r.stderr.trim().split('\n')).toEqual(['lcm-native: unknown command grepp; did you mean grep? (lcm-native --help lists the commands)'])
     expect((await cli(['frobnicate'])).stderr).toMatch(/^lcm-native: unknown command frobnicate \(lcm-native --help/)
+    expect((await cli(['grpe', 'x'])).stderr).toMatch(/unknown command grpe; did you mean grep\?/)
+    const flag = await cli(['messages', '1', '--limt', '3'])
+    expect(flag.code).toBe(2)
+    expect(flag.stderr).toMatch(/unknown option --limt; did you mean --limit\?/)
+    expect((await cli(['messages', '1', '--frobnicate'])).stderr).not.toMatch(/did you mean/)
+  })
+
+  it('a bad option in the config or the environment is one line with one prefix, and a near name is suggested', async () => {
+    const dir = tempDir()
+    writeFileSync(join(dir, 'openclaw.json'), JSON.stringify({ plugins: { entries: { 'lcm-native': { config: { freshTailCont: 3 } } } } }))
+    const typo = await cli(['stats', '--db', demoDb, '--config', join(dir, 'openclaw.json')])
+    expect(typo.code).toBe(1)
+    expect(typo.stderr).toMatch(/^lcm-native: E_INVALID_CONFIG: invalid config option `freshTailCont`: unknown option; did you mean freshTailCount\?/)
+    const env = await cli(['stats', '--db', demoDb], { LCM_FRESH_TAIL_COUNT: 'abc' })
+    expect(env.stderr.trim()).toBe('lcm-native: E_INVALID_CONFIG: invalid config option `freshTailCount (from LCM_FRESH_TAIL_COUNT)`: "abc" is not a number')
   })
 })
 
@@ -646,8 +688,8 @@ describe('rewrite against an OpenAI-compatible server', () => {
     expect(r.stdout).toContain(`summarizer: test-model at ${base} (OpenAI-compatible)`)
     expect(r.stderr).toMatch(/Rewriting 1\/\d+: sum_[0-9a-f]{16} \(d0\)…/)
     expect(r.stdout).toMatch(/\nsum_[0-9a-f]{16} \(d0, \d+ messages?, [^)]+\): [\d,]+t → [\d,]+t \([+-]?[\d,]+\)(, fidelity \d\.\d\d)?\n--- before\n/)
-    expect(r.stdout).toMatch(/Rewrote \d+ summaries\. Total: [\d,]+t → [\d,]+t \([+-]?[\d,]+\)/)
-    expect(r.stdout).toContain('Dry run: no summary was changed')
+    expect(r.stdout).toMatch(/\nDry run: no summary was changed \(\d+ summaries previewed; would be: [\d,]+t → [\d,]+t \([+-]?[\d,]+\)\)\. Add --apply/)
+    expect(r.stdout).not.toContain('Rewrote')
     expect(requests.length).toBeGreaterThan(0)
     expect(requests.every((q) => q.auth === 'Bearer test-key' && q.body.model === 'test-model')).toBe(true)
     expect(requests[0].body.messages[0].content).toMatch(/\[\d{4}-\d\d-\d\d \d\d:\d\d [A-Z]+ \| (user|assistant|toolResult)\]\n/)

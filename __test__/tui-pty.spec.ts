@@ -2,14 +2,14 @@
 // transcript: open the conversation, rewrite its first root with the offline summarizer,
 // apply, quit; then the database has the new text, FTS finds it, and `verify` is ok.
 import { spawnSync } from 'node:child_process'
-import { cpSync, readdirSync } from 'node:fs'
+import { cpSync, readFileSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
 
 import { spawn } from '@lydell/node-pty'
 import { describe, expect, it } from 'vitest'
 
 import { LcmEngine } from '../index.js'
-import { ROOT, THEME, hostMessages, tempDir } from './helpers'
+import { ROOT, THEME, copyFixture, hostMessages, tempDir } from './helpers'
 
 // eslint-disable-next-line no-control-regex
 const ANSI = /\u001B(?:\[[0-?]*[ -/]*[@-~]|\][^\u0007]*\u0007|[@-Z\\-_])/g
@@ -90,6 +90,22 @@ describe('tui in a pseudo-terminal', () => {
       expect(hits.hits.map((hit) => hit.summaryId)).toContain(id)
       expect((await after.verify()).ok).toBe(true)
       await after.close()
+    } finally {
+      term.kill()
+    }
+  })
+
+  it("reads lossless-claw's un-upgraded file through an upgraded copy, as the read commands do, and leaves it as it was", async () => {
+    const dbPath = copyFixture('head-theme.db')
+    const before = readFileSync(dbPath)
+    const { term, exited, waitFor, write: press } = tuiInPty(dbPath, 140, 30)
+    try {
+      await waitFor(/read through an upgraded copy/, 'the note')
+      await waitFor(/read-only/, 'the header')
+      await waitFor(/›\s+1\s/, 'the conversation list')
+      await press('q')
+      expect(await exited).toBe(0)
+      expect(readFileSync(dbPath).equals(before)).toBe(true)
     } finally {
       term.kill()
     }

@@ -9,7 +9,7 @@ const os = require('node:os')
 const path = require('node:path')
 
 const { LcmEngine: Addon, configFromEnv, snapshot } = require('../index.js')
-const { isDatabaseUrl, resolveSettings, shownDatabase, stateDir } = require('../plugin/config.cjs')
+const { closest, isDatabaseUrl, resolveSettings, shownDatabase, stateDir } = require('../plugin/config.cjs')
 
 /**
  * @typedef {import('../index.js').LcmEngine} Engine
@@ -168,7 +168,10 @@ function parseArgs(argv, spec, command) {
     }
     const [name, inline] = arg.slice(2).split(/=(.*)/s)
     const kind = Object.hasOwn(spec, name) ? spec[name] : undefined
-    if (!kind) throw new UsageError(`unknown option --${name}`, command)
+    if (!kind) {
+      const near = closest(name, Object.keys(spec))
+      throw new UsageError(`unknown option --${name}${near ? `; did you mean --${near}?` : ''}`, command)
+    }
     if (kind === 'bool') {
       // `--flag`, `--flag=true` or `--flag=false` (lcm-tui's form).
       if (inline !== undefined && inline !== 'true' && inline !== 'false') {
@@ -367,7 +370,10 @@ function settingsOf(args) {
   }
   const settings = resolveSettings(entry ?? {}, process.env, () => /** @type {Record<string, unknown>} */ (configFromEnv()))
   const engineOptions = /** @type {Omit<LcmConfig, 'dbPath'>} */ (settings.engineOptions())
-  return { db: args.db ?? settings.dbPath, configFile: entry === undefined ? undefined : configFile, engineOptions }
+  const db = args.db ?? settings.dbPath
+  // Named by an error that does not say which file it is about (failureMessage).
+  commandDb = db
+  return { db, configFile: entry === undefined ? undefined : configFile, engineOptions }
 }
 
 /** Output is handed to stdout in pieces of about this many characters. */
@@ -505,6 +511,9 @@ function failureCode(err) {
   return 'E_INTERNAL'
 }
 
+/** The database the running command resolved (`settingsOf`), for failureMessage. @type {string | undefined} */
+let commandDb
+
 /**
  * The message a failure is shown with: its own (with a code that is not lcm-native's, such as
  * napi-rs's statuses, kept in it), else what is known of it.
@@ -517,7 +526,11 @@ function failureMessage(err) {
   const foreign = typeof code === 'string' && !/^E_[A-Z_]+$/.test(code) ? code : undefined
   if (typeof message !== 'string') return String(err)
   if (message === '') return `${foreign ?? 'a failure'} without a message`
-  return foreign && !message.includes(foreign) ? `${foreign}: ${message}` : message
+  // The CLI puts its own `lcm-native:` first (the plugin's messages carry one for the host's log).
+  let text = message.replace(/^lcm-native: /, '')
+  // The engine's error about a file that is not SQLite does not name it: the command's does.
+  if (commandDb !== undefined && /^the file is not a SQLite database/.test(text)) text = `${shownDatabase(commandDb)}: ${text}`
+  return foreign && !text.includes(foreign) ? `${foreign}: ${text}` : text
 }
 
 /** What `openForReading` opened: the engine, and how it was read. */
@@ -571,6 +584,7 @@ async function openForReading(db, options = {}) {
 
 module.exports = {
   LcmEngine,
+  closest,
   Output,
   Reader,
   UsageError,

@@ -11,7 +11,7 @@ const os = require('node:os')
 const path = require('node:path')
 
 const { copyDatabase, exportPrompts, listPrompts, migrate: migrateFile, renderPrompt, showPrompt, snapshot } = require('../index.js')
-const { LcmEngine, UsageError, checkDbFile, existingDb, failureCode, failureMessage, fieldOf, fmt, oneLine, openForReading, openReadOnly, parseArgs, plural, printJson, promptCacheLine, reportMigration, settingsOf, signed } = require('./cli-common.cjs')
+const { LcmEngine, UsageError, checkDbFile, closest, existingDb, failureCode, failureMessage, fieldOf, fmt, oneLine, openForReading, openReadOnly, parseArgs, plural, printJson, promptCacheLine, reportMigration, settingsOf, signed } = require('./cli-common.cjs')
 const inspect = require('./inspect.cjs')
 const { resolveLlm } = require('./llm.cjs')
 const { hideUrlSecrets, isDatabaseUrl, shownDatabase } = require('../plugin/config.cjs')
@@ -116,7 +116,9 @@ const COMMAND_LIST = Object.entries(HELP)
     const description = help.split('\n').slice(1).filter((line) => !line.trim().startsWith('['))
     const what = description.join(' ').replace(/\s+/g, ' ').trim()
     const sentence = what.split(/(?<=\.)\s/)[0].replace(/\.$/, '')
-    return `  ${name.padEnd(14)}${sentence.length > 66 ? `${sentence.slice(0, 65)}…` : sentence}`
+    // Cut to the terminal's width (80 columns when it is not a terminal), never mid-word.
+    const room = Math.max(40, (process.stdout.columns || 80) - 17)
+    return `  ${name.padEnd(14)}${sentence.length > room ? `${sentence.slice(0, room - 1).replace(/\s+\S*$/, '')}…` : sentence}`
   })
   .join('\n')
 
@@ -572,11 +574,11 @@ async function rewrite(argv) {
         console.log(`--- before\n${e.oldContent}\n--- after\n${e.newContent}`)
       }
     }
-    console.log(
-      `\nRewrote ${fmt(result.entries.length)} summar${result.entries.length === 1 ? 'y' : 'ies'}. ` +
-        `Total: ${fmt(result.tokensBefore)}t → ${fmt(result.tokensAfter)}t (${signed(result.tokensAfter - result.tokensBefore)})`,
-    )
-    if (!result.apply) console.log('Dry run: no summary was changed. Add --apply to write the new summaries.')
+    const n = `${fmt(result.entries.length)} summar${result.entries.length === 1 ? 'y' : 'ies'}`
+    const total = `Total: ${fmt(result.tokensBefore)}t → ${fmt(result.tokensAfter)}t (${signed(result.tokensAfter - result.tokensBefore)})`
+    // A dry run says so first: it rewrote nothing.
+    if (result.apply) console.log(`\nRewrote ${n}. ${total}`)
+    else console.log(`\nDry run: no summary was changed (${n} previewed; ${total.replace('Total', 'would be')}). Add --apply to write the new summaries.`)
   } finally {
     process.removeListener('SIGINT', onSigint)
     if (tty) process.stderr.write('\r\x1b[K')
@@ -768,6 +770,20 @@ async function ui(argv) {
   await engine.close()
 }
 
+/**
+ * The engine of a `Reader` whose `close` also removes the upgraded copy it may read.
+ * @param {InstanceType<typeof import('./cli-common.cjs').Reader>} reader @returns {Engine}
+ */
+function readerEngine(reader) {
+  return new Proxy(reader.engine, {
+    get(target, key) {
+      if (key === 'close') return () => reader.close()
+      const value = Reflect.get(target, key, target)
+      return typeof value === 'function' ? value.bind(target) : value
+    },
+  })
+}
+
 /** @param {string[]} argv */
 async function tui(argv) {
   /** @satisfies {OptionSpec} */
@@ -788,13 +804,20 @@ async function tui(argv) {
   const { db, engineOptions: configured } = existingDb(args)
   const llm = llmFromArgs(args)
   const engineOptions = { ...configured, ...(args.tz === undefined ? {} : { timezone: args.tz }), ...targetsOf(args) }
-  // Refuse a file that needs an upgrade before the screen is taken over, with the hint.
-  await (await openReadOnly(db, engineOptions)).close()
+  // Read as every read command reads: a file that needs an upgrade (lossless-claw's) through an
+  // upgraded copy, said before the screen is taken over. The first apply opens the file itself
+  // for writing, which upgrades it, as `rewrite --apply` does.
+  const reader = await openForReading(db, engineOptions)
+  const Engine = {
+    /** @param {LcmConfig & { readOnly?: boolean }} config */
+    open: (config) => (config.readOnly ? Promise.resolve(readerEngine(reader)) : LcmEngine.open(config)),
+  }
   let runTui
   try {
     ;({ runTui } = await import('../tui/main.mjs'))
   } catch (err) {
     // Ink and React are optional peers: the OpenClaw plugin and the library never need them.
+    await reader.close()
     const message = fieldOf(err, 'message')
     if (fieldOf(err, 'code') === 'ERR_MODULE_NOT_FOUND' && typeof message === 'string' && /['"](ink|react)['"]/.test(message)) {
       throw Object.assign(new Error('the tui needs Ink and React, which lcm-native does not install for the library or the plugin: run npm install ink@6 react@19 where lcm-native is installed'), { code: 'E_MISSING_DEPENDENCY' })
@@ -802,7 +825,7 @@ async function tui(argv) {
     throw err
   }
   await runTui({
-    Engine: LcmEngine,
+    Engine,
     dbPath: db,
     promptDir: args['prompt-dir'],
     llm,
@@ -829,7 +852,7 @@ async function main(argv) {
     if (command === undefined) process.exitCode = 2
     return
   }
-  const near = Object.keys(HELP).find((name) => name.startsWith(command.slice(0, 3)) || command.startsWith(name))
+  const near = closest(command, Object.keys(HELP)) ?? Object.keys(HELP).find((name) => command.startsWith(name))
   console.error(`lcm-native: unknown command ${command}${near ? `; did you mean ${near}?` : ''} (lcm-native --help lists the commands)`)
   process.exitCode = 2
 }

@@ -56,6 +56,33 @@ const ENGINE_KEYS = [
  *   dbPath): the plugin config's, with lossless-claw's LCM_* variables over them, read on first use
  */
 
+/**
+ * The candidate nearest `word` (edit distance with transpositions, so `grpe` finds `grep`),
+ * when it is near enough to be what was meant: at most a third of its length, at least 1.
+ * @param {string} word @param {Iterable<string>} candidates @returns {string | undefined}
+ */
+function closest(word, candidates) {
+  /** @param {string} a @param {string} b */
+  const distance = (a, b) => {
+    const d = Array.from({ length: a.length + 1 }, (_, i) => Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)))
+    for (let i = 1; i <= a.length; i++) {
+      for (let j = 1; j <= b.length; j++) {
+        const cost = a[i - 1] === b[j - 1] ? 0 : 1
+        d[i][j] = Math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost)
+        if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) d[i][j] = Math.min(d[i][j], d[i - 2][j - 2] + 1)
+      }
+    }
+    return d[a.length][b.length]
+  }
+  let best
+  let bestDistance = Infinity
+  for (const c of candidates) {
+    const n = distance(word, c)
+    if (n < bestDistance) [best, bestDistance] = [c, n]
+  }
+  return bestDistance <= Math.max(1, Math.floor(word.length / 3)) ? best : undefined
+}
+
 /** An invalid option: one message naming it. */
 class ConfigError extends Error {
   /** @param {string} option @param {string} why */
@@ -175,7 +202,10 @@ function resolveSettings(pluginConfig, env, engineEnv) {
   const cfg = /** @type {Record<string, unknown>} */ (pluginConfig ?? {})
   const known = Object.keys(require('../openclaw.plugin.json').configSchema.properties)
   for (const key of Object.keys(cfg)) {
-    if (!known.includes(key)) throw new ConfigError(key, `unknown option (known: ${known.join(', ')})`)
+    if (!known.includes(key)) {
+      const near = closest(key, known)
+      throw new ConfigError(key, `unknown option${near ? `; did you mean ${near}?` : ''} (known: ${known.join(', ')})`)
+    }
   }
 
   /** @type {Record<string, unknown>} */
@@ -204,7 +234,11 @@ function resolveSettings(pluginConfig, env, engineEnv) {
         fromEnv = engineEnv()
       } catch (err) {
         const e = /** @type {{ message?: string }} */ (err)
-        throw new ConfigError('environment', String(e?.message ?? err))
+        const why = String(e?.message ?? err)
+        const failure = new ConfigError('environment', why)
+        // The engine names the option and the variable itself: said once, not nested.
+        if (/^invalid config option /.test(why)) failure.message = `lcm-native: ${why}`
+        throw failure
       }
     }
     // TZ is the system's zone, not an LCM setting: a configured timezone stays unless
@@ -376,4 +410,4 @@ function agentOf(sessionKey) {
   return parts[0] === 'agent' && parts[1] ? parts[1] : 'main'
 }
 
-module.exports = { ConfigError, ENGINE_KEYS, agentOf, databaseFor, hideUrlSecrets, isDatabaseUrl, resolveSettings, shownDatabase, stateDir }
+module.exports = { ConfigError, ENGINE_KEYS, agentOf, closest, databaseFor, hideUrlSecrets, isDatabaseUrl, resolveSettings, shownDatabase, stateDir }

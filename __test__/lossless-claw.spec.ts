@@ -15,6 +15,10 @@ import { ROOT, THEME, hostMessages, tempDir, turns } from './helpers'
 const SRC = process.env.LCM_LOSSLESS_CLAW_SRC ?? join(homedir(), '.cache/lcm-native/lossless-claw/src-4214b480')
 const NODE = process.env.LCM_NODE24 ?? join(homedir(), '.cache/lcm-native/node24/package/bin/node')
 const available = existsSync(join(SRC, 'src/db/migration.ts')) && existsSync(NODE)
+if (!available) {
+  // Said once, so that a skipped file is never a silent one.
+  console.warn(`lossless-claw.spec.ts skipped: no lossless-claw checkout at ${SRC} or no Node 24 at ${NODE} (see __test__/lossless-claw/README.md)`)
+}
 
 describe.skipIf(!available)(`lossless-claw (${SRC}) on an lcm-native file`, () => {
   it('migrates it, reads it, and leaves lcm-native its summaries and scores', async () => {

@@ -159,7 +159,9 @@ async function startUi(o) {
       return json(res, 404, { ok: false, code: 'E_NOT_FOUND', error: 'not found' })
     } catch (err) {
       const e = /** @type {{ code?: unknown, message?: unknown }} */ (err)
-      json(res, typeof e?.code === 'string' && e.code === 'E_TOO_LARGE' ? 413 : 400, { ok: false, code: typeof e?.code === 'string' ? e.code : 'E_INTERNAL', error: String(e?.message ?? err) })
+      const code = typeof e?.code === 'string' ? e.code : 'E_INTERNAL'
+      const status = code === 'E_TOO_LARGE' ? 413 : code === 'E_INVALID_INPUT' ? 400 : 500
+      json(res, status, { ok: false, code, error: String(e?.message ?? err) })
     }
   })
   await new Promise((resolve, reject) => {

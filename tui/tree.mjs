@@ -129,10 +129,10 @@ export function shortRange(earliest, latest) {
   return timeRange(earliest, latest).replace(/(^|–)\d{4}-/g, '$1')
 }
 
-/** "Δ tokens: -122 (1523 → 1401)" @param {number} before @param {number} after */
+/** "Δ tokens: -122 (1,523 → 1,401)" @param {number} before @param {number} after */
 export function deltaText(before, after) {
   const d = after - before
-  return `Δ tokens: ${d > 0 ? '+' : ''}${d} (${before} → ${after})`
+  return `Δ tokens: ${d > 0 ? '+' : ''}${count(d)} (${count(before)} → ${count(after)})`
 }
 
 /** 12,345 @param {number} n */

@@ -1,7 +1,6 @@
 //! Assembly tests: the plugin's fixtures, the real transcripts at several budgets through the
 //! strict-provider validator, the budget rules, presentation, and the query count.
 
-use crate::store::summaries::SummaryFilter;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -12,6 +11,7 @@ use super::*;
 use crate::compaction::PassOptions;
 use crate::engine::Engine;
 use crate::store::conversations::Target;
+use crate::store::summaries::SummaryFilter;
 use crate::summarizer::SummaryKind;
 use crate::test_support::{compact_offline, engine_with, synthetic, with_synthetic, Scripted};
 use crate::test_support::{transcript, REFACTOR, THEME};

@@ -2,13 +2,13 @@
 //! advancement key, one-time imports, the host's extra message kinds, and sweeps that stop
 //! when asked.
 
-use crate::store::summaries::SummaryFilter;
 use std::sync::atomic::AtomicBool;
 
 use rusqlite::Connection;
 use serde_json::{json, Value};
 
 use super::*;
+use crate::store::summaries::SummaryFilter;
 use crate::test_support::temp_engine;
 
 fn turn(n: usize) -> Vec<Value> {

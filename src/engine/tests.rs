@@ -1,12 +1,12 @@
 //! Engine-level tests on the real transcripts in `data/transcripts/`.
 
-use crate::store::summaries::SummaryFilter;
 use std::path::Path;
 
 use rusqlite::{params, Connection};
 use serde_json::json;
 
 use super::*;
+use crate::store::summaries::SummaryFilter;
 use crate::test_support::{temp_engine, transcript, REFACTOR, THEME};
 
 fn count(engine: &Engine, sql: &str) -> i64 {

@@ -1,7 +1,6 @@
 //! `minFidelity` end to end: the retry with the missing identifiers listed, the mark when the
 //! retry still scores under, and `rewrite` with `lowFidelity` clearing it.
 
-use crate::store::summaries::SummaryFilter;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
@@ -13,6 +12,7 @@ use crate::engine::Engine;
 use crate::rewrite::RewriteOptions;
 use crate::store::conversations::Target;
 use crate::store::fidelity_scores as store;
+use crate::store::summaries::SummaryFilter;
 use crate::summarizer::SummaryKind;
 use crate::test_support::{engine_with, Act, Scripted};
 

@@ -1,7 +1,6 @@
 //! Versions written by compaction, rewrite and rollback, their lineage, the bound, versions
 //! made lazily for summaries from before the table, and the failure paths.
 
-use crate::store::summaries::SummaryFilter;
 use std::sync::atomic::AtomicBool;
 
 use rusqlite::Connection;
@@ -14,10 +13,21 @@ use crate::engine::Engine;
 use crate::recall::grep::{GrepOptions, Mode, Scope, Sort};
 use crate::rewrite::{RewriteOptions, Selection};
 use crate::store::conversations::Target;
+use crate::store::summaries::SummaryFilter;
 use crate::test_support::{engine_with, Act, Scripted};
 use crate::test_support::{transcript, THEME};
 
 /// The theme transcript compacted to depth 1 by a scripted model.
+/// The id of the conversation's first leaf summary.
+fn first_leaf(engine: &Engine, cid: i64) -> String {
+    engine
+        .summaries(cid, &SummaryFilter::at_depth(0))
+        .unwrap()
+        .remove(0)
+        .fields
+        .summary_id
+}
+
 async fn compacted(extra: serde_json::Value) -> (tempfile::TempDir, Engine, i64) {
     let dir = tempfile::tempdir().unwrap();
     let mut options = json!({"leafChunkTokens": 3000, "leafTargetTokens": 300, "freshTailCount": 32});
@@ -102,12 +112,7 @@ async fn compaction_writes_version_1_with_its_model_and_template() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rewrite_and_rollback_add_versions_and_fts_follows_the_text() {
     let (_d, engine, cid) = compacted(json!({})).await;
-    let id = engine
-        .summaries(cid, &SummaryFilter::at_depth(0))
-        .unwrap()
-        .remove(0)
-        .fields
-        .summary_id;
+    let id = first_leaf(&engine, cid);
     let original = engine.history(&id).unwrap().remove(0).content;
     rewrite_one(
         &engine,
@@ -163,12 +168,7 @@ async fn rewrite_and_rollback_add_versions_and_fts_follows_the_text() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_summary_from_before_versions_gets_version_1_from_its_row() {
     let (_d, engine, cid) = compacted(json!({})).await;
-    let id = engine
-        .summaries(cid, &SummaryFilter::at_depth(0))
-        .unwrap()
-        .remove(0)
-        .fields
-        .summary_id;
+    let id = first_leaf(&engine, cid);
     Connection::open(&engine.config().db_path)
         .unwrap()
         .execute("DELETE FROM lcm_native_summary_versions WHERE summary_id = ?1", [&id])
@@ -191,12 +191,7 @@ async fn a_summary_from_before_versions_gets_version_1_from_its_row() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn max_summary_versions_bounds_what_is_kept() {
     let (_d, engine, cid) = compacted(json!({"maxSummaryVersions": 2})).await;
-    let id = engine
-        .summaries(cid, &SummaryFilter::at_depth(0))
-        .unwrap()
-        .remove(0)
-        .fields
-        .summary_id;
+    let id = first_leaf(&engine, cid);
     for i in 0..3 {
         rewrite_one(&engine, cid, &id, &format!("Text {i}.\nExpand for details about: x.")).await;
     }

@@ -10,8 +10,8 @@ use super::text::{compile, Redactor};
 /// `[BUILTIN_ENTRY]`).
 pub(crate) const BUILTIN_ENTRY: &str = "@builtin";
 
-/// What ingest puts where a secret was.
-pub(crate) const INGEST_REPLACEMENT: &str = "[REDACTED]";
+/// What ingest puts where a secret was (the store's: it recognises the marker in a replay).
+pub(crate) use crate::store::redactions::INGEST_REPLACEMENT;
 
 /// Common credential formats, each specific enough that ordinary prose and code do not match:
 /// a fixed prefix and a long random tail.

@@ -2,7 +2,6 @@
 //! depth 2: afterwards no message, part, full-text row, summary, version or byte of the files
 //! holds it, and every covering summary was regenerated or marked.
 
-use crate::store::summaries::SummaryFilter;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
@@ -16,6 +15,7 @@ use crate::history::Reason;
 use crate::offline::OfflineSummarizer;
 use crate::store::conversations::Target;
 use crate::store::redactions::INGEST_REASON;
+use crate::store::summaries::SummaryFilter;
 use crate::test_support::{engine_with, stub_text, Act, Scripted};
 use crate::test_support::{transcript, THEME};
 

@@ -1,7 +1,6 @@
 //! Rewrite tests on the theme transcript compacted to depth 1: dry run, apply, order, what a
 //! condensed node is rebuilt from, cancellation, failures and prompt overrides.
 
-use crate::store::summaries::SummaryFilter;
 use std::sync::atomic::AtomicBool;
 use std::sync::Mutex;
 
@@ -12,6 +11,7 @@ use super::*;
 use crate::engine::Engine;
 use crate::recall::grep::{GrepOptions, Mode, Scope, Sort};
 use crate::store::conversations::Target as ConversationTarget;
+use crate::store::summaries::SummaryFilter;
 use crate::test_support::{compact_offline, engine_with, Act, Scripted};
 use crate::test_support::{transcript, THEME};
 

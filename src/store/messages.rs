@@ -609,7 +609,7 @@ fn is_replay(tx: Db, flags: SchemaFlags, stored: &Keyed, m: &NewMessage) -> Resu
         // id (stored, not dropped). A replacement the text does not show (another one than
         // lcm-native's marker, or only in tool arguments) cannot be told apart: the message is
         // taken for the original, so that a redacted secret is never stored again in clear.
-        let marker = crate::redact::secrets::INGEST_REPLACEMENT;
+        let marker = super::redactions::INGEST_REPLACEMENT;
         return Ok(!stored.content.contains(marker) || fits_redacted(&stored.content, &m.content, marker));
     }
     if stored.content != m.content {

@@ -8,6 +8,10 @@ use rusqlite::params;
 use crate::error::Result;
 use crate::sql::Db;
 
+/// What ingest puts where a secret was. The store knows it too: a replayed message whose stored
+/// text holds it is matched with each marker standing for what it replaced.
+pub(crate) const INGEST_REPLACEMENT: &str = "[REDACTED]";
+
 /// What ingest replaced in one message before storing it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct IngestRedaction {

@@ -107,7 +107,20 @@ describe('the panel as session actions', () => {
     expect(block.text.length).toBe(2_000)
     const whole = await ok('message', { messageId: found!.messageId })
     expect(whole.blocks[0].text).toMatch(/END-OF-BIG-RESULT$/)
+    expect(whole.blocks[0].folded).toBe(false)
     expect(whole.chain.length).toBeGreaterThan(0)
+  })
+
+  it('a message of many large blocks opens whole within the host bounds, each block folded to fit', async () => {
+    const other = session('blocks')
+    const blocks = Array.from({ length: 30 }, (_, i) => ({ type: 'text', text: `BLOCKMARK-${i} ${'y'.repeat(20_000)}` }))
+    await host.engine().commitTurn({ ...other, advancementKey: 'blocks-1', messages: [{ role: 'user', content: blocks, timestamp: Date.now() }] })
+    const at = (payload: unknown) => host.action('grep', { sessionKey: other.sessionKey, payload })
+    const hit = (await at({ query: 'BLOCKMARK-0', mode: 'like', scope: 'messages' })).result.hits[0]
+    const r = await host.action('message', { sessionKey: other.sessionKey, payload: { messageId: hit.messageId } })
+    expect(r.ok, r.error).toBe(true)
+    expect(r.result.blocks).toHaveLength(30)
+    expect(r.result.blocks.every((b: { folded: boolean; text: string }) => b.folded && b.text.length >= 2_000)).toBe(true)
   })
 
   it('search finds a message under its summary and a summary by its text', async () => {

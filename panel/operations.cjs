@@ -309,7 +309,11 @@ const OPERATIONS = {
       const d = await ctx.engine.describe(id)
       if (d.type !== 'message') throw new PanelError('E_INVALID_INPUT', 'messageId names a summary')
       if (d.conversationId !== cid) throw new PanelError('E_NOT_FOUND', `message ${id} is not in this session's conversation`)
-      return { ...messageView(d, FULL_CHARS, 40), live: d.live, liveSummary: d.liveSummary, chain: d.chain }
+      // Each block whole up to 60,000 characters, less when the message has many, so that the
+      // whole answer stays within the host's 256 KiB.
+      const blocks = typeof d.content === 'string' ? 1 : Math.min(40, d.content.length)
+      const each = Math.max(2_000, Math.min(FULL_CHARS, Math.floor(160_000 / Math.max(1, blocks))))
+      return { ...messageView(d, each, 40), live: d.live, liveSummary: d.liveSummary, chain: d.chain }
     },
   },
 

@@ -503,6 +503,19 @@ describe('text for narrow panes', () => {
     expect(narrow.length).toBeLessThanOrEqual(wide.length)
     expect(narrow).toMatch(/d2 30t \* 02-17 15:37$/)
   })
+
+  it('a tree is drawn in one form: the widest every shown row fits', async () => {
+    const { rowLabel, treeForm, visibleRows } = await import('../tui/tree.mjs')
+    const rows = visibleRows(DAG, new Set(DAG.map((n) => n.summaryId)))
+    // A width some rows fit in full and one does not: every row compact.
+    const need = rows.filter((r) => r.type === 'summary').map((r) => r.level * 2 + rowLabel(r, Infinity, 'full').length)
+    const width = Math.max(...need) - 1
+    expect(need.some((n) => n <= width)).toBe(true)
+    const form = treeForm(rows, width)
+    expect(form).not.toBe('full')
+    for (const r of rows) if (r.type === 'summary') expect(rowLabel(r, width, form)).not.toContain(' desc')
+    expect(treeForm(rows, 500)).toBe('full')
+  })
 })
 
 describe('wrapped diffs', () => {

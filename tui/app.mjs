@@ -9,7 +9,7 @@ import { Box, Text, useApp, useInput, useStdout } from 'ink'
 import { createElement as h, Fragment, useCallback, useEffect, useMemo, useRef, useState } from 'react'
 
 import { errorText, initialState, keysOf, reduce, shownConversations } from './state.mjs'
-import { count, deltaText, indexDag, messagesText, planText, rowLabel, timeRange, variant, visibleRows, wrapDiff, wrapLines } from './tree.mjs'
+import { count, deltaText, indexDag, messagesText, planText, rowLabel, timeRange, treeForm, variant, visibleRows, wrapDiff, wrapLines } from './tree.mjs'
 
 export { errorText }
 
@@ -282,18 +282,22 @@ function dagView({ rows, cursor, selected, byId, detailScroll, height, columns, 
   const textWidth = Math.max(20, columns - treeWidth - 2)
   const room = height - 1
   const start = Math.max(0, Math.min(cursor - Math.floor(room / 2), rows.length - room))
-  const title = fallbacksOnly ? `Fallback summaries (${rows.length})` : `DAG (${byId.size} summaries)`
+  const shown = rows.slice(start, start + room)
+  const form = treeForm(shown, treeWidth - 1)
+  // The compact forms mark live and fallback summaries with one character: the title says which.
+  const marks = form === 'full' ? '' : '  * live · ! fallback'
+  const title = `${fallbacksOnly ? `Fallback summaries (${rows.length})` : `DAG (${byId.size} summaries)`}${marks}`
   const tree = h(
     Box,
     { flexDirection: 'column', width: treeWidth, flexShrink: 0, paddingRight: 1 },
     h(Text, { bold: true }, title),
     rows.length === 0
       ? h(Text, null, fallbacksOnly ? 'No fallback summaries.' : 'No summaries yet.')
-      : rows.slice(start, start + room).map((r, i) =>
+      : shown.map((r, i) =>
           h(
             Text,
             { key: r.key, inverse: start + i === cursor, wrap: 'truncate-end', color: r.node.fallback && r.type === 'summary' ? 'yellow' : undefined },
-            `${'  '.repeat(r.level)}${rowLabel(r, treeWidth - 1)}`,
+            `${'  '.repeat(r.level)}${rowLabel(r, treeWidth - 1, form)}`,
           ),
         ),
   )

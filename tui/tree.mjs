@@ -140,13 +140,19 @@ export function count(n) {
   return n.toLocaleString('en-US')
 }
 
+/** The forms of a tree row's label, widest first (`treeForm` picks one for a whole tree). */
+const FORMS = /** @type {const} */ (['full', 'medium', 'short'])
+
+/** @typedef {typeof FORMS[number]} RowForm */
+
 /**
- * The one-line label of a tree row; in a pane narrower than it (`width`, indentation
- * included), a compact one (`*` live, `!` a fallback): the whole id if it fits, else the id
- * shortened; the sizes kept, the start time last.
- * @param {Row} row @param {number} [width]
+ * The one-line label of a tree row in one form: `full`; `medium`, compact (`*` live, `!` a
+ * fallback, the start time only); `short`, the id shortened too. The sizes come before the
+ * time, so a narrow pane cuts the time, not the numbers. Without a form, the widest that fits
+ * `width` (indentation included).
+ * @param {Row} row @param {number} [width] @param {RowForm} [form]
  */
-export function rowLabel(row, width = Infinity) {
+export function rowLabel(row, width = Infinity, form) {
   const n = row.node
   if (row.type === 'messages') {
     const m = n.messages
@@ -154,14 +160,23 @@ export function rowLabel(row, width = Infinity) {
   }
   const marker = row.expandable ? (row.expanded ? '▾' : '▸') : ' '
   const flags = [n.fallback ? '[fallback]' : '', n.live ? 'live' : ''].filter(Boolean).join(' ')
-  // Sizes before the time range: a narrow pane cuts the range, not the numbers.
   const full = `${marker} ${n.summaryId} d${n.depth} ${count(n.tokenCount)} tok ${n.descendantCount} desc${flags ? ` ${flags}` : ''} ${shortRange(n.earliestAt, n.latestAt)}`
-  if (row.level * 2 + full.length <= width) return full
   const mark = n.fallback ? ' !' : n.live ? ' *' : ''
   const start = shortRange(n.earliestAt, null)
   const medium = `${marker} ${n.summaryId} d${n.depth} ${count(n.tokenCount)}t${mark} ${start}`
-  if (row.level * 2 + medium.length <= width) return medium
-  return `${marker} ${n.summaryId.slice(0, 10)}… d${n.depth} ${count(n.tokenCount)}t${mark} ${start}`
+  const short = `${marker} ${n.summaryId.slice(0, 10)}… d${n.depth} ${count(n.tokenCount)}t${mark} ${start}`
+  if (form) return { full, medium, short }[form]
+  if (row.level * 2 + full.length <= width) return full
+  return row.level * 2 + medium.length <= width ? medium : short
+}
+
+/**
+ * The one form every row of a tree fits in `width` (the widest such), so that a list never
+ * mixes two formats.
+ * @param {Row[]} rows @param {number} width @returns {RowForm}
+ */
+export function treeForm(rows, width) {
+  return FORMS.find((f) => rows.every((r) => r.type === 'messages' || r.level * 2 + rowLabel(r, width, f).length <= width)) ?? 'short'
 }
 
 /**

@@ -192,6 +192,21 @@ describe('the panel as session actions', () => {
     expect(await call('redactCount', { pattern: '' })).toMatchObject({ ok: false, code: 'E_INVALID_INPUT' })
   })
 
+  it("a condensed summary opens with its inputs as rows, the ones `children` lists", async () => {
+    // A condensed node over the leaves, written by the engine's own pass.
+    const cid = (await ok('overview')).conversation.conversationId
+    const engine = await LcmEngine.open({ dbPath: host.dbPath, leafMinFanout: 2 })
+    const pass = await engine.condensedPass(cid, 'offline', { hardTrigger: true, depth: 0 })
+    await engine.close()
+    expect(pass).not.toBeNull()
+    const { summaries } = await ok('summaries', { limit: 100, depth: 1 })
+    expect(summaries.length).toBeGreaterThan(0)
+    const d = await ok('summary', { summaryId: summaries[0].summaryId })
+    expect(d.inputCount).toBeGreaterThan(1)
+    expect(d.inputs.map((i: { summaryId: string }) => i.summaryId)).toEqual((await ok('children', { summaryId: d.summaryId })).inputs.map((i: { summaryId: string }) => i.summaryId))
+    expect(d.inputs.every((i: { depth: number; preview: string }) => i.depth === 0 && typeof i.preview === 'string')).toBe(true)
+  })
+
   it('a session LCM holds nothing of, an unknown action, a bad payload', async () => {
     const none = await host.action('overview', { sessionKey: 'agent:main:explicit:never', payload: {} })
     expect(none).toMatchObject({ ok: true, result: { conversation: null } })

@@ -264,14 +264,16 @@ const OPERATIONS = {
     write: false,
     description: 'One summary whole: its text, inputs, the messages it covers, its chain up to the context, fidelity and versions.',
     async run(ctx, p) {
-      const { d } = await summaryIn(ctx, p)
+      const { cid, d } = await summaryIn(ctx, p)
       const text = fold(d.content, FULL_CHARS)
       return {
         ...summaryRow(d),
         content: text.text,
         contentFolded: text.folded,
         range: d.range,
-        inputs: d.inputs,
+        // Its inputs as list rows (the first 100), so that opening it needs no second call.
+        inputs: await inputRows(ctx, cid, d),
+        inputCount: d.inputs.length,
         coveredMessages: d.coveredMessages,
         live: d.live,
         consumedBy: d.consumedBy,
@@ -291,12 +293,9 @@ const OPERATIONS = {
       const offset = int(p.offset, 0, 0, Number.MAX_SAFE_INTEGER, 'offset')
       const { cid, summaryId, d } = await summaryIn(ctx, p)
       // The inputs in one read, in their order in the node.
-      const ids = d.inputs.slice(0, 100).map((i) => i.summaryId)
-      const rows = ids.length ? await ctx.engine.summaries(cid, { summaryIds: ids }) : []
-      const byId = new Map(rows.map((r) => [r.summaryId, r]))
-      const inputs = ids.flatMap((id) => (byId.has(id) ? [summaryRow(/** @type {SummaryRecord} */ (byId.get(id)))] : []))
+      const inputs = await inputRows(ctx, cid, d)
       const page = await coveredPage(ctx.engine, cid, d, offset, limit)
-      return { summaryId, inputs, inputsNotListed: d.inputs.length - ids.length, ...page }
+      return { summaryId, inputs, inputsNotListed: d.inputs.length - inputs.length, ...page }
     },
   },
 
@@ -541,6 +540,20 @@ async function summaryIn(ctx, p) {
   const cid = conversationOf(ctx)
   const summaryId = str(p.summaryId, 'summaryId')
   return { cid, summaryId, d: await ownSummary(ctx, cid, summaryId) }
+}
+
+/**
+ * A condensed summary's inputs (the first 100) as list rows, in their order, in one read.
+ * @param {OperationContext} ctx @param {number} cid @param {import('../index.js').SummaryDescription} d
+ */
+async function inputRows(ctx, cid, d) {
+  const ids = d.inputs.slice(0, 100).map((i) => i.summaryId)
+  if (ids.length === 0) return []
+  const byId = new Map((await ctx.engine.summaries(cid, { summaryIds: ids })).map((r) => [r.summaryId, r]))
+  return ids.flatMap((id) => {
+    const r = byId.get(id)
+    return r ? [summaryRow(r)] : []
+  })
 }
 
 /**

@@ -260,11 +260,11 @@ class LcmPanel {
       fid && fid.score !== null ? el('p', { class: 'lcmn-sub' }, `fidelity ${fid.score.toFixed(2)}: keeps ${fid.kept} of ${fid.identifiers} identifiers${fid.missingSalient.length ? `; left out: ${fid.missingSalient.slice(0, 8).join(', ')}` : ''}`) : '',
       markdown(d.content),
     )
-    if (d.inputs.length) {
+    if (d.inputCount) {
       const inputs = el('ol', { class: 'lcmn-list lcmn-nested', 'aria-label': `Inputs of ${d.summaryId}` })
-      box.append(el('p', { class: 'lcmn-sub' }, `Made from ${d.inputs.length} summaries:`), inputs)
-      const children = await this.guarded(box, () => this.call('children', { summaryId, limit: 1 }))
-      for (const child of children?.inputs ?? []) inputs.append(this.summaryItem(child))
+      const more = d.inputCount - d.inputs.length
+      box.append(el('p', { class: 'lcmn-sub' }, `Made from ${d.inputCount} summaries${more > 0 ? ` (the first ${d.inputs.length} listed)` : ''}:`), inputs)
+      for (const child of d.inputs) inputs.append(this.summaryItem(child))
     }
     const sources = el('div', { class: 'lcmn-sources' })
     const open = el('button', { type: 'button', class: 'lcmn-more' }, `Raw messages (${fmt(d.coveredMessages.count)})`)

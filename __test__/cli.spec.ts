@@ -642,6 +642,7 @@ describe('rewrite against an OpenAI-compatible server', () => {
   const requests: { auth?: string; body: { model: string; messages: { role: string; content: string }[]; max_tokens: number } }[] = []
   const anthropic: { key: string; version: string; body: { model: string; max_tokens: number } }[] = []
   let refuse = false
+  let slowMs = 0
   let base = ''
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     let body = ''
@@ -665,9 +666,11 @@ describe('rewrite against an OpenAI-compatible server', () => {
       }
       requests.push({ auth: req.headers.authorization, body: JSON.parse(body) })
       const n = requests.length
-      res.writeHead(200, { 'content-type': 'application/json' }).end(
-        JSON.stringify({ choices: [{ message: { role: 'assistant', content: `SERVER SUMMARY ${n} qxyserverword${n}\nExpand for details about: server.` } }] }),
-      )
+      setTimeout(() => {
+        res.writeHead(200, { 'content-type': 'application/json' }).end(
+          JSON.stringify({ choices: [{ message: { role: 'assistant', content: `SERVER SUMMARY ${n} qxyserverword${n}\nExpand for details about: server.` } }] }),
+        )
+      }, slowMs)
     })
   })
   beforeAll(async () => {
@@ -711,6 +714,33 @@ describe('rewrite against an OpenAI-compatible server', () => {
     expect(leaves.every((s) => s.content.startsWith('SERVER SUMMARY') && s.model === 'test-model')).toBe(true)
     expect((await engine.verify()).ok).toBe(true)
     await engine.close()
+  })
+
+  it('a reader that stops early (| head) sees the first summary at once and stops the run', async () => {
+    requests.length = 0
+    slowMs = 150
+    try {
+      const child = spawn(process.execPath, [BIN, 'rewrite', '1', '--all', '--db', demoDb], { env: { ...process.env, ...env(), HOME: tempDir() } })
+      let seen = ''
+      const exited = new Promise<number | null>((resolve) => child.on('close', resolve))
+      // Like `head`: read until the first summary's text, then close the pipe.
+      await new Promise<void>((resolve) => {
+        child.stdout.on('data', (d) => {
+          seen += d
+          if (seen.includes('--- after\n')) {
+            child.stdout.destroy()
+            resolve()
+          }
+        })
+      })
+      const atClose = requests.length
+      expect(await exited).toBe(0)
+      // 63 summaries at 150 ms each would take ~10 s; it stops within a few more calls.
+      expect(requests.length).toBeLessThanOrEqual(atClose + 3)
+      expect(requests.length).toBeLessThan(10)
+    } finally {
+      slowMs = 0
+    }
   })
 
   it('a refused key is a one-line E_SUMMARIZER error and exit 1', async () => {

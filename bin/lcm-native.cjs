@@ -484,6 +484,14 @@ function llmFromArgs(args) {
   return resolveLlm({ env, provider: args.provider, model: args.model, baseUrl: args['base-url'] })
 }
 
+/** Set when stdout or stderr was closed by its reader (EPIPE). */
+let outputClosed = false
+/**
+ * What a running command does when its output is closed; unset: exit at once.
+ * @type {(() => void) | undefined}
+ */
+let onOutputClosed
+
 /** @param {string[]} argv */
 async function rewrite(argv) {
   /** @satisfies {OptionSpec} */
@@ -537,6 +545,25 @@ async function rewrite(argv) {
   const onSigint = () => controller.abort()
   process.once('SIGINT', onSigint)
   const tty = process.stderr.isTTY
+  // Each summary is printed when it is done, so `rewrite … | head` shows the first at once; a
+  // reader that stops early cancels the rest (nothing more is summarised, or written).
+  let shown = 0
+  /** @param {import('../index').RewriteEntry} e */
+  const show = (e) => {
+    if (tty) process.stderr.write('\r\x1b[K')
+    shown += 1
+    console.log(
+      `\n${e.summaryId} (d${e.depth}, ${plural(e.childCount, e.depth === 0 ? 'message' : 'input')}, ${e.timeRange}): ` +
+        `${fmt(e.oldTokens)}t → ${fmt(e.newTokens)}t (${signed(e.delta)})` +
+        (e.fidelity !== null ? `, fidelity ${e.fidelity.toFixed(2)}` : '') +
+        (e.needsRepair ? ' [still under minFidelity; stays marked]' : '') +
+        (e.level === 'fallback' ? ' [the summarizer gave nothing usable; kept as it was]' : '') +
+        (args.apply && !e.applied && e.level !== 'fallback' ? ' [unchanged; not written]' : ''),
+    )
+    if (args.diff) console.log(e.diff || '(no change)')
+    else console.log(`--- before\n${e.oldContent}\n--- after\n${e.newContent}`)
+  }
+  onOutputClosed = () => controller.abort()
   try {
     const result = await engine.rewrite(conversationId, llm ? llm.summarize : 'offline', {
       summaryId: args.summary,
@@ -550,36 +577,34 @@ async function rewrite(argv) {
       model: llm?.model,
       signal: controller.signal,
       onProgress: (p) => {
+        if (p.finished) show(p.finished)
         const line = `Rewriting ${p.done + 1}/${p.total}: ${p.summaryId} (d${p.depth})…`
         if (tty) process.stderr.write(`\r\x1b[K${line}`)
         else process.stderr.write(`${line}\n`)
       },
+    }).catch((/** @type {unknown} */ err) => {
+      // Cancelled because the reader went away: what was shown is all anyone reads.
+      if (outputClosed && /** @type {{ code?: string }} */ (err).code === 'E_ABORTED') return null
+      throw err
     })
+    if (!result) return
     if (tty) process.stderr.write('\r\x1b[K')
     if (!result.entries.length) {
       console.log('No summaries matched rewrite selection.')
       return
     }
-    for (const e of result.entries) {
-      console.log(
-        `\n${e.summaryId} (d${e.depth}, ${plural(e.childCount, e.depth === 0 ? 'message' : 'input')}, ${e.timeRange}): ` +
-          `${fmt(e.oldTokens)}t → ${fmt(e.newTokens)}t (${signed(e.delta)})` +
-          (e.fidelity !== null ? `, fidelity ${e.fidelity.toFixed(2)}` : '') +
-          (e.needsRepair ? ' [still under minFidelity; stays marked]' : '') +
-          (e.level === 'fallback' ? ' [the summarizer gave nothing usable; kept as it was]' : ''),
-      )
-      if (args.diff) {
-        console.log(e.diff || '(no change)')
-      } else {
-        console.log(`--- before\n${e.oldContent}\n--- after\n${e.newContent}`)
-      }
-    }
+    for (const e of result.entries.slice(shown)) show(e)
     const n = `${fmt(result.entries.length)} summar${result.entries.length === 1 ? 'y' : 'ies'}`
     const total = `Total: ${fmt(result.tokensBefore)}t → ${fmt(result.tokensAfter)}t (${signed(result.tokensAfter - result.tokensBefore)})`
     // A dry run says so first: it rewrote nothing.
-    if (result.apply) console.log(`\nRewrote ${n}. ${total}`)
+    const written = result.entries.filter((e) => e.applied).length
+    const why = '(the same text by the same model, or nothing usable from the summarizer)'
+    const some = written < result.entries.length
+    if (result.apply && written === 0) console.log(`\nNo summary was changed: ${result.entries.length === 1 ? 'it came out as it was' : `all ${n} came out as they were`} ${why}.`)
+    else if (result.apply) console.log(`\nRewrote ${some ? `${fmt(written)} of ` : ''}${n}${some ? `; the others came out as they were ${why}` : ''}. ${total}`)
     else console.log(`\nDry run: no summary was changed (${n} previewed; ${total.replace('Total', 'would be')}). Add --apply to write the new summaries.`)
   } finally {
+    onOutputClosed = undefined
     process.removeListener('SIGINT', onSigint)
     if (tty) process.stderr.write('\r\x1b[K')
     await (reader ?? engine).close()
@@ -858,11 +883,14 @@ async function main(argv) {
 }
 
 // Output piped into a reader that stops early (`| head`) is not an error: stop quietly, the way
-// Unix tools do, instead of an unhandled EPIPE stack.
+// Unix tools do, instead of an unhandled EPIPE stack. A long run (rewrite) is cancelled instead,
+// so that it stops between two summaries and closes its database.
 for (const stream of [process.stdout, process.stderr]) {
   stream.on('error', (/** @type {NodeJS.ErrnoException} */ err) => {
-    if (err.code === 'EPIPE') process.exit(0)
-    throw err
+    if (err.code !== 'EPIPE') throw err
+    outputClosed = true
+    if (onOutputClosed) onOutputClosed()
+    else process.exit(0)
   })
 }
 

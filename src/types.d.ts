@@ -1355,6 +1355,11 @@ export interface RewriteProgress {
   total: number
   summaryId: string
   depth: number
+  /**
+   * The summary finished just before this one (none before the first): a caller can show
+   * each result as it comes instead of waiting for the whole run.
+   */
+  finished?: RewriteEntry
 }
 
 /** One summary of a rewrite. */
@@ -1377,7 +1382,10 @@ export interface RewriteEntry {
    * old text is kept.
    */
   level: PassLevel
-  /** True when the new text was written (an applying run, and not a fallback). */
+  /**
+   * True when the new text was written (an applying run, not a fallback, and not the same
+   * text by the same model as before).
+   */
   applied: boolean
   /** The new text's fidelity score; null when the old text is kept or names nothing. */
   fidelity: number | null

@@ -207,6 +207,11 @@ pub struct Progress {
     pub total: usize,
     pub summary_id: String,
     pub depth: i64,
+    /// The summary finished just before this one (none before the first): a caller can show
+    /// each result as it comes instead of waiting for the whole run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, ts(optional))]
+    pub finished: Option<RewriteEntry>,
 }
 
 /// One summary of a rewrite.
@@ -232,7 +237,8 @@ pub struct RewriteEntry {
     /// old text is kept.
     #[cfg_attr(test, ts(type = "PassLevel"))]
     pub level: &'static str,
-    /// True when the new text was written (an applying run, and not a fallback).
+    /// True when the new text was written (an applying run, not a fallback, and not the same
+    /// text by the same model as before).
     pub applied: bool,
     /// The new text's fidelity score; null when the old text is kept or names nothing.
     pub fidelity: Option<f64>,
@@ -262,6 +268,7 @@ struct Target {
     depth: i64,
     content: String,
     token_count: i64,
+    model: String,
     earliest_at: Option<String>,
     latest_at: Option<String>,
     created_at: String,
@@ -289,6 +296,7 @@ fn select(conn: Db, conversation_id: i64, selection: &Selection) -> Result<Vec<T
             depth: r.fields.depth,
             content: r.fields.content,
             token_count: r.fields.token_count,
+            model: r.fields.model,
             earliest_at: r.fields.earliest_at,
             latest_at: r.fields.latest_at,
             created_at: r.created_at,
@@ -365,6 +373,7 @@ pub(crate) async fn rewrite(
             total,
             summary_id: target.summary_id.clone(),
             depth: target.depth,
+            finished: result.entries.last().cloned(),
         });
         if cancel.load(Ordering::SeqCst) {
             return Err(LcmError::Aborted(format!(
@@ -399,13 +408,18 @@ pub(crate) async fn rewrite(
         } else {
             tokens::estimate(&new_content)
         };
-        let applied = options.apply && !keep_old;
+        let writer_model = if escalated.model == summarizer.model() {
+            model.clone()
+        } else {
+            escalated.model.clone()
+        };
+        // The same text by the same model again (the offline summarizer is deterministic) is
+        // not a new version; a redaction's notice is always replaced.
+        let unchanged = new_content == target.content
+            && writer_model == target.model
+            && options.selection != Selection::PendingRedaction;
+        let applied = options.apply && !keep_old && !unchanged;
         if applied {
-            let writer_model = if escalated.model == summarizer.model() {
-                model.clone()
-            } else {
-                escalated.model.clone()
-            };
             let change = history::Change {
                 reason: options.reason(),
                 template: escalated.template.as_ref(),

@@ -242,8 +242,13 @@ async fn a_cancel_in_the_middle_stops_between_summaries_and_leaves_a_consistent_
     let (_d, engine, cid) = compacted().await;
     let cancel = AtomicBool::new(false);
     let seen = Mutex::new(Vec::new());
+    let finished = Mutex::new(Vec::new());
     let progress = |p: Progress| {
         seen.lock().unwrap().push(p.done);
+        finished
+            .lock()
+            .unwrap()
+            .push(p.finished.map(|e| (e.summary_id, e.new_content)));
         if p.done == 3 {
             cancel.store(true, Ordering::SeqCst);
         }
@@ -256,6 +261,23 @@ async fn a_cancel_in_the_middle_stops_between_summaries_and_leaves_a_consistent_
     // Cancelled while told about the fourth: three were rewritten.
     assert!(err.to_string().contains("3 of"), "{err}");
     assert_eq!(*seen.lock().unwrap(), [0, 1, 2, 3]);
+    // Each report carries the summary finished before it, as written: a caller can show it.
+    let finished = finished.into_inner().unwrap();
+    assert!(finished[0].is_none());
+    for (i, f) in finished.iter().enumerate().skip(1) {
+        let (id, text) = f.as_ref().unwrap();
+        assert!(text.contains(&format!("call{}", i - 1)), "{id}: {text}");
+        let stored = engine.summaries(cid, &SummaryFilter::default()).unwrap();
+        assert_eq!(
+            &stored
+                .iter()
+                .find(|s| &s.fields.summary_id == id)
+                .unwrap()
+                .fields
+                .content,
+            text
+        );
+    }
     let changed = engine
         .summaries(cid, &SummaryFilter::default())
         .unwrap()
@@ -740,4 +762,37 @@ async fn a_rewrite_sees_what_compaction_saw_and_dropping_tool_actions_scores_low
         total(&dropped),
         total(&kept)
     );
+}
+
+/// The offline summarizer is deterministic: applying its rewrite twice writes a version the
+/// first time (its text differs from the model's) and none the second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_text_by_the_same_model_again_is_not_a_new_version() {
+    let (_d, engine, cid) = compacted().await;
+    run(&engine, cid, marking(), &all(true)).await.unwrap();
+    let (options, cancel) = (all(true), AtomicBool::new(false));
+    let offline = || {
+        engine.rewrite(
+            cid,
+            Arc::new(crate::offline::OfflineSummarizer),
+            &options,
+            &cancel,
+            &|_| {},
+        )
+    };
+    let first = offline().await.unwrap();
+    assert!(
+        first.entries.iter().all(|e| e.applied),
+        "the first offline rewrite replaces every model text"
+    );
+    let versions = |id: &str| engine.history(id).unwrap().len();
+    let id = first.entries[0].summary_id.clone();
+    let before = versions(&id);
+    let second = offline().await.unwrap();
+    assert!(
+        second.entries.iter().all(|e| !e.applied && e.diff.is_empty()),
+        "nothing changed the second time"
+    );
+    assert_eq!(versions(&id), before);
+    assert!(engine.verify(None).unwrap().ok);
 }

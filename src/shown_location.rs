@@ -69,7 +69,7 @@ pub(crate) fn redact_password(url: &str) -> String {
 }
 
 /// libpq's parameters that hold a secret (`password`, `sslpassword`), in any case or encoding.
-fn is_secret_param(key: &str) -> bool {
+pub(crate) fn is_secret_param(key: &str) -> bool {
     percent_decode(key).to_ascii_lowercase().contains("password")
 }
 

@@ -32,7 +32,7 @@ use crate::error::{LcmError, Result};
 /// shared with other applications keeps them apart.
 pub(crate) const DEFAULT_SCHEMA: &str = "lcm";
 
-pub(crate) use crate::shown_location::{percent_decode, redact_password};
+pub(crate) use crate::shown_location::{is_secret_param, percent_decode, redact_password};
 
 /// Whether `location` names a PostgreSQL database rather than a SQLite file.
 pub(crate) fn is_url(location: &str) -> bool {
@@ -45,6 +45,8 @@ pub(crate) fn is_url(location: &str) -> bool {
 pub(crate) struct Location {
     config: tokio_postgres::Config,
     pub schema: String,
+    /// The URL's libpq parameters but the secret ones (`sslmode=…`), kept for `describe`.
+    shown_params: Vec<String>,
 }
 
 impl Location {
@@ -89,6 +91,12 @@ impl Location {
                 redact_password(url)
             ))
         })?;
+        password_from_env(&mut config, std::env::var("PGPASSWORD").ok());
+        let shown_params = rest
+            .iter()
+            .filter(|p| !is_secret_param(p.split_once('=').map_or(p, |(k, _)| k)))
+            .map(|p| p.to_string())
+            .collect();
         if config.get_hosts().is_empty() {
             return Err(LcmError::invalid_input(format!(
                 "`{}` names no host (postgres://user@host/database, or a socket directory as %2Fpath)",
@@ -106,11 +114,16 @@ impl Location {
             .or(url_schema)
             .unwrap_or_else(|| DEFAULT_SCHEMA.into());
         check_schema_name(&schema)?;
-        Ok(Location { config, schema })
+        Ok(Location {
+            config,
+            schema,
+            shown_params,
+        })
     }
 
-    /// The location for messages and logs: user, host, port, database and schema, never the
-    /// password.
+    /// The location for messages and logs, as a URL that can be given back to `--db`: user,
+    /// host, port, database, the parameters and the schema, never the password (which then
+    /// comes from `PGPASSWORD`).
     pub(crate) fn describe(&self) -> String {
         let hosts: Vec<String> = self
             .config
@@ -118,8 +131,9 @@ impl Location {
             .iter()
             .map(|h| match h {
                 Host::Tcp(name) => name.clone(),
+                // A socket directory, percent-encoded as libpq reads it in a URL.
                 #[cfg(unix)]
-                Host::Unix(path) => path.display().to_string(),
+                Host::Unix(path) => path.display().to_string().replace('/', "%2F"),
             })
             .collect();
         let port = self
@@ -128,12 +142,14 @@ impl Location {
             .first()
             .map(|p| format!(":{p}"))
             .unwrap_or_default();
+        let params: Vec<&str> = self.shown_params.iter().map(String::as_str).collect();
         format!(
-            "postgres://{}{}{}/{} (schema {})",
+            "postgres://{}{}{}/{}?{}schema={}",
             self.config.get_user().map(|u| format!("{u}@")).unwrap_or_default(),
             hosts.join(","),
             port,
             self.config.get_dbname().unwrap_or(""),
+            params.iter().map(|p| format!("{p}&")).collect::<String>(),
             self.schema
         )
     }
@@ -199,6 +215,14 @@ impl Location {
             ));
         }
         Ok(conn)
+    }
+}
+
+/// The password libpq would take from `PGPASSWORD` when the URL gives none (tokio-postgres
+/// reads no environment), so that a URL printed without its password can be used as it is.
+fn password_from_env(config: &mut tokio_postgres::Config, env: Option<String>) {
+    if let (None, Some(password)) = (config.get_password(), env.filter(|p| !p.is_empty())) {
+        config.password(password);
     }
 }
 

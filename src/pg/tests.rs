@@ -10,8 +10,15 @@ fn a_url_is_read_with_its_schema_and_described_without_its_password() {
     .unwrap();
     assert_eq!(l.schema, "team_a");
     let d = l.describe();
-    assert_eq!(d, "postgres://gw@db.example:6543/agents (schema team_a)");
+    assert_eq!(d, "postgres://gw@db.example:6543/agents?sslmode=disable&schema=team_a");
     assert!(!d.contains("s3cret"));
+    // What is shown can be given back: the same place, the password aside.
+    let again = Location::parse(&d, None).unwrap();
+    assert_eq!(again.describe(), d);
+    assert_eq!(again.config.get_password(), None);
+    // A password parameter is not shown, nor kept as a parameter.
+    let l = Location::parse("postgres://gw@h/db?password=s3cret&application_name=x", None).unwrap();
+    assert_eq!(l.describe(), "postgres://gw@h:5432/db?application_name=x&schema=lcm");
     // The caller's schema wins; the default is lcm's own.
     assert_eq!(
         Location::parse("postgresql://gw@h/db?schema=a", Some("b"))
@@ -25,7 +32,23 @@ fn a_url_is_read_with_its_schema_and_described_without_its_password() {
     );
     // A socket directory, percent-encoded as libpq reads it.
     let l = Location::parse("postgres://lcm@%2Ftmp%2Fsock/db", None).unwrap();
-    assert_eq!(l.describe(), "postgres://lcm@/tmp/sock:5432/db (schema lcm)");
+    assert_eq!(l.describe(), "postgres://lcm@%2Ftmp%2Fsock:5432/db?schema=lcm");
+    assert_eq!(Location::parse(&l.describe(), None).unwrap().describe(), l.describe());
+}
+
+/// `PGPASSWORD` gives the password a URL leaves out (as libpq does); the URL's own wins.
+#[test]
+fn the_password_comes_from_pgpassword_when_the_url_has_none() {
+    let parsed = |url: &str| -> tokio_postgres::Config { url.parse().unwrap() };
+    let mut c = parsed("postgres://gw@h/db");
+    password_from_env(&mut c, Some("fromenv".into()));
+    assert_eq!(c.get_password(), Some(&b"fromenv"[..]));
+    let mut c = parsed("postgres://gw:inurl@h/db");
+    password_from_env(&mut c, Some("fromenv".into()));
+    assert_eq!(c.get_password(), Some(&b"inurl"[..]));
+    let mut c = parsed("postgres://gw@h/db");
+    password_from_env(&mut c, Some(String::new()));
+    assert_eq!(c.get_password(), None);
 }
 
 #[test]

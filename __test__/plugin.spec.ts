@@ -553,6 +553,42 @@ describe('compaction', () => {
     expect(await readDb(host, async (e) => (await e.summaries(1)).length)).toBe(0)
   })
 
+  it('a closed host scope (Async work scope is closed) stops the sweep: no retry, no fallback summary, nothing written', async () => {
+    let calls = 0
+    const { host, s } = await grown({}, async () => {
+      calls += 1
+      // What OpenClaw's AsyncWorkScope throws for work begun after maintain/compact returned.
+      throw new Error('Async work scope is closed')
+    })
+    const r = await host.engine().compact({ ...s, tokenBudget: 1500, force: true })
+    expect(r).toMatchObject({ ok: true, compacted: false })
+    expect(r.reason).toMatch(/^nothing to compact: the host closed the operation before its summaries were made/)
+    expect(calls).toBe(1)
+    expect(await readDb(host, async (e) => (await e.summaries(1)).length)).toBe(0)
+    // Maintenance says so as well, and writes nothing either.
+    const m = await host.engine().maintain({ ...s, runtimeContext: { tokenBudget: 1500 } })
+    expect(m.reason).toMatch(/^stopped: the host closed the operation/)
+    expect(await readDb(host, async (e) => (await e.summaries(1)).length)).toBe(0)
+  })
+
+  it('a summaryModel the host cannot prepare (unknown, no credentials) gives way to the session model, not the fallback', async () => {
+    const seen: (string | undefined)[] = []
+    const { host, s } = await grown({ summaryModel: 'nowhere/unknown-model' }, async (p) => {
+      seen.push(p.model)
+      // What OpenClaw throws when it cannot prepare the requested model (no code).
+      if (p.model) throw new Error('Plugin LLM completion failed: Unknown model: nowhere/unknown-model')
+      return { text: 'summary by the session model qxysession' }
+    })
+    const r = await host.engine().compact({ ...s, tokenBudget: 1500, force: true })
+    expect(r).toMatchObject({ ok: true, compacted: true })
+    const summaries = await readDb(host, (e) => e.summaries(1))
+    expect(summaries.length).toBeGreaterThan(0)
+    expect(summaries.every((x) => !x.fallback && x.content.includes('qxysession'))).toBe(true)
+    // Asked once; every later call goes to the session's model, and the log says why once.
+    expect(seen.filter((m) => m === 'nowhere/unknown-model')).toHaveLength(1)
+    expect(host.logs.filter((l) => l.message.includes('"nowhere/unknown-model" cannot be used here'))).toHaveLength(1)
+  })
+
   it('a model that never answers gets the fallback summary after summaryTimeoutMs, marked for repair; its call is aborted', async () => {
     const signals: AbortSignal[] = []
     const { host, s } = await grown({ summaryTimeoutMs: 1000, maxSweepIterations: 1 }, (p) => {

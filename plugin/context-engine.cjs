@@ -49,6 +49,8 @@ async function timed(op, p, fn, note) {
 /** Assembly budgets below this are not a size for the history (see `maintenanceBudgetOf`). */
 /** How long `dispose` waits for background maintenance (OpenClaw's cleanup deadline is 10 s). */
 const DISPOSE_WAIT_MS = 8000
+/** Why a sweep stopped when the host closed its operation's scope under it. */
+const SCOPE_CLOSED_NOTE = 'the host closed the operation before its summaries were made (Async work scope is closed); the pass it cut off wrote nothing'
 /** Attempts of a turn write on a busy database before it is spooled. */
 const COMMIT_ATTEMPTS = 3
 /** How long a read (assemble, maintenance) waits for a spool drain before going on without it. */
@@ -310,7 +312,7 @@ class LcmNativeContextEngine {
       logger: this.logger,
     })
     const label = made.model ?? (model.provider && model.resolved ? `${model.provider}/${model.resolved}` : 'openclaw/session-model')
-    return { summarize: made.summarize, model: made.summarize === 'offline' ? undefined : label }
+    return { summarize: made.summarize, model: made.summarize === 'offline' ? undefined : label, closedScope: made.closedScope }
   }
 
   /**
@@ -626,8 +628,9 @@ class LcmNativeContextEngine {
     // all of it but the newest turn (a few messages summarised each turn would break it every
     // turn). A model that does not answer gets the fallback summary, so the context shrinks.
     if (!ev.shouldCompact) return 'nothing to do'
-    const { summarize, model } = this.summarizerFor(p)
+    const { summarize, model, closedScope } = this.summarizerFor(p)
     const sweep = await engine.compact(conv.conversationId, summarize, { tokenBudget, model, target: 'budget', onSummaryTimeout: 'fallback', ...(signal ? { signal } : {}) })
+    if (sweep.authFailure) return closedScope() ? `stopped: ${SCOPE_CLOSED_NOTE}` : 'stopped: the summary model refused the credentials'
     return `budget sweep: ${sweep.leafPasses} leaf pass(es), ${sweep.createdSummaryIds.length} summaries, ${sweep.tokensBefore} → ${sweep.tokensAfter} tokens (${sweep.stopReason})`
   }
 
@@ -658,7 +661,7 @@ class LcmNativeContextEngine {
       // before it is committed: a skip the host goes on from.
       if (!conv || conv.messageCount === 0) return { ok: true, compacted: false, reason: 'nothing to compact: no lcm-native history for this session yet' }
       const customInstructions = typeof p.customInstructions === 'string' ? p.customInstructions : undefined
-      const { summarize, model } = this.summarizerFor(p)
+      const { summarize, model, closedScope } = this.summarizerFor(p)
       // Background maintenance of this session stops after its current pass instead of
       // holding the conversation while the host waits.
       shared().maintaining?.get(keyOf(s))?.abort()
@@ -700,7 +703,10 @@ class LcmNativeContextEngine {
       // OpenClaw goes on with a turn when the reason starts "nothing to compact" (ok: true);
       // any other refusal fails the user's turn. So lcm-native says compacted: false only when
       // it could do nothing, and then in those words, with why.
-      if (sweep.authFailure) return { ok: true, compacted: false, reason: 'nothing to compact: the summary model refused the credentials', result }
+      if (sweep.authFailure) {
+        const why = closedScope() ? SCOPE_CLOSED_NOTE : 'the summary model refused the credentials'
+        return { ok: true, compacted: false, reason: `nothing to compact: ${why}`, result }
+      }
       if (target === 'budget') {
         if (fits) {
           const reason = sweep.actionTaken

@@ -26,7 +26,7 @@ const KEY = Symbol.for('lcm-native.openclaw.shared')
  * @property {Map<string, number>} budgets                  last token budget seen per session
  * @property {Map<string, number>} turnBudgets              smallest assemble budget of the turn in progress, per session
  * @property {Map<string, number>} historyBudgets           that budget of the last committed turn, per session
- * @property {{ modelOverrideRefused?: boolean }} memory
+ * @property {{ unusableModels?: Map<string, string> }} memory  the summary models the host could not use (plugin/summarizer.cjs)
  * @property {boolean} exitHook
  * @property {Set<LcmEngine>} [open]                     engines whose open finished (closed at exit)
  * @property {Set<string>} [drained]                     database files whose spool was drained once

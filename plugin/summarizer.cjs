@@ -2,11 +2,14 @@
 'use strict'
 // The summarize callback lcm-native's passes call, made from the host's `llm.complete`.
 // Whatever the host's LLM stack throws or returns, the engine sees one of: a string, an
-// `Error` with `code: 'LCM_AUTH'` (auth: the pass is aborted, nothing written), an empty
-// string (an empty answer: the engine writes its deterministic fallback, marked for repair),
-// or a plain `Error` with a readable message (the pass fails, nothing written). A model that
-// does not answer is the engine's to handle: it waits `request.timeoutMs` and then applies
-// the call's `onSummaryTimeout`; the host's request is aborted once nobody waits for it.
+// `Error` with `code: 'LCM_AUTH'` (credentials refused) or `'LCM_STOP'` (the host closed the
+// operation's async work scope: no call may follow), either of which stops the sweep with
+// nothing written and no fallback; an empty string (an empty answer: the engine writes its
+// deterministic fallback, marked for repair); or a plain `Error` with a readable message. A
+// model that does not answer is the engine's to handle: it waits `request.timeoutMs` and then
+// applies the call's `onSummaryTimeout`; the host's request is aborted once nobody waits.
+// A `summaryModel` the host cannot use (not allowed, unknown, no credentials) gives way to the
+// session's model, remembered per model for the process.
 
 const { safeJson } = require('./messages.cjs')
 
@@ -27,6 +30,17 @@ const ABANDON_GRACE_MS = 250
 
 /** Error codes of OpenClaw's `LlmCompleteError` that mean the call is not allowed. */
 const AUTH_CODES = new Set(['LLM_COMPLETION_NOT_AUTHORIZED'])
+/**
+ * What OpenClaw's `AsyncWorkScope` throws for work begun after the operation that owned it
+ * (maintain, compact) has ended: a plain Error, no code (openclaw 2026.9 async-work-scope).
+ */
+const SCOPE_CLOSED = /async work scope is closed/i
+/**
+ * How OpenClaw says it cannot prepare the model a plugin asked for (an unknown model, its
+ * provider without credentials): `Plugin LLM completion failed: <why>`, no code; or
+ * `LLM_COMPLETION_FAILED` "No model configured for agent …" (openclaw 2026.9 runtime-llm).
+ */
+const MODEL_UNPREPARED = /^Plugin LLM completion failed: |^No model configured for agent /
 const AUTH_TEXT = /\b(401|403)\b|unauthori[sz]ed|forbidden|invalid (api )?key|invalid token|authentication|not authorized/i
 
 /**
@@ -67,6 +81,21 @@ function isAuthFailure(f) {
 }
 
 /**
+ * Why the host cannot use the `summaryModel` it was asked for, when that is what `f` says;
+ * undefined for any other failure (the model's own errors, timeouts, a closed scope).
+ * @param {{ message: string, code?: string }} f @param {string} model
+ */
+function unusableModel(f, model) {
+  if (f.code === 'LLM_COMPLETION_NOT_AUTHORIZED') {
+    return `summaryModel "${model}" was refused (${f.message}); summaries use the session's model. Allow it with plugins.entries["lcm-native"].llm.allowModelOverride.`
+  }
+  if ((f.code === undefined || f.code === 'LLM_COMPLETION_FAILED') && MODEL_UNPREPARED.test(f.message)) {
+    return `summaryModel "${model}" cannot be used here (${f.message}); summaries use the session's model (the host's default).`
+  }
+  return undefined
+}
+
+/**
  * What the plugin sends to OpenClaw's `llm.complete` (its direct form).
  * @typedef {{ messages: { role: 'system' | 'user' | 'assistant', content: string }[], systemPrompt?: string,
  *   maxTokens?: number, purpose?: string, model?: string, signal?: AbortSignal }} LlmCompleteParams
@@ -80,20 +109,27 @@ function isAuthFailure(f) {
  * @param {LlmLike | undefined} o.llm               the session-bound `llm` (runtimeContext), else `api.runtime.llm`
  * @param {string} o.summaryModel                   `provider/model` override, or ''
  * @param {AbortSignal | undefined} o.signal
- * @param {{ modelOverrideRefused?: boolean }} o.memory  process-wide notes (on globalThis)
+ * @param {{ unusableModels?: Map<string, string> }} o.memory  process-wide notes (on globalThis): the
+ *   summary models the host could not use, and why
  * @param {(key: string, level: 'info' | 'warn' | 'error', message: string) => void} o.logOnce
  * @param {Logger} o.logger
- * @returns {{ summarize: import('../index.js').Summarize, model: string | undefined }}
+ * @returns {{ summarize: import('../index.js').Summarize, model: string | undefined, closedScope: () => boolean }}
  */
 function makeSummarizer(o) {
   const complete = o.llm && typeof o.llm.complete === 'function' ? o.llm.complete.bind(o.llm) : undefined
   if (!complete) {
     o.logOnce('no-llm', 'warn', 'lcm-native: the host offers no llm.complete here; summaries are written by the offline summarizer')
-    return { summarize: 'offline', model: 'lcm-native/offline' }
+    return { summarize: 'offline', model: 'lcm-native/offline', closedScope: () => false }
   }
+  const unusable = (o.memory.unusableModels ??= new Map())
+  // Set once the host has closed the operation's scope: every later call stops at once.
+  let closed = false
+  const stop = () =>
+    Object.assign(new Error('the host closed this operation (Async work scope is closed): no summary is made after it; the next maintenance makes them'), { code: 'LCM_STOP' })
   const summarize = async (/** @type {string} */ prompt, /** @type {import('../index.js').SummarizeRequest} */ request) => {
+    if (closed) throw stop()
     const target = typeof request?.targetTokens === 'number' ? request.targetTokens : 1200
-    const useModel = o.summaryModel !== '' && !o.memory.modelOverrideRefused
+    const useModel = o.summaryModel !== '' && !unusable.has(o.summaryModel)
     // Aborted when the engine has given up on the summary (its timeout, then a grace period)
     // or the operation is.
     const giveUp = new AbortController()
@@ -118,19 +154,13 @@ function makeSummarizer(o) {
       try {
         return await call(useModel)
       } catch (err) {
-        const f = describeFailure(err)
-        if (useModel && f.code === 'LLM_COMPLETION_NOT_AUTHORIZED') {
-          // The operator has not allowed this plugin to choose a model: use the session's.
-          o.memory.modelOverrideRefused = true
-          o.logOnce(
-            'model-override',
-            'warn',
-            `lcm-native: summaryModel "${o.summaryModel}" was refused (${f.message}); summaries use the session's model. ` +
-              'Allow it with plugins.entries["lcm-native"].llm.allowModelOverride.',
-          )
-          return await call(false)
-        }
-        throw err
+        const why = useModel ? unusableModel(describeFailure(err), o.summaryModel) : undefined
+        if (!why) throw err
+        // Not allowed, unknown, or without credentials here: the session's model summarises
+        // (the host's default), not the deterministic fallback.
+        unusable.set(o.summaryModel, why)
+        o.logOnce(`model-unusable:${o.summaryModel}`, 'warn', `lcm-native: ${why}`)
+        return await call(false)
       }
     }
     try {
@@ -142,6 +172,11 @@ function makeSummarizer(o) {
       return text
     } catch (err) {
       const f = describeFailure(err)
+      if (SCOPE_CLOSED.test(f.message)) {
+        // Not retried and not a fallback summary: the host no longer waits for this work.
+        closed = true
+        throw stop()
+      }
       if (isAuthFailure(f)) {
         const e = new Error(`the summary model refused the credentials: ${f.message}`)
         Object.assign(e, { code: 'LCM_AUTH' })
@@ -152,7 +187,12 @@ function makeSummarizer(o) {
       clearTimeout(timer)
     }
   }
-  return { summarize, model: o.summaryModel || undefined }
+  return {
+    summarize,
+    // Recorded as the summaries' model: the session's when the host cannot use summaryModel.
+    model: o.summaryModel !== '' && !unusable.has(o.summaryModel) ? o.summaryModel : undefined,
+    closedScope: () => closed,
+  }
 }
 
 module.exports = { SYSTEM_PROMPT, describeFailure, isAuthFailure, makeSummarizer }

@@ -50,8 +50,9 @@ export type ConversationTarget =
 
 /**
  * The host's LLM call: resolve with the summary text. Reject with an error whose
- * `code` is `'LCM_AUTH'` (or whose `name` is `'LcmProviderAuthError'`) to abort the pass
- * without writing. `'offline'` uses the built-in extractive summarizer (no network).
+ * `code` is `'LCM_AUTH'` (or whose `name` is `'LcmProviderAuthError'`: credentials refused)
+ * or `'LCM_STOP'` (the host allows no more calls) to stop the sweep without writing that
+ * pass and without a fallback summary (reported as `authFailure`). `'offline'` uses the built-in extractive summarizer (no network).
  */
 export type Summarize = ((prompt: string, request: SummarizeRequest) => Promise<string>) | 'offline'
 
@@ -925,7 +926,10 @@ export interface PassResult {
   summarizerCalls: number
   /** Time spent waiting for the summarizer; the rest of the pass is bookkeeping. */
   summarizerMs: number
-  /** True when the provider refused the credentials; nothing was written. */
+  /**
+   * True when the provider refused the credentials (`LCM_AUTH`) or the host allowed no more
+   * calls (`LCM_STOP`); nothing of this pass was written.
+   */
   authFailure: boolean
   /** Condensations run right after a leaf pass (`incrementalMaxDepth`). */
   incremental?: PassResult[]

@@ -306,7 +306,8 @@ impl LcmEngine {
     /// Summarises the oldest chunk of raw messages outside the fresh tail into a leaf summary
     /// (then condenses up to `incrementalMaxDepth`). Resolves `null` when there is nothing to
     /// do. A summarizer failure rejects (E_SUMMARIZER, E_TIMEOUT) with nothing written; an
-    /// `LCM_AUTH` rejection resolves with `authFailure: true`, also with nothing written.
+    /// `LCM_AUTH` or `LCM_STOP` rejection resolves with `authFailure: true`, also with nothing
+    /// written.
     #[napi(ts_return_type = "Promise<PassResult | null>")]
     pub fn leaf_pass<'env>(
         &self,

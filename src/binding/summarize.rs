@@ -90,8 +90,9 @@ pub(crate) fn describe_value(value: Unknown<'_>) -> String {
     }
 }
 
-/// Sorts a rejection: `code === 'LCM_AUTH'` or `name === 'LcmProviderAuthError'` is an auth
-/// failure (the pass is aborted and reported); anything else fails the pass. Whatever the
+/// Sorts a rejection: `code === 'LCM_AUTH'` or `name === 'LcmProviderAuthError'` (credentials
+/// refused), or `code === 'LCM_STOP'` (the host allows no more calls), stops the sweep with
+/// the pass unwritten and is reported as `authFailure`; anything else fails the pass. Whatever the
 /// value (a Symbol, a Proxy whose traps throw, an object whose getters throw), no JS
 /// exception is left pending.
 pub(crate) fn classify_rejection(value: Unknown<'_>, how: &str) -> SummarizerFailure {
@@ -101,8 +102,10 @@ pub(crate) fn classify_rejection(value: Unknown<'_>, how: &str) -> SummarizerFai
         if let Ok(obj) = unsafe { Object::from_napi_value(env, value.raw()) } {
             let message = string_property(&obj, env, "message")
                 .unwrap_or_else(|| format!("it {how} {} that has no readable message", describe_value(value)));
-            if string_property(&obj, env, "code").as_deref() == Some("LCM_AUTH")
-                || string_property(&obj, env, "name").as_deref() == Some("LcmProviderAuthError")
+            if matches!(
+                string_property(&obj, env, "code").as_deref(),
+                Some("LCM_AUTH" | "LCM_STOP")
+            ) || string_property(&obj, env, "name").as_deref() == Some("LcmProviderAuthError")
             {
                 return SummarizerFailure::Auth(message);
             }

@@ -131,7 +131,8 @@ pub struct PassResult {
     pub summarizer_calls: u32,
     /// Time spent waiting for the summarizer; the rest of the pass is bookkeeping.
     pub summarizer_ms: f64,
-    /// True when the provider refused the credentials; nothing was written.
+    /// True when the provider refused the credentials (`LCM_AUTH`) or the host allowed no more
+    /// calls (`LCM_STOP`); nothing of this pass was written.
     pub auth_failure: bool,
     /// Condensations run right after a leaf pass (`incrementalMaxDepth`).
     #[serde(skip_serializing_if = "Vec::is_empty")]

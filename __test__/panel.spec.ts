@@ -1,7 +1,7 @@
 // The LCM panel's backend: the session actions the plugin registers for OpenClaw's Control UI
 // (plugin/panel.cjs over panel/operations.cjs), called as the host calls them, and the
 // `lcm-native ui` server (panel/server.cjs) over HTTP.
-import { readFileSync } from 'node:fs'
+import { readFileSync, writeFileSync } from 'node:fs'
 import { request } from 'node:http'
 import { join } from 'node:path'
 
@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { LcmEngine } from '../index.js'
 import { checkBounds } from '../panel/operations.cjs'
 import { startUi } from '../panel/server.cjs'
-import { ROOT } from './helpers'
+import { ROOT, holdWriteLock, tempDir } from './helpers'
 import { fakeHost, turn, type FakeHost } from './plugin-host'
 
 const session = (name: string) => ({ sessionId: `sid-${name}`, sessionKey: `agent:main:explicit:${name}`, sessionFile: `agent:main:explicit:${name}` })
@@ -225,6 +225,84 @@ describe('the panel as session actions', () => {
 
   afterAll(async () => {
     await host.engine().dispose()
+  })
+})
+
+describe('the panel when things go wrong', () => {
+  const call = (host: FakeHost, s: ReturnType<typeof session>, id: string, payload?: unknown) => host.action(id, { sessionKey: s.sessionKey, agentId: 'main', payload })
+  const firstLeaf = async (host: FakeHost, s: ReturnType<typeof session>) => {
+    const r = await call(host, s, 'summaries', { limit: 1, depth: 0 })
+    if (!r.ok) throw new Error(`${r.code}: ${r.error}`)
+    return r.result.summaries[0].summaryId as string
+  }
+  const versions = async (host: FakeHost, s: ReturnType<typeof session>, id: string) => (await call(host, s, 'history', { summaryId: id })).result.versions.length
+
+  it('a summarizer that throws: the draft fails with E_SUMMARIZER saying why, nothing is written', async () => {
+    let failing = false
+    const host = fakeHost({ freshTailCount: 4, leafChunkTokens: 600 }, async (p) => {
+      if (failing) throw new Error('provider exploded')
+      return { text: `summary (${p.messages[0].content.length} chars)\nExpand for details about: x` }
+    })
+    const s = await storedSession(host, 'throws', 10)
+    const id = await firstLeaf(host, s)
+    failing = true
+    const draft = await call(host, s, 'rewriteDraft', { summaryId: id })
+    expect(draft).toMatchObject({ ok: false, code: 'E_SUMMARIZER' })
+    expect(draft.error).toMatch(/provider exploded.*nothing was written/)
+    const applied = await call(host, s, 'rewriteApply', { summaryId: id, content: 'kept by hand' })
+    expect(applied.ok).toBe(true)
+    expect(await versions(host, s, id)).toBe(2)
+  })
+
+  it('a summarizer that never answers: the draft fails with E_TIMEOUT after summaryTimeoutMs, nothing written', async () => {
+    let hanging = false
+    const host = fakeHost({ freshTailCount: 4, leafChunkTokens: 600, summaryTimeoutMs: 1000 }, async (p) => {
+      if (hanging) return new Promise(() => {})
+      return { text: `summary (${p.messages[0].content.length} chars)\nExpand for details about: x` }
+    })
+    const s = await storedSession(host, 'hangs', 10)
+    const id = await firstLeaf(host, s)
+    hanging = true
+    const started = Date.now()
+    const draft = await call(host, s, 'rewriteDraft', { summaryId: id })
+    expect(draft).toMatchObject({ ok: false, code: 'E_TIMEOUT' })
+    expect(Date.now() - started).toBeLessThan(10_000)
+    expect(await versions(host, s, id)).toBe(1)
+  })
+
+  it('a database another process holds locked: reads go on, a write fails with E_BUSY and writes nothing', async () => {
+    const host = fakeHost({ freshTailCount: 4, leafChunkTokens: 600, busyTimeoutMs: 300 })
+    const s = await storedSession(host, 'locked', 10)
+    const id = await firstLeaf(host, s)
+    const holder = await holdWriteLock(host.dbPath, 20)
+    try {
+      expect((await call(host, s, 'overview')).ok).toBe(true)
+      const r = await call(host, s, 'rewriteApply', { summaryId: id, content: 'written while locked' })
+      expect(r).toMatchObject({ ok: false, code: 'E_BUSY' })
+    } finally {
+      holder.kill()
+    }
+    expect(await versions(host, s, id)).toBe(1)
+    expect((await call(host, s, 'summary', { summaryId: id })).result.content).not.toContain('written while locked')
+  })
+
+  it('a damaged database: every operation answers E_CORRUPT with the file named, and the file is not written', async () => {
+    const dir = tempDir('lcm-panel-')
+    const dbPath = join(dir, 'damaged.db')
+    const setup = await LcmEngine.open({ dbPath })
+    for (let i = 0; i < 40; i++) await setup.ingest({ sessionKey: 'agent:main:explicit:damaged' }, [{ role: 'user', content: `old message ${i} ${'x'.repeat(400)}` }])
+    await setup.close()
+    const bytes = readFileSync(dbPath)
+    bytes.fill(0xa5, 2 * 4096, 6 * 4096)
+    writeFileSync(dbPath, bytes)
+    const host = fakeHost({ dbPath })
+    const s = session('damaged')
+    for (const id of ['overview', 'summaries', 'redact']) {
+      const r = await call(host, s, id, id === 'redact' ? { pattern: 'old' } : undefined)
+      expect(r).toMatchObject({ ok: false, code: 'E_CORRUPT' })
+      expect(r.error).toContain(dbPath)
+    }
+    expect(readFileSync(dbPath).equals(bytes)).toBe(true)
   })
 })
 

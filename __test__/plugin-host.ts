@@ -115,6 +115,11 @@ export interface FakeHost {
    * registered scope against the connection's (`operator.admin` satisfies all), then the handler.
    */
   action(id: string, ctx: { sessionKey?: string; agentId?: string; payload?: unknown; scopes?: string[] }): Promise<{ ok: boolean; result?: any; error?: string; code?: string }>
+  /**
+   * Retires the plugin instance as OpenClaw does on a reload, a disable or a stop: its
+   * `api.lifecycle.onDispose` callbacks, newest first (only with `{ lifecycle: true }`).
+   */
+  dispose(): Promise<void>
 }
 
 /** OpenClaw 2026.9's `PluginSessionActionRegistration`, the fields the plugin sets. */
@@ -129,7 +134,7 @@ export interface HostSessionAction {
  * Registers the plugin with a fake API. `complete` answers the plugin's `llm.complete` calls
  * (default: a short summary naming the prompt's size).
  */
-export function fakeHost(config: Record<string, unknown> = {}, complete?: Complete): FakeHost {
+export function fakeHost(config: Record<string, unknown> = {}, complete?: Complete, opts: { lifecycle?: boolean } = {}): FakeHost {
   const dir = tempDir('lcm-plugin-')
   const dbPath = (config.dbPath as string | undefined) ?? join(dir, 'lcm.db')
   const logs: FakeHost['logs'] = []
@@ -147,8 +152,12 @@ export function fakeHost(config: Record<string, unknown> = {}, complete?: Comple
       model: 'fake-model',
     }))
   const actions = new Map<string, HostSessionAction>()
+  const disposers: (() => unknown)[] = []
   const host: FakeHost = {
     actions,
+    async dispose() {
+      for (const d of disposers.splice(0).reverse()) await d()
+    },
     async action(id, ctx) {
       const a = actions.get(id)
       if (!a) throw new Error(`no session action ${id} was registered`)
@@ -211,6 +220,7 @@ export function fakeHost(config: Record<string, unknown> = {}, complete?: Comple
     registerTextTransforms(t: { input?: { from: string | RegExp; to: string }[] }) {
       transforms.push(...(t.input ?? []))
     },
+    ...(opts.lifecycle ? { lifecycle: { onDispose: (d: () => unknown) => disposers.push(d) } } : {}),
     session: {
       controls: {
         registerSessionAction(a: HostSessionAction) {

@@ -61,6 +61,12 @@ describe('registration', () => {
     const manifest = JSON.parse(readFileSync(join(ROOT, 'openclaw.plugin.json'), 'utf8'))
     const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'))
     expect(manifest).toMatchObject({ id: 'lcm-native', kind: 'context-engine', contracts: { tools: ['lcm_grep', 'lcm_describe', 'lcm_expand', 'lcm_expand_query'] } })
+    // OpenClaw's tool profiles offer the recall tools to coding and messaging agents; the ones
+    // that only read are safe to repeat after an interrupted turn (restart-safe turns keep them).
+    for (const tool of manifest.contracts.tools) {
+      expect(manifest.toolMetadata[tool].profiles).toEqual(['coding', 'messaging'])
+      expect(manifest.toolMetadata[tool].replaySafe === true).toBe(tool !== 'lcm_expand_query')
+    }
     expect(pkg.openclaw.extensions).toEqual(['./plugin/index.cjs'])
     expect(pkg.files).toEqual(expect.arrayContaining(['plugin/', 'openclaw.plugin.json']))
     const props = Object.keys(manifest.configSchema.properties)
@@ -242,6 +248,51 @@ describe('hosts that hand over messages with ingest, ingestBatch or afterTurn', 
       return [one?.messageCount, two?.messageCount]
     })
     expect(counts).toEqual([3, 8])
+  })
+})
+
+describe('a plugin instance retired (config reload, disable, stop)', () => {
+  const shared = () => require('../plugin/shared.cjs').shared()
+  const orderIdStored = async (dbPath: string) => {
+    const e = await LcmEngine.open({ dbPath, readOnly: true })
+    try {
+      const conv = await e.findConversation({ sessionKey: 'agent:main:explicit:reload' })
+      const texts = (await e.messages(conv!.conversationId)).map((m) => JSON.stringify(m.content))
+      return { raw: texts.some((t) => t.includes('ORDER-123456')), redacted: texts.some((t) => t.includes('[REDACTED]')) }
+    } finally {
+      await e.close()
+    }
+  }
+  const s = session('reload')
+
+  it('dispose stops background maintenance and closes the databases within the host budget; the next registration opens them with its own options', async () => {
+    // A model that never answers: the pass waits on it when the instance is retired.
+    const a = fakeHost({ freshTailCount: 4, summaryTimeoutMs: 120_000 }, () => new Promise(() => {}), { lifecycle: true })
+    for (let i = 1; i <= 16; i++) await a.engine().commitTurn({ ...s, advancementKey: `r${i}`, messages: turn(i) })
+    const maintenance = a.engine().maintain({ ...s, runtimeContext: { tokenBudget: 1500 } })
+    await vi.waitFor(() => expect(a.llmCalls.length).toBeGreaterThan(0), { timeout: 10_000 })
+    const started = Date.now()
+    await a.dispose()
+    // OpenClaw's cleanup budget for a plugin instance is 5 s.
+    expect(Date.now() - started).toBeLessThan(5000)
+    expect(shared().engines.size).toBe(0)
+    expect(a.logs.some((l) => /plugin instance disposed: \d+ database\(s\) closed/.test(l.message))).toBe(true)
+    // The cut-off pass wrote nothing; maintenance reports instead of throwing.
+    expect((await maintenance).reason).toMatch(/maintenance failed|stopped|nothing/)
+    expect(await readDb(a, async (e) => (await e.summaries(1)).length)).toBe(0)
+    // The successor, with another config: it applies from its first call.
+    const b = fakeHost({ dbPath: a.dbPath, freshTailCount: 4, redactPatterns: ['ORDER-[0-9]{6}'] })
+    await b.engine().commitTurn({ ...s, advancementKey: 'r17', messages: [{ role: 'user', content: 'ship ORDER-123456 today', timestamp: Date.now() }] })
+    expect(await orderIdStored(a.dbPath)).toEqual({ raw: false, redacted: true })
+    expect(await readDb(a, async (e) => (await e.verify()).ok)).toBe(true)
+  }, 30_000)
+
+  it('without a dispose (an older host), changed options still open the database anew', async () => {
+    const a = fakeHost({ freshTailCount: 4 })
+    await a.engine().commitTurn({ ...s, advancementKey: 'o1', messages: turn(1) })
+    const b = fakeHost({ dbPath: a.dbPath, freshTailCount: 4, redactPatterns: ['ORDER-[0-9]{6}'] })
+    await b.engine().commitTurn({ ...s, advancementKey: 'o2', messages: [{ role: 'user', content: 'ship ORDER-123456 today', timestamp: Date.now() }] })
+    expect(await orderIdStored(a.dbPath)).toEqual({ raw: false, redacted: true })
   })
 })
 

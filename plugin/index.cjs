@@ -10,7 +10,7 @@ const { oversizedPromptTransform } = require('./oversized-prompt.cjs')
 const { registerPanelActions } = require('./panel.cjs')
 const { isRecord } = require('./messages.cjs')
 const { SessionRules } = require('./sessions.cjs')
-const { addon, logOnce } = require('./shared.cjs')
+const { addon, disposeAll, logOnce, shared } = require('./shared.cjs')
 const { TOOL_NAMES, recallTools } = require('./tools.cjs')
 
 const PLUGIN_ID = 'lcm-native'
@@ -27,6 +27,7 @@ const PLUGIN_ID = 'lcm-native'
  * @property {(hook: 'before_reset' | 'session_end', handler: (event: unknown, ctx: unknown) => void) => void} [on]  host hooks
  * @property {(t: { input?: { from: string | RegExp, to: string }[] }) => void} [registerTextTransforms]  rewrites of provider-bound text
  * @property {{ controls?: { registerSessionAction?: (a: import('./panel.cjs').SessionAction) => void } }} [session]  the Control UI panel's actions (plugin/panel.cjs)
+ * @property {{ onDispose?: (cleanup: () => void | Promise<void>) => unknown }} [lifecycle]  the managed instance's cleanup (a reload, a disable, the Gateway stopping)
  */
 
 /**
@@ -106,6 +107,23 @@ function register(api) {
   if (settings) {
     // The LCM panel of the Control UI (openclaw.plugin.json → controlUi) asks these.
     registerPanelActions(api, settings, logger)
+  }
+
+  const full = api.registrationMode === undefined || api.registrationMode === 'full'
+  if (full && typeof api.lifecycle?.onDispose === 'function') {
+    // Retired (its config reloaded, disabled, the Gateway stopping): when no other live
+    // instance shares them, stop background work and close the databases within the host's
+    // cleanup budget; the successor opens them anew with its own options.
+    const state = shared()
+    state.liveInstances = (state.liveInstances ?? 0) + 1
+    api.lifecycle.onDispose(async () => {
+      state.liveInstances = Math.max(0, (state.liveInstances ?? 1) - 1)
+      if (state.liveInstances > 0) return
+      const d = await disposeAll()
+      if (d.engines || d.unfinished) {
+        logger.info(`lcm-native: plugin instance disposed: ${d.engines} database(s) closed in ${d.ms} ms${d.unfinished ? `, ${d.unfinished} background task(s) cut off (each pass is atomic)` : ''}`)
+      }
+    })
   }
 
   if (settings && typeof api.registerTool === 'function') {

@@ -21,6 +21,8 @@ const KEY = Symbol.for('lcm-native.openclaw.shared')
  * @typedef {object} Shared
  * @property {Addon | undefined} addon
  * @property {Map<string, Promise<LcmEngine>>} engines     by database path
+ * @property {Map<string, string>} [engineOptions]        the options each of them was opened with (JSON)
+ * @property {number} [liveInstances]                    plugin instances registered in full and not yet disposed
  * @property {Set<string>} logged                          keys of messages logged once
  * @property {Set<Promise<unknown>>} inflight               background work (maintenance)
  * @property {Map<string, number>} budgets                  last token budget seen per session
@@ -83,13 +85,23 @@ function logOnce(logger, key, level, message) {
 
 /**
  * The open engine of a database file, opened (and migrated) on first use. A failed open is
- * not cached: the next call tries again (a busy or briefly unavailable file).
+ * not cached: the next call tries again (a busy or briefly unavailable file). Options that
+ * differ from those it was opened with (a plugin config reloaded by a host that did not dispose
+ * the plugin first) open it anew; the old one closes once background work has settled.
  * @param {string} dbPath @param {Record<string, unknown>} options
  * @returns {Promise<LcmEngine>}
  */
 function engineFor(dbPath, options) {
   const s = shared()
+  const wanted = JSON.stringify(options)
+  const opened = (s.engineOptions ??= new Map())
   let open = s.engines.get(dbPath)
+  if (open && opened.get(dbPath) !== wanted) {
+    const old = open
+    s.engines.delete(dbPath)
+    open = undefined
+    void settleInflight(DISPOSE_BUDGET_MS).then(() => closeEngine(old))
+  }
   if (!open) {
     open = (async () => {
       if (!isDatabaseUrl(dbPath)) mkdirSync(dirname(dbPath), { recursive: true })
@@ -98,6 +110,7 @@ function engineFor(dbPath, options) {
       return engine
     })()
     s.engines.set(dbPath, open)
+    opened.set(dbPath, wanted)
     open.catch(() => {
       if (s.engines.get(dbPath) === open) s.engines.delete(dbPath)
     })
@@ -113,13 +126,50 @@ function engineFor(dbPath, options) {
   return open
 }
 
+/** Closes an engine whose open may still be under way or have failed. @param {Promise<LcmEngine>} open */
+async function closeEngine(open) {
+  try {
+    const engine = await open
+    shared().open?.delete(engine)
+    await engine.close()
+  } catch {
+    // An open that failed has nothing to close.
+  }
+}
+
+/**
+ * How long disposal waits for background work (maintenance) after asking it to stop, before
+ * it closes the engines: within OpenClaw's shared cleanup budget of 5 s for a plugin instance.
+ */
+const DISPOSE_BUDGET_MS = 3000
+
+/**
+ * The plugin instance is being retired (a config reload, a disable, the Gateway stopping):
+ * background maintenance is asked to stop after its current pass, waited for (bounded), and
+ * every engine is closed, so that the next registration opens them with its own options and
+ * nothing of this one keeps running. Returns what it did, for the log.
+ * @returns {Promise<{ engines: number, unfinished: number, ms: number }>}
+ */
+async function disposeAll() {
+  const started = Date.now()
+  const s = shared()
+  for (const controller of s.maintaining?.values() ?? []) controller.abort()
+  await settleInflight(DISPOSE_BUDGET_MS)
+  const unfinished = s.inflight.size
+  const engines = s.engines.size
+  await closeAll()
+  s.drained?.clear()
+  return { engines, unfinished, ms: Date.now() - started }
+}
+
 /** Closes every open engine (tests; process end). */
 async function closeAll() {
   const s = shared()
   const engines = [...s.engines.values()]
   s.engines.clear()
+  s.engineOptions?.clear()
+  await Promise.allSettled(engines.map(closeEngine))
   s.open?.clear()
-  await Promise.allSettled(engines.map(async (p) => (await p).close()))
 }
 
 /** Closes every engine whose open has finished, synchronously (the process `exit` event). */
@@ -252,4 +302,4 @@ async function drainSpool(dbPath, engine, onHeld, onTakeOver, onStopped) {
   }
 }
 
-module.exports = { addon, closeAll, closeAllNow, drainSpool, engineFor, lastAssemblies, logOnce, settleInflight, shared, heldPath, spool, spoolBase, spoolPath, spoolPending, track }
+module.exports = { addon, closeAll, closeAllNow, disposeAll, drainSpool, engineFor, lastAssemblies, logOnce, settleInflight, shared, heldPath, spool, spoolBase, spoolPath, spoolPending, track }

@@ -6,12 +6,15 @@
 //      the lossless-claw conversation; session "e2e" grows until lcm-native compacts it with the
 //      fake model, and its summaries reach the model; a scripted tool call runs lcm_grep; a
 //      customer id pasted into session "paste" is redacted before it is stored (redactPatterns).
-//   C. A Gateway restart: "e2e" continues the same conversation.
+//   C. A Gateway restart, now with agents on the `coding` tool profile and plugin tools listed
+//      directly: "e2e" continues the same conversation; the model is offered the recall tools
+//      (the manifest's toolMetadata) and calls lcm_grep; the plugin's config is edited while a
+//      turn runs (hot reload): the old instance is disposed, the new options apply, turns go on.
 // (The plugin's cost per turn over long histories is measured by bench/openclaw-turns.mjs, with
 // seedHistory below; bench/RESULTS.md.)
 
 import assert from 'node:assert/strict'
-import { copyFileSync, existsSync, readFileSync } from 'node:fs'
+import { copyFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 
 import { ROOT, assertSound, check, cleanUp, committedTurns, lcm, legacyFallbacks, sql, waitFor } from './e2e-lib.mjs'
@@ -39,9 +42,9 @@ export async function hostScenario(host, tgz) {
   const pluginConfig = { freshTailCount: 4, leafChunkTokens: 1500, contextThreshold: 0.05, summaryTimeoutMs: 20_000, redactPatterns: ['@builtin', 'CUST-[0-9]{8}'] }
   /** @type {string[]} */
   const gatewayLogs = []
-  /** @param {string} slot */
-  const gateway = async (slot) => {
-    writeConfig(run, { port: fake.port, slot, pluginConfig, contextWindow: 64_000 })
+  /** @param {string} slot @param {{ toolsProfile?: string, toolSearch?: boolean }} [tools] */
+  const gateway = async (slot, tools = {}) => {
+    writeConfig(run, { port: fake.port, slot, pluginConfig, contextWindow: 64_000, ...tools })
     const gw = await startGateway(run)
     for (const f of [gw.stdoutFile, gw.stderrFile]) {
       const kept = `${f}.${gatewayLogs.length}`
@@ -130,13 +133,41 @@ export async function hostScenario(host, tgz) {
   })
   await stopGateway(gw)
 
-  // C. Restart.
-  gw = await gateway('lcm-native')
+  // C. Restart, on the coding tool profile with plugin tools listed directly.
+  gw = await gateway('lcm-native', { toolsProfile: 'coding', toolSearch: false })
   await check('after a restart the session continues the same conversation', async () => {
     const n = sql(db, `SELECT count(*) FROM messages WHERE conversation_id = ${e2eConv}`)[0][0]
     await say({ sessionId: 'e2e', message: 'after the restart' })
     assert.equal(convOf('agent:main:explicit:e2e'), e2eConv)
     assert.equal(sql(db, `SELECT count(*) FROM messages WHERE conversation_id = ${e2eConv}`)[0][0], n + 2)
+  })
+  await check('an agent on the coding tool profile is offered the recall tools and calls lcm_grep', async () => {
+    const before = fake.requests().length
+    const r = await say({ sessionId: 'e2e', message: 'TOOLCALL lcm_grep zebra-3' })
+    assert.match(r.reply, /^tool said: .*zebra-3/s)
+    const offered = new Set(fake.requests().slice(before).flatMap((q) => (/** @type {any} */ (q.body).tools ?? []).map((/** @type {any} */ t) => t.function?.name)))
+    for (const tool of ['lcm_grep', 'lcm_describe', 'lcm_expand', 'lcm_expand_query']) assert.ok(offered.has(tool), `${tool} not offered: ${[...offered].join(', ')}`)
+  })
+  await check("the plugin's config edited while a turn runs (hot reload): the old instance is disposed, the new options apply, turns go on", async () => {
+    const logs = () => [gw.stdoutFile, gw.stderrFile, run.logFile].map((f) => (existsSync(f) ? readFileSync(f, 'utf8') : '')).join('\n')
+    const disposedBefore = (logs().match(/plugin instance disposed/g) ?? []).length
+    const running = say({ sessionId: 'e2e', message: 'a turn while the config changes' })
+    await new Promise((r) => setTimeout(r, 300))
+    // As an operator edits openclaw.json: only the plugin's entry changes (a new pattern).
+    const config = JSON.parse(readFileSync(run.configPath, 'utf8'))
+    config.plugins.entries['lcm-native'].config = { ...pluginConfig, redactPatterns: [...pluginConfig.redactPatterns, 'ORDER-[0-9]{6}'] }
+    writeFileSync(run.configPath, JSON.stringify(config, null, 2) + '\n')
+    await running
+    const disposed = await waitFor(() => (logs().match(/plugin instance disposed/g) ?? []).length > disposedBefore, 60_000)
+    assert.ok(disposed, `no disposal logged after the config change:\n${logs().split('\n').filter((l) => /reload|lcm-native/i.test(l)).slice(-20).join('\n')}`)
+    // The Gateway did not wedge, and the successor runs with the new options.
+    const n = sql(db, `SELECT count(*) FROM messages WHERE conversation_id = ${e2eConv}`)[0][0]
+    await say({ sessionId: 'e2e', message: 'ship ORDER-123456 after the reload' })
+    await say({ sessionId: 'e2e', message: 'one more turn after the reload' })
+    assert.equal(sql(db, `SELECT count(*) FROM messages WHERE conversation_id = ${e2eConv}`)[0][0], n + 4)
+    const texts = sql(db, `SELECT content FROM messages WHERE conversation_id = ${e2eConv} ORDER BY seq DESC LIMIT 4`).map((r) => String(r[0]))
+    assert.ok(texts.some((t) => t.includes('ship [REDACTED] after the reload')), texts.join(' | '))
+    assert.equal(sql(db, `SELECT count(*) FROM messages WHERE instr(content, 'ORDER-123456') > 0`)[0][0], 0)
   })
   await stopGateway(gw)
   await fake.close()

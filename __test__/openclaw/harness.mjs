@@ -317,11 +317,12 @@ const readConfig = (run) => (existsSync(run.configPath) ? JSON.parse(readFileSyn
  * load paths, entry keys) is kept.
  * @param {Run} run
  * `enabled: false` writes the plugin's entry disabled (two plugins with the same tool names).
+ * `toolsProfile` sets the agents' tool profile (`tools.profile`: minimal, coding, messaging, full).
  * @param {{ port: number, contextWindow?: number, maxTokens?: number, slot?: string, pluginId?: string,
- *   pluginConfig?: Record<string, unknown>, toolSearch?: boolean, enabled?: boolean }} opts
+ *   pluginConfig?: Record<string, unknown>, toolSearch?: boolean, enabled?: boolean, toolsProfile?: string }} opts
  */
 export function writeConfig(run, opts) {
-  const { port, contextWindow = 128_000, maxTokens = 4096, toolSearch } = opts
+  const { port, contextWindow = 128_000, maxTokens = 4096, toolSearch, toolsProfile } = opts
   const { slot = 'lcm-native', pluginId = 'lcm-native', pluginConfig = {}, enabled = true } = opts
   const prev = readConfig(run)
   const plugins = prev.plugins ?? {}
@@ -351,7 +352,9 @@ export function writeConfig(run, opts) {
         fake: { baseUrl: `http://127.0.0.1:${port}/v1`, apiKey: 'fake-local', api: 'openai-completions', models: [model] },
       },
     },
-    ...(toolSearch === undefined ? {} : { tools: { ...prev.tools, toolSearch } }),
+    ...(toolSearch === undefined && toolsProfile === undefined
+      ? {}
+      : { tools: { ...prev.tools, ...(toolSearch === undefined ? {} : { toolSearch }), ...(toolsProfile === undefined ? {} : { profile: toolsProfile }) } }),
     plugins: {
       ...plugins,
       entries: { ...plugins.entries, [pluginId]: { ...plugins.entries?.[pluginId], enabled, config: pluginConfig } },

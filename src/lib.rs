@@ -9,6 +9,7 @@
 //! (bench/probes/, run as Cargo examples).
 
 #![warn(unreachable_pub)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 mod assemble;
 mod compaction;

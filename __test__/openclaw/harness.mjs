@@ -7,7 +7,7 @@
 import { spawn, spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import {
-  createWriteStream, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, statSync, writeFileSync,
+  createWriteStream, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync,
 } from 'node:fs'
 import { createServer } from 'node:net'
 import { homedir, tmpdir } from 'node:os'
@@ -267,6 +267,11 @@ export async function makeRunDir(host) {
   const dir = mkdtempSync(join(tmpdir(), 'lcm-oc-'))
   const [home, tmp, state, work] = ['home', 'tmp', 'state', 'work'].map((d) => join(dir, d))
   for (const d of [home, tmp, state, work]) mkdirSync(d)
+  // OpenClaw keeps Node's compile cache in os.tmpdir()/node-compile-cache: shared across runs
+  // through the machine cache, a Gateway starts in ~11 s instead of ~22 s in a new run dir.
+  const compileCache = join(CACHE, 'node-compile-cache')
+  mkdirSync(compileCache, { recursive: true })
+  symlinkSync(compileCache, join(tmp, 'node-compile-cache'))
   const configPath = join(state, 'openclaw.json')
   const env = {
     PATH: `${dirname(node)}:/usr/bin:/bin`,

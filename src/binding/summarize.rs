@@ -72,6 +72,7 @@ pub(crate) fn describe_value(value: Unknown<'_>) -> String {
     };
     match value.get_type() {
         Ok(ValueType::Symbol) => "a Symbol".into(),
+        // SAFETY: checked to be a string; `value` is live on this thread.
         Ok(ValueType::String) => unsafe { String::from_napi_value(env, value.raw()) }
             .map(|s| format!("the string {s:?}"))
             .unwrap_or_else(|_| "a string".into()),
@@ -145,6 +146,7 @@ pub(crate) fn on_returned(ret: napi::Result<Unknown<'static>>, env: Env, tx: Set
     };
     match value.get_type() {
         Ok(ValueType::String) => {
+            // SAFETY: checked to be a string; `value` is live on this thread.
             let s = unsafe { String::from_napi_value(env.raw(), value.raw()) };
             settle(&tx, s.map_err(|e| SummarizerFailure::Failed(e.reason)));
         }
@@ -251,6 +253,7 @@ impl SummarizerArg {
     pub(crate) fn from_js(value: Unknown<'_>) -> SummarizerArg {
         match value.get_type() {
             Ok(ValueType::Function) => {
+                // SAFETY: checked to be a function; `value` is the live argument of this call.
                 let f: napi::Result<Function<FnArgs<(String, JsonText)>, Unknown<'static>>> =
                     unsafe { Function::from_napi_value(value.env(), value.raw()) };
                 match f.and_then(|f| f.build_threadsafe_function().callee_handled::<false>().build()) {
@@ -259,7 +262,10 @@ impl SummarizerArg {
                 }
             }
             Ok(ValueType::String)
-                if unsafe { String::from_napi_value(value.env(), value.raw()) }.is_ok_and(|s| s == "offline") =>
+                if {
+                    // SAFETY: checked to be a string; `value` is the live argument of this call.
+                    unsafe { String::from_napi_value(value.env(), value.raw()) }.is_ok_and(|s| s == "offline")
+                } =>
             {
                 SummarizerArg::Offline
             }

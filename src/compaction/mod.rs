@@ -278,25 +278,38 @@ impl<'a> Run<'a> {
         result
     }
 
-    fn auth_result(kind: SummaryKind, depth: i64, count: usize, tokens: i64, before: i64) -> PassResult {
-        PassResult {
-            kind,
-            summary_id: None,
-            depth,
-            level: None,
-            model: None,
-            input_count: count as i64,
-            input_tokens: tokens,
-            output_tokens: 0,
-            tokens_before: before,
-            tokens_after: before,
-            earliest_at: None,
-            latest_at: None,
-            summarizer_calls: 1,
-            summarizer_ms: 0.0,
-            auth_failure: true,
-            incremental: Vec::new(),
-            incremental_error: None,
+    /// Asks the summarizer for a pass's summary (with escalation). A refusal of the credentials,
+    /// or a host that allows no more calls, ends the pass unwritten: `Err` holds its result.
+    async fn summarize(
+        &self,
+        vars: PromptVars,
+        request: SummarizeRequest,
+        before: i64,
+    ) -> Result<std::result::Result<Escalated, PassResult>> {
+        let (kind, depth, count, input_tokens) =
+            (request.kind, request.depth, request.input_count, request.input_tokens);
+        match escalation::summarize(&self.summarizer, &self.deps.prompts, self.config(), vars, request).await {
+            Ok(e) => Ok(Ok(e)),
+            Err(PassError::Auth(_)) => Ok(Err(PassResult {
+                kind,
+                summary_id: None,
+                depth,
+                level: None,
+                model: None,
+                input_count: count,
+                input_tokens,
+                output_tokens: 0,
+                tokens_before: before,
+                tokens_after: before,
+                earliest_at: None,
+                latest_at: None,
+                summarizer_calls: 1,
+                summarizer_ms: 0.0,
+                auth_failure: true,
+                incremental: Vec::new(),
+                incremental_error: None,
+            })),
+            Err(PassError::Failed(err)) => Err(err),
         }
     }
 
@@ -321,18 +334,9 @@ impl<'a> Run<'a> {
         let request = self.request(SummaryKind::Leaf, 0, src.text.clone(), src.entries, chunk.len, &range);
         let input_tokens = tokens::estimate(&src.text);
         let before = self.live.stored_tokens();
-        let e = match escalation::summarize(&self.summarizer, &self.deps.prompts, self.config(), base, request).await {
+        let e = match self.summarize(base, request, before).await? {
             Ok(e) => e,
-            Err(PassError::Auth(_)) => {
-                return Ok(Some(Self::auth_result(
-                    SummaryKind::Leaf,
-                    0,
-                    chunk.len,
-                    input_tokens,
-                    before,
-                )))
-            }
-            Err(PassError::Failed(err)) => return Err(err),
+            Err(stopped) => return Ok(Some(stopped)),
         };
         let summary = NewSummary {
             fields: SummaryFields {
@@ -410,18 +414,9 @@ impl<'a> Run<'a> {
         );
         let input_tokens = tokens::estimate(&text);
         let before = self.live.stored_tokens();
-        let e = match escalation::summarize(&self.summarizer, &self.deps.prompts, self.config(), base, request).await {
+        let e = match self.summarize(base, request, before).await? {
             Ok(e) => e,
-            Err(PassError::Auth(_)) => {
-                return Ok(Some(Self::auth_result(
-                    SummaryKind::Condensed,
-                    out_depth,
-                    chunk.len,
-                    input_tokens,
-                    before,
-                )))
-            }
-            Err(PassError::Failed(err)) => return Err(err),
+            Err(stopped) => return Ok(Some(stopped)),
         };
         let mut file_ids: Vec<String> = Vec::new();
         for (content, ids) in &contents {

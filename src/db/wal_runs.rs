@@ -588,6 +588,8 @@ mod tests {
             let path = dir.path().join("log.db-wal");
             // SQLite passes names with two NULs after them (room for URI parameters).
             let name = format!("{}\0\0", path.display());
+            // SAFETY: the VFS registered by `vfs_name`; `mem` is as large as it asks for a file
+            // (szOsFile), and `name` is NUL-terminated and kept alive (forgotten) as SQLite requires.
             unsafe {
                 let vfs = ffi::sqlite3_vfs_find(NAME.as_ptr());
                 let mut mem = vec![0u64; ((*vfs).szOsFile as usize).div_ceil(8)];
@@ -605,11 +607,13 @@ mod tests {
         }
 
         fn methods(&mut self) -> &'static ffi::sqlite3_io_methods {
+            // SAFETY: the file was opened by `open`, which set its methods (static tables).
             unsafe { &*(*self.file()).pMethods }
         }
 
         fn write(&mut self, bytes: &[u8], at: usize) -> c_int {
             let f = self.file();
+            // SAFETY: an open file and a live buffer of `bytes.len()` bytes.
             unsafe { (self.methods().xWrite.unwrap())(f, bytes.as_ptr().cast(), bytes.len() as c_int, at as i64) }
         }
 
@@ -658,18 +662,21 @@ mod tests {
                         let at = at % end;
                         let len = len.min(end - at);
                         let mut buf = vec![0u8; len];
+                        // SAFETY: an open file and a buffer of `len` bytes.
                         let rc = unsafe { (log.methods().xRead.unwrap())(f, buf.as_mut_ptr().cast(), len as c_int, at as i64) };
                         proptest::prop_assert_eq!(rc, ffi::SQLITE_OK);
                         proptest::prop_assert!(buf == model[at..at + len], "read {} bytes at {} differ", len, at);
                         continue;
                     }
                     Op::Sync => {
+                        // SAFETY: an open file.
                         let rc = unsafe { (log.methods().xSync.unwrap())(f, ffi::SQLITE_SYNC_NORMAL) };
                         proptest::prop_assert_eq!(rc, ffi::SQLITE_OK);
                         continue;
                     }
                     Op::Size => {
                         let mut size = 0i64;
+                        // SAFETY: an open file and a live i64 for the size.
                         let rc = unsafe { (log.methods().xFileSize.unwrap())(f, &mut size) };
                         proptest::prop_assert_eq!(rc, ffi::SQLITE_OK);
                         // The unix VFS reports a one-byte file as empty (an old workaround).
@@ -678,6 +685,7 @@ mod tests {
                     }
                     Op::Truncate { keep } => {
                         let keep = keep % (end + 1);
+                        // SAFETY: an open file.
                         let rc = unsafe { (log.methods().xTruncate.unwrap())(f, keep as i64) };
                         proptest::prop_assert_eq!(rc, ffi::SQLITE_OK);
                         model.truncate(keep);
@@ -695,6 +703,7 @@ mod tests {
                 after_commit_header = is_commit_header(&bytes);
             }
             let f = log.file();
+            // SAFETY: an open file, closed once; not used after.
             proptest::prop_assert_eq!(unsafe { (log.methods().xClose.unwrap())(f) }, ffi::SQLITE_OK);
             proptest::prop_assert!(log.on_disk() == model, "the file differs from the writes made");
         }

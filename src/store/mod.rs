@@ -1,6 +1,9 @@
 //! Rows in, rows out: conversations, messages and their parts, summaries, their versions and
-//! fidelity scores, the redaction log, the live-context totals, the prompt-cache report; and the check of the invariants over them (`verify`). The ground floor above `db`: it imports nothing else of
-//! the crate but the error type, time formatting and the summary kinds.
+//! fidelity scores, the redaction log, the live-context totals, the prompt-cache report; and the
+//! check of the invariants over them (`verify`). The ground floor above `db` and `sql` (the
+//! connection and its dialect): besides them it imports only the error type, time formatting,
+//! token estimates, the summary kinds, `input`'s checks of the options it reads, and the name of
+//! PostgreSQL's search column (`pg::search`).
 
 pub(crate) mod context;
 pub(crate) mod conversations;

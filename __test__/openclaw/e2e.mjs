@@ -3,7 +3,8 @@
 // from the machine cache) and selected as its context engine, a local fake model, and the
 // Gateway. Run by .ci/run after `npm test`: `node __test__/openclaw/e2e.mjs`.
 //
-// Scenarios, each in its own run directory (E2E_ONLY=host,field,interop picks some):
+// Scenarios, each in its own run directory, two at a time (E2E_ONLY=host,field,interop picks
+// some; E2E_LANES=1 runs them one after another):
 //   host     lossless-claw 0.15's file continued, the built-in engine switched out and back,
 //            compaction with the host model, recall tools, redaction, a restart (e2e-host.mjs)
 //   field    sessions unlike the unit tests': turns that fill a 40k window several times, and a
@@ -31,6 +32,8 @@ import { uiScenario } from './e2e-ui.mjs'
 import { CACHE, ensureHost, killAll, packPlugin } from './harness.mjs'
 
 const SCENARIOS = { host: hostScenario, field: fieldScenario, interop: interopScenario, postgres: postgresScenario, ui: uiScenario }
+/** @type {(keyof typeof SCENARIOS)[]} by how long each takes (~230, 140, 120, 65, 65 s alone) */
+const LONGEST_FIRST = ['interop', 'host', 'field', 'postgres', 'ui']
 
 async function main() {
   const started = Date.now()
@@ -78,20 +81,27 @@ async function main() {
   const packDir = mkdtempSync(join(tmpdir(), 'lcm-pack-'))
   try {
     const tgz = await packPlugin(ROOT, packDir)
-    for (const [name, scenario] of Object.entries(SCENARIOS)) {
-      if (only.length > 0 && !only.includes(name)) continue
-      const t = Date.now()
-      console.log(`openclaw e2e: scenario ${name}`)
-      try {
-        await scenario(host, tgz)
-      } catch (err) {
-        // A scenario that cannot go on (a Gateway that does not start) is one failed check.
-        await check(`scenario ${name} ran to its end`, () => {
-          throw err
-        })
+    // Scenarios run in E2E_LANES lanes at once (default 2: each run dir, port, fake model and
+    // database is its own; a turn mostly waits on processes, so two fit two cores), the longest
+    // first; each lane takes the next when it is free.
+    const lanes = Math.max(1, Number(process.env.E2E_LANES ?? 2) || 1)
+    const queue = LONGEST_FIRST.filter((name) => only.length === 0 || only.includes(name))
+    const lane = async () => {
+      for (let name = queue.shift(); name !== undefined; name = queue.shift()) {
+        const t = Date.now()
+        console.log(`openclaw e2e: scenario ${name}`)
+        try {
+          await SCENARIOS[name](host, tgz)
+        } catch (err) {
+          // A scenario that cannot go on (a Gateway that does not start) is one failed check.
+          await check(`scenario ${name} ran to its end`, () => {
+            throw err
+          })
+        }
+        console.log(`openclaw e2e: scenario ${name} took ${Math.round((Date.now() - t) / 1000)} s`)
       }
-      console.log(`openclaw e2e: scenario ${name} took ${Math.round((Date.now() - t) / 1000)} s`)
     }
+    await Promise.all(Array.from({ length: Math.min(lanes, queue.length) }, lane))
   } finally {
     rmSync(packDir, { recursive: true, force: true })
   }

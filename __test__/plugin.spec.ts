@@ -622,6 +622,19 @@ describe('compaction', () => {
     expect(await readDb(host, async (e) => (await e.summaries(1)).length)).toBe(0)
   })
 
+  it('a closed scope in the wrapping of a summaryModel call stops too, and says nothing against the model', async () => {
+    let calls = 0
+    const { host, s } = await grown({ summaryModel: 'scoped/model' }, async () => {
+      calls += 1
+      throw new Error('Plugin LLM completion failed: Async work scope is closed')
+    })
+    const r = await host.engine().compact({ ...s, tokenBudget: 1500, force: true })
+    expect(r.reason).toMatch(/^nothing to compact: the host closed the operation/)
+    expect(calls).toBe(1)
+    expect(host.logs.some((l) => l.message.includes('"scoped/model"'))).toBe(false)
+    expect(await readDb(host, async (e) => (await e.summaries(1)).length)).toBe(0)
+  })
+
   it('a summaryModel the host cannot prepare (unknown, no credentials) gives way to the session model, not the fallback', async () => {
     const seen: (string | undefined)[] = []
     const { host, s } = await grown({ summaryModel: 'nowhere/unknown-model' }, async (p) => {

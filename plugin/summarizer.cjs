@@ -86,6 +86,7 @@ function isAuthFailure(f) {
  * @param {{ message: string, code?: string }} f @param {string} model
  */
 function unusableModel(f, model) {
+  if (SCOPE_CLOSED.test(f.message)) return undefined
   if (f.code === 'LLM_COMPLETION_NOT_AUTHORIZED') {
     return `summaryModel "${model}" was refused (${f.message}); summaries use the session's model. Allow it with plugins.entries["lcm-native"].llm.allowModelOverride.`
   }
@@ -154,7 +155,8 @@ function makeSummarizer(o) {
       try {
         return await call(useModel)
       } catch (err) {
-        const why = useModel ? unusableModel(describeFailure(err), o.summaryModel) : undefined
+        // An aborted call or a closed scope says nothing about the model.
+        const why = useModel && !signal.aborted ? unusableModel(describeFailure(err), o.summaryModel) : undefined
         if (!why) throw err
         // Not allowed, unknown, or without credentials here: the session's model summarises
         // (the host's default), not the deterministic fallback.

@@ -302,6 +302,20 @@ describe('the panel when things go wrong', () => {
       expect(r).toMatchObject({ ok: false, code: 'E_CORRUPT' })
       expect(r.error).toContain(dbPath)
     }
+    // The same page outside OpenClaw says the same.
+    const engine = await LcmEngine.open({ dbPath, readOnly: true })
+    const server = await startUi({ engine, database: dbPath, path: dbPath, version: '9.9.9', write: false, port: 0 })
+    try {
+      const r = await fetch(new URL('/api/action', server.base), {
+        method: 'POST',
+        headers: { authorization: `Bearer ${server.token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ actionId: 'overview', sessionKey: '#1' }),
+      }).then((x) => x.json())
+      expect(r).toMatchObject({ ok: false, code: 'E_CORRUPT' })
+    } finally {
+      await server.close()
+      await engine.close()
+    }
     expect(readFileSync(dbPath).equals(bytes)).toBe(true)
   })
 })

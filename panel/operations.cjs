@@ -620,6 +620,10 @@ async function runOperation(id, ctx, payload, access) {
   const op = Object.hasOwn(OPERATIONS, id) ? OPERATIONS[id] : undefined
   try {
     if (!op) throw new PanelError('E_NOT_FOUND', `no panel operation ${id}`)
+    // A damaged file is not read for the panel (as not for a turn), in OpenClaw and in
+    // `lcm-native ui` alike: its code and message say why.
+    const damage = ctx.engine.damage
+    if (damage) throw new PanelError(damage.code, damage.message)
     if (op.write && !access.canWrite) throw new PanelError('E_READ_ONLY', `${id} writes: it needs the write scope`)
     /** @type {JsonValue} */
     const result = checkBounds(JSON.parse(JSON.stringify((await op.run(ctx, payloadOf(payload))) ?? null)))

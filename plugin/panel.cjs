@@ -86,9 +86,6 @@ async function contextOf(ctx, settings, logger, llm) {
   const agentId = typeof ctx.agentId === 'string' && ctx.agentId !== '' ? ctx.agentId : agentOf(sessionKey)
   const db = databaseFor(settings, agentId)
   const engine = await engineFor(db, settings.engineOptions())
-  // A damaged file is not read for the panel either (as for a turn): its code says why.
-  const damage = engine.damage
-  if (damage) throw Object.assign(new Error(damage.message), { code: damage.code })
   const conv = sessionKey ? await engine.findConversation(targetOf({ sessionKey })) : null
   return {
     engine,

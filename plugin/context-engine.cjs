@@ -551,7 +551,8 @@ class LcmNativeContextEngine {
    * @param {HostParams} p
    */
   commitTurn(p) {
-    return timed('commitTurn', p, () => this.commitNow(p), (r) => ({ status: r.status }))
+    const key = typeof p?.advancementKey === 'string' ? p.advancementKey : undefined
+    return timed('commitTurn', p, () => this.commitNow(p), (r) => ({ status: r.status, key }))
   }
 
   /** @param {HostParams} p */

@@ -59,11 +59,19 @@ export const readTimings = (file) =>
   existsSync(file) ? readFileSync(file, 'utf8').trim().split('\n').filter(Boolean).map((l) => JSON.parse(l)) : []
 
 /**
- * The turns lcm-native committed, by its timings: a commit OpenClaw offers again (a replay after
- * a slow or failed first try) answers `duplicate` and is not counted twice.
+ * The turns lcm-native committed, by its timings (each turn's advancement key once): a commit
+ * OpenClaw offers again after it was stored answers `duplicate`; one offered again while the first
+ * waits in the spool (the database out of reach) is spooled again and stored once by the drain.
  * @param {string} file
  */
-export const committedTurns = (file) => readTimings(file).filter((t) => t.op === 'commitTurn' && t.status === 'committed').length
+export const committedTurns = (file) => {
+  const committed = readTimings(file).filter((t) => t.op === 'commitTurn' && t.status === 'committed')
+  // A turn the host handed over again (its own retry of a slow commit, while the first sat in
+  // the spool) counts once: what each turn stored is checked against the database elsewhere.
+  const again = committed.length - new Set(committed.map((t, i) => t.key ?? `#${i}`)).size
+  if (again > 0) console.log(`       note: ${again} turn(s) handed over again and committed again (stored once)`)
+  return committed.length - again
+}
 
 /**
  * Polls `probe` every 500 ms until it returns a truthy value or `ms` pass; returns the last value.

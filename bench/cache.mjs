@@ -190,7 +190,11 @@ async function main() {
     const recall = r.recall.length ? r.recall.map((x) => `${x.fact} ${x.found ? 'found' : 'NOT FOUND'}`).join(', ') : 'not checked'
     console.log(`\n${engine}: recall ${recall}; summaries by depth ${JSON.stringify(r.summaries)}; maintenance compactions ${r.compactions}; run ${r.dir}`)
     const split = uncachedSplit(ledger(r.requests.slice(0, r.turnStart[TURNS + 1])))
-    console.log(`  uncached input of its ${TURNS} turns: ${fmt(split.continuing)} tokens in requests that continue the previous one (each turn's new messages), ${fmt(split.first)} in first requests, ${fmt(split.breaks)} in ${split.breakCount} requests after a break`)
+    console.log(`  uncached input of its ${TURNS} turns: ${fmt(split.continuing)} tokens in requests that continue the previous one (each turn's new messages), ${fmt(split.first)} in first requests, ${fmt(split.breaks)} in ${split.breakCount} requests after a break (${fmt(split.breakSummaries)} of them new summaries, ${fmt(split.breakResent)} messages sent again, the rest those turns' own new messages)`)
+    // What the share would be if no break sent anything again: the part a sweep's placement
+    // can win back. The rest is new text (the turns' own and the summaries').
+    const t = totals(ledger(r.requests.slice(0, r.turnStart[TURNS + 1])))
+    console.log(`  cacheable with nothing sent again after a break: ${((t.cached + split.breakResent) / t.sent * 100).toFixed(2)} % (now ${(t.cacheable * 100).toFixed(2)} %)`)
     for (const f of r.failed) console.log(`  turn ${f.turn} failed (${f.code}): ${f.stderr.replace(/\s+/g, ' ')}`)
     if (process.argv.includes('--breaks')) {
       const entries = ledger(r.requests)

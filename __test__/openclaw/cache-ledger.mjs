@@ -22,7 +22,13 @@ const BLOCK = 256
  * @typedef {{ seq: number, body: any, path?: string }} LoggedRequest
  * @typedef {{ seq: number, kind: 'agent' | 'summary', session: string, chars: number,
  *   cachedChars: number, keptFromPrevious: number | null, previousChars: number | null,
- *   messages: number, previousMessages: number | null, firstChange: number | null }} LedgerEntry
+ *   messages: number, previousMessages: number | null, firstChange: number | null,
+ *   uncachedSummaryChars: number, uncachedResentChars: number }} LedgerEntry
+ *
+ * `uncachedSummaryChars`: uncached characters in messages that present a summary
+ * (`<summary id=…`); `uncachedResentChars`: uncached characters in other messages the previous
+ * request of the lane already held, word for word, before its last message (sent again after
+ * a break).
  */
 
 /** @param {number} chars */
@@ -76,7 +82,7 @@ export function sessionOfRequest(body) {
 export function ledger(requests) {
   /** Hashes of every block-aligned prefix of every earlier request. */
   const seen = new Set()
-  /** @type {Map<string, { text: string, messages: number }>} the previous request per session and tool set */
+  /** @type {Map<string, { text: string, messages: number, sent: Set<string> }>} the previous request per session and tool set */
   const previous = new Map()
   /** @type {LedgerEntry[]} */
   const out = []
@@ -106,11 +112,23 @@ export function ledger(requests) {
     const kept = prev === undefined ? null : commonPrefix(prev.text, text)
     if (kept !== null) cached = Math.max(cached, kept)
     for (const d of digests) seen.add(d)
-    previous.set(lane, { text, messages: starts.length })
+    /** Each message as sent, to tell a message sent again from a new one. */
+    const sent = starts.map((s, i) => text.slice(s, i + 1 < starts.length ? starts[i + 1] : text.length))
+    let uncachedSummaryChars = 0
+    let uncachedResentChars = 0
+    sent.forEach((m, i) => {
+      const uncached = Math.max(0, starts[i] + m.length - Math.max(starts[i], cached))
+      if (uncached === 0) return
+      if (m.includes('<summary id=')) uncachedSummaryChars += uncached
+      else if (prev?.sent.has(m)) uncachedResentChars += uncached
+    })
+    // Not its last message: OpenClaw closes every request with a per-turn block (the internal
+    // context) that may read the same from turn to turn without being history sent again.
+    previous.set(lane, { text, messages: starts.length, sent: new Set(sent.slice(0, -1)) })
     // The message in which this request first differs from the one before it.
     const firstChange = kept === null ? null : starts.filter((s) => s <= kept).length - 1
     const [previousChars, previousMessages] = prev === undefined ? [null, null] : [prev.text.length, prev.messages]
-    out.push({ seq: r.seq, kind, session, chars: text.length, cachedChars: cached, keptFromPrevious: kept, previousChars, messages: starts.length, previousMessages, firstChange })
+    out.push({ seq: r.seq, kind, session, chars: text.length, cachedChars: cached, keptFromPrevious: kept, previousChars, messages: starts.length, previousMessages, firstChange, uncachedSummaryChars, uncachedResentChars })
   }
   return out
 }
@@ -154,11 +172,13 @@ export function earlyBreaks(entries, share = 0.5) {
  * Where the uncached tokens of agent requests go: the first request of each session and tool
  * set, requests that begin with the whole previous one but its last message (what is new is the
  * turn's own messages), and breaks (a change before that: a compaction, an eviction, a changed
- * system prompt).
+ * system prompt). A break's tokens split further into new summaries (`breakSummaries`),
+ * messages the previous request held and this one sends again (`breakResent`), and the rest:
+ * the turn's own new messages.
  * @param {LedgerEntry[]} entries
  */
 export function uncachedSplit(entries) {
-  const split = { first: 0, continuing: 0, breaks: 0, breakCount: 0 }
+  const split = { first: 0, continuing: 0, breaks: 0, breakCount: 0, breakSummaries: 0, breakResent: 0 }
   for (const e of entries) {
     if (e.kind !== 'agent') continue
     const uncached = tokensOf(e.chars - e.cachedChars)
@@ -167,6 +187,8 @@ export function uncachedSplit(entries) {
     else {
       split.breaks += uncached
       split.breakCount++
+      split.breakSummaries += tokensOf(e.uncachedSummaryChars)
+      split.breakResent += tokensOf(e.uncachedResentChars)
     }
   }
   return split

@@ -267,15 +267,7 @@ impl Engine {
         };
         // Never a long wait for a report (at close, another process may hold the file).
         let deadline = std::time::Instant::now() + PROMPT_CACHE_WRITE_WAIT;
-        let _ = match &*self.deps.backend {
-            Backend::Postgres(pg) => pg.write(|c| write(c.into())),
-            Backend::Sqlite(pool) => pool.write_preserving_messages_by(deadline, |conn| {
-                let tx = conn.transaction()?;
-                write(crate::sql::Db::Sqlite(&tx))?;
-                tx.commit()?;
-                Ok(())
-            }),
-        };
+        let _ = self.deps.backend.write_preserving_messages_by(deadline, write);
     }
 
     /// The conversation a session maps to, if there is one (nothing is created).
@@ -319,13 +311,9 @@ impl Engine {
     pub fn score_fidelity(&self, conversation_id: i64, all: bool) -> Result<crate::fidelity::survey::ScoreReport> {
         self.deps.backend.check_writable()?;
         let zone = self.deps.config.zone;
-        if let Backend::Postgres(pg) = &*self.deps.backend {
-            return pg.write(|c| crate::fidelity::survey::score_in(c.into(), conversation_id, all, zone));
-        }
         self.deps
             .backend
-            .sqlite()?
-            .write(|conn| crate::fidelity::survey::score_conversation(conn, conversation_id, all, zone))
+            .write(|db| crate::fidelity::survey::score_conversation(db, conversation_id, all, zone))
     }
 
     /// The context for the next turn, within `options.token_budget`, with what it kept of the
@@ -447,16 +435,9 @@ impl Engine {
 
     /// Checks the invariants (of one conversation, or all) and digests the contents.
     pub fn verify(&self, conversation_id: Option<i64>) -> Result<crate::store::verify::VerifyReport> {
-        if let Backend::Postgres(pg) = &*self.deps.backend {
-            // One REPEATABLE READ snapshot.
-            return pg.read(|c| crate::store::verify::verify(c, conversation_id));
-        }
-        // A fresh connection: SQLite's FTS5 integrity check reports a false checksum mismatch
-        // on a connection whose cached index structure predates another connection's write.
-        let conn = self.deps.backend.sqlite()?.fresh_connection()?;
-        // One read transaction: every check sees the same snapshot, whatever writers do meanwhile.
-        let snapshot = conn.unchecked_transaction()?;
-        crate::store::verify::verify(&snapshot, conversation_id)
+        self.deps
+            .backend
+            .read_fresh(|db| crate::store::verify::verify(db, conversation_id))
     }
 
     /// One pass: a leaf pass (with incremental condensation up to `incrementalMaxDepth`) or a
@@ -556,13 +537,10 @@ impl Engine {
             self.deps.config.zone,
             self.deps.config.max_summary_versions,
         );
-        tokio::task::block_in_place(|| match &*self.deps.backend {
-            Backend::Postgres(pg) => {
-                pg.write(|c| crate::history::rollback_in(c.into(), flags, zone, keep, summary_id, version))
-            }
-            Backend::Sqlite(pool) => {
-                pool.write(|conn| crate::history::rollback(conn, flags, zone, keep, summary_id, version))
-            }
+        tokio::task::block_in_place(|| {
+            self.deps
+                .backend
+                .write(|db| crate::history::rollback(db, flags, zone, keep, summary_id, version))
         })
     }
 
@@ -585,13 +563,10 @@ impl Engine {
         let _turn = self.turn(found.conversation_id).await?;
         let flags = self.deps.flags;
         let now = crate::time::now_sqlite();
-        tokio::task::block_in_place(|| match &*self.deps.backend {
-            Backend::Postgres(pg) => {
-                pg.write(|c| crate::store::lifecycle::reset_in(c.into(), flags, found.conversation_id, reason, &now))
-            }
-            Backend::Sqlite(pool) => pool.write_preserving_messages(|conn| {
-                crate::store::lifecycle::reset(conn, flags, found.conversation_id, reason, &now)
-            }),
+        tokio::task::block_in_place(|| {
+            self.deps.backend.write_preserving_messages(|db| {
+                crate::store::lifecycle::reset(db, flags, found.conversation_id, reason, &now)
+            })
         })
     }
 
@@ -650,9 +625,10 @@ impl Engine {
                 conversation_ids: scope.clone(),
                 ..Default::default()
             },
-            false => blocking(|| match &*self.deps.backend {
-                Backend::Postgres(pg) => pg.write(|c| redact::redact_messages_in(c.into(), flags, options, &scope)),
-                Backend::Sqlite(pool) => pool.write(|conn| redact::redact_messages(conn, flags, options, &scope)),
+            false => blocking(|| {
+                self.deps
+                    .backend
+                    .write(|db| redact::redact_messages(db, flags, options, &scope))
             })?,
         };
         if let Some((spooled, drain_lock)) = spool_scrub {
@@ -682,23 +658,16 @@ impl Engine {
                 }
             }
         }
-        result.pending = blocking(|| match &*self.deps.backend {
-            Backend::Postgres(pg) => pg.write(|c| {
-                redact::complete(c)?;
-                redact::pending(c, &scope)
-            }),
-            Backend::Sqlite(pool) => pool.write(|conn| {
-                redact::complete(&*conn)?;
-                redact::pending(&*conn, &scope)
-            }),
+        result.pending = blocking(|| {
+            self.deps.backend.write(|db| {
+                redact::complete(db)?;
+                redact::pending(db, &scope)
+            })
         })?;
         // The text is replaced (committed above) whatever happens to the scrub: a scrub that
         // fails (a full disk at VACUUM, a lock another gateway holds) is reported in the
         // result and stays recorded for the next `redact`.
-        let scrubbed = blocking(|| match &*self.deps.backend {
-            Backend::Postgres(pg) => redact::scrub_postgres(pg, self.deps.config.busy_timeout_ms).map(|()| true),
-            Backend::Sqlite(pool) => pool.write_without_checkpointer(|conn| redact::scrub(conn, flags)),
-        });
+        let scrubbed = blocking(|| redact::scrub_storage(&self.deps.backend, flags, self.deps.config.busy_timeout_ms));
         match scrubbed {
             Ok(emptied) => result.checkpointed = emptied,
             Err(e) => result.scrub_error = Some(format!("{}: {e}", e.code())),
@@ -759,15 +728,8 @@ impl Engine {
         }?;
         // On PostgreSQL, other gateways' operations too (this process's wait for its own came
         // first, so one process asks the server once).
-        let across = match &*self.deps.backend {
-            Backend::Postgres(pg) => {
-                let wait = std::time::Duration::from_millis(timeout_ms.max(0) as u64);
-                Some(tokio::task::block_in_place(|| {
-                    pg.operation_lock(conversation_id, wait)
-                })?)
-            }
-            Backend::Sqlite(_) => None,
-        };
+        let wait = std::time::Duration::from_millis(timeout_ms.max(0) as u64);
+        let across = tokio::task::block_in_place(|| self.deps.backend.operation_lock(conversation_id, wait))?;
         Ok(Turn {
             _local: local,
             _across: across,

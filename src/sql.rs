@@ -54,6 +54,69 @@ impl Backend {
         }
     }
 
+    /// The write door: `f` in one write transaction, committed when it returns `Ok` and rolled
+    /// back otherwise. SQLite: an immediate transaction on the writer (serialised in-process,
+    /// waiting for another process's lock up to the busy timeout); PostgreSQL: the schema's
+    /// transaction under its write lock. Counted as a write that may change stored messages.
+    pub(crate) fn write<T>(&self, f: impl FnOnce(Db) -> Result<T>) -> Result<T> {
+        match self {
+            Backend::Sqlite(p) => p.write(|c| in_transaction(c, f)),
+            Backend::Postgres(p) => p.write(|c| f(Db::Pg(c))),
+        }
+    }
+
+    /// `write` for work that never changes or deletes a stored message or its parts (ingest,
+    /// compaction, resets): SQLite's messages rendered earlier stay valid across it
+    /// (`Pool::write_preserving_messages`).
+    pub(crate) fn write_preserving_messages<T>(&self, f: impl FnOnce(Db) -> Result<T>) -> Result<T> {
+        match self {
+            Backend::Sqlite(p) => p.write_preserving_messages(|c| in_transaction(c, f)),
+            Backend::Postgres(p) => p.write(|c| f(Db::Pg(c))),
+        }
+    }
+
+    /// `write_preserving_messages` that gives up on SQLite's writer at `deadline` (PostgreSQL
+    /// waits for its write lock as every write does).
+    pub(crate) fn write_preserving_messages_by<T>(
+        &self,
+        deadline: std::time::Instant,
+        f: impl FnOnce(Db) -> Result<T>,
+    ) -> Result<T> {
+        match self {
+            Backend::Sqlite(p) => p.write_preserving_messages_by(deadline, |c| in_transaction(c, f)),
+            Backend::Postgres(p) => p.write(|c| f(Db::Pg(c))),
+        }
+    }
+
+    /// `f` in one read snapshot on a connection of its own (SQLite: a fresh connection, as
+    /// FTS5's integrity check reports a false checksum mismatch on a connection whose cached
+    /// index structure predates another connection's write; PostgreSQL: a REPEATABLE READ
+    /// snapshot): every read sees the same state, whatever writers do meanwhile.
+    pub(crate) fn read_fresh<T>(&self, f: impl FnOnce(Db) -> Result<T>) -> Result<T> {
+        match self {
+            Backend::Sqlite(p) => {
+                let conn = p.fresh_connection()?;
+                let snapshot = conn.unchecked_transaction()?;
+                f(Db::Sqlite(&snapshot))
+            }
+            Backend::Postgres(p) => p.read(|c| f(Db::Pg(c))),
+        }
+    }
+
+    /// The conversation's operation lock across processes, waited for up to `wait`, where the
+    /// database needs one: on PostgreSQL other machines' operations (`PgPool::operation_lock`);
+    /// a SQLite file's writers meet at its write lock, and `None` is returned.
+    pub(crate) fn operation_lock(
+        &self,
+        conversation_id: i64,
+        wait: std::time::Duration,
+    ) -> Result<Option<pg::pool::OperationLock>> {
+        match self {
+            Backend::Sqlite(_) => Ok(None),
+            Backend::Postgres(p) => p.operation_lock(conversation_id, wait).map(Some),
+        }
+    }
+
     pub(crate) fn check_writable(&self) -> Result<()> {
         match self {
             Backend::Sqlite(p) => p.check_writable(),
@@ -82,6 +145,14 @@ impl Backend {
             Backend::Postgres(p) => p.is_closed(),
         }
     }
+}
+
+/// `f` in an immediate transaction on SQLite's writer, committed when it returns `Ok`.
+fn in_transaction<T>(conn: &mut Connection, f: impl FnOnce(Db) -> Result<T>) -> Result<T> {
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let out = f(Db::Sqlite(&tx))?;
+    tx.commit()?;
+    Ok(out)
 }
 
 /// A connection the store reads and writes through.

@@ -10,7 +10,6 @@
 //! few summaries before it instead of renumbering the 50,000 rows after it. lossless-claw reads
 //! ordinals for their order only, and renumbers from 0 when it writes.
 
-use rusqlite::TransactionBehavior;
 use sha2::{Digest, Sha256};
 
 use crate::db::SchemaFlags;
@@ -78,18 +77,11 @@ pub(crate) fn write_passes(
     }
     let rewrite = Rewrite::of(baseline, ctx, keep_start_rows)?;
     let now = time::now_sqlite();
-    match backend {
-        Backend::Sqlite(pool) => pool.write_preserving_messages(|conn| {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            write_in(Db::Sqlite(&tx), flags, baseline, ctx, new, &rewrite, &now)?;
-            // Full-text rows last (see `summaries::insert_fts`).
-            summaries::insert_fts(&tx, flags, new)?;
-            tx.commit()?;
-            Ok(())
-        })?,
-        // PostgreSQL indexes the summaries' text itself.
-        Backend::Postgres(pool) => pool.write(|c| write_in(Db::Pg(c), flags, baseline, ctx, new, &rewrite, &now))?,
-    }
+    backend.write_preserving_messages(|db| {
+        write_in(db, flags, baseline, ctx, new, &rewrite, &now)?;
+        // Full-text rows last (see `summaries::insert_fts`).
+        summaries::insert_fts(db, flags, new)
+    })?;
     rewrite.sync(ctx);
     Ok(())
 }

@@ -523,7 +523,6 @@ mod tests {
             .fields
             .summary_id
             .clone();
-        let flags = sqlite.deps.flags;
         let change = |engine: &Engine| {
             let fidelity = crate::fidelity::score(&Default::default(), "rewritten");
             let replacement = crate::store::summaries::Replacement {
@@ -537,14 +536,12 @@ mod tests {
                     keep: 10,
                 }),
             };
-            match &*engine.deps.backend {
-                crate::sql::Backend::Sqlite(p) => p
-                    .write(|c| crate::store::summaries::replace_content(c, flags, &top, &replacement))
-                    .unwrap(),
-                crate::sql::Backend::Postgres(p) => p
-                    .write(|c| crate::store::summaries::replace_content_in(c, super::FLAGS, &top, &replacement))
-                    .unwrap(),
-            }
+            let flags = engine.deps.flags;
+            engine
+                .deps
+                .backend
+                .write(|db| crate::store::summaries::replace_content(db, flags, &top, &replacement))
+                .unwrap()
         };
         assert_eq!(change(&sqlite), change(&pg));
         let versions = |engine: &Engine| -> Vec<(i64, String, String, bool)> {

@@ -1,7 +1,6 @@
 //! Scores on demand and their distribution: scoring the summaries written before scores
 //! existed (or by lossless-claw), and the per-depth figures `stats` shows.
 
-use rusqlite::{Connection, TransactionBehavior};
 use serde::Serialize;
 
 use super::{score, source_identifiers, Fidelity, EXTRACTOR_VERSION};
@@ -90,21 +89,9 @@ pub(crate) struct ScoreScope {
 }
 
 /// Scores the summaries of a conversation that have no score from this extractor (every
-/// summary with `all`), in one transaction, and returns the distribution.
-pub(crate) fn score_conversation(
-    conn: &mut Connection,
-    conversation_id: i64,
-    all: bool,
-    zone: DisplayZone,
-) -> Result<ScoreReport> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let report = score_in((&tx).into(), conversation_id, all, zone)?;
-    tx.commit()?;
-    Ok(report)
-}
-
-/// `score_conversation` in the caller's write transaction (either engine).
-pub(crate) fn score_in(db: Db, conversation_id: i64, all: bool, zone: DisplayZone) -> Result<ScoreReport> {
+/// summary with `all`), in the caller's write transaction (`Backend::write`), and returns the
+/// distribution.
+pub(crate) fn score_conversation(db: Db, conversation_id: i64, all: bool, zone: DisplayZone) -> Result<ScoreReport> {
     crate::store::conversations::get(db, conversation_id)?;
     let ids = store::unscored(db, conversation_id, all)?;
     for id in &ids {

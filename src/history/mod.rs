@@ -4,30 +4,14 @@
 #[cfg(test)]
 mod tests;
 
-use rusqlite::Connection;
-
 use crate::error::{LcmError, Result};
 pub(crate) use crate::store::versions::*;
 
 /// Makes version `version` of `summary_id` its text again, as a new version (reason
-/// `rollback`, with the restored version's model and template), in one transaction: content,
-/// token count, fidelity score and full-text rows follow. Returns the new version.
+/// `rollback`, with the restored version's model and template), in the caller's write
+/// transaction (`Backend::write`): content, token count, fidelity score and full-text rows
+/// follow. Returns the new version.
 pub(crate) fn rollback(
-    conn: &mut Connection,
-    flags: crate::db::SchemaFlags,
-    zone: crate::time::DisplayZone,
-    keep: i64,
-    summary_id: &str,
-    version: i64,
-) -> Result<SummaryVersion> {
-    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-    let new = rollback_in((&tx).into(), flags, zone, keep, summary_id, version)?;
-    tx.commit()?;
-    Ok(new)
-}
-
-/// `rollback` in the caller's write transaction (either engine).
-pub(crate) fn rollback_in(
     tx: crate::sql::Db,
     flags: crate::db::SchemaFlags,
     zone: crate::time::DisplayZone,
@@ -58,6 +42,6 @@ pub(crate) fn rollback_in(
         fidelity: (&score, false),
         change: Some(change),
     };
-    let new = crate::store::summaries::replace_content_in(tx, flags, summary_id, &replacement)?;
+    let new = crate::store::summaries::replace_content(tx, flags, summary_id, &replacement)?;
     get(tx, summary_id, new.expect("the version table exists"))
 }

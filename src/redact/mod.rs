@@ -16,7 +16,7 @@ mod tests;
 
 use std::collections::BTreeSet;
 
-use rusqlite::{params, Connection, TransactionBehavior};
+use rusqlite::{params, Connection};
 use serde::{Deserialize, Serialize};
 
 use crate::db::SchemaFlags;
@@ -25,7 +25,7 @@ use crate::fidelity::Fidelity;
 use crate::sql::Db;
 use crate::store::messages::{self, StoredText};
 use crate::store::redactions;
-use crate::store::summaries::{replace_content_in, Replacement};
+use crate::store::summaries::{replace_content, Replacement};
 use text::Redactor;
 
 /// The text a summary holds between its redaction and its regeneration.
@@ -216,23 +216,10 @@ pub(crate) fn conversations_in_scope<'a>(db: impl Into<Db<'a>>, o: &RedactOption
     Ok(ids.into_iter().collect())
 }
 
-/// Step one, in one transaction: the messages, their parts and full-text rows, the covering
-/// summaries (notice, purged versions, pending rows) and the log entry. Returns the result so
-/// far; `redaction_id` is `None` when nothing matched.
+/// Step one, in the caller's write transaction (`Backend::write`): the messages, their parts
+/// and full-text rows, the covering summaries (notice, purged versions, pending rows) and the
+/// log entry. Returns the result so far; `redaction_id` is `None` when nothing matched.
 pub(crate) fn redact_messages(
-    conn: &mut Connection,
-    flags: SchemaFlags,
-    o: &RedactOptions,
-    conversations: &[i64],
-) -> Result<RedactionResult> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let result = redact_messages_in((&tx).into(), flags, o, conversations)?;
-    tx.commit()?;
-    Ok(result)
-}
-
-/// `redact_messages` in the caller's write transaction (either engine).
-pub(crate) fn redact_messages_in(
     tx: Db,
     flags: SchemaFlags,
     o: &RedactOptions,
@@ -304,7 +291,7 @@ pub(crate) fn redact_messages_in(
             fidelity: (&blank, false),
             change: None,
         };
-        replace_content_in(tx, flags, summary_id, &notice)?;
+        replace_content(tx, flags, summary_id, &notice)?;
     }
     result.summaries = affected.len();
     redactions::record_cascade(tx, redaction_id, result.summaries, result.versions_purged)?;
@@ -407,6 +394,16 @@ fn wait_for_older_snapshots(c: &crate::pg::Conn, wait_ms: i64) -> Result<()> {
 /// How long the final checkpoint is retried while another process's checkpoint holds the
 /// lock (waiting for readers is the busy timeout's job, within each try).
 const TRUNCATE_RETRY: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Removes what the storage still holds of replaced text besides the live rows (`scrub` on a
+/// SQLite file, `scrub_postgres` on a schema). Returns whether SQLite's log was emptied
+/// (always true on PostgreSQL, which has no such log of its own to empty here).
+pub(crate) fn scrub_storage(backend: &crate::sql::Backend, flags: SchemaFlags, lock_ms: i64) -> Result<bool> {
+    match backend {
+        crate::sql::Backend::Sqlite(pool) => pool.write_without_checkpointer(|conn| scrub(conn, flags)),
+        crate::sql::Backend::Postgres(pg) => scrub_postgres(pg, lock_ms).map(|()| true),
+    }
+}
 
 /// Removes what the file's free space, the full-text indexes' old segments and the write-ahead
 /// log still hold of replaced text: merges each full-text index (dropping deleted entries),

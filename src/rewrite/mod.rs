@@ -432,13 +432,10 @@ pub(crate) async fn rewrite(
                 fidelity: (&escalated.fidelity, escalated.needs_repair),
                 change: Some(change),
             };
-            blocking(|| match &*deps.backend {
-                crate::sql::Backend::Postgres(pg) => pg.write(|c| {
-                    crate::store::summaries::replace_content_in(c, deps.flags, &target.summary_id, &replacement)
-                }),
-                crate::sql::Backend::Sqlite(pool) => pool.write(|conn| {
-                    crate::store::summaries::replace_content(conn, deps.flags, &target.summary_id, &replacement)
-                }),
+            blocking(|| {
+                deps.backend.write(|db| {
+                    crate::store::summaries::replace_content(db, deps.flags, &target.summary_id, &replacement)
+                })
             })?;
         }
         rewritten.insert(target.summary_id.clone(), new_content.clone());

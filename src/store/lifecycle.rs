@@ -11,7 +11,7 @@
 //!   an empty one for the same session; a conversation that is still empty is left as it is.
 //! * A deleted session (its `session_end`) archives the conversation; none replaces it.
 
-use rusqlite::{params, Connection};
+use rusqlite::params;
 
 use crate::db::SchemaFlags;
 use crate::error::{LcmError, Result};
@@ -94,22 +94,9 @@ impl SessionReset {
     }
 }
 
-/// Applies `reason` to conversation `conversation_id`, in one transaction.
+/// Applies `reason` to conversation `conversation_id`, in the caller's write transaction
+/// (`Backend::write_preserving_messages`).
 pub(crate) fn reset(
-    conn: &mut Connection,
-    flags: SchemaFlags,
-    conversation_id: i64,
-    reason: ResetReason,
-    now: &str,
-) -> Result<SessionReset> {
-    let tx = conn.transaction()?;
-    let out = reset_in((&tx).into(), flags, conversation_id, reason, now)?;
-    tx.commit()?;
-    Ok(out)
-}
-
-/// `reset` in the caller's write transaction (either engine).
-pub(crate) fn reset_in(
     db: Db,
     flags: SchemaFlags,
     conversation_id: i64,

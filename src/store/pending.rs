@@ -315,7 +315,7 @@ fn write(
     now: &str,
 ) -> Result<()> {
     summaries::insert(Db::Sqlite(tx), flags, cid, now, std::slice::from_ref(new))?;
-    summaries::insert_fts(tx, flags, std::slice::from_ref(new))?;
+    summaries::insert_fts(tx.into(), flags, std::slice::from_ref(new))?;
     // The context rewrite every compaction write uses: the run is consumed, the summary takes
     // its first ordinal, the items after it move up to close the gap.
     let max = crate::store::context::last_ordinal(Db::Sqlite(tx), cid)?;

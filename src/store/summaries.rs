@@ -1,7 +1,7 @@
 //! Summary rows: the one module that writes `summaries`, `summary_messages`,
 //! `summary_parents` and their full-text rows, and reads them back.
 
-use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use rusqlite::{params, OptionalExtension};
 use serde::Serialize;
 
 use super::fidelity_scores::{self, Fidelity};
@@ -297,9 +297,13 @@ pub(crate) fn insert<'a>(
     Ok(())
 }
 
-/// The full-text rows of new summaries. FTS5 flushes its pending rows at every savepoint
-/// (multi-row updates, trigger firings), one segment each time, so a pass adds them last.
-pub(crate) fn insert_fts(tx: &Connection, flags: SchemaFlags, summaries: &[NewSummary]) -> Result<()> {
+/// The full-text rows of new summaries on SQLite (PostgreSQL indexes the summaries' text
+/// itself). FTS5 flushes its pending rows at every savepoint (multi-row updates, trigger
+/// firings), one segment each time, so a pass adds them last.
+pub(crate) fn insert_fts(db: Db, flags: SchemaFlags, summaries: &[NewSummary]) -> Result<()> {
+    let Db::Sqlite(tx) = db else {
+        return Ok(());
+    };
     let mut fts = tx.prepare_cached("INSERT INTO summaries_fts (summary_id, content) VALUES (?1, ?2)")?;
     for s in summaries {
         fts.execute(params![s.fields.summary_id, s.fields.content])?;
@@ -323,25 +327,11 @@ pub(crate) struct Replacement<'a> {
     pub change: Option<versions::Change<'a>>,
 }
 
-/// Replaces a summary's text in one transaction (see `replace_content_in`); returns the
-/// version the text became, if recorded.
-pub(crate) fn replace_content(
-    conn: &mut Connection,
-    flags: SchemaFlags,
-    summary_id: &str,
-    new: &Replacement<'_>,
-) -> Result<Option<i64>> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let version = replace_content_in(&tx, flags, summary_id, new)?;
-    tx.commit()?;
-    Ok(version)
-}
-
-/// Replaces a summary's text in the caller's transaction: content, token count, model, its
-/// fidelity score, its version (the old text kept, the new one recorded), its full-text rows
-/// (keeping their rowids), and the `descendant_token_count` of every summary above it (which
-/// sums the tokens below).
-pub(crate) fn replace_content_in<'a>(
+/// Replaces a summary's text in the caller's write transaction: content, token count, model,
+/// its fidelity score, its version (the old text kept, the new one recorded), its full-text
+/// rows (keeping their rowids), and the `descendant_token_count` of every summary above it
+/// (which sums the tokens below). Returns the version the text became, if recorded.
+pub(crate) fn replace_content<'a>(
     db: impl Into<Db<'a>>,
     flags: SchemaFlags,
     summary_id: &str,

@@ -570,6 +570,13 @@ export interface MigrateOptions {
 export interface PromptOptions {
   /** Directory searched first for prompt templates (as the engine's `promptDir`). */
   promptDir?: string | null
+  /**
+   * `renderPrompt`: the engine's options (as `open` takes them; `dbPath` not needed), so
+   * that a render without `vars.targetTokens` asks for the length compaction asks for
+   * with them: `leafTargetTokens` for a leaf, `condensedTargetTokens` (at least 512) for a
+   * condensed summary, their defaults when absent.
+   */
+  engine?: Partial<LcmConfig>
 }
 
 /** Options of `exportPrompts`. */
@@ -1875,6 +1882,13 @@ export declare function excerptText(text: string, maxTokens: number, marker: str
  * `overwrite` is true: E_INVALID_INPUT naming it, and nothing written.
  */
 export declare function exportPrompts(dir?: string | null, options?: ExportPromptsOptions): Promise<string[]>
+
+/**
+ * Whether `location` (a `dbPath`) names a PostgreSQL database (a `postgres://` or
+ * `postgresql://` URL, the scheme in any case) rather than a SQLite file: the test `open`
+ * itself makes.
+ */
+export declare function isDatabaseUrl(location: string): boolean
 
 /** Where each of the four templates comes from (`embedded` or the override's path). */
 export declare function listPrompts(options?: PromptOptions): Promise<PromptSource[]>

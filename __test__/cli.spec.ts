@@ -613,6 +613,7 @@ describe('prompts', () => {
     // Without --target-tokens, the configured target: leafTargetTokens (1200 by default).
     expect((await cli(['prompts', '--render', 'leaf'])).stdout).toContain('about 1200 tokens')
     expect((await cli(['prompts', '--render', 'leaf'], { LCM_LEAF_TARGET_TOKENS: '700' })).stdout).toContain('about 700 tokens')
+    expect((await cli(['prompts', '--render', 'd1'], { LCM_CONDENSED_TARGET_TOKENS: '100' })).stdout).toContain('about 512 tokens')
     // The edited leaf.tmpl is not replaced by a second export unless --force.
     const again = await cli(['prompts', '--export', dir])
     expect(again.code).toBe(1)

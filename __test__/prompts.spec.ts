@@ -5,7 +5,7 @@ import { join } from 'node:path'
 
 import { describe, expect, it } from 'vitest'
 
-import { LcmEngine, listPrompts, renderPrompt } from '../index.js'
+import { LcmEngine, isDatabaseUrl, listPrompts, renderPrompt } from '../index.js'
 import { ROOT, rejection, tempDir } from './helpers'
 
 describe('prompts', () => {
@@ -49,6 +49,23 @@ describe('prompts', () => {
     expect(leaf).toContain('Operator instructions:\nBe kind.')
     expect((await rejection(renderPrompt('leaf', { nope: 1 } as never))).code).toBe('E_INVALID_INPUT')
     expect((await rejection(renderPrompt('d9'))).code).toBe('E_INVALID_INPUT')
+  })
+
+  it('renders the length compaction asks for with the engine options it is given', async () => {
+    expect(await renderPrompt('leaf')).toContain('about 1200 tokens')
+    expect(await renderPrompt('leaf', {}, { engine: { leafTargetTokens: 700 } })).toContain('about 700 tokens')
+    expect(await renderPrompt('d1', {}, { engine: {} })).toContain('about 2000 tokens')
+    // A condensed summary is asked for at least 512 tokens, as compaction asks.
+    expect(await renderPrompt('d2', {}, { engine: { condensedTargetTokens: 100 } })).toContain('about 512 tokens')
+    // The variables win; the options are checked as `open` checks them.
+    expect(await renderPrompt('leaf', { targetTokens: 321 }, { engine: { leafTargetTokens: 700 } })).toContain('about 321 tokens')
+    const bad = await rejection(renderPrompt('leaf', {}, { engine: { leafTargetTokns: 700 } as never }))
+    expect(bad.code).toBe('E_INVALID_CONFIG')
+  })
+
+  it('tells a PostgreSQL URL from a file path as open does, the scheme in any case', () => {
+    for (const url of ['postgres://u@h/db', 'postgresql://u@h/db', 'POSTGRES://u@h/db']) expect(isDatabaseUrl(url)).toBe(true)
+    for (const path of ['/tmp/lcm.db', 'postgres', './postgres://x', '']) expect(isDatabaseUrl(path)).toBe(false)
   })
 
   it('a template that does not parse fails open with E_PROMPT naming the file', async () => {

@@ -318,7 +318,7 @@ async function copy(argv) {
   if (args._.length) throw new UsageError(`unexpected argument ${args._[0]}`, 'copy')
   if (!args.from || !args.to) throw new UsageError(`--${args.from ? 'to' : 'from'} is missing`, 'copy')
   /** @param {string} where */
-  const resolved = (where) => (/^postgres(ql)?:\/\//.test(where) ? where : path.resolve(where))
+  const resolved = (where) => (isDatabaseUrl(where) ? where : path.resolve(where))
   checkDbFile(resolved(args.from), '--from')
   checkDbFile(resolved(args.to), '--to')
   const report = await copyDatabase({
@@ -748,15 +748,15 @@ async function prompts(argv) {
   } else if (args.render !== undefined) {
     /** @type {Partial<import('../index.js').PromptVars>} */
     const vars = {}
-    // The length compaction asks for: the configured target (leaf or condensed), as settingsOf reads it.
-    const { engineOptions } = settingsOf(args)
-    const leaf = /^leaf/.test(args.render)
-    vars.targetTokens = args['target-tokens'] ?? (leaf ? (engineOptions.leafTargetTokens ?? 1200) : Math.max(512, engineOptions.condensedTargetTokens ?? 2000))
+    // Without --target-tokens, the addon fills in the length compaction asks for with the
+    // engine's options as settingsOf reads them.
+    if (args['target-tokens'] !== undefined) vars.targetTokens = args['target-tokens']
     if (args['previous-context'] !== undefined) vars.previousContext = args['previous-context']
     if (args['child-count'] !== undefined) vars.childCount = args['child-count']
     if (args['time-range'] !== undefined) vars.timeRange = args['time-range']
     if (args['source-text'] !== undefined) vars.sourceText = args['source-text']
-    process.stdout.write(`${await renderPrompt(args.render, vars, options)}\n`)
+    const { engineOptions } = settingsOf(args)
+    process.stdout.write(`${await renderPrompt(args.render, vars, { ...options, engine: engineOptions })}\n`)
   }
 }
 

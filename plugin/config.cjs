@@ -276,8 +276,12 @@ function resolveSettings(pluginConfig, env, engineEnv) {
   }
 }
 
-/** @param {string} db whether it names a PostgreSQL database rather than a file */
-const isDatabaseUrl = (db) => /^postgres(ql)?:\/\//i.test(db)
+/**
+ * Whether a database location is a PostgreSQL URL rather than a SQLite path: the addon's own
+ * test (`open` makes the same one), loaded on first use.
+ * @param {unknown} db
+ */
+const isDatabaseUrl = (db) => typeof db === 'string' && /** @type {typeof import('../index.js')} */ (require('../index.js')).isDatabaseUrl(db)
 
 /**
  * A database as it may be shown in a message, a log or a file name: the password replaced by

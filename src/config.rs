@@ -512,6 +512,19 @@ impl Config {
         })
     }
 
+    /// The options of a tool that needs no database (`renderPrompt`): `options` resolved as
+    /// `open` resolves them, `dbPath` not required.
+    pub(crate) fn without_database(options: Option<&Value>) -> Result<Config> {
+        let mut o = match options {
+            Some(v) => LcmOptions::read(v.clone())?,
+            None => LcmOptions::default(),
+        };
+        if o.db_path.is_none() && o.db_url.is_none() {
+            o.db_path = Some(":memory:".into());
+        }
+        Config::resolve(o, std::env::var("TZ").ok().as_deref())
+    }
+
     /// Reads and resolves an options object (tests and tools).
     pub fn from_options(options: &Value, tz_env: Option<&str>) -> Result<Config> {
         Config::resolve(LcmOptions::read(options.clone())?, tz_env)

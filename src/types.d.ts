@@ -570,6 +570,13 @@ export interface MigrateOptions {
 export interface PromptOptions {
   /** Directory searched first for prompt templates (as the engine's `promptDir`). */
   promptDir?: string | null
+  /**
+   * `renderPrompt`: the engine's options (as `open` takes them; `dbPath` not needed), so
+   * that a render without `vars.targetTokens` asks for the length compaction asks for
+   * with them: `leafTargetTokens` for a leaf, `condensedTargetTokens` (at least 512) for a
+   * condensed summary, their defaults when absent.
+   */
+  engine?: Partial<LcmConfig>
 }
 
 /** Options of `exportPrompts`. */

@@ -68,6 +68,14 @@ pub fn copy_database<'env>(
     })
 }
 
+/// Whether `location` (a `dbPath`) names a PostgreSQL database (a `postgres://` or
+/// `postgresql://` URL, the scheme in any case) rather than a SQLite file: the test `open`
+/// itself makes.
+#[napi]
+pub fn is_database_url(location: String) -> bool {
+    crate::pg::is_url(&location)
+}
+
 /// Reads lossless-claw's environment variables (`LCM_DATABASE_PATH`, `LCM_FRESH_TAIL_COUNT`,
 /// …, `LCM_TIMEZONE`, then `TZ`) into options for `LcmEngine.open`. Only variables that are
 /// set appear. A malformed value throws E_INVALID_CONFIG naming the variable.
@@ -163,7 +171,15 @@ pub fn render_prompt<'env>(
     blocking(env, move || {
         let name = template_name(name)?;
         let vars: Option<Value> = decode_or_default(vars, "vars")?;
-        to_json(&prompt_set(options)?.render_with(&name, vars.as_ref())?)
+        let options: PromptOptions = decode_or_default(options, "options")?;
+        let config = crate::config::Config::without_database(options.engine.as_ref())?;
+        let kind = match crate::prompts::depth_of(crate::prompts::canonical_name(&name)?) {
+            0 => crate::summarizer::SummaryKind::Leaf,
+            _ => crate::summarizer::SummaryKind::Condensed,
+        };
+        let target = crate::compaction::escalation::configured_target(&config, kind);
+        let set = crate::prompts::PromptSet::load(&crate::prompts::PromptDirs::new(options.prompt_dir.as_deref()))?;
+        to_json(&set.render_with(&name, vars.as_ref(), Some(target))?)
     })
 }
 

@@ -72,12 +72,21 @@ impl From<LcmError> for PassError {
     }
 }
 
+/// The most a call of `kind` asks for: `leafTargetTokens`, or `condensedTargetTokens` (at
+/// least 512). A leaf asks for less when its input is short (`target_tokens`).
+pub(crate) fn configured_target(config: &Config, kind: SummaryKind) -> i64 {
+    match kind {
+        SummaryKind::Condensed => config.condensed_target_tokens.max(512),
+        SummaryKind::Leaf => config.leaf_target_tokens,
+    }
+}
+
 /// Target tokens for one call.
 pub(crate) fn target_tokens(config: &Config, kind: SummaryKind, input_tokens: i64, aggressive: bool) -> i64 {
     match (kind, aggressive) {
-        (SummaryKind::Condensed, _) => config.condensed_target_tokens.max(512),
+        (SummaryKind::Condensed, _) => configured_target(config, kind),
         (SummaryKind::Leaf, false) => ((input_tokens as f64 * 0.35) as i64)
-            .min(config.leaf_target_tokens)
+            .min(configured_target(config, kind))
             .max(192),
         (SummaryKind::Leaf, true) => {
             let cap = 640.min((config.leaf_target_tokens as f64 * 0.55) as i64);

@@ -34,9 +34,23 @@ pub(crate) const DEFAULT_SCHEMA: &str = "lcm";
 
 pub(crate) use crate::shown_location::{is_secret_param, percent_decode, redact_password};
 
-/// Whether `location` names a PostgreSQL database rather than a SQLite file.
+/// Whether `location` names a PostgreSQL database rather than a SQLite file: a
+/// `postgres://` or `postgresql://` URL (the scheme in any case, as URLs allow). The one test
+/// of it: the plugin and the CLI ask the addon (`isDatabaseUrl`).
 pub(crate) fn is_url(location: &str) -> bool {
-    location.starts_with("postgres://") || location.starts_with("postgresql://")
+    scheme_len(location).is_some()
+}
+
+/// The length of `location`'s PostgreSQL scheme with its `://`, if it has one.
+fn scheme_len(location: &str) -> Option<usize> {
+    ["postgres://", "postgresql://"]
+        .into_iter()
+        .find(|scheme| {
+            location
+                .get(..scheme.len())
+                .is_some_and(|head| head.eq_ignore_ascii_case(scheme))
+        })
+        .map(str::len)
 }
 
 /// A parsed `postgres://` URL: the server and database (libpq's URL syntax, which
@@ -58,6 +72,9 @@ impl Location {
                 redact_password(url)
             )));
         }
+        // tokio-postgres reads the scheme in lower case only.
+        let lowered = scheme_len(url).map(|n| format!("{}{}", url[..n].to_ascii_lowercase(), &url[n..]));
+        let url = lowered.as_deref().unwrap_or(url);
         let (base, query) = url.split_once('?').unwrap_or((url, ""));
         let after_scheme = base.split_once("://").map_or(base, |(_, rest)| rest);
         if after_scheme.matches('@').count() > 1

@@ -36,6 +36,32 @@ fn a_url_is_read_with_its_schema_and_described_without_its_password() {
     assert_eq!(Location::parse(&l.describe(), None).unwrap().describe(), l.describe());
 }
 
+/// A URL's scheme is read in any case (the plugin once took `POSTGRES://…` for a URL while
+/// the engine took it for a file name); anything else is a SQLite path.
+#[test]
+fn a_database_url_is_told_from_a_path_whatever_the_schemes_case() {
+    for url in [
+        "postgres://gw@h/db",
+        "postgresql://gw@h/db",
+        "POSTGRES://gw@h/db",
+        "PostgreSQL://gw@h/db",
+    ] {
+        assert!(is_url(url), "{url}");
+        let l = Location::parse(url, None).unwrap();
+        assert_eq!(l.describe(), "postgres://gw@h:5432/db?schema=lcm", "{url}");
+    }
+    for path in [
+        "postgres",
+        "postgres:/x",
+        "./postgres://x",
+        "/tmp/lcm.db",
+        "",
+        "pöstgres://x",
+    ] {
+        assert!(!is_url(path), "{path}");
+    }
+}
+
 /// `PGPASSWORD` gives the password a URL leaves out (as libpq does); the URL's own wins.
 #[test]
 fn the_password_comes_from_pgpassword_when_the_url_has_none() {

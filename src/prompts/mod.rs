@@ -157,6 +157,13 @@ pub(crate) struct PromptOptions {
     /// Directory searched first for prompt templates (as the engine's `promptDir`).
     #[serde(default, skip_serializing)]
     pub prompt_dir: Option<String>,
+    /// `renderPrompt`: the engine's options (as `open` takes them; `dbPath` not needed), so
+    /// that a render without `vars.targetTokens` asks for the length compaction asks for
+    /// with them: `leafTargetTokens` for a leaf, `condensedTargetTokens` (at least 512) for a
+    /// condensed summary, their defaults when absent.
+    #[serde(default, skip_serializing)]
+    #[cfg_attr(test, ts(type = "Partial<LcmConfig>"))]
+    pub engine: Option<serde_json::Value>,
 }
 
 /// The directories searched before the embedded defaults.
@@ -328,9 +335,13 @@ impl PromptSet {
 
     /// Renders template `name` (any name `canonical_name` accepts) with the sample variables
     /// of its depth, each overridden by `given` (a JSON object; an unknown name is refused).
-    pub fn render_with(&self, name: &str, given: Option<&serde_json::Value>) -> Result<String> {
+    ///
+    /// `target`: `targetTokens` when `given` does not set it (else the sample's).
+    pub fn render_with(&self, name: &str, given: Option<&serde_json::Value>, target: Option<i64>) -> Result<String> {
         let canonical = canonical_name(name)?;
-        let mut merged = serde_json::to_value(PromptVars::sample(depth_of(canonical)))?;
+        let mut sample = PromptVars::sample(depth_of(canonical));
+        sample.target_tokens = target.unwrap_or(sample.target_tokens);
+        let mut merged = serde_json::to_value(sample)?;
         if let Some(serde_json::Value::Object(given)) = given {
             for (k, v) in given {
                 if merged.get(k).is_none() {

@@ -340,11 +340,18 @@ fn render_with_overrides_the_sample_and_refuses_unknown_names() {
         .render_with(
             "d2",
             Some(&serde_json::json!({"sourceText": "SRC-X", "targetTokens": 77})),
+            Some(1234),
         )
         .unwrap();
-    assert!(out.contains("SRC-X") && out.contains("77"), "{out}");
+    assert!(
+        out.contains("SRC-X") && out.contains("77") && !out.contains("1234"),
+        "{out}"
+    );
+    // Without `targetTokens` in the variables, the caller's target (what compaction asks for).
+    let out = set.render_with("leaf", None, Some(1234)).unwrap();
+    assert!(out.contains("1234"), "{out}");
     let err = set
-        .render_with("leaf", Some(&serde_json::json!({"nope": 1})))
+        .render_with("leaf", Some(&serde_json::json!({"nope": 1})), None)
         .unwrap_err();
     assert_eq!(err.code(), "E_INVALID_INPUT");
 }

@@ -1863,6 +1863,13 @@ export declare function configFromEnv(): Partial<LcmConfig>
 export declare function copyDatabase(options: CopyOptions): Promise<CopyReport>
 
 /**
+ * The options the OpenClaw plugin passes to `open` from its config, each as a JSON Schema with
+ * its default and a description naming its environment variable: what the plugin's manifest
+ * (`openclaw.plugin.json`) is generated from (`scripts/options.cjs`).
+ */
+export declare function engineOptionSchema(): Record<string, Record<string, unknown>>
+
+/**
  * The token estimate lcm-native stores and budgets with (CJK 1.5, astral 2, other 0.25 per
  * code point, rounded up).
  */

@@ -74,11 +74,39 @@ describe('registration', () => {
       expect(props).toContain(key)
     }
     // Every engine option the plugin passes on is in the schema, and the README lists them all.
-    const { ENGINE_KEYS } = require('../plugin/config.cjs')
-    for (const key of ENGINE_KEYS) expect(props).toContain(key)
+    const { engineKeys } = require('../plugin/config.cjs')
+    expect(engineKeys()).toContain('contextLowWater')
+    for (const key of engineKeys()) expect(props).toContain(key)
     const readme = readFileSync(join(ROOT, 'README.md'), 'utf8')
     const table = readme.slice(readme.indexOf('### Plugin configuration'), readme.indexOf('### Switching from lossless-claw'))
     for (const key of props) expect(table).toContain(`| \`${key}\` |`)
+  })
+
+  it('the manifest and the README table are what scripts/options.cjs writes from the engine options', () => {
+    const run = spawnSync(process.execPath, [join(ROOT, 'scripts/options.cjs'), '--check'], { encoding: 'utf8' })
+    expect(run.stderr).toBe('')
+    expect(run.status).toBe(0)
+    // The check notices a default the manifest restates differently.
+    const { withEngineOptions, withTable } = require('../scripts/options.cjs')
+    const manifest = JSON.parse(readFileSync(join(ROOT, 'openclaw.plugin.json'), 'utf8'))
+    const schema = { ...require('../index.js').engineOptionSchema() }
+    schema.leafTargetTokens = { ...schema.leafTargetTokens, default: 999 }
+    const drifted = withEngineOptions(manifest, schema)
+    expect(drifted.configSchema.properties.leafTargetTokens.default).toBe(999)
+    expect(JSON.stringify(drifted)).not.toBe(JSON.stringify(manifest))
+    // The engine's own values: the default Config resolves, the description naming the variable.
+    const leaf = manifest.configSchema.properties.leafTargetTokens
+    expect(leaf).toMatchObject({ type: 'integer', minimum: 1, default: 1200 })
+    expect(leaf.description).toContain('LCM_LEAF_TARGET_TOKENS')
+    expect(manifest.uiHints.leafTargetTokens.help).toBe(leaf.description)
+    const readme = readFileSync(join(ROOT, 'README.md'), 'utf8')
+    expect(withTable(readme, manifest)).toBe(readme)
+    // The plugin's test of a database URL (registration does not load the addon) is the addon's.
+    const { isDatabaseUrl } = require('../plugin/config.cjs')
+    const addon = require('../index.js')
+    for (const db of ['postgres://u@h/db', 'postgresql://u@h/db', 'POSTGRES://u@h/db', 'PostgreSQL://x', 'postgres:/x', 'postgres', '/tmp/lcm.db', './postgres://x', '', ' postgres://x']) {
+      expect([db, isDatabaseUrl(db)]).toEqual([db, addon.isDatabaseUrl(db)])
+    }
   })
 
   it('an invalid option is one clear message naming it, and turns go to the built-in engine', () => {

@@ -10,34 +10,13 @@ const { homedir } = require('node:os')
 const { existsSync } = require('node:fs')
 const { basename, dirname, extname, join } = require('node:path')
 
-/** Options handed to `LcmEngine.open` as they are (lossless-claw's names). */
-const ENGINE_KEYS = [
-  'contextThreshold',
-  'contextLowWater',
-  'freshTailCount',
-  'freshTailMaxTokens',
-  'leafMinFanout',
-  'condensedMinFanout',
-  'condensedMinFanoutHard',
-  'incrementalMaxDepth',
-  'leafChunkTokens',
-  'leafTargetTokens',
-  'condensedTargetTokens',
-  'timezone',
-  'maxSweepIterations',
-  'sweepDeadlineMs',
-  'summaryTimeoutMs',
-  'summaryMaxOverageFactor',
-  'minFidelity',
-  'maxSummaryVersions',
-  'redactPatterns',
-  'busyTimeoutMs',
-  'lockTimeoutMs',
-  'maxExpandTokens',
-  'promptDir',
-  'customInstructions',
-  'presentation',
-]
+/**
+ * Options handed to `LcmEngine.open` as they are (lossless-claw's names): the ones the addon
+ * describes for the plugin (src/config/schema.rs), written beside the manifest by
+ * scripts/options.cjs, so that registering the plugin never loads the addon.
+ * @returns {string[]}
+ */
+const engineKeys = () => require('./engine-options.json')
 
 /**
  * @typedef {object} PluginSettings
@@ -132,9 +111,21 @@ function stringList(cfg, key) {
 }
 
 /**
- * @param {Record<string, unknown>} cfg @param {string} key @param {readonly string[]} allowed
+ * The manifest's schema of one of the plugin's own options: its bounds, words and default are
+ * stated there once (the engine's options come from the addon, src/config/schema.rs).
+ * @param {string} key @returns {{ minimum?: number, enum?: string[], default?: unknown }}
  */
-function oneOf(cfg, key, allowed) {
+const specOf = (key) => /** @type {Record<string, { minimum?: number, enum?: string[], default?: unknown }>} */ (require('../openclaw.plugin.json').configSchema.properties)[key]
+
+/**
+ * The option's value, else the manifest's default.
+ * @template T @param {T | undefined} value @param {string} key @returns {T}
+ */
+const orDefault = (value, key) => (value !== undefined ? value : /** @type {T} */ (specOf(key).default))
+
+/** @param {Record<string, unknown>} cfg @param {string} key one of the manifest's `enum` words */
+function oneOf(cfg, key) {
+  const allowed = specOf(key).enum ?? []
   const v = cfg[key]
   if (v === undefined || v === null) return undefined
   if (typeof v !== 'string' || !allowed.includes(v)) {
@@ -159,8 +150,9 @@ function bool(cfg, key) {
   return v
 }
 
-/** @param {Record<string, unknown>} cfg @param {string} key @param {number} min */
-function int(cfg, key, min) {
+/** @param {Record<string, unknown>} cfg @param {string} key an integer at least the manifest's `minimum` */
+function int(cfg, key) {
+  const min = specOf(key).minimum ?? Number.MIN_SAFE_INTEGER
   const v = cfg[key]
   if (v === undefined || v === null) return undefined
   if (typeof v !== 'number' || !Number.isInteger(v) || v < min) throw new ConfigError(key, `expected an integer >= ${min}, got ${JSON.stringify(v)}`)
@@ -210,7 +202,7 @@ function resolveSettings(pluginConfig, env, engineEnv) {
 
   /** @type {Record<string, unknown>} */
   const engine = {}
-  for (const key of ENGINE_KEYS) {
+  for (const key of engineKeys()) {
     if (cfg[key] !== undefined && cfg[key] !== null) engine[key] = cfg[key]
   }
   // lossless-claw 0.15's name of incrementalMaxDepth.
@@ -261,27 +253,28 @@ function resolveSettings(pluginConfig, env, engineEnv) {
   if (dbPath.trim() === '') throw new ConfigError('dbPath', 'must not be empty')
 
   return {
-    enabled: envBool(env.LCM_ENABLED, true) ?? bool(cfg, 'enabled') ?? true,
+    enabled: orDefault(envBool(env.LCM_ENABLED, true) ?? bool(cfg, 'enabled'), 'enabled'),
     dbPath,
-    databaseScope: /** @type {'global' | 'agent'} */ (oneOf(cfg, 'databaseScope', ['global', 'agent']) ?? 'global'),
+    databaseScope: /** @type {'global' | 'agent'} */ (orDefault(oneOf(cfg, 'databaseScope'), 'databaseScope')),
     ignoreSessionPatterns: envList(env.LCM_IGNORE_SESSION_PATTERNS) ?? stringList(cfg, 'ignoreSessionPatterns') ?? [],
     statelessSessionPatterns: envList(env.LCM_STATELESS_SESSION_PATTERNS) ?? stringList(cfg, 'statelessSessionPatterns') ?? [],
-    skipStatelessSessions: envBool(env.LCM_SKIP_STATELESS_SESSIONS, false) ?? bool(cfg, 'skipStatelessSessions') ?? true,
+    skipStatelessSessions: orDefault(envBool(env.LCM_SKIP_STATELESS_SESSIONS, false) ?? bool(cfg, 'skipStatelessSessions'), 'skipStatelessSessions'),
     summaryModel: (env.LCM_SUMMARY_MODEL?.trim() || undefined) ?? text(cfg, 'summaryModel') ?? '',
-    recallScope: /** @type {'session' | 'all'} */ (oneOf(cfg, 'recallScope', ['session', 'all']) ?? 'session'),
-    recallMaxTokens: int(cfg, 'recallMaxTokens', 200) ?? 4000,
-    newSessionRetainDepth: envInt(env.LCM_NEW_SESSION_RETAIN_DEPTH, 'newSessionRetainDepth') ?? int(cfg, 'newSessionRetainDepth', 0) ?? 2,
-    defaultTokenBudget: int(cfg, 'defaultTokenBudget', 1000) ?? 128000,
+    recallScope: /** @type {'session' | 'all'} */ (orDefault(oneOf(cfg, 'recallScope'), 'recallScope')),
+    recallMaxTokens: orDefault(int(cfg, 'recallMaxTokens'), 'recallMaxTokens'),
+    newSessionRetainDepth: orDefault(envInt(env.LCM_NEW_SESSION_RETAIN_DEPTH, 'newSessionRetainDepth') ?? int(cfg, 'newSessionRetainDepth'), 'newSessionRetainDepth'),
+    defaultTokenBudget: orDefault(int(cfg, 'defaultTokenBudget'), 'defaultTokenBudget'),
     engineOptions,
   }
 }
 
 /**
- * Whether a database location is a PostgreSQL URL rather than a SQLite path: the addon's own
- * test (`open` makes the same one), loaded on first use.
+ * Whether a database location is a PostgreSQL URL rather than a SQLite path: the addon's rule
+ * (`isDatabaseUrl`, which `open` applies), stated here too because registering the plugin
+ * must not load the addon; plugin.spec checks that the two agree.
  * @param {unknown} db
  */
-const isDatabaseUrl = (db) => typeof db === 'string' && /** @type {typeof import('../index.js')} */ (require('../index.js')).isDatabaseUrl(db)
+const isDatabaseUrl = (db) => typeof db === 'string' && /^postgres(ql)?:\/\//i.test(db)
 
 /**
  * A database as it may be shown in a message, a log or a file name: the password replaced by
@@ -414,4 +407,4 @@ function agentOf(sessionKey) {
   return parts[0] === 'agent' && parts[1] ? parts[1] : 'main'
 }
 
-module.exports = { ConfigError, ENGINE_KEYS, agentOf, closest, databaseFor, hideUrlSecrets, isDatabaseUrl, resolveSettings, shownDatabase, stateDir }
+module.exports = { ConfigError, engineKeys, agentOf, closest, databaseFor, hideUrlSecrets, isDatabaseUrl, resolveSettings, shownDatabase, stateDir }

@@ -76,6 +76,14 @@ pub fn is_database_url(location: String) -> bool {
     crate::pg::is_url(&location)
 }
 
+/// The options the OpenClaw plugin passes to `open` from its config, each as a JSON Schema with
+/// its default and a description naming its environment variable: what the plugin's manifest
+/// (`openclaw.plugin.json`) is generated from (`scripts/options.cjs`).
+#[napi(ts_return_type = "Record<string, Record<string, unknown>>")]
+pub fn engine_option_schema() -> Value {
+    Value::Object(crate::config::schema::plugin_schema())
+}
+
 /// Reads lossless-claw's environment variables (`LCM_DATABASE_PATH`, `LCM_FRESH_TAIL_COUNT`,
 /// …, `LCM_TIMEZONE`, then `TZ`) into options for `LcmEngine.open`. Only variables that are
 /// set appear. A malformed value throws E_INVALID_CONFIG naming the variable.

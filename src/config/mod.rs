@@ -1,9 +1,12 @@
 //! Engine configuration. `LcmOptions` is what `LcmEngine.open` takes, read by serde in one step
 //! (types, ranges and unknown names checked there, E_INVALID_CONFIG naming the option);
 //! `Config` is the resolved configuration (defaults filled in, the timezone chosen, the
-//! redactor built), which the `config` getter shows. [`ENV`] maps lossless-claw's environment
-//! variables onto options for `configFromEnv`. Both types are written into `src/types.d.ts`
-//! (`LcmConfig`, `ResolvedConfig`), so the TypeScript cannot drift from what is read.
+//! redactor built), which the `config` getter shows. [`schema`] describes every option once
+//! (variable, values, default, meaning): `configFromEnv` reads its variables, and the plugin's
+//! manifest is generated from it. Both types are written into `src/types.d.ts` (`LcmConfig`,
+//! `ResolvedConfig`), so the TypeScript cannot drift from what is read.
+
+pub(crate) mod schema;
 
 use serde::de::{DeserializeOwned, Error as _};
 use serde::{Deserialize, Deserializer, Serialize};
@@ -347,41 +350,19 @@ enum EnvText {
     Patterns,
 }
 
-/// lossless-claw's environment variables: the option each sets and how its text is read.
-/// (`TZ` is read after them for `timezone`; `LCM_WAL_RUNS=0` is read when connections open.)
-const ENV: &[(&str, &str, EnvText)] = &[
-    ("dbPath", "LCM_DATABASE_PATH", EnvText::Text),
-    ("dbUrl", "LCM_DATABASE_URL", EnvText::Text),
-    ("contextThreshold", "LCM_CONTEXT_THRESHOLD", EnvText::Number),
-    ("contextLowWater", "LCM_CONTEXT_LOW_WATER", EnvText::Number),
-    ("freshTailCount", "LCM_FRESH_TAIL_COUNT", EnvText::Number),
-    ("freshTailMaxTokens", "LCM_FRESH_TAIL_MAX_TOKENS", EnvText::Number),
-    ("leafMinFanout", "LCM_LEAF_MIN_FANOUT", EnvText::Number),
-    ("condensedMinFanout", "LCM_CONDENSED_MIN_FANOUT", EnvText::Number),
-    (
-        "condensedMinFanoutHard",
-        "LCM_CONDENSED_MIN_FANOUT_HARD",
-        EnvText::Number,
-    ),
-    ("incrementalMaxDepth", "LCM_INCREMENTAL_MAX_DEPTH", EnvText::Number),
-    ("leafChunkTokens", "LCM_LEAF_CHUNK_TOKENS", EnvText::Number),
-    ("leafTargetTokens", "LCM_LEAF_TARGET_TOKENS", EnvText::Number),
-    ("condensedTargetTokens", "LCM_CONDENSED_TARGET_TOKENS", EnvText::Number),
-    ("timezone", "LCM_TIMEZONE", EnvText::Text),
-    ("maxSweepIterations", "LCM_MAX_SWEEP_ITERATIONS", EnvText::Number),
-    ("sweepDeadlineMs", "LCM_SWEEP_DEADLINE_MS", EnvText::Number),
-    ("summaryTimeoutMs", "LCM_SUMMARY_TIMEOUT_MS", EnvText::Number),
-    (
-        "summaryMaxOverageFactor",
-        "LCM_SUMMARY_MAX_OVERAGE_FACTOR",
-        EnvText::Number,
-    ),
-    ("minFidelity", "LCM_MIN_FIDELITY", EnvText::Number),
-    ("maxSummaryVersions", "LCM_MAX_SUMMARY_VERSIONS", EnvText::Number),
-    ("redactPatterns", "LCM_REDACT_PATTERNS", EnvText::Patterns),
-    ("maxExpandTokens", "LCM_MAX_EXPAND_TOKENS", EnvText::Number),
-    ("customInstructions", "LCM_CUSTOM_INSTRUCTIONS", EnvText::Text),
-];
+/// lossless-claw's environment variables (`schema::OPTIONS`' `env`): the option each sets and
+/// how its text is read. (`TZ` is read after them for `timezone`; `LCM_WAL_RUNS=0` is read when
+/// connections open.)
+fn env_vars() -> impl Iterator<Item = (&'static str, &'static str, EnvText)> {
+    schema::OPTIONS.iter().filter_map(|o| {
+        let text = match o.kind {
+            schema::Kind::Integer { .. } | schema::Kind::Fraction | schema::Kind::Factor => EnvText::Number,
+            schema::Kind::Patterns => EnvText::Patterns,
+            schema::Kind::Text | schema::Kind::Zone | schema::Kind::Word(_) | schema::Kind::Boolean => EnvText::Text,
+        };
+        o.env.map(|var| (o.name, var, text))
+    })
+}
 
 fn describe(v: &Value) -> String {
     match v {
@@ -550,7 +531,7 @@ impl Config {
 /// E_INVALID_CONFIG error naming the variable.
 pub(crate) fn config_from_env(get: impl Fn(&str) -> Option<String>) -> Result<Map<String, Value>> {
     let mut out = Map::new();
-    for &(name, var, text) in ENV {
+    for (name, var, text) in env_vars() {
         let Some(raw) = get(var).filter(|v| !v.trim().is_empty()) else {
             continue;
         };
@@ -582,7 +563,7 @@ pub(crate) fn config_from_env(get: impl Fn(&str) -> Option<String>) -> Result<Ma
         }
     }
     // Checked as `open` checks them, each error naming its variable.
-    let var_of = |option: &str| match ENV.iter().find(|(name, ..)| *name == option) {
+    let var_of = |option: &str| match env_vars().find(|(name, ..)| *name == option) {
         Some((_, var, _)) => format!("{option} (from {var})"),
         None => format!("{option} (from TZ)"),
     };
@@ -737,8 +718,11 @@ mod readme_tests {
         assert_eq!(names.len(), 31, "{names:?}");
         // `dbUrl` is shown as the `dbPath` it becomes.
         assert_eq!(shown, names.iter().filter(|n| *n != "dbUrl").collect::<Vec<_>>());
-        for (name, ..) in ENV {
-            assert!(names.iter().any(|n| n == name), "ENV names an unknown option {name}");
+        for (name, ..) in env_vars() {
+            assert!(
+                names.iter().any(|n| n == name),
+                "schema::OPTIONS names an unknown option {name}"
+            );
         }
     }
 
@@ -770,7 +754,7 @@ mod readme_tests {
                 row.contains(&default),
                 "README row of `{name}` lacks its default {default}: {row}"
             );
-            if let Some((_, env, _)) = ENV.iter().find(|(n, ..)| *n == name) {
+            if let Some((_, env, _)) = env_vars().find(|(n, ..)| *n == name) {
                 assert!(row.contains(env), "README row of `{name}` lacks {env}");
             }
         }

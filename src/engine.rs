@@ -581,100 +581,15 @@ impl Engine {
         cancel: &std::sync::atomic::AtomicBool,
         progress: &(dyn Fn(crate::rewrite::Progress) + Send + Sync),
     ) -> Result<crate::redact::RedactionResult> {
-        use crate::redact;
+        use crate::redact::run;
         let started = std::time::Instant::now();
-        self.deps.backend.check_writable()?;
-        if !self.deps.flags.has_versions {
-            return Err(crate::error::LcmError::invalid_input(
-                "this file has no redaction tables (open it writable once to migrate it)",
-            ));
-        }
-        let (scope, scrubs) = self.deps.backend.read_current(|db| {
-            let scope = match options.finish {
-                true => redact::conversations_awaiting(db, options.conversation_id)?,
-                false => redact::conversations_in_scope(db, options)?,
-            };
-            Ok((scope, redact::scrubs_pending(db)?))
-        })?;
-        let mut turns = Vec::with_capacity(scope.len());
-        for id in &scope {
+        let scope = run::scope(&self.deps, options)?;
+        let mut turns = Vec::with_capacity(scope.conversations.len());
+        for id in &scope.conversations {
             turns.push(self.turn(*id).await?);
         }
-        let flags = self.deps.flags;
-        use tokio::task::block_in_place as blocking;
-        // Turns the plugin spooled beside the file would bring the text back when stored: they
-        // are redacted first, and the spool's drain lock is held until the database is, so no
-        // drain stores one in between. (The plugin keeps a PostgreSQL database's spool in its
-        // state directory, under a name of its own: its turns are stored, and so searched and
-        // redacted, at its next call.)
-        let spool_scrub = match options.redactor.pattern.is_some() && !crate::pg::is_url(&self.deps.config.db_path) {
-            true => Some(
-                blocking(|| crate::spool::scrub::scrub_holding(&self.deps.config.db_path, &options.redactor)).map_err(
-                    |e| {
-                        crate::error::LcmError::io(
-                            &self.deps.config.db_path,
-                            format!("redacting the spool beside it: {e}"),
-                        )
-                    },
-                )?,
-            ),
-            false => None,
-        };
-        let mut result = match options.finish {
-            true => redact::RedactionResult {
-                conversation_ids: scope.clone(),
-                ..Default::default()
-            },
-            false => blocking(|| {
-                self.deps
-                    .backend
-                    .write(|db| redact::redact_messages(db, flags, options, &scope))
-            })?,
-        };
-        if let Some((spooled, drain_lock)) = spool_scrub {
-            drop(drain_lock);
-            result.spooled_matches = spooled.matches;
-            result.spool_busy = spooled.busy;
-        }
-        let waiting = blocking(|| self.deps.backend.read_current(|db| redact::pending(db, &scope)))?;
-        let found = result.redaction_id.is_some() || result.spooled_matches > 0;
-        if !options.finish && !found && waiting == 0 && scrubs == 0 {
-            return Err(crate::error::LcmError::invalid_input(match options.redactor.pattern {
-                Some(_) => "the pattern matches nothing in the messages in scope",
-                None => "the messages hold no text to redact",
-            }));
-        }
-        if !options.mark_only && waiting > 0 {
-            let summarizer = self.until_closed(summarizer);
-            let rewrite = crate::rewrite::RewriteOptions::regenerate_pending();
-            for id in &scope {
-                let done =
-                    crate::rewrite::rewrite(&self.deps, *id, summarizer.clone(), &rewrite, cancel, progress).await;
-                match done {
-                    Ok(r) => result.regenerated += r.entries.iter().filter(|e| e.applied).count(),
-                    // Stopped: what was regenerated stays, the rest stays marked.
-                    Err(crate::error::LcmError::Aborted(_)) => break,
-                    Err(e) => return Err(e),
-                }
-            }
-        }
-        result.pending = blocking(|| {
-            self.deps.backend.write(|db| {
-                redact::complete(db)?;
-                redact::pending(db, &scope)
-            })
-        })?;
-        // The text is replaced (committed above) whatever happens to the scrub: a scrub that
-        // fails (a full disk at VACUUM, a lock another gateway holds) is reported in the
-        // result and stays recorded for the next `redact`.
-        let scrubbed = blocking(|| redact::scrub_storage(&self.deps.backend, flags, self.deps.config.busy_timeout_ms));
-        match scrubbed {
-            Ok(emptied) => result.checkpointed = emptied,
-            Err(e) => result.scrub_error = Some(format!("{}: {e}", e.code())),
-        }
-        result.scrub_pending = blocking(|| self.deps.backend.read_current(|db| redact::scrubs_pending(db)))? > 0;
-        result.duration_ms = started.elapsed().as_secs_f64() * 1000.0;
-        Ok(result)
+        let summarizer = self.until_closed(summarizer);
+        run::run(&self.deps, options, scope, summarizer, cancel, progress, started).await
     }
 
     /// Re-summarises the selected summaries bottom-up (a dry run unless `options.apply`). An

@@ -6,6 +6,7 @@ mod group_commit;
 mod locks;
 mod postgres;
 mod prompt_cache;
+mod redaction;
 
 use std::sync::Arc;
 
@@ -581,15 +582,14 @@ impl Engine {
         cancel: &std::sync::atomic::AtomicBool,
         progress: &(dyn Fn(crate::rewrite::Progress) + Send + Sync),
     ) -> Result<crate::redact::RedactionResult> {
-        use crate::redact::run;
         let started = std::time::Instant::now();
-        let scope = run::scope(&self.deps, options)?;
+        let scope = redaction::scope(&self.deps, options)?;
         let mut turns = Vec::with_capacity(scope.conversations.len());
         for id in &scope.conversations {
             turns.push(self.turn(*id).await?);
         }
         let summarizer = self.until_closed(summarizer);
-        run::run(&self.deps, options, scope, summarizer, cancel, progress, started).await
+        redaction::run(&self.deps, options, scope, summarizer, cancel, progress, started).await
     }
 
     /// Re-summarises the selected summaries bottom-up (a dry run unless `options.apply`). An

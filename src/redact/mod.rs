@@ -7,7 +7,6 @@
 //! regeneration are listed in `lcm_native_redaction_pending`, and the next `redact` finishes
 //! them. The log (`lcm_native_redactions`) records ids and counts, never the text.
 
-pub(crate) mod run;
 pub(crate) mod secrets;
 
 pub(crate) mod text;

@@ -1,7 +1,8 @@
 //! A redaction from start to end, as `Engine::redact` runs it while it holds every conversation
 //! in scope: the plugin's spool first (so no drain stores the old text in between), then the
-//! messages and the notices in one transaction, then each waiting summary regenerated, then the
-//! storage scrubbed.
+//! messages and the notices in one transaction, then each waiting summary regenerated
+//! (`rewrite`), then the storage scrubbed. The steps are `redact`'s; this file orders them
+//! (here, above `rewrite` and `compaction`, because `redact`'s text rules sit below both).
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -9,9 +10,9 @@ use std::time::Instant;
 
 use tokio::task::block_in_place as blocking;
 
-use super::{RedactOptions, RedactionResult};
 use crate::compaction::Deps;
 use crate::error::{LcmError, Result};
+use crate::redact::{self as steps, RedactOptions, RedactionResult};
 use crate::summarizer::Summarizer;
 
 /// The conversations a redaction touches, and the scrubs an earlier one left to do.
@@ -31,12 +32,12 @@ pub(crate) fn scope(deps: &Deps, options: &RedactOptions) -> Result<Scope> {
     }
     deps.backend.read_current(|db| {
         let conversations = match options.finish {
-            true => super::conversations_awaiting(db, options.conversation_id)?,
-            false => super::conversations_in_scope(db, options)?,
+            true => steps::conversations_awaiting(db, options.conversation_id)?,
+            false => steps::conversations_in_scope(db, options)?,
         };
         Ok(Scope {
             conversations,
-            scrubs: super::scrubs_pending(db)?,
+            scrubs: steps::scrubs_pending(db)?,
         })
     })
 }
@@ -75,7 +76,7 @@ pub(crate) async fn run(
         },
         false => blocking(|| {
             deps.backend
-                .write(|db| super::redact_messages(db, flags, options, conversations))
+                .write(|db| steps::redact_messages(db, flags, options, conversations))
         })?,
     };
     if let Some((spooled, drain_lock)) = spool_scrub {
@@ -83,7 +84,7 @@ pub(crate) async fn run(
         result.spooled_matches = spooled.matches;
         result.spool_busy = spooled.busy;
     }
-    let waiting = blocking(|| deps.backend.read_current(|db| super::pending(db, conversations)))?;
+    let waiting = blocking(|| deps.backend.read_current(|db| steps::pending(db, conversations)))?;
     let found = result.redaction_id.is_some() || result.spooled_matches > 0;
     if !options.finish && !found && waiting == 0 && scope.scrubs == 0 {
         return Err(LcmError::invalid_input(match options.redactor.pattern {
@@ -105,18 +106,18 @@ pub(crate) async fn run(
     }
     result.pending = blocking(|| {
         deps.backend.write(|db| {
-            super::complete(db)?;
-            super::pending(db, conversations)
+            steps::complete(db)?;
+            steps::pending(db, conversations)
         })
     })?;
     // The text is replaced (committed above) whatever happens to the scrub: a scrub that
     // fails (a full disk at VACUUM, a lock another gateway holds) is reported in the result
     // and stays recorded for the next `redact`.
-    match blocking(|| super::scrub_storage(&deps.backend, flags, deps.config.busy_timeout_ms)) {
+    match blocking(|| steps::scrub_storage(&deps.backend, flags, deps.config.busy_timeout_ms)) {
         Ok(emptied) => result.checkpointed = emptied,
         Err(e) => result.scrub_error = Some(format!("{}: {e}", e.code())),
     }
-    result.scrub_pending = blocking(|| deps.backend.read_current(|db| super::scrubs_pending(db)))? > 0;
+    result.scrub_pending = blocking(|| deps.backend.read_current(|db| steps::scrubs_pending(db)))? > 0;
     result.duration_ms = started.elapsed().as_secs_f64() * 1000.0;
     Ok(result)
 }

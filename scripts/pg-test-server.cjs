@@ -50,8 +50,15 @@ function run(prefix, argv) {
   return execFileSync(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], encoding: 'utf8' })
 }
 
-/** Starts a cluster; returns `{ url, stop }`, or throws saying why it cannot. */
-function startCluster() {
+/**
+ * Starts a cluster; returns `{ url, stop }`, or throws saying why it cannot.
+ *
+ * `tls` (for the TLS tests): the server also listens on 127.0.0.1:`tls.port` with `ssl=on`,
+ * its certificate and key (and `ca`, the authority client certificates must come from) copied
+ * into the cluster's folder, and `pg_hba.conf` replaced by `tls.hba`.
+ * @param {{ tls?: { port: number, cert: string, key: string, ca?: string, hba: string } }} [opts]
+ */
+function startCluster(opts = {}) {
   const bin = findBinaries()
   if (!bin) throw new Error('no initdb found (install Debian\'s postgresql package)')
   const { prefix, owner } = dropPrivileges()
@@ -73,9 +80,12 @@ function startCluster() {
     }
     fs.rmSync(dir, { recursive: true, force: true })
   }
+  const tls = opts.tls
   const options = [
     `-k ${dir}`,
-    "-c listen_addresses=''",
+    tls ? `-c listen_addresses=127.0.0.1 -p ${tls.port}` : "-c listen_addresses=''",
+    ...(tls ? ['-c ssl=on', `-c ssl_cert_file=${dir}/server.crt`, `-c ssl_key_file=${dir}/server.key`] : []),
+    ...(tls?.ca ? [`-c ssl_ca_file=${dir}/ca.crt`] : []),
     '-c fsync=off',
     '-c synchronous_commit=off',
     '-c full_page_writes=off',
@@ -93,6 +103,14 @@ function startCluster() {
   }
   try {
     run(prefix, [path.join(bin, 'initdb'), '-D', data, '--auth=trust', '-U', 'lcm', '-E', 'UTF8', '--locale=C.UTF-8', '-N'])
+    if (tls) {
+      fs.copyFileSync(tls.cert, path.join(dir, 'server.crt'))
+      fs.copyFileSync(tls.key, path.join(dir, 'server.key'))
+      if (tls.ca) fs.copyFileSync(tls.ca, path.join(dir, 'ca.crt'))
+      fs.chmodSync(path.join(dir, 'server.key'), 0o600)
+      fs.writeFileSync(path.join(data, 'pg_hba.conf'), tls.hba)
+      if (owner) execFileSync('chown', ['-R', owner, dir])
+    }
     start()
   } catch (err) {
     const detail = [err.stderr, fs.existsSync(log) ? fs.readFileSync(log, 'utf8') : '']

@@ -13,6 +13,7 @@ pub(crate) mod ddl;
 pub(crate) mod locks;
 pub(crate) mod pool;
 pub(crate) mod search;
+pub(crate) mod tls;
 pub(crate) mod totals;
 
 pub(crate) mod value;
@@ -61,6 +62,9 @@ pub(crate) struct Location {
     pub schema: String,
     /// The URL's libpq parameters but the secret ones (`sslmode=…`), kept for `describe`.
     shown_params: Vec<String>,
+    /// The TLS connector for a server reached over TCP (`tls`); `None`: a Unix socket, or
+    /// `sslmode=disable`.
+    tls: Option<tokio_postgres_rustls::MakeRustlsConnect>,
 }
 
 impl Location {
@@ -97,10 +101,21 @@ impl Location {
                 _ => rest.push(pair),
             }
         }
-        let libpq_url = if rest.is_empty() {
+        // The TLS parameters are read here (tokio-postgres knows neither `verify-*` nor the
+        // certificate files), the rest by tokio-postgres.
+        let (tls_pairs, libpq_pairs): (Vec<&str>, Vec<&str>) = rest
+            .iter()
+            .partition(|p| tls::PARAMS.contains(&p.split_once('=').map_or(**p, |(k, _)| k)));
+        let tls_params: Vec<(String, String)> = tls_pairs
+            .iter()
+            .filter_map(|p| p.split_once('='))
+            .map(|(k, v)| (k.to_string(), percent_decode(v)))
+            .collect();
+        let tls_settings = tls::TlsSettings::read(&tls_params)?;
+        let libpq_url = if libpq_pairs.is_empty() {
             base.to_string()
         } else {
-            format!("{base}?{}", rest.join("&"))
+            format!("{base}?{}", libpq_pairs.join("&"))
         };
         let mut config: tokio_postgres::Config = libpq_url.parse().map_err(|e| {
             LcmError::invalid_input(format!(
@@ -120,6 +135,23 @@ impl Location {
                 redact_password(url)
             )));
         }
+        // libpq never encrypts a Unix socket; over TCP, rustls does what `sslmode` asks.
+        let tcp = config
+            .get_hosts()
+            .iter()
+            .any(|h| matches!(h, tokio_postgres::config::Host::Tcp(_)));
+        let tls = match tcp && tls_settings.mode != tls::SslMode::Disable {
+            true => {
+                config.ssl_mode(tls_settings.tokio_mode());
+                Some(tokio_postgres_rustls::MakeRustlsConnect::new(
+                    tls_settings.client_config()?,
+                ))
+            }
+            false => {
+                config.ssl_mode(tokio_postgres::config::SslMode::Disable);
+                None
+            }
+        };
         config.application_name("lcm-native");
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(Duration::from_secs(10));
@@ -135,6 +167,7 @@ impl Location {
             config,
             schema,
             shown_params,
+            tls,
         })
     }
 
@@ -181,6 +214,7 @@ impl Location {
     /// by `limit` or the connect timeout, whichever is shorter.
     pub(crate) fn connect_within(&self, limit: Option<Duration>) -> Result<Conn> {
         let config = self.config.clone();
+        let tls = self.tls.clone();
         let described = self.describe();
         let bound = config
             .get_connect_timeout()
@@ -190,12 +224,24 @@ impl Location {
             .min()
             .unwrap_or(Duration::from_secs(10));
         let connected = wait(runtime().spawn(async move {
-            let (client, connection) = tokio::time::timeout(bound, config.connect(tokio_postgres::NoTls))
+            // The socket's driver runs on its own; it ends when the client is dropped or the
+            // server goes.
+            let handshake = async {
+                match tls {
+                    Some(tls) => config.connect(tls).await.map(|(client, connection)| {
+                        tokio::spawn(connection);
+                        client
+                    }),
+                    None => config.connect(tokio_postgres::NoTls).await.map(|(client, connection)| {
+                        tokio::spawn(connection);
+                        client
+                    }),
+                }
+            };
+            let client = tokio::time::timeout(bound, handshake)
                 .await
                 .map_err(|_| None)?
                 .map_err(Some)?;
-            // The socket's driver; it ends when the client is dropped or the server goes.
-            tokio::spawn(connection);
             Ok::<_, Option<tokio_postgres::Error>>(client)
         }))
         .map_err(|e| LcmError::Internal(format!("the PostgreSQL connection task failed: {e}")))?;
@@ -210,6 +256,7 @@ impl Location {
         })?;
         let conn = Conn {
             client,
+            tls: self.tls.clone(),
             schema: self.schema.clone(),
             described,
             statements: Default::default(),
@@ -247,6 +294,8 @@ fn password_from_env(config: &mut tokio_postgres::Config, env: Option<String>) {
 /// run on threads that may block, as for SQLite).
 pub(crate) struct Conn {
     client: tokio_postgres::Client,
+    /// The connector a cancel request goes through (the server may take only TLS).
+    tls: Option<tokio_postgres_rustls::MakeRustlsConnect>,
     pub schema: String,
     described: String,
     /// Prepared statements by their SQL (as rusqlite's `prepare_cached`): a statement is
@@ -305,9 +354,13 @@ impl Conn {
             futures::future::Either::Right(_) => {
                 self.broken.store(true, Ordering::SeqCst);
                 let cancel = self.client.cancel_token();
+                let tls = self.tls.clone();
                 runtime().spawn(async move {
-                    let _ =
-                        tokio::time::timeout(Duration::from_secs(10), cancel.cancel_query(tokio_postgres::NoTls)).await;
+                    let within = Duration::from_secs(10);
+                    let _ = match tls {
+                        Some(tls) => tokio::time::timeout(within, cancel.cancel_query(tls)).await,
+                        None => tokio::time::timeout(within, cancel.cancel_query(tokio_postgres::NoTls)).await,
+                    };
                 });
                 Err(LcmError::Connection {
                     message: format!(

@@ -182,8 +182,31 @@ pub(crate) fn run(options: CopyOptions) -> Result<CopyReport> {
             ));
         }
     }
-    let mut source = open(&options.from, options.from_schema.as_deref(), busy, true)?;
-    let mut target = open(&options.to, options.to_schema.as_deref(), busy, false)?;
+    let source = open(&options.from, options.from_schema.as_deref(), busy, true)?;
+    let target = open(&options.to, options.to_schema.as_deref(), busy, false)?;
+    copy_between(source, target, to_pg, batch_rows, options.stop_after_batches, started)
+}
+
+/// Makes lcm-native's tables, indexes and triggers in the empty PostgreSQL schema `schema` of
+/// `to`: the current schema as the migration describes it (`db::migrate::current_in_memory`,
+/// no file), copied across as `copy` makes it, so the schema can be copied back to a file at
+/// any time.
+pub(crate) fn create_schema(to: &str, schema: &str, busy_timeout_ms: i64) -> Result<()> {
+    let source: Box<dyn Side> = Box::new(sqlite_side::SqliteSide::current_schema()?);
+    let target = open(to, Some(schema), busy_timeout_ms, false)?;
+    let batch_rows = DEFAULT_BATCH_ROWS as usize;
+    copy_between(source, target, true, batch_rows, None, Instant::now()).map(|_| ())
+}
+
+/// The copy itself, from an opened source into an opened target.
+fn copy_between(
+    mut source: Box<dyn Side>,
+    mut target: Box<dyn Side>,
+    to_pg: bool,
+    batch_rows: usize,
+    stop_after_batches: Option<usize>,
+    started: Instant,
+) -> Result<CopyReport> {
     if source.describe() == target.describe() {
         return Err(LcmError::invalid_input(format!(
             "from and to are the same database ({}); nothing was copied",
@@ -272,7 +295,7 @@ pub(crate) fn run(options: CopyOptions) -> Result<CopyReport> {
             target.write_batch(table, &rows, &record)?;
             rows_copied += rows.len() as u64;
             batches += 1;
-            if options.stop_after_batches == Some(batches) {
+            if stop_after_batches == Some(batches) {
                 return Err(LcmError::Aborted(format!("stopped after {batches} batches (test)")));
             }
         }

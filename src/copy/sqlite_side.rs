@@ -35,6 +35,14 @@ impl SqliteSide {
         })
     }
 
+    /// lcm-native's current schema with no rows, in memory: the source `create_schema` copies.
+    pub(crate) fn current_schema() -> Result<SqliteSide> {
+        Ok(SqliteSide {
+            path: "lcm-native's empty schema".into(),
+            conn: crate::db::migrate::current_in_memory()?,
+        })
+    }
+
     /// The target: a new file, or one an interrupted copy left.
     pub(crate) fn target(path: &str, busy_timeout_ms: i64) -> Result<SqliteSide> {
         if let Some(dir) = Path::new(path).parent().filter(|d| !d.as_os_str().is_empty()) {

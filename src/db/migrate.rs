@@ -123,6 +123,18 @@ pub(crate) fn check_current(conn: &Connection, db_path: &str) -> Result<Migratio
 
 /// Migrates the database behind `conn` (which must be open read-write; see
 /// [`super::open_connection`]). `conn` is left in WAL mode.
+/// lcm-native's current schema, made by the migration's own steps in a new in-memory
+/// database (no file, no WAL): the description a PostgreSQL schema is made from
+/// (`copy::create_schema`).
+pub(crate) fn current_in_memory() -> Result<Connection> {
+    let mut conn = Connection::open_in_memory()?;
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let now = Inspection::read(&tx, has_trigram())?;
+    apply(&tx, &now, &mut MigrationReport::default())?;
+    tx.commit()?;
+    Ok(conn)
+}
+
 pub(crate) fn migrate(conn: &mut Connection, db_path: &str) -> Result<MigrationReport> {
     let started = Instant::now();
     let trigram = has_trigram();

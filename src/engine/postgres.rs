@@ -1,7 +1,7 @@
-//! Opening an engine on PostgreSQL: the schema is made, when it is missing or empty, by
-//! copying a fresh (empty) lcm-native database into it, so it is exactly what `lcm-native
-//! copy` makes and can be copied back to a file at any time; otherwise it must hold a finished
-//! lcm-native database of a version this build knows.
+//! Opening an engine on PostgreSQL: the schema is made, when it is missing or empty, from the
+//! current schema as the migration describes it (built in memory, copied in with no rows), so
+//! it is exactly what `lcm-native copy` makes and can be copied back to a file at any time;
+//! otherwise it must hold a finished lcm-native database of a version this build knows.
 
 use std::time::{Duration, Instant};
 
@@ -149,28 +149,9 @@ fn make_or_check(c: &Conn, config: &Config) -> Result<bool> {
             ),
         ));
     }
-    // A fresh database file, copied in: the same tables, indexes, triggers and statements a
-    // copy from SQLite makes.
-    let dir = std::env::temp_dir().join(format!(
-        "lcm-native-setup-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0)
-    ));
-    std::fs::create_dir_all(&dir).map_err(|e| LcmError::io(dir.display(), e))?;
-    let fresh = dir.join("empty.db").to_string_lossy().into_owned();
-    let copied = (|| {
-        let mut conn = crate::db::open_connection(&fresh, config.busy_timeout_ms)?;
-        crate::db::migrate::migrate(&mut conn, &fresh)?;
-        drop(conn);
-        let mut options = crate::copy::CopyOptions::new(&fresh, &config.db_path);
-        options.to_schema = Some(c.schema.clone());
-        crate::copy::run(options)
-    })();
-    let _ = std::fs::remove_dir_all(&dir);
-    copied?;
+    // The current schema, as the migration makes it, copied in: the same tables, indexes,
+    // triggers and statements a copy from SQLite makes.
+    crate::copy::create_schema(&config.db_path, &c.schema, config.busy_timeout_ms)?;
     Ok(true)
 }
 

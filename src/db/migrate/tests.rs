@@ -515,3 +515,32 @@ fn the_fts_fill_step_indexes_what_the_seed_plugin_skipped() {
     assert_eq!(fill.rows, 50);
     assert_eq!(count(&path, "SELECT count(*) FROM messages_fts"), 1089);
 }
+
+/// The in-memory schema a PostgreSQL schema is made from is a new file's, entry for entry, and
+/// the same migration state.
+#[test]
+fn the_in_memory_schema_is_a_new_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("new.db").to_string_lossy().into_owned();
+    run(&path).unwrap();
+    let file = open_connection(&path, 5000).unwrap();
+    let memory = current_in_memory().unwrap();
+    let catalog = |c: &Connection| -> Vec<(String, String, Option<String>)> {
+        let mut stmt = c
+            .prepare("SELECT type, name, sql FROM sqlite_master ORDER BY type, name")
+            .unwrap();
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).unwrap();
+        rows.map(|r| r.unwrap()).collect()
+    };
+    let steps = |c: &Connection| -> Vec<(String, i64)> {
+        let mut stmt = c
+            .prepare("SELECT step_name, algorithm_version FROM lcm_migration_state ORDER BY step_name")
+            .unwrap();
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
+        rows.map(|r| r.unwrap()).collect()
+    };
+    let file_catalog = catalog(&file);
+    assert!(file_catalog.len() > 20, "{file_catalog:?}");
+    assert_eq!(catalog(&memory), file_catalog);
+    assert_eq!(steps(&memory), steps(&file));
+}

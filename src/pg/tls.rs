@@ -87,18 +87,17 @@ impl TlsSettings {
         let builder = ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
             .map_err(|e| LcmError::Internal(format!("TLS protocol versions: {e}")))?;
-        let verifying = matches!(self.mode, SslMode::VerifyCa | SslMode::VerifyFull);
-        let verifier: Arc<dyn ServerCertVerifier> = if verifying {
-            let roots = Arc::new(self.roots()?);
-            let webpki = WebPkiServerVerifier::builder_with_provider(roots, provider.clone())
-                .build()
-                .map_err(|e| LcmError::invalid_input(format!("sslrootcert: {e}")))?;
-            match self.mode {
-                SslMode::VerifyFull => webpki,
-                _ => Arc::new(ChainOnly(webpki)),
-            }
-        } else {
-            Arc::new(Unchecked(provider))
+        let chain = match self.mode {
+            SslMode::VerifyCa | SslMode::VerifyFull => Some(
+                WebPkiServerVerifier::builder_with_provider(Arc::new(self.roots()?), provider.clone())
+                    .build()
+                    .map_err(|e| LcmError::invalid_input(format!("sslrootcert: {e}")))?,
+            ),
+            _ => None,
+        };
+        let verifier: Arc<dyn ServerCertVerifier> = match (self.mode, chain) {
+            (SslMode::VerifyFull, Some(full)) => full,
+            (_, chain) => Arc::new(Lenient { chain, provider }),
         };
         let builder = builder.dangerous().with_custom_certificate_verifier(verifier);
         match &self.client_cert {
@@ -156,12 +155,16 @@ fn certificates(path: &Path, param: &str) -> Result<Vec<CertificateDer<'static>>
     Ok(found)
 }
 
-/// `verify-ca`: the chain must lead to a trusted authority; the name it gives may differ from
-/// the host's.
+/// The checks libpq makes short of `verify-full`: none of who answers for `prefer` and
+/// `require` (`chain` None), the chain up to a trusted authority but not the name for
+/// `verify-ca`. The handshake's signatures are checked in every mode.
 #[derive(Debug)]
-struct ChainOnly(Arc<WebPkiServerVerifier>);
+struct Lenient {
+    chain: Option<Arc<WebPkiServerVerifier>>,
+    provider: Arc<CryptoProvider>,
+}
 
-impl ServerCertVerifier for ChainOnly {
+impl ServerCertVerifier for Lenient {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -170,10 +173,10 @@ impl ServerCertVerifier for ChainOnly {
         ocsp: &[u8],
         now: UnixTime,
     ) -> std::result::Result<ServerCertVerified, rustls::Error> {
-        match self
-            .0
-            .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
-        {
+        let Some(chain) = &self.chain else {
+            return Ok(ServerCertVerified::assertion());
+        };
+        match chain.verify_server_cert(end_entity, intermediates, server_name, ocsp, now) {
             Err(rustls::Error::InvalidCertificate(
                 CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
             )) => Ok(ServerCertVerified::assertion()),
@@ -187,7 +190,7 @@ impl ServerCertVerifier for ChainOnly {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls12_signature(message, cert, dss)
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
     }
 
     fn verify_tls13_signature(
@@ -196,51 +199,11 @@ impl ServerCertVerifier for ChainOnly {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls13_signature(message, cert, dss)
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.supported_verify_schemes()
-    }
-}
-
-/// `prefer` and `require`: encrypted, whoever answers (libpq's meaning of them); the handshake's
-/// signatures are still checked.
-#[derive(Debug)]
-struct Unchecked(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for Unchecked {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp: &[u8],
-        _now: UnixTime,
-    ) -> std::result::Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
+        self.provider.signature_verification_algorithms.supported_schemes()
     }
 }
 

@@ -109,6 +109,25 @@ describe('registration', () => {
     }
   })
 
+  it("the plugin's own options take their defaults and bounds from the manifest", () => {
+    const { resolveSettings } = require('../plugin/config.cjs')
+    const settings = resolveSettings({ dbPath: '/x/lcm.db' }, {})
+    expect(settings).toMatchObject({
+      enabled: true,
+      databaseScope: 'global',
+      skipStatelessSessions: true,
+      recallScope: 'session',
+      recallMaxTokens: 4000,
+      newSessionRetainDepth: 2,
+      defaultTokenBudget: 128000,
+    })
+    for (const [key, value] of Object.entries(settings)) expect([key, value]).not.toEqual([key, undefined])
+    // The bound is the manifest's minimum; the words its enum.
+    expect(() => resolveSettings({ recallMaxTokens: 199 }, {})).toThrow(/recallMaxTokens.*>= 200/)
+    expect(resolveSettings({ recallMaxTokens: 200 }, {}).recallMaxTokens).toBe(200)
+    expect(() => resolveSettings({ recallScope: 'everything' }, {})).toThrow(/"session", "all"/)
+  })
+
   it('an invalid option is one clear message naming it, and turns go to the built-in engine', () => {
     for (const [config, option] of [
       [{ databaseScope: 'planet' }, 'databaseScope'],

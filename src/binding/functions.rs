@@ -186,8 +186,7 @@ pub fn render_prompt<'env>(
             _ => crate::summarizer::SummaryKind::Condensed,
         };
         let target = crate::compaction::escalation::configured_target(&config, kind);
-        let set = crate::prompts::PromptSet::load(&crate::prompts::PromptDirs::new(options.prompt_dir.as_deref()))?;
-        to_json(&set.render_with(&name, vars.as_ref(), Some(target))?)
+        to_json(&templates_of(&options)?.render_with(&name, vars.as_ref(), Some(target))?)
     })
 }
 
@@ -243,6 +242,10 @@ pub(crate) fn template_name(name: JsonArg) -> error::Result<String> {
 
 /// The templates as `{ promptDir }` resolves them.
 pub(crate) fn prompt_set(options: Option<JsonArg>) -> error::Result<prompts::PromptSet> {
-    let options: PromptOptions = decode_or_default(options, "options")?;
+    templates_of(&decode_or_default(options, "options")?)
+}
+
+/// The templates `options.promptDir` resolves.
+fn templates_of(options: &PromptOptions) -> error::Result<prompts::PromptSet> {
     prompts::PromptSet::load(&prompts::PromptDirs::new(options.prompt_dir.as_deref()))
 }

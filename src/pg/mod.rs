@@ -36,8 +36,9 @@ pub(crate) const DEFAULT_SCHEMA: &str = "lcm";
 pub(crate) use crate::shown_location::{is_secret_param, percent_decode, redact_password};
 
 /// Whether `location` names a PostgreSQL database rather than a SQLite file: a
-/// `postgres://` or `postgresql://` URL (the scheme in any case, as URLs allow). The one test
-/// of it: the plugin and the CLI ask the addon (`isDatabaseUrl`).
+/// `postgres://` or `postgresql://` URL (the scheme in any case, as URLs allow). The addon
+/// exports it (`isDatabaseUrl`); the plugin keeps a one-line copy (its registration must not
+/// load the addon) that plugin.spec holds to the same answers.
 pub(crate) fn is_url(location: &str) -> bool {
     scheme_len(location).is_some()
 }

@@ -2,8 +2,11 @@
 //! methods block (the binding runs them on libuv's pool); the async ones wait on the
 //! summarizer and run on tokio's runtime, doing their SQLite work with `block_in_place`.
 
+mod assembly;
+mod files;
 mod group_commit;
 mod locks;
+mod open;
 mod postgres;
 mod prompt_cache;
 mod redaction;
@@ -16,57 +19,25 @@ use crate::compaction::{
     self, ContextFit, Deps, Evaluation, PassOptions, PassResult, SweepOptions, SweepResult, SweepTarget,
 };
 use crate::config::Config;
-use crate::db::{self, migrate::MigrationReport, pool::Pool, SchemaFlags};
+use crate::db::migrate::MigrationReport;
 use crate::error::{LcmError, Result};
 use crate::prompts::{PromptDirs, PromptSet};
 use crate::recall;
-use crate::sql::Backend;
 use crate::store::conversations::{self, ConversationInfo, SessionConversation, Target};
 use crate::store::messages::{self, IngestOptions, IngestOutcome, StoredMessage};
-use crate::store::normalize::{self, NewMessage};
 use crate::store::summaries::{self, SummaryRecord};
 use crate::summarizer::{Summarizer, SummaryKind};
+pub(crate) use files::{migrate_file, snapshot_file, MigrateOptions};
 use group_commit::GroupCommit;
-use locks::ConversationLocks;
-
-/// Records in the open's report the redactions whose scrub of the file did not complete, and
-/// says so in its summary line (which the host logs).
-fn note_scrubs_pending(migration: &mut MigrationReport, conn: &rusqlite::Connection) -> Result<()> {
-    migration.scrubs_pending = crate::redact::scrubs_pending(conn)?;
-    if migration.scrubs_pending > 0 {
-        migration.summary.push_str(&format!(
-            "; {} redaction(s) not yet scrubbed from the file (replaced text may remain in its free pages or WAL): run `lcm-native redact --finish`",
-            migration.scrubs_pending
-        ));
-    }
-    Ok(())
-}
-
-/// A conversation's operation lock, held for an operation's life: this process's, and on
-/// PostgreSQL every gateway's.
-struct Turn {
-    _local: tokio::sync::OwnedMutexGuard<()>,
-    _across: Option<crate::pg::pool::OperationLock>,
-}
-
-/// Longest wait for the writer to record the prompt-cache report (past it, that part of the
-/// report is let go).
-const PROMPT_CACHE_WRITE_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
-
-/// Live items above which a conversation assembles on a reader rather than on the writer.
-const LARGE_CONTEXT_ITEMS: i64 = 10_000;
+use locks::{ConversationLocks, Turn};
 
 pub struct Engine {
     deps: Deps,
     migration: MigrationReport,
     locks: ConversationLocks,
     ingests: GroupCommit,
-    /// Messages the last assemblies on the writer rendered (`assemble::cache`).
-    rendered: std::sync::Mutex<crate::assemble::cache::RenderCache>,
-    /// Conversations whose last assembly saw more than `LARGE_CONTEXT_ITEMS` live items: they
-    /// assemble on a reader, so that a long assembly does not hold the writer (an ingest to
-    /// another session would wait for it).
-    large_contexts: std::sync::Mutex<std::collections::HashSet<i64>>,
+    /// What assemblies keep between calls (rendered messages, where each conversation assembles).
+    assemblies: assembly::Assemblies,
     /// What each conversation's assemblies kept of the one before them, until written.
     prompt_cache: prompt_cache::PromptCache,
     /// Turns true at `close`: operations waiting on a summarizer or on another operation's
@@ -79,60 +50,7 @@ impl Engine {
     /// prompt templates (a broken one fails the open with E_PROMPT).
     pub fn open(config: Config) -> Result<Engine> {
         let prompts = PromptSet::load(&PromptDirs::new(config.prompt_dir.as_deref()))?;
-        let (path, busy) = (&config.db_path, config.busy_timeout_ms);
-        let (migration, flags, pool) = if crate::pg::is_url(path) {
-            let location = crate::pg::Location::parse(path, None)?;
-            let pool = crate::pg::pool::PgPool::open(&location, config.read_only, config.busy_timeout_ms)?;
-            let migration = postgres::prepare(&pool, &config)?;
-            (migration, postgres::FLAGS, Backend::Postgres(pool))
-        } else if config.read_only {
-            let conn = db::open_read_only(path, busy, config.immutable)?;
-            let mut migration = db::migrate::check_current(&conn, path)?;
-            let flags = SchemaFlags::read(&conn)?;
-            note_scrubs_pending(&mut migration, &conn)?;
-            (
-                migration,
-                flags,
-                Backend::Sqlite(Pool::read_only(path, busy, config.immutable, conn)),
-            )
-        } else {
-            let mut conn = db::open_connection_with(path, busy, config.wal_runs)?;
-            // A damaged file gets no write, the migration's included: it opens for reading
-            // when its schema is current (what can be read is still served), and every write
-            // is refused with E_CORRUPT.
-            // A file that needs a migration is checked first whatever its size: a migration
-            // never runs on a damaged file.
-            let checked = db::damage::file_bytes(path) <= db::damage::CHECK_AT_OPEN_BYTES
-                || !db::migrate::up_to_date(&conn).unwrap_or(false);
-            let damage = match checked {
-                true => db::damage::integrity_check(&conn).map_err(|e| e.with_path(path))?,
-                false => None,
-            };
-            let mut migration = match &damage {
-                Some(found) => db::migrate::check_current(&conn, path).map_err(|_| found.clone().with_path(path))?,
-                None => db::migrate::migrate(&mut conn, path)?,
-            };
-            let flags = SchemaFlags::read(&conn)?;
-            if damage.is_none() {
-                let taken = crate::store::pending::take_over(&conn, flags)?;
-                migration.pending_batches_taken_over = taken.batches;
-                migration.pending_summaries_published = taken.published;
-                if taken.batches > 0 {
-                    migration.summary.push_str(&format!(
-                        "; took over {} unpublished summary batch(es) of lossless-claw, publishing {} finished summary(ies)",
-                        taken.batches, taken.published
-                    ));
-                }
-            }
-            note_scrubs_pending(&mut migration, &conn)?;
-            let pool = Pool::new(path, busy, conn, config.wal_runs)?;
-            match damage {
-                Some(found) => pool.set_damage(found),
-                None if !checked => pool.check_damage_in_background(),
-                None => {}
-            }
-            (migration, flags, Backend::Sqlite(pool))
-        };
+        let (migration, flags, pool) = open::backend(&config)?;
         Ok(Engine {
             deps: Deps {
                 backend: Arc::new(pool),
@@ -143,8 +61,7 @@ impl Engine {
             migration,
             locks: ConversationLocks::default(),
             ingests: GroupCommit::default(),
-            rendered: Default::default(),
-            large_contexts: Default::default(),
+            assemblies: Default::default(),
             prompt_cache: Default::default(),
             closed: tokio::sync::watch::Sender::new(false),
         })
@@ -188,87 +105,16 @@ impl Engine {
         // Announced before validating, so a concurrent writer can wait for this call to join it.
         let arrival = self.ingests.arrive();
         let redactor = self.deps.config.ingest_redactor.as_ref();
-        let normalized = messages
-            .iter()
-            .enumerate()
-            .map(
-                |(i, m)| match redactor.and_then(|r| crate::redact::secrets::redact_incoming(r, m)) {
-                    Some((redacted, counts)) => {
-                        normalize::normalize(i, &redacted).map(|n| NewMessage { redacted: counts, ..n })
-                    }
-                    None => normalize::normalize(i, m),
-                },
-            )
-            .collect::<Result<Vec<_>>>()?;
-        if let Backend::Postgres(pg) = &*self.deps.backend {
-            // One transaction under the schema's write lock (no group commit: each call
-            // commits on its own connection).
-            let job = messages::IngestJob {
-                target,
-                messages: &normalized,
-                options: &options,
-            };
-            let now = crate::time::now_sqlite();
-            // The prompt-cache report rides in the turn's own transaction: no second
-            // acquisition of the schema's write lock per turn.
-            let outcome = pg.write(|c| {
-                let outcome = messages::ingest_in(c.into(), self.deps.flags, &job, &now, &mut Vec::new())?;
-                let mut entries = self.prompt_cache.take_all(true);
-                entries.extend(
-                    self.prompt_cache
-                        .take(outcome.conversation_id)
-                        .map(|(delta, outline)| (outcome.conversation_id, delta, outline)),
-                );
-                // Under a savepoint: the report is a diagnostic, never a reason to fail a turn.
-                c.batch("SAVEPOINT lcm_report")?;
-                let written = entries.iter().try_for_each(|(cid, delta, outline)| {
-                    crate::store::prompt_cache::add(crate::sql::Db::Pg(c), *cid, delta, outline.as_deref(), &now)
-                });
-                match written {
-                    Ok(()) => c.batch("RELEASE SAVEPOINT lcm_report")?,
-                    Err(_) => c.batch("ROLLBACK TO SAVEPOINT lcm_report")?,
-                }
-                Ok(outcome)
-            })?;
-            return Ok(outcome);
-        }
-        let outcome = self.ingests.ingest(
-            arrival,
-            self.deps.backend.sqlite()?,
-            self.deps.flags,
-            target.clone(),
-            normalized,
-            options,
-        )?;
-        self.write_prompt_cache(outcome.conversation_id);
-        Ok(outcome)
-    }
-
-    /// Writes what the prompt-cache report holds for `conversation_id` (after one of its turns
-    /// was stored), and for conversations no longer followed. A failure is let go: the report
-    /// is a diagnostic, never a reason to fail a turn.
-    fn write_prompt_cache(&self, conversation_id: i64) {
-        let mut entries = self.prompt_cache.take_all(true);
-        if let Some((delta, outline)) = self.prompt_cache.take(conversation_id) {
-            entries.push((conversation_id, delta, outline));
-        }
-        self.write_prompt_cache_entries(&entries);
-    }
-
-    fn write_prompt_cache_entries(&self, entries: &[(i64, crate::store::prompt_cache::CacheDelta, Option<String>)]) {
-        if entries.is_empty() || self.deps.config.read_only {
-            return;
-        }
-        let now = crate::time::now_sqlite();
-        let write = |db: crate::sql::Db| {
-            for (cid, delta, outline) in entries {
-                crate::store::prompt_cache::add(db, *cid, delta, outline.as_deref(), &now)?;
-            }
-            Ok(())
+        let normalized = crate::redact::secrets::normalize_incoming(redactor, messages)?;
+        // The prompt-cache report of the group's conversations rides in its transaction: no
+        // second write per turn.
+        let report = |db: crate::sql::Db, outcomes: &[IngestOutcome]| self.prompt_cache.ride_along(db, outcomes);
+        let door = group_commit::Door {
+            backend: &self.deps.backend,
+            flags: self.deps.flags,
+            after: &report,
         };
-        // Never a long wait for a report (at close, another process may hold the file).
-        let deadline = std::time::Instant::now() + PROMPT_CACHE_WRITE_WAIT;
-        let _ = self.deps.backend.write_preserving_messages_by(deadline, write);
+        self.ingests.ingest(arrival, &door, target.clone(), normalized, options)
     }
 
     /// The conversation a session maps to, if there is one (nothing is created).
@@ -325,77 +171,8 @@ impl Engine {
         conversation_id: i64,
         options: &crate::assemble::AssembleOptions,
     ) -> Result<crate::assemble::Assembled> {
-        let mut out = self.assemble_unreported(conversation_id, options)?;
-        let outline = std::mem::take(&mut out.outline);
-        let stored = || {
-            self.deps
-                .backend
-                .read(|db| crate::store::prompt_cache::last_outline(db, conversation_id))
-                .ok()
-                .flatten()
-                .map(|text| prompt_cache::parse_outline(&text))
-        };
-        if let Some(kept) = self
-            .prompt_cache
-            .observe(conversation_id, out.estimated_tokens, outline, stored)
-        {
-            out.stats.previous_tokens = Some(kept.previous_tokens);
-            out.stats.kept_tokens = Some(kept.kept_tokens);
-        }
-        Ok(out)
-    }
-
-    /// `assemble`, not counted in the prompt-cache report (what compaction measures).
-    fn assemble_unreported(
-        &self,
-        conversation_id: i64,
-        options: &crate::assemble::AssembleOptions,
-    ) -> Result<crate::assemble::Assembled> {
-        use crate::assemble::{assemble_reusing, cache::Reuse};
-        let config = &self.deps.config;
-        if let Backend::Postgres(pg) = &*self.deps.backend {
-            // No cache of rendered messages yet: every assembly renders what it keeps.
-            return pg.read(|c| {
-                conversations::get(c, conversation_id)?;
-                let (out, _) =
-                    crate::assemble::assemble_in(c.into(), config, conversation_id, options, Default::default())?;
-                Ok(out)
-            });
-        }
-        let large = || self.large_contexts.lock().unwrap_or_else(|e| e.into_inner());
-        let out = if large().contains(&conversation_id) {
-            self.deps
-                .backend
-                .sqlite()?
-                .read(|conn| assemble_reusing(conn, config, conversation_id, options, None))?
-        } else {
-            self.deps
-                .backend
-                .sqlite()?
-                .read_current_counted(|conn, rewrites| match rewrites {
-                    // On the writer: only one such read runs at a time (it holds the writer's lock).
-                    Some(rewrites) => {
-                        // After a panic mid-assembly, start over rather than trust what it left.
-                        let mut cache = self.rendered.lock().unwrap_or_else(|e| {
-                            self.rendered.clear_poison();
-                            let mut cache = e.into_inner();
-                            *cache = Default::default();
-                            cache
-                        });
-                        let reuse = Reuse {
-                            cache: &mut cache,
-                            rewrites,
-                        };
-                        assemble_reusing(conn, config, conversation_id, options, Some(reuse))
-                    }
-                    None => assemble_reusing(conn, config, conversation_id, options, None),
-                })?
-        };
-        if out.stats.total_context_items > LARGE_CONTEXT_ITEMS {
-            large().insert(conversation_id);
-        } else {
-            large().remove(&conversation_id);
-        }
+        let mut out = self.assemblies.assemble(&self.deps, conversation_id, options)?;
+        self.prompt_cache.record(&self.deps.backend, conversation_id, &mut out);
         Ok(out)
     }
 
@@ -470,7 +247,7 @@ impl Engine {
         use tokio::task::block_in_place as blocking;
         let budget = options.token_budget;
         // Reads off the runtime's worker thread, as the sweep's own are.
-        let before = blocking(|| self.fit_of(conversation_id, budget))?;
+        let before = blocking(|| self.assemblies.fit(&self.deps, conversation_id, budget))?;
         if options.target == SweepTarget::Fit && !options.force && before.fits {
             let now = blocking(|| self.evaluate(conversation_id, budget, None))?;
             return Ok(SweepResult::fits(before, now.stored_tokens, now.threshold));
@@ -481,30 +258,9 @@ impl Engine {
         }
         result.fit = Some(ContextFit {
             tokens_before: before.tokens_after,
-            ..blocking(|| self.fit_of(conversation_id, budget))?
+            ..blocking(|| self.assemblies.fit(&self.deps, conversation_id, budget))?
         });
         Ok(result)
-    }
-
-    /// What `assemble` would send for `token_budget` now, as a `ContextFit` whose before and
-    /// after are both now.
-    fn fit_of(&self, conversation_id: i64, token_budget: i64) -> Result<ContextFit> {
-        let assembled = self.assemble_unreported(
-            conversation_id,
-            &crate::assemble::AssembleOptions {
-                token_budget,
-                fresh_tail_count: None,
-                presentation: None,
-            },
-        )?;
-        let s = &assembled.stats;
-        Ok(ContextFit {
-            tokens_before: assembled.estimated_tokens,
-            tokens_after: assembled.estimated_tokens,
-            fits: assembled.estimated_tokens <= token_budget && !s.fresh_tail_over_budget,
-            fresh_tail_items: s.fresh_tail_items,
-            fresh_tail_tokens: s.fresh_tail_tokens,
-        })
     }
 
     /// What every mutating operation starts with: a writable file, the conversation's lock,
@@ -635,20 +391,11 @@ impl Engine {
     /// The conversation's operation lock, waited for until `lockTimeoutMs` (E_BUSY) or until
     /// the engine closes (E_CLOSED).
     async fn turn(&self, conversation_id: i64) -> Result<Turn> {
-        let mut closed = self.closed.subscribe();
         let timeout_ms = self.deps.config.lock_timeout_ms;
-        let local = tokio::select! {
-            guard = self.locks.acquire(conversation_id, timeout_ms) => guard,
-            _ = closed.wait_for(|c| *c) => Err(crate::error::LcmError::Closed),
-        }?;
-        // On PostgreSQL, other gateways' operations too (this process's wait for its own came
-        // first, so one process asks the server once).
-        let wait = std::time::Duration::from_millis(timeout_ms.max(0) as u64);
-        let across = tokio::task::block_in_place(|| self.deps.backend.operation_lock(conversation_id, wait))?;
-        Ok(Turn {
-            _local: local,
-            _across: across,
-        })
+        let closed = self.closed.subscribe();
+        self.locks
+            .turn(&self.deps.backend, conversation_id, timeout_ms, closed)
+            .await
     }
 
     fn until_closed(&self, summarizer: Arc<dyn Summarizer>) -> Arc<dyn Summarizer> {
@@ -658,70 +405,25 @@ impl Engine {
         })
     }
 
-    /// Writes a consistent copy of the whole database to `out` (a new file): SQLite's
-    /// `VACUUM INTO` from one read snapshot, so turns committed up to then are in it, whatever
-    /// is still in the log, while writers carry on. Returns the copy's size in bytes.
-    /// On PostgreSQL: a copy into a new SQLite file (`lcm-native copy`), read from one snapshot
-    /// and checked table by table.
+    /// A consistent copy of the whole database at `out` (a new file) while writers carry on;
+    /// its size in bytes (`files::backup`).
     pub fn backup(&self, out: &str) -> Result<u64> {
-        check_new_file(out)?;
-        if let Backend::Postgres(_) = &*self.deps.backend {
-            crate::copy::run(crate::copy::CopyOptions::new(&self.deps.config.db_path, out))?;
-            return std::fs::metadata(out)
-                .map(|m| m.len())
-                .map_err(|e| LcmError::io(out, e));
-        }
-        let conn = self.deps.backend.sqlite()?.fresh_connection()?;
-        db::vacuum_into(&conn, out)
+        files::backup(&self.deps.backend, &self.deps.config.db_path, out)
     }
 
     /// Closes the connections; later calls fail with E_CLOSED, and calls in flight end with
     /// E_CLOSED at their next wait (a summarizer call, another operation's lock).
     pub fn close(&self) -> bool {
-        if !self.deps.backend.is_closed() {
-            self.write_prompt_cache_entries(&self.prompt_cache.take_all(false));
+        if !self.deps.backend.is_closed() && !self.deps.config.read_only {
+            self.prompt_cache.write_all(&self.deps.backend);
         }
         self.closed.send_replace(true);
         let was_open = self.deps.backend.close();
         // What assemblies rendered goes with the connections (it can be megabytes), not when
         // the host lets go of the engine.
-        *self.rendered.lock().unwrap_or_else(|e| e.into_inner()) = Default::default();
+        self.assemblies.forget();
         was_open
     }
-}
-
-/// Options of `migrate`.
-#[derive(Clone, Copy, Debug, serde::Deserialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub(crate) struct MigrateOptions {
-    /// SQLite busy timeout while the migration waits for the file. Default 30000.
-    #[serde(
-        default = "MigrateOptions::default_busy",
-        skip_serializing,
-        deserialize_with = "crate::input::non_negative"
-    )]
-    pub busy_timeout_ms: i64,
-}
-
-impl MigrateOptions {
-    fn default_busy() -> i64 {
-        30_000
-    }
-}
-
-impl Default for MigrateOptions {
-    fn default() -> MigrateOptions {
-        MigrateOptions {
-            busy_timeout_ms: MigrateOptions::default_busy(),
-        }
-    }
-}
-
-/// Runs the migration on `path` and closes the file again.
-pub(crate) fn migrate_file(path: &str, busy_timeout_ms: i64) -> Result<MigrationReport> {
-    let mut conn = db::open_connection(path, busy_timeout_ms)?;
-    db::migrate::migrate(&mut conn, path)
 }
 
 #[cfg(test)]
@@ -742,33 +444,3 @@ mod damage_tests;
 mod host_tests;
 #[cfg(test)]
 mod lifecycle_tests;
-
-/// Refuses a copy's destination that exists or whose directory does not.
-fn check_new_file(out: &str) -> Result<()> {
-    let target = std::path::Path::new(out);
-    if target.exists() {
-        return Err(LcmError::invalid_input(format!(
-            "{out} exists already; a copy never overwrites a file (choose a new path)"
-        )));
-    }
-    if let Some(dir) = target.parent().filter(|d| !d.as_os_str().is_empty() && !d.is_dir()) {
-        return Err(LcmError::Io {
-            path: Some(dir.display().to_string()),
-            sqlite: None,
-            message: format!(
-                "the directory {} does not exist; create it or choose another path",
-                dir.display()
-            ),
-        });
-    }
-    Ok(())
-}
-
-/// Copies the database at `path` to `out` (a new file) without writing to `path` and without
-/// reading its schema: a lossless-claw file that an engine could only open after upgrading
-/// it can be copied, and the copy upgraded instead (the CLI's read commands do so).
-pub(crate) fn snapshot_file(path: &str, out: &str, busy_timeout_ms: i64) -> Result<u64> {
-    check_new_file(out)?;
-    let conn = db::open_read_only(path, busy_timeout_ms, false)?;
-    db::vacuum_into(&conn, out).map_err(|e| e.with_path(path))
-}

@@ -103,6 +103,23 @@ impl Backend {
         }
     }
 
+    /// When a write starting now must have had its turn (`busyTimeoutMs` from now): a group
+    /// commit's queued calls are answered E_BUSY past it.
+    pub(crate) fn deadline(&self) -> std::time::Instant {
+        match self {
+            Backend::Sqlite(p) => p.deadline(),
+            Backend::Postgres(p) => p.deadline(),
+        }
+    }
+
+    /// The error of a call that waited in line (a group commit's queue) past its deadline.
+    pub(crate) fn waited_too_long(&self) -> LcmError {
+        match self {
+            Backend::Sqlite(p) => p.waited_too_long(),
+            Backend::Postgres(p) => p.waited_too_long(),
+        }
+    }
+
     /// The conversation's operation lock across processes, waited for up to `wait`, where the
     /// database needs one: on PostgreSQL other machines' operations (`PgPool::operation_lock`);
     /// a SQLite file's writers meet at its write lock, and `None` is returned.
@@ -148,7 +165,7 @@ impl Backend {
 }
 
 /// `f` in an immediate transaction on SQLite's writer, committed when it returns `Ok`.
-fn in_transaction<T>(conn: &mut Connection, f: impl FnOnce(Db) -> Result<T>) -> Result<T> {
+pub(crate) fn in_transaction<T>(conn: &mut Connection, f: impl FnOnce(Db) -> Result<T>) -> Result<T> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let out = f(Db::Sqlite(&tx))?;
     tx.commit()?;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use rusqlite::Connection;
 use serde_json::Value;
 
+use super::assembly::LARGE_CONTEXT_ITEMS;
 use super::*;
 use crate::assemble::AssembleOptions;
 use crate::test_support::{temp_engine, transcript, THEME};
@@ -22,7 +23,7 @@ fn options() -> AssembleOptions {
 /// connection without any cache returns, as JSON.
 fn both(engine: &Engine, cid: i64) -> (Value, Value) {
     // Without the prompt-cache report, which a fresh assembly has no previous one for.
-    let reused = serde_json::to_value(engine.assemble_unreported(cid, &options()).unwrap()).unwrap();
+    let reused = serde_json::to_value(engine.assemblies.assemble(&engine.deps, cid, &options()).unwrap()).unwrap();
     let conn = engine.deps.backend.sqlite().unwrap().fresh_connection().unwrap();
     let fresh = crate::assemble::assemble(&conn, engine.config(), cid, &options()).unwrap();
     (reused, serde_json::to_value(fresh).unwrap())
@@ -105,10 +106,10 @@ fn reuse_gives_a_fresh_assemblys_result_turn_after_turn_and_across_compaction() 
     assert!(swept.leaf_passes > 0, "the compaction did nothing");
     let after = assert_same(&engine, cid, "after compaction");
     assert_ne!(before, after);
-    assert!(!engine.rendered.lock().unwrap().is_empty());
+    assert!(!engine.assemblies.rendered.lock().unwrap().is_empty());
     // Closing lets go of it.
     assert!(engine.close());
-    assert!(engine.rendered.lock().unwrap().is_empty());
+    assert!(engine.assemblies.rendered.lock().unwrap().is_empty());
 }
 
 /// Runs `edit` with the SQL that gives `part` the text `text`, then checks that the next
@@ -206,17 +207,17 @@ fn a_deleted_and_reused_message_id_is_not_served_from_the_cache() {
 fn a_panic_while_the_cache_was_held_starts_it_over() {
     let (_dir, engine) = temp_engine();
     let cid = ingest_assembling(&engine);
-    assert!(!engine.rendered.lock().unwrap().is_empty());
+    assert!(!engine.assemblies.rendered.lock().unwrap().is_empty());
     let panicked = std::thread::scope(|s| {
         s.spawn(|| {
-            let _held = engine.rendered.lock().unwrap();
+            let _held = engine.assemblies.rendered.lock().unwrap();
             panic!("an assembly that panics holding the cache");
         })
         .join()
     });
-    assert!(panicked.is_err() && engine.rendered.is_poisoned());
+    assert!(panicked.is_err() && engine.assemblies.rendered.is_poisoned());
     assert_same(&engine, cid, "after the panic");
-    assert!(!engine.rendered.is_poisoned());
+    assert!(!engine.assemblies.rendered.is_poisoned());
 }
 
 /// A conversation of more live items than `LARGE_CONTEXT_ITEMS` assembles on a reader after
@@ -238,9 +239,9 @@ fn large_contexts_assemble_off_the_writer() {
         .conversation_id;
     let (first, fresh) = both(&engine, big);
     assert_eq!(first, fresh);
-    assert!(engine.large_contexts.lock().unwrap().contains(&big));
+    assert!(engine.assemblies.large.lock().unwrap().contains(&big));
     let (second, fresh) = both(&engine, big);
     assert_eq!(second, fresh);
     both(&engine, small);
-    assert!(!engine.large_contexts.lock().unwrap().contains(&small));
+    assert!(!engine.assemblies.large.lock().unwrap().contains(&small));
 }

@@ -16,9 +16,9 @@ use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crate::db::pool::Pool;
 use crate::db::SchemaFlags;
 use crate::error::{LcmError, Result};
+use crate::sql::{Backend, Db};
 use crate::store::conversations::Target;
 use crate::store::messages::{self, IngestJob, IngestOptions, IngestOutcome};
 use crate::store::normalize::NewMessage;
@@ -55,6 +55,14 @@ struct State {
     /// a thread other than the oldest call's (a caller kept writing for others).
     #[cfg(test)]
     counts: (usize, usize, usize),
+}
+
+/// Where a group goes: the backend's write door, the schema's flags, and what rides in each
+/// group's transaction after its messages (the prompt-cache report).
+pub(super) struct Door<'a> {
+    pub backend: &'a Backend,
+    pub flags: SchemaFlags,
+    pub after: &'a dyn Fn(Db, &[IngestOutcome]),
 }
 
 #[derive(Default)]
@@ -107,8 +115,7 @@ impl GroupCommit {
     pub(super) fn ingest(
         &self,
         mut arrival: Arrival<'_>,
-        pool: &Pool,
-        flags: SchemaFlags,
+        door: &Door<'_>,
         target: Target,
         messages: Vec<NewMessage>,
         options: IngestOptions,
@@ -119,7 +126,7 @@ impl GroupCommit {
             let mut st = self.lock();
             arrival.settle(&mut st);
             st.queued.push(Queued {
-                deadline: pool.deadline(),
+                deadline: door.backend.deadline(),
                 target,
                 messages,
                 options,
@@ -130,12 +137,12 @@ impl GroupCommit {
             !std::mem::replace(&mut st.leading, true)
         };
         if lead {
-            self.lead(pool, flags);
+            self.lead(door);
         }
         loop {
             match replies.recv() {
                 Ok(Reply::Done(result)) => return result,
-                Ok(Reply::Lead) => self.lead(pool, flags),
+                Ok(Reply::Lead) => self.lead(door),
                 Err(_) => {
                     return Err(LcmError::Internal(
                         "the ingest that was writing this call's messages stopped".into(),
@@ -153,7 +160,7 @@ impl GroupCommit {
 
     /// Writes one group of queued jobs (the leader's own is the oldest, so it is in it), then
     /// passes the lead to the oldest call still queued, or steps down.
-    fn lead(&self, pool: &Pool, flags: SchemaFlags) {
+    fn lead(&self, door: &Door<'_>) {
         // If a write panics, the guard fails whatever is still queued and steps down, so the
         // next caller can lead.
         let mut leader = Leader {
@@ -188,7 +195,7 @@ impl GroupCommit {
         let now = Instant::now();
         let (group, late): (Vec<Queued>, Vec<Queued>) = group.into_iter().partition(|q| q.deadline > now);
         for q in late {
-            let _ = q.reply.send(Reply::Done(Err(pool.waited_too_long())));
+            let _ = q.reply.send(Reply::Done(Err(door.backend.waited_too_long())));
         }
         let jobs: Vec<IngestJob<'_>> = group
             .iter()
@@ -199,13 +206,10 @@ impl GroupCommit {
             })
             .collect();
         if let Some(deadline) = group.iter().map(|q| q.deadline).min() {
-            let written =
-                pool.write_preserving_messages_by(deadline, |conn| Ok(messages::ingest_group(conn, flags, &jobs)));
-            let results = match written {
-                Ok(results) => results,
-                // The pool refused (closed, read-only, busy): the same answer for every call.
-                Err(e) => group.iter().map(|_| Err(e.clone())).collect(),
+            let write = |f: &mut dyn FnMut(Db) -> Result<Vec<IngestOutcome>>| {
+                door.backend.write_preserving_messages_by(deadline, f)
             };
+            let results = messages::ingest_group(write, door.flags, &jobs, door.after);
             for (q, r) in group.iter().zip(results) {
                 let _ = q.reply.send(Reply::Done(r));
             }

@@ -1,7 +1,7 @@
-//! One mutating operation per conversation at a time (passes, sweeps, rewrites). A second
-//! caller waits for the first, up to `lockTimeoutMs`, then gives up with E_BUSY. Ingest does
-//! not take this lock: it only appends, and passes are written so that appends made while the
-//! summarizer runs are kept.
+//! One mutating operation per conversation at a time (passes, sweeps, rewrites): in this
+//! process, and on PostgreSQL across every gateway. A second caller waits for the first, up to
+//! `lockTimeoutMs`, then gives up with E_BUSY. Ingest does not take this lock: it only appends,
+//! and passes are written so that appends made while the summarizer runs are kept.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -10,6 +10,14 @@ use std::time::Duration;
 use tokio::sync::OwnedMutexGuard;
 
 use crate::error::{LcmError, Result};
+use crate::sql::Backend;
+
+/// A conversation's operation lock, held for an operation's life: this process's, and on
+/// PostgreSQL every gateway's.
+pub(super) struct Turn {
+    _local: OwnedMutexGuard<()>,
+    _across: Option<crate::pg::pool::OperationLock>,
+}
 
 #[derive(Default)]
 pub(super) struct ConversationLocks {
@@ -17,6 +25,28 @@ pub(super) struct ConversationLocks {
 }
 
 impl ConversationLocks {
+    /// The conversation's operation lock, waited for until `timeout_ms` (E_BUSY) or until
+    /// `closed` turns true (E_CLOSED). This process's own wait comes first, so that one
+    /// process asks a PostgreSQL server once.
+    pub(super) async fn turn(
+        &self,
+        backend: &Backend,
+        conversation_id: i64,
+        timeout_ms: i64,
+        mut closed: tokio::sync::watch::Receiver<bool>,
+    ) -> Result<Turn> {
+        let local = tokio::select! {
+            guard = self.acquire(conversation_id, timeout_ms) => guard,
+            _ = closed.wait_for(|c| *c) => Err(LcmError::Closed),
+        }?;
+        let wait = Duration::from_millis(timeout_ms.max(0) as u64);
+        let across = tokio::task::block_in_place(|| backend.operation_lock(conversation_id, wait))?;
+        Ok(Turn {
+            _local: local,
+            _across: across,
+        })
+    }
+
     pub(super) async fn acquire(&self, conversation_id: i64, timeout_ms: i64) -> Result<OwnedMutexGuard<()>> {
         let lock = self
             .map

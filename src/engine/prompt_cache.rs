@@ -1,17 +1,24 @@
 //! The prompt-cache report as assemblies happen: each assembly of a conversation is compared
 //! with the one before it (kept in memory, else read back from the store, so that a host that
 //! runs each turn in a new process is followed too), and what a provider's cache would serve
-//! of it is added up. The sums wait in memory and are written after the conversation's next
-//! stored turn (or at close), never on the assembly's path: a report must not cost a turn a
-//! write.
+//! of it is added up. The sums wait in memory and are written in the transaction of the
+//! conversation's next stored turn (or at close), never on the assembly's path: a report must
+//! not cost a turn a write.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use crate::store::prompt_cache::CacheDelta;
+use crate::assemble::Assembled;
+use crate::sql::{Backend, Db};
+use crate::store::messages::IngestOutcome;
+use crate::store::prompt_cache::{self as store, CacheDelta};
 
 /// One emitted message in an outline: what it is, and its estimated tokens.
 pub(crate) type OutlineEntry = (String, i64);
+
+/// Longest wait for the writer to record the report at close (past it, that part of the report
+/// is let go).
+const WRITE_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Conversations followed at once; the least recently assembled beyond it are written out
 /// and forgotten.
@@ -112,6 +119,49 @@ impl PromptCache {
         }
         t.last = Some(outline);
         Some(kept).flatten()
+    }
+
+    /// Counts `out` in its conversation's report and says in its stats what it kept of the
+    /// conversation's previous assembly (read back from the store when this process has none).
+    pub(crate) fn record(&self, backend: &Backend, conversation_id: i64, out: &mut Assembled) {
+        let outline = std::mem::take(&mut out.outline);
+        let stored = || {
+            backend
+                .read(|db| store::last_outline(db, conversation_id))
+                .ok()
+                .flatten()
+                .map(|text| parse_outline(&text))
+        };
+        if let Some(kept) = self.observe(conversation_id, out.estimated_tokens, outline, stored) {
+            out.stats.previous_tokens = Some(kept.previous_tokens);
+            out.stats.kept_tokens = Some(kept.kept_tokens);
+        }
+    }
+
+    /// Writes, in a transaction of stored turns (`db`), the report of their conversations and of
+    /// those no longer followed; a failure is let go (`store::add_in_passing`).
+    pub(crate) fn ride_along(&self, db: Db, outcomes: &[IngestOutcome]) {
+        let mut entries = self.take_all(true);
+        for o in outcomes {
+            if let Some((delta, outline)) = self.take(o.conversation_id) {
+                entries.push((o.conversation_id, delta, outline));
+            }
+        }
+        store::add_in_passing(db, &entries, &crate::time::now_sqlite());
+    }
+
+    /// Writes everything the report holds, in a write of its own that waits at most
+    /// `WRITE_WAIT` (at close, another process may hold the file). A failure is let go.
+    pub(crate) fn write_all(&self, backend: &Backend) {
+        let entries = self.take_all(false);
+        if entries.is_empty() {
+            return;
+        }
+        let deadline = std::time::Instant::now() + WRITE_WAIT;
+        let _ = backend.write_preserving_messages_by(deadline, |db| {
+            store::add_in_passing(db, &entries, &crate::time::now_sqlite());
+            Ok(())
+        });
     }
 
     /// A sweep of `conversation_id` wrote summaries.

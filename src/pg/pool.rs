@@ -115,6 +115,27 @@ impl PgPool {
         })
     }
 
+    /// When a call starting now must have had its turn (a group commit's queue).
+    pub(crate) fn deadline(&self) -> std::time::Instant {
+        std::time::Instant::now() + self.call
+    }
+
+    /// The error of a call that waited in this engine's queue of writes past its deadline.
+    pub(crate) fn waited_too_long(&self) -> LcmError {
+        if self.is_closed() {
+            return LcmError::Closed;
+        }
+        LcmError::Busy {
+            sqlite: None,
+            conversation_id: None,
+            message: format!(
+                "this engine's other writes to {} held the schema's write lock for longer than busyTimeoutMs ({} ms); retry later or raise busyTimeoutMs",
+                self.described,
+                self.call.as_millis()
+            ),
+        }
+    }
+
     /// The conversation's operation lock across machines (passes, sweeps, rewrites), waited for
     /// up to `wait`: taken on a connection of its own that the returned guard keeps, so it lasts
     /// as long as the operation, whatever connections the operation's reads and writes use,

@@ -41,6 +41,21 @@ pub(crate) const BUILTIN: &[(&str, &str)] = &[
 
 pub(crate) use crate::store::redactions::IngestRedaction;
 
+/// The host's `messages` checked and normalised for storage (the first malformed one fails
+/// the call with its index), each with the matches of `redactor` replaced first when one is
+/// configured.
+pub(crate) fn normalize_incoming(
+    redactor: Option<&Redactor>,
+    messages: &[Value],
+) -> crate::error::Result<Vec<crate::store::normalize::NewMessage>> {
+    use crate::store::normalize::{normalize, NewMessage};
+    let one = |(i, m): (usize, &Value)| match redactor.and_then(|r| redact_incoming(r, m)) {
+        Some((redacted, counts)) => normalize(i, &redacted).map(|n| NewMessage { redacted: counts, ..n }),
+        None => normalize(i, m),
+    };
+    messages.iter().enumerate().map(one).collect()
+}
+
 /// A host message with the matches of `redactor` replaced in every string that says something
 /// (text, tool arguments and results, details; not its role, ids, types or time), and what was
 /// replaced; `None` when nothing matched.

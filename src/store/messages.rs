@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 
-use rusqlite::{params, Connection, TransactionBehavior};
+use rusqlite::params;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -111,15 +111,22 @@ pub(crate) struct IngestJob<'a> {
 /// Stores several callers' messages in one transaction: each job's messages become rows in
 /// `messages`, `message_parts` and `messages_fts`, appended to the live context, and messages
 /// whose `entry_id` is already in the conversation (or earlier in the same job) are skipped.
-/// One result per job, each job atomic on its own: when a job fails for a reason of its own (an unknown conversation), the
-/// transaction is rolled back, that job gets its error, and the others are written again
-/// without it. A failure of the transaction itself (the database busy, the disk full) is
-/// every job's answer. One commit then pays for the log writes of every job.
-pub(crate) fn ingest_group(
-    conn: &mut Connection,
+/// One result per job, each job atomic on its own: when a job fails for a reason of its own (an
+/// unknown conversation), the transaction is rolled back, that job gets its error, and the
+/// others are written again without it. A failure of the transaction itself (the database
+/// busy, the disk full) is every job's answer. One commit then pays for the log writes of
+/// every job. `write` is the write door each attempt goes through (`Backend`'s on both
+/// databases); `after` runs in the same transaction once every job is written, and must
+/// not fail it (a report rides there: no second transaction per turn).
+pub(crate) fn ingest_group<W>(
+    mut write: W,
     flags: SchemaFlags,
     jobs: &[IngestJob<'_>],
-) -> Vec<Result<IngestOutcome>> {
+    after: &dyn Fn(Db, &[IngestOutcome]),
+) -> Vec<Result<IngestOutcome>>
+where
+    W: FnMut(&mut dyn FnMut(Db) -> Result<Vec<IngestOutcome>>) -> Result<Vec<IngestOutcome>>,
+{
     let mut results: Vec<Option<Result<IngestOutcome>>> = jobs.iter().map(|_| None).collect();
     let mut pending: Vec<usize> = (0..jobs.len()).collect();
     while !pending.is_empty() {
@@ -131,17 +138,29 @@ pub(crate) fn ingest_group(
                 options: jobs[i].options,
             })
             .collect();
-        match write_together(conn, flags, &group) {
-            Ok(outcomes) => {
+        // A job's own failure rolls the attempt back (its error is the closure's) and is
+        // noted here, so that it alone is answered and the others go again.
+        let mut failed_job = None;
+        let written = write(&mut |db| {
+            write_together(db, flags, &group, after).map_err(|failure| match failure {
+                GroupFailure::Job(k, e) => {
+                    failed_job = Some(k);
+                    e
+                }
+                GroupFailure::Transaction(e) => e,
+            })
+        });
+        match (written, failed_job) {
+            (Ok(outcomes), _) => {
                 for (&i, outcome) in pending.iter().zip(outcomes) {
                     results[i] = Some(Ok(outcome));
                 }
                 break;
             }
-            Err(GroupFailure::Job(k, e)) => {
+            (Err(e), Some(k)) => {
                 results[pending.remove(k)] = Some(Err(e));
             }
-            Err(GroupFailure::Transaction(e)) => {
+            (Err(e), None) => {
                 for &i in &pending {
                     results[i] = Some(Err(e.clone()));
                 }
@@ -165,37 +184,41 @@ impl<E: Into<LcmError>> From<E> for GroupFailure {
     }
 }
 
-/// All `jobs` in one transaction, or none of them.
+/// All `jobs` in the transaction `db` is in, then `after`; the caller commits.
 fn write_together(
-    conn: &mut Connection,
+    db: Db,
     flags: SchemaFlags,
     jobs: &[IngestJob<'_>],
+    after: &dyn Fn(Db, &[IngestOutcome]),
 ) -> std::result::Result<Vec<IngestOutcome>, GroupFailure> {
     let now = time::now_sqlite();
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let mut fts_rows: Vec<(i64, &str)> = Vec::new();
     let mut outcomes = Vec::with_capacity(jobs.len());
     for (k, job) in jobs.iter().enumerate() {
-        outcomes.push(
-            ingest_in(Db::Sqlite(&tx), flags, job, &now, &mut fts_rows).map_err(|e| match e {
-                // What a call itself can get wrong; anything else (disk full, I/O, corruption)
-                // is the transaction's, not this call's.
-                LcmError::NotFound { .. } | LcmError::InvalidInput(_) => GroupFailure::Job(k, e),
-                e => GroupFailure::Transaction(e),
-            })?,
-        );
+        outcomes.push(ingest_in(db, flags, job, &now, &mut fts_rows).map_err(|e| match e {
+            // What a call itself can get wrong; anything else (disk full, I/O, corruption)
+            // is the transaction's, not this call's.
+            LcmError::NotFound { .. } | LcmError::InvalidInput(_) => GroupFailure::Job(k, e),
+            e => GroupFailure::Transaction(e),
+        })?);
     }
-    // Full-text rows last: a statement that opens a savepoint (one firing the live-totals
-    // trigger does) makes FTS5 flush its pending rows to a new segment, so rows inserted
-    // between such statements would be written one segment at a time.
-    {
-        let mut insert_fts = tx.prepare_cached("INSERT INTO messages_fts (rowid, content) VALUES (?1, ?2)")?;
-        for (message_id, content) in fts_rows {
-            insert_fts.execute(params![message_id, content])?;
+    insert_fts(db, &fts_rows)?;
+    after(db, &outcomes);
+    Ok(outcomes)
+}
+
+/// The messages' full-text rows on SQLite, last: a statement that opens a savepoint (one
+/// firing the live-totals trigger does) makes FTS5 flush its pending rows to a new segment,
+/// so rows inserted between such statements would be written one segment at a time.
+/// PostgreSQL's search column is kept by the table itself.
+fn insert_fts(db: Db, rows: &[(i64, &str)]) -> Result<()> {
+    if let Db::Sqlite(conn) = db {
+        let mut insert = conn.prepare_cached("INSERT INTO messages_fts (rowid, content) VALUES (?1, ?2)")?;
+        for (message_id, content) in rows {
+            insert.execute(params![message_id, content])?;
         }
     }
-    tx.commit()?;
-    Ok(outcomes)
+    Ok(())
 }
 
 /// Writes one job's rows except its full-text rows, which it appends to `fts_rows` (SQLite's
@@ -1278,7 +1301,7 @@ mod tests {
                 options: &o,
             },
         ];
-        let results = ingest_group(&mut conn, flags, &jobs);
+        let results = ingest_group(|f| crate::sql::in_transaction(&mut conn, f), flags, &jobs, &|_, _| {});
         assert!(results[0].is_ok() && results[2].is_ok());
         assert_eq!(results[1].as_ref().unwrap_err().code(), "E_NOT_FOUND");
         let texts: Vec<String> = conn
@@ -1289,6 +1312,33 @@ mod tests {
             .map(|r| r.unwrap())
             .collect();
         assert_eq!(texts, ["a", "c"]);
+    }
+
+    /// What rides after the jobs runs in their transaction, once, when they are written: after
+    /// a job of its own failed, on the attempt that commits.
+    #[test]
+    fn what_rides_after_the_jobs_commits_with_them_once() {
+        let (_dir, _path, mut conn, flags) = setup();
+        let (a, b, c) = (one("a"), one("b"), one("c"));
+        let (s, missing) = (Target::Session("s".into()), Target::Conversation(999));
+        let o = IngestOptions::default();
+        let jobs = [(&s, &a), (&missing, &b), (&s, &c)].map(|(target, messages)| IngestJob {
+            target,
+            messages,
+            options: &o,
+        });
+        let calls = std::cell::Cell::new(0);
+        let after = |db: Db, outcomes: &[IngestOutcome]| {
+            calls.set(calls.get() + 1);
+            let n = outcomes.len() as i64;
+            db.execute("CREATE TABLE rode (n INTEGER)", params![]).unwrap();
+            db.execute("INSERT INTO rode (n) VALUES (?1)", params![n]).unwrap();
+        };
+        let results = ingest_group(|f| crate::sql::in_transaction(&mut conn, f), flags, &jobs, &after);
+        assert_eq!(results.iter().filter(|r| r.is_ok()).count(), 2);
+        assert_eq!(calls.get(), 1);
+        let rode: i64 = conn.query_row("SELECT n FROM rode", [], |r| r.get(0)).unwrap();
+        assert_eq!(rode, 2);
     }
 
     /// A database another connection holds: every job gets E_BUSY after one busy wait, not
@@ -1310,7 +1360,7 @@ mod tests {
             })
             .collect();
         let started = Instant::now();
-        let results = ingest_group(&mut conn, flags, &jobs);
+        let results = ingest_group(|f| crate::sql::in_transaction(&mut conn, f), flags, &jobs, &|_, _| {});
         let waited = started.elapsed();
         assert!(results.iter().all(|r| r.as_ref().unwrap_err().code() == "E_BUSY"));
         // The busy timeout is 100 ms; four waits would take 400.

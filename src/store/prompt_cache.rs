@@ -96,6 +96,23 @@ pub(crate) fn add<'a>(
     Ok(())
 }
 
+/// `add` for each entry (conversation, delta, outline), under a savepoint of the caller's
+/// transaction: the report is a diagnostic, so a failure to write it is let go and leaves the
+/// rest of the transaction (a turn's messages) to commit.
+pub(crate) fn add_in_passing(db: Db, entries: &[(i64, CacheDelta, Option<String>)], now: &str) {
+    if entries.is_empty() || db.execute("SAVEPOINT lcm_report", params![]).is_err() {
+        return;
+    }
+    let written = entries
+        .iter()
+        .try_for_each(|(cid, delta, outline)| add(db, *cid, delta, outline.as_deref(), now));
+    let end = match written {
+        Ok(()) => "RELEASE SAVEPOINT lcm_report",
+        Err(_) => "ROLLBACK TO SAVEPOINT lcm_report",
+    };
+    let _ = db.execute(end, params![]);
+}
+
 /// Every conversation's report, by conversation id (empty on a file without the table).
 pub(crate) fn reports<'a>(db: impl Into<Db<'a>>) -> Result<std::collections::HashMap<i64, PromptCacheReport>> {
     let db = db.into();
@@ -167,6 +184,47 @@ mod tests {
             );
             assert!((r.kept_share - 0.6).abs() < 1e-9);
             assert_eq!(r.updated_at, "2026-11-27 08:01:00");
+        });
+    }
+
+    /// The report rides in another write's transaction: one it cannot write (its table gone)
+    /// is let go, and the transaction goes on and commits what else it holds (on PostgreSQL a
+    /// failed statement would otherwise abort the whole transaction).
+    #[test]
+    fn a_report_that_cannot_be_written_leaves_its_transaction_whole_on_both_engines() {
+        on_both_engines("prompt_cache_passing", |db, _flags, engine| {
+            seed_conversation(db, 1);
+            let delta = CacheDelta {
+                assemblies: 1,
+                tokens_sent: 10,
+                ..Default::default()
+            };
+            let entries = [(1, delta, Some("m1:10".to_string()))];
+            db.execute("ALTER TABLE lcm_native_prompt_cache RENAME TO hidden_report", params![])
+                .unwrap();
+            db.execute("BEGIN", params![]).unwrap();
+            add_in_passing(db, &entries, "2026-11-28 04:00:00");
+            db.execute(
+                "UPDATE conversations SET title = 'kept' WHERE conversation_id = 1",
+                params![],
+            )
+            .unwrap();
+            db.execute("COMMIT", params![]).unwrap();
+            let title: Option<String> = db
+                .query_row(
+                    "SELECT title FROM conversations WHERE conversation_id = 1",
+                    params![],
+                    |r| r.get(0),
+                )
+                .unwrap()
+                .flatten();
+            assert_eq!(title.as_deref(), Some("kept"), "{engine}");
+            db.execute("ALTER TABLE hidden_report RENAME TO lcm_native_prompt_cache", params![])
+                .unwrap();
+            db.execute("BEGIN", params![]).unwrap();
+            add_in_passing(db, &entries, "2026-11-28 04:00:00");
+            db.execute("COMMIT", params![]).unwrap();
+            assert_eq!(reports(db).unwrap()[&1].tokens_sent, 10, "{engine}");
         });
     }
 }

@@ -54,6 +54,47 @@ impl Backend {
         }
     }
 
+    /// `f` in one read snapshot, with the stamp of stored messages' rewrites as that snapshot
+    /// sees them where one is kept: on SQLite's writer, the pool's count of message-changing
+    /// writes and the file's data version (which another connection's commit moves); on
+    /// PostgreSQL, the schema's count kept by triggers (`pg::rewrites`). `None` on a SQLite
+    /// reader (`on_reader`: a long read must not hold the writer) and on a PostgreSQL schema
+    /// without the count (opened read-only before an upgrade). What was rendered from stored
+    /// messages stays right while the stamp stays the same.
+    pub(crate) fn read_stamped<T>(
+        &self,
+        on_reader: bool,
+        f: impl FnOnce(Db, Option<(u64, i64)>) -> Result<T>,
+    ) -> Result<T> {
+        match self {
+            Backend::Sqlite(p) if on_reader => p.read(|c| {
+                let snapshot = c.unchecked_transaction()?;
+                f(Db::Sqlite(&snapshot), None)
+            }),
+            Backend::Sqlite(p) => p.read_current_counted(|c, rewrites| {
+                let snapshot = c.unchecked_transaction()?;
+                // A read begins the snapshot, so the data version read next is the snapshot's
+                // (not an earlier one, which a commit in between would leave behind).
+                snapshot.prepare_cached("SELECT 1 FROM sqlite_schema LIMIT 1")?.exists([])?;
+                let stamp = match rewrites {
+                    Some(n) => Some((n, crate::db::data_version(&snapshot)?)),
+                    None => None,
+                };
+                f(Db::Sqlite(&snapshot), stamp)
+            }),
+            Backend::Postgres(p) => {
+                let counted = p.counts_rewrites()?;
+                p.read(|c| {
+                    let stamp = match counted {
+                        true => Some((pg::rewrites::count(c)?, 0)),
+                        false => None,
+                    };
+                    f(Db::Pg(c), stamp)
+                })
+            }
+        }
+    }
+
     /// The write door: `f` in one write transaction, committed when it returns `Ok` and rolled
     /// back otherwise. SQLite: an immediate transaction on the writer (serialised in-process,
     /// waiting for another process's lock up to the busy timeout); PostgreSQL: the schema's

@@ -4,19 +4,17 @@
 //! A host assembles every turn, and from one turn to the next the context gains a few
 //! messages and loses a few to compaction; every other message is read and rebuilt from its
 //! parts again, most of an assembly's cost. A stored message does not change unless a write
-//! rewrites it (redaction, a rollback, another process), so what was rendered from it stays
-//! right until then. Entries are used only for reads on the writer connection, and are all
-//! dropped as soon as either of two stamps moves: the pool's count of writes that may have
-//! changed a message (`Pool::read_current_counted`), or the writer's `PRAGMA data_version`,
-//! which SQLite moves whenever another connection (another engine, another process) commits.
+//! rewrites it (redaction, another process), so what was rendered from it stays right until
+//! then. Entries are used only by assemblies that read a stamp of such writes in their own
+//! snapshot (`Backend::read_stamped`), and are all dropped as soon as the stamp moves: on
+//! SQLite's writer the pool's count of writes that changed a message or part and the file's
+//! `PRAGMA data_version` (which another connection's commit moves); on PostgreSQL the
+//! schema's count, kept by triggers in the writing transaction (`pg::rewrites`).
 
 use std::collections::HashMap;
 
-use rusqlite::Connection;
-
 use super::render::Msg;
 use crate::config::Presentation;
-use crate::error::Result;
 use crate::live::SummaryFacts;
 
 /// Conversations whose last context is kept; the least recently assembled goes first.
@@ -77,25 +75,21 @@ impl WrapperFacts {
     }
 }
 
-/// What one assembly on the writer may reuse and leaves behind.
+/// What one assembly may reuse and leaves behind.
 pub(crate) struct Reuse<'a> {
     pub cache: &'a mut RenderCache,
-    /// The pool's count of message-changing writes, read under the writer's lock.
-    pub rewrites: u64,
+    /// The stamp of stored messages' rewrites in the assembly's snapshot (`Backend::read_stamped`).
+    pub stamp: (u64, i64),
 }
 
 impl RenderCache {
-    /// Empties the cache unless nothing can have changed a stored message since it was
-    /// filled. `conn` is the writer, inside the read transaction the assembly reads in, so the
-    /// data version is that snapshot's.
-    pub(crate) fn validate(&mut self, conn: &Connection, rewrites: u64) -> Result<()> {
-        let version = crate::db::data_version(conn)?;
-        let stamp = Some((rewrites, version));
-        if self.stamp != stamp {
+    /// Empties the cache unless `stamp` (`Backend::read_stamped`'s, read in the snapshot the
+    /// assembly reads in) is the one its entries were rendered at.
+    pub(crate) fn validate_stamp(&mut self, stamp: (u64, i64)) {
+        if self.stamp != Some(stamp) {
             self.conversations.clear();
-            self.stamp = stamp;
+            self.stamp = Some(stamp);
         }
-        Ok(())
     }
 
     /// What was rendered for this conversation last time (taken out; `keep` puts it back).
@@ -177,13 +171,15 @@ mod tests {
 
     #[test]
     fn a_moved_stamp_empties_the_cache() {
-        let conn = Connection::open_in_memory().unwrap();
         let mut cache = RenderCache::default();
-        cache.validate(&conn, 7).unwrap();
+        cache.validate_stamp((7, 1));
         cache.keep(1, rendered(3, 10));
-        cache.validate(&conn, 7).unwrap();
+        cache.validate_stamp((7, 1));
         assert_eq!(cache.len(), 3);
-        cache.validate(&conn, 8).unwrap();
+        cache.validate_stamp((7, 2));
+        assert!(cache.is_empty());
+        cache.keep(1, rendered(3, 10));
+        cache.validate_stamp((8, 2));
         assert!(cache.is_empty());
     }
 }

@@ -278,33 +278,31 @@ pub fn assemble(
     conversation_id: i64,
     options: &AssembleOptions,
 ) -> Result<Assembled> {
-    assemble_reusing(conn, config, conversation_id, options, None)
+    // One read transaction: the totals, the items and their rows are one snapshot even while
+    // ingest or another process writes.
+    let snapshot = conn.unchecked_transaction()?;
+    assemble_reusing(Db::Sqlite(&snapshot), config, conversation_id, options, None)
 }
 
-/// `assemble`, reusing the messages an earlier assembly on the writer rendered when nothing
-/// can have changed them, and leaving this one's in the cache.
+/// `assemble_in` inside the caller's read snapshot `db`, for a conversation that must exist,
+/// reusing the messages earlier assemblies rendered when `reuse`'s stamp says nothing can
+/// have changed them, and leaving this one's in its cache.
 pub(crate) fn assemble_reusing(
-    conn: &Connection,
+    db: Db,
     config: &Config,
     conversation_id: i64,
     options: &AssembleOptions,
     mut reuse: Option<Reuse<'_>>,
 ) -> Result<Assembled> {
-    // One read transaction: the totals, the items and their rows are one snapshot even while
-    // ingest or another process writes.
-    let snapshot = conn.unchecked_transaction()?;
-    let conn: &Connection = &snapshot;
-    conversations::get(conn, conversation_id)?;
-    // Checked inside the snapshot (begun by the read above), so the entries kept are as
-    // current as what this assembly reads.
+    conversations::get(db, conversation_id)?;
     let rendered = match reuse.as_mut() {
         Some(r) => {
-            r.cache.validate(conn, r.rewrites)?;
+            r.cache.validate_stamp(r.stamp);
             r.cache.take(conversation_id)
         }
         None => Rendered::default(),
     };
-    let (assembled, rendered) = assemble_in(Db::Sqlite(conn), config, conversation_id, options, rendered)?;
+    let (assembled, rendered) = assemble_in(db, config, conversation_id, options, rendered)?;
     if let Some(r) = reuse {
         r.cache.keep(conversation_id, rendered);
     }

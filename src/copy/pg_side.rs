@@ -253,6 +253,10 @@ impl Side for PgSide {
             if catalog.tables.iter().any(|t| t.name == crate::db::totals::TABLE) {
                 c.batch(&crate::pg::totals::install())?;
             }
+            // Assembly's cache of rendered messages follows changes to them by this count.
+            if catalog.tables.iter().any(|t| t.name == "messages") {
+                c.batch(crate::pg::rewrites::INSTALL)?;
+            }
             // grep's word and trigram indexes, built over the copied rows.
             let has = |name: &str| catalog.tables.iter().any(|t| t.name == name);
             if has("messages") && has("summaries") {

@@ -1,16 +1,15 @@
-//! Assembly as the engine runs it, with what it keeps between calls: on SQLite, on the writer
-//! with the messages the last assemblies rendered (`assemble::cache`), or on a reader for a
-//! very large context; on PostgreSQL in a read snapshot, rendering what it keeps (no cache of
-//! rendered messages there yet). Also what compaction measures against its budget (`fit`).
+//! Assembly as the engine runs it, with what it keeps between calls: the messages the last
+//! assemblies rendered (`assemble::cache`), reused while the backend's stamp of message
+//! rewrites stays (`Backend::read_stamped`: SQLite's writer, any PostgreSQL snapshot), and
+//! the conversations so large that they assemble on a SQLite reader, without the cache, so
+//! as not to hold the writer. Also what compaction measures against its budget (`fit`).
 
 use std::collections::HashSet;
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard, TryLockError};
 
 use crate::assemble::{assemble_reusing, cache::RenderCache, cache::Reuse, AssembleOptions, Assembled};
 use crate::compaction::{ContextFit, Deps};
 use crate::error::Result;
-use crate::sql::Backend;
-use crate::store::conversations;
 
 /// Live items above which a conversation assembles on a reader rather than on the writer.
 pub(super) const LARGE_CONTEXT_ITEMS: i64 = 10_000;
@@ -29,47 +28,37 @@ impl Assemblies {
     /// The context for the next turn within `options.token_budget` (not counted in the
     /// prompt-cache report: the engine's `assemble` adds that).
     pub(super) fn assemble(&self, deps: &Deps, conversation_id: i64, options: &AssembleOptions) -> Result<Assembled> {
-        let config = &deps.config;
-        let pool = match &*deps.backend {
-            Backend::Sqlite(pool) => pool,
-            Backend::Postgres(pg) => {
-                return pg.read(|c| {
-                    conversations::get(c, conversation_id)?;
-                    let (out, _) =
-                        crate::assemble::assemble_in(c.into(), config, conversation_id, options, Default::default())?;
-                    Ok(out)
-                })
-            }
-        };
         let large = || self.large.lock().unwrap_or_else(|e| e.into_inner());
-        let out = if large().contains(&conversation_id) {
-            pool.read(|conn| assemble_reusing(conn, config, conversation_id, options, None))?
-        } else {
-            pool.read_current_counted(|conn, rewrites| match rewrites {
-                // On the writer: only one such read runs at a time (it holds the writer's lock).
-                Some(rewrites) => {
-                    // After a panic mid-assembly, start over rather than trust what it left.
-                    let mut cache = self.rendered.lock().unwrap_or_else(|e| {
-                        self.rendered.clear_poison();
-                        let mut cache = e.into_inner();
-                        *cache = Default::default();
-                        cache
-                    });
-                    let reuse = Reuse {
-                        cache: &mut cache,
-                        rewrites,
-                    };
-                    assemble_reusing(conn, config, conversation_id, options, Some(reuse))
-                }
-                None => assemble_reusing(conn, config, conversation_id, options, None),
-            })?
-        };
+        let on_reader = large().contains(&conversation_id);
+        let out = deps.backend.read_stamped(on_reader, |db, stamp| {
+            let mut cache = stamp.and_then(|_| self.cache());
+            let reuse = stamp
+                .zip(cache.as_deref_mut())
+                .map(|(stamp, cache)| Reuse { cache, stamp });
+            assemble_reusing(db, &deps.config, conversation_id, options, reuse)
+        })?;
         if out.stats.total_context_items > LARGE_CONTEXT_ITEMS {
             large().insert(conversation_id);
         } else {
             large().remove(&conversation_id);
         }
         Ok(out)
+    }
+
+    /// The render cache, unless another assembly is using it (PostgreSQL assembles in
+    /// parallel; that one then renders all it keeps). After a panic mid-assembly it starts
+    /// over rather than trust what was left.
+    fn cache(&self) -> Option<MutexGuard<'_, RenderCache>> {
+        match self.rendered.try_lock() {
+            Ok(guard) => Some(guard),
+            Err(TryLockError::WouldBlock) => None,
+            Err(TryLockError::Poisoned(e)) => {
+                self.rendered.clear_poison();
+                let mut cache = e.into_inner();
+                *cache = Default::default();
+                Some(cache)
+            }
+        }
     }
 
     /// What `assemble` would send for `token_budget` now, as a `ContextFit` whose before and

@@ -245,3 +245,80 @@ fn large_contexts_assemble_off_the_writer() {
     both(&engine, small);
     assert!(!engine.assemblies.large.lock().unwrap().contains(&small));
 }
+
+/// On PostgreSQL the cache serves every assembly of a gateway and follows every writer's
+/// change to a stored message: another gateway's (any connection's), and this engine's own,
+/// show at the next assembly, which equals one rendered from nothing.
+#[test]
+fn on_postgres_every_writers_edit_of_a_kept_message_shows_at_once() {
+    let Some((location, url)) = crate::test_support::pg_test_url("render_cache") else {
+        return;
+    };
+    let config = serde_json::json!({ "dbPath": url, "timezone": "UTC" });
+    let engine = Engine::open(crate::config::Config::from_options(&config, None).unwrap()).unwrap();
+    let other = location.connect().unwrap();
+    let fresh = |cid: i64| {
+        let read = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
+        let out = other
+            .transaction_as(read, |c| {
+                crate::assemble::assemble_reusing(c.into(), engine.config(), cid, &options(), None)
+            })
+            .unwrap();
+        serde_json::to_value(out).unwrap()
+    };
+    let same = |cid: i64, when: &str| {
+        let reused = serde_json::to_value(engine.assemblies.assemble(&engine.deps, cid, &options()).unwrap()).unwrap();
+        assert_eq!(
+            reused,
+            fresh(cid),
+            "{when}: the reused assembly differs from a fresh one"
+        );
+        assert!(
+            !engine.assemblies.rendered.lock().unwrap().is_empty(),
+            "{when}: nothing kept"
+        );
+        reused
+    };
+    let msgs = transcript(THEME);
+    let (mut start, mut cid) = (0, 0);
+    for i in 1..=msgs.len() {
+        if i == msgs.len() || msgs[i]["role"] == "user" {
+            cid = engine
+                .ingest(&Target::Session("theme".into()), &msgs[start..i])
+                .unwrap()
+                .conversation_id;
+            same(cid, &format!("after the turn ending at message {i}"));
+            start = i;
+        }
+    }
+    let shown = serde_json::to_string(&same(cid, "back to back")).unwrap();
+    let parts = other
+        .query(
+            "SELECT p.part_id, p.text_content FROM message_parts p
+             JOIN context_items c ON c.message_id = p.message_id
+             WHERE c.conversation_id = $1 AND p.part_type = 'text' AND length(p.text_content) > 40
+             ORDER BY c.ordinal DESC",
+            &[&cid],
+        )
+        .unwrap();
+    let part: String = parts
+        .iter()
+        .map(|r| (r.get::<_, String>(0), r.get::<_, String>(1)))
+        .find(|(_, text)| shown.contains(&serde_json::to_string(text).unwrap()[1..20]))
+        .expect("an emitted text part")
+        .0;
+    // Another gateway (here, any connection) rewrites the part.
+    other.batch(&edit_sql(&part, "EDITED BY ANOTHER GATEWAY")).unwrap();
+    let after = same(cid, "after another gateway's edit");
+    assert!(after.to_string().contains("EDITED BY ANOTHER GATEWAY"));
+    // This engine's own write door, even one that promised to leave messages alone.
+    engine
+        .deps
+        .backend
+        .write_preserving_messages(|db| db.execute(&edit_sql(&part, "EDITED BY THIS GATEWAY"), &[]))
+        .unwrap();
+    let after = same(cid, "after this engine's edit");
+    assert!(after.to_string().contains("EDITED BY THIS GATEWAY"));
+    engine.close();
+    crate::test_support::drop_test_schema(&location);
+}

@@ -70,8 +70,9 @@ pub(super) fn prepare(pool: &PgPool, config: &Config) -> Result<MigrationReport>
 
 /// What a schema made by an earlier version lacks, added as a migration adds it to a file: the
 /// prompt-cache report's, the summaries' previous-context, the turns' transcript positions and
-/// lossless-claw's transcript-trust tables (empty, with their indexes), and the stored-message
-/// counts (counted once, then kept by their trigger).
+/// lossless-claw's transcript-trust tables (empty, with their indexes), the stored-message
+/// counts (counted once, then kept by their trigger), and the count of message rewrites
+/// assembly's render cache follows.
 fn add_missing_tables(c: &Conn) -> Result<()> {
     for (name, sql) in crate::db::schema::TABLES {
         let later = [
@@ -100,6 +101,9 @@ fn add_missing_tables(c: &Conn) -> Result<()> {
             )?;
             c.batch(&crate::pg::totals::install())
         })?;
+    }
+    if !c.has_table(crate::pg::rewrites::TABLE)? {
+        c.transaction(|c| c.batch(crate::pg::rewrites::INSTALL))?;
     }
     Ok(())
 }
@@ -195,7 +199,9 @@ mod tests {
         let c = location.connect().unwrap();
         c.batch(
             "DROP TABLE lcm_native_prompt_cache; DROP TRIGGER lcm_messages_count ON messages; DROP TABLE lcm_message_counts;
-             DROP TABLE lcm_native_turn_positions; DROP TABLE message_transcript_anchor_trust",
+             DROP TABLE lcm_native_turn_positions; DROP TABLE message_transcript_anchor_trust;
+             DROP TRIGGER lcm_messages_rewritten ON messages; DROP TRIGGER lcm_message_parts_rewritten ON message_parts;
+             DROP TABLE lcm_native_message_rewrites",
         )
         .unwrap();
         // Read-only, it cannot be upgraded: said so, nothing written.
@@ -207,6 +213,7 @@ mod tests {
         assert!(!c.has_table("lcm_message_counts").unwrap());
         let engine = open(&url);
         assert!(c.has_table("lcm_native_prompt_cache").unwrap());
+        assert!(c.has_table(crate::pg::rewrites::TABLE).unwrap());
         assert_eq!(engine.find_conversation(&target).unwrap().unwrap().message_count, 2);
         let cid = engine.ingest(&target, &turn(0)).unwrap().conversation_id;
         assert_eq!(engine.find_conversation(&target).unwrap().unwrap().message_count, 4);

@@ -12,6 +12,7 @@
 pub(crate) mod ddl;
 pub(crate) mod locks;
 pub(crate) mod pool;
+pub(crate) mod rewrites;
 pub(crate) mod search;
 pub(crate) mod tls;
 pub(crate) mod totals;

@@ -23,6 +23,8 @@ pub(crate) struct PgPool {
     /// A call's bound (`busyTimeoutMs`): the server's `lock_timeout` and `statement_timeout`,
     /// and, a little past it, how long a round trip may go unanswered.
     call: Duration,
+    /// Whether the schema keeps the count of message rewrites (`rewrites`), found out once.
+    counts_rewrites: std::sync::OnceLock<bool>,
 }
 
 /// How long past the server's own timeouts a round trip may take before the server counts
@@ -43,6 +45,7 @@ impl PgPool {
             read_only,
             closed: AtomicBool::new(false),
             call,
+            counts_rewrites: std::sync::OnceLock::new(),
         })
     }
 
@@ -94,6 +97,17 @@ impl PgPool {
                 idle.push(conn);
             }
         }
+    }
+
+    /// Whether the schema keeps the count of message rewrites (`super::rewrites`): every schema
+    /// opened for writing does (the open adds it); one opened read-only before that upgrade
+    /// does not. Asked of the server once.
+    pub(crate) fn counts_rewrites(&self) -> Result<bool> {
+        if let Some(known) = self.counts_rewrites.get() {
+            return Ok(*known);
+        }
+        let found = self.with(|c| c.has_table(super::rewrites::TABLE))?;
+        Ok(*self.counts_rewrites.get_or_init(|| found))
     }
 
     /// `f` in one read-only snapshot.

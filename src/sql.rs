@@ -75,7 +75,9 @@ impl Backend {
                 let snapshot = c.unchecked_transaction()?;
                 // A read begins the snapshot, so the data version read next is the snapshot's
                 // (not an earlier one, which a commit in between would leave behind).
-                snapshot.prepare_cached("SELECT 1 FROM sqlite_schema LIMIT 1")?.exists([])?;
+                snapshot
+                    .prepare_cached("SELECT 1 FROM sqlite_schema LIMIT 1")?
+                    .exists([])?;
                 let stamp = match rewrites {
                     Some(n) => Some((n, crate::db::data_version(&snapshot)?)),
                     None => None,
@@ -292,6 +294,19 @@ impl Db<'_> {
                 let n = c.execute_cached(&translate(sql), &values)?;
                 Ok(n as usize)
             }
+        }
+    }
+
+    /// `execute` for a write whose row count nobody reads, inside a transaction: on
+    /// PostgreSQL it is sent with the next round trip (a query, the commit) instead of
+    /// waiting for its own answer; an error then shows there. SQLite runs it at once.
+    pub(crate) fn execute_deferred(&self, sql: &str, params: &[&dyn ToSql]) -> Result<()> {
+        match self {
+            Db::Sqlite(c) => {
+                c.prepare_cached(sql)?.execute(params)?;
+                Ok(())
+            }
+            Db::Pg(c) => c.execute_deferred(&translate(sql), &values(params)?),
         }
     }
 

@@ -262,6 +262,7 @@ impl Location {
             schema: self.schema.clone(),
             described,
             statements: Default::default(),
+            deferred: Default::default(),
             search: Default::default(),
             limit_ms: Default::default(),
             broken: Default::default(),
@@ -303,6 +304,9 @@ pub(crate) struct Conn {
     /// Prepared statements by their SQL (as rusqlite's `prepare_cached`): a statement is
     /// parsed and planned by the server once per connection.
     statements: std::sync::Mutex<std::collections::HashMap<String, tokio_postgres::Statement>>,
+    /// Statements whose answer nobody reads (`execute_deferred`), sent ahead of the next round
+    /// trip in the same pipeline.
+    deferred: std::sync::Mutex<Vec<(tokio_postgres::Statement, Vec<rusqlite::types::Value>)>>,
     /// What the schema has for grep, once found complete (`search::probe`).
     pub(crate) search: std::sync::OnceLock<search::Support>,
     /// How long one round trip may take before the server counts as gone (ms; 0: no bound).
@@ -335,6 +339,41 @@ impl Conn {
     /// connection is marked broken, and the query is cancelled in the background (so a server
     /// that was only slow frees its locks).
     fn answer<T>(&self, f: impl Future<Output = std::result::Result<T, tokio_postgres::Error>>) -> Result<T> {
+        let deferred = std::mem::take(&mut *self.deferred.lock().unwrap_or_else(|p| p.into_inner()));
+        if deferred.is_empty() {
+            return self.answer_alone(f);
+        }
+        // The deferred statements first, then `f`, polled together: tokio-postgres sends each
+        // request when its future is first polled, in this order, so they go out in one
+        // pipeline and the server answers them in order (a failing one aborts the
+        // transaction, and its error comes first).
+        let params: Vec<Vec<value::Param>> = deferred
+            .iter()
+            .map(|(_, values)| values.iter().map(value::Param).collect())
+            .collect();
+        let refs: Vec<Vec<&(dyn ToSql + Sync)>> = params.iter().map(|p| value::refs(p)).collect();
+        let sent = deferred
+            .iter()
+            .zip(&refs)
+            .map(|((statement, _), refs)| self.client.execute(statement, refs));
+        let all = futures::future::try_join(futures::future::try_join_all(sent), f);
+        self.answer_alone(async move { all.await.map(|(_, out)| out) })
+    }
+
+    /// Sends `execute_cached`'s statement with the next round trip instead of waiting for its
+    /// answer now: for writes whose row count nobody reads, inside a transaction (its commit
+    /// is such a round trip). An error shows at that round trip.
+    pub(crate) fn execute_deferred(&self, sql: &str, params: &[rusqlite::types::Value]) -> Result<()> {
+        let statement = self.cached(sql)?;
+        self.deferred
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((statement, params.to_vec()));
+        Ok(())
+    }
+
+    /// `answer` without the deferred statements.
+    fn answer_alone<T>(&self, f: impl Future<Output = std::result::Result<T, tokio_postgres::Error>>) -> Result<T> {
         use std::sync::atomic::Ordering;
         if self.is_broken() {
             return Err(LcmError::Connection {
@@ -457,6 +496,8 @@ impl Conn {
                 Ok(v)
             }
             Err(e) => {
+                // Nothing of the transaction is to be written: not what still waits either.
+                self.deferred.lock().unwrap_or_else(|p| p.into_inner()).clear();
                 // A lost connection rolls back by itself; its error is the one that matters.
                 let _ = self.batch("ROLLBACK");
                 Err(e)

@@ -214,6 +214,62 @@ fn a_transaction_that_fails_leaves_nothing() {
         .unwrap();
 }
 
+/// Deferred statements go out ahead of the next round trip, in order (a query sees their
+/// rows, the commit writes them); one that fails fails that round trip and the whole
+/// transaction; and a transaction that fails for a reason of its own says that reason and
+/// leaves nothing of what waited, and a connection that works.
+#[test]
+fn deferred_statements_ride_with_the_next_round_trip() {
+    use rusqlite::types::Value;
+    let Some(location) = pg_test_location("deferred") else {
+        return;
+    };
+    let c = location.connect().unwrap();
+    c.batch(&format!(
+        "CREATE SCHEMA {}; CREATE TABLE t (id bigint PRIMARY KEY)",
+        quote_ident(&c.schema)
+    ))
+    .unwrap();
+    let insert = "INSERT INTO t VALUES ($1)";
+    let count = |c: &Conn| c.query_one_value::<i64>("SELECT count(*) FROM t", &[]).unwrap();
+    let seen = c
+        .transaction(|c| {
+            for id in 1..=3 {
+                c.execute_deferred(insert, &[Value::Integer(id)])?;
+            }
+            c.query_one_value::<i64>("SELECT max(id) FROM t", &[])
+        })
+        .unwrap();
+    assert_eq!(seen, 3);
+    c.transaction(|c| c.execute_deferred(insert, &[Value::Integer(4)]))
+        .unwrap();
+    assert_eq!(count(&c), 4, "the commit sent the last one");
+    // A duplicate key among them: the next round trip fails, nothing of the transaction stays.
+    let e = c
+        .transaction(|c| {
+            c.execute_deferred(insert, &[Value::Integer(5)])?;
+            c.execute_deferred(insert, &[Value::Integer(1)])?;
+            c.query_one_value::<i64>("SELECT count(*) FROM t", &[])
+        })
+        .unwrap_err();
+    assert_eq!(e.code(), "E_POSTGRES", "{e}");
+    assert_eq!(count(&c), 4);
+    // Failing for a reason of its own (with a duplicate still waiting), the transaction says
+    // its own reason; what waited is dropped, not sent ahead of the rollback.
+    let e = c
+        .transaction(|c| {
+            c.execute_deferred(insert, &[Value::Integer(1)])?;
+            Err::<(), _>(crate::error::LcmError::invalid_input("stop here"))
+        })
+        .unwrap_err();
+    assert_eq!(e.code(), "E_INVALID_INPUT", "{e}");
+    c.transaction(|c| c.execute_deferred(insert, &[Value::Integer(6)]))
+        .unwrap();
+    assert_eq!(count(&c), 5);
+    c.batch(&format!("DROP SCHEMA {} CASCADE", quote_ident(&c.schema)))
+        .unwrap();
+}
+
 /// The store's code is synchronous and runs on napi's blocking threads, or inside
 /// `block_in_place` on a worker: a connection answers from both, and from a thread of no
 /// runtime, without the "runtime within a runtime" panic.

@@ -296,7 +296,7 @@ pub(crate) fn ingest_in<'a>(
     };
     if options.bootstrap || options.advancement_key.is_some() {
         // The session's history is in lcm-native from here on: a later bootstrap imports nothing.
-        tx.execute(
+        tx.execute_deferred(
             "UPDATE conversations SET bootstrapped_at = ?2 WHERE conversation_id = ?1 AND bootstrapped_at IS NULL",
             params![cid, now],
         )?;
@@ -378,7 +378,7 @@ pub(crate) fn ingest_in<'a>(
             "message_id",
         )?;
         for (i, p) in m.parts.iter().enumerate() {
-            tx.execute(
+            tx.execute_deferred(
                 "INSERT INTO message_parts (part_id, message_id, session_id, part_type, ordinal, text_content,
                                             tool_call_id, tool_name, tool_input, tool_output, metadata)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
@@ -400,7 +400,7 @@ pub(crate) fn ingest_in<'a>(
         if !m.content.is_empty() {
             fts_rows.push((message_id, m.content.as_str()));
         }
-        tx.execute(
+        tx.execute_deferred(
             "INSERT INTO context_items (conversation_id, ordinal, item_type, message_id, created_at)
              VALUES (?1, ?2, 'message', ?3, ?4)",
             params![cid, ordinal, message_id, now],
@@ -415,7 +415,7 @@ pub(crate) fn ingest_in<'a>(
     }
     if inserted > 0 {
         // Only when the second changed: an unchanged row still costs a page write per commit.
-        tx.execute(
+        tx.execute_deferred(
             "UPDATE conversations SET updated_at = ?2 WHERE conversation_id = ?1 AND updated_at <> ?2",
             params![cid, now],
         )?;
@@ -425,14 +425,14 @@ pub(crate) fn ingest_in<'a>(
     }
     let late = after_later_turns && inserted > 0;
     if let (Some(key), Some(position)) = (options.advancement_key.as_deref(), options.transcript_position) {
-        tx.execute(
+        tx.execute_deferred(
             "INSERT INTO lcm_native_turn_positions (conversation_id, advancement_key, transcript_position, late)
              VALUES (?1, ?2, ?3, ?4)",
             params![cid, key, position, late as i64],
         )?;
     }
     if let (Some(key), Some(turn)) = (options.advancement_key.as_deref(), options.turn.as_ref()) {
-        tx.execute(
+        tx.execute_deferred(
             "INSERT OR IGNORE INTO turn_advancements (advancement_key, payload_hash, session_id, session_key,
                                                       admission_entry_id, terminal_entry_id, message_count, committed_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
@@ -528,7 +528,7 @@ fn already_stored_at(tx: Db, cid: i64, seq: i64, m: &NewMessage, now: &str) -> R
 /// `entry`, as it records the ids it imports: its reconcile then ties the row to the entry
 /// instead of storing the entry again.
 fn trust_entry_id(tx: Db, cid: i64, message_id: i64, entry: &str, now: &str) -> Result<()> {
-    tx.execute(
+    tx.execute_deferred(
         "INSERT INTO message_transcript_anchor_trust (message_id, conversation_id, transcript_entry_id, trust_state,
                                                      source, reason, verified_at, created_at, updated_at)
          VALUES (?1, ?2, ?3, 'verified', 'lcm-native', 'stored with the entry id the host gave for it', ?4, ?4, ?4)
@@ -536,8 +536,7 @@ fn trust_entry_id(tx: Db, cid: i64, message_id: i64, entry: &str, now: &str) -> 
            trust_state = 'verified', source = excluded.source, reason = excluded.reason,
            verified_at = excluded.verified_at, updated_at = excluded.updated_at",
         params![message_id, cid, entry, now],
-    )?;
-    Ok(())
+    )
 }
 
 /// One `message_parts` row as read back. `metadata` is kept as its JSON text: the assembler

@@ -1848,11 +1848,15 @@ export declare class LcmEngine {
 }
 
 /**
- * Reads lossless-claw's environment variables (`LCM_DATABASE_PATH`, `LCM_FRESH_TAIL_COUNT`,
- * …, `LCM_TIMEZONE`, then `TZ`) into options for `LcmEngine.open`. Only variables that are
- * set appear. A malformed value throws E_INVALID_CONFIG naming the variable.
+ * Options for `LcmEngine.open` from lossless-claw's environment variables
+ * (`LCM_DATABASE_PATH`, `LCM_FRESH_TAIL_COUNT`, …, `LCM_TIMEZONE`, then `TZ`): only variables
+ * that are set appear. With `base` (options from a configuration file), `base` with the
+ * environment over it, as lossless-claw layers them: each variable replaces its option,
+ * `LCM_SWEEP_MAX_DEPTH` replaces `incrementalMaxDepth` ahead of `LCM_INCREMENTAL_MAX_DEPTH`,
+ * and `TZ` names the zone only when neither `base` nor `LCM_TIMEZONE` does. A malformed
+ * value throws E_INVALID_CONFIG naming the variable.
  */
-export declare function configFromEnv(): Partial<LcmConfig>
+export declare function configFromEnv(base?: Partial<LcmConfig>): Partial<LcmConfig>
 
 /**
  * Copies a database between SQLite and PostgreSQL (either way): every row of every table,

@@ -210,8 +210,18 @@ describe('configuration', () => {
         condensedTargetTokens: 1500,
         timezone: 'America/Chicago',
       })
+      // Over a configuration: each variable replaces its option, the rest stays; TZ does not
+      // replace a configured zone.
+      expect(configFromEnv({ freshTailCount: 16, leafMinFanout: 9, summaryTimeoutMs: 5000, timezone: 'Europe/Berlin' })).toMatchObject({
+        freshTailCount: 48,
+        leafMinFanout: 6,
+        summaryTimeoutMs: 5000,
+        timezone: 'Europe/Berlin',
+      })
+      expect(() => configFromEnv(42 as never)).toThrow(/base must be an options object/)
       process.env.LCM_TIMEZONE = 'Asia/Tokyo'
       expect(configFromEnv().timezone).toBe('Asia/Tokyo')
+      expect(configFromEnv({ timezone: 'Europe/Berlin' }).timezone).toBe('Asia/Tokyo')
       process.env.LCM_FRESH_TAIL_COUNT = 'lots'
       let thrown: (Error & { code?: string }) | undefined
       try {

@@ -1094,22 +1094,30 @@ describe('the database', () => {
     expect(conv).toMatchObject({ conversationId: 1, messageCount: 916, sessionId: 'new-session-id' })
   })
 
-  it("the plugin's timezone is kept over the system's TZ; LCM_TIMEZONE goes over both", () => {
+  it("the environment goes over the plugin's entry as lossless-claw layers them: TZ only when nothing names a zone, LCM_SWEEP_MAX_DEPTH first", () => {
     const { resolveSettings } = require('../plugin/config.cjs')
     const { configFromEnv } = require('../index.js')
-    const zoneWith = (env: Record<string, string>, config: Record<string, unknown>) => {
+    const optionsWith = (env: Record<string, string>, config: Record<string, unknown>) => {
       const saved = { ...process.env }
+      for (const k of Object.keys(process.env)) if (k.startsWith('LCM_') || k === 'TZ') delete process.env[k]
       Object.assign(process.env, env)
       try {
-        return resolveSettings(config, process.env, () => configFromEnv()).engineOptions().timezone
+        return resolveSettings(config, process.env, (base: Record<string, unknown>) => configFromEnv(base)).engineOptions()
       } finally {
-        for (const k of Object.keys(env)) if (saved[k] === undefined) delete process.env[k]
+        for (const k of Object.keys(process.env)) if (!(k in saved)) delete process.env[k]
         Object.assign(process.env, saved)
       }
     }
+    const zoneWith = (env: Record<string, string>, config: Record<string, unknown>) => optionsWith(env, config).timezone
     expect(zoneWith({ TZ: 'America/New_York' }, { timezone: 'Europe/Berlin' })).toBe('Europe/Berlin')
     expect(zoneWith({ TZ: 'America/New_York' }, {})).toBe('America/New_York')
     expect(zoneWith({ TZ: 'America/New_York', LCM_TIMEZONE: 'Asia/Tokyo' }, { timezone: 'Europe/Berlin' })).toBe('Asia/Tokyo')
+    // A variable over the entry's option; lossless-claw 0.15's depth variable over both names.
+    expect(optionsWith({ LCM_FRESH_TAIL_COUNT: '48' }, { freshTailCount: 16, leafMinFanout: 6 })).toMatchObject({ freshTailCount: 48, leafMinFanout: 6 })
+    expect(optionsWith({ LCM_INCREMENTAL_MAX_DEPTH: '1' }, { sweepMaxDepth: 3 }).incrementalMaxDepth).toBe(1)
+    expect(optionsWith({ LCM_SWEEP_MAX_DEPTH: '2', LCM_INCREMENTAL_MAX_DEPTH: '1' }, { incrementalMaxDepth: 0 }).incrementalMaxDepth).toBe(2)
+    expect(() => optionsWith({ LCM_SWEEP_MAX_DEPTH: '-2' }, {})).toThrow(/incrementalMaxDepth \(from LCM_SWEEP_MAX_DEPTH\).*integer >= -1/)
+    expect(() => optionsWith({ LCM_FRESH_TAIL_COUNT: 'lots' }, {})).toThrow(/freshTailCount \(from LCM_FRESH_TAIL_COUNT\)/)
   })
 
   it('databaseScope "agent" names files beside the configured one, whatever the path', () => {

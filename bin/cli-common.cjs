@@ -368,7 +368,7 @@ function settingsOf(args) {
       console.error(`note: ${fieldOf(err, 'message')}; its plugin entry is not used`)
     }
   }
-  const settings = resolveSettings(entry ?? {}, process.env, () => /** @type {Record<string, unknown>} */ (configFromEnv()))
+  const settings = resolveSettings(entry ?? {}, process.env, (base) => /** @type {Record<string, unknown>} */ (configFromEnv(base)))
   const engineOptions = /** @type {Omit<LcmConfig, 'dbPath'>} */ (settings.engineOptions())
   const db = args.db ?? settings.dbPath
   // Named by an error that does not say which file it is about (failureMessage).

@@ -183,8 +183,9 @@ function stateDir(env) {
  * Resolves the plugin's settings. Throws ConfigError naming the option (or the variable).
  * @param {unknown} pluginConfig  `api.pluginConfig`
  * @param {NodeJS.ProcessEnv} env
- * @param {(() => Record<string, unknown>) | undefined} engineEnv  the addon's `configFromEnv`
- *   (lossless-claw's LCM_* variables for engine options); loaded lazily by the caller
+ * @param {((base: Record<string, unknown>) => Record<string, unknown>) | undefined} engineEnv
+ *   the addon's `configFromEnv(base)` (the engine options with lossless-claw's LCM_* variables
+ *   over them); loaded lazily by the caller
  * @returns {PluginSettings}
  */
 function resolveSettings(pluginConfig, env, engineEnv) {
@@ -207,36 +208,23 @@ function resolveSettings(pluginConfig, env, engineEnv) {
   }
   // lossless-claw 0.15's name of incrementalMaxDepth.
   if (cfg.sweepMaxDepth !== undefined && cfg.incrementalMaxDepth === undefined) engine.incrementalMaxDepth = cfg.sweepMaxDepth
-  // lossless-claw reads LCM_SWEEP_MAX_DEPTH before LCM_INCREMENTAL_MAX_DEPTH.
-  const sweepDepthEnv = env.LCM_SWEEP_MAX_DEPTH
-  /** @type {number | undefined} */
-  let sweepDepth
-  if (sweepDepthEnv !== undefined && sweepDepthEnv.trim() !== '') {
-    sweepDepth = Number(sweepDepthEnv)
-    if (!Number.isInteger(sweepDepth) || sweepDepth < -1) throw new ConfigError('sweepMaxDepth (from LCM_SWEEP_MAX_DEPTH)', `${JSON.stringify(sweepDepthEnv)} is not an integer >= -1`)
-  }
   /** @type {Record<string, unknown> | undefined} */
   let merged
+  // The environment over the configuration, as lossless-claw layers them: the engine's
+  // `configFromEnv(base)` applies every rule (each variable's option, LCM_SWEEP_MAX_DEPTH,
+  // TZ only when nothing names a zone), so they are written once.
   const engineOptions = () => {
     if (merged) return merged
-    /** @type {Record<string, unknown>} */
-    let fromEnv = {}
-    if (engineEnv) {
-      try {
-        fromEnv = engineEnv()
-      } catch (err) {
-        const e = /** @type {{ message?: string }} */ (err)
-        const why = String(e?.message ?? err)
-        const failure = new ConfigError('environment', why)
-        // The engine names the option and the variable itself: said once, not nested.
-        if (/^invalid config option /.test(why)) failure.message = `lcm-native: ${why}`
-        throw failure
-      }
+    try {
+      merged = engineEnv ? { ...engineEnv(engine) } : { ...engine }
+    } catch (err) {
+      const e = /** @type {{ message?: string }} */ (err)
+      const why = String(e?.message ?? err)
+      const failure = new ConfigError('environment', why)
+      // The engine names the option and the variable itself: said once, not nested.
+      if (/^invalid config option /.test(why)) failure.message = `lcm-native: ${why}`
+      throw failure
     }
-    // TZ is the system's zone, not an LCM setting: a configured timezone stays unless
-    // LCM_TIMEZONE says otherwise (configFromEnv falls back to TZ only when nothing is set).
-    if (engine.timezone !== undefined && !env.LCM_TIMEZONE?.trim()) delete fromEnv.timezone
-    merged = { ...engine, ...fromEnv, ...(sweepDepth !== undefined ? { incrementalMaxDepth: sweepDepth } : {}) }
     delete merged.dbPath
     delete merged.dbUrl
     return merged

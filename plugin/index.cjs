@@ -69,7 +69,7 @@ function register(api) {
   try {
     // The addon reads lossless-claw's LCM_* variables of the engine options on first use
     // (loading it is deferred), so only the plugin's own options are checked here.
-    settings = resolveSettings(api.pluginConfig, process.env, () => /** @type {Record<string, unknown>} */ (addon().configFromEnv()))
+    settings = resolveSettings(api.pluginConfig, process.env, (base) => /** @type {Record<string, unknown>} */ (addon().configFromEnv(base)))
   } catch (err) {
     invalid = err instanceof Error ? err : new Error(String(err))
     logOnce(logger, `config:${invalid.message}`, 'error', `${invalid.message}. OpenClaw's built-in engine is used until it is fixed.`)

@@ -84,14 +84,28 @@ pub fn engine_option_schema() -> Value {
     Value::Object(crate::config::schema::plugin_schema())
 }
 
-/// Reads lossless-claw's environment variables (`LCM_DATABASE_PATH`, `LCM_FRESH_TAIL_COUNT`,
-/// …, `LCM_TIMEZONE`, then `TZ`) into options for `LcmEngine.open`. Only variables that are
-/// set appear. A malformed value throws E_INVALID_CONFIG naming the variable.
+/// Options for `LcmEngine.open` from lossless-claw's environment variables
+/// (`LCM_DATABASE_PATH`, `LCM_FRESH_TAIL_COUNT`, …, `LCM_TIMEZONE`, then `TZ`): only variables
+/// that are set appear. With `base` (options from a configuration file), `base` with the
+/// environment over it, as lossless-claw layers them: each variable replaces its option,
+/// `LCM_SWEEP_MAX_DEPTH` replaces `incrementalMaxDepth` ahead of `LCM_INCREMENTAL_MAX_DEPTH`,
+/// and `TZ` names the zone only when neither `base` nor `LCM_TIMEZONE` does. A malformed
+/// value throws E_INVALID_CONFIG naming the variable.
 #[napi(ts_return_type = "Partial<LcmConfig>")]
-pub fn config_from_env(env: Env) -> napi::Result<Value> {
-    config::config_from_env(|k| std::env::var(k).ok())
-        .map(Value::Object)
-        .map_err(|e| js_error(&env, e))
+pub fn config_from_env(
+    env: Env,
+    #[napi(ts_arg_type = "Partial<LcmConfig>")] base: Option<JsonArg>,
+) -> napi::Result<Value> {
+    let run = || -> error::Result<Value> {
+        let get = |k: &str| std::env::var(k).ok();
+        let out = match base.map(|b| b.parse("base")).transpose()?.flatten() {
+            None => config::config_from_env(get)?,
+            Some(Value::Object(base)) => config::layer_env(base, get)?,
+            Some(_) => return Err(LcmError::invalid_input("base must be an options object")),
+        };
+        Ok(Value::Object(out))
+    };
+    run().map_err(|e| js_error(&env, e))
 }
 
 /// `messages` (host messages) with the `redactPatterns` value's patterns applied as ingest

@@ -571,11 +571,72 @@ pub(crate) fn config_from_env(get: impl Fn(&str) -> Option<String>) -> Result<Ma
     Ok(out)
 }
 
+/// lossless-claw 0.15's variable for `incrementalMaxDepth`, read before `LCM_INCREMENTAL_MAX_DEPTH`.
+const SWEEP_MAX_DEPTH_VAR: &str = "LCM_SWEEP_MAX_DEPTH";
+
+/// `base` (options from a configuration file, as the OpenClaw plugin's entry gives them) with
+/// the environment over it, as lossless-claw layers them: every `LCM_*` variable that is set
+/// replaces its option; `LCM_SWEEP_MAX_DEPTH` replaces `incrementalMaxDepth` ahead of
+/// `LCM_INCREMENTAL_MAX_DEPTH`; `TZ` (the system's zone, not an LCM setting) names the zone
+/// only when neither `base` nor `LCM_TIMEZONE` does. Errors name the variable.
+pub(crate) fn layer_env(base: Map<String, Value>, get: impl Fn(&str) -> Option<String>) -> Result<Map<String, Value>> {
+    let set = |var: &str| get(var).filter(|v| !v.trim().is_empty());
+    let mut from_env = config_from_env(&get)?;
+    if base.contains_key("timezone") && set("LCM_TIMEZONE").is_none() {
+        from_env.remove("timezone");
+    }
+    if let Some(raw) = set(SWEEP_MAX_DEPTH_VAR) {
+        let depth = raw.trim().parse::<i64>().ok().filter(|d| *d >= -1).ok_or_else(|| {
+            LcmError::invalid_config(
+                format!("incrementalMaxDepth (from {SWEEP_MAX_DEPTH_VAR})"),
+                format!("{:?} is not an integer >= -1", raw.trim()),
+            )
+        })?;
+        from_env.insert("incrementalMaxDepth".into(), Value::from(depth));
+    }
+    let mut out = base;
+    out.extend(from_env);
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
     use std::collections::HashMap;
+
+    /// A configuration with the environment over it: a variable replaces its option, the rest
+    /// stays; TZ names the zone only when nothing else does; lossless-claw 0.15's depth
+    /// variable goes over LCM_INCREMENTAL_MAX_DEPTH; a bad value names its variable.
+    #[test]
+    fn the_environment_goes_over_a_configuration_as_lossless_claw_layers_them() {
+        let env: HashMap<&str, &str> = HashMap::from([
+            ("LCM_FRESH_TAIL_COUNT", "48"),
+            ("TZ", "America/Chicago"),
+            ("LCM_SWEEP_MAX_DEPTH", "2"),
+            ("LCM_INCREMENTAL_MAX_DEPTH", "1"),
+        ]);
+        let get = |k: &str| env.get(k).map(|v| v.to_string());
+        let base = |v: Value| v.as_object().unwrap().clone();
+        let m = layer_env(
+            base(json!({"freshTailCount": 16, "leafMinFanout": 6, "timezone": "Europe/Berlin"})),
+            get,
+        )
+        .unwrap();
+        assert_eq!(m["freshTailCount"], 48);
+        assert_eq!(m["leafMinFanout"], 6);
+        assert_eq!(m["timezone"], "Europe/Berlin");
+        assert_eq!(m["incrementalMaxDepth"], 2);
+        assert_eq!(layer_env(base(json!({})), get).unwrap()["timezone"], "America/Chicago");
+        let bad = |k: &str| (k == "LCM_SWEEP_MAX_DEPTH").then(|| "-2".to_string());
+        let err = layer_env(base(json!({})), bad).unwrap_err();
+        assert_eq!(err.code(), "E_INVALID_CONFIG");
+        assert!(
+            err.to_string()
+                .contains("incrementalMaxDepth (from LCM_SWEEP_MAX_DEPTH)"),
+            "{err}"
+        );
+    }
 
     #[test]
     fn defaults() {

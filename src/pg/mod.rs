@@ -491,10 +491,16 @@ impl Conn {
     pub(crate) fn transaction_as<T>(&self, begin: &str, f: impl FnOnce(&Conn) -> Result<T>) -> Result<T> {
         self.batch(begin)?;
         match f(self) {
-            Ok(v) => {
-                self.batch("COMMIT")?;
-                Ok(v)
-            }
+            Ok(v) => match self.batch("COMMIT") {
+                Ok(()) => Ok(v),
+                Err(e) => {
+                    // A deferred statement that failed before the COMMIT was sent (its
+                    // parameters would not encode) leaves the transaction open: never hand
+                    // the connection back inside it. (After a sent COMMIT this is a no-op.)
+                    let _ = self.batch("ROLLBACK");
+                    Err(e)
+                }
+            },
             Err(e) => {
                 // Nothing of the transaction is to be written: not what still waits either.
                 self.deferred.lock().unwrap_or_else(|p| p.into_inner()).clear();

@@ -266,6 +266,20 @@ fn deferred_statements_ride_with_the_next_round_trip() {
     c.transaction(|c| c.execute_deferred(insert, &[Value::Integer(6)]))
         .unwrap();
     assert_eq!(count(&c), 5);
+    // A parameter that does not encode fails its round trip before the COMMIT is sent: the
+    // transaction is rolled back, not left open on the connection (what went ahead of it,
+    // 7, is not written; the next transaction is one of its own).
+    let e = c
+        .transaction(|c| {
+            c.execute_deferred(insert, &[Value::Integer(7)])?;
+            c.execute_deferred(insert, &[Value::Text("eight".into())])
+        })
+        .unwrap_err();
+    assert_eq!(e.code(), "E_POSTGRES", "{e}");
+    assert_eq!(count(&c), 5);
+    c.transaction(|c| c.execute_deferred(insert, &[Value::Integer(9)]))
+        .unwrap();
+    assert_eq!(count(&c), 6);
     c.batch(&format!("DROP SCHEMA {} CASCADE", quote_ident(&c.schema)))
         .unwrap();
 }

@@ -35,8 +35,9 @@ fn assert_same(engine: &Engine, cid: i64, when: &str) -> Value {
     reused
 }
 
-/// Ingests THEME turn by turn, assembling after each turn; returns the conversation.
-fn ingest_assembling(engine: &Engine) -> i64 {
+/// Ingests THEME turn by turn, running `check` (conversation, when) after each turn; returns
+/// the conversation.
+fn ingest_theme(engine: &Engine, mut check: impl FnMut(i64, &str)) -> i64 {
     let msgs = transcript(THEME);
     let (mut start, mut cid) = (0, 0);
     for i in 1..=msgs.len() {
@@ -45,11 +46,18 @@ fn ingest_assembling(engine: &Engine) -> i64 {
                 .ingest(&Target::Session("theme".into()), &msgs[start..i])
                 .unwrap()
                 .conversation_id;
-            assert_same(engine, cid, &format!("after the turn ending at message {i}"));
+            check(cid, &format!("after the turn ending at message {i}"));
             start = i;
         }
     }
     cid
+}
+
+/// Ingests THEME turn by turn, assembling after each turn; returns the conversation.
+fn ingest_assembling(engine: &Engine) -> i64 {
+    ingest_theme(engine, |cid, when| {
+        assert_same(engine, cid, when);
+    })
 }
 
 /// The id of a text part whose text the assembly shows.
@@ -279,18 +287,9 @@ fn on_postgres_every_writers_edit_of_a_kept_message_shows_at_once() {
         );
         reused
     };
-    let msgs = transcript(THEME);
-    let (mut start, mut cid) = (0, 0);
-    for i in 1..=msgs.len() {
-        if i == msgs.len() || msgs[i]["role"] == "user" {
-            cid = engine
-                .ingest(&Target::Session("theme".into()), &msgs[start..i])
-                .unwrap()
-                .conversation_id;
-            same(cid, &format!("after the turn ending at message {i}"));
-            start = i;
-        }
-    }
+    let cid = ingest_theme(&engine, |cid, when| {
+        same(cid, when);
+    });
     let shown = serde_json::to_string(&same(cid, "back to back")).unwrap();
     let parts = other
         .query(

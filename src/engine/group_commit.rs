@@ -1,8 +1,10 @@
 //! Group commit for ingest: calls that arrive while another one is writing wait for it, then
-//! go into the database together, in one transaction. A gateway serving many sessions sends
-//! many small concurrent ingests; each commit costs about fifteen log frames whatever it holds,
-//! so sharing one commit raises throughput. Each call stays atomic on its own (see
-//! [`messages::ingest_group`]): its messages are all stored or none are.
+//! go into the database together, in one transaction through the backend's write door (on
+//! SQLite and PostgreSQL alike). A gateway serving many sessions sends many small concurrent
+//! ingests; each commit costs about fifteen log frames on SQLite (a WAL flush and the schema's
+//! write lock on PostgreSQL) whatever it holds, so sharing one commit raises throughput. Each
+//! call stays atomic on its own (see [`messages::ingest_group`]): its messages are all stored
+//! or none are.
 //!
 //! The first caller to find no writer at work becomes the leader: it takes the queued jobs,
 //! writes them and hands every caller its result; if more calls queued meanwhile, it passes

@@ -267,7 +267,22 @@ mod tests {
     #[test]
     fn concurrent_ingests_share_commits_and_stay_atomic_each() {
         let dir = tempfile::tempdir().unwrap();
-        let engine = Arc::new(engine_with(&dir, json!({})));
+        concurrent_ingests(engine_with(&dir, json!({})));
+    }
+
+    /// The same on PostgreSQL, where the group's transaction holds the schema's write lock.
+    #[test]
+    fn concurrent_ingests_share_commits_and_stay_atomic_each_on_postgres() {
+        let Some((location, url)) = crate::test_support::pg_test_url("group_commit") else {
+            return;
+        };
+        let options = json!({ "dbPath": url });
+        concurrent_ingests(Engine::open(crate::config::Config::from_options(&options, None).unwrap()).unwrap());
+        crate::test_support::drop_test_schema(&location);
+    }
+
+    fn concurrent_ingests(engine: Engine) {
+        let engine = Arc::new(engine);
         let threads = 8;
         let rounds = 40;
         let barrier = Arc::new(Barrier::new(threads));

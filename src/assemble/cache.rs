@@ -75,13 +75,6 @@ impl WrapperFacts {
     }
 }
 
-/// What one assembly may reuse and leaves behind.
-pub(crate) struct Reuse<'a> {
-    pub cache: &'a mut RenderCache,
-    /// The stamp of stored messages' rewrites in the assembly's snapshot (`Backend::read_stamped`).
-    pub stamp: (u64, i64),
-}
-
 impl RenderCache {
     /// Empties the cache unless `stamp` (`Backend::read_stamped`'s, read in the snapshot the
     /// assembly reads in) is the one its entries were rendered at.
@@ -89,6 +82,22 @@ impl RenderCache {
         if self.stamp != Some(stamp) {
             self.conversations.clear();
             self.stamp = Some(stamp);
+        }
+    }
+
+    /// The conversation's entry for an assembly whose snapshot has `stamp`
+    /// (`Backend::read_stamped`'s), after emptying the cache if the stamp moved. Taken out:
+    /// the assembly renders into it without holding the cache, and `check_in` puts it back.
+    pub(crate) fn check_out(&mut self, stamp: (u64, i64), conversation_id: i64) -> Rendered {
+        self.validate_stamp(stamp);
+        self.take(conversation_id)
+    }
+
+    /// Keeps what an assembly at `stamp` rendered, unless another assembly moved the cache to
+    /// another stamp meanwhile (entries are only ever kept beside those of their own stamp).
+    pub(crate) fn check_in(&mut self, stamp: (u64, i64), conversation_id: i64, rendered: Rendered) {
+        if self.stamp == Some(stamp) {
+            self.keep(conversation_id, rendered);
         }
     }
 
@@ -181,5 +190,27 @@ mod tests {
         cache.keep(1, rendered(3, 10));
         cache.validate_stamp((8, 2));
         assert!(cache.is_empty());
+    }
+
+    /// Assemblies check entries out and in without holding the cache in between: entries of
+    /// several conversations come back; one rendered at a stamp the cache has moved on from
+    /// does not.
+    #[test]
+    fn entries_checked_out_together_come_back_unless_the_stamp_moved() {
+        let mut cache = RenderCache::default();
+        let (one, two) = (cache.check_out((1, 1), 1), cache.check_out((1, 1), 2));
+        assert!(one.messages.is_empty() && two.messages.is_empty());
+        cache.check_in((1, 1), 1, rendered(2, 10));
+        cache.check_in((1, 1), 2, rendered(3, 10));
+        assert_eq!(cache.len(), 5);
+        let older = cache.check_out((1, 1), 1);
+        assert_eq!(older.messages.len(), 2);
+        // A newer snapshot's assembly meanwhile: the cache moves to its stamp, empty.
+        assert!(cache.check_out((2, 1), 2).messages.is_empty());
+        assert!(cache.is_empty());
+        cache.check_in((1, 1), 1, older);
+        assert!(cache.is_empty(), "an entry of the older stamp came back");
+        cache.check_in((2, 1), 2, rendered(3, 10));
+        assert_eq!(cache.len(), 3);
     }
 }

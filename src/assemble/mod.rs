@@ -32,7 +32,7 @@ use crate::store::messages::load_parts;
 use crate::store::normalize::Role;
 use crate::store::totals;
 use crate::tokens;
-use cache::{Rendered, Reuse, Wrapper, WrapperFacts};
+use cache::{Rendered, Wrapper, WrapperFacts};
 use render::{HostMessage, Msg, SummaryView};
 use repair::RepairStats;
 
@@ -281,32 +281,28 @@ pub fn assemble(
     // One read transaction: the totals, the items and their rows are one snapshot even while
     // ingest or another process writes.
     let snapshot = conn.unchecked_transaction()?;
-    assemble_reusing(Db::Sqlite(&snapshot), config, conversation_id, options, None)
+    let (out, _) = assemble_reusing(
+        Db::Sqlite(&snapshot),
+        config,
+        conversation_id,
+        options,
+        Rendered::default(),
+    )?;
+    Ok(out)
 }
 
-/// `assemble_in` inside the caller's read snapshot `db`, for a conversation that must exist,
-/// reusing the messages earlier assemblies rendered when `reuse`'s stamp says nothing can
-/// have changed them, and leaving this one's in its cache.
+/// `assemble_in` inside the caller's read snapshot `db`, for a conversation that must exist:
+/// `rendered` is what earlier assemblies rendered and is still right (`cache::check_out`),
+/// and comes back with this one's.
 pub(crate) fn assemble_reusing(
     db: Db,
     config: &Config,
     conversation_id: i64,
     options: &AssembleOptions,
-    mut reuse: Option<Reuse<'_>>,
-) -> Result<Assembled> {
+    rendered: Rendered,
+) -> Result<(Assembled, Rendered)> {
     conversations::get(db, conversation_id)?;
-    let rendered = match reuse.as_mut() {
-        Some(r) => {
-            r.cache.validate_stamp(r.stamp);
-            r.cache.take(conversation_id)
-        }
-        None => Rendered::default(),
-    };
-    let (assembled, rendered) = assemble_in(db, config, conversation_id, options, rendered)?;
-    if let Some(r) = reuse {
-        r.cache.keep(conversation_id, rendered);
-    }
-    Ok(assembled)
+    assemble_in(db, config, conversation_id, options, rendered)
 }
 
 /// The assembly itself, inside the caller's read snapshot, on either engine: `rendered` holds

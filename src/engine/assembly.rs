@@ -5,9 +5,9 @@
 //! as not to hold the writer. Also what compaction measures against its budget (`fit`).
 
 use std::collections::HashSet;
-use std::sync::{Mutex, MutexGuard, TryLockError};
+use std::sync::{Mutex, MutexGuard};
 
-use crate::assemble::{assemble_reusing, cache::RenderCache, cache::Reuse, AssembleOptions, Assembled};
+use crate::assemble::{assemble_reusing, cache::RenderCache, AssembleOptions, Assembled};
 use crate::compaction::{ContextFit, Deps};
 use crate::error::Result;
 
@@ -31,11 +31,17 @@ impl Assemblies {
         let large = || self.large.lock().unwrap_or_else(|e| e.into_inner());
         let on_reader = large().contains(&conversation_id);
         let out = deps.backend.read_stamped(on_reader, |db, stamp| {
-            let mut cache = stamp.and_then(|_| self.cache());
-            let reuse = stamp
-                .zip(cache.as_deref_mut())
-                .map(|(stamp, cache)| Reuse { cache, stamp });
-            assemble_reusing(db, &deps.config, conversation_id, options, reuse)
+            // The cache is held only to take this conversation's entry out and to put it
+            // back: assemblies of other conversations (on PostgreSQL, in parallel) use it too.
+            let rendered = match stamp {
+                Some(stamp) => self.cache().check_out(stamp, conversation_id),
+                None => Default::default(),
+            };
+            let (out, rendered) = assemble_reusing(db, &deps.config, conversation_id, options, rendered)?;
+            if let Some(stamp) = stamp {
+                self.cache().check_in(stamp, conversation_id, rendered);
+            }
+            Ok(out)
         })?;
         if out.stats.total_context_items > LARGE_CONTEXT_ITEMS {
             large().insert(conversation_id);
@@ -45,20 +51,15 @@ impl Assemblies {
         Ok(out)
     }
 
-    /// The render cache, unless another assembly is using it (PostgreSQL assembles in
-    /// parallel; that one then renders all it keeps). After a panic mid-assembly it starts
-    /// over rather than trust what was left.
-    fn cache(&self) -> Option<MutexGuard<'_, RenderCache>> {
-        match self.rendered.try_lock() {
-            Ok(guard) => Some(guard),
-            Err(TryLockError::WouldBlock) => None,
-            Err(TryLockError::Poisoned(e)) => {
-                self.rendered.clear_poison();
-                let mut cache = e.into_inner();
-                *cache = Default::default();
-                Some(cache)
-            }
-        }
+    /// The render cache; after a panic while it was held it starts over rather than trust
+    /// what was left.
+    fn cache(&self) -> MutexGuard<'_, RenderCache> {
+        self.rendered.lock().unwrap_or_else(|e| {
+            self.rendered.clear_poison();
+            let mut cache = e.into_inner();
+            *cache = Default::default();
+            cache
+        })
     }
 
     /// What `assemble` would send for `token_budget` now, as a `ContextFit` whose before and

@@ -269,7 +269,8 @@ fn on_postgres_every_writers_edit_of_a_kept_message_shows_at_once() {
         let read = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
         let out = other
             .transaction_as(read, |c| {
-                crate::assemble::assemble_reusing(c.into(), engine.config(), cid, &options(), None)
+                crate::assemble::assemble_reusing(c.into(), engine.config(), cid, &options(), Default::default())
+                    .map(|(out, _)| out)
             })
             .unwrap();
         serde_json::to_value(out).unwrap()

@@ -302,10 +302,7 @@ impl Db<'_> {
     /// waiting for its own answer; an error then shows there. SQLite runs it at once.
     pub(crate) fn execute_deferred(&self, sql: &str, params: &[&dyn ToSql]) -> Result<()> {
         match self {
-            Db::Sqlite(c) => {
-                c.prepare_cached(sql)?.execute(params)?;
-                Ok(())
-            }
+            Db::Sqlite(_) => self.execute(sql, params).map(drop),
             Db::Pg(c) => c.execute_deferred(&translate(sql), &values(params)?),
         }
     }

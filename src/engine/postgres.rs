@@ -178,6 +178,48 @@ mod tests {
         Engine::open(Config::from_options(&options, None).unwrap()).unwrap()
     }
 
+    /// A schema without the count of message rewrites (made before it), opened read-only so
+    /// that it cannot be added: assembly runs without the render cache, with the same result.
+    #[test]
+    fn a_read_only_schema_without_the_rewrite_count_assembles_uncached() {
+        let Some((location, url)) = crate::test_support::pg_test_url("no_rewrite_count") else {
+            return;
+        };
+        let target = Target::Session("s".into());
+        let writer = open(&url);
+        let cid = writer
+            .ingest(&target, &transcript(THEME)[..12])
+            .unwrap()
+            .conversation_id;
+        let options = AssembleOptions {
+            token_budget: 10_000,
+            fresh_tail_count: None,
+            presentation: None,
+        };
+        let expected = serde_json::to_value(writer.assemble(cid, &options).unwrap().messages).unwrap();
+        drop(writer);
+        location
+            .connect()
+            .unwrap()
+            .batch(
+                "DROP TRIGGER lcm_messages_rewritten ON messages; DROP TRIGGER lcm_message_parts_rewritten ON message_parts;
+                 DROP TABLE lcm_native_message_rewrites",
+            )
+            .unwrap();
+        let read_only = json!({ "dbPath": url, "readOnly": true, "timezone": "UTC", "freshTailCount": 8 });
+        let reader = Engine::open(Config::from_options(&read_only, None).unwrap()).unwrap();
+        for _ in 0..2 {
+            let shown = serde_json::to_value(reader.assemble(cid, &options).unwrap().messages).unwrap();
+            assert_eq!(shown, expected);
+        }
+        assert!(
+            reader.assemblies.rendered.lock().unwrap().is_empty(),
+            "a cache without a stamp"
+        );
+        drop(reader);
+        crate::test_support::drop_test_schema(&location);
+    }
+
     /// A schema an earlier lcm-native made, without the prompt-cache report's table and the
     /// stored-message counts, gets them at the next open (its messages counted); the report
     /// then follows assemblies and turns as on SQLite, and the counts every new message.

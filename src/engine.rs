@@ -11,23 +11,27 @@ mod postgres;
 mod prompt_cache;
 mod redaction;
 
+use crate::api::{
+    ContextFit, DepthFidelity, Description, DrainReport, Evaluation, ExpandOptions, Expansion, GrepOptions, GrepResult,
+    IngestOptions, PassOptions, PassResult, Progress, RedactionResult, RewritePreview, RewriteResult, ScoreReport,
+    SummaryFilter, SweepOptions, SweepResult, SweepTarget,
+};
+use crate::assemble::Assembled;
 use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::compaction::{
-    self, ContextFit, Deps, Evaluation, PassOptions, PassResult, SweepOptions, SweepResult, SweepTarget,
-};
+use crate::compaction::{self, Deps};
 use crate::config::Config;
 use crate::db::migrate::MigrationReport;
 use crate::error::{LcmError, Result};
 use crate::prompts::{PromptDirs, PromptSet};
 use crate::recall;
 use crate::store::conversations::{self, ConversationInfo, SessionConversation, Target};
-use crate::store::messages::{self, IngestOptions, IngestOutcome, StoredMessage};
+use crate::store::messages::{self, IngestOutcome, StoredMessage};
 use crate::store::summaries::{self, SummaryRecord};
 use crate::summarizer::{Summarizer, SummaryKind};
-pub(crate) use files::{migrate_file, snapshot_file, MigrateOptions};
+pub(crate) use files::{migrate_file, snapshot_file};
 use group_commit::GroupCommit;
 use locks::{ConversationLocks, Turn};
 
@@ -92,7 +96,7 @@ impl Engine {
     }
 
     /// Stores what the OpenClaw plugin spooled under `base` (see `crate::spool`).
-    pub fn drain_spool(&self, base: &str) -> Result<crate::spool::drain::DrainReport> {
+    pub fn drain_spool(&self, base: &str) -> Result<DrainReport> {
         crate::spool::drain::run(base, |target, messages, options| {
             self.ingest_with(target, messages, options)
         })
@@ -114,7 +118,8 @@ impl Engine {
             flags: self.deps.flags,
             after: &report,
         };
-        self.ingests.ingest(arrival, &door, target.clone(), normalized, options)
+        self.ingests
+            .ingest(arrival, &door, target.clone(), normalized, options.into())
     }
 
     /// The conversation a session maps to, if there is one (nothing is created).
@@ -140,14 +145,14 @@ impl Engine {
 
     /// Summaries of a conversation in creation order (or newest first), optionally one depth
     /// and one page.
-    pub fn summaries(&self, conversation_id: i64, filter: &summaries::SummaryFilter) -> Result<Vec<SummaryRecord>> {
+    pub fn summaries(&self, conversation_id: i64, filter: &SummaryFilter) -> Result<Vec<SummaryRecord>> {
         self.deps
             .backend
-            .read(|db| summaries::list(db, conversation_id, filter))
+            .read(|db| summaries::list(db, conversation_id, filter.listing()))
     }
 
     /// Per-depth distribution of a conversation's stored fidelity scores.
-    pub fn fidelity(&self, conversation_id: i64) -> Result<Vec<crate::fidelity::survey::DepthFidelity>> {
+    pub fn fidelity(&self, conversation_id: i64) -> Result<Vec<DepthFidelity>> {
         self.deps.backend.read(|db| {
             conversations::get(db, conversation_id)?;
             crate::fidelity::survey::distribution(db, conversation_id)
@@ -155,7 +160,7 @@ impl Engine {
     }
 
     /// Scores the summaries without a score (all of them with `all`) and stores the scores.
-    pub fn score_fidelity(&self, conversation_id: i64, all: bool) -> Result<crate::fidelity::survey::ScoreReport> {
+    pub fn score_fidelity(&self, conversation_id: i64, all: bool) -> Result<ScoreReport> {
         self.deps.backend.check_writable()?;
         let zone = self.deps.config.zone;
         self.deps
@@ -166,11 +171,7 @@ impl Engine {
     /// The context for the next turn, within `options.token_budget`, with what it kept of the
     /// previous one (`stats.previousTokens`, `stats.keptTokens`), which the prompt-cache
     /// report adds up.
-    pub fn assemble(
-        &self,
-        conversation_id: i64,
-        options: &crate::assemble::AssembleOptions,
-    ) -> Result<crate::assemble::Assembled> {
+    pub fn assemble(&self, conversation_id: i64, options: &crate::api::AssembleOptions) -> Result<Assembled> {
         let mut out = self.assemblies.assemble(&self.deps, conversation_id, options)?;
         self.prompt_cache.record(&self.deps.backend, conversation_id, &mut out);
         Ok(out)
@@ -192,7 +193,7 @@ impl Engine {
     }
 
     /// Finds messages and summaries of one conversation (or all) by text, regex or substring.
-    pub fn grep(&self, conversation_id: Option<i64>, options: &recall::GrepOptions) -> Result<recall::GrepResult> {
+    pub fn grep(&self, conversation_id: Option<i64>, options: &GrepOptions) -> Result<GrepResult> {
         let trigram = self.deps.flags.has_cjk_fts;
         self.deps
             .backend
@@ -200,14 +201,14 @@ impl Engine {
     }
 
     /// One summary or message, and where it sits in the DAG.
-    pub fn describe(&self, id: &recall::ItemId) -> Result<recall::Description> {
+    pub fn describe(&self, id: &recall::ItemId) -> Result<Description> {
         self.deps
             .backend
             .read(|db| recall::describe(db, id, self.deps.config.zone))
     }
 
     /// What a summary stands for, walked down within a token budget.
-    pub fn expand(&self, summary_id: &str, options: &recall::ExpandOptions) -> Result<recall::Expansion> {
+    pub fn expand(&self, summary_id: &str, options: &ExpandOptions) -> Result<Expansion> {
         self.deps.backend.read(|db| recall::expand(db, summary_id, options))
     }
 
@@ -336,8 +337,8 @@ impl Engine {
         options: &crate::redact::RedactOptions,
         summarizer: Arc<dyn Summarizer>,
         cancel: &std::sync::atomic::AtomicBool,
-        progress: &(dyn Fn(crate::rewrite::Progress) + Send + Sync),
-    ) -> Result<crate::redact::RedactionResult> {
+        progress: &(dyn Fn(Progress) + Send + Sync),
+    ) -> Result<RedactionResult> {
         let started = std::time::Instant::now();
         let scope = redaction::scope(&self.deps, options)?;
         let mut turns = Vec::with_capacity(scope.conversations.len());
@@ -356,8 +357,8 @@ impl Engine {
         summarizer: Arc<dyn Summarizer>,
         options: &crate::rewrite::RewriteOptions,
         cancel: &std::sync::atomic::AtomicBool,
-        progress: &(dyn Fn(crate::rewrite::Progress) + Send + Sync),
-    ) -> Result<crate::rewrite::RewriteResult> {
+        progress: &(dyn Fn(Progress) + Send + Sync),
+    ) -> Result<RewriteResult> {
         if options.apply {
             self.deps.backend.check_writable()?;
         }
@@ -377,7 +378,7 @@ impl Engine {
         conversation_id: i64,
         summary_id: &str,
         options: &crate::rewrite::RewriteOptions,
-    ) -> Result<crate::rewrite::RewritePreview> {
+    ) -> Result<RewritePreview> {
         crate::rewrite::preview(&self.deps, conversation_id, summary_id, options)
     }
 

@@ -11,6 +11,7 @@
 #![warn(unreachable_pub)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+mod api;
 mod assemble;
 mod compaction;
 mod config;
@@ -47,8 +48,9 @@ mod typegen;
 
 /// What the profiling probes (bench/probes/) use of the core, and nothing else.
 pub mod probe {
-    pub use crate::assemble::{assemble, AssembleOptions};
-    pub use crate::compaction::{PassOptions, SweepOptions};
+    pub use crate::api::assembly::AssembleOptions;
+    pub use crate::api::compaction::{PassOptions, SweepOptions};
+    pub use crate::assemble::assemble;
     pub use crate::config::Config;
     pub use crate::db::open_configured;
     pub use crate::engine::Engine;

@@ -8,6 +8,7 @@
 //! answer could depend on the unread middle; the caller reads more and asks again, so every
 //! decision is the one the fully read context would make.
 
+use crate::api::ItemKind;
 use crate::config::Config;
 use crate::error::{LcmError, Result};
 use crate::sql::Db;
@@ -132,15 +133,6 @@ pub(crate) struct ReadMore;
 
 /// What a selection returns on a partly read context.
 pub(crate) type Pick<T> = std::result::Result<T, ReadMore>;
-
-/// What a context item (or a search hit) is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[serde(rename_all = "lowercase")]
-pub enum ItemKind {
-    Message,
-    Summary,
-}
 
 /// A live context item.
 #[derive(Clone, Debug, serde::Serialize)]

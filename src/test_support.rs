@@ -1,13 +1,13 @@
 //! What tests share: scripted summarizers, engines in temporary directories, synthetic and
 //! real conversations, and the invariant check every compaction test ends with.
 
+use crate::api::{SweepOptions, SweepResult};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
 
-use crate::compaction::{SweepOptions, SweepResult};
 use crate::config::Config;
 use crate::engine::Engine;
 use crate::offline::OfflineSummarizer;
@@ -296,7 +296,7 @@ pub(crate) fn on_both_engines(tag: &str, mut check: impl FnMut(crate::sql::Db, c
         std::env::var("LCM_TEST_DATABASE_URL").unwrap(),
         location.schema
     );
-    crate::copy::run(crate::copy::CopyOptions::new(&fresh, &url)).unwrap();
+    crate::copy::run(crate::api::CopyOptions::new(&fresh, &url)).unwrap();
     let pg = location.connect().unwrap();
     check(crate::sql::Db::Pg(&pg), flags, "postgres");
     pg.batch(&format!(

@@ -35,24 +35,13 @@ macro_rules! declarations {
 
 /// Every generated input type: what JavaScript passes in, as the core reads it (`input`).
 fn generated_inputs(cfg: &Config) -> Vec<String> {
-    use crate::assemble::AssembleOptions;
-    use crate::compaction::{CompactOptions, EvaluateOptions, PassOptions, SweepTarget};
-    use crate::config::{Config, LcmOptions, Presentation, RedactPatterns};
-    use crate::copy::CopyOptions;
-    use crate::engine::MigrateOptions;
-    use crate::fidelity::survey::ScoreScope;
-    use crate::prompts::{ExportOptions, PromptOptions};
-    use crate::recall::{
-        expand::ExpandOptions,
-        grep::{GrepOptions, Mode, Scope, Sort},
+    use crate::api::{
+        AssembleOptions, CompactOptions, CopyOptions, EvaluateOptions, ExpandOptions, ExportOptions, GrepOptions,
+        IngestOptions, MessagePage, MigrateOptions, Mode, PassOptions, Presentation, PreviewOptions, PromptOptions,
+        RedactRequest, ResetKind, ResetRequest, RewriteRequest, Scope, ScoreScope, Sort, SummaryFilter, SweepTarget,
+        TurnRecord,
     };
-    use crate::redact::RedactRequest;
-    use crate::rewrite::{PreviewOptions, RewriteRequest};
-    use crate::store::{
-        lifecycle::{ResetKind, ResetRequest},
-        messages::{IngestOptions, MessagePage, TurnRecord},
-        summaries::SummaryFilter,
-    };
+    use crate::config::{Config, LcmOptions, RedactPatterns};
     use crate::summarizer::TimeoutPolicy;
     declarations![cfg;
         Presentation, RedactPatterns, LcmOptions, Config, IngestOptions, TurnRecord, MessagePage, SummaryFilter, ScoreScope, PassOptions, SweepTarget,
@@ -63,32 +52,19 @@ fn generated_inputs(cfg: &Config) -> Vec<String> {
 
 /// Every generated type, in the order a reader meets them.
 fn generated() -> String {
+    use crate::api::{
+        ChainLink, ContextFit, CopyReport, CoveredMessages, DepthFidelity, Description, DrainReport, Entry, Evaluation,
+        Expansion, GrepHit, GrepPartial, GrepResult, HeldTurn, IngestResult, InputRef, ItemKind, LeafTrigger, Level,
+        LockState, MessageDescription, PartInfo, PassFailure, PassResult, Progress, PromptSource, PromptText,
+        RedactionResult, RewriteEntry, RewritePreview, RewriteResult, RollingTrigger, ScoreReport, SearchedBy,
+        SequenceValue, SpoolStatus, StopReason, SummaryDescription, SweepResult, TableDigest,
+    };
     use crate::assemble::{repair::RepairStats, AssembleStats, Assembled};
-    use crate::binding::engine::IngestResult;
-    use crate::compaction::{
-        escalation::Level,
-        evaluate::{LeafTrigger, RollingTrigger},
-        ContextFit, Evaluation, PassFailure, PassResult, StopReason, SweepResult,
-    };
-    use crate::copy::{CopyReport, SequenceValue, TableDigest};
     use crate::db::migrate::{BackfillReport, MigrationReport};
-    use crate::fidelity::{survey::DepthFidelity, survey::ScoreReport, Fidelity};
+    use crate::fidelity::Fidelity;
     use crate::history::{Reason, SummaryVersion, TemplateRef};
-    use crate::live::{ContextEntry, ItemKind};
-    use crate::prompts::{PromptSource, PromptText, PromptVars};
-    use crate::recall::{
-        coverage::ChainLink,
-        describe::{CoveredMessages, Description, InputRef, MessageDescription, PartInfo, SummaryDescription},
-        expand::{Entry, Expansion},
-        grep::{GrepHit, GrepPartial, GrepResult, SearchedBy},
-    };
-    use crate::redact::RedactionResult;
-    use crate::rewrite::{Progress, RewriteEntry, RewritePreview, RewriteResult};
-    use crate::spool::{
-        drain::{DrainReport, HeldTurn},
-        lock::LockState,
-        SpoolStatus,
-    };
+    use crate::live::ContextEntry;
+    use crate::prompts::PromptVars;
     use crate::store::fidelity_scores::StoredFidelity;
     use crate::store::{
         conversations::{ConversationInfo, SessionConversation},

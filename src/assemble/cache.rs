@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 
 use super::render::Msg;
-use crate::config::Presentation;
+use crate::api::Presentation;
 use crate::live::SummaryFacts;
 
 /// Conversations whose last context is kept; the least recently assembled goes first.

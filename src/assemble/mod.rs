@@ -18,12 +18,13 @@ pub(crate) mod repair;
 #[cfg(test)]
 mod tests;
 
+use crate::api::{AssembleOptions, Presentation};
 use std::collections::{HashMap, HashSet};
 
 use rusqlite::Connection;
 use serde::Serialize;
 
-use crate::config::{Config, Presentation};
+use crate::config::Config;
 use crate::error::Result;
 use crate::live::{ItemRef, LiveContext, TailRule, TailWalk};
 use crate::sql::Db;
@@ -39,71 +40,6 @@ use repair::RepairStats;
 /// Put first when the kept messages begin inside a turn.
 pub(crate) const TURN_START_NOTE: &str =
     "[lcm-native] The start of this turn is not shown: it did not fit the context budget.";
-
-/// Options of `assemble`.
-#[derive(Clone, Debug, serde::Deserialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct AssembleOptions {
-    /// The model's context budget for these messages.
-    #[serde(deserialize_with = "crate::input::positive")]
-    pub token_budget: i64,
-    /// Overrides the configured fresh tail for this call.
-    #[serde(default, skip_serializing, deserialize_with = "crate::input::opt_non_negative")]
-    pub fresh_tail_count: Option<i64>,
-    /// Overrides the configured presentation of summaries.
-    #[serde(default, skip_serializing)]
-    pub presentation: Option<Presentation>,
-}
-
-#[derive(Clone, Debug, Serialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[serde(rename_all = "camelCase")]
-pub struct AssembleStats {
-    /// Live items of each kind, before the budget is applied.
-    pub raw_message_count: i64,
-    pub summary_count: i64,
-    pub total_context_items: i64,
-    /// Live items emitted (before pairing repair added or dropped messages), and those evicted
-    /// (oldest first) with their stored tokens.
-    pub kept_items: i64,
-    pub evicted_items: i64,
-    /// Stored tokens of the evicted items.
-    pub evicted_tokens: i64,
-    pub fresh_tail_items: i64,
-    pub fresh_tail_tokens: i64,
-    /// True when the fresh tail alone exceeds the budget (it is kept anyway).
-    pub fresh_tail_over_budget: bool,
-    /// True when the kept messages began inside a turn (an assistant message or tool result)
-    /// and a short user note saying so was put first, as strict providers require.
-    pub turn_start_omitted: bool,
-    #[serde(flatten)]
-    pub repair: RepairStats,
-    /// Estimated tokens of the previous assembly of this conversation (`LcmEngine.assemble`;
-    /// null when none is known), and how many of them this one begins with, unchanged: the
-    /// prefix a provider's prompt cache serves (the whole previous assembly, between two
-    /// compactions).
-    pub previous_tokens: Option<i64>,
-    pub kept_tokens: Option<i64>,
-}
-
-/// What `assemble` returns: the messages for the model and how they were chosen.
-#[derive(Clone, Debug, Serialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[cfg_attr(test, ts(rename = "AssembleResult"))]
-#[serde(rename_all = "camelCase")]
-pub struct Assembled {
-    #[cfg_attr(test, ts(type = "AssembledMessage[]"))]
-    pub messages: Vec<HostMessage>,
-    /// Estimated tokens of what is emitted, summary wrappers included.
-    pub estimated_tokens: i64,
-    pub stats: AssembleStats,
-    /// What each emitted message is (`m<id>`, `s<id>`, or what repair added) and its tokens,
-    /// to compare the next assembly with (`engine::prompt_cache`).
-    #[serde(skip)]
-    #[cfg_attr(test, ts(skip))]
-    pub(crate) outline: Vec<(String, i64)>,
-}
 
 impl Assembled {
     /// About how long the JSON text of this result is (a little more, rarely less).
@@ -470,4 +406,53 @@ pub(crate) fn assemble_in(
         },
     };
     Ok((assembled, rendered))
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct AssembleStats {
+    /// Live items of each kind, before the budget is applied.
+    pub raw_message_count: i64,
+    pub summary_count: i64,
+    pub total_context_items: i64,
+    /// Live items emitted (before pairing repair added or dropped messages), and those evicted
+    /// (oldest first) with their stored tokens.
+    pub kept_items: i64,
+    pub evicted_items: i64,
+    /// Stored tokens of the evicted items.
+    pub evicted_tokens: i64,
+    pub fresh_tail_items: i64,
+    pub fresh_tail_tokens: i64,
+    /// True when the fresh tail alone exceeds the budget (it is kept anyway).
+    pub fresh_tail_over_budget: bool,
+    /// True when the kept messages began inside a turn (an assistant message or tool result)
+    /// and a short user note saying so was put first, as strict providers require.
+    pub turn_start_omitted: bool,
+    #[serde(flatten)]
+    pub repair: RepairStats,
+    /// Estimated tokens of the previous assembly of this conversation (`LcmEngine.assemble`;
+    /// null when none is known), and how many of them this one begins with, unchanged: the
+    /// prefix a provider's prompt cache serves (the whole previous assembly, between two
+    /// compactions).
+    pub previous_tokens: Option<i64>,
+    pub kept_tokens: Option<i64>,
+}
+
+/// What `assemble` returns: the messages for the model and how they were chosen.
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[cfg_attr(test, ts(rename = "AssembleResult"))]
+#[serde(rename_all = "camelCase")]
+pub struct Assembled {
+    #[cfg_attr(test, ts(type = "AssembledMessage[]"))]
+    pub messages: Vec<HostMessage>,
+    /// Estimated tokens of what is emitted, summary wrappers included.
+    pub estimated_tokens: i64,
+    pub stats: AssembleStats,
+    /// What each emitted message is (`m<id>`, `s<id>`, or what repair added) and its tokens,
+    /// to compare the next assembly with (`engine::prompt_cache`).
+    #[serde(skip)]
+    #[cfg_attr(test, ts(skip))]
+    pub(crate) outline: Vec<(String, i64)>,
 }

@@ -19,17 +19,6 @@ use crate::store::normalize::Role;
 pub(crate) const SYNTHETIC_TEXT: &str =
     "[lcm-native] missing tool result in session history; inserted synthetic error result for transcript repair.";
 
-/// What the pairing repair of tool calls and results changed.
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[serde(rename_all = "camelCase")]
-pub struct RepairStats {
-    pub orphan_results_dropped: i64,
-    pub synthetic_results: i64,
-    pub duplicate_calls_removed: i64,
-    pub empty_messages_dropped: i64,
-}
-
 /// The id of a tool call in a block of a message's JSON (the validator's reading of what
 /// `BlockKind::Call` is).
 #[cfg(test)]
@@ -340,4 +329,15 @@ mod tests {
             assert!(validate(&seq).is_err(), "{seq:?}");
         }
     }
+}
+
+/// What the pairing repair of tool calls and results changed.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct RepairStats {
+    pub orphan_results_dropped: i64,
+    pub synthetic_results: i64,
+    pub duplicate_calls_removed: i64,
+    pub empty_messages_dropped: i64,
 }

@@ -8,10 +8,9 @@ use serde_json::{json, Value};
 
 use super::repair::{validate, SYNTHETIC_TEXT};
 use super::*;
-use crate::compaction::PassOptions;
+use crate::api::{PassOptions, Presentation, SummaryFilter};
 use crate::engine::Engine;
 use crate::store::conversations::Target;
-use crate::store::summaries::SummaryFilter;
 use crate::summarizer::SummaryKind;
 use crate::test_support::{compact_offline, engine_with, synthetic, with_synthetic, Scripted};
 use crate::test_support::{transcript, REFACTOR, THEME};

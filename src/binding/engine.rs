@@ -13,31 +13,19 @@ use super::bridge::{
 };
 use super::signals::{report_progress, RunControls};
 use super::summarize::SummarizerArg;
-use crate::compaction::{CompactOptions, EvaluateOptions, PassOptions};
+use crate::api::{
+    AssembleOptions, CompactOptions, EvaluateOptions, ExpandOptions, GrepOptions, IngestOptions, MessagePage,
+    PassOptions, PreviewOptions, ResetRequest, RewriteRequest, ScoreScope, SummaryFilter,
+};
+use crate::api::{IngestResult, Progress};
 use crate::config::{Config, LcmOptions};
 use crate::engine::Engine;
 use crate::error::{self, LcmError};
-use crate::fidelity::survey::ScoreScope;
 use crate::input::{ConversationId, NonEmpty, Positive};
 use crate::redact::RedactOptions;
 use crate::store::conversations::Target;
-use crate::store::lifecycle::ResetRequest;
-use crate::store::messages::{IngestOptions, IngestOutcome, MessagePage};
-use crate::store::summaries::SummaryFilter;
 use crate::summarizer::SummaryKind;
-use crate::{assemble, recall, rewrite};
-
-/// What `ingest` did.
-#[derive(serde::Serialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct IngestResult {
-    #[serde(flatten)]
-    outcome: IngestOutcome,
-    /// Lone UTF-16 surrogates (half an emoji) stored as U+FFFD. Counted by the binding, which
-    /// repairs them while it reads the messages.
-    replaced_surrogates: usize,
-}
+use crate::{recall, rewrite};
 
 /// One lcm database. Create it with `LcmEngine.open`; every method returns a Promise and does
 /// its work off Node's main thread.
@@ -370,10 +358,10 @@ impl LcmEngine {
         let summarizer = SummarizerArg::from_js(summarize);
         self.run_controlled(env, options, move |engine, run| async move {
             let id: ConversationId = conversation_id.decode("conversationId")?;
-            let request: rewrite::RewriteRequest = decode_or_default(Some(run.options), "options")?;
+            let request: RewriteRequest = decode_or_default(Some(run.options), "options")?;
             let options = rewrite::RewriteOptions::try_from(request).map_err(LcmError::invalid_input)?;
             let summarizer = summarizer.into_summarizer(options.model.clone())?;
-            let report = |p: rewrite::Progress| report_progress(&run.progress, &p);
+            let report = |p: Progress| report_progress(&run.progress, &p);
             engine.rewrite(id.0, summarizer, &options, &run.cancel, &report).await
         })
     }
@@ -406,7 +394,7 @@ impl LcmEngine {
                 Some(s) => s.into_summarizer(None)?,
                 None => Arc::new(crate::offline::OfflineSummarizer),
             };
-            let report = |p: rewrite::Progress| report_progress(&run.progress, &p);
+            let report = |p: Progress| report_progress(&run.progress, &p);
             engine.redact(&options, summarizer, &run.cancel, &report).await
         })
     }
@@ -425,7 +413,7 @@ impl LcmEngine {
         self.run(env, move |engine| {
             let id: ConversationId = conversation_id.decode("conversationId")?;
             let summary_id: String = summary_id.decode::<NonEmpty>("summaryId")?.0;
-            let options: rewrite::PreviewOptions = decode_or_default(options, "options")?;
+            let options: PreviewOptions = decode_or_default(options, "options")?;
             engine.rewrite_preview(id.0, &summary_id, &options.rewrite_of(&summary_id))
         })
     }
@@ -507,7 +495,7 @@ impl LcmEngine {
         let engine = self.inner.clone();
         blocking(env, move || {
             let id: ConversationId = conversation_id.decode("conversationId")?;
-            let options: assemble::AssembleOptions = options.decode("options")?;
+            let options: AssembleOptions = options.decode("options")?;
             let assembled = engine.assemble(id.0, &options)?;
             to_json_sized(&assembled, assembled.json_size_hint())
         })
@@ -552,7 +540,7 @@ impl LcmEngine {
     ) -> napi::Result<PromiseRaw<'env, JsonText>> {
         self.run(env, move |engine| {
             let id: Option<ConversationId> = decode_or_default(Some(conversation_id), "conversationId")?;
-            let options: recall::GrepOptions = options.decode("options")?;
+            let options: GrepOptions = options.decode("options")?;
             engine.grep(id.map(|id| id.0), &options)
         })
     }
@@ -582,7 +570,7 @@ impl LcmEngine {
     ) -> napi::Result<PromiseRaw<'env, JsonText>> {
         self.run(env, move |engine| {
             let id = summary_id.decode::<NonEmpty>("summaryId")?.0;
-            let options: recall::ExpandOptions = decode_or_default(options, "options")?;
+            let options: ExpandOptions = decode_or_default(options, "options")?;
             engine.expand(&id, &options)
         })
     }

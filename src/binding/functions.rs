@@ -5,10 +5,10 @@ use napi_derive::napi;
 use serde_json::Value;
 
 use super::bridge::{blocking, decode_or_default, js_error, to_json, JsonArg, JsonText};
+use crate::api::{CopyOptions, ExportOptions, MigrateOptions, PromptOptions};
 use crate::config::{self};
 use crate::error::{self, LcmError};
 use crate::input::NonEmpty;
-use crate::prompts::PromptOptions;
 use crate::{engine, prompts, tokens};
 
 /// Creates the lcm-native schema in `dbPath`, or upgrades a lossless-claw database in place
@@ -25,7 +25,7 @@ pub fn migrate<'env>(
             .as_ref()
             .and_then(Value::as_str)
             .ok_or_else(|| LcmError::invalid_config("dbPath", "expected a string"))?;
-        let options: engine::MigrateOptions = decode_or_default(options, "options")?;
+        let options: MigrateOptions = decode_or_default(options, "options")?;
         to_json(&engine::migrate_file(path, options.busy_timeout_ms)?)
     })
 }
@@ -44,7 +44,7 @@ pub fn snapshot<'env>(
     blocking(env, move || {
         let db_path: NonEmpty = db_path.decode("dbPath")?;
         let out_path: NonEmpty = out_path.decode("outPath")?;
-        let options: engine::MigrateOptions = decode_or_default(options, "options")?;
+        let options: MigrateOptions = decode_or_default(options, "options")?;
         to_json(&engine::snapshot_file(
             &db_path.0,
             &out_path.0,
@@ -63,7 +63,7 @@ pub fn copy_database<'env>(
     #[napi(ts_arg_type = "CopyOptions")] options: JsonArg,
 ) -> napi::Result<PromiseRaw<'env, JsonText>> {
     blocking(env, move || {
-        let options: crate::copy::CopyOptions = options.decode("options")?;
+        let options: CopyOptions = options.decode("options")?;
         to_json(&crate::copy::run(options)?)
     })
 }
@@ -240,7 +240,7 @@ pub fn export_prompts<'env>(
     blocking(env, move || {
         let dir: Option<NonEmpty> = decode_or_default(dir, "dir")?;
         let dir = dir.map(|d| std::path::PathBuf::from(d.0));
-        let options: prompts::ExportOptions = decode_or_default(options, "options")?;
+        let options: ExportOptions = decode_or_default(options, "options")?;
         let paths: Vec<String> = prompts::export(dir.as_deref(), options.overwrite)?
             .into_iter()
             .map(|p| p.display().to_string())

@@ -6,8 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Serialize;
-
+use crate::api::Level;
 use crate::config::Config;
 use crate::error::LcmError;
 use crate::fidelity::{self, extract::IdentifierSet, Fidelity};
@@ -16,18 +15,6 @@ use crate::offline;
 use crate::prompts::{name_for_depth, PromptSet, PromptVars};
 use crate::summarizer::{SummarizeRequest, Summarizer, SummarizerFailure, SummaryKind, TimeoutPolicy, FALLBACK_MODEL};
 use crate::tokens;
-
-/// How a summary was obtained.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[cfg_attr(test, ts(rename = "PassLevel"))]
-#[serde(rename_all = "camelCase")]
-pub enum Level {
-    Normal,
-    Aggressive,
-    Fallback,
-    Capped,
-}
 
 impl Level {
     pub fn as_str(self) -> &'static str {

@@ -1,79 +1,12 @@
 //! `evaluate`: the threshold, leaf-trigger and rolling-trigger decisions for a conversation,
 //! read from the live totals and the fresh tail only.
 
-use serde::Serialize;
-
+use crate::api::{Evaluation, LeafTrigger, RollingTrigger};
 use crate::config::Config;
 use crate::error::Result;
 use crate::live::{LiveContext, TailRule, TailWalk};
 use crate::store::conversations;
 use crate::store::totals;
-
-/// What `evaluate` decides.
-#[derive(Clone, Debug, Serialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[serde(rename_all = "camelCase")]
-pub struct Evaluation {
-    /// Σ stored `token_count` of the live items.
-    pub stored_tokens: i64,
-    /// max(storedTokens, observedTokens).
-    pub current_tokens: i64,
-    /// floor(contextThreshold × tokenBudget).
-    pub threshold: i64,
-    /// Where a sweep may come early, at a cheap moment (see `reason`).
-    pub early_mark: i64,
-    pub should_compact: bool,
-    /// Why a maintenance sweep is due: `threshold` (over it), `early` (past the early mark at
-    /// a moment when little of the context would be sent again after the sweep, see
-    /// `sweep_due`), else `none`.
-    #[cfg_attr(test, ts(type = "\"threshold\" | \"early\" | \"none\""))]
-    pub reason: &'static str,
-    pub leaf_trigger: LeafTrigger,
-    /// The rolling-summary trigger: `messagesPerSummary` messages since the last summary.
-    pub rolling: RollingTrigger,
-    pub live_items: i64,
-    pub raw_messages: i64,
-    pub summaries: i64,
-}
-
-/// The leaf trigger: raw tokens outside the fresh tail against a leaf chunk.
-#[derive(Clone, Debug, Serialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[serde(rename_all = "camelCase")]
-pub struct LeafTrigger {
-    pub raw_tokens_outside_tail: i64,
-    pub threshold: i64,
-    pub should_compact: bool,
-}
-
-/// The rolling-summary seed's trigger: summarise once `messagesPerSummary` messages arrived
-/// since the last summary, keeping the fresh tail verbatim.
-#[derive(Clone, Debug, Serialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[serde(rename_all = "camelCase")]
-pub struct RollingTrigger {
-    pub messages_since_last_summary: i64,
-    pub messages_per_summary: i64,
-    /// Messages already covered by summaries.
-    pub covered_messages: i64,
-    /// Raw messages outside the fresh tail (what a summary would cover now).
-    pub summarizable_messages: i64,
-    pub should_summarize: bool,
-}
-
-/// Options of `evaluate`.
-#[derive(Clone, Debug, serde::Deserialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub(crate) struct EvaluateOptions {
-    /// The model's context budget.
-    #[serde(deserialize_with = "crate::input::positive")]
-    pub token_budget: i64,
-    /// The host's count of the prompt's tokens, when it has one: the decision takes the larger
-    /// of it and the stored estimate.
-    #[serde(default, skip_serializing, deserialize_with = "crate::input::opt_non_negative")]
-    pub observed_tokens: Option<i64>,
-}
 
 /// Where between the low-water mark and the threshold a sweep may come early: two thirds of
 /// the way up.

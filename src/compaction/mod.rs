@@ -9,16 +9,17 @@
 //!
 //! Over 600 lines on purpose: `Run` is one state machine (the model, the pending group, the
 //! contents cache) that the leaf pass, the condensed pass and the sweep all drive; split
-//! across files its invariants would be too. Options, results and `evaluate` live apart.
+//! across files its invariants would be too. Options and results are `api::compaction`'s;
+//! `evaluate` lives apart.
 
 pub(crate) mod escalation;
 pub(crate) mod evaluate;
-mod results;
 pub(crate) mod write;
 
 #[cfg(test)]
 pub(crate) mod tests;
 
+use crate::api::{Level, PassFailure, PassOptions, PassResult, StopReason, SweepOptions, SweepResult, SweepTarget};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -35,13 +36,10 @@ use crate::summarizer::entries::SourceEntry;
 use crate::summarizer::{SummarizeRequest, Summarizer, SummaryKind};
 use crate::time;
 use crate::tokens;
-use escalation::{Escalated, Level, PassError};
+use escalation::{Escalated, PassError};
 use write::Baseline;
 
-pub(crate) use evaluate::{evaluate, EvaluateOptions, Evaluation};
-pub(crate) use results::{CompactOptions, ContextFit, PassFailure, PassResult, StopReason, SweepResult, SweepTarget};
-/// Re-exported by `crate::probe` too.
-pub use results::{PassOptions, SweepOptions};
+pub(crate) use evaluate::evaluate;
 
 /// Write a group once it holds this many passes, or once its first pass waited this long, or
 /// four times as long as the last write took: a write rewrites every context row after the

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use super::*;
+use crate::api::PassResult;
 use crate::engine::Engine;
 use crate::store::conversations::Target;
 use crate::summarizer::SummaryKind;

@@ -12,19 +12,9 @@ use serde::de::{DeserializeOwned, Error as _};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
+use crate::api::Presentation;
 use crate::error::{LcmError, Result};
 use crate::time::DisplayZone;
-
-/// How live summaries are presented to the model by `assemble`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[serde(rename_all = "lowercase")]
-pub enum Presentation {
-    /// `<summary id=… range=… depth=… descendants=…>` … `</summary>` per summary.
-    Xml,
-    /// One `## Earlier in this conversation` section (rolling-summary seed).
-    Markdown,
-}
 
 /// `redactPatterns`: `false` (nothing), `true` (the built-in secret patterns) or regular
 /// expressions (`"@builtin"` among them adds the built-in ones). Checked when read: a pattern

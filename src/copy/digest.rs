@@ -2,19 +2,9 @@
 //! engines' sides agree whatever order each returns rows in. Values are hashed by storage
 //! class and exact content (an integer 1 and a real 1.0 differ, as do '' and NULL).
 
+use crate::api::TableDigest;
 use rusqlite::types::Value;
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct TableDigest {
-    pub table: String,
-    pub rows: u64,
-    /// SHA-256 (hex) of the rows' hashes in sorted order.
-    pub sha256: String,
-}
 
 /// Collects the row hashes of one table.
 #[derive(Default)]

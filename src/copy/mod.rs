@@ -15,6 +15,7 @@ mod digest;
 mod pg_side;
 mod sqlite_side;
 
+use crate::api::{CopyOptions, CopyReport, SequenceValue};
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -22,86 +23,9 @@ use rusqlite::types::Value;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-pub(crate) use digest::TableDigest;
-
 use crate::error::{LcmError, Result};
 pub(crate) use catalog::SQLITE_SCHEMA_TABLE;
 use catalog::{Catalog, SchemaEntry, TableSpec};
-
-/// What `copyDatabase` takes.
-#[derive(Debug, Clone, Deserialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub(crate) struct CopyOptions {
-    /// The source: a SQLite file's path or a `postgres://` URL.
-    pub from: String,
-    /// The target: a SQLite file that does not exist yet, or a `postgres://` URL whose schema
-    /// is missing or empty.
-    pub to: String,
-    /// The source's PostgreSQL schema (over the URL's `?schema=`; default `lcm`).
-    #[serde(default)]
-    #[cfg_attr(test, ts(optional))]
-    pub from_schema: Option<String>,
-    /// The target's PostgreSQL schema (over the URL's `?schema=`; default `lcm`).
-    #[serde(default)]
-    #[cfg_attr(test, ts(optional))]
-    pub to_schema: Option<String>,
-    /// Rows per committed batch (1 to 100000; default 2000).
-    #[serde(default)]
-    #[cfg_attr(test, ts(optional))]
-    pub batch_rows: Option<u32>,
-    /// How long to wait for a SQLite file another process holds (default 5000).
-    #[serde(default)]
-    #[cfg_attr(test, ts(optional))]
-    pub busy_timeout_ms: Option<i64>,
-    /// Tests: stop (as a kill would) after this many batches were committed.
-    #[serde(skip)]
-    #[cfg_attr(test, ts(skip))]
-    pub(crate) stop_after_batches: Option<usize>,
-}
-
-impl CopyOptions {
-    /// `from` → `to` with every other option at its default.
-    pub(crate) fn new(from: &str, to: &str) -> CopyOptions {
-        CopyOptions {
-            from: from.into(),
-            to: to.into(),
-            from_schema: None,
-            to_schema: None,
-            batch_rows: None,
-            busy_timeout_ms: None,
-            stop_after_batches: None,
-        }
-    }
-}
-
-/// What a copy did.
-#[derive(Debug, Clone, Serialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct CopyReport {
-    /// The source and target, without passwords.
-    pub from: String,
-    pub to: String,
-    /// This run finished a copy an earlier run had begun.
-    pub resumed: bool,
-    /// Rows this run wrote (a resumed copy counts only its own).
-    pub rows_copied: u64,
-    /// Every table's row count and digest, equal on both sides.
-    pub tables: Vec<TableDigest>,
-    /// Each AUTOINCREMENT table's counter (`sqlite_sequence`), equal on both sides.
-    pub sequences: Vec<SequenceValue>,
-    pub duration_ms: f64,
-    pub summary: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct SequenceValue {
-    pub table: String,
-    pub value: i64,
-}
 
 /// One end of a copy.
 trait Side {

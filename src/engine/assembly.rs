@@ -4,11 +4,13 @@
 //! the conversations so large that they assemble on a SQLite reader, without the cache, so
 //! as not to hold the writer. Also what compaction measures against its budget (`fit`).
 
+use crate::api::{AssembleOptions, ContextFit};
+use crate::assemble::Assembled;
 use std::collections::HashSet;
 use std::sync::{Mutex, MutexGuard};
 
-use crate::assemble::{assemble_reusing, cache::RenderCache, AssembleOptions, Assembled};
-use crate::compaction::{ContextFit, Deps};
+use crate::assemble::{assemble_reusing, cache::RenderCache};
+use crate::compaction::Deps;
 use crate::error::Result;
 
 /// Live items above which a conversation assembles on a reader rather than on the writer.

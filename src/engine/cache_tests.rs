@@ -1,6 +1,7 @@
 //! Assemblies that reuse what earlier ones rendered (`assemble::cache`) give exactly what a
 //! fresh assembly gives, whatever changed the stored messages in between.
 
+use crate::api::{AssembleOptions, SweepOptions};
 use std::sync::Arc;
 
 use rusqlite::Connection;
@@ -8,7 +9,6 @@ use serde_json::Value;
 
 use super::assembly::LARGE_CONTEXT_ITEMS;
 use super::*;
-use crate::assemble::AssembleOptions;
 use crate::test_support::{temp_engine, transcript, THEME};
 
 fn options() -> AssembleOptions {
@@ -104,7 +104,7 @@ fn reuse_gives_a_fresh_assemblys_result_turn_after_turn_and_across_compaction() 
         .block_on(engine.compact(
             cid,
             summarizer,
-            compaction::SweepOptions {
+            SweepOptions {
                 token_budget: 8_000,
                 force: true,
                 ..Default::default()

@@ -3,6 +3,7 @@
 //! the DAG must answer (a report, a result or a coded error) within a bound, never panic or
 //! hang, and `verify` must always give its report.
 
+use crate::api::{ExpandOptions, GrepOptions, Progress};
 use std::sync::{mpsc, Arc, OnceLock};
 use std::time::Duration;
 
@@ -11,7 +12,7 @@ use rusqlite::Connection;
 use serde_json::json;
 
 use super::*;
-use crate::recall::{ExpandOptions, GrepOptions, ItemId};
+use crate::recall::ItemId;
 use crate::test_support::{temp_engine, transcript, THEME};
 
 /// A compacted copy of the theme transcript (leaves and condensed nodes), made once.
@@ -147,7 +148,7 @@ fn walk_everything(path: String) -> Vec<(String, std::result::Result<(), String>
             engine
                 .assemble(
                     1,
-                    &crate::assemble::AssembleOptions {
+                    &crate::api::AssembleOptions {
                         token_budget: 100_000,
                         fresh_tail_count: None,
                         presentation: None,
@@ -164,7 +165,7 @@ fn walk_everything(path: String) -> Vec<(String, std::result::Result<(), String>
         .unwrap();
     let offline: Arc<dyn Summarizer> = Arc::new(crate::offline::OfflineSummarizer);
     let rewrite = crate::input::decode::<crate::rewrite::RewriteOptions>(json!({ "all": true }), "options").unwrap();
-    let no_progress = |_: crate::rewrite::Progress| {};
+    let no_progress = |_: Progress| {};
     let cancel = std::sync::atomic::AtomicBool::new(false);
     out.push((
         "rewrite".into(),

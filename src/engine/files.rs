@@ -13,41 +13,13 @@ use crate::sql::Backend;
 pub(super) fn backup(backend: &Backend, db_url: &str, out: &str) -> Result<u64> {
     check_new_file(out)?;
     if let Backend::Postgres(_) = backend {
-        crate::copy::run(crate::copy::CopyOptions::new(db_url, out))?;
+        crate::copy::run(crate::api::CopyOptions::new(db_url, out))?;
         return std::fs::metadata(out)
             .map(|m| m.len())
             .map_err(|e| LcmError::io(out, e));
     }
     let conn = backend.sqlite()?.fresh_connection()?;
     db::vacuum_into(&conn, out)
-}
-
-/// Options of `migrate`.
-#[derive(Clone, Copy, Debug, serde::Deserialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub(crate) struct MigrateOptions {
-    /// SQLite busy timeout while the migration waits for the file. Default 30000.
-    #[serde(
-        default = "MigrateOptions::default_busy",
-        skip_serializing,
-        deserialize_with = "crate::input::non_negative"
-    )]
-    pub busy_timeout_ms: i64,
-}
-
-impl MigrateOptions {
-    fn default_busy() -> i64 {
-        30_000
-    }
-}
-
-impl Default for MigrateOptions {
-    fn default() -> MigrateOptions {
-        MigrateOptions {
-            busy_timeout_ms: MigrateOptions::default_busy(),
-        }
-    }
 }
 
 /// Runs the migration on `path` and closes the file again.

@@ -22,7 +22,7 @@ use crate::db::SchemaFlags;
 use crate::error::{LcmError, Result};
 use crate::sql::{Backend, Db};
 use crate::store::conversations::Target;
-use crate::store::messages::{self, IngestJob, IngestOptions, IngestOutcome};
+use crate::store::messages::{self, IngestJob, IngestMode, IngestOutcome};
 use crate::store::normalize::NewMessage;
 
 /// Most calls one transaction takes; more wait for the next one.
@@ -41,7 +41,7 @@ struct Queued {
     deadline: Instant,
     target: Target,
     messages: Vec<NewMessage>,
-    options: IngestOptions,
+    mode: IngestMode,
     reply: SyncSender<Reply>,
     #[cfg(test)]
     owner: std::thread::ThreadId,
@@ -120,7 +120,7 @@ impl GroupCommit {
         door: &Door<'_>,
         target: Target,
         messages: Vec<NewMessage>,
-        options: IngestOptions,
+        mode: IngestMode,
     ) -> Result<IngestOutcome> {
         // One message at a time: `Lead` is read before the caller writes, `Done` last.
         let (reply, replies) = sync_channel(1);
@@ -131,7 +131,7 @@ impl GroupCommit {
                 deadline: door.backend.deadline(),
                 target,
                 messages,
-                options,
+                mode,
                 reply,
                 #[cfg(test)]
                 owner: std::thread::current().id(),
@@ -204,7 +204,7 @@ impl GroupCommit {
             .map(|q| IngestJob {
                 target: &q.target,
                 messages: &q.messages,
-                options: &q.options,
+                mode: &q.mode,
             })
             .collect();
         if let Some(deadline) = group.iter().map(|q| q.deadline).min() {

@@ -8,7 +8,7 @@ use rusqlite::Connection;
 use serde_json::{json, Value};
 
 use super::*;
-use crate::store::summaries::SummaryFilter;
+use crate::api::{StopReason, SummaryFilter};
 use crate::test_support::temp_engine;
 
 fn turn(n: usize) -> Vec<Value> {
@@ -198,7 +198,7 @@ fn the_hosts_other_message_kinds_are_stored_and_shown_as_user_messages() {
     let assembled = engine
         .assemble(
             out.conversation_id,
-            &crate::assemble::AssembleOptions {
+            &crate::api::AssembleOptions {
                 token_budget: 10_000,
                 fresh_tail_count: None,
                 presentation: None,
@@ -247,7 +247,7 @@ async fn a_sweep_asked_to_stop_stops_before_its_next_pass() {
         )
         .await
         .unwrap();
-    assert_eq!(stopped.stop_reason, compaction::StopReason::Aborted);
+    assert_eq!(stopped.stop_reason, StopReason::Aborted);
     assert_eq!(stopped.leaf_passes, 0);
     assert!(engine.summaries(cid, &SummaryFilter::default()).unwrap().is_empty());
 }
@@ -258,7 +258,7 @@ async fn a_sweep_asked_to_stop_stops_before_its_next_pass() {
 /// lossless-claw computes (sha256 of role, NUL, content).
 #[test]
 fn turns_and_messages_are_recognised_across_lossless_claw() {
-    use crate::store::messages::TurnRecord;
+    use crate::api::TurnRecord;
     let (_dir, engine) = temp_engine();
     let target = key("agent:main:main", "s1");
     let conn = Connection::open(&engine.config().db_path).unwrap();

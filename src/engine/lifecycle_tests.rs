@@ -1,6 +1,7 @@
 //! `/new` and `/reset` through the engine (`store::lifecycle`): what stays stored, what leaves
 //! the context, what `verify` and the next turns see.
 
+use crate::api::SweepOptions;
 use std::sync::Arc;
 
 use rusqlite::Connection;
@@ -42,7 +43,7 @@ fn compacted(engine: &Engine, rt: &tokio::runtime::Runtime) -> i64 {
     engine.ingest(&key(), &transcript(THEME)).unwrap();
     let cid = engine.find_conversation(&key()).unwrap().unwrap().conversation_id;
     let summarizer: Arc<dyn Summarizer> = Arc::new(crate::offline::OfflineSummarizer);
-    let options = compaction::SweepOptions {
+    let options = SweepOptions {
         token_budget: 2_000,
         force: true,
         ..Default::default()
@@ -108,7 +109,7 @@ fn new_takes_raw_messages_and_shallow_summaries_out_of_the_context_and_deletes_n
         &engine
             .assemble(
                 cid,
-                &crate::assemble::AssembleOptions {
+                &crate::api::AssembleOptions {
                     token_budget: 100_000,
                     fresh_tail_count: None,
                     presentation: None,

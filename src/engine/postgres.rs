@@ -165,12 +165,10 @@ mod tests {
 
     use serde_json::{json, Value};
 
-    use crate::assemble::AssembleOptions;
+    use crate::api::{AssembleOptions, Description, IngestOptions, RewriteResult, SummaryFilter};
     use crate::config::Config;
     use crate::engine::Engine;
     use crate::store::conversations::Target;
-    use crate::store::messages::IngestOptions;
-    use crate::store::summaries::SummaryFilter;
     use crate::test_support::{pg_test_location, transcript, THEME};
 
     fn open(db_path: &str) -> Engine {
@@ -384,7 +382,7 @@ mod tests {
             rt.block_on(engine.compact(
                 1,
                 Arc::new(crate::offline::OfflineSummarizer),
-                crate::compaction::SweepOptions {
+                crate::api::SweepOptions {
                     token_budget: 4_000,
                     force: true,
                     ..Default::default()
@@ -449,7 +447,7 @@ mod tests {
         let ((n, top_a), (_, top_b)) = (deepest(&sqlite), deepest(&pg));
         let described =
             |engine: &Engine, id: &str| match engine.describe(&crate::recall::ItemId::Summary(id.into())).unwrap() {
-                crate::recall::Description::Summary(d) => (
+                Description::Summary(d) => (
                     d.inputs.len(),
                     d.covered_messages.count,
                     d.live,
@@ -460,12 +458,12 @@ mod tests {
             };
         assert_eq!(described(&sqlite, &top_a), described(&pg, &top_b), "{n} summaries");
         let message = |engine: &Engine| match engine.describe(&crate::recall::ItemId::Message(3)).unwrap() {
-            crate::recall::Description::Message(d) => (d.chain.len(), d.message.content.clone()),
+            Description::Message(d) => (d.chain.len(), d.message.content.clone()),
             other => panic!("{other:?}"),
         };
         assert_eq!(message(&sqlite), message(&pg));
         let expanded = |engine: &Engine, id: &str| {
-            let options = crate::recall::ExpandOptions {
+            let options = crate::api::ExpandOptions {
                 token_budget: 20_000,
                 max_depth: None,
             };
@@ -515,7 +513,7 @@ mod tests {
             session_id: Some("theme".into()),
         };
         sqlite.ingest(&target, &transcript(THEME)[..240]).unwrap();
-        let sweep = crate::compaction::SweepOptions {
+        let sweep = crate::api::SweepOptions {
             token_budget: 4_000,
             force: true,
             ..Default::default()
@@ -523,7 +521,7 @@ mod tests {
         rt.block_on(sqlite.compact(1, Arc::new(crate::offline::OfflineSummarizer), sweep))
             .unwrap();
         sqlite.close();
-        crate::copy::run(crate::copy::CopyOptions::new(&file, &url)).unwrap();
+        crate::copy::run(crate::api::CopyOptions::new(&file, &url)).unwrap();
         let (sqlite, pg) = (open(&file), open(&url));
 
         let (a, b) = (sqlite.verify(None).unwrap(), pg.verify(None).unwrap());
@@ -609,7 +607,7 @@ mod tests {
         };
         let (wa, wb) = (rewrite(&sqlite), rewrite(&pg));
         assert!(wa.entries.len() > 3, "{wa:?}");
-        let entries = |r: &crate::rewrite::RewriteResult| serde_json::to_value(&r.entries).unwrap();
+        let entries = |r: &RewriteResult| serde_json::to_value(&r.entries).unwrap();
         assert_eq!(entries(&wa), entries(&wb));
         assert_eq!((wa.tokens_before, wa.tokens_after), (wb.tokens_before, wb.tokens_after));
         assert_eq!(versions(&sqlite), versions(&pg));
@@ -692,7 +690,7 @@ mod tests {
             .enable_all()
             .build()
             .unwrap();
-        let sweep = crate::compaction::SweepOptions {
+        let sweep = crate::api::SweepOptions {
             token_budget: 3_000,
             force: true,
             ..Default::default()

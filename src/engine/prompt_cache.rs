@@ -5,10 +5,10 @@
 //! conversation's next stored turn (or at close), never on the assembly's path: a report must
 //! not cost a turn a write.
 
+use crate::assemble::Assembled;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use crate::assemble::Assembled;
 use crate::sql::{Backend, Db};
 use crate::store::messages::IngestOutcome;
 use crate::store::prompt_cache::{self as store, CacheDelta};

@@ -4,6 +4,7 @@
 //! (`rewrite`), then the storage scrubbed. The steps are `redact`'s; this file orders them
 //! (here, above `rewrite` and `compaction`, because `redact`'s text rules sit below both).
 
+use crate::api::{Progress, RedactionResult};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Instant;
@@ -12,7 +13,7 @@ use tokio::task::block_in_place as blocking;
 
 use crate::compaction::Deps;
 use crate::error::{LcmError, Result};
-use crate::redact::{self as steps, RedactOptions, RedactionResult};
+use crate::redact::{self as steps, RedactOptions};
 use crate::summarizer::Summarizer;
 
 /// The conversations a redaction touches, and the scrubs an earlier one left to do.
@@ -52,7 +53,7 @@ pub(crate) async fn run(
     scope: Scope,
     summarizer: Arc<dyn Summarizer>,
     cancel: &AtomicBool,
-    progress: &(dyn Fn(crate::rewrite::Progress) + Send + Sync),
+    progress: &(dyn Fn(Progress) + Send + Sync),
     started: Instant,
 ) -> Result<RedactionResult> {
     let (flags, db_path) = (deps.flags, &deps.config.db_path);

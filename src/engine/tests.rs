@@ -6,7 +6,7 @@ use rusqlite::{params, Connection};
 use serde_json::json;
 
 use super::*;
-use crate::store::summaries::SummaryFilter;
+use crate::api::SummaryFilter;
 use crate::test_support::{temp_engine, transcript, REFACTOR, THEME};
 
 fn count(engine: &Engine, sql: &str) -> i64 {
@@ -289,7 +289,7 @@ fn read_only(path: &str) -> Result<Engine> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn read_only_engines_read_everything_and_write_nothing() {
-    use crate::compaction::{PassOptions, SweepOptions};
+    use crate::api::{PassOptions, SweepOptions};
     use crate::test_support::{compact_offline, with_synthetic, Scripted};
     let (dir, engine, cid) = with_synthetic(json!({}), 120, 400);
     compact_offline(&engine, cid, 4000).await;
@@ -308,7 +308,7 @@ async fn read_only_engines_read_everything_and_write_nothing() {
     let assembled = ro
         .assemble(
             cid,
-            &crate::assemble::AssembleOptions {
+            &crate::api::AssembleOptions {
                 token_budget: 100_000,
                 fresh_tail_count: None,
                 presentation: None,
@@ -316,7 +316,7 @@ async fn read_only_engines_read_everything_and_write_nothing() {
         )
         .unwrap();
     assert!(!assembled.messages.is_empty());
-    let grep = crate::input::decode::<crate::recall::GrepOptions>(json!({"query": "lorem"}), "options").unwrap();
+    let grep = crate::input::decode::<crate::api::GrepOptions>(json!({"query": "lorem"}), "options").unwrap();
     assert!(!ro.grep(Some(cid), &grep).unwrap().hits.is_empty());
     let report = ro.verify(None).unwrap();
     assert!(report.ok, "{:?}", report.problems);
@@ -641,9 +641,7 @@ async fn a_message_with_invalid_utf8_is_read_with_replacement_characters() {
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
         .unwrap();
-    let before = engine
-        .grep(Some(cid), &crate::recall::GrepOptions::new("lorem"))
-        .unwrap();
+    let before = engine.grep(Some(cid), &crate::api::GrepOptions::new("lorem")).unwrap();
     assert!(!before.hits.is_empty(), "{before:?}");
     {
         let conn = Connection::open(&path).unwrap();
@@ -663,9 +661,7 @@ async fn a_message_with_invalid_utf8_is_read_with_replacement_characters() {
     );
     assert_eq!(listed[0].damaged, Some(true));
     assert!(engine.messages(cid, 0, 3).unwrap().iter().all(|m| m.damaged.is_none()));
-    let hits = engine
-        .grep(Some(cid), &crate::recall::GrepOptions::new("lorem"))
-        .unwrap();
+    let hits = engine.grep(Some(cid), &crate::api::GrepOptions::new("lorem")).unwrap();
     assert!(!hits.hits.is_empty(), "{hits:?}");
     compact_offline(&engine, cid, 4000).await;
     assert!(!engine.summaries(cid, &SummaryFilter::default()).unwrap().is_empty());

@@ -4,6 +4,7 @@
 //! truncation of the source to the summary's length, and the summarizer's time per leaf.
 //! Ignored in `npm test`: it is a measurement, not an assertion.
 
+use crate::api::{PassOptions, SweepOptions};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -12,7 +13,7 @@ use serde_json::{json, Value};
 
 use super::{extract::Haystack, junk, score, source_identifiers};
 use crate::compaction::escalation::target_tokens;
-use crate::compaction::{PassOptions, SweepOptions};
+
 use crate::config::Config;
 use crate::engine::Engine;
 use crate::offline::OfflineSummarizer;

@@ -7,12 +7,11 @@ use std::sync::Arc;
 use rusqlite::Connection;
 use serde_json::{json, Value};
 
-use crate::compaction::PassOptions;
+use crate::api::{Description, PassOptions, SummaryFilter};
 use crate::engine::Engine;
 use crate::rewrite::RewriteOptions;
 use crate::store::conversations::Target;
 use crate::store::fidelity_scores as store;
-use crate::store::summaries::SummaryFilter;
 use crate::summarizer::SummaryKind;
 use crate::test_support::{engine_with, Act, Scripted};
 
@@ -205,8 +204,7 @@ async fn old_summaries_are_scored_on_demand() {
         engine.summaries(cid, &SummaryFilter::default()).unwrap()[0].fidelity,
         None
     );
-    let crate::recall::Description::Summary(d) = engine.describe(&crate::recall::ItemId::Summary(id.clone())).unwrap()
-    else {
+    let Description::Summary(d) = engine.describe(&crate::recall::ItemId::Summary(id.clone())).unwrap() else {
         panic!()
     };
     assert!(!d.fidelity_detail.stored && d.fidelity_detail.fidelity.score.is_some());
@@ -241,7 +239,7 @@ async fn a_file_an_earlier_lcm_native_migrated_opens_read_only_without_the_table
             .unwrap();
     let listed = ro.summaries(cid, &SummaryFilter::default()).unwrap();
     assert_eq!((listed[0].fidelity, listed[0].low_fidelity), (None, false));
-    let crate::recall::Description::Summary(d) = ro.describe(&crate::recall::ItemId::Summary(id)).unwrap() else {
+    let Description::Summary(d) = ro.describe(&crate::recall::ItemId::Summary(id)).unwrap() else {
         panic!()
     };
     assert!(!d.fidelity_detail.stored && d.fidelity_detail.fidelity.score.is_some());

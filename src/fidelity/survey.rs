@@ -1,9 +1,8 @@
 //! Scores on demand and their distribution: scoring the summaries written before scores
 //! existed (or by lossless-claw), and the per-depth figures `stats` shows.
 
-use serde::Serialize;
-
 use super::{score, source_identifiers, Fidelity, EXTRACTOR_VERSION};
+use crate::api::{DepthFidelity, ScoreReport};
 use crate::error::Result;
 use crate::source::summary_entries;
 use crate::sql::Db;
@@ -44,48 +43,6 @@ pub(crate) fn score_text<'a>(
 ) -> Result<Fidelity> {
     let entries = summary_entries(conn, summary_id, zone, CHUNK_TOKENS)?;
     Ok(score(&source_identifiers(&entries), content))
-}
-
-/// What `scoreFidelity` did.
-#[derive(Clone, Debug, Serialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[cfg_attr(test, ts(rename = "ScoreFidelityReport"))]
-#[serde(rename_all = "camelCase")]
-pub struct ScoreReport {
-    pub conversation_id: i64,
-    /// Summaries scored by this call.
-    pub scored: usize,
-    pub by_depth: Vec<DepthFidelity>,
-}
-
-/// The fidelity scores of one depth of a conversation.
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[serde(rename_all = "camelCase")]
-pub struct DepthFidelity {
-    pub depth: i64,
-    pub summaries: usize,
-    /// Summaries with a stored score (the rest are not scored yet).
-    pub scored: usize,
-    /// Scored summaries whose source names no identifier (no score).
-    pub without_identifiers: usize,
-    pub mean: Option<f64>,
-    pub min: Option<f64>,
-    pub p10: Option<f64>,
-    pub median: Option<f64>,
-    /// Marked for repair (`minFidelity`).
-    pub low_fidelity: usize,
-}
-
-/// Options of `scoreFidelity`.
-#[derive(Clone, Copy, Debug, Default, serde::Deserialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[cfg_attr(test, ts(rename = "ScoreFidelityOptions"))]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub(crate) struct ScoreScope {
-    /// Score every summary again, not only those without a score from this extractor.
-    #[serde(default, skip_serializing)]
-    pub all: bool,
 }
 
 /// Scores the summaries of a conversation that have no score from this extractor (every

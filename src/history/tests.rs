@@ -1,6 +1,7 @@
 //! Versions written by compaction, rewrite and rollback, their lineage, the bound, versions
 //! made lazily for summaries from before the table, and the failure paths.
 
+use crate::api::{GrepOptions, Mode, Scope, Sort, SummaryFilter, SweepOptions};
 use std::sync::atomic::AtomicBool;
 
 use rusqlite::Connection;
@@ -8,12 +9,10 @@ use serde_json::json;
 use sha2::Digest;
 
 use super::*;
-use crate::compaction::SweepOptions;
 use crate::engine::Engine;
-use crate::recall::grep::{GrepOptions, Mode, Scope, Sort};
+
 use crate::rewrite::{RewriteOptions, Selection};
 use crate::store::conversations::Target;
-use crate::store::summaries::SummaryFilter;
 use crate::test_support::{engine_with, Act, Scripted};
 use crate::test_support::{transcript, THEME};
 

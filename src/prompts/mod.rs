@@ -14,6 +14,7 @@ use gtmpl_value::Value as GoValue;
 use serde::Serialize;
 use sha2::Digest;
 
+use crate::api::{PromptSource, PromptText};
 use crate::error::{LcmError, Result};
 
 mod bounds;
@@ -123,18 +124,6 @@ impl PromptVars {
     }
 }
 
-/// Where a prompt template comes from.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[serde(rename_all = "camelCase")]
-pub struct PromptSource {
-    pub name: String,
-    /// `embedded`, or the path of the override file.
-    pub source: String,
-    /// True when an override file is used.
-    pub overridden: bool,
-}
-
 /// One parsed template and where it came from.
 struct Loaded {
     source: PromptSource,
@@ -147,23 +136,6 @@ struct Loaded {
 /// The four resolved, parsed templates of one engine.
 pub struct PromptSet {
     loaded: Vec<Loaded>,
-}
-
-/// Options of the prompt tools (`renderPrompt`, `listPrompts`, `showPrompt`).
-#[derive(Clone, Debug, Default, serde::Deserialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub(crate) struct PromptOptions {
-    /// Directory searched first for prompt templates (as the engine's `promptDir`).
-    #[serde(default, skip_serializing)]
-    pub prompt_dir: Option<String>,
-    /// `renderPrompt`: the engine's options (as `open` takes them; `dbPath` not needed), so
-    /// that a render without `vars.targetTokens` asks for the length compaction asks for
-    /// with them: `leafTargetTokens` for a leaf, `condensedTargetTokens` (at least 512) for a
-    /// condensed summary, their defaults when absent.
-    #[serde(default, skip_serializing)]
-    #[cfg_attr(test, ts(type = "Partial<LcmConfig>"))]
-    pub engine: Option<serde_json::Value>,
 }
 
 /// The directories searched before the embedded defaults.
@@ -386,21 +358,6 @@ impl PromptSet {
     }
 }
 
-/// A template in effect, with the default it replaces (`showPrompt`).
-#[derive(Clone, Debug, Serialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[serde(rename_all = "camelCase")]
-pub struct PromptText {
-    #[serde(flatten)]
-    pub source: PromptSource,
-    /// The text in effect (the override's, or the default).
-    pub text: String,
-    /// The embedded default.
-    pub embedded: String,
-    /// Unified diff from the default to the override (empty when not overridden or equal).
-    pub diff: String,
-}
-
 impl PromptSet {
     /// The template `name` in effect, with its default and the difference.
     pub fn show(&self, name: &str) -> Result<PromptText> {
@@ -424,16 +381,6 @@ impl PromptSet {
 pub(crate) fn embedded(name: &str) -> Result<&'static str> {
     let name = canonical_name(name)?;
     Ok(TEMPLATES.iter().find(|(n, _)| *n == name).expect("known").1)
-}
-
-/// Options of `exportPrompts`.
-#[derive(Clone, Debug, Default, serde::Deserialize)]
-#[cfg_attr(test, derive(ts_rs::TS), ts(rename = "ExportPromptsOptions"))]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub(crate) struct ExportOptions {
-    /// Replace templates that differ from the defaults (edited ones). Default false.
-    #[serde(default, skip_serializing)]
-    pub overwrite: bool,
 }
 
 /// Writes the embedded defaults into `dir` (created if missing); returns the paths written.

@@ -4,8 +4,7 @@
 
 use std::collections::HashMap;
 
-use serde::Serialize;
-
+use crate::api::ChainLink;
 use crate::error::Result;
 use crate::sql::Db;
 use crate::store::dag;
@@ -13,18 +12,6 @@ use crate::store::dag;
 /// Longest chain followed (a DAG deeper than this is not one lcm-native or the plugin wrote;
 /// the bound also stops a cycle in a damaged database).
 const MAX_CHAIN: usize = 64;
-
-/// A summary in a covering chain.
-#[derive(Clone, Debug, Serialize, PartialEq)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[serde(rename_all = "camelCase")]
-pub struct ChainLink {
-    pub summary_id: String,
-    #[cfg_attr(test, ts(type = "SummaryKind"))]
-    pub kind: String,
-    pub depth: i64,
-    pub live: bool,
-}
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct Cover {

@@ -1,12 +1,12 @@
 //! `describe`: everything known about one summary or one message, and where it sits in the DAG.
 
-use serde::Serialize;
+use crate::api::{CoveredMessages, Description, InputRef, MessageDescription, PartInfo, SummaryDescription};
 use serde_json::Value;
 
-use super::coverage::{self, ChainLink};
+use super::coverage::{self};
 use crate::error::{LcmError, Result};
 use crate::sql::Db;
-use crate::store::messages::{self, StoredMessage};
+use crate::store::messages::{self};
 use crate::store::summaries::{self, SummaryFields, SummaryRecord};
 use crate::time::{self, DisplayZone};
 
@@ -36,109 +36,6 @@ impl ItemId {
             ))),
         }
     }
-}
-
-/// An input of a condensed summary.
-#[derive(Clone, Debug, Serialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[cfg_attr(test, ts(rename = "SummaryInput"))]
-#[serde(rename_all = "camelCase")]
-pub struct InputRef {
-    pub summary_id: String,
-    #[cfg_attr(test, ts(type = "SummaryKind"))]
-    pub kind: String,
-    pub depth: i64,
-    pub token_count: i64,
-}
-
-/// The messages a summary stands for, directly (leaf) or through its inputs (condensed).
-#[derive(Clone, Debug, Serialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[serde(rename_all = "camelCase")]
-pub struct CoveredMessages {
-    pub count: i64,
-    /// The first and last of them in conversation order (the rolling-summary seed's start and
-    /// end message ids).
-    pub first_message_id: Option<i64>,
-    pub last_message_id: Option<i64>,
-}
-
-/// `describe` of a summary.
-#[derive(Clone, Debug, Serialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[serde(rename_all = "camelCase")]
-pub struct SummaryDescription {
-    #[serde(flatten)]
-    pub summary: SummaryRecord,
-    /// The span as shown to the model, in the configured timezone.
-    pub range: String,
-    pub file_ids: Vec<String>,
-    /// Condensed: its inputs, in order.
-    pub inputs: Vec<InputRef>,
-    /// The messages it stands for (through its inputs for a condensed node), first and last in
-    /// conversation order.
-    pub covered_messages: CoveredMessages,
-    /// True when the summary is itself a live context item.
-    pub live: bool,
-    /// The condensed node that took it as an input.
-    pub consumed_by: Option<String>,
-    /// The live summary above it, when it is not live itself.
-    pub live_summary: Option<String>,
-    /// The summaries above it, nearest first, up to the live one.
-    pub chain: Vec<ChainLink>,
-    /// Its fidelity in detail (`fidelity` is the score alone): the stored one, else computed now
-    /// (`stored: false`).
-    pub fidelity_detail: crate::store::fidelity_scores::StoredFidelity,
-    /// Every version of its text, oldest first (`history`).
-    pub versions: Vec<crate::history::SummaryVersion>,
-}
-
-/// A stored part of a message, as `describe` lists it.
-#[derive(Clone, Debug, Serialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[cfg_attr(test, ts(rename = "MessagePart"))]
-#[serde(rename_all = "camelCase")]
-pub struct PartInfo {
-    pub part_id: String,
-    pub part_type: String,
-    pub ordinal: usize,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(test, ts(optional))]
-    pub tool_call_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(test, ts(optional))]
-    pub tool_name: Option<String>,
-    /// The block type the host sent, when it is not the part type's usual one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(test, ts(optional))]
-    pub block_type: Option<String>,
-}
-
-/// `describe` of a message.
-#[derive(Clone, Debug, Serialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[serde(rename_all = "camelCase")]
-pub struct MessageDescription {
-    #[serde(flatten)]
-    pub message: StoredMessage,
-    pub conversation_id: i64,
-    /// Its stored parts, in order.
-    pub parts: Vec<PartInfo>,
-    /// True when no summary covers it: it is a live context item.
-    pub live: bool,
-    /// The live summary that covers it, when it is not live itself.
-    pub live_summary: Option<String>,
-    /// The summaries that cover it, from its leaf up to the live one.
-    pub chain: Vec<ChainLink>,
-}
-
-/// What `describe` returns: a summary or a message, told apart by `type`.
-#[derive(Clone, Debug, Serialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[serde(tag = "type", rename_all = "lowercase")]
-pub enum Description {
-    Summary(Box<SummaryDescription>),
-    Message(Box<MessageDescription>),
 }
 
 pub(crate) fn describe<'a>(db: impl Into<Db<'a>>, id: &ItemId, zone: DisplayZone) -> Result<Description> {

@@ -6,93 +6,12 @@
 
 use std::collections::VecDeque;
 
-use serde::Serialize;
-use serde_json::Value;
-
+use crate::api::{Entry, ExpandOptions, Expansion};
 use crate::assemble::render::host_message;
 use crate::error::Result;
 use crate::sql::Db;
 use crate::store::messages;
 use crate::store::summaries;
-
-pub(crate) const DEFAULT_TOKEN_BUDGET: i64 = 4000;
-
-/// Options of `expand`.
-#[derive(Clone, Debug, serde::Deserialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ExpandOptions {
-    /// Stored tokens of the entries returned, at most. Default 4000.
-    #[serde(
-        default = "default_budget",
-        skip_serializing,
-        deserialize_with = "crate::input::positive"
-    )]
-    pub token_budget: i64,
-    /// Levels below the summary to walk (1 = its direct inputs or messages). Default: no limit.
-    #[serde(default, skip_serializing, deserialize_with = "crate::input::opt_positive")]
-    pub max_depth: Option<i64>,
-}
-
-fn default_budget() -> i64 {
-    DEFAULT_TOKEN_BUDGET
-}
-
-impl Default for ExpandOptions {
-    fn default() -> ExpandOptions {
-        ExpandOptions {
-            token_budget: DEFAULT_TOKEN_BUDGET,
-            max_depth: None,
-        }
-    }
-}
-
-/// An entry of an expansion: an input summary, or a message below a leaf.
-#[derive(Clone, Debug, Serialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[cfg_attr(test, ts(rename = "ExpansionEntry"))]
-#[serde(tag = "type", rename_all = "lowercase")]
-pub enum Entry {
-    #[serde(rename_all = "camelCase")]
-    Summary {
-        summary_id: String,
-        /// The summary it was reached from.
-        parent_id: String,
-        /// Levels below the expanded summary (1 = a direct input).
-        level: i64,
-        #[cfg_attr(test, ts(type = "SummaryKind"))]
-        kind: String,
-        depth: i64,
-        token_count: i64,
-        earliest_at: Option<String>,
-        latest_at: Option<String>,
-        content: String,
-    },
-    #[serde(rename_all = "camelCase")]
-    Message {
-        message_id: i64,
-        parent_id: String,
-        level: i64,
-        token_count: i64,
-        /// The message as `assemble` presents it.
-        #[cfg_attr(test, ts(type = "AssembledMessage"))]
-        message: Value,
-    },
-}
-
-/// What `expand` returns.
-#[derive(Clone, Debug, Serialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[serde(rename_all = "camelCase")]
-pub struct Expansion {
-    pub summary_id: String,
-    /// Breadth first: every direct input (in order) before any of their inputs.
-    pub entries: Vec<Entry>,
-    /// Stored tokens of the entries returned.
-    pub estimated_tokens: i64,
-    /// The budget ran out before everything below the summary (within `maxDepth`) was reached.
-    pub truncated: bool,
-}
 
 pub(crate) fn expand<'a>(db: impl Into<Db<'a>>, summary_id: &str, o: &ExpandOptions) -> Result<Expansion> {
     let db = db.into();

@@ -5,140 +5,20 @@ use std::time::{Duration, Instant};
 
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{params_from_iter, Connection};
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use super::coverage;
 use super::query;
+use crate::api::{GrepHit, GrepOptions, GrepPartial, GrepResult, ItemKind, Mode, Scope, SearchedBy, Sort};
 use crate::error::{LcmError, Result};
-use crate::live::ItemKind;
 use crate::pg;
 use crate::sql::{Db, Row};
 use crate::store::conversations;
 use crate::store::normalize::Role;
 use crate::time;
 
-/// How `grep` matches: `fts` (default) full-text words, `like` substrings, `regex` a regular
-/// expression.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[cfg_attr(test, ts(rename = "GrepMode"))]
-#[serde(rename_all = "lowercase")]
-pub enum Mode {
-    #[default]
-    Fts,
-    Regex,
-    Like,
-}
-
-/// What `grep` searches.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[cfg_attr(test, ts(rename = "GrepScope"))]
-#[serde(rename_all = "lowercase")]
-pub enum Scope {
-    Messages,
-    Summaries,
-    #[default]
-    Both,
-}
-
-/// The order of `grep`'s hits.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[cfg_attr(test, ts(rename = "GrepSort"))]
-#[serde(rename_all = "lowercase")]
-pub enum Sort {
-    /// Newest first (the default).
-    #[default]
-    Recency,
-    /// Best full-text rank (bm25) first.
-    Relevance,
-    /// lossless-claw's blend: rank ÷ (1 + age in hours × 0.001), so an old match needs a much
-    /// better rank to come before a recent one.
-    Hybrid,
-}
-
 /// Per-hour age discount of `Sort::Hybrid`.
 const HYBRID_AGE_WEIGHT_PER_HOUR: f64 = 0.001;
 
-/// Options of `grep`.
-#[derive(Clone, Debug, Deserialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct GrepOptions {
-    /// Words to find (all required; `"quoted phrases"` stay together). In `fts` mode FTS5's
-    /// operators are plain text, so any text is a valid query. In `regex` mode, a Rust `regex`
-    /// pattern (linear-time; no look-around or backreferences), at most 1024 bytes.
-    /// At most 8 KiB and 64 terms.
-    pub query: String,
-    /// `fts` (default): full-text words; `like`: substrings; `regex`: a regular expression.
-    #[serde(default, skip_serializing)]
-    pub mode: Mode,
-    /// Messages, summaries or both (the default).
-    #[serde(default, skip_serializing)]
-    pub scope: Scope,
-    /// Only items at or after this time (epoch ms or ISO-8601). Held in SQLite's UTC format.
-    #[serde(default, skip_serializing, deserialize_with = "time_bound")]
-    #[cfg_attr(test, ts(type = "number | string"))]
-    pub since: Option<String>,
-    /// Only items before this time.
-    #[serde(default, skip_serializing, deserialize_with = "time_bound")]
-    #[cfg_attr(test, ts(type = "number | string"))]
-    pub until: Option<String>,
-    /// Most hits returned, 1–1000. Default 50.
-    #[serde(default = "default_limit", skip_serializing, deserialize_with = "limit")]
-    #[cfg_attr(test, ts(type = "number"))]
-    pub limit: usize,
-    /// `recency` (default): newest first; `relevance`: best full-text rank first; `hybrid`: rank
-    /// divided by (1 + 0.001 × age in hours), as lossless-claw does.
-    #[serde(default, skip_serializing)]
-    pub sort: Sort,
-}
-
-impl GrepOptions {
-    /// A search for `query` with every other option at its default.
-    pub fn new(query: impl Into<String>) -> GrepOptions {
-        GrepOptions {
-            query: query.into(),
-            mode: Mode::default(),
-            scope: Scope::default(),
-            since: None,
-            until: None,
-            limit: DEFAULT_LIMIT,
-            sort: Sort::default(),
-        }
-    }
-}
-
-fn default_limit() -> usize {
-    DEFAULT_LIMIT
-}
-
-fn limit<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<usize, D::Error> {
-    let n = u64::deserialize(d)?;
-    if !(1..=MAX_LIMIT as u64).contains(&n) {
-        return Err(serde::de::Error::custom(format!(
-            "must be from 1 to {MAX_LIMIT}, got {n}"
-        )));
-    }
-    Ok(n as usize)
-}
-
-/// `since` / `until`: epoch milliseconds or an ISO-8601 time, held as SQLite's UTC text.
-fn time_bound<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Option<String>, D::Error> {
-    let v = Value::deserialize(d)?;
-    let t = match &v {
-        Value::Number(n) => n.as_f64().and_then(time::from_epoch_ms),
-        Value::String(s) => time::parse_timestamp(s),
-        _ => None,
-    };
-    t.map(|t| Some(time::to_sqlite(&t)))
-        .ok_or_else(|| serde::de::Error::custom(format!("must be epoch milliseconds or an ISO-8601 time, got {v}")))
-}
-
-pub(crate) const DEFAULT_LIMIT: usize = 50;
-pub(crate) const MAX_LIMIT: usize = 1000;
 /// Longest regular expression accepted, in bytes.
 pub(crate) const MAX_PATTERN_BYTES: usize = 1024;
 /// Compiled-program bound for a regular expression (the `regex` crate's size limit).
@@ -150,93 +30,6 @@ pub(crate) const REGEX_MAX_ROWS: usize = 200_000;
 pub(crate) const DEADLINE: Duration = Duration::from_secs(3);
 /// SQLite virtual-machine steps between two looks at the deadline.
 const DEADLINE_CHECK_STEPS: i32 = 4_000;
-
-/// One `grep` match.
-#[derive(Clone, Debug, Serialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[serde(rename_all = "camelCase")]
-pub struct GrepHit {
-    #[serde(rename = "type")]
-    pub kind: ItemKind,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(test, ts(optional))]
-    pub message_id: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(test, ts(optional))]
-    pub summary_id: Option<String>,
-    pub conversation_id: i64,
-    /// Message: its role.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(test, ts(optional, type = "\"user\" | \"assistant\" | \"toolResult\" | \"system\""))]
-    pub role: Option<&'static str>,
-    /// Summary: its kind and depth.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(test, ts(optional, type = "SummaryKind"))]
-    pub summary_kind: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(test, ts(optional))]
-    pub depth: Option<i64>,
-    /// Message: when it was written; summary: the end of the span it covers. ISO-8601 UTC.
-    pub time: String,
-    /// A one-line excerpt around the match.
-    pub snippet: String,
-    /// The full-text rank, lower is better: FTS5's bm25 on SQLite, minus `ts_rank` on
-    /// PostgreSQL. For full-text matches.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(test, ts(optional))]
-    pub rank: Option<f64>,
-    /// True when the item is itself in the live context.
-    pub live: bool,
-    /// The live summary that covers the item when it is not live itself (`describe` it, `expand`
-    /// it).
-    pub covered_by: Option<String>,
-}
-
-/// How each scope was searched: `fts`, `trigram` (CJK terms of 3+ characters: in summaries
-/// where SQLite has the trigram tokenizer, in both scopes where PostgreSQL has `pg_trgm`),
-/// `like` (`like` mode, and CJK otherwise) or `regex`; a scope not searched is absent.
-#[derive(Clone, Debug, Default, Serialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[serde(rename_all = "camelCase")]
-pub struct SearchedBy {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(test, ts(optional, type = "\"fts\" | \"trigram\" | \"like\" | \"regex\""))]
-    pub messages: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(test, ts(optional, type = "\"fts\" | \"trigram\" | \"like\" | \"regex\""))]
-    pub summaries: Option<&'static str>,
-}
-
-/// Why a search returned before it had looked everywhere.
-#[derive(Clone, Debug, Serialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-pub struct GrepPartial {
-    /// `E_TIMEOUT`: the search reached its deadline.
-    #[cfg_attr(test, ts(type = "\"E_TIMEOUT\""))]
-    pub code: &'static str,
-    pub message: String,
-}
-
-/// What `grep` found.
-#[derive(Clone, Debug, Serialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[serde(rename_all = "camelCase")]
-pub struct GrepResult {
-    pub hits: Vec<GrepHit>,
-    /// More matches exist than were returned (`limit`), or a search stopped at a bound (its
-    /// deadline, or 200,000 rows per scope for a regex).
-    pub truncated: bool,
-    /// Set when the search stopped at its deadline (3 s): `hits` are what it found by then.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(test, ts(optional))]
-    pub partial: Option<GrepPartial>,
-    /// How each scope was searched.
-    pub searched_by: SearchedBy,
-    /// Rows a regex search read.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(test, ts(optional))]
-    pub rows_scanned: Option<usize>,
-}
 
 /// A candidate before coverage is looked up: sort keys and what the hit shows.
 struct Found {

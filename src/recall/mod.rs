@@ -11,6 +11,6 @@ pub(crate) mod query;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use describe::{describe, Description, ItemId};
-pub(crate) use expand::{expand, ExpandOptions, Expansion};
-pub(crate) use grep::{grep, GrepOptions, GrepResult};
+pub(crate) use describe::{describe, ItemId};
+pub(crate) use expand::expand;
+pub(crate) use grep::grep;

@@ -1,15 +1,14 @@
 //! Recall tests on the real transcripts, compacted into a DAG with depth-1 nodes: grep in its
 //! three modes and two orders, CJK, hostile queries, describe and expand.
 
+use crate::api::{GrepOptions, Mode, PassOptions, Scope, Sort};
 use std::collections::HashSet;
 use std::time::Instant;
 
 use rusqlite::Connection;
 use serde_json::{json, Value};
 
-use super::grep::{Mode, Scope, Sort};
 use super::*;
-use crate::compaction::PassOptions;
 use crate::engine::Engine;
 use crate::store::conversations::Target;
 use crate::summarizer::SummaryKind;

@@ -17,8 +17,8 @@ mod tests;
 use std::collections::BTreeSet;
 
 use rusqlite::{params, Connection};
-use serde::{Deserialize, Serialize};
 
+use crate::api::{RedactRequest, RedactionResult};
 use crate::db::SchemaFlags;
 use crate::error::{LcmError, Result};
 use crate::fidelity::Fidelity;
@@ -49,144 +49,6 @@ pub struct RedactOptions {
     /// Nothing new to redact (no `pattern`, no `messageIds`): finish what earlier redactions
     /// left, the summaries awaiting regeneration and the scrub of the file.
     pub finish: bool,
-}
-
-/// Options of `redact` as JavaScript passes them: a `pattern`, or `messageIds` whose whole text
-/// is redacted (or both); or neither (or `finish: true`), which finishes what earlier
-/// redactions left: the summaries awaiting regeneration (in `conversationId`, else everywhere)
-/// and a scrub of the file that a kill or a full disk cut short.
-#[derive(Clone, Debug, Default, serde::Deserialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[cfg_attr(test, ts(rename = "RedactOptions"))]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct RedactRequest {
-    /// Only this conversation's messages. Default: those of `messageIds`, else every
-    /// conversation.
-    #[serde(default, skip_serializing, deserialize_with = "crate::input::opt_positive")]
-    pub conversation_id: Option<i64>,
-    /// Only these messages (all must exist); without `pattern`, their whole text is replaced.
-    #[serde(default, skip_serializing, deserialize_with = "message_ids")]
-    pub message_ids: Option<Vec<i64>>,
-    /// A Rust `regex` pattern (linear-time; no look-around or backreferences), at most 4 KiB;
-    /// one that is invalid, matches the empty string or matches nothing is E_INVALID_INPUT.
-    #[serde(default, skip_serializing)]
-    pub pattern: Option<String>,
-    /// What each match becomes (literally; `$1` is not expanded). Default `[REDACTED]`.
-    #[serde(default, skip_serializing)]
-    pub replacement: Option<String>,
-    /// Recorded in the redaction log (which never holds the redacted text).
-    #[serde(default, skip_serializing)]
-    pub reason: Option<String>,
-    /// Replace the covering summaries with a notice and leave them marked instead of
-    /// regenerating them; the next `redact` (or `rewrite` with `fallbacks: true`) regenerates
-    /// them.
-    #[serde(default, skip_serializing)]
-    pub mark_only: bool,
-    /// Finish earlier redactions only (what a call with no `pattern` and no `messageIds` does).
-    #[serde(default, skip_serializing)]
-    pub finish: bool,
-    /// Stops between two regenerated summaries; the rest stay marked.
-    #[serde(default, skip_serializing, rename = "signal")]
-    #[cfg_attr(test, ts(type = "AbortSignal"))]
-    pub _signal: Option<serde::de::IgnoredAny>,
-    /// Called before each summary is regenerated.
-    #[serde(default, skip_serializing, rename = "onProgress")]
-    #[cfg_attr(test, ts(type = "(progress: RewriteProgress) => void"))]
-    pub _on_progress: Option<serde::de::IgnoredAny>,
-}
-
-fn message_ids<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Option<Vec<i64>>, D::Error> {
-    let ids = Vec::<i64>::deserialize(d)?;
-    if ids.is_empty() {
-        return Err(serde::de::Error::custom("must be a non-empty array of message ids"));
-    }
-    Ok(Some(ids))
-}
-
-impl TryFrom<RedactRequest> for RedactOptions {
-    type Error = String;
-
-    fn try_from(r: RedactRequest) -> std::result::Result<RedactOptions, String> {
-        let pattern = match &r.pattern {
-            Some(p) => Some(text::compile(p).map_err(|e| format!("`pattern`: {e}"))?),
-            None => None,
-        };
-        let nothing_new = pattern.is_none() && r.message_ids.is_none();
-        if r.finish && !nothing_new {
-            return Err("`finish` finishes earlier redactions; it takes no `pattern` or `messageIds`".into());
-        }
-        let redactor = Redactor {
-            pattern,
-            replacement: r.replacement.unwrap_or_else(|| "[REDACTED]".to_string()),
-        };
-        if let Some(re) = &redactor.pattern {
-            if re.is_match(&redactor.replacement) {
-                return Err("the `replacement` matches the `pattern`".into());
-            }
-        }
-        Ok(RedactOptions {
-            conversation_id: r.conversation_id,
-            message_ids: r.message_ids,
-            redactor,
-            reason: r.reason,
-            mark_only: r.mark_only,
-            // With nothing new to redact, a call finishes what earlier ones left.
-            finish: nothing_new,
-        })
-    }
-}
-
-/// What `redact` did.
-#[derive(Clone, Debug, Default, Serialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[serde(rename_all = "camelCase")]
-pub struct RedactionResult {
-    /// The log entry of this redaction; null when it only finished an earlier one's summaries.
-    pub redaction_id: Option<i64>,
-    pub conversation_ids: Vec<i64>,
-    /// Messages whose text changed, and their parts that changed.
-    pub messages: usize,
-    pub parts: usize,
-    /// Matches replaced in the stored columns (a message's text is stored in the message and in
-    /// its parts, so each copy counts); without a pattern, text values replaced.
-    pub matches: usize,
-    /// Summaries the redacted text can have reached, replaced by a notice and regenerated:
-    /// those whose subtree covers a redacted message, those whose text or stored version
-    /// holds a match, and every summary made from one of them or shown one as previous
-    /// context.
-    pub summaries: usize,
-    /// Old versions deleted because they were made from the redacted text.
-    pub versions_purged: usize,
-    /// Of `summaries`, those reached not through the redacted messages' lineage but because
-    /// their text or a stored version held a match (the text came as previous context, or
-    /// the message that brought it is outside the scope), or from such a summary.
-    pub summaries_found: usize,
-    /// Summaries regenerated by this call (an earlier redaction's included).
-    pub regenerated: usize,
-    /// Summaries still holding the notice: `markOnly`, a summarizer that gave nothing usable, or
-    /// a stopped run. The next `redact` in their conversation (or `rewrite` with
-    /// `fallbacks: true`) regenerates them.
-    pub pending: usize,
-    /// False when another connection kept the write-ahead log from being emptied: old bytes may
-    /// stay in the `-wal` file until its next checkpoint. On PostgreSQL: true once `VACUUM
-    /// FULL` rewrote the tables (its write-ahead log is PostgreSQL's to recycle).
-    pub checkpointed: bool,
-    /// True when the replaced text may still be in the file's free pages or its WAL: the scrub
-    /// failed (`scrubError`: a full disk at VACUUM, on PostgreSQL a table lock another gateway
-    /// held past `busyTimeoutMs`) or the WAL could not be emptied. The text
-    /// itself is replaced; the file records the pending scrub, `open` reports it
-    /// (`migration.scrubsPending`), and `redact` with no pattern finishes it.
-    pub scrub_pending: bool,
-    /// Matches replaced in turns the OpenClaw plugin spooled beside the database (turns it could
-    /// not store yet; stored later, they would bring the text back).
-    pub spooled_matches: usize,
-    /// A drain of that spool was running, so it was left as it was: `redact` again.
-    pub spool_busy: bool,
-    /// Why the scrub failed, with its code (`E_IO: …`), when it did.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(test, ts(optional))]
-    pub scrub_error: Option<String>,
-    pub duration_ms: f64,
 }
 
 /// The conversations a redaction touches: the one given, those of the messages given (all of
@@ -443,4 +305,37 @@ pub(crate) fn scrub(conn: &Connection, flags: SchemaFlags) -> Result<bool> {
         redactions::scrubbed(conn)?;
     }
     Ok(emptied)
+}
+
+impl TryFrom<RedactRequest> for RedactOptions {
+    type Error = String;
+
+    fn try_from(r: RedactRequest) -> std::result::Result<RedactOptions, String> {
+        let pattern = match &r.pattern {
+            Some(p) => Some(text::compile(p).map_err(|e| format!("`pattern`: {e}"))?),
+            None => None,
+        };
+        let nothing_new = pattern.is_none() && r.message_ids.is_none();
+        if r.finish && !nothing_new {
+            return Err("`finish` finishes earlier redactions; it takes no `pattern` or `messageIds`".into());
+        }
+        let redactor = Redactor {
+            pattern,
+            replacement: r.replacement.unwrap_or_else(|| "[REDACTED]".to_string()),
+        };
+        if let Some(re) = &redactor.pattern {
+            if re.is_match(&redactor.replacement) {
+                return Err("the `replacement` matches the `pattern`".into());
+            }
+        }
+        Ok(RedactOptions {
+            conversation_id: r.conversation_id,
+            message_ids: r.message_ids,
+            redactor,
+            reason: r.reason,
+            mark_only: r.mark_only,
+            // With nothing new to redact, a call finishes what earlier ones left.
+            finish: nothing_new,
+        })
+    }
 }

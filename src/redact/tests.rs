@@ -9,13 +9,12 @@ use rusqlite::Connection;
 use serde_json::{json, Value};
 
 use super::*;
-use crate::compaction::SweepOptions;
+use crate::api::{RedactionResult, SummaryFilter, SweepOptions};
 use crate::engine::Engine;
 use crate::history::Reason;
 use crate::offline::OfflineSummarizer;
 use crate::store::conversations::Target;
 use crate::store::redactions::INGEST_REASON;
-use crate::store::summaries::SummaryFilter;
 use crate::test_support::{engine_with, stub_text, Act, Scripted};
 use crate::test_support::{transcript, THEME};
 
@@ -363,7 +362,7 @@ async fn a_secret_that_reached_summaries_as_previous_context_is_redacted_there_t
         ("Zq8Xw3Vb7Nn2Kp5Rt9", "like"),
         ("sk-live-[A-Za-z0-9]+", "regex"),
     ] {
-        let o: crate::recall::GrepOptions =
+        let o: crate::api::GrepOptions =
             crate::input::decode(json!({"query": query, "mode": mode}), "options").unwrap();
         assert!(engine.grep(Some(cid2), &o).unwrap().hits.is_empty(), "{mode}");
     }
@@ -577,7 +576,7 @@ async fn on_postgres_no_row_column_index_or_table_file_keeps_the_secret() {
     let (_d, file_engine, cid) = planted(json!({})).await;
     let path = file_engine.config().db_path.clone();
     file_engine.close();
-    crate::copy::run(crate::copy::CopyOptions::new(&path, &url)).unwrap();
+    crate::copy::run(crate::api::CopyOptions::new(&path, &url)).unwrap();
     // `planted`'s settings, over `engine_with`'s.
     let open = |db: &str| {
         let options = json!({"dbPath": db, "freshTailCount": 16, "leafChunkTokens": 1200, "leafTargetTokens": 200,

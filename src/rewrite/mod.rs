@@ -15,14 +15,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::api::{Level, PreviewOptions, Progress, RewriteEntry, RewritePreview, RewriteRequest, RewriteResult};
 use crate::sql::Db;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
-use crate::compaction::escalation::{self, Level, PassError};
+use crate::compaction::escalation::{self, PassError};
 use crate::compaction::Deps;
 use crate::error::{LcmError, Result};
 use crate::history;
-use crate::input;
 use crate::prompts::{PromptDirs, PromptSet, PromptVars};
 use crate::store::conversations;
 use crate::store::summaries::Replacement;
@@ -82,182 +82,6 @@ impl RewriteOptions {
             model: None,
         }
     }
-}
-
-/// Options of `rewrite`: which summaries (exactly one way of choosing them) and how.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[cfg_attr(test, ts(rename = "RewriteOptions"))]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct RewriteRequest {
-    /// Exactly one of `summaryId`, `subtree`, `depth`, `all`, `fallbacks` and `lowFidelity`
-    /// chooses the summaries.
-    #[serde(default, skip_serializing, deserialize_with = "input::opt_non_empty")]
-    pub summary_id: Option<String>,
-    /// A summary and every summary beneath it (its inputs, theirs, … down to the leaves),
-    /// bottom-up.
-    #[serde(default, skip_serializing, deserialize_with = "input::opt_non_empty")]
-    pub subtree: Option<String>,
-    /// Every summary of this depth.
-    #[serde(default, skip_serializing, deserialize_with = "input::opt_non_negative")]
-    pub depth: Option<i64>,
-    /// Every summary.
-    #[serde(default, skip_serializing)]
-    pub all: bool,
-    /// The deterministic fallbacks a failed summarizer left (see `SummaryRecord.fallback`).
-    /// Applying this with `'offline'` is E_INVALID_INPUT: it would only swap one extractive text
-    /// for another and unmark them.
-    #[serde(default, skip_serializing)]
-    pub fallbacks: bool,
-    /// The summaries marked for repair because they stayed under `minFidelity`. Applying this
-    /// with `'offline'` is E_INVALID_INPUT, as for `fallbacks`.
-    #[serde(default, skip_serializing)]
-    pub low_fidelity: bool,
-    /// Write the new texts. Default false: a dry run that writes nothing.
-    #[serde(default, skip_serializing)]
-    pub apply: bool,
-    /// Prompt templates to use for this run (each file found there overrides one template).
-    #[serde(default, skip_serializing, deserialize_with = "input::opt_non_empty")]
-    pub prompt_dir: Option<String>,
-    /// Show times in the source text. Default true.
-    #[serde(default, skip_serializing)]
-    pub timestamps: Option<bool>,
-    /// Recorded in `summaries.model` for rewritten summaries.
-    #[serde(default, skip_serializing, deserialize_with = "input::opt_non_empty")]
-    pub model: Option<String>,
-    /// Cancels between two summaries: the promise rejects with E_ABORTED, what was applied
-    /// stays.
-    #[serde(default, skip_serializing, rename = "signal")]
-    #[cfg_attr(test, ts(type = "AbortSignal"))]
-    pub _signal: Option<serde::de::IgnoredAny>,
-    /// Called before each summary, which starts once it has returned (aborting the signal
-    /// inside it stops before that summary). A throwing callback does not stop the run.
-    #[serde(default, skip_serializing, rename = "onProgress")]
-    #[cfg_attr(test, ts(type = "(progress: RewriteProgress) => void"))]
-    pub _on_progress: Option<serde::de::IgnoredAny>,
-}
-
-impl TryFrom<RewriteRequest> for RewriteOptions {
-    type Error = String;
-
-    fn try_from(r: RewriteRequest) -> std::result::Result<RewriteOptions, String> {
-        let mut selection: Vec<Selection> = [
-            r.summary_id.map(Selection::Summary),
-            r.subtree.map(Selection::Subtree),
-            r.depth.map(Selection::Depth),
-            r.all.then_some(Selection::All),
-            r.fallbacks.then_some(Selection::Fallbacks),
-            r.low_fidelity.then_some(Selection::LowFidelity),
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
-        let selection = match selection.len() {
-            1 => selection.pop().unwrap_or(Selection::All),
-            0 => return Err(
-                "say which summaries to rewrite: `summaryId`, `subtree`, `depth`, `all: true`, `fallbacks: true` or `lowFidelity: true`".into(),
-            ),
-            _ => return Err("give only one of `summaryId`, `subtree`, `depth`, `all`, `fallbacks` and `lowFidelity`".into()),
-        };
-        Ok(RewriteOptions {
-            selection,
-            apply: r.apply,
-            prompt_dir: r.prompt_dir,
-            timestamps: r.timestamps.unwrap_or(true),
-            model: r.model,
-        })
-    }
-}
-
-/// Options of `rewritePreview`.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[cfg_attr(test, ts(rename = "RewritePreviewOptions"))]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub(crate) struct PreviewOptions {
-    /// Prompt templates to render with (each file found there overrides one template).
-    #[serde(default, skip_serializing, deserialize_with = "input::opt_non_empty")]
-    pub prompt_dir: Option<String>,
-    /// Show times in the source text. Default true.
-    #[serde(default, skip_serializing)]
-    pub timestamps: Option<bool>,
-}
-
-impl PreviewOptions {
-    /// The rewrite of `summary_id` these options preview.
-    pub(crate) fn rewrite_of(self, summary_id: &str) -> RewriteOptions {
-        RewriteOptions {
-            selection: Selection::Summary(summary_id.to_string()),
-            apply: false,
-            prompt_dir: self.prompt_dir,
-            timestamps: self.timestamps.unwrap_or(true),
-            model: None,
-        }
-    }
-}
-
-/// What `onProgress` receives before each summary of a rewrite.
-#[derive(Clone, Debug, Serialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[cfg_attr(test, ts(rename = "RewriteProgress"))]
-#[serde(rename_all = "camelCase")]
-pub struct Progress {
-    /// Summaries finished before this one.
-    pub done: usize,
-    pub total: usize,
-    pub summary_id: String,
-    pub depth: i64,
-    /// The summary finished just before this one (none before the first): a caller can show
-    /// each result as it comes instead of waiting for the whole run.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(test, ts(optional))]
-    pub finished: Option<RewriteEntry>,
-}
-
-/// One summary of a rewrite.
-#[derive(Clone, Debug, Serialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[serde(rename_all = "camelCase")]
-pub struct RewriteEntry {
-    pub summary_id: String,
-    #[cfg_attr(test, ts(type = "SummaryKind"))]
-    pub kind: String,
-    pub depth: i64,
-    /// Inputs of a condensed summary, messages of a leaf.
-    pub child_count: usize,
-    pub time_range: String,
-    pub old_tokens: i64,
-    pub new_tokens: i64,
-    pub delta: i64,
-    pub old_content: String,
-    pub new_content: String,
-    /// Unified diff of the old and new content (empty when equal).
-    pub diff: String,
-    /// How the new text was obtained; `fallback` means the summarizer gave nothing usable and the
-    /// old text is kept.
-    #[cfg_attr(test, ts(type = "PassLevel"))]
-    pub level: &'static str,
-    /// True when the new text was written (an applying run, not a fallback, and not the same
-    /// text by the same model as before).
-    pub applied: bool,
-    /// The new text's fidelity score; null when the old text is kept or names nothing.
-    pub fidelity: Option<f64>,
-    /// The new text stayed under `minFidelity` after the retry (it stays marked).
-    pub needs_repair: bool,
-}
-
-/// What `rewrite` did (or, without `apply`, would do).
-#[derive(Clone, Debug, Serialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[serde(rename_all = "camelCase")]
-pub struct RewriteResult {
-    pub conversation_id: i64,
-    pub apply: bool,
-    /// Bottom-up by depth, chronological within a depth.
-    pub entries: Vec<RewriteEntry>,
-    pub tokens_before: i64,
-    pub tokens_after: i64,
-    pub duration_ms: f64,
 }
 
 /// A summary to rewrite, as selected.
@@ -542,33 +366,6 @@ fn prepare(
     })
 }
 
-/// The prompt a rewrite of one summary would send first, before anything is sent (the TUI's
-/// preview).
-#[derive(Clone, Debug, Serialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[serde(rename_all = "camelCase")]
-pub struct RewritePreview {
-    pub summary_id: String,
-    #[cfg_attr(test, ts(type = "SummaryKind"))]
-    pub kind: String,
-    pub depth: i64,
-    /// The template the prompt comes from: its name, and the override file or `embedded`.
-    pub template: crate::prompts::PromptSource,
-    /// The rendered prompt of the first attempt.
-    pub prompt: String,
-    /// Estimated tokens of the prompt.
-    pub prompt_tokens: i64,
-    /// Estimated tokens of the source text inside it.
-    pub source_tokens: i64,
-    /// Inputs of a condensed summary, messages of a leaf.
-    pub child_count: usize,
-    pub time_range: String,
-    /// The length the summarizer is asked for.
-    pub target_tokens: i64,
-    /// The summary's current length.
-    pub old_tokens: i64,
-}
-
 /// Renders the first prompt a rewrite of `summary_id` would send, with the engine's templates
 /// or those of `options.prompt_dir`. Calls no summarizer and writes nothing.
 pub(crate) fn preview(
@@ -621,5 +418,50 @@ fn with_context(e: LcmError, context: &str) -> LcmError {
             message: say(&message),
         },
         other => other,
+    }
+}
+
+impl TryFrom<RewriteRequest> for RewriteOptions {
+    type Error = String;
+
+    fn try_from(r: RewriteRequest) -> std::result::Result<RewriteOptions, String> {
+        let mut selection: Vec<Selection> = [
+            r.summary_id.map(Selection::Summary),
+            r.subtree.map(Selection::Subtree),
+            r.depth.map(Selection::Depth),
+            r.all.then_some(Selection::All),
+            r.fallbacks.then_some(Selection::Fallbacks),
+            r.low_fidelity.then_some(Selection::LowFidelity),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        let selection = match selection.len() {
+            1 => selection.pop().unwrap_or(Selection::All),
+            0 => return Err(
+                "say which summaries to rewrite: `summaryId`, `subtree`, `depth`, `all: true`, `fallbacks: true` or `lowFidelity: true`".into(),
+            ),
+            _ => return Err("give only one of `summaryId`, `subtree`, `depth`, `all`, `fallbacks` and `lowFidelity`".into()),
+        };
+        Ok(RewriteOptions {
+            selection,
+            apply: r.apply,
+            prompt_dir: r.prompt_dir,
+            timestamps: r.timestamps.unwrap_or(true),
+            model: r.model,
+        })
+    }
+}
+
+impl PreviewOptions {
+    /// The rewrite of `summary_id` these options preview.
+    pub(crate) fn rewrite_of(self, summary_id: &str) -> RewriteOptions {
+        RewriteOptions {
+            selection: Selection::Summary(summary_id.to_string()),
+            apply: false,
+            prompt_dir: self.prompt_dir,
+            timestamps: self.timestamps.unwrap_or(true),
+            model: None,
+        }
     }
 }

@@ -1,6 +1,7 @@
 //! Rewrite tests on the theme transcript compacted to depth 1: dry run, apply, order, what a
 //! condensed node is rebuilt from, cancellation, failures and prompt overrides.
 
+use crate::api::{GrepOptions, Mode, Progress, RewriteResult, Scope, Sort, SummaryFilter};
 use std::sync::atomic::AtomicBool;
 use std::sync::Mutex;
 
@@ -9,9 +10,8 @@ use serde_json::json;
 
 use super::*;
 use crate::engine::Engine;
-use crate::recall::grep::{GrepOptions, Mode, Scope, Sort};
+
 use crate::store::conversations::Target as ConversationTarget;
-use crate::store::summaries::SummaryFilter;
 use crate::test_support::{compact_offline, engine_with, Act, Scripted};
 use crate::test_support::{transcript, THEME};
 
@@ -700,10 +700,10 @@ async fn a_rewrite_sees_what_compaction_saw_and_dropping_tool_actions_scores_low
         .compact(
             cid,
             first.clone(),
-            crate::compaction::SweepOptions {
+            crate::api::SweepOptions {
                 token_budget: 8000,
                 force: true,
-                target: crate::compaction::SweepTarget::Leaf,
+                target: crate::api::SweepTarget::Leaf,
                 ..Default::default()
             },
         )

@@ -7,13 +7,13 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::{append_line, complete_lines, lock, now_ms, spool_error, write_owner_only, Files};
+use crate::api::{DrainReport, HeldTurn, IngestOptions};
 use crate::error::{LcmError, Result};
 use crate::store::conversations::Target;
-use crate::store::messages::{IngestOptions, IngestOutcome};
+use crate::store::messages::IngestOutcome;
 
 /// A turn that fails this often for a reason that is not transient is set aside.
 const POISON_ATTEMPTS: u64 = 3;
@@ -30,39 +30,6 @@ const TRANSIENT: &[&str] = &[
     "E_CONNECTION",
     "E_TIMEOUT",
 ];
-
-/// What a drain did.
-#[derive(Debug, Default, Serialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[serde(rename_all = "camelCase")]
-pub struct DrainReport {
-    /// Turns stored (a turn stored before, now `duplicate`, included).
-    pub stored: u32,
-    /// Turns set aside in the held file by this drain, with their error.
-    pub held: Vec<HeldTurn>,
-    /// Turns still waiting (the drain stopped at one that could not be stored yet).
-    pub remaining: u32,
-    /// The error that stopped it, with its code.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(test, ts(optional))]
-    pub stopped_by: Option<String>,
-    /// Another live process holds the drain lock: it drains.
-    pub busy: bool,
-    /// A stale lock was taken over, and why it was stale.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(test, ts(optional))]
-    pub took_over: Option<String>,
-}
-
-#[derive(Debug, Serialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[serde(rename_all = "camelCase")]
-pub struct HeldTurn {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(test, ts(optional))]
-    pub advancement_key: Option<String>,
-    pub error: String,
-}
 
 /// Stores the spool of `base` through `ingest`. E_IO (naming the location) when the lock or
 /// the files cannot be created, read or written.

@@ -7,6 +7,7 @@
 //! names this very process, which does not hold it (a container restarted under the same
 //! pid); or when it does not name a process at all (pid 0, −1, garbage).
 
+use crate::api::LockState;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -64,23 +65,6 @@ struct Holder {
     /// Unique to this holding of the lock.
     #[serde(default)]
     nonce: Option<String>,
-}
-
-/// A lock file as `doctor` shows it.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct LockState {
-    /// The holder's pid and host, as the file names them (null when it names none).
-    #[cfg_attr(test, ts(type = "number | null"))]
-    pub pid: Option<i64>,
-    #[cfg_attr(test, ts(type = "string | null"))]
-    pub host: Option<String>,
-    /// Milliseconds since the holder last renewed it.
-    pub age_ms: f64,
-    /// Why it is stale (the next drain takes it over), or null while its holder is alive.
-    #[cfg_attr(test, ts(type = "string | null"))]
-    pub stale: Option<String>,
 }
 
 /// The lock file at `path`, if there is one.

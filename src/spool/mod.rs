@@ -21,9 +21,9 @@ mod tests;
 
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
 use serde_json::Value;
 
+use crate::api::SpoolStatus;
 use crate::error::{LcmError, Result};
 
 /// The files of one spool.
@@ -207,30 +207,6 @@ pub(crate) fn write_owner_only(path: &Path, bytes: &[u8]) -> std::io::Result<()>
 pub(crate) fn waiting(base: &str) -> bool {
     let files = Files::of(base);
     files.pending.exists() || files.taken().is_ok_and(|t| !t.is_empty())
-}
-
-/// What a spool holds, for `doctor` and the plugin.
-#[derive(Debug, Default, Serialize, PartialEq)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct SpoolStatus {
-    /// Turns waiting to be stored (complete lines of the pending and taken files).
-    pub turns: u32,
-    /// When the oldest of them was spooled (ms since the epoch; a turn of an older version
-    /// counts from its file's time).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(test, ts(optional))]
-    pub oldest_at: Option<f64>,
-    /// Turns set aside after failing every try (`B.lcm-native-held.jsonl`).
-    pub held: u32,
-    /// The drain lock, when a file holds it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(test, ts(optional))]
-    pub lock: Option<lock::LockState>,
-    /// The spool location cannot be read or written: what and why.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(test, ts(optional))]
-    pub problem: Option<String>,
 }
 
 /// The spool of `base` as it is now. Reads only.

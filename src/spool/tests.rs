@@ -5,6 +5,7 @@
 use serde_json::{json, Value};
 
 use super::*;
+use crate::api::SpoolStatus;
 use crate::test_support::temp_engine;
 
 fn turn(n: usize, key: &str) -> Value {

@@ -56,7 +56,7 @@ pub struct DagNode {
 /// order the DAG's roots are shown in.
 pub(crate) fn read<'a>(db: impl Into<Db<'a>>, conversation_id: i64) -> Result<Vec<DagNode>> {
     let db = db.into();
-    let records = summaries::list(db, conversation_id, &summaries::SummaryFilter::default())?;
+    let records = summaries::list(db, conversation_id, summaries::Listing::default())?;
     let mut inputs: HashMap<String, Vec<String>> = HashMap::new();
     let mut consumed_by: HashMap<String, String> = HashMap::new();
     let edges = db.query_map(
@@ -349,7 +349,7 @@ mod tests {
             .unwrap();
 
             // Creation order (sum_b was written first), the fallback recognised, a depth filter.
-            let listed = summaries::list(db, 1, &summaries::SummaryFilter::default()).unwrap();
+            let listed = summaries::list(db, 1, summaries::Listing::default()).unwrap();
             let ids: Vec<&str> = listed.iter().map(|s| s.fields.summary_id.as_str()).collect();
             assert_eq!(ids, ["sum_b", "sum_a", "sum_c"], "{engine}");
             assert_eq!(
@@ -358,9 +358,7 @@ mod tests {
                 "{engine}"
             );
             assert_eq!(
-                summaries::list(db, 1, &summaries::SummaryFilter::at_depth(1))
-                    .unwrap()
-                    .len(),
+                summaries::list(db, 1, summaries::Listing::at_depth(1)).unwrap().len(),
                 1,
                 "{engine}"
             );

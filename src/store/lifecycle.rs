@@ -32,41 +32,6 @@ pub enum ResetReason {
     Deleted,
 }
 
-/// Options of `resetSession`.
-#[derive(Clone, Copy, Debug, serde::Deserialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[cfg_attr(test, ts(rename = "ResetOptions"))]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub(crate) struct ResetRequest {
-    /// `new` (`/new`), `reset` (`/reset`) or `deleted` (the host deleted the session).
-    pub reason: ResetKind,
-    /// `new`: summaries of this depth and deeper stay in the context. Default 2.
-    #[serde(default, skip_serializing, deserialize_with = "crate::input::opt_non_negative")]
-    pub retain_depth: Option<i64>,
-}
-
-/// The reasons `resetSession` takes, as the host names them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[serde(rename_all = "lowercase")]
-pub(crate) enum ResetKind {
-    New,
-    Reset,
-    Deleted,
-}
-
-impl ResetRequest {
-    pub(crate) fn reason(&self) -> ResetReason {
-        match self.reason {
-            ResetKind::New => ResetReason::New {
-                retain_depth: self.retain_depth.unwrap_or(DEFAULT_RETAIN_DEPTH),
-            },
-            ResetKind::Reset => ResetReason::Reset,
-            ResetKind::Deleted => ResetReason::Deleted,
-        }
-    }
-}
-
 /// What a reset did.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 #[cfg_attr(test, derive(ts_rs::TS))]

@@ -38,64 +38,23 @@ pub struct IngestOutcome {
     pub late: bool,
 }
 
-/// Options of `ingest`: how the call is applied.
-#[derive(Clone, Debug, Default, serde::Deserialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct IngestOptions {
-    /// The host's key of the turn these messages complete, stored in the same transaction: a
-    /// key already stored for the conversation makes the call a no-op (`duplicate: true`), also
-    /// after a restart.
-    #[serde(default, skip_serializing, deserialize_with = "crate::input::opt_non_empty")]
+/// How one caller's messages are stored: as a turn (its key, kept so that the turn is stored
+/// once; lossless-claw 1.x's row for it; where it began in the host's transcript), as a
+/// one-time import of a session's earlier history, or as they come.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct IngestMode {
     pub advancement_key: Option<String>,
-    /// Import a session's earlier transcript: only into a conversation with no message yet,
-    /// once (`alreadyBootstrapped` otherwise).
-    #[serde(default, skip_serializing)]
     pub bootstrap: bool,
-    /// With `advancementKey`: the turn's row in lossless-claw 1.x's `turn_advancements`, so
-    /// that lossless-claw answers `duplicate` for it after a switch (the plugin computes
-    /// `payloadHash` as lossless-claw does).
-    #[serde(default, skip_serializing)]
-    pub turn: Option<TurnRecord>,
-    /// With `advancementKey`: where the turn's first message sits in the host's transcript
-    /// (OpenClaw's `admission.activeMessagePosition`). A turn replayed after turns that came
-    /// later in the transcript is then stored as `late` instead of as if in order.
-    #[serde(default, skip_serializing)]
+    pub turn: Option<Advancement>,
     pub transcript_position: Option<i64>,
 }
 
-impl IngestOptions {
-    /// E_INVALID_INPUT for options that contradict each other.
-    pub fn check(&self) -> Result<()> {
-        if self.turn.is_some() && self.advancement_key.is_none() {
-            return Err(LcmError::invalid_input(
-                "options.turn needs the `advancementKey` it records",
-            ));
-        }
-        if self.transcript_position.is_some() && self.advancement_key.is_none() {
-            return Err(LcmError::invalid_input(
-                "options.transcriptPosition needs the `advancementKey` of the turn it places",
-            ));
-        }
-        if self.transcript_position.is_some_and(|p| p < 0) {
-            return Err(LcmError::invalid_input(
-                "options.transcriptPosition must be a position (0 or more)",
-            ));
-        }
-        Ok(())
-    }
-}
-
-/// A committed turn as lossless-claw 1.x records it in `turn_advancements`. `payloadHash` is
-/// its hash of the host's commit parameters (the plugin computes it exactly as lossless-claw
-/// does).
-#[derive(Clone, Debug, Default, serde::Deserialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct TurnRecord {
+/// A row of lossless-claw 1.x's `turn_advancements` (its columns but the key, the message
+/// count and the time, which the ingest fills).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Advancement {
     pub payload_hash: String,
     pub session_id: String,
-    #[serde(default, skip_serializing)]
     pub session_key: Option<String>,
     pub admission_entry_id: String,
     pub terminal_entry_id: String,
@@ -105,7 +64,7 @@ pub struct TurnRecord {
 pub(crate) struct IngestJob<'a> {
     pub target: &'a Target,
     pub messages: &'a [NewMessage],
-    pub options: &'a IngestOptions,
+    pub mode: &'a IngestMode,
 }
 
 /// Stores several callers' messages in one transaction: each job's messages become rows in
@@ -135,7 +94,7 @@ where
             .map(|&i| IngestJob {
                 target: jobs[i].target,
                 messages: jobs[i].messages,
-                options: jobs[i].options,
+                mode: jobs[i].mode,
             })
             .collect();
         // A job's own failure rolls the attempt back (its error is the closure's) and is
@@ -230,7 +189,7 @@ pub(crate) fn ingest_in<'a>(
     now: &str,
     fts_rows: &mut Vec<(i64, &'a str)>,
 ) -> Result<IngestOutcome> {
-    let (target, messages, options) = (job.target, job.messages, job.options);
+    let (target, messages, options) = (job.target, job.messages, job.mode);
     let conv = conversations::resolve_or_create(tx, flags, target, now)?;
     // A host turn from before a `/reset`, replayed by the host after it (a commit that failed
     // then): it belongs to the conversation the reset archived, not to the new one.
@@ -933,39 +892,6 @@ pub(crate) fn load_parts<'a>(db: impl Into<Db<'a>>, message_ids: &[i64]) -> Resu
 /// The columns `stored()` reads, in its order.
 const STORED_COLUMNS: &str = "message_id, seq, role, content, created_at, token_count, transcript_entry_id";
 
-/// Options of `messages`: a page of a conversation's messages.
-#[derive(Clone, Copy, Debug, serde::Deserialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[cfg_attr(test, ts(rename = "MessagesOptions"))]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub(crate) struct MessagePage {
-    /// Messages after this `seq` (exclusive). Default 0: from the first.
-    #[serde(default, skip_serializing, deserialize_with = "crate::input::non_negative")]
-    pub after_seq: i64,
-    /// Most messages returned. Default 1000.
-    #[serde(
-        default = "MessagePage::default_limit",
-        skip_serializing,
-        deserialize_with = "crate::input::positive"
-    )]
-    pub limit: i64,
-}
-
-impl MessagePage {
-    fn default_limit() -> i64 {
-        1000
-    }
-}
-
-impl Default for MessagePage {
-    fn default() -> MessagePage {
-        MessagePage {
-            after_seq: 0,
-            limit: MessagePage::default_limit(),
-        }
-    }
-}
-
 /// Messages of a conversation in order, from `after_seq` (exclusive), at most `limit`.
 pub(crate) fn list<'a>(
     db: impl Into<Db<'a>>,
@@ -1282,22 +1208,22 @@ mod tests {
         let (_dir, _path, mut conn, flags) = setup();
         let (a, b, c) = (one("a"), one("b"), one("c"));
         let (s, missing) = (Target::Session("s".into()), Target::Conversation(999));
-        let o = IngestOptions::default();
+        let o = IngestMode::default();
         let jobs = [
             IngestJob {
                 target: &s,
                 messages: &a,
-                options: &o,
+                mode: &o,
             },
             IngestJob {
                 target: &missing,
                 messages: &b,
-                options: &o,
+                mode: &o,
             },
             IngestJob {
                 target: &s,
                 messages: &c,
-                options: &o,
+                mode: &o,
             },
         ];
         let results = ingest_group(|f| crate::sql::in_transaction(&mut conn, f), flags, &jobs, &|_, _| {});
@@ -1320,11 +1246,11 @@ mod tests {
         let (_dir, _path, mut conn, flags) = setup();
         let (a, b, c) = (one("a"), one("b"), one("c"));
         let (s, missing) = (Target::Session("s".into()), Target::Conversation(999));
-        let o = IngestOptions::default();
+        let o = IngestMode::default();
         let jobs = [(&s, &a), (&missing, &b), (&s, &c)].map(|(target, messages)| IngestJob {
             target,
             messages,
-            options: &o,
+            mode: &o,
         });
         let calls = std::cell::Cell::new(0);
         let after = |db: Db, outcomes: &[IngestOutcome]| {
@@ -1349,13 +1275,13 @@ mod tests {
         holder.execute_batch("BEGIN IMMEDIATE").unwrap();
         let texts: Vec<Vec<NewMessage>> = (0..4).map(|i| one(&format!("m{i}"))).collect();
         let s = Target::Session("s".into());
-        let o = IngestOptions::default();
+        let o = IngestMode::default();
         let jobs: Vec<IngestJob<'_>> = texts
             .iter()
             .map(|m| IngestJob {
                 target: &s,
                 messages: m,
-                options: &o,
+                mode: &o,
             })
             .collect();
         let started = Instant::now();
@@ -1385,15 +1311,15 @@ mod tests {
         let mut seen: Vec<(String, Vec<StoredMessage>)> = Vec::new();
         crate::test_support::on_both_engines("ingest", |db, flags, engine| {
             let target = Target::Session("s".into());
-            let keyed = IngestOptions {
+            let keyed = IngestMode {
                 advancement_key: Some("turn-1".into()),
                 ..Default::default()
             };
-            let ingest = |msgs: &[NewMessage], options: &IngestOptions| {
+            let ingest = |msgs: &[NewMessage], mode: &IngestMode| {
                 let job = IngestJob {
                     target: &target,
                     messages: msgs,
-                    options,
+                    mode,
                 };
                 let mut fts = Vec::new();
                 ingest_in(db, flags, &job, "2026-11-26 10:00:00", &mut fts).unwrap()
@@ -1410,7 +1336,7 @@ mod tests {
                 "{engine}: the same turn key again"
             );
             // Entries already stored are skipped; the rest appended.
-            let rest = ingest(&messages[4..], &IngestOptions::default());
+            let rest = ingest(&messages[4..], &IngestMode::default());
             assert_eq!((rest.inserted, rest.skipped), (2, 2), "{engine}");
             // Counted by the triggers as the rows were written.
             assert_eq!(crate::store::totals::message_count(db, 1).unwrap(), 8, "{engine}");

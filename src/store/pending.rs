@@ -589,7 +589,9 @@ mod tests {
         assert!(report.ok, "{:?}", report.problems);
         // Found by recall, as lcm-native's own summaries are.
         for (text, summary) in [("said hello", &id), ("farewells", &cond)] {
-            let hits = engine.grep(Some(cid), &crate::recall::GrepOptions::new(text)).unwrap();
+            // The options as JavaScript gives them: the store names no type of the API.
+            let query = serde_json::from_value(serde_json::json!({ "query": text })).unwrap();
+            let hits = engine.grep(Some(cid), &query).unwrap();
             assert!(
                 hits.hits
                     .iter()

@@ -129,35 +129,26 @@ pub(crate) fn from_row(r: &Row) -> Result<SummaryRecord> {
     })
 }
 
-/// Options of `summaries`: a depth, and a page (a panel lists a long conversation's summaries
-/// a page at a time, newest first, without reading the rest).
-#[derive(Clone, Debug, Default, serde::Deserialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[cfg_attr(test, ts(rename = "SummariesOptions"))]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct SummaryFilter {
-    /// Only summaries of this depth (0: leaves).
-    #[serde(default, skip_serializing, deserialize_with = "crate::input::opt_non_negative")]
+/// Which of a conversation's summaries `list` reads, in which order.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Listing<'s> {
+    /// Only this depth.
     pub depth: Option<i64>,
-    /// Newest first instead of creation order. Default false.
-    #[serde(default, skip_serializing)]
+    /// Newest first instead of creation order.
     pub newest_first: bool,
-    /// Summaries skipped (in the chosen order) before the first returned. Default 0.
-    #[serde(default, skip_serializing, deserialize_with = "crate::input::opt_non_negative")]
-    pub offset: Option<i64>,
-    /// Most summaries returned. Default: all.
-    #[serde(default, skip_serializing, deserialize_with = "crate::input::opt_positive")]
+    /// Rows skipped before the first read.
+    pub offset: i64,
+    /// Most rows read; `None`: all.
     pub limit: Option<i64>,
-    /// Only these summaries (a condensed node's inputs, read in one go). Default: all.
-    #[serde(default, skip_serializing)]
-    pub summary_ids: Option<Vec<String>>,
+    /// Only these summaries.
+    pub ids: Option<&'s [String]>,
 }
 
-impl SummaryFilter {
+impl Listing<'_> {
     /// Every summary of one depth, in creation order.
     #[cfg(test)]
     pub(crate) fn at_depth(depth: i64) -> Self {
-        SummaryFilter {
+        Listing {
             depth: Some(depth),
             ..Default::default()
         }
@@ -166,17 +157,13 @@ impl SummaryFilter {
 
 /// A conversation's summaries in creation order (or newest first), optionally one depth and
 /// one page of them.
-pub(crate) fn list<'a>(
-    db: impl Into<Db<'a>>,
-    conversation_id: i64,
-    filter: &SummaryFilter,
-) -> Result<Vec<SummaryRecord>> {
+pub(crate) fn list<'a>(db: impl Into<Db<'a>>, conversation_id: i64, filter: Listing<'_>) -> Result<Vec<SummaryRecord>> {
     let db = db.into();
     conversations::get(db, conversation_id)?;
     // Creation order is the rowid's (PostgreSQL keeps it as a column).
     let depth = filter.depth.unwrap_or(-1);
     let order = if filter.newest_first { "DESC" } else { "" };
-    let ids = filter.summary_ids.as_ref().map(serde_json::to_string).transpose()?;
+    let ids = filter.ids.map(serde_json::to_string).transpose()?;
     let only = match ids {
         Some(_) => format!("AND summary_id IN (SELECT value FROM {} j)", db.text_list("?5")),
         None => String::new(),
@@ -187,12 +174,12 @@ pub(crate) fn list<'a>(
         fallback_sql(db)
     );
     let limit = filter.limit.unwrap_or(i64::MAX);
-    let offset = filter.offset.unwrap_or(0);
+    let offset = filter.offset;
     let mut rows = match &ids {
         Some(ids) => db.query_map(&sql, params![conversation_id, depth, limit, offset, ids], from_row)?,
         None => db.query_map(&sql, params![conversation_id, depth, limit, offset], from_row)?,
     };
-    let scores = if filter.limit.is_some() || filter.summary_ids.is_some() {
+    let scores = if filter.limit.is_some() || filter.ids.is_some() {
         let ids: Vec<&str> = rows.iter().map(|r| r.fields.summary_id.as_str()).collect();
         fidelity_scores::for_summaries(db, &ids)?
     } else {
@@ -694,7 +681,7 @@ mod tests {
             let condensed = [new("sum_3", SummaryKind::Condensed, 1, vec![], vec!["sum_1", "sum_2"])];
             insert(db, flags, 1, "2026-11-26 09:01:00", &condensed).unwrap();
 
-            let listed = list(db, 1, &SummaryFilter::default()).unwrap();
+            let listed = list(db, 1, Listing::default()).unwrap();
             assert_eq!(listed.len(), 3, "{engine}");
             assert_eq!(listed[2].fields, condensed[0].fields, "{engine}");
             assert_eq!(listed[0].fidelity, Some(0.75), "{engine}");
@@ -718,32 +705,29 @@ mod tests {
 
             // A page, newest first, with the page's fidelity scores read alone.
             let page = |depth, offset, limit| {
-                let filter = SummaryFilter {
+                let filter = Listing {
                     depth,
                     newest_first: true,
                     offset,
                     limit,
-                    summary_ids: None,
+                    ids: None,
                 };
-                let rows = list(db, 1, &filter).unwrap();
+                let rows = list(db, 1, filter).unwrap();
                 rows.into_iter()
                     .map(|r| (r.fields.summary_id, r.fidelity))
                     .collect::<Vec<_>>()
             };
             let scored = |id: &str| (id.to_string(), Some(0.75));
-            assert_eq!(
-                page(None, None, Some(2)),
-                [scored("sum_3"), scored("sum_2")],
-                "{engine}"
-            );
-            assert_eq!(page(None, Some(2), Some(2)), [scored("sum_1")], "{engine}");
-            assert_eq!(page(Some(0), Some(1), Some(5)), [scored("sum_1")], "{engine}");
-            assert_eq!(page(None, Some(3), Some(2)), [], "{engine}");
-            let only = SummaryFilter {
-                summary_ids: Some(vec!["sum_2".into(), "sum_3".into()]),
+            assert_eq!(page(None, 0, Some(2)), [scored("sum_3"), scored("sum_2")], "{engine}");
+            assert_eq!(page(None, 2, Some(2)), [scored("sum_1")], "{engine}");
+            assert_eq!(page(Some(0), 1, Some(5)), [scored("sum_1")], "{engine}");
+            assert_eq!(page(None, 3, Some(2)), [], "{engine}");
+            let wanted = ["sum_2".to_string(), "sum_3".to_string()];
+            let only = Listing {
+                ids: Some(&wanted),
                 ..Default::default()
             };
-            let ids: Vec<String> = list(db, 1, &only)
+            let ids: Vec<String> = list(db, 1, only)
                 .unwrap()
                 .into_iter()
                 .map(|r| r.fields.summary_id)

@@ -2,7 +2,7 @@
 //! one mutating operation runs per conversation at a time.
 
 use super::*;
-use crate::store::summaries::SummaryFilter;
+use crate::api::SummaryFilter;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pass_whose_inputs_changed_meanwhile_fails_stale_and_writes_nothing() {

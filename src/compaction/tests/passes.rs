@@ -2,7 +2,7 @@
 //! and a failing summarizer leaving nothing behind.
 
 use super::*;
-use crate::store::summaries::SummaryFilter;
+use crate::api::SummaryFilter;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leaf_pass_summarises_the_oldest_chunk_with_headers_and_lineage() {

@@ -2,7 +2,7 @@
 //! condensation, and the decisions `evaluate` reports.
 
 use super::*;
-use crate::store::summaries::SummaryFilter;
+use crate::api::{StopReason, SummaryFilter};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sweeps_are_bounded_by_iterations_and_deadline() {
@@ -501,11 +501,11 @@ async fn a_tail_bounded_in_tokens_lets_long_turns_compact() {
     let context = engine.context(cid).unwrap();
     assert!(context
         .iter()
-        .any(|e| e.kind == crate::live::ItemKind::Message && e.role.as_deref() == Some("user")));
+        .any(|e| e.kind == crate::api::ItemKind::Message && e.role.as_deref() == Some("user")));
     assert!(
         context
             .iter()
-            .filter(|e| e.kind == crate::live::ItemKind::Message)
+            .filter(|e| e.kind == crate::api::ItemKind::Message)
             .count()
             >= 2,
         "{context:?}"
@@ -557,7 +557,7 @@ async fn budget_pressure_compacts_into_the_tail_down_to_the_newest_turn() {
     let context = engine.context(cid).unwrap();
     let raw: Vec<_> = context
         .iter()
-        .filter(|e| e.kind == crate::live::ItemKind::Message)
+        .filter(|e| e.kind == crate::api::ItemKind::Message)
         .collect();
     assert!(!raw.is_empty(), "the newest turn is never compacted");
     assert_eq!(
@@ -567,12 +567,12 @@ async fn budget_pressure_compacts_into_the_tail_down_to_the_newest_turn() {
     // Oldest first: what is left raw is the newest messages, contiguous at the end.
     let first_raw = context
         .iter()
-        .position(|e| e.kind == crate::live::ItemKind::Message)
+        .position(|e| e.kind == crate::api::ItemKind::Message)
         .unwrap();
     assert!(
         context[first_raw..]
             .iter()
-            .all(|e| e.kind == crate::live::ItemKind::Message),
+            .all(|e| e.kind == crate::api::ItemKind::Message),
         "{context:?}"
     );
 }

@@ -2,6 +2,7 @@
 //! and seed-era compaction events.
 
 use super::*;
+use crate::api::{Description, Entry, ExpandOptions, GrepOptions};
 
 /// A condensed summary of conversation 1 that is live, and one of its inputs.
 fn condensed_and_input(engine: &Engine) -> (String, String) {
@@ -114,7 +115,7 @@ async fn expand_walks_down_breadth_first_within_the_budget() {
         .entries
         .iter()
         .map(|e| match e {
-            expand::Entry::Summary { level, .. } | expand::Entry::Message { level, .. } => *level,
+            Entry::Summary { level, .. } | Entry::Message { level, .. } => *level,
         })
         .collect();
     assert!(levels.windows(2).all(|w| w[0] <= w[1]), "not breadth first: {levels:?}");
@@ -122,7 +123,7 @@ async fn expand_walks_down_breadth_first_within_the_budget() {
         .entries
         .iter()
         .filter_map(|e| match e {
-            expand::Entry::Summary {
+            Entry::Summary {
                 summary_id, level: 1, ..
             } => Some(summary_id.as_str()),
             _ => None,
@@ -136,7 +137,7 @@ async fn expand_walks_down_breadth_first_within_the_budget() {
         .entries
         .iter()
         .filter_map(|e| match e {
-            expand::Entry::Message { message_id, .. } => Some(*message_id),
+            Entry::Message { message_id, .. } => Some(*message_id),
             _ => None,
         })
         .collect();
@@ -145,7 +146,7 @@ async fn expand_walks_down_breadth_first_within_the_budget() {
     // Messages come back as assemble presents them.
     let stored = engine.messages(1, 0, 100_000).unwrap();
     for e in &all.entries {
-        if let expand::Entry::Message {
+        if let Entry::Message {
             message_id, message, ..
         } = e
         {
@@ -193,7 +194,7 @@ async fn expand_walks_down_breadth_first_within_the_budget() {
             },
         )
         .unwrap();
-    assert!(down.entries.iter().all(|e| matches!(e, expand::Entry::Message { .. })));
+    assert!(down.entries.iter().all(|e| matches!(e, Entry::Message { .. })));
     assert_eq!(
         engine.expand("sum_nope", &ExpandOptions::default()).unwrap_err().code(),
         "E_NOT_FOUND"

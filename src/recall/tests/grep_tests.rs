@@ -2,6 +2,7 @@
 //! queries, option validation and the hybrid order.
 
 use super::*;
+use crate::api::{Description, GrepOptions};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn full_text_finds_messages_and_summaries_newest_first_with_their_live_cover() {
@@ -20,7 +21,7 @@ async fn full_text_finds_messages_and_summaries_newest_first_with_their_live_cov
     let messages: Vec<_> = r
         .hits
         .iter()
-        .filter(|h| h.kind == crate::live::ItemKind::Message)
+        .filter(|h| h.kind == crate::api::ItemKind::Message)
         .collect();
     assert!(messages.len() > 20, "{} message hits", messages.len());
     assert!(r.hits.windows(2).all(|w| w[0].time >= w[1].time), "not newest first");
@@ -69,14 +70,14 @@ async fn scope_sort_limit_time_and_conversation_filters() {
             && summaries
                 .hits
                 .iter()
-                .all(|h| h.kind == crate::live::ItemKind::Summary && h.depth.is_some())
+                .all(|h| h.kind == crate::api::ItemKind::Summary && h.depth.is_some())
     );
     assert!(summaries.searched_by.messages.is_none());
     let messages = only(Scope::Messages);
     assert!(messages
         .hits
         .iter()
-        .all(|h| h.kind == crate::live::ItemKind::Message && h.role.is_some()));
+        .all(|h| h.kind == crate::api::ItemKind::Message && h.role.is_some()));
     // Relevance: best rank first.
     let rel = engine
         .grep(
@@ -263,13 +264,13 @@ async fn cjk_text_is_found_through_the_trigram_table_or_like() {
         Some(if has_trigram { "trigram" } else { "like" })
     );
     assert!(
-        long.hits.iter().any(|h| h.kind == crate::live::ItemKind::Summary),
+        long.hits.iter().any(|h| h.kind == crate::api::ItemKind::Summary),
         "{long:?}"
     );
     assert!(
         long.hits
             .iter()
-            .filter(|h| h.kind == crate::live::ItemKind::Message)
+            .filter(|h| h.kind == crate::api::ItemKind::Message)
             .count()
             >= 2
     );

@@ -4,8 +4,8 @@
 //! they were made, compared by their place in creation order).
 
 use super::*;
+use crate::api::{GrepOptions, GrepResult, SummaryFilter};
 use crate::config::Config;
-use crate::store::summaries::SummaryFilter;
 
 /// Messages that tell tokenizers apart: accents and case, punctuation inside words, numbers,
 /// stems, phrases, LIKE's wildcards, CJK, a long text.

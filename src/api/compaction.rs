@@ -1,11 +1,10 @@
-//! What callers give a pass or a sweep, and what they get back.
+//! What a pass, a sweep (`compact`) and `evaluate` take, and what they answer.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::escalation::Level;
 use crate::input;
 use crate::summarizer::{SummaryKind, TimeoutPolicy};
 
@@ -76,6 +75,59 @@ pub(crate) struct CompactOptions {
     #[serde(default, skip_serializing, rename = "signal")]
     #[cfg_attr(test, ts(type = "AbortSignal"))]
     pub _signal: Option<serde::de::IgnoredAny>,
+}
+
+/// What a sweep must reach before it may stop early.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "lowercase")]
+pub enum SweepTarget {
+    /// `threshold`: the usual sweep, run when the stored tokens exceed `contextThreshold ×
+    /// tokenBudget` (or `force`): everything outside the fresh tail that is due.
+    #[default]
+    Threshold,
+    /// `budget`: budget pressure. Leaf passes, oldest first, until the context is under the
+    /// low-water mark (`contextLowWater × tokenBudget`): into the fresh tail as far as the mark
+    /// needs, never past the newest turn (`compactedTail: true` when it reached into it). Then
+    /// condensation as in the usual sweep; when that leaves the context over `contextThreshold
+    /// × tokenBudget`, the rest of the tail too, down to the newest turn, until it is under.
+    /// One large step: the next sweep is due only when the context has grown back over the
+    /// threshold, and until then the context only grows at its end.
+    Budget,
+    /// `fit` (a host's preflight or overflow): the assembled context must fit `tokenBudget`.
+    /// When it already does, nothing is compacted (`stopReason: 'fits'`; `force` compacts
+    /// anyway); otherwise a `budget` sweep runs whatever the threshold. `fit` in the result
+    /// says where it ended.
+    Fit,
+    /// `leaf` (background maintenance): leaf passes only, while the raw messages outside the
+    /// fresh tail reach `leafChunkTokens` (the leaf trigger), bounded as any sweep.
+    Leaf,
+}
+
+/// Options of a sweep.
+#[derive(Clone, Debug, Default)]
+pub struct SweepOptions {
+    pub token_budget: i64,
+    pub force: bool,
+    /// What the sweep must reach.
+    pub target: SweepTarget,
+    pub pass: PassOptions,
+    /// Set by the caller to stop the sweep before its next pass (passes already written stay).
+    pub cancel: Option<Arc<std::sync::atomic::AtomicBool>>,
+}
+
+/// Options of `evaluate`.
+#[derive(Clone, Debug, serde::Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct EvaluateOptions {
+    /// The model's context budget.
+    #[serde(deserialize_with = "crate::input::positive")]
+    pub token_budget: i64,
+    /// The host's count of the prompt's tokens, when it has one: the decision takes the larger
+    /// of it and the stored estimate.
+    #[serde(default, skip_serializing, deserialize_with = "crate::input::opt_non_negative")]
+    pub observed_tokens: Option<i64>,
 }
 
 impl CompactOptions {
@@ -223,6 +275,70 @@ pub struct SweepResult {
     pub fit: Option<ContextFit>,
 }
 
+/// What `evaluate` decides.
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct Evaluation {
+    /// Σ stored `token_count` of the live items.
+    pub stored_tokens: i64,
+    /// max(storedTokens, observedTokens).
+    pub current_tokens: i64,
+    /// floor(contextThreshold × tokenBudget).
+    pub threshold: i64,
+    /// Where a sweep may come early, at a cheap moment (see `reason`).
+    pub early_mark: i64,
+    pub should_compact: bool,
+    /// Why a maintenance sweep is due: `threshold` (over it), `early` (past the early mark at
+    /// a moment when little of the context would be sent again after the sweep, see
+    /// `sweep_due`), else `none`.
+    #[cfg_attr(test, ts(type = "\"threshold\" | \"early\" | \"none\""))]
+    pub reason: &'static str,
+    pub leaf_trigger: LeafTrigger,
+    /// The rolling-summary trigger: `messagesPerSummary` messages since the last summary.
+    pub rolling: RollingTrigger,
+    pub live_items: i64,
+    pub raw_messages: i64,
+    pub summaries: i64,
+}
+
+/// The leaf trigger: raw tokens outside the fresh tail against a leaf chunk.
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct LeafTrigger {
+    pub raw_tokens_outside_tail: i64,
+    pub threshold: i64,
+    pub should_compact: bool,
+}
+
+/// The rolling-summary seed's trigger: summarise once `messagesPerSummary` messages arrived
+/// since the last summary, keeping the fresh tail verbatim.
+#[derive(Clone, Debug, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct RollingTrigger {
+    pub messages_since_last_summary: i64,
+    pub messages_per_summary: i64,
+    /// Messages already covered by summaries.
+    pub covered_messages: i64,
+    /// Raw messages outside the fresh tail (what a summary would cover now).
+    pub summarizable_messages: i64,
+    pub should_summarize: bool,
+}
+
+/// How a summary was obtained.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[cfg_attr(test, ts(rename = "PassLevel"))]
+#[serde(rename_all = "camelCase")]
+pub enum Level {
+    Normal,
+    Aggressive,
+    Fallback,
+    Capped,
+}
+
 impl SweepResult {
     /// A sweep that has done nothing (yet): `stored` tokens in the live context, before and
     /// after, and why it stopped.
@@ -254,43 +370,4 @@ impl SweepResult {
             ..SweepResult::nothing_done(stored, threshold, StopReason::Fits)
         }
     }
-}
-
-/// What a sweep must reach before it may stop early.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[serde(rename_all = "lowercase")]
-pub enum SweepTarget {
-    /// `threshold`: the usual sweep, run when the stored tokens exceed `contextThreshold ×
-    /// tokenBudget` (or `force`): everything outside the fresh tail that is due.
-    #[default]
-    Threshold,
-    /// `budget`: budget pressure. Leaf passes, oldest first, until the context is under the
-    /// low-water mark (`contextLowWater × tokenBudget`): into the fresh tail as far as the mark
-    /// needs, never past the newest turn (`compactedTail: true` when it reached into it). Then
-    /// condensation as in the usual sweep; when that leaves the context over `contextThreshold
-    /// × tokenBudget`, the rest of the tail too, down to the newest turn, until it is under.
-    /// One large step: the next sweep is due only when the context has grown back over the
-    /// threshold, and until then the context only grows at its end.
-    Budget,
-    /// `fit` (a host's preflight or overflow): the assembled context must fit `tokenBudget`.
-    /// When it already does, nothing is compacted (`stopReason: 'fits'`; `force` compacts
-    /// anyway); otherwise a `budget` sweep runs whatever the threshold. `fit` in the result
-    /// says where it ended.
-    Fit,
-    /// `leaf` (background maintenance): leaf passes only, while the raw messages outside the
-    /// fresh tail reach `leafChunkTokens` (the leaf trigger), bounded as any sweep.
-    Leaf,
-}
-
-/// Options of a sweep.
-#[derive(Clone, Debug, Default)]
-pub struct SweepOptions {
-    pub token_budget: i64,
-    pub force: bool,
-    /// What the sweep must reach.
-    pub target: SweepTarget,
-    pub pass: PassOptions,
-    /// Set by the caller to stop the sweep before its next pass (passes already written stay).
-    pub cancel: Option<Arc<std::sync::atomic::AtomicBool>>,
 }

@@ -65,8 +65,9 @@ pub(crate) fn of_messages<'a>(conn: impl Into<Db<'a>>, ids: &[i64]) -> Result<Ha
     let conn = conn.into();
     let mut out = HashMap::with_capacity(ids.len());
     let mut uncovered = Vec::new();
+    let mut leaves = dag::leaves_of(conn, ids)?;
     for &id in ids {
-        match dag::leaf_of(conn, id)? {
+        match leaves.remove(&id) {
             Some(leaf) => {
                 out.insert(id, climb(conn, Some(leaf))?);
             }

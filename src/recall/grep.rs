@@ -590,7 +590,7 @@ const PG_BATCH_ROWS: usize = 500;
 /// SQLite's LIMITed scan does; a rare or absent one costs this many row reads and then what
 /// the index finds. (The text columns have no planner statistics, see `pg::search`, so the
 /// choice is made here rather than by the planner.)
-const PG_NEWEST_WINDOW: usize = 2_000;
+pub(super) const PG_NEWEST_WINDOW: usize = 2_000;
 
 /// A row's own number on PostgreSQL, to join matches found through an index back to their rows.
 fn pg_id(table: Table) -> &'static str {
@@ -598,6 +598,24 @@ fn pg_id(table: Table) -> &'static str {
         Table::Messages => "message_id",
         Table::Summaries => "rowid",
     }
+}
+
+/// The key (`pg_key`) of the oldest of the newest `PG_NEWEST_WINDOW` rows in scope: `None`
+/// when the deadline passed, `Some(None)` when the scope holds fewer rows than the window.
+fn pg_window_floor(c: &pg::Conn, table: Table, f: &Filter, deadline: &Deadline<'_>) -> Result<Option<Option<i64>>> {
+    let key = pg_key(table, f);
+    // (Its own parameters: only the filters'.)
+    let mut params = Vec::new();
+    let sql = format!(
+        "SELECT {key} FROM {} WHERE TRUE{} ORDER BY {key} DESC OFFSET {} LIMIT 1",
+        table.table_ref(),
+        table.filters(f, &mut params, "lcm_epoch"),
+        PG_NEWEST_WINDOW - 1
+    );
+    let Some(rows) = deadline.pg_query(c, &sql, &params, false)? else {
+        return Ok(None);
+    };
+    Ok(Some(rows.first().map(|r| Row::Pg(r).get(0)).transpose()?))
 }
 
 /// The rows of `table` that `conds` (with the filters, and `extra`) admit, found first and on
@@ -641,20 +659,10 @@ fn pg_scan(
     // smaller than the window).
     let floor: Option<i64> = match indexed {
         false => None,
-        true => {
-            // (Its own parameters: only the filters'.)
-            let mut only_filters = Vec::new();
-            let sql = format!(
-                "SELECT {key} FROM {} WHERE TRUE{} ORDER BY {key} DESC OFFSET {} LIMIT 1",
-                table.table_ref(),
-                table.filters(f, &mut only_filters, "lcm_epoch"),
-                PG_NEWEST_WINDOW - 1
-            );
-            let Some(rows) = deadline.pg_query(c, &sql, &only_filters, false)? else {
-                return Ok(());
-            };
-            rows.first().map(|r| Row::Pg(r).get(0)).transpose()?
-        }
+        true => match pg_window_floor(c, table, f, deadline)? {
+            Some(floor) => floor,
+            None => return Ok(()),
+        },
     };
     let fixed = params.len();
     let mut after: Option<i64> = None;
@@ -802,17 +810,49 @@ fn pg_search_text(
         until: None,
     };
     let words = pg::search::SEARCH_COLUMN;
-    let matched = format!(
-        "{} SELECT {}, {a}.content AS c, {} AS t, {} AS k, {a}.{words} AS w FROM {} JOIN found ON found.id = {a}.{}",
-        pg_found(table, &format!("{a}.{words} @@ ({query})"), &filters, ""),
+    let columns = format!(
+        "SELECT {}, {a}.content AS c, {} AS t, {} AS k, {a}.{words} AS w",
         table.select(),
         table.time(),
         pg_key(table, &any_conversation),
-        table.table_ref(),
-        pg_id(table),
     );
     // The rank as FTS5's (lower is better): minus PostgreSQL's ts_rank.
     let rank = format!("CAST(-ts_rank(x.w, {query}) AS DOUBLE PRECISION)");
+    // Newest first, a common word's hits come from the newest rows, read in the order of an
+    // index until enough are found (`ts_match_vq`, `@@` as a function: not through the word
+    // index, which would hand over every row holding the word), as SQLite's LIMITed scan finds
+    // them; the older rows only when those held too few, through the word index. Within a
+    // conversation its `seq` runs as the ids do, so its own index gives the same order. (The
+    // text columns have no planner statistics, see `pg::search`.)
+    let mut older = String::new();
+    if o.sort == Sort::Recency {
+        let Some(floor) = pg_window_floor(c, table, f, deadline)? else {
+            return Ok(fts_answer(out, o.limit));
+        };
+        let window_key = pg_key(table, f);
+        let newest = format!(
+            "SELECT x.*, {rank} AS rank, {rank} AS score FROM ({columns} FROM {} WHERE ts_match_vq({a}.{words}, {query}){filters}{} ORDER BY {window_key} DESC LIMIT ?{fetch}) x ORDER BY x.k DESC",
+            table.table_ref(),
+            floor.map(|k| format!(" AND {window_key} >= {k}")).unwrap_or_default(),
+        );
+        let Some(rows) = deadline.pg_query(c, &newest, &params, false)? else {
+            return Ok(fts_answer(out, o.limit));
+        };
+        pg_fts_rows(&rows, table, terms, &mut out)?;
+        match floor {
+            Some(k) if out.len() <= o.limit => {
+                params[fetch - 1] = SqlValue::Integer((o.limit + 1 - out.len()) as i64);
+                older = format!(" AND {window_key} < {k}");
+            }
+            _ => return Ok(fts_answer(out, o.limit)),
+        }
+    }
+    let matched = format!(
+        "{} {columns} FROM {} JOIN found ON found.id = {a}.{}",
+        pg_found(table, &format!("{a}.{words} @@ ({query})"), &filters, &older),
+        table.table_ref(),
+        pg_id(table),
+    );
     let sql = match o.sort {
         // Newest first: only the rows kept are ranked.
         Sort::Recency => format!(
@@ -828,31 +868,35 @@ fn pg_search_text(
         ),
     };
     if let Some(rows) = deadline.pg_query(c, &sql, &params, true)? {
-        for r in &rows {
-            let row = Row::Pg(r);
-            let content: String = row.get(5)?;
-            let rank: f64 = row.get(9)?;
-            let score: f64 = row.get(10)?;
-            let at = query::find_term(&content, terms).unwrap_or(0..0);
-            out.push(found_from_row(
-                table,
-                &row,
-                query::snippet_around(&content, at),
-                Some(rank),
-                Some(score),
-            )?);
-        }
+        pg_fts_rows(&rows, table, terms, &mut out)?;
     }
-    let more = out.len() > o.limit;
-    out.truncate(o.limit);
-    Ok((
-        Searched {
-            rows: out,
-            more,
-            read: 0,
-        },
-        "fts",
-    ))
+    Ok(fts_answer(out, o.limit))
+}
+
+/// Full text's answer: at most `limit` hits, and whether there were more.
+fn fts_answer(mut rows: Vec<Found>, limit: usize) -> (Searched, &'static str) {
+    let more = rows.len() > limit;
+    rows.truncate(limit);
+    (Searched { rows, more, read: 0 }, "fts")
+}
+
+/// Full-text hits from rows of `pg_search_text`'s columns, each with its rank and score.
+fn pg_fts_rows(rows: &[tokio_postgres::Row], table: Table, terms: &[String], out: &mut Vec<Found>) -> Result<()> {
+    for r in rows {
+        let row = Row::Pg(r);
+        let content: String = row.get(5)?;
+        let rank: f64 = row.get(9)?;
+        let score: f64 = row.get(10)?;
+        let at = query::find_term(&content, terms).unwrap_or(0..0);
+        out.push(found_from_row(
+            table,
+            &row,
+            query::snippet_around(&content, at),
+            Some(rank),
+            Some(score),
+        )?);
+    }
+    Ok(())
 }
 
 /// `search_regex` on PostgreSQL: rows newest first in batches, matched in Rust (the same

@@ -164,13 +164,30 @@ pub(crate) fn consumer_of<'a>(db: impl Into<Db<'a>>, summary_id: &str) -> Result
     )
 }
 
-/// The leaf that covers `message_id`, if any.
-pub(crate) fn leaf_of<'a>(db: impl Into<Db<'a>>, message_id: i64) -> Result<Option<String>> {
-    db.into().query_row(
-        "SELECT summary_id FROM summary_messages WHERE message_id = ?1 ORDER BY rowid LIMIT 1",
-        params![message_id],
-        |r| r.get(0),
-    )
+/// The leaf that covers each of `message_ids` that one covers (its first, should a damaged
+/// file hold two), in one query.
+pub(crate) fn leaves_of<'a>(
+    db: impl Into<Db<'a>>,
+    message_ids: &[i64],
+) -> Result<std::collections::HashMap<i64, String>> {
+    let mut out = std::collections::HashMap::new();
+    if message_ids.is_empty() {
+        return Ok(out);
+    }
+    let db = db.into();
+    let rows: Vec<(i64, String)> = db.query_map(
+        &format!(
+            "SELECT message_id, summary_id FROM summary_messages
+             WHERE message_id IN (SELECT value FROM {} e) ORDER BY rowid",
+            db.id_list("?1")
+        ),
+        params![serde_json::to_string(message_ids)?],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    for (message_id, summary_id) in rows {
+        out.entry(message_id).or_insert(summary_id);
+    }
+    Ok(out)
 }
 
 /// Which of `message_ids` are live context items (one scan of the live items of the
@@ -395,8 +412,9 @@ mod tests {
             );
             assert_eq!(kind_and_depth(db, "nope").unwrap(), None, "{engine}");
             assert_eq!(consumer_of(db, "sum_b").unwrap().as_deref(), Some("sum_c"), "{engine}");
-            assert_eq!(leaf_of(db, 3).unwrap().as_deref(), Some("sum_b"), "{engine}");
-            assert_eq!(leaf_of(db, 5).unwrap(), None, "{engine}");
+            let leaves = leaves_of(db, &[3, 5]).unwrap();
+            assert_eq!(leaves.get(&3).map(String::as_str), Some("sum_b"), "{engine}");
+            assert!(!leaves.contains_key(&5), "{engine}");
             let live = live_messages_among(db, &[1, 5]).unwrap();
             assert_eq!(live.into_iter().collect::<Vec<_>>(), [5], "{engine}");
             assert_eq!(covered_span(db, "sum_c").unwrap(), (4, Some(1), Some(4)), "{engine}");

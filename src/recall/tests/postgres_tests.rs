@@ -283,3 +283,60 @@ fn a_text_too_large_for_one_word_index_is_stored_and_found() {
     pg.close();
     crate::test_support::drop_test_schema(&location);
 }
+
+/// Full text newest first past the newest rows read in order (`PG_NEWEST_WINDOW`): a word in
+/// every message fills its hits from the newest rows, a word only in old messages is found
+/// through the index below them, and one in both gets the window's hits then the older ones;
+/// in one conversation and across all, each hit by hit as SQLite finds it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn full_text_newest_first_reads_the_newest_rows_then_the_index() {
+    let Some((location, url)) = crate::test_support::pg_test_url("grep_window") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = engine_with(&dir, json!({}));
+    let pg = Engine::open(Config::from_options(&json!({ "dbPath": url }), None).unwrap()).unwrap();
+    let n = super::super::grep::PG_NEWEST_WINDOW + 500;
+    let messages: Vec<Value> = (0..n)
+        .map(|i| {
+            let old = if i < 300 { " archaic" } else { "" };
+            let both = if i < 200 || i % 97 == 0 { " sometimes" } else { "" };
+            json!({"role": "user", "content": format!("common message {i}{old}{both}")})
+        })
+        .collect();
+    for engine in [&sqlite, &pg] {
+        engine.ingest(&Target::Session("other".into()), &messages[..5]).unwrap();
+        engine.ingest(&Target::Session("long".into()), &messages).unwrap();
+    }
+    let ids = |engine: &Engine, cid: Option<i64>, q: &str, limit: usize| {
+        let r = engine
+            .grep(
+                cid,
+                &GrepOptions {
+                    limit,
+                    ..GrepOptions::new(q)
+                },
+            )
+            .unwrap();
+        let ids: Vec<i64> = r.hits.iter().map(|h| h.message_id.unwrap()).collect();
+        (ids, r.truncated)
+    };
+    for cid in [Some(2), None] {
+        for (q, limit) in [
+            ("common", 50),
+            ("archaic", 50),
+            ("archaic", 400),
+            ("sometimes", 60),
+            ("sometimes", 1000),
+        ] {
+            let (want, pg_found) = (ids(&sqlite, cid, q, limit), ids(&pg, cid, q, limit));
+            assert_eq!(pg_found, want, "{q:?} limit {limit} in {cid:?}");
+            assert!(!want.0.is_empty(), "{q:?}");
+        }
+    }
+    // Where the window alone answers: the newest 50 of a word every message holds.
+    let (newest, more) = ids(&pg, Some(2), "common", 50);
+    assert!(more && newest.len() == 50 && newest.windows(2).all(|w| w[0] > w[1]));
+    pg.close();
+    crate::test_support::drop_test_schema(&location);
+}

@@ -12,9 +12,9 @@ mod prompt_cache;
 mod redaction;
 
 use crate::api::{
-    ContextFit, DepthFidelity, Description, DrainReport, Evaluation, ExpandOptions, Expansion, GrepOptions, GrepResult,
-    IngestOptions, PassOptions, PassResult, Progress, RedactionResult, RewritePreview, RewriteResult, ScoreReport,
-    SummaryFilter, SweepOptions, SweepResult, SweepTarget,
+    AssembleOptions, ContextFit, DepthFidelity, Description, DrainReport, Evaluation, ExpandOptions, Expansion,
+    GrepOptions, GrepResult, IngestOptions, PassOptions, PassResult, Progress, RedactionResult, RewritePreview,
+    RewriteResult, ScoreReport, SummaryFilter, SweepOptions, SweepResult, SweepTarget,
 };
 use crate::assemble::Assembled;
 use std::sync::Arc;
@@ -171,7 +171,7 @@ impl Engine {
     /// The context for the next turn, within `options.token_budget`, with what it kept of the
     /// previous one (`stats.previousTokens`, `stats.keptTokens`), which the prompt-cache
     /// report adds up.
-    pub fn assemble(&self, conversation_id: i64, options: &crate::api::AssembleOptions) -> Result<Assembled> {
+    pub fn assemble(&self, conversation_id: i64, options: &AssembleOptions) -> Result<Assembled> {
         let mut out = self.assemblies.assemble(&self.deps, conversation_id, options)?;
         self.prompt_cache.record(&self.deps.backend, conversation_id, &mut out);
         Ok(out)

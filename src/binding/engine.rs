@@ -14,10 +14,9 @@ use super::bridge::{
 use super::signals::{report_progress, RunControls};
 use super::summarize::SummarizerArg;
 use crate::api::{
-    AssembleOptions, CompactOptions, EvaluateOptions, ExpandOptions, GrepOptions, IngestOptions, MessagePage,
-    PassOptions, PreviewOptions, ResetRequest, RewriteRequest, ScoreScope, SummaryFilter,
+    AssembleOptions, CompactOptions, EvaluateOptions, ExpandOptions, GrepOptions, IngestOptions, IngestResult,
+    MessagePage, PassOptions, PreviewOptions, Progress, ResetRequest, RewriteRequest, ScoreScope, SummaryFilter,
 };
-use crate::api::{IngestResult, Progress};
 use crate::config::{Config, LcmOptions};
 use crate::engine::Engine;
 use crate::error::{self, LcmError};

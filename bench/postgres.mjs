@@ -1,7 +1,10 @@
 // lcm-native on PostgreSQL beside SQLite (issue #32): per-turn commit, assembly, bounded
 // sweeps and grep at each size, and throughput with several writer processes on one database.
 //
-//   node scripts/pg-test-server.cjs node bench/postgres.mjs [--sizes 10000,100000] [--writers 1,2,4,8]
+//   node scripts/pg-test-server.cjs node bench/postgres.mjs [--sizes 10000,100000|none] [--writers 1,2,4,8]
+//
+// Writers: k processes, each on its own session, then k processes on one session (whose
+// messages are then checked: each turn once, seq dense).
 //
 // The server is the one LCM_TEST_DATABASE_URL names (pg-test-server.cjs starts a throwaway
 // cluster on a Unix socket). Speed is measured and reported here, never asserted in `npm test`.
@@ -22,7 +25,7 @@ function arg(name, fallback) {
   const i = process.argv.indexOf(`--${name}`)
   return i > 0 ? process.argv[i + 1] : fallback
 }
-const sizes = arg('sizes', '10000,100000').split(',').map(Number)
+const sizes = arg('sizes', '10000,100000').split(',').map(Number).filter((n) => n > 0)
 const writerCounts = arg('writers', '1,2,4,8').split(',').map(Number)
 const PG = process.env.LCM_TEST_DATABASE_URL
 if (!PG) {
@@ -135,25 +138,32 @@ async function perSize(n) {
   return rows
 }
 
-/** k processes, each committing `turns` two-message turns to its own session. */
-async function writers(k, turns) {
+/** k processes, each committing `turns` two-message turns to its own session, or all to one
+ * (`shared`, then checked: every turn stored once, seq dense). The clock runs from when every
+ * writer has its engine open (they start together) to the last turn's end: turns/s is the
+ * writers', not the processes' start-up. */
+async function writers(k, turns, shared) {
   const out = []
-  for (const place of places(`w${k}`)) {
+  for (const place of places(`w${k}${shared ? 's' : ''}`)) {
     await (await LcmEngine.open({ dbPath: place.db })).close()
-    const [results, wall] = await timed(() =>
-      Promise.all(
-        Array.from(
-          { length: k },
-          (_, w) =>
-            new Promise((resolve, reject) => {
-              const child = spawn(process.execPath, [fileURLToPath(import.meta.url), '--writer', place.db, String(w), String(turns)], { stdio: ['ignore', 'pipe', 'inherit'] })
-              let text = ''
-              child.stdout.on('data', (d) => (text += d))
-              child.on('exit', (code) => (code === 0 ? resolve(JSON.parse(text)) : reject(new Error(`writer ${w} exited ${code}`))))
-            }),
-        ),
-      ),
-    )
+    const ready = []
+    const children = Array.from({ length: k }, (_, w) => {
+      const args = [fileURLToPath(import.meta.url), '--writer', place.db, String(w), String(turns), shared ? 'shared' : 'own']
+      const child = spawn(process.execPath, args, { stdio: ['pipe', 'pipe', 'inherit'] })
+      let text = ''
+      ready.push(new Promise((resolve) => child.stdout.once('data', resolve)))
+      const done = new Promise((resolve, reject) => {
+        child.stdout.on('data', (d) => (text += d))
+        child.on('exit', (code) => (code === 0 ? resolve(JSON.parse(text.slice(text.indexOf('\n') + 1))) : reject(new Error(`writer ${w} exited ${code}`))))
+      })
+      return { child, done }
+    })
+    await Promise.all(ready)
+    const go = process.hrtime.bigint()
+    for (const { child } of children) child.stdin.end('go\n')
+    const results = await Promise.all(children.map((c) => c.done))
+    const wall = ms(BigInt(Math.max(...results.map((r) => r.end))) - go)
+    if (shared) await checkShared(place.db, k * turns * 2)
     const all = results.flatMap((r) => r.times)
     out.push([k, place.engine, k * turns, ((k * turns) / (wall / 1000)).toFixed(0), median(all).toFixed(2), p99(all).toFixed(2)])
     await place.drop()
@@ -161,20 +171,41 @@ async function writers(k, turns) {
   return out
 }
 
-async function writer(db, w, turns) {
-  const engine = await LcmEngine.open({ dbPath: db, busyTimeoutMs: 60000 })
-  const messages = conversation(turns * 2, 1000 + Number(w))
-  const times = []
-  for (let t = 0; t < turns; t++) {
-    const batch = messages.slice(t * 2, t * 2 + 2)
-    times.push((await timed(() => engine.ingest({ sessionId: `writer-${w}` }, batch, { advancementKey: `w${w}-t${t}` })))[1])
+/** The shared session holds `expected` messages, seq 1..expected. */
+async function checkShared(db, expected) {
+  const engine = await LcmEngine.open({ dbPath: db })
+  const list = await engine.conversations()
+  if (list.length !== 1) throw new Error(`one session, ${list.length} conversations`)
+  const seqs = []
+  for (let after = 0; ; ) {
+    const page = await engine.messages(list[0].conversationId, { afterSeq: after, limit: 1000 })
+    if (page.length === 0) break
+    seqs.push(...page.map((m) => m.seq))
+    after = page[page.length - 1].seq
   }
   await engine.close()
-  console.log(JSON.stringify({ times }))
+  if (seqs.length !== expected || seqs.some((s, i) => s !== i + 1)) throw new Error(`shared session: ${seqs.length} of ${expected} messages, seq dense: ${seqs.every((s, i) => s === i + 1)}`)
+}
+
+async function writer(db, w, turns, session) {
+  const engine = await LcmEngine.open({ dbPath: db, busyTimeoutMs: 60000 })
+  // Entry ids of their own: on one session, a writer's message is not another's replayed.
+  const messages = conversation(turns * 2, 1000 + Number(w)).map((m) => ({ ...m, entryId: `w${w}-${m.entryId}` }))
+  const times = []
+  // Open and ready; the turns start when every writer is (the parent says go).
+  console.log('ready')
+  await new Promise((resolve) => process.stdin.once('data', resolve))
+  for (let t = 0; t < turns; t++) {
+    const batch = messages.slice(t * 2, t * 2 + 2)
+    times.push((await timed(() => engine.ingest({ sessionId: session === 'shared' ? 'writers' : `writer-${w}` }, batch, { advancementKey: `w${w}-t${t}` })))[1])
+  }
+  const end = process.hrtime.bigint()
+  await engine.close()
+  console.log(JSON.stringify({ times, end: Number(end) }))
 }
 
 if (CHILD) {
-  await writer(process.argv[3], process.argv[4], Number(process.argv[5]))
+  await writer(process.argv[3], process.argv[4], Number(process.argv[5]), process.argv[6])
 } else {
   console.log(`machine: ${cpus().length} × ${cpus()[0]?.model}, node ${process.version}; sizes ${sizes.join(', ')}`)
   const all = { turn: [], assemble: [], bounded: [], grep: [] }
@@ -187,6 +218,9 @@ if (CHILD) {
   table('bounded sweeps (the first 4 of an uncompacted conversation), stub summarizer', ['N', 'engine', 'passes', 'bookkeeping ms/pass', 'load ms/message'], all.bounded)
   table('grep (one conversation, compacted, scope both, limit 50; median of 10)', ['N', 'engine', 'query', 'hits', '', 'median ms'], all.grep)
   const rows = []
-  for (const k of writerCounts) rows.push(...(await writers(k, 200)))
+  for (const k of writerCounts) rows.push(...(await writers(k, 200, false)))
   table('writers: k processes, each committing 200 two-message turns to its own session', ['k', 'engine', 'turns', 'turns/s', 'median ms', 'p99 ms'], rows)
+  const shared = []
+  for (const k of writerCounts.filter((k) => k > 1)) shared.push(...(await writers(k, 200, true)))
+  table('writers on one session: k processes, 200 two-message turns each (checked: each turn once, seq dense)', ['k', 'engine', 'turns', 'turns/s', 'median ms', 'p99 ms'], shared)
 }

@@ -27,6 +27,7 @@ use crate::db::migrate::MigrationReport;
 use crate::error::{LcmError, Result};
 use crate::prompts::{PromptDirs, PromptSet};
 use crate::recall;
+use crate::sql::WriteScope;
 use crate::store::conversations::{self, ConversationInfo, SessionConversation, Target};
 use crate::store::messages::{self, IngestOutcome, StoredMessage};
 use crate::store::summaries::{self, SummaryRecord};
@@ -165,7 +166,9 @@ impl Engine {
         let zone = self.deps.config.zone;
         self.deps
             .backend
-            .write(|db| crate::fidelity::survey::score_conversation(db, conversation_id, all, zone))
+            .write(WriteScope::Conversations(&[conversation_id]), |db| {
+                crate::fidelity::survey::score_conversation(db, conversation_id, all, zone)
+            })
     }
 
     /// The context for the next turn, within `options.token_budget`, with what it kept of the
@@ -298,7 +301,9 @@ impl Engine {
         tokio::task::block_in_place(|| {
             self.deps
                 .backend
-                .write(|db| crate::history::rollback(db, flags, zone, keep, summary_id, version))
+                .write(WriteScope::Conversations(&[conversation_id]), |db| {
+                    crate::history::rollback(db, flags, zone, keep, summary_id, version)
+                })
         })
     }
 
@@ -322,7 +327,8 @@ impl Engine {
         let flags = self.deps.flags;
         let now = crate::time::now_sqlite();
         tokio::task::block_in_place(|| {
-            self.deps.backend.write_preserving_messages(|db| {
+            // A reset changes which conversation the session names.
+            self.deps.backend.write_preserving_messages(WriteScope::Schema, |db| {
                 crate::store::lifecycle::reset(db, flags, found.conversation_id, reason, &now)
             })
         })

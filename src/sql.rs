@@ -17,6 +17,8 @@ use crate::error::{LcmError, Result};
 use crate::pg;
 use crate::pg::pool::PgPool;
 
+pub(crate) use crate::pg::locks::WriteScope;
+
 /// Where an engine's rows live: a SQLite file (its pool of connections) or a PostgreSQL
 /// schema. What runs on both takes a `Db` from `read`/`write`; what runs on SQLite only so far
 /// asks for `sqlite()`, which on PostgreSQL says so with E_UNSUPPORTED.
@@ -99,35 +101,42 @@ impl Backend {
 
     /// The write door: `f` in one write transaction, committed when it returns `Ok` and rolled
     /// back otherwise. SQLite: an immediate transaction on the writer (serialised in-process,
-    /// waiting for another process's lock up to the busy timeout); PostgreSQL: the schema's
-    /// transaction under its write lock. Counted as a write that may change stored messages.
-    pub(crate) fn write<T>(&self, f: impl FnOnce(Db) -> Result<T>) -> Result<T> {
+    /// waiting for another process's lock up to the busy timeout); PostgreSQL: a transaction
+    /// holding the write locks of what `scope` says it changes, so that writes to other
+    /// conversations go on meanwhile. `f` may run twice on PostgreSQL (`WriteScope::Found`, rolled
+    /// back in between). Counted as a write that may change stored messages.
+    pub(crate) fn write<T>(&self, scope: WriteScope<'_>, f: impl FnMut(Db) -> Result<T>) -> Result<T> {
         match self {
             Backend::Sqlite(p) => p.write(|c| in_transaction(c, f)),
-            Backend::Postgres(p) => p.write(|c| f(Db::Pg(c))),
+            Backend::Postgres(p) => p.write(scope, pg_work(f)),
         }
     }
 
     /// `write` for work that never changes or deletes a stored message or its parts (ingest,
     /// compaction, resets): SQLite's messages rendered earlier stay valid across it
     /// (`Pool::write_preserving_messages`).
-    pub(crate) fn write_preserving_messages<T>(&self, f: impl FnOnce(Db) -> Result<T>) -> Result<T> {
+    pub(crate) fn write_preserving_messages<T>(
+        &self,
+        scope: WriteScope<'_>,
+        f: impl FnMut(Db) -> Result<T>,
+    ) -> Result<T> {
         match self {
             Backend::Sqlite(p) => p.write_preserving_messages(|c| in_transaction(c, f)),
-            Backend::Postgres(p) => p.write(|c| f(Db::Pg(c))),
+            Backend::Postgres(p) => p.write(scope, pg_work(f)),
         }
     }
 
     /// `write_preserving_messages` that gives up on SQLite's writer at `deadline` (PostgreSQL
-    /// waits for its write lock as every write does).
+    /// waits for its write locks as every write does).
     pub(crate) fn write_preserving_messages_by<T>(
         &self,
         deadline: std::time::Instant,
-        f: impl FnOnce(Db) -> Result<T>,
+        scope: WriteScope<'_>,
+        f: impl FnMut(Db) -> Result<T>,
     ) -> Result<T> {
         match self {
             Backend::Sqlite(p) => p.write_preserving_messages_by(deadline, |c| in_transaction(c, f)),
-            Backend::Postgres(p) => p.write(|c| f(Db::Pg(c))),
+            Backend::Postgres(p) => p.write(scope, pg_work(f)),
         }
     }
 
@@ -205,6 +214,11 @@ impl Backend {
             Backend::Postgres(p) => p.is_closed(),
         }
     }
+}
+
+/// A write's work as PostgreSQL's pool runs it.
+fn pg_work<T>(mut f: impl FnMut(Db) -> Result<T>) -> impl FnMut(&pg::Conn) -> Result<T> {
+    move |c| f(Db::Pg(c))
 }
 
 /// `f` in an immediate transaction on SQLite's writer, committed when it returns `Ok`.
@@ -374,6 +388,31 @@ impl Db<'_> {
         match self {
             Db::Sqlite(c) => crate::db::schema::has_table(c, name),
             Db::Pg(c) => c.has_table(name),
+        }
+    }
+
+    /// Locks the conversations a `WriteScope::Found` write is about to change, before it changes
+    /// them (PostgreSQL, when the write shares the schema; otherwise nothing to do).
+    pub(crate) fn lock_conversations(&self, ids: &[i64]) -> Result<()> {
+        match self {
+            Db::Sqlite(_) => Ok(()),
+            Db::Pg(c) => c.lock_conversations(ids),
+        }
+    }
+
+    /// Whether a write must lock the conversations it changes (`lock_conversations`): a
+    /// `WriteScope::Found` write on PostgreSQL sharing the schema.
+    pub(crate) fn locks_by_conversation(&self) -> bool {
+        matches!(self, Db::Pg(c) if c.shares_schema())
+    }
+
+    /// Says that a `WriteScope::Found` write must change which conversation a session names: where
+    /// it shares the schema (`locks_by_conversation`) this fails, and the write runs again
+    /// holding the whole schema.
+    pub(crate) fn lock_whole_schema(&self) -> Result<()> {
+        match self {
+            Db::Sqlite(_) => Ok(()),
+            Db::Pg(c) => c.lock_whole_schema(),
         }
     }
 

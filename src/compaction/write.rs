@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 use crate::db::SchemaFlags;
 use crate::error::{LcmError, Result};
 use crate::live::{ItemRef, LiveContext};
-use crate::sql::{Backend, Db};
+use crate::sql::{Backend, Db, WriteScope};
 use crate::store::context::{self, Named, Renumbering};
 use crate::store::summaries::{self, NewSummary};
 use crate::time;
@@ -77,7 +77,7 @@ pub(crate) fn write_passes(
     }
     let rewrite = Rewrite::of(baseline, ctx, keep_start_rows)?;
     let now = time::now_sqlite();
-    backend.write_preserving_messages(|db| {
+    backend.write_preserving_messages(WriteScope::Conversations(&[ctx.conversation_id]), |db| {
         write_in(db, flags, baseline, ctx, new, &rewrite, &now)?;
         // Full-text rows last (see `summaries::insert_fts`).
         summaries::insert_fts(db, flags, new)

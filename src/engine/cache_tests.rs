@@ -315,7 +315,9 @@ fn on_postgres_every_writers_edit_of_a_kept_message_shows_at_once() {
     engine
         .deps
         .backend
-        .write_preserving_messages(|db| db.execute(&edit_sql(&part, "EDITED BY THIS GATEWAY"), &[]))
+        .write_preserving_messages(crate::sql::WriteScope::Schema, |db| {
+            db.execute(&edit_sql(&part, "EDITED BY THIS GATEWAY"), &[])
+        })
         .unwrap();
     let after = same(cid, "after this engine's edit");
     assert!(after.to_string().contains("EDITED BY THIS GATEWAY"));

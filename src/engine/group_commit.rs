@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use crate::db::SchemaFlags;
 use crate::error::{LcmError, Result};
-use crate::sql::{Backend, Db};
+use crate::sql::{Backend, Db, WriteScope};
 use crate::store::conversations::Target;
 use crate::store::messages::{self, IngestJob, IngestMode, IngestOutcome};
 use crate::store::normalize::NewMessage;
@@ -209,7 +209,8 @@ impl GroupCommit {
             .collect();
         if let Some(deadline) = group.iter().map(|q| q.deadline).min() {
             let write = |f: &mut dyn FnMut(Db) -> Result<Vec<IngestOutcome>>| {
-                door.backend.write_preserving_messages_by(deadline, f)
+                door.backend
+                    .write_preserving_messages_by(deadline, WriteScope::Found, f)
             };
             let results = messages::ingest_group(write, door.flags, &jobs, door.after);
             for (q, r) in group.iter().zip(results) {
@@ -270,7 +271,8 @@ mod tests {
         concurrent_ingests(engine_with(&dir, json!({})));
     }
 
-    /// The same on PostgreSQL, where the group's transaction holds the schema's write lock.
+    /// The same on PostgreSQL, where the group's transaction locks the conversations it writes
+    /// (or the whole schema, for the first turn of a session).
     #[test]
     fn concurrent_ingests_share_commits_and_stay_atomic_each_on_postgres() {
         let Some((location, url)) = crate::test_support::pg_test_url("group_commit") else {

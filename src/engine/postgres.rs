@@ -568,7 +568,9 @@ mod tests {
             engine
                 .deps
                 .backend
-                .write(|db| crate::store::summaries::replace_content(db, flags, &top, &replacement))
+                .write(crate::sql::WriteScope::Schema, |db| {
+                    crate::store::summaries::replace_content(db, flags, &top, &replacement)
+                })
                 .unwrap()
         };
         assert_eq!(change(&sqlite), change(&pg));
@@ -721,6 +723,74 @@ mod tests {
         assert!(done.leaf_passes > 0, "{done:?}");
         assert_eq!(b.messages(1, 0, 1000).unwrap().len(), 130);
         b.close();
+        crate::test_support::drop_test_schema(&location);
+    }
+    /// Gateways writing at once: two on one session (made by whichever comes first, once) and
+    /// one on its own. Each turn is stored once, `seq` stays dense, each gateway's turns keep
+    /// their order, and the lone gateway's session is written beside the shared one.
+    #[test]
+    fn gateways_writing_at_once_on_one_conversation_and_on_others() {
+        let Some((location, url)) = crate::test_support::pg_test_url("engine_writers") else {
+            return;
+        };
+        let gateway = || {
+            let options = json!({ "dbPath": url, "timezone": "UTC" });
+            Arc::new(Engine::open(Config::from_options(&options, None).unwrap()).unwrap())
+        };
+        let turns = 15;
+        let turn = |k: usize, t: usize| {
+            vec![
+                json!({ "role": "user", "content": format!("gateway {k} turn {t} asks") }),
+                json!({ "role": "assistant", "content": format!("gateway {k} turn {t} answers") }),
+            ]
+        };
+        let writers: Vec<_> = [("shared", 0), ("shared", 1), ("own", 2)]
+            .into_iter()
+            .map(|(session, k)| {
+                let engine = gateway();
+                std::thread::spawn(move || {
+                    let target = Target::Session(session.into());
+                    for t in 0..turns {
+                        engine.ingest(&target, &turn(k, t)).unwrap();
+                    }
+                    engine.close();
+                })
+            })
+            .collect();
+        for w in writers {
+            w.join().unwrap();
+        }
+        let reader = gateway();
+        let conversations = reader.conversations().unwrap();
+        assert_eq!(
+            conversations.len(),
+            2,
+            "one conversation per session: {conversations:?}"
+        );
+        for c in conversations {
+            let stored: Vec<(i64, String)> = reader
+                .messages(c.conversation_id, 0, 1000)
+                .unwrap()
+                .into_iter()
+                .map(|m| (m.seq, m.content.to_string()))
+                .collect();
+            let seqs: Vec<i64> = stored.iter().map(|m| m.0).collect();
+            assert_eq!(seqs, (1..=stored.len() as i64).collect::<Vec<_>>(), "seq dense");
+            let writers: &[usize] = if c.session_id == "shared" { &[0, 1] } else { &[2] };
+            assert_eq!(stored.len(), writers.len() * turns * 2, "each turn once");
+            for &k in writers {
+                let own: Vec<String> = (0..turns)
+                    .flat_map(|t| turn(k, t))
+                    .map(|m| m["content"].as_str().unwrap().to_string())
+                    .collect();
+                let found: Vec<String> = stored
+                    .iter()
+                    .filter_map(|(_, text)| own.iter().find(|o| text.contains(o.as_str())).cloned())
+                    .collect();
+                assert_eq!(found, own, "gateway {k}'s turns once each, in order");
+            }
+        }
+        reader.close();
         crate::test_support::drop_test_schema(&location);
     }
 }

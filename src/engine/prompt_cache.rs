@@ -9,7 +9,7 @@ use crate::assemble::Assembled;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use crate::sql::{Backend, Db};
+use crate::sql::{Backend, Db, WriteScope};
 use crate::store::messages::IngestOutcome;
 use crate::store::prompt_cache::{self as store, CacheDelta};
 
@@ -158,7 +158,8 @@ impl PromptCache {
             return;
         }
         let deadline = std::time::Instant::now() + WRITE_WAIT;
-        let _ = backend.write_preserving_messages_by(deadline, |db| {
+        let ids: Vec<i64> = entries.iter().map(|e| e.0).collect();
+        let _ = backend.write_preserving_messages_by(deadline, WriteScope::Conversations(&ids), |db| {
             store::add_in_passing(db, &entries, &crate::time::now_sqlite());
             Ok(())
         });

@@ -14,6 +14,7 @@ use tokio::task::block_in_place as blocking;
 use crate::compaction::Deps;
 use crate::error::{LcmError, Result};
 use crate::redact::{self as steps, RedactOptions};
+use crate::sql::WriteScope;
 use crate::summarizer::Summarizer;
 
 /// The conversations a redaction touches, and the scrubs an earlier one left to do.
@@ -76,8 +77,9 @@ pub(crate) async fn run(
             ..Default::default()
         },
         false => blocking(|| {
-            deps.backend
-                .write(|db| steps::redact_messages(db, flags, options, conversations))
+            deps.backend.write(WriteScope::Schema, |db| {
+                steps::redact_messages(db, flags, options, conversations)
+            })
         })?,
     };
     if let Some((spooled, drain_lock)) = spool_scrub {
@@ -106,7 +108,7 @@ pub(crate) async fn run(
         }
     }
     result.pending = blocking(|| {
-        deps.backend.write(|db| {
+        deps.backend.write(WriteScope::Schema, |db| {
             steps::complete(db)?;
             steps::pending(db, conversations)
         })

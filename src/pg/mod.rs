@@ -266,6 +266,7 @@ impl Location {
             search: Default::default(),
             limit_ms: Default::default(),
             broken: Default::default(),
+            write_lock: std::sync::Mutex::new((locks::Held::Nothing, false)),
         };
         conn.batch(&format!(
             "SET search_path TO {}; SET client_min_messages TO warning",
@@ -315,6 +316,9 @@ pub(crate) struct Conn {
     limit_ms: std::sync::atomic::AtomicU64,
     /// A round trip went unanswered: the connection's state is unknown, and it is dropped.
     broken: std::sync::atomic::AtomicBool,
+    /// How the write this connection is in holds the schema's write lock, and whether its work
+    /// asked for the whole schema (`locks`).
+    write_lock: std::sync::Mutex<(locks::Held, bool)>,
 }
 
 impl Conn {
@@ -487,9 +491,10 @@ impl Conn {
         self.transaction_as("BEGIN", f)
     }
 
-    /// `transaction`, begun by `begin` (an isolation level, read only).
+    /// `transaction`, begun by `begin` (an isolation level, read only), which goes out with
+    /// the transaction's first round trip rather than in one of its own.
     pub(crate) fn transaction_as<T>(&self, begin: &str, f: impl FnOnce(&Conn) -> Result<T>) -> Result<T> {
-        self.batch(begin)?;
+        self.execute_deferred(begin, &[])?;
         match f(self) {
             Ok(v) => match self.batch("COMMIT") {
                 Ok(()) => Ok(v),

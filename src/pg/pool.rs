@@ -1,13 +1,15 @@
 //! Connections of one engine to PostgreSQL: a few kept open and reused. Every read runs in
 //! one REPEATABLE READ snapshot (as a SQLite read transaction), every write in a transaction
-//! that first takes the schema's write lock, so writers on every machine take turns as
-//! SQLite's single writer does (turn numbering, `seq`, ordinals stay dense). A connection that
-//! failed is dropped, not reused.
+//! that first takes the write locks of what it changes (`locks::WriteScope`): writers of one
+//! conversation on every machine take turns as SQLite's single writer does (turn numbering,
+//! `seq`, ordinals stay dense), writers of different conversations do not wait for each
+//! other. A connection that failed is dropped, not reused.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use super::locks::{Held, WriteScope};
 use super::{Conn, Location};
 use crate::error::{LcmError, Result};
 
@@ -115,17 +117,28 @@ impl PgPool {
         self.with(|c| c.transaction_as("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", f))
     }
 
-    /// `f` in one transaction holding the schema's write lock (released at commit).
-    pub(crate) fn write<T>(&self, f: impl FnOnce(&Conn) -> Result<T>) -> Result<T> {
+    /// `f` in one transaction holding the locks `scope` says (released at commit): the
+    /// schema's write lock shared and the conversations' alone, or the schema's alone. A
+    /// `WriteScope::Found` write whose work asks for the whole schema runs again holding it.
+    pub(crate) fn write<T>(&self, scope: WriteScope<'_>, mut f: impl FnMut(&Conn) -> Result<T>) -> Result<T> {
         self.check_writable()?;
         self.with(|c| {
-            c.transaction(|c| {
-                c.query(
-                    "SELECT pg_advisory_xact_lock(hashtext($1), 0)",
-                    &[&format!("{}:write", c.schema)],
-                )?;
+            if !matches!(scope, WriteScope::Schema) {
+                let out = c.transaction(|c| {
+                    c.begin_write(Held::Shared, scope)?;
+                    f(c)
+                });
+                let wants_whole = c.end_write();
+                if out.is_ok() || !wants_whole {
+                    return out;
+                }
+            }
+            let out = c.transaction(|c| {
+                c.begin_write(Held::Whole, scope)?;
                 f(c)
-            })
+            });
+            c.end_write();
+            out
         })
     }
 
@@ -143,7 +156,7 @@ impl PgPool {
             sqlite: None,
             conversation_id: None,
             message: format!(
-                "this engine's other writes to {} held the schema's write lock for longer than busyTimeoutMs ({} ms); retry later or raise busyTimeoutMs",
+                "this engine's other writes to {} took longer than busyTimeoutMs ({} ms) to commit; retry later or raise busyTimeoutMs",
                 self.described,
                 self.call.as_millis()
             ),

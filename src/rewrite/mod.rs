@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::api::{Level, PreviewOptions, Progress, RewriteEntry, RewritePreview, RewriteRequest, RewriteResult};
-use crate::sql::Db;
+use crate::sql::{Db, WriteScope};
 use serde::Deserialize;
 
 use crate::compaction::escalation::{self, PassError};
@@ -257,7 +257,7 @@ pub(crate) async fn rewrite(
                 change: Some(change),
             };
             blocking(|| {
-                deps.backend.write(|db| {
+                deps.backend.write(WriteScope::Conversations(&[conversation_id]), |db| {
                     crate::store::summaries::replace_content(db, deps.flags, &target.summary_id, &replacement)
                 })
             })?;

@@ -120,10 +120,72 @@ pub(crate) fn find_by_session_key<'a>(
     })
 }
 
-/// Finds (or, with `create`, makes) the conversation of a session key: the key's active
-/// conversation (its session id updated when the host moved the key to a new one), else the
-/// session id's active conversation (the key recorded on it when it had none), else a new
-/// row with both.
+/// What a session key comes to under lossless-claw's mapping, found by reading only.
+enum KeyMatch {
+    /// The key's active conversation, with the session id to record on it when the host
+    /// moved the key to a new one.
+    Key(Conversation, Option<String>),
+    /// The session id's active conversation, `unkeyed` when it has no key yet (the key is
+    /// recorded on it).
+    Id { conversation: Conversation, unkeyed: bool },
+    /// Neither: a new conversation.
+    New,
+}
+
+impl KeyMatch {
+    /// The conversation it names when finding it writes nothing.
+    fn unchanged(self) -> Option<Conversation> {
+        match self {
+            KeyMatch::Key(c, None)
+            | KeyMatch::Id {
+                conversation: c,
+                unkeyed: false,
+            } => Some(c),
+            _ => None,
+        }
+    }
+}
+
+/// The key's active conversation, else the session id's active conversation when it has no
+/// key or this one, else none.
+fn match_session_key(db: Db, flags: SchemaFlags, key: &str, session_id: Option<&str>) -> Result<KeyMatch> {
+    if let Some(c) = find_by_session_key(db, flags, key)? {
+        let moved = session_id.filter(|id| *id != c.session_id).map(str::to_string);
+        return Ok(KeyMatch::Key(c, moved));
+    }
+    let Some(c) = session_id
+        .map(|id| find_by_session(db, flags, id))
+        .transpose()?
+        .flatten()
+    else {
+        return Ok(KeyMatch::New);
+    };
+    let recorded: Option<String> = if flags.conversations_have_session_key {
+        db.query_one(
+            "SELECT session_key FROM conversations WHERE conversation_id = ?1",
+            params![c.conversation_id],
+            |r| r.get(0),
+        )?
+    } else {
+        None
+    };
+    Ok(match recorded {
+        None => KeyMatch::Id {
+            conversation: c,
+            unkeyed: flags.conversations_have_session_key,
+        },
+        Some(same) if same == key => KeyMatch::Id {
+            conversation: c,
+            unkeyed: false,
+        },
+        // The id's conversation belongs to another key: this key gets its own.
+        Some(_) => KeyMatch::New,
+    })
+}
+
+/// Finds (or, with `create`, makes) the conversation of a session key (`match_session_key`),
+/// recording what the match says when creating: the key's new session id, the key on an
+/// unkeyed conversation, a new row with both.
 fn for_session_key(
     db: Db,
     flags: SchemaFlags,
@@ -131,51 +193,46 @@ fn for_session_key(
     session_id: Option<&str>,
     create: Option<&str>,
 ) -> Result<Option<Conversation>> {
-    if let Some(mut c) = find_by_session_key(db, flags, key)? {
-        if let (Some(_), Some(session_id)) = (create, session_id.filter(|id| *id != c.session_id)) {
+    let found = match_session_key(db, flags, key, session_id)?;
+    let Some(now) = create else {
+        return Ok(match found {
+            KeyMatch::Key(c, _) | KeyMatch::Id { conversation: c, .. } => Some(c),
+            KeyMatch::New => None,
+        });
+    };
+    Ok(Some(match found {
+        KeyMatch::Key(mut c, Some(moved)) => {
             db.execute(
                 "UPDATE conversations SET session_id = ?2 WHERE conversation_id = ?1",
-                params![c.conversation_id, session_id],
+                params![c.conversation_id, moved],
             )?;
             // What is written next (message_parts.session_id) carries the host's current id.
-            c.session_id = session_id.to_string();
+            c.session_id = moved;
+            c
         }
-        return Ok(Some(c));
-    }
-    if let Some(c) = match session_id {
-        Some(id) => find_by_session(db, flags, id)?,
-        None => None,
-    } {
-        let recorded: Option<String> = if flags.conversations_have_session_key {
-            db.query_one(
-                "SELECT session_key FROM conversations WHERE conversation_id = ?1",
-                params![c.conversation_id],
-                |r| r.get(0),
-            )?
-        } else {
-            None
-        };
-        match recorded {
-            None => {
-                if create.is_some() && flags.conversations_have_session_key {
-                    db.execute(
-                        "UPDATE conversations SET session_key = ?2 WHERE conversation_id = ?1",
-                        params![c.conversation_id, key],
-                    )?;
-                }
-                return Ok(Some(c));
+        KeyMatch::Key(c, None)
+        | KeyMatch::Id {
+            conversation: c,
+            unkeyed: false,
+        } => c,
+        KeyMatch::Id {
+            conversation: c,
+            unkeyed: true,
+        } => {
+            db.execute(
+                "UPDATE conversations SET session_key = ?2 WHERE conversation_id = ?1",
+                params![c.conversation_id, key],
+            )?;
+            c
+        }
+        KeyMatch::New => {
+            // A new conversation needs a session id; without one the key stands for it.
+            let session_id = session_id.unwrap_or(key);
+            Conversation {
+                conversation_id: insert(db, flags, session_id, Some(key), now)?,
+                session_id: session_id.to_string(),
             }
-            // The id's conversation belongs to another key: this key gets its own.
-            Some(other) if other != key => {}
-            Some(_) => return Ok(Some(c)),
         }
-    }
-    let Some(now) = create else { return Ok(None) };
-    // A new conversation needs a session id; without one the key stands for it.
-    let session_id = session_id.unwrap_or(key);
-    Ok(Some(Conversation {
-        conversation_id: insert(db, flags, session_id, Some(key), now)?,
-        session_id: session_id.to_string(),
     }))
 }
 
@@ -243,6 +300,19 @@ pub(crate) fn resolve<'a>(db: impl Into<Db<'a>>, flags: SchemaFlags, target: &Ta
         Target::Session(s) => find_by_session(db, flags, s)?.ok_or_else(|| LcmError::not_found("session", s)),
         Target::SessionKey { key, session_id } => for_session_key(db, flags, key, session_id.as_deref(), None)?
             .ok_or_else(|| LcmError::not_found("session", key)),
+    }
+}
+
+/// The conversation `resolve_or_create` would pick, when picking it writes nothing (no new
+/// conversation, no session id or key recorded on one): what a write may lock before it
+/// writes (`Db::lock_conversations`). `None` when it would write.
+pub(crate) fn resolve_unchanged(db: Db, flags: SchemaFlags, target: &Target) -> Result<Option<Conversation>> {
+    match target {
+        Target::Conversation(id) => get(db, *id).map(Some),
+        Target::Session(s) => find_by_session(db, flags, s),
+        Target::SessionKey { key, session_id } => {
+            Ok(match_session_key(db, flags, key, session_id.as_deref())?.unchanged())
+        }
     }
 }
 

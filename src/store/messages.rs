@@ -7,7 +7,7 @@ use rusqlite::params;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::conversations::{self, Target};
+use super::conversations::{self, Conversation, Target};
 use super::normalize::{NewMessage, Role};
 use crate::db::SchemaFlags;
 use crate::error::{LcmError, Result};
@@ -151,15 +151,32 @@ fn write_together(
     after: &dyn Fn(Db, &[IngestOutcome]),
 ) -> std::result::Result<Vec<IngestOutcome>, GroupFailure> {
     let now = time::now_sqlite();
-    let mut fts_rows: Vec<(i64, &str)> = Vec::new();
-    let mut outcomes = Vec::with_capacity(jobs.len());
-    for (k, job) in jobs.iter().enumerate() {
-        outcomes.push(ingest_in(db, flags, job, &now, &mut fts_rows).map_err(|e| match e {
-            // What a call itself can get wrong; anything else (disk full, I/O, corruption)
-            // is the transaction's, not this call's.
+    // What a call itself can get wrong; anything else (disk full, I/O, corruption) is the
+    // transaction's, not this call's.
+    let failure = |k: usize| {
+        move |e: LcmError| match e {
             LcmError::NotFound { .. } | LcmError::InvalidInput(_) => GroupFailure::Job(k, e),
             e => GroupFailure::Transaction(e),
-        })?);
+        }
+    };
+    // Sharing the schema with writers of other conversations (PostgreSQL), the conversations
+    // are found first and locked before anything is written; a job that must make or re-key
+    // one sends the group to the whole schema's lock.
+    let mut homes: Vec<Option<Home>> = jobs.iter().map(|_| None).collect();
+    if db.locks_by_conversation() {
+        for (k, job) in jobs.iter().enumerate() {
+            match home(db, flags, job, None).map_err(failure(k))? {
+                Some(found) => homes[k] = Some(found),
+                None => db.lock_whole_schema()?,
+            }
+        }
+        let ids: Vec<i64> = homes.iter().flatten().map(|h| h.1).collect();
+        db.lock_conversations(&ids)?;
+    }
+    let mut fts_rows: Vec<(i64, &str)> = Vec::new();
+    let mut outcomes = Vec::with_capacity(jobs.len());
+    for (k, (job, found)) in jobs.iter().zip(homes).enumerate() {
+        outcomes.push(ingest_in(db, flags, job, found, &now, &mut fts_rows).map_err(failure(k))?);
     }
     insert_fts(db, &fts_rows)?;
     after(db, &outcomes);
@@ -180,23 +197,50 @@ fn insert_fts(db: Db, rows: &[(i64, &str)]) -> Result<()> {
     Ok(())
 }
 
+/// A stored message's row, its columns up to the id (which SQLite makes and PostgreSQL's
+/// ingest draws ahead), and their values.
+const INSERT_MESSAGE: &str = "INSERT INTO messages (conversation_id, seq, role, content, token_count, identity_hash,
+                                   transcript_entry_id, stable_event_key, created_at";
+const MESSAGE_VALUES: &str = "?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9";
+
+/// Where a job's messages go: the conversation its target names, and the conversation they
+/// are stored in (that one, or the one a `/reset` archived, for a turn from before it).
+type Home = (Conversation, i64);
+
+/// A job's `Home`, making or re-keying the target's conversation with `create` (the time);
+/// without it, `None` when finding it would write (`conversations::resolve_unchanged`).
+fn home(tx: Db, flags: SchemaFlags, job: &IngestJob<'_>, create: Option<&str>) -> Result<Option<Home>> {
+    let conv = match create {
+        Some(now) => conversations::resolve_or_create(tx, flags, job.target, now)?,
+        None => match conversations::resolve_unchanged(tx, flags, job.target)? {
+            Some(conv) => conv,
+            None => return Ok(None),
+        },
+    };
+    // A host turn from before a `/reset`, replayed by the host after it (a commit that failed
+    // then): it belongs to the conversation the reset archived, not to the new one.
+    let began = job.messages.first().and_then(|m| m.created_at.as_deref());
+    let cid = match (job.mode.transcript_position, began) {
+        (Some(_), Some(began)) => archived_home(tx, conv.conversation_id, began)?.unwrap_or(conv.conversation_id),
+        _ => conv.conversation_id,
+    };
+    Ok(Some((conv, cid)))
+}
+
 /// Writes one job's rows except its full-text rows, which it appends to `fts_rows` (SQLite's
 /// full-text table; PostgreSQL indexes the rows themselves).
 pub(crate) fn ingest_in<'a>(
     tx: Db,
     flags: SchemaFlags,
     job: &IngestJob<'a>,
+    found: Option<Home>,
     now: &str,
     fts_rows: &mut Vec<(i64, &'a str)>,
 ) -> Result<IngestOutcome> {
-    let (target, messages, options) = (job.target, job.messages, job.mode);
-    let conv = conversations::resolve_or_create(tx, flags, target, now)?;
-    // A host turn from before a `/reset`, replayed by the host after it (a commit that failed
-    // then): it belongs to the conversation the reset archived, not to the new one.
-    let began = messages.first().and_then(|m| m.created_at.as_deref());
-    let cid = match (options.transcript_position, began) {
-        (Some(_), Some(began)) => archived_home(tx, conv.conversation_id, began)?.unwrap_or(conv.conversation_id),
-        _ => conv.conversation_id,
+    let (messages, options) = (job.messages, job.mode);
+    let (conv, cid) = match found {
+        Some(found) => found,
+        None => home(tx, flags, job, Some(now))?.expect("made when missing"),
     };
     let nothing = |duplicate: bool| IngestOutcome {
         conversation_id: cid,
@@ -220,20 +264,12 @@ pub(crate) fn ingest_in<'a>(
         }
     }
     if let Some(key) = options.advancement_key.as_deref() {
-        // A turn lossless-claw committed (its keys are global, not per conversation).
-        let theirs = tx
-            .query_row(
-                "SELECT 1 FROM turn_advancements WHERE advancement_key = ?1",
-                params![key],
-                |_| Ok(()),
-            )?
-            .is_some();
-        if theirs {
-            return Ok(nothing(true));
-        }
+        // A turn stored before, by lcm-native or by lossless-claw (whose keys are global, not
+        // per conversation): one statement, one round trip on PostgreSQL.
         let fresh = tx.execute(
             "INSERT OR IGNORE INTO lcm_native_turns (conversation_id, advancement_key, message_count, committed_at)
-             VALUES (?1, ?2, ?3, ?4)",
+             SELECT CAST(?1 AS BIGINT), CAST(?2 AS TEXT), CAST(?3 AS BIGINT), CAST(?4 AS TEXT)
+             WHERE NOT EXISTS (SELECT 1 FROM turn_advancements WHERE advancement_key = ?2)",
             params![cid, key, messages.len() as i64, now],
         )?;
         if fresh == 0 {
@@ -260,12 +296,50 @@ pub(crate) fn ingest_in<'a>(
             params![cid, now],
         )?;
     }
-    let mut seq: i64 = tx.query_one(
-        "SELECT COALESCE(MAX(seq), 0) FROM messages WHERE conversation_id = ?1",
-        params![cid],
-        |r| r.get(0),
-    )?;
-    let mut ordinal = super::context::last_ordinal(tx, cid)?;
+    // Where the conversation ends, and on PostgreSQL the ids of the rows to come, drawn in the
+    // same round trip so that the rows go out without waiting for an id each (SQLite hands
+    // each one back at once).
+    let (mut seq, mut ordinal, mut reserved) = match tx {
+        Db::Sqlite(_) => tx.query_one(
+            "SELECT (SELECT COALESCE(MAX(seq), 0) FROM messages WHERE conversation_id = ?1),
+                    (SELECT COALESCE(MAX(ordinal), -1) FROM context_items WHERE conversation_id = ?1)",
+            params![cid],
+            |r| Ok((r.get::<i64>(0)?, r.get::<i64>(1)?, Vec::new())),
+        )?,
+        Db::Pg(_) => tx.query_one(
+            "SELECT (SELECT COALESCE(MAX(seq), 0) FROM messages WHERE conversation_id = ?1),
+                    (SELECT COALESCE(MAX(ordinal), -1) FROM context_items WHERE conversation_id = ?1),
+                    (SELECT string_agg(CAST(nextval(pg_get_serial_sequence('messages', 'message_id')) AS TEXT), ',')
+                     FROM generate_series(1, CAST(?2 AS INTEGER)))",
+            params![cid, messages.len() as i64],
+            |r| {
+                let ids: Option<String> = r.get(2)?;
+                let ids = ids.unwrap_or_default();
+                let ids = ids.split(',').filter(|i| !i.is_empty()).map(|i| {
+                    i.parse::<i64>()
+                        .map_err(|e| LcmError::Internal(format!("a message id drawn from the sequence ({i}): {e}")))
+                });
+                Ok((r.get(0)?, r.get(1)?, ids.collect::<Result<Vec<i64>>>()?))
+            },
+        )?,
+    };
+    reserved.reverse();
+    // Where the batch's entry ids are stored already, read at once (the batch's own rows
+    // never add to it: a repeated id is caught by `seen`).
+    let entry_ids: Vec<&str> = messages.iter().filter_map(|m| m.entry_id.as_deref()).collect();
+    let stored_entries: std::collections::HashMap<String, i64> = if entry_ids.is_empty() {
+        Default::default()
+    } else {
+        let sql = format!(
+            "SELECT transcript_entry_id, seq FROM messages
+             WHERE conversation_id = ?1 AND transcript_entry_id IN (SELECT value FROM {} j)",
+            tx.text_list("?2")
+        );
+        let list = serde_json::to_string(&entry_ids).expect("strings serialize");
+        tx.query_map(&sql, params![cid, list], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .into_iter()
+            .collect()
+    };
 
     let mut seen: HashSet<&str> = HashSet::new();
     // The seq of the stored row the next message lines up with, after a message found stored
@@ -284,12 +358,7 @@ pub(crate) fn ingest_in<'a>(
                 skipped += 1;
                 continue;
             }
-            let stored: Option<i64> = tx.query_row(
-                "SELECT seq FROM messages WHERE conversation_id = ?1 AND transcript_entry_id = ?2",
-                params![cid, entry],
-                |r| r.get(0),
-            )?;
-            if let Some(at) = stored {
+            if let Some(&at) = stored_entries.get(entry) {
                 skipped += 1;
                 next_stored = Some(at + 1);
                 continue;
@@ -319,23 +388,33 @@ pub(crate) fn ingest_in<'a>(
         };
         seq += 1;
         ordinal += 1;
-        let message_id = tx.insert_returning(
-            "INSERT INTO messages (conversation_id, seq, role, content, token_count, identity_hash,
-                                   transcript_entry_id, stable_event_key, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-            params![
-                cid,
-                seq,
-                m.role.db(),
-                m.content,
-                m.token_count,
-                super::normalize::identity_hash(m.role.db(), &m.content),
-                m.entry_id,
-                key,
-                m.created_at.as_deref().unwrap_or(now),
-            ],
-            "message_id",
-        )?;
+        let row = params![
+            cid,
+            seq,
+            m.role.db(),
+            m.content,
+            m.token_count,
+            super::normalize::identity_hash(m.role.db(), &m.content),
+            m.entry_id,
+            key,
+            m.created_at.as_deref().unwrap_or(now),
+        ];
+        let message_id = match reserved.pop() {
+            Some(id) => {
+                let mut with_id = row.to_vec();
+                with_id.push(&id);
+                tx.execute_deferred(
+                    &format!("{INSERT_MESSAGE}, message_id) VALUES ({MESSAGE_VALUES}, ?10)"),
+                    &with_id,
+                )?;
+                id
+            }
+            None => tx.insert_returning(
+                &format!("{INSERT_MESSAGE}) VALUES ({MESSAGE_VALUES})"),
+                row,
+                "message_id",
+            )?,
+        };
         for (i, p) in m.parts.iter().enumerate() {
             tx.execute_deferred(
                 "INSERT INTO message_parts (part_id, message_id, session_id, part_type, ordinal, text_content,
@@ -1322,7 +1401,7 @@ mod tests {
                     mode,
                 };
                 let mut fts = Vec::new();
-                ingest_in(db, flags, &job, "2026-11-26 10:00:00", &mut fts).unwrap()
+                ingest_in(db, flags, &job, None, "2026-11-26 10:00:00", &mut fts).unwrap()
             };
             let first = ingest(&messages[..6], &keyed);
             assert_eq!(

@@ -103,8 +103,12 @@ pub(crate) fn add_in_passing(db: Db, entries: &[(i64, CacheDelta, Option<String>
     if entries.is_empty() || db.execute("SAVEPOINT lcm_report", params![]).is_err() {
         return;
     }
-    let written = entries
-        .iter()
+    // In conversation order, as every writer does: two writers of other conversations
+    // sharing PostgreSQL's schema never wait for each other's report rows in a circle.
+    let mut sorted: Vec<_> = entries.iter().collect();
+    sorted.sort_by_key(|e| e.0);
+    let written = sorted
+        .into_iter()
         .try_for_each(|(cid, delta, outline)| add(db, *cid, delta, outline.as_deref(), now));
     let end = match written {
         Ok(()) => "RELEASE SAVEPOINT lcm_report",

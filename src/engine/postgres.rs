@@ -71,8 +71,8 @@ pub(super) fn prepare(pool: &PgPool, config: &Config) -> Result<MigrationReport>
 /// What a schema made by an earlier version lacks, added as a migration adds it to a file: the
 /// prompt-cache report's, the summaries' previous-context, the turns' transcript positions and
 /// lossless-claw's transcript-trust tables (empty, with their indexes), the stored-message
-/// counts (counted once, then kept by their trigger), and the count of message rewrites
-/// assembly's render cache follows.
+/// counts (counted once, then kept by their trigger), the count of message rewrites
+/// assembly's render cache follows, and the index of live messages (`ddl::MESSAGE_ITEMS_INDEX`).
 fn add_missing_tables(c: &Conn) -> Result<()> {
     for (name, sql) in crate::db::schema::TABLES {
         let later = [
@@ -105,6 +105,7 @@ fn add_missing_tables(c: &Conn) -> Result<()> {
     if !c.has_table(crate::pg::rewrites::TABLE)? {
         c.transaction(|c| c.batch(crate::pg::rewrites::INSTALL))?;
     }
+    c.batch(crate::pg::ddl::MESSAGE_ITEMS_INDEX)?;
     Ok(())
 }
 
@@ -241,9 +242,16 @@ mod tests {
             "DROP TABLE lcm_native_prompt_cache; DROP TRIGGER lcm_messages_count ON messages; DROP TABLE lcm_message_counts;
              DROP TABLE lcm_native_turn_positions; DROP TABLE message_transcript_anchor_trust;
              DROP TRIGGER lcm_messages_rewritten ON messages; DROP TRIGGER lcm_message_parts_rewritten ON message_parts;
-             DROP TABLE lcm_native_message_rewrites",
+             DROP TABLE lcm_native_message_rewrites; DROP INDEX context_items_message_idx",
         )
         .unwrap();
+        let has_message_items_index = || -> bool {
+            c.query_one_value(
+                "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_indexes WHERE schemaname = $1 AND indexname = 'context_items_message_idx')",
+                &[&location.schema],
+            )
+            .unwrap()
+        };
         // Read-only, it cannot be upgraded: said so, nothing written.
         let read_only = json!({ "dbPath": url, "readOnly": true });
         let refused = Engine::open(Config::from_options(&read_only, None).unwrap())
@@ -254,6 +262,7 @@ mod tests {
         let engine = open(&url);
         assert!(c.has_table("lcm_native_prompt_cache").unwrap());
         assert!(c.has_table(crate::pg::rewrites::TABLE).unwrap());
+        assert!(has_message_items_index());
         assert_eq!(engine.find_conversation(&target).unwrap().unwrap().message_count, 2);
         let cid = engine.ingest(&target, &turn(0)).unwrap().conversation_id;
         assert_eq!(engine.find_conversation(&target).unwrap().unwrap().message_count, 4);

@@ -170,6 +170,13 @@ pub(crate) fn table(sql: &str) -> Result<Table> {
     })
 }
 
+/// An index PostgreSQL's schema has beyond a SQLite file's: which context items hold a given
+/// message, so that grep's "which hits are live" reads the hits' items, not every item of
+/// the conversation (11.7 of a common word's 14 ms at 100,000 messages). One entry per
+/// context item, written with it.
+pub(crate) const MESSAGE_ITEMS_INDEX: &str =
+    "CREATE INDEX IF NOT EXISTS context_items_message_idx ON context_items (message_id)";
+
 /// Translates `CREATE [UNIQUE] INDEX …` as SQLite stored it: the same statement, without
 /// `IF NOT EXISTS` doubts (PostgreSQL takes the same syntax for what lcm-native and
 /// lossless-claw declare); SQLite-only clauses are refused.

@@ -75,8 +75,14 @@ pub(crate) fn read_items<'a>(
     content: bool,
     mut each: impl FnMut(ItemRow) -> Result<bool>,
 ) -> Result<()> {
+    let db = db.into();
     let base = if content { WITH_CONTENT } else { WITHOUT_CONTENT };
     let (tail, a, b, c) = match span {
+        // PostgreSQL answers a query whole, every row sent before the first is read: a read
+        // that may stop early goes in pages there (SQLite stops reading where `each` stops).
+        Span::All | Span::NewestFirst | Span::Before(_) if matches!(db, Db::Pg(_)) => {
+            return read_pages(db, conversation_id, span, base, each);
+        }
         Span::All => (" ORDER BY ci.ordinal", None, None, None),
         Span::NewestFirst => (" ORDER BY ci.ordinal DESC", None, None, None),
         Span::Before(o) => (" AND ci.ordinal < ?2 ORDER BY ci.ordinal", Some(o), None, None),
@@ -95,25 +101,67 @@ pub(crate) fn read_items<'a>(
     if b.is_some() {
         params.push(&c);
     }
-    let params = params.as_slice();
-    db.into().query_each(&sql, params, |r| {
-        each(ItemRow {
-            ordinal: r.get(0)?,
-            item_type: r.get(1)?,
-            message_id: r.get(2)?,
-            summary_id: r.get(3)?,
-            role: r.get(4)?,
-            message_tokens: r.get(5)?,
-            depth: r.get(6)?,
-            summary_tokens: r.get(7)?,
-            earliest_at: r.get(8)?,
-            latest_at: r.get(9)?,
-            created_at: r.get(10)?,
-            descendant_count: r.get(11)?,
-            descendant_token_count: r.get(12)?,
-            source_message_token_count: r.get(13)?,
-            content: r.get(14)?,
-        })
+    db.query_each(&sql, params.as_slice(), |r| each(item_row(r)?))
+}
+
+/// First page of `read_pages`; each next one is twice as long, up to `LAST_PAGE`: a read that
+/// stops after a few items reads a few, one that reads all takes a handful of round trips.
+const FIRST_PAGE: i64 = 128;
+const LAST_PAGE: i64 = 8192;
+
+/// `read_items` of a whole span, oldest or newest first, one page of ordinals after another.
+fn read_pages(
+    db: Db,
+    conversation_id: i64,
+    span: Span,
+    base: &str,
+    mut each: impl FnMut(ItemRow) -> Result<bool>,
+) -> Result<()> {
+    let newest_first = matches!(span, Span::NewestFirst);
+    let order = if newest_first { "DESC" } else { "ASC" };
+    let sql = format!("{base} AND ci.ordinal > ?2 AND ci.ordinal < ?3 ORDER BY ci.ordinal {order} LIMIT ?4");
+    let (mut after, mut before) = match span {
+        Span::Before(o) => (i64::MIN, o),
+        _ => (i64::MIN, i64::MAX),
+    };
+    let mut page = FIRST_PAGE;
+    loop {
+        let (mut read, mut stopped, mut edge) = (0, false, None);
+        db.query_each(&sql, params![conversation_id, after, before, page], |r| {
+            let row = item_row(r)?;
+            read += 1;
+            edge = Some(row.ordinal);
+            stopped = !each(row)?;
+            Ok(!stopped)
+        })?;
+        match edge {
+            Some(edge) if !stopped && read == page => match newest_first {
+                true => before = edge,
+                false => after = edge,
+            },
+            _ => return Ok(()),
+        }
+        page = (page * 2).min(LAST_PAGE);
+    }
+}
+
+fn item_row(r: &crate::sql::Row) -> Result<ItemRow> {
+    Ok(ItemRow {
+        ordinal: r.get(0)?,
+        item_type: r.get(1)?,
+        message_id: r.get(2)?,
+        summary_id: r.get(3)?,
+        role: r.get(4)?,
+        message_tokens: r.get(5)?,
+        depth: r.get(6)?,
+        summary_tokens: r.get(7)?,
+        earliest_at: r.get(8)?,
+        latest_at: r.get(9)?,
+        created_at: r.get(10)?,
+        descendant_count: r.get(11)?,
+        descendant_token_count: r.get(12)?,
+        source_message_token_count: r.get(13)?,
+        content: r.get(14)?,
     })
 }
 
@@ -224,6 +272,40 @@ mod tests {
         })
         .unwrap();
         out
+    }
+
+    /// A context longer than a page reads whole, in order, on both engines; a reader that
+    /// stops mid-way is handed nothing more (PostgreSQL reads it in pages).
+    #[test]
+    fn a_long_context_reads_across_pages_and_stops_where_the_reader_stops() {
+        on_both_engines("context_pages", |db, _, engine| {
+            let n = FIRST_PAGE * 3 + 5;
+            crate::test_support::seed_conversation(db, n);
+            for seq in 0..n {
+                db.execute(
+                    "INSERT INTO context_items (conversation_id, ordinal, item_type, message_id) VALUES (1, ?1, 'message', ?2)",
+                    params![seq, seq + 1],
+                )
+                .unwrap();
+            }
+            let all: Vec<i64> = ordinals(db, Span::All).iter().map(|r| r.0).collect();
+            assert_eq!(all, (0..n).collect::<Vec<_>>(), "{engine}");
+            let newest: Vec<i64> = ordinals(db, Span::NewestFirst).iter().map(|r| r.0).collect();
+            assert_eq!(newest, (0..n).rev().collect::<Vec<_>>(), "{engine}");
+            let before: Vec<i64> = ordinals(db, Span::Before(FIRST_PAGE + 7)).iter().map(|r| r.0).collect();
+            assert_eq!(before, (0..FIRST_PAGE + 7).collect::<Vec<_>>(), "{engine}");
+            for span in [Span::All, Span::NewestFirst, Span::Before(n)] {
+                let mut seen = Vec::new();
+                read_items(db, 1, span, false, |r| {
+                    seen.push(r.ordinal);
+                    Ok(seen.len() < FIRST_PAGE as usize + 3)
+                })
+                .unwrap();
+                assert_eq!(seen.len(), FIRST_PAGE as usize + 3, "{engine} {span:?}");
+                let first = if matches!(span, Span::NewestFirst) { n - 1 } else { 0 };
+                assert_eq!(seen[0], first, "{engine} {span:?}");
+            }
+        });
     }
 
     /// The live context reads and renumbers the same on SQLite and on PostgreSQL.

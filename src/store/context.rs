@@ -106,7 +106,7 @@ pub(crate) fn read_items<'a>(
 
 /// First page of `read_pages`; each next one is twice as long, up to `LAST_PAGE`: a read that
 /// stops after a few items reads a few, one that reads all takes a handful of round trips.
-const FIRST_PAGE: i64 = 128;
+const FIRST_PAGE: i64 = 1024;
 const LAST_PAGE: i64 = 8192;
 
 /// `read_items` of a whole span, oldest or newest first, one page of ordinals after another.

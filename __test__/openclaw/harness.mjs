@@ -432,7 +432,19 @@ const GATEWAY_READY = /\[gateway\] ready\b/
  * @returns {Promise<Gateway>}
  */
 export async function startGateway(run, { readyTimeoutMs = 90_000 } = {}) {
-  const port = await freePort()
+  // A port found free can be taken before the Gateway binds it (its own helpers listen on
+  // port 0 while it starts): then it says EADDRINUSE, and another port is tried.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startGatewayOn(run, await freePort(), readyTimeoutMs)
+    } catch (e) {
+      if (attempt >= 3 || !/EADDRINUSE/.test(String(e))) throw e
+    }
+  }
+}
+
+/** `startGateway` on `port`. @param {Run} run @param {number} port @param {number} readyTimeoutMs */
+async function startGatewayOn(run, port, readyTimeoutMs) {
   const token = randomBytes(16).toString('hex')
   const env = { ...run.env, OPENCLAW_GATEWAY_TOKEN: token, OPENCLAW_GATEWAY_PORT: String(port) }
   const args = ['gateway', 'run', '--port', String(port), '--bind', 'loopback', '--auth', 'token', '--allow-unconfigured']

@@ -87,12 +87,7 @@ pub(crate) fn read_items<'a>(
         Span::NewestFirst => (" ORDER BY ci.ordinal DESC", None, None, None),
         Span::Before(o) => (" AND ci.ordinal < ?2 ORDER BY ci.ordinal", Some(o), None, None),
         Span::At(o) => (" AND ci.ordinal = ?2", Some(o), None, None),
-        Span::Between { after, before, limit } => (
-            " AND ci.ordinal > ?2 AND ci.ordinal < ?3 ORDER BY ci.ordinal LIMIT ?4",
-            Some(after),
-            Some(before),
-            Some(limit),
-        ),
+        Span::Between { after, before, limit } => (RANGE_OLDEST_FIRST, Some(after), Some(before), Some(limit)),
     };
     let sql = format!("{base}{tail}");
     let mut params: Vec<&dyn rusqlite::ToSql> = vec![&conversation_id];
@@ -103,6 +98,10 @@ pub(crate) fn read_items<'a>(
     }
     db.query_each(&sql, params.as_slice(), |r| each(item_row(r)?))
 }
+
+/// At most `?4` items strictly between ordinals `?2` and `?3`, in either order.
+const RANGE_OLDEST_FIRST: &str = " AND ci.ordinal > ?2 AND ci.ordinal < ?3 ORDER BY ci.ordinal LIMIT ?4";
+const RANGE_NEWEST_FIRST: &str = " AND ci.ordinal > ?2 AND ci.ordinal < ?3 ORDER BY ci.ordinal DESC LIMIT ?4";
 
 /// First page of `read_pages`; each next one is twice as long, up to `LAST_PAGE`: a read that
 /// stops after a few items reads a few, one that reads all takes a handful of round trips.
@@ -118,8 +117,12 @@ fn read_pages(
     mut each: impl FnMut(ItemRow) -> Result<bool>,
 ) -> Result<()> {
     let newest_first = matches!(span, Span::NewestFirst);
-    let order = if newest_first { "DESC" } else { "ASC" };
-    let sql = format!("{base} AND ci.ordinal > ?2 AND ci.ordinal < ?3 ORDER BY ci.ordinal {order} LIMIT ?4");
+    let range = if newest_first {
+        RANGE_NEWEST_FIRST
+    } else {
+        RANGE_OLDEST_FIRST
+    };
+    let sql = format!("{base}{range}");
     let (mut after, mut before) = match span {
         Span::Before(o) => (i64::MIN, o),
         _ => (i64::MIN, i64::MAX),

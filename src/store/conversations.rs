@@ -491,16 +491,25 @@ mod tests {
                 key: "agent:main".into(),
                 session_id: Some("s1".into()),
             };
+            let unchanged = |t: &Target| resolve_unchanged(db, flags, t).unwrap().map(|c| c.conversation_id);
+            // Finding it would record the key: nothing a write may lock before it writes.
+            assert_eq!(unchanged(&keyed), None, "{engine}");
             assert_eq!(
                 resolve_or_create(db, flags, &keyed, NOW).unwrap().conversation_id,
                 1,
                 "{engine}"
             );
+            assert_eq!(unchanged(&keyed), Some(1), "{engine}");
+            assert_eq!(unchanged(&Target::Session("s1".into())), Some(1), "{engine}");
+            assert_eq!(unchanged(&Target::Session("new".into())), None, "{engine}");
             let moved = Target::SessionKey {
                 key: "agent:main".into(),
                 session_id: Some("s2".into()),
             };
+            // Finding it would record the key's new session id.
+            assert_eq!(unchanged(&moved), None, "{engine}");
             let c = resolve_or_create(db, flags, &moved, NOW).unwrap();
+            assert_eq!(unchanged(&moved), Some(1), "{engine}");
             assert_eq!((c.conversation_id, c.session_id.as_str()), (1, "s2"), "{engine}");
             let other = resolve_or_create(db, flags, &Target::Session("s3".into()), NOW).unwrap();
             assert_eq!(other.conversation_id, 2, "{engine}");

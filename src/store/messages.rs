@@ -299,18 +299,17 @@ pub(crate) fn ingest_in<'a>(
     // Where the conversation ends, and on PostgreSQL the ids of the rows to come, drawn in the
     // same round trip so that the rows go out without waiting for an id each (SQLite hands
     // each one back at once).
+    const END: &str = "SELECT (SELECT COALESCE(MAX(seq), 0) FROM messages WHERE conversation_id = ?1),
+                              (SELECT COALESCE(MAX(ordinal), -1) FROM context_items WHERE conversation_id = ?1)";
     let (mut seq, mut ordinal, mut reserved) = match tx {
-        Db::Sqlite(_) => tx.query_one(
-            "SELECT (SELECT COALESCE(MAX(seq), 0) FROM messages WHERE conversation_id = ?1),
-                    (SELECT COALESCE(MAX(ordinal), -1) FROM context_items WHERE conversation_id = ?1)",
-            params![cid],
-            |r| Ok((r.get::<i64>(0)?, r.get::<i64>(1)?, Vec::new())),
-        )?,
+        Db::Sqlite(_) => tx.query_one(END, params![cid], |r| {
+            Ok((r.get::<i64>(0)?, r.get::<i64>(1)?, Vec::new()))
+        })?,
         Db::Pg(_) => tx.query_one(
-            "SELECT (SELECT COALESCE(MAX(seq), 0) FROM messages WHERE conversation_id = ?1),
-                    (SELECT COALESCE(MAX(ordinal), -1) FROM context_items WHERE conversation_id = ?1),
-                    (SELECT string_agg(CAST(nextval(pg_get_serial_sequence('messages', 'message_id')) AS TEXT), ',')
-                     FROM generate_series(1, CAST(?2 AS INTEGER)))",
+            &format!(
+                "{END}, (SELECT string_agg(CAST(nextval(pg_get_serial_sequence('messages', 'message_id')) AS TEXT), ',')
+                         FROM generate_series(1, CAST(?2 AS INTEGER)))"
+            ),
             params![cid, messages.len() as i64],
             |r| {
                 let ids: Option<String> = r.get(2)?;

@@ -508,7 +508,13 @@ export async function turn(run, { message, messageFile, sessionId, sessionKey, t
   if (sessionKey) args.push('--session-key', sessionKey)
   if (!sessionId && !sessionKey) args.push('--agent', 'main')
   const env = { OPENCLAW_GATEWAY_TOKEN: run.gateway.token, OPENCLAW_GATEWAY_PORT: String(run.gateway.port) }
-  const r = await openclaw(run, args, { env, timeoutMs: timeoutMs + 15_000 })
+  let r = await openclaw(run, args, { env, timeoutMs: timeoutMs + 15_000 })
+  // The host refuses a turn it could not admit yet and says to retry (seen once on the built-in
+  // engine in a clean-clone run: "Session canonical validation schema changed during
+  // admission; retry the read"): the turn never ran, so it is sent again, twice at most.
+  for (let again = 0; again < 2 && r.code !== 0 && /retry the read/.test(r.stdout + r.stderr); again++) {
+    r = await openclaw(run, args, { env, timeoutMs: timeoutMs + 15_000 })
+  }
   /** @type {any} */
   let json
   try {

@@ -120,7 +120,66 @@ function startCluster(opts = {}) {
     stop()
     throw new Error(`${err.message.split('\n')[0]}${detail ? `\n${detail}` : ''}`)
   }
-  return { url: `postgres://lcm@${encodeURIComponent(dir)}/postgres`, dir, data, bin, prefix, stop, halt, resume: start }
+  return { url: `postgres://lcm@${encodeURIComponent(dir)}/postgres`, dir, data, bin, prefix, owner, stop, halt, resume: start }
+}
+
+/** Debian's pgbouncer, or null. */
+function findPgbouncer() {
+  for (const candidate of ['/usr/sbin/pgbouncer', '/usr/bin/pgbouncer']) {
+    if (fs.existsSync(candidate)) return candidate
+  }
+  const which = spawnSync('sh', ['-c', 'command -v pgbouncer'], { encoding: 'utf8' })
+  return which.status === 0 && which.stdout.trim() ? which.stdout.trim() : null
+}
+
+/**
+ * Starts PgBouncer in transaction mode in front of `cluster` (its Unix socket in the
+ * cluster's folder, port 6432, no TCP), with few server sessions for many clients so that the
+ * clients really share them. Returns `{ url, stop }` (the URL names `pooler=transaction`), or
+ * throws saying why it cannot.
+ */
+function startPooler(cluster, { poolSize = 6 } = {}) {
+  const binary = findPgbouncer()
+  if (!binary) throw new Error("no pgbouncer found (install Debian's pgbouncer package)")
+  const dir = path.join(cluster.dir, 'pgbouncer')
+  fs.mkdirSync(dir)
+  const port = 6432
+  fs.writeFileSync(path.join(dir, 'users.txt'), '"lcm" ""\n')
+  fs.writeFileSync(
+    path.join(dir, 'pgbouncer.ini'),
+    [
+      '[databases]',
+      `postgres = host=${cluster.dir} port=5432 dbname=postgres user=lcm`,
+      '[pgbouncer]',
+      `unix_socket_dir = ${cluster.dir}`,
+      `listen_port = ${port}`,
+      'auth_type = trust',
+      `auth_file = ${path.join(dir, 'users.txt')}`,
+      'pool_mode = transaction',
+      `default_pool_size = ${poolSize}`,
+      'max_client_conn = 500',
+      `logfile = ${path.join(dir, 'log')}`,
+      `pidfile = ${path.join(dir, 'pid')}`,
+      '',
+    ].join('\n'),
+  )
+  if (cluster.owner) execFileSync('chown', ['-R', cluster.owner, dir])
+  const [cmd, ...args] = [...cluster.prefix, binary, path.join(dir, 'pgbouncer.ini')]
+  const child = spawn(cmd, args, { stdio: 'ignore' })
+  const socket = path.join(cluster.dir, `.s.PGSQL.${port}`)
+  const until = Date.now() + 10_000
+  while (!fs.existsSync(socket)) {
+    if (child.exitCode !== null || Date.now() > until) {
+      const log = fs.existsSync(path.join(dir, 'log')) ? fs.readFileSync(path.join(dir, 'log'), 'utf8') : ''
+      child.kill('SIGKILL')
+      throw new Error(`pgbouncer did not start${log ? `:\n${log.trim()}` : ''}`)
+    }
+    spawnSync('sleep', ['0.05'])
+  }
+  const stop = () => {
+    if (child.exitCode === null) child.kill('SIGINT')
+  }
+  return { url: `postgres://lcm@${encodeURIComponent(cluster.dir)}:${port}/postgres?pooler=transaction`, stop }
 }
 
 function main() {
@@ -140,9 +199,25 @@ function main() {
       env.LCM_TEST_PG_CTL = JSON.stringify({ prefix: cluster.prefix, pgCtl: path.join(cluster.bin, 'pg_ctl'), data: cluster.data, dir: cluster.dir })
       console.error(`postgres: throwaway cluster at ${cluster.dir} (${Date.now() - t0} ms)`)
     } catch (err) {
+      cluster = null
       console.error(`postgres: skipped (${err.message})`)
       if (required) {
         console.error('postgres: required here (CI=true or LCM_REQUIRE_POSTGRES=1): failing')
+        process.exit(1)
+      }
+    }
+  }
+  // The pooler tests go through PgBouncer in transaction mode in front of that cluster.
+  let pooler = null
+  if (cluster && !env.LCM_TEST_POOLER_URL) {
+    try {
+      pooler = startPooler(cluster)
+      env.LCM_TEST_POOLER_URL = pooler.url
+    } catch (err) {
+      console.error(`pgbouncer: skipped (${err.message})`)
+      if (required) {
+        console.error('pgbouncer: required here (CI=true or LCM_REQUIRE_POSTGRES=1): failing')
+        cluster.stop()
         process.exit(1)
       }
     }
@@ -152,6 +227,7 @@ function main() {
   process.on('SIGINT', forward)
   process.on('SIGTERM', forward)
   child.on('exit', (code, signal) => {
+    if (pooler) pooler.stop()
     if (cluster) cluster.stop()
     process.exit(code ?? (signal ? 1 : 0))
   })
@@ -159,4 +235,4 @@ function main() {
 
 if (require.main === module) main()
 
-module.exports = { startCluster, findBinaries }
+module.exports = { startCluster, startPooler, findBinaries }

@@ -179,7 +179,7 @@ impl Backend {
         &self,
         conversation_id: i64,
         wait: std::time::Duration,
-    ) -> Result<Option<pg::pool::OperationLock>> {
+    ) -> Result<Option<pg::pool::HeldLock>> {
         match self {
             Backend::Sqlite(_) => Ok(None),
             Backend::Postgres(p) => p.operation_lock(conversation_id, wait).map(Some),

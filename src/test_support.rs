@@ -227,10 +227,8 @@ pub(crate) fn assert_invariants(engine: &Engine, cid: i64) -> String {
 /// where PostgreSQL is required (CI=true, LCM_REQUIRE_POSTGRES=1): there it fails the test.
 pub(crate) fn pg_test_location(tag: &str) -> Option<crate::pg::Location> {
     let Ok(url) = std::env::var("LCM_TEST_DATABASE_URL") else {
-        let required =
-            std::env::var("CI").as_deref() == Ok("true") || std::env::var("LCM_REQUIRE_POSTGRES").as_deref() == Ok("1");
         assert!(
-            !required,
+            !postgres_required(),
             "LCM_TEST_DATABASE_URL is not set, and PostgreSQL is required here: run the tests through scripts/pg-test-server.cjs"
         );
         eprintln!("postgres: skipped {tag} (LCM_TEST_DATABASE_URL is not set; npm test sets it)");
@@ -261,6 +259,30 @@ pub(crate) fn pg_test_url(tag: &str) -> Option<(crate::pg::Location, String)> {
         location.schema
     );
     Some((location, url))
+}
+
+/// `pg_test_url`, the URL going through PgBouncer in transaction mode in front of the same
+/// server (`LCM_TEST_POOLER_URL`, which names `pooler=transaction`; scripts/pg-test-server.cjs
+/// starts it). None where there is none, which CI does not allow.
+pub(crate) fn pooler_test_url(tag: &str) -> Option<(crate::pg::Location, String)> {
+    let Ok(pooler) = std::env::var("LCM_TEST_POOLER_URL") else {
+        assert!(
+            !postgres_required(),
+            "LCM_TEST_POOLER_URL is not set, and the pooler is required here: run the tests through scripts/pg-test-server.cjs with Debian's pgbouncer installed"
+        );
+        eprintln!(
+            "pgbouncer: skipped {tag} (LCM_TEST_POOLER_URL is not set; npm test sets it where pgbouncer is installed)"
+        );
+        return None;
+    };
+    let location = pg_test_location(tag)?;
+    let url = format!("{pooler}&schema={}", location.schema);
+    Some((location, url))
+}
+
+/// Whether the PostgreSQL (and pooler) cases must run here rather than be skipped.
+fn postgres_required() -> bool {
+    std::env::var("CI").as_deref() == Ok("true") || std::env::var("LCM_REQUIRE_POSTGRES").as_deref() == Ok("1")
 }
 
 /// Drops a test's schema (what `pg_test_location` made room for).

@@ -114,10 +114,11 @@ pub(crate) fn run(options: CopyOptions) -> Result<CopyReport> {
 /// Makes lcm-native's tables, indexes and triggers in the empty PostgreSQL schema `schema` of
 /// `to`: the current schema as the migration describes it (`db::migrate::current_in_memory`,
 /// no file), copied across as `copy` makes it, so the schema can be copied back to a file at
-/// any time.
-pub(crate) fn create_schema(to: &str, schema: &str, busy_timeout_ms: i64) -> Result<()> {
+/// any time. The caller holds the schema's setup lock.
+pub(crate) fn create_schema(to: &str, schema: &str) -> Result<()> {
     let source: Box<dyn Side> = Box::new(sqlite_side::SqliteSide::current_schema()?);
-    let target = open(to, Some(schema), busy_timeout_ms, false)?;
+    let location = crate::pg::Location::parse(to, Some(schema))?;
+    let target: Box<dyn Side> = Box::new(pg_side::PgSide::open(&location)?.under_setup_lock());
     let batch_rows = DEFAULT_BATCH_ROWS as usize;
     copy_between(source, target, true, batch_rows, None, Instant::now()).map(|_| ())
 }

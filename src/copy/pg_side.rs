@@ -14,13 +14,28 @@ use crate::pg::{ddl, quote_ident, Conn, Location};
 
 pub(crate) struct PgSide {
     conn: Conn,
+    location: Location,
+    /// The copy's lock (`claim`), on a connection of its own, held as long as this side.
+    claimed: Option<crate::pg::pool::HeldLock>,
+    /// The caller holds a lock that keeps other copies and engines out (an engine's setup).
+    claimed_by_caller: bool,
 }
 
 impl PgSide {
     pub(crate) fn open(location: &Location) -> Result<PgSide> {
         Ok(PgSide {
             conn: location.connect()?,
+            location: location.clone(),
+            claimed: None,
+            claimed_by_caller: false,
         })
+    }
+
+    /// This side for a caller that already holds the schema's setup lock: the copy takes no
+    /// lock of its own (through a transaction pooler each held lock keeps a server session).
+    pub(crate) fn under_setup_lock(mut self) -> PgSide {
+        self.claimed_by_caller = true;
+        self
     }
 
     fn schema_exists(&self) -> Result<bool> {
@@ -90,7 +105,8 @@ impl Side for PgSide {
     }
 
     fn begin_snapshot(&mut self) -> Result<()> {
-        self.conn.batch("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        // Left open: the snapshot lasts as long as this side's connection.
+        self.conn.begin_open("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
     }
 
     fn read_batch(&self, table: &TableSpec, after: Option<&[Value]>, limit: usize) -> Result<Vec<Vec<Value>>> {
@@ -127,14 +143,19 @@ impl Side for PgSide {
     }
 
     fn claim(&mut self) -> Result<()> {
-        // Kept until this side's connection closes with the copy (or its process dies).
-        crate::pg::locks::take(
-            &self.conn,
+        if self.claimed_by_caller {
+            return Ok(());
+        }
+        // Kept until this side is dropped with the copy (or its process dies), on a connection
+        // of its own (through a transaction pooler a lock lasts a transaction, and the copy's
+        // connection commits many).
+        self.claimed = Some(crate::pg::pool::HeldLock::take(
+            self.location.connect()?,
             "copy",
             0,
             std::time::Duration::ZERO,
             &format!("a copy into {} (another copy is writing it)", self.conn.describe()),
-        )?;
+        )?);
         Ok(())
     }
 
@@ -198,11 +219,8 @@ impl Side for PgSide {
     fn write_batch(&mut self, table: &TableSpec, rows: &[Vec<Value>], progress: &str) -> Result<()> {
         let insert = table.insert_sql(true);
         self.conn.transaction(|c| {
-            let statement = c.prepare(&insert)?;
             for row in rows {
-                let params: Vec<Param> = row.iter().map(Param).collect();
-                let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
-                c.execute(&statement, &refs)?;
+                c.execute_cached(&insert, row)?;
             }
             // The progress commits with the rows it counts.
             upsert_state(c, &format!("table:{}", table.name), progress)

@@ -16,7 +16,7 @@ use crate::sql::Backend;
 /// PostgreSQL every gateway's.
 pub(super) struct Turn {
     _local: OwnedMutexGuard<()>,
-    _across: Option<crate::pg::pool::OperationLock>,
+    _across: Option<crate::pg::pool::HeldLock>,
 }
 
 #[derive(Default)]

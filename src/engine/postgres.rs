@@ -27,9 +27,11 @@ pub(super) const FLAGS: SchemaFlags = SchemaFlags {
 pub(super) fn prepare(pool: &PgPool, config: &Config) -> Result<MigrationReport> {
     let started = Instant::now();
     let wait = Duration::from_millis(config.busy_timeout_ms.max(0) as u64);
+    // Held on a connection of its own (through a transaction pooler, by a transaction left
+    // open there) until the schema is ready.
+    let _setup = pool.hold("setup", 0, wait, &format!("the setup of {}", pool.describe()))?;
     let created = pool.with_unbounded(|c| {
-        crate::pg::locks::take(c, "setup", 0, wait, &format!("the setup of {}", c.describe()))?;
-        let made = make_or_check(c, config).and_then(|created| {
+        make_or_check(c, config).and_then(|created| {
             // A schema made before grep ran on PostgreSQL gets its search indexes now.
             if !config.read_only {
                 if !crate::pg::search::probe(c)?.full_text {
@@ -45,14 +47,7 @@ pub(super) fn prepare(pool: &PgPool, config: &Config) -> Result<MigrationReport>
                 ));
             }
             Ok(created)
-        });
-        let unlocked = c.query(
-            "SELECT pg_advisory_unlock(hashtext($1), 0)",
-            &[&format!("{}:setup", c.schema)],
-        );
-        let made = made?;
-        unlocked?;
-        Ok(made)
+        })
     })?;
     Ok(MigrationReport {
         db_path: pool.describe().to_string(),
@@ -156,7 +151,7 @@ fn make_or_check(c: &Conn, config: &Config) -> Result<bool> {
     }
     // The current schema, as the migration makes it, copied in: the same tables, indexes,
     // triggers and statements a copy from SQLite makes.
-    crate::copy::create_schema(&config.db_path, &c.schema, config.busy_timeout_ms)?;
+    crate::copy::create_schema(&config.db_path, &c.schema)?;
     Ok(true)
 }
 
@@ -318,9 +313,20 @@ mod tests {
     /// says so with E_UNSUPPORTED. Compaction gives the same DAG.
     #[test]
     fn an_engine_on_postgres_stores_and_assembles_as_on_sqlite() {
-        let Some((location, url)) = crate::test_support::pg_test_url("engine") else {
-            return;
-        };
+        if let Some((location, url)) = crate::test_support::pg_test_url("engine") {
+            stores_and_assembles_as_on_sqlite(location, url);
+        }
+    }
+
+    /// The same through PgBouncer in transaction mode (`pooler=transaction`).
+    #[test]
+    fn an_engine_on_postgres_stores_and_assembles_as_on_sqlite_through_a_transaction_pooler() {
+        if let Some((location, url)) = crate::test_support::pooler_test_url("engine_pooled") {
+            stores_and_assembles_as_on_sqlite(location, url);
+        }
+    }
+
+    fn stores_and_assembles_as_on_sqlite(location: crate::pg::Location, url: String) {
         let dir = tempfile::tempdir().unwrap();
         let sqlite = open(&dir.path().join("lcm.db").to_string_lossy());
         let pg = open(&url);
@@ -685,10 +691,21 @@ mod tests {
     /// E_BUSY; once the first ends, the second runs. Turns committed meanwhile are kept.
     #[test]
     fn one_operation_per_conversation_across_gateways() {
+        if let Some((location, url)) = crate::test_support::pg_test_url("engine_op_lock") {
+            one_operation_per_conversation(location, url);
+        }
+    }
+
+    /// The same through PgBouncer in transaction mode (`pooler=transaction`).
+    #[test]
+    fn one_operation_per_conversation_across_gateways_through_a_transaction_pooler() {
+        if let Some((location, url)) = crate::test_support::pooler_test_url("engine_op_lock_pooled") {
+            one_operation_per_conversation(location, url);
+        }
+    }
+
+    fn one_operation_per_conversation(location: crate::pg::Location, url: String) {
         use crate::test_support::{Act, Scripted};
-        let Some((location, url)) = crate::test_support::pg_test_url("engine_op_lock") else {
-            return;
-        };
         let gateway = || {
             let options = json!({ "dbPath": url, "timezone": "UTC", "freshTailCount": 4, "lockTimeoutMs": 400 });
             Engine::open(Config::from_options(&options, None).unwrap()).unwrap()
@@ -739,9 +756,20 @@ mod tests {
     /// their order, and the lone gateway's session is written beside the shared one.
     #[test]
     fn gateways_writing_at_once_on_one_conversation_and_on_others() {
-        let Some((location, url)) = crate::test_support::pg_test_url("engine_writers") else {
-            return;
-        };
+        if let Some((location, url)) = crate::test_support::pg_test_url("engine_writers") {
+            gateways_writing_at_once(location, url);
+        }
+    }
+
+    /// The same through PgBouncer in transaction mode (`pooler=transaction`).
+    #[test]
+    fn gateways_writing_at_once_on_one_conversation_and_on_others_through_a_transaction_pooler() {
+        if let Some((location, url)) = crate::test_support::pooler_test_url("engine_writers_pooled") {
+            gateways_writing_at_once(location, url);
+        }
+    }
+
+    fn gateways_writing_at_once(location: crate::pg::Location, url: String) {
         let gateway = || {
             let options = json!({ "dbPath": url, "timezone": "UTC" });
             Arc::new(Engine::open(Config::from_options(&options, None).unwrap()).unwrap())

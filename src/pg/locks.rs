@@ -9,7 +9,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::Conn;
+use super::{Conn, Pooler};
 use crate::error::{LcmError, Result};
 
 /// How often a waiter asks again.
@@ -21,14 +21,28 @@ fn fold(id: i64) -> i32 {
 }
 
 /// Takes the lock for `purpose` on `id` in the connection's schema, waiting up to `wait`
-/// (zero: one try), and keeps it until the session ends (or `pg_advisory_unlock`). E_BUSY,
-/// naming `what`, when another session holds it longer.
+/// (zero: one try), and keeps it until the session ends (or `pg_advisory_unlock`); through a
+/// transaction pooler, until the transaction this leaves open on `conn` ends, so `conn` must
+/// be the lock's alone (`PgPool::hold`). E_BUSY, naming `what`, when another session holds it
+/// longer.
 pub(crate) fn take(conn: &Conn, purpose: &str, id: i64, wait: Duration, what: &str) -> Result<()> {
     let space = format!("{}:{purpose}", conn.schema);
     let key = fold(id);
     let deadline = Instant::now() + wait;
     loop {
-        let got: bool = conn.query_one_value("SELECT pg_try_advisory_lock(hashtext($1), $2)", &[&space, &key])?;
+        let got = match conn.pooler() {
+            Pooler::None => conn.query_one_value("SELECT pg_try_advisory_lock(hashtext($1), $2)", &[&space, &key])?,
+            // Each try in a transaction of its own, rolled back when it fails: a waiter keeps no
+            // server session of the pooler from the others (the holder among them).
+            Pooler::Transaction => {
+                conn.begin_open("BEGIN")?;
+                let got = conn.query_one_value("SELECT pg_try_advisory_xact_lock(hashtext($1), $2)", &[&space, &key]);
+                if got.as_ref().map_or(true, |got| !got) {
+                    conn.rollback_open()?;
+                }
+                got?
+            }
+        };
         if got {
             return Ok(());
         }

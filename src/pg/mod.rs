@@ -25,8 +25,7 @@ use std::time::Duration;
 
 use tokio_postgres::config::Host;
 use tokio_postgres::error::SqlState;
-use tokio_postgres::types::ToSql;
-use tokio_postgres::ToStatement;
+use tokio_postgres::types::{ToSql, Type};
 
 use crate::error::{LcmError, Result};
 
@@ -67,6 +66,34 @@ pub(crate) struct Location {
     /// The TLS connector for a server reached over TCP (`tls`); `None`: a Unix socket, or
     /// `sslmode=disable`.
     tls: Option<tokio_postgres_rustls::MakeRustlsConnect>,
+    /// What sits between lcm-native and the server (`?pooler=`, ours).
+    pub pooler: Pooler,
+}
+
+/// What the URL's connections reach: the server itself (or a pooler that keeps each client's
+/// session), or a pooler that hands a server session to a client for one transaction only
+/// (PgBouncer's `pool_mode = transaction`: `?pooler=transaction`). Through the latter nothing
+/// may outlive a transaction: no session setting (the schema's search path and the call's
+/// timeouts are set for each transaction), no prepared statement kept (a statement is sent
+/// whole each time, with the parameter types the server gave it once), no session-level
+/// advisory lock (a lock that lasts an operation is held by a transaction left open on a
+/// connection of its own).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Pooler {
+    None,
+    Transaction,
+}
+
+impl Pooler {
+    fn read(value: &str) -> Result<Pooler> {
+        match value {
+            "none" | "session" => Ok(Pooler::None),
+            "transaction" => Ok(Pooler::Transaction),
+            other => Err(LcmError::invalid_input(format!(
+                "pooler={other}: expected transaction (PgBouncer's pool_mode = transaction, or another pooler that hands out a server session per transaction) or none"
+            ))),
+        }
+    }
 }
 
 impl Location {
@@ -96,10 +123,12 @@ impl Location {
             )));
         }
         let mut url_schema = None;
+        let mut pooler = Pooler::None;
         let mut rest = Vec::new();
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             match pair.split_once('=') {
                 Some(("schema", value)) => url_schema = Some(percent_decode(value)),
+                Some(("pooler", value)) => pooler = Pooler::read(&percent_decode(value))?,
                 _ => rest.push(pair),
             }
         }
@@ -170,6 +199,7 @@ impl Location {
             schema,
             shown_params,
             tls,
+            pooler,
         })
     }
 
@@ -194,7 +224,10 @@ impl Location {
             .first()
             .map(|p| format!(":{p}"))
             .unwrap_or_default();
-        let params: Vec<&str> = self.shown_params.iter().map(String::as_str).collect();
+        let mut params: Vec<&str> = self.shown_params.iter().map(String::as_str).collect();
+        if self.pooler == Pooler::Transaction {
+            params.push("pooler=transaction");
+        }
         format!(
             "postgres://{}{}{}/{}?{}schema={}",
             self.config.get_user().map(|u| format!("{u}@")).unwrap_or_default(),
@@ -215,6 +248,11 @@ impl Location {
     /// `connect_timeout` bounds: a stopped server's kernel still accepts the socket) bounded
     /// by `limit` or the connect timeout, whichever is shorter.
     pub(crate) fn connect_within(&self, limit: Option<Duration>) -> Result<Conn> {
+        self.handshake(limit)?.configured()
+    }
+
+    /// A connection as the handshake leaves it, before `Conn::configured`.
+    pub(crate) fn handshake(&self, limit: Option<Duration>) -> Result<Conn> {
         let config = self.config.clone();
         let tls = self.tls.clone();
         let described = self.describe();
@@ -267,22 +305,35 @@ impl Location {
             limit_ms: Default::default(),
             broken: Default::default(),
             write_lock: std::sync::Mutex::new((locks::Held::Nothing, false)),
+            pooler: self.pooler,
+            in_transaction: Default::default(),
+            local: Default::default(),
         };
-        conn.batch(&format!(
-            "SET search_path TO {}; SET client_min_messages TO warning",
-            quote_ident(&self.schema)
-        ))?;
-        let encoding: String = conn.query_one_value("SHOW server_encoding", &[])?;
+        Ok(conn)
+    }
+}
+
+impl Conn {
+    /// The connection with the schema as its search path (the session's, or through a
+    /// transaction pooler each transaction's), on a UTF8 database.
+    pub(crate) fn configured(self) -> Result<Conn> {
+        if self.pooler == Pooler::None {
+            self.batch(&format!(
+                "SET search_path TO {}; SET client_min_messages TO warning",
+                quote_ident(&self.schema)
+            ))?;
+        }
+        let encoding: String = self.query_one_value("SHOW server_encoding", &[])?;
         if encoding != "UTF8" {
             return Err(LcmError::schema(
-                &conn.described,
+                &self.described,
                 format!(
                     "{} uses the {encoding} encoding; lcm-native needs a UTF8 database (CREATE DATABASE … ENCODING 'UTF8')",
-                    conn.described
+                    self.described
                 ),
             ));
         }
-        Ok(conn)
+        Ok(self)
     }
 }
 
@@ -307,7 +358,7 @@ pub(crate) struct Conn {
     statements: std::sync::Mutex<std::collections::HashMap<String, tokio_postgres::Statement>>,
     /// Statements whose answer nobody reads (`execute_deferred`), sent ahead of the next round
     /// trip in the same pipeline.
-    deferred: std::sync::Mutex<Vec<(tokio_postgres::Statement, Vec<rusqlite::types::Value>)>>,
+    deferred: std::sync::Mutex<Vec<(Prepared, Vec<rusqlite::types::Value>)>>,
     /// What the schema has for grep, once found complete (`search::probe`).
     pub(crate) search: std::sync::OnceLock<search::Support>,
     /// How long one round trip may take before the server counts as gone (ms; 0: no bound).
@@ -319,12 +370,60 @@ pub(crate) struct Conn {
     /// How the write this connection is in holds the schema's write lock, and whether its work
     /// asked for the whole schema (`locks`).
     write_lock: std::sync::Mutex<(locks::Held, bool)>,
+    /// What the connection goes through (`Pooler`).
+    pooler: Pooler,
+    /// Inside a transaction begun by `transaction_as` or `begin_open`.
+    in_transaction: std::sync::atomic::AtomicBool,
+    /// Through a pooler: what each transaction sets for itself (`Pooler::Transaction`), with
+    /// the parameter types each cached statement's SQL was given by the server.
+    local: std::sync::Mutex<Local>,
 }
+
+/// The settings a connection through a transaction pooler gives each of its transactions
+/// (directly connected, they are the session's, set once), and the parameter types of the
+/// statements it sends whole.
+#[derive(Default)]
+struct Local {
+    /// `lock_timeout`, ms (0: none).
+    lock_ms: u64,
+    /// `statement_timeout`, ms (0: none).
+    statement_ms: u64,
+    types: std::collections::HashMap<String, std::sync::Arc<[Type]>>,
+}
+
+/// A statement as a connection runs it again and again.
+#[derive(Clone)]
+enum Prepared {
+    /// Parsed once by the server and kept for the connection's life.
+    Named(tokio_postgres::Statement),
+    /// Sent whole each time as the unnamed statement, with the parameter types the server gave
+    /// it once (through a transaction pooler, where a kept statement would be on another
+    /// server session by the next transaction).
+    Typed(std::sync::Arc<str>, std::sync::Arc<[Type]>),
+}
+
+/// What a transaction through a transaction pooler sets first: the schema's search path, the
+/// call's bounds and the level of notices, for that transaction only.
+const SET_LOCAL: &str = "SELECT set_config('search_path', $1, true), set_config('lock_timeout', $2, true), set_config('statement_timeout', $3, true), set_config('client_min_messages', 'warning', true)";
 
 impl Conn {
     /// Where this connection goes, without the password.
     pub(crate) fn describe(&self) -> &str {
         &self.described
+    }
+
+    /// What the connection goes through.
+    pub(crate) fn pooler(&self) -> Pooler {
+        self.pooler
+    }
+
+    /// Whether a transaction is open on this connection (`transaction_as`, `begin_open`).
+    pub(crate) fn in_transaction(&self) -> bool {
+        self.in_transaction.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn local(&self) -> std::sync::MutexGuard<'_, Local> {
+        self.local.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Bounds every round trip of this connection to `limit` (None: unbounded).
@@ -333,9 +432,36 @@ impl Conn {
         self.limit_ms.store(ms, std::sync::atomic::Ordering::SeqCst);
     }
 
+    /// The server's `lock_timeout` and `statement_timeout` (ms; 0: none): the session's,
+    /// or, through a transaction pooler, each later transaction's.
+    pub(crate) fn set_bounds(&self, lock_ms: u64, statement_ms: u64) -> Result<()> {
+        match self.pooler {
+            Pooler::None => self.batch(&format!(
+                "SET lock_timeout = {lock_ms}; SET statement_timeout = {statement_ms}"
+            )),
+            Pooler::Transaction => {
+                let mut local = self.local();
+                local.lock_ms = lock_ms;
+                local.statement_ms = statement_ms;
+                Ok(())
+            }
+        }
+    }
+
     /// Whether a round trip went unanswered (the pool drops the connection).
     pub(crate) fn is_broken(&self) -> bool {
         self.broken.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// `f`, through a transaction pooler in a transaction of its own when none is open (so that
+    /// its statements reach one server session, with the schema's search path and the call's
+    /// bounds); directly, `f` as it is.
+    fn in_a_transaction<T>(&self, f: impl FnOnce(&Conn) -> Result<T>) -> Result<T> {
+        if self.pooler == Pooler::Transaction && !self.in_transaction() {
+            self.transaction(f)
+        } else {
+            f(self)
+        }
     }
 
     /// The server's answer to `f`, within the connection's limit. Past it the server counts
@@ -359,21 +485,55 @@ impl Conn {
         let sent = deferred
             .iter()
             .zip(&refs)
-            .map(|((statement, _), refs)| self.client.execute(statement, refs));
+            .map(|((statement, _), refs)| self.run_execute(statement, refs));
         let all = futures::future::try_join(futures::future::try_join_all(sent), f);
         self.answer_alone(async move { all.await.map(|(_, out)| out) })
+    }
+
+    /// Executes a cached statement.
+    async fn run_execute(
+        &self,
+        statement: &Prepared,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> std::result::Result<u64, tokio_postgres::Error> {
+        match statement {
+            Prepared::Named(s) => self.client.execute(s, params).await,
+            Prepared::Typed(sql, types) => {
+                let typed: Vec<_> = params.iter().copied().zip(types.iter().cloned()).collect();
+                self.client.execute_typed(sql, &typed).await
+            }
+        }
+    }
+
+    /// Queries a cached statement.
+    async fn run_query(
+        &self,
+        statement: &Prepared,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> std::result::Result<Vec<tokio_postgres::Row>, tokio_postgres::Error> {
+        match statement {
+            Prepared::Named(s) => self.client.query(s, params).await,
+            Prepared::Typed(sql, types) => {
+                let typed: Vec<_> = params.iter().copied().zip(types.iter().cloned()).collect();
+                self.client.query_typed(sql, &typed).await
+            }
+        }
     }
 
     /// Sends `execute_cached`'s statement with the next round trip instead of waiting for its
     /// answer now: for writes whose row count nobody reads, inside a transaction (its commit
     /// is such a round trip). An error shows at that round trip.
     pub(crate) fn execute_deferred(&self, sql: &str, params: &[rusqlite::types::Value]) -> Result<()> {
-        let statement = self.cached(sql)?;
+        let statement = self.cached(sql, params.len())?;
+        self.defer(statement, params.to_vec());
+        Ok(())
+    }
+
+    fn defer(&self, statement: Prepared, params: Vec<rusqlite::types::Value>) {
         self.deferred
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .push((statement, params.to_vec()));
-        Ok(())
+            .push((statement, params));
     }
 
     /// `answer` without the deferred statements.
@@ -419,39 +579,73 @@ impl Conn {
 
     /// Runs statements with no parameters (DDL, `BEGIN`, `COMMIT`).
     pub(crate) fn batch(&self, sql: &str) -> Result<()> {
+        self.in_a_transaction(|c| c.answer(c.client.batch_execute(sql)))
+    }
+
+    /// `batch` for what PostgreSQL runs only outside a transaction (`VACUUM`). Through a
+    /// transaction pooler it runs without the schema's search path (name tables with their
+    /// schema) and without the connection's bounds.
+    pub(crate) fn batch_outside_transaction(&self, sql: &str) -> Result<()> {
         self.answer(self.client.batch_execute(sql))
     }
 
-    pub(crate) fn execute<S>(&self, statement: &S, params: &[&(dyn ToSql + Sync)]) -> Result<u64>
-    where
-        S: ToStatement + ?Sized,
-    {
-        self.answer(self.client.execute(statement, params))
+    /// The server process this connection's statements reach now (a transaction pooler may
+    /// hand the next statement another's).
+    pub(crate) fn backend_pid(&self) -> Result<i32> {
+        self.simple_value("SELECT pg_backend_pid()")?
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| LcmError::Internal("pg_backend_pid() returned no row".into()))
     }
 
-    pub(crate) fn query<S>(&self, statement: &S, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<tokio_postgres::Row>>
-    where
-        S: ToStatement + ?Sized,
-    {
-        self.answer(self.client.query(statement, params))
+    /// The first column of the first row of `sql`, as text, asked without a prepared statement
+    /// and as it is (no transaction around it, whatever the pooler).
+    pub(crate) fn simple_value(&self, sql: &str) -> Result<Option<String>> {
+        let messages = self.answer(self.client.simple_query(sql))?;
+        Ok(messages.iter().find_map(|m| match m {
+            tokio_postgres::SimpleQueryMessage::Row(row) => row.get(0).map(str::to_string),
+            _ => None,
+        }))
     }
 
-    /// `sql` prepared once per connection.
-    fn cached(&self, sql: &str) -> Result<tokio_postgres::Statement> {
-        let mut cache = self.statements.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(s) = cache.get(sql) {
-            return Ok(s.clone());
+    pub(crate) fn execute(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
+        self.in_a_transaction(|c| c.answer(c.client.execute(sql, params)))
+    }
+
+    pub(crate) fn query(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<tokio_postgres::Row>> {
+        self.in_a_transaction(|c| c.answer(c.client.query(sql, params)))
+    }
+
+    /// `sql` as run again and again: prepared once per connection, or, through a transaction
+    /// pooler, sent whole each time with the parameter types the server gave it once (asked
+    /// inside a transaction, the statement closed in it). `params`: how many it takes.
+    fn cached(&self, sql: &str, params: usize) -> Result<Prepared> {
+        if self.pooler == Pooler::None {
+            let mut cache = self.statements.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(s) = cache.get(sql) {
+                return Ok(Prepared::Named(s.clone()));
+            }
+            let statement = self.prepare(sql)?;
+            cache.insert(sql.to_string(), statement.clone());
+            return Ok(Prepared::Named(statement));
         }
-        let statement = self.prepare(sql)?;
-        cache.insert(sql.to_string(), statement.clone());
-        Ok(statement)
+        if let Some(types) = self.local().types.get(sql) {
+            return Ok(Prepared::Typed(sql.into(), types.clone()));
+        }
+        let types: std::sync::Arc<[Type]> = match params {
+            0 => std::sync::Arc::new([]),
+            _ => self.in_a_transaction(|c| c.prepare(sql).map(|s| s.params().into()))?,
+        };
+        self.local().types.insert(sql.to_string(), types.clone());
+        Ok(Prepared::Typed(sql.into(), types))
     }
 
     /// Runs `sql` (prepared once) with SQLite-typed values as parameters.
     pub(crate) fn execute_cached(&self, sql: &str, params: &[rusqlite::types::Value]) -> Result<u64> {
-        let statement = self.cached(sql)?;
-        let params: Vec<value::Param> = params.iter().map(value::Param).collect();
-        self.execute(&statement, &value::refs(&params))
+        self.in_a_transaction(|c| {
+            let statement = c.cached(sql, params.len())?;
+            let params: Vec<value::Param> = params.iter().map(value::Param).collect();
+            c.answer(c.run_execute(&statement, &value::refs(&params)))
+        })
     }
 
     /// Queries `sql` (prepared once) with SQLite-typed values as parameters.
@@ -460,9 +654,11 @@ impl Conn {
         sql: &str,
         params: &[rusqlite::types::Value],
     ) -> Result<Vec<tokio_postgres::Row>> {
-        let statement = self.cached(sql)?;
-        let params: Vec<value::Param> = params.iter().map(value::Param).collect();
-        self.query(&statement, &value::refs(&params))
+        self.in_a_transaction(|c| {
+            let statement = c.cached(sql, params.len())?;
+            let params: Vec<value::Param> = params.iter().map(value::Param).collect();
+            c.answer(c.run_query(&statement, &value::refs(&params)))
+        })
     }
 
     /// `query_cached` for a statement built for one call (a search's SQL varies with its
@@ -472,8 +668,9 @@ impl Conn {
         self.query(sql, &value::refs(&params))
     }
 
-    /// Parses `sql` once for many executions.
-    pub(crate) fn prepare(&self, sql: &str) -> Result<tokio_postgres::Statement> {
+    /// Parses `sql` for executions in this connection's life (a statement through a
+    /// transaction pooler must be closed in the transaction that parsed it).
+    fn prepare(&self, sql: &str) -> Result<tokio_postgres::Statement> {
         self.answer(self.client.prepare(sql))
     }
 
@@ -482,8 +679,10 @@ impl Conn {
     where
         T: for<'a> tokio_postgres::types::FromSql<'a>,
     {
-        let row = self.answer(self.client.query_one(sql, params))?;
-        row.try_get(0).map_err(|e| self.error(&e))
+        self.in_a_transaction(|c| {
+            let row = c.answer(c.client.query_one(sql, params))?;
+            row.try_get(0).map_err(|e| c.error(&e))
+        })
     }
 
     /// `BEGIN`, `f`, `COMMIT`; `ROLLBACK` when `f` fails (nothing of it stays).
@@ -494,8 +693,8 @@ impl Conn {
     /// `transaction`, begun by `begin` (an isolation level, read only), which goes out with
     /// the transaction's first round trip rather than in one of its own.
     pub(crate) fn transaction_as<T>(&self, begin: &str, f: impl FnOnce(&Conn) -> Result<T>) -> Result<T> {
-        self.execute_deferred(begin, &[])?;
-        match f(self) {
+        self.begin_open(begin)?;
+        let out = match f(self) {
             Ok(v) => match self.batch("COMMIT") {
                 Ok(()) => Ok(v),
                 Err(e) => {
@@ -513,7 +712,45 @@ impl Conn {
                 let _ = self.batch("ROLLBACK");
                 Err(e)
             }
+        };
+        self.in_transaction.store(false, std::sync::atomic::Ordering::SeqCst);
+        out
+    }
+
+    /// Begins a transaction with `begin`, sent with the next round trip, that the caller ends
+    /// (`transaction_as` does; a lock's holder leaves it open until its connection goes).
+    /// Through a transaction pooler the transaction first sets the schema's search path and
+    /// the connection's bounds for itself.
+    pub(crate) fn begin_open(&self, begin: &str) -> Result<()> {
+        self.execute_deferred(begin, &[])?;
+        self.in_transaction.store(true, std::sync::atomic::Ordering::SeqCst);
+        if self.pooler == Pooler::Transaction {
+            use rusqlite::types::Value;
+            let (lock_ms, statement_ms) = {
+                let local = self.local();
+                (local.lock_ms, local.statement_ms)
+            };
+            self.defer(
+                Prepared::Typed(
+                    SET_LOCAL.into(),
+                    std::sync::Arc::new([Type::TEXT, Type::TEXT, Type::TEXT]),
+                ),
+                vec![
+                    Value::Text(quote_ident(&self.schema)),
+                    Value::Text(lock_ms.to_string()),
+                    Value::Text(statement_ms.to_string()),
+                ],
+            );
         }
+        Ok(())
+    }
+
+    /// Rolls back the transaction `begin_open` began (a lock not got).
+    pub(crate) fn rollback_open(&self) -> Result<()> {
+        self.deferred.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        let out = self.batch("ROLLBACK");
+        self.in_transaction.store(false, std::sync::atomic::Ordering::SeqCst);
+        out
     }
 
     /// Whether a table of this name is in the schema.
@@ -643,6 +880,15 @@ pub(crate) fn map_error(described: &str, e: &tokio_postgres::Error) -> LcmError 
             path: described.to_string(),
             message,
         }
+    } else if *state == SqlState::INVALID_SQL_STATEMENT_NAME || *state == SqlState::DUPLICATE_PSTATEMENT {
+        // A prepared statement another client made, or one of ours gone: the server sessions
+        // are shared by a transaction pooler the URL does not name.
+        LcmError::invalid_config(
+            "pooler",
+            format!(
+                "{message} ({described}): the connection goes through a pooler in transaction mode (PgBouncer's pool_mode = transaction), which keeps no prepared statement between transactions; add pooler=transaction to the URL"
+            ),
+        )
     } else if class == "3D" || class == "3F" || *state == SqlState::UNDEFINED_TABLE {
         LcmError::schema(described, format!("{message} ({described})"))
     } else {

@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use super::locks::{Held, WriteScope};
-use super::{Conn, Location};
+use super::{Conn, Location, Pooler};
 use crate::error::{LcmError, Result};
 
 /// Connections kept open between calls.
@@ -39,11 +39,20 @@ impl PgPool {
     /// does not answer at all (E_CONNECTION).
     pub(crate) fn open(location: &Location, read_only: bool, busy_timeout_ms: i64) -> Result<PgPool> {
         let call = Duration::from_millis(busy_timeout_ms.max(1) as u64);
-        let first = bounded(location.connect_within(Some(call + ANSWER_GRACE))?, call)?;
+        let limit = Some(call + ANSWER_GRACE);
+        let first = location.handshake(limit)?;
+        let mut idle = Vec::new();
+        if location.pooler == Pooler::None {
+            // Asked before either sets anything on its session.
+            let second = location.handshake(limit)?;
+            check_sessions_apart(&first, &second)?;
+            idle.push(bounded(second.configured()?, call)?);
+        }
+        idle.insert(0, bounded(first.configured()?, call)?);
         Ok(PgPool {
-            described: first.describe().to_string(),
+            described: idle[0].describe().to_string(),
             location: location.clone(),
-            idle: Mutex::new(vec![first]),
+            idle: Mutex::new(idle),
             read_only,
             closed: AtomicBool::new(false),
             call,
@@ -80,7 +89,7 @@ impl PgPool {
     pub(crate) fn with_unbounded<T>(&self, f: impl FnOnce(&Conn) -> Result<T>) -> Result<T> {
         let conn = self.take()?;
         conn.set_limit(None);
-        let out = conn.batch("SET statement_timeout = 0").and_then(|()| f(&conn));
+        let out = conn.set_bounds(self.call.as_millis() as u64, 0).and_then(|()| f(&conn));
         match bounded(conn, self.call) {
             Ok(conn) => {
                 self.give_back(conn, &out);
@@ -164,13 +173,10 @@ impl PgPool {
     }
 
     /// The conversation's operation lock across machines (passes, sweeps, rewrites), waited for
-    /// up to `wait`: taken on a connection of its own that the returned guard keeps, so it lasts
-    /// as long as the operation, whatever connections the operation's reads and writes use,
-    /// and a holder that dies (its session ends) frees it. E_BUSY after `wait`.
-    pub(crate) fn operation_lock(&self, conversation_id: i64, wait: std::time::Duration) -> Result<OperationLock> {
-        let conn = self.take()?;
-        super::locks::take(
-            &conn,
+    /// up to `wait`: held as long as the operation, whatever connections the operation's reads
+    /// and writes use (`hold`). E_BUSY after `wait`.
+    pub(crate) fn operation_lock(&self, conversation_id: i64, wait: std::time::Duration) -> Result<HeldLock> {
+        self.hold(
             "operation",
             conversation_id,
             wait,
@@ -183,8 +189,16 @@ impl PgPool {
                 message: format!("{message}; retry later or raise lockTimeoutMs"),
             },
             e => e,
-        })?;
-        Ok(OperationLock { conn: Some(conn) })
+        })
+    }
+
+    /// The lock for `purpose` on `id` across machines (`locks::take`), waited for up to `wait`,
+    /// taken on a connection of its own that the returned guard keeps: it lasts until the guard
+    /// is dropped, and a holder that dies (its session ends) frees it.
+    pub(crate) fn hold(&self, purpose: &str, id: i64, wait: Duration, what: &str) -> Result<HeldLock> {
+        let conn = self.take()?;
+        super::locks::take(&conn, purpose, id, wait, what)?;
+        Ok(HeldLock { conn: Some(conn) })
     }
 
     pub(crate) fn check_writable(&self) -> Result<()> {
@@ -220,24 +234,60 @@ impl PgPool {
 fn bounded(conn: Conn, call: Duration) -> Result<Conn> {
     // The statement's bound a little past the lock's, so that a lock waited for out says so
     // (E_BUSY) rather than the statement (E_TIMEOUT).
-    let ms = call.as_millis();
+    let ms = call.as_millis() as u64;
     conn.set_limit(Some(call + ANSWER_GRACE));
-    conn.batch(&format!(
-        "SET lock_timeout = {ms}; SET statement_timeout = {}",
-        ms + ANSWER_GRACE.as_millis() / 2
-    ))?;
+    conn.set_bounds(ms, ms + ANSWER_GRACE.as_millis() as u64 / 2)?;
     Ok(conn)
 }
 
-/// Held for an operation's life; dropping it ends the lock's session (which releases it).
-pub(crate) struct OperationLock {
+/// Two connections opened without `pooler=transaction` must be two server sessions: a pooler
+/// in transaction mode (PgBouncer's `pool_mode = transaction`) hands one idle server session
+/// to each client in turn, and there lcm-native's session settings, kept statements and
+/// session locks would reach other clients. E_INVALID_CONFIG naming the setting, before
+/// anything is written.
+fn check_sessions_apart(a: &Conn, b: &Conn) -> Result<()> {
+    // Directly, each connection has one process all along; through such a pooler the one just
+    // given back is usually handed out next (asked twice, in case another client took it).
+    let (mut of_a, mut of_b) = (Vec::new(), Vec::new());
+    for _ in 0..2 {
+        of_a.push(a.backend_pid()?);
+        of_b.push(b.backend_pid()?);
+    }
+    let Some(pid) = of_a.iter().find(|pid| of_b.contains(pid)) else {
+        return Ok(());
+    };
+    Err(LcmError::invalid_config(
+        "pooler",
+        format!(
+            "two connections to {} reached the same server session (process {pid}): a pooler in transaction mode (PgBouncer's pool_mode = transaction) is between lcm-native and the server; add pooler=transaction to the URL (or connect to the server itself, or to a pooler in session mode)",
+            a.describe()
+        ),
+    ))
+}
+
+/// A lock across machines (`PgPool::hold`), held while this lives: on its connection's
+/// session, or, through a transaction pooler, by the transaction left open on it.
+pub(crate) struct HeldLock {
     conn: Option<Conn>,
 }
 
-impl Drop for OperationLock {
+impl HeldLock {
+    /// `locks::take` on `conn`, which the lock then keeps to itself.
+    pub(crate) fn take(conn: Conn, purpose: &str, id: i64, wait: Duration, what: &str) -> Result<HeldLock> {
+        super::locks::take(&conn, purpose, id, wait, what)?;
+        Ok(HeldLock { conn: Some(conn) })
+    }
+}
+
+impl Drop for HeldLock {
     fn drop(&mut self) {
-        // The session, and with it the lock, ends with the connection: nothing to undo on a
-        // connection that was already lost.
-        self.conn.take();
+        if let Some(conn) = self.conn.take() {
+            // Through a pooler, the server session goes back to it without the transaction
+            // (and the lock); directly, the session, and with it the lock, ends with the
+            // connection. Nothing to undo on a connection that was already lost.
+            if conn.in_transaction() && !conn.is_broken() {
+                let _ = conn.rollback_open();
+            }
+        }
     }
 }

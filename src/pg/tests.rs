@@ -181,6 +181,16 @@ fn errors_map_to_codes() {
     // A statement cut short by its timeout.
     let e = b.batch("SET statement_timeout = 50; SELECT pg_sleep(5)").unwrap_err();
     assert_eq!(e.code(), "E_TIMEOUT", "{e}");
+    // A prepared statement that is not there (or is there twice): a pooler in transaction mode
+    // the URL does not name, which the error names.
+    for sql in [
+        "EXECUTE lcm_absent",
+        "PREPARE lcm_twice AS SELECT 1; PREPARE lcm_twice AS SELECT 1",
+    ] {
+        let e = b.batch(sql).unwrap_err();
+        assert_eq!(e.code(), "E_INVALID_CONFIG", "{e}");
+        assert!(e.to_string().contains("pooler=transaction"), "{e}");
+    }
     // The server ends the session: the next call says the connection is gone.
     let pid: i32 = b.query_one_value("SELECT pg_backend_pid()", &[]).unwrap();
     a.query("SELECT pg_terminate_backend($1)", &[&pid]).unwrap();
@@ -392,4 +402,99 @@ fn translated_tables_create_with_the_same_columns() {
     );
     c.batch(&format!("DROP SCHEMA {} CASCADE", quote_ident(&c.schema)))
         .unwrap();
+}
+
+/// Through PgBouncer in transaction mode (few server sessions for many clients): connections
+/// that share the server sessions write and read in turn with nothing of theirs left on a
+/// session between transactions (no prepared statement, no search path), locks that last
+/// across transactions hold and end, and a URL that does not name the pooler is refused at
+/// open, naming the setting.
+#[test]
+fn through_a_transaction_pooler_nothing_outlives_a_transaction() {
+    use rusqlite::types::Value;
+    let Some((direct, url)) = crate::test_support::pooler_test_url("pooled") else {
+        return;
+    };
+    let pooled = Location::parse(&url, None).unwrap();
+    assert_eq!(pooled.pooler, Pooler::Transaction);
+    assert!(
+        pooled.describe().contains("pooler=transaction&schema="),
+        "{}",
+        pooled.describe()
+    );
+    let setup = pooled.connect().unwrap();
+    setup
+        .batch(&format!(
+            "CREATE SCHEMA {}; CREATE TABLE t (id bigint PRIMARY KEY, writer bigint NOT NULL)",
+            quote_ident(&pooled.schema)
+        ))
+        .unwrap();
+    // More clients than the pooler has server sessions (6), each its own transactions.
+    let writers: Vec<_> = (0..10i64)
+        .map(|w| {
+            let pooled = pooled.clone();
+            std::thread::spawn(move || {
+                let c = pooled.connect().unwrap();
+                for t in 0..20i64 {
+                    let id = w * 1000 + t;
+                    let seen = c
+                        .transaction(|c| {
+                            c.execute_deferred(
+                                "INSERT INTO t (id, writer) VALUES ($1, $2)",
+                                &[Value::Integer(id), Value::Integer(w)],
+                            )?;
+                            c.query_cached("SELECT count(*) FROM t WHERE writer = $1", &[Value::Integer(w)])
+                        })
+                        .unwrap();
+                    assert_eq!(seen[0].get::<_, i64>(0), t + 1, "writer {w} turn {t}");
+                    // A statement outside a transaction reaches the schema too.
+                    let rows = c
+                        .query_cached("SELECT id FROM t WHERE id = $1", &[Value::Integer(id)])
+                        .unwrap();
+                    assert_eq!(rows.len(), 1);
+                }
+                c
+            })
+        })
+        .collect();
+    let conns: Vec<Conn> = writers.into_iter().map(|w| w.join().unwrap()).collect();
+    assert_eq!(
+        setup.query_one_value::<i64>("SELECT count(*) FROM t", &[]).unwrap(),
+        200
+    );
+    // Whatever server session each client reaches now holds none of lcm-native's statements,
+    // and its own search path (lcm-native's is set in each transaction, for it alone).
+    for c in &conns {
+        let kept = c
+            .transaction(|c| c.simple_value("SELECT count(*) FROM pg_prepared_statements"))
+            .unwrap();
+        assert_eq!(kept.as_deref(), Some("0"));
+        let path = c.simple_value("SHOW search_path").unwrap().unwrap();
+        assert!(!path.contains(&pooled.schema), "{path}");
+    }
+    // A lock that lasts an operation: held across transactions, another waits, then gets it.
+    let pool_a = pool::PgPool::open(&pooled, false, 2_000).unwrap();
+    let pool_b = pool::PgPool::open(&pooled, false, 2_000).unwrap();
+    let held = pool_a.hold("operation", 7, Duration::ZERO, "seven").unwrap();
+    conns[0]
+        .transaction(|c| c.execute_cached("DELETE FROM t WHERE id = $1", &[Value::Integer(0)]))
+        .unwrap();
+    let e = pool_b
+        .hold("operation", 7, Duration::from_millis(200), "seven")
+        .err()
+        .unwrap();
+    assert_eq!(e.code(), "E_BUSY", "{e}");
+    let other = pool_b.hold("operation", 8, Duration::ZERO, "eight").unwrap();
+    drop(held);
+    let again = pool_b.hold("operation", 7, Duration::from_secs(2), "seven").unwrap();
+    drop((other, again));
+    // The same URL without pooler=transaction: two of its connections reach one server
+    // session, and the open says what to add.
+    let bare = Location::parse(&url.replace("pooler=transaction&", ""), None).unwrap();
+    assert_eq!(bare.pooler, Pooler::None);
+    let e = pool::PgPool::open(&bare, false, 2_000).err().unwrap();
+    assert_eq!(e.code(), "E_INVALID_CONFIG", "{e}");
+    assert!(e.to_string().contains("pooler=transaction"), "{e}");
+    drop(conns);
+    crate::test_support::drop_test_schema(&direct);
 }

@@ -212,9 +212,12 @@ pub(crate) fn scrub_postgres(pool: &crate::pg::pool::PgPool, lock_ms: i64) -> Re
             .iter()
             .map(|(t, _)| format!("{schema}.{t}"))
             .collect();
-        c.batch(&format!("SET lock_timeout = {}", lock_ms.max(1)))?;
-        let vacuumed = c.batch(&format!("VACUUM (FULL, ANALYZE) {}", tables.join(", ")));
-        c.batch("SET lock_timeout = 0")?;
+        // Through a transaction pooler no session setting reaches the VACUUM, which runs only
+        // outside a transaction: its wait for the tables' locks is the server's default there
+        // (the README says so); the older snapshots were waited for above, bounded.
+        c.set_bounds(lock_ms.max(1) as u64, 0)?;
+        let vacuumed = c.batch_outside_transaction(&format!("VACUUM (FULL, ANALYZE) {}", tables.join(", ")));
+        c.set_bounds(0, 0)?;
         vacuumed?;
         // Only a superuser or pg_checkpoint may: the log is recycled at the next checkpoint
         // anyway.

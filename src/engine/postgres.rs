@@ -67,7 +67,8 @@ pub(super) fn prepare(pool: &PgPool, config: &Config) -> Result<MigrationReport>
 /// prompt-cache report's, the summaries' previous-context, the turns' transcript positions and
 /// lossless-claw's transcript-trust tables (empty, with their indexes), the stored-message
 /// counts (counted once, then kept by their trigger), the count of message rewrites
-/// assembly's render cache follows, and the index of live messages (`ddl::MESSAGE_ITEMS_INDEX`).
+/// assembly's render cache follows, the index of live messages (`ddl::MESSAGE_ITEMS_INDEX`)
+/// and the operations' leases through a transaction pooler (`leases`).
 fn add_missing_tables(c: &Conn) -> Result<()> {
     for (name, sql) in crate::db::schema::TABLES {
         let later = [
@@ -101,6 +102,7 @@ fn add_missing_tables(c: &Conn) -> Result<()> {
         c.transaction(|c| c.batch(crate::pg::rewrites::INSTALL))?;
     }
     c.batch(crate::pg::ddl::MESSAGE_ITEMS_INDEX)?;
+    c.batch(crate::pg::leases::CREATE)?;
     Ok(())
 }
 

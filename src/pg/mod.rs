@@ -10,6 +10,7 @@
 //! waits for its answer with a plain executor, so it works from any thread that may block.
 
 pub(crate) mod ddl;
+pub(crate) mod leases;
 pub(crate) mod locks;
 pub(crate) mod pool;
 pub(crate) mod rewrites;

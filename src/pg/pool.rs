@@ -174,15 +174,21 @@ impl PgPool {
 
     /// The conversation's operation lock across machines (passes, sweeps, rewrites), waited for
     /// up to `wait`: held as long as the operation, whatever connections the operation's reads
-    /// and writes use (`hold`). E_BUSY after `wait`.
+    /// and writes use (`hold`; through a transaction pooler a lease, `leases`, which keeps no
+    /// server session while the operation waits for its model). E_BUSY after `wait`.
     pub(crate) fn operation_lock(&self, conversation_id: i64, wait: std::time::Duration) -> Result<HeldLock> {
-        self.hold(
-            "operation",
-            conversation_id,
-            wait,
-            &format!("conversation {conversation_id}'s operation lock (another gateway is compacting or rewriting it)"),
-        )
-        .map_err(|e| match e {
+        let what =
+            format!("conversation {conversation_id}'s operation lock (another gateway is compacting or rewriting it)");
+        let held = match self.location.pooler {
+            Pooler::None => self.hold("operation", conversation_id, wait, &what),
+            Pooler::Transaction => self.take().and_then(|conn| {
+                super::leases::take(conn, "operation", conversation_id, wait, &what).map(|lease| HeldLock {
+                    conn: None,
+                    lease: Some(lease),
+                })
+            }),
+        };
+        held.map_err(|e| match e {
             LcmError::Busy { message, .. } => LcmError::Busy {
                 sqlite: None,
                 conversation_id: Some(conversation_id),
@@ -198,7 +204,10 @@ impl PgPool {
     pub(crate) fn hold(&self, purpose: &str, id: i64, wait: Duration, what: &str) -> Result<HeldLock> {
         let conn = self.take()?;
         super::locks::take(&conn, purpose, id, wait, what)?;
-        Ok(HeldLock { conn: Some(conn) })
+        Ok(HeldLock {
+            conn: Some(conn),
+            lease: None,
+        })
     }
 
     pub(crate) fn check_writable(&self) -> Result<()> {
@@ -265,22 +274,37 @@ fn check_sessions_apart(a: &Conn, b: &Conn) -> Result<()> {
     ))
 }
 
-/// A lock across machines (`PgPool::hold`), held while this lives: on its connection's
-/// session, or, through a transaction pooler, by the transaction left open on it.
+/// A lock across machines (`PgPool::hold`, `PgPool::operation_lock`), held while this lives:
+/// on its connection's session, through a transaction pooler by the transaction left open on
+/// it, or as a lease.
 pub(crate) struct HeldLock {
     conn: Option<Conn>,
+    lease: Option<super::leases::Lease>,
 }
 
 impl HeldLock {
     /// `locks::take` on `conn`, which the lock then keeps to itself.
     pub(crate) fn take(conn: Conn, purpose: &str, id: i64, wait: Duration, what: &str) -> Result<HeldLock> {
         super::locks::take(&conn, purpose, id, wait, what)?;
-        Ok(HeldLock { conn: Some(conn) })
+        Ok(HeldLock {
+            conn: Some(conn),
+            lease: None,
+        })
+    }
+
+    /// Lets the lock go as a holder that died would: a lease is left to run out (tests).
+    #[cfg(test)]
+    pub(crate) fn abandon(mut self) {
+        if let Some(lease) = self.lease.take() {
+            lease.abandon();
+        }
     }
 }
 
 impl Drop for HeldLock {
     fn drop(&mut self) {
+        // A lease is deleted by its thread, waited for.
+        drop(self.lease.take());
         if let Some(conn) = self.conn.take() {
             // Through a pooler, the server session goes back to it without the transaction
             // (and the lock); directly, the session, and with it the lock, ends with the

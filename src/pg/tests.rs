@@ -472,22 +472,35 @@ fn through_a_transaction_pooler_nothing_outlives_a_transaction() {
         let path = c.simple_value("SHOW search_path").unwrap().unwrap();
         assert!(!path.contains(&pooled.schema), "{path}");
     }
-    // A lock that lasts an operation: held across transactions, another waits, then gets it.
+    // A lock that lasts across transactions (the setup's): another waits, then gets it.
     let pool_a = pool::PgPool::open(&pooled, false, 2_000).unwrap();
     let pool_b = pool::PgPool::open(&pooled, false, 2_000).unwrap();
-    let held = pool_a.hold("operation", 7, Duration::ZERO, "seven").unwrap();
+    let held = pool_a.hold("setup", 0, Duration::ZERO, "setup").unwrap();
     conns[0]
         .transaction(|c| c.execute_cached("DELETE FROM t WHERE id = $1", &[Value::Integer(0)]))
         .unwrap();
     let e = pool_b
-        .hold("operation", 7, Duration::from_millis(200), "seven")
+        .hold("setup", 0, Duration::from_millis(200), "setup")
         .err()
         .unwrap();
     assert_eq!(e.code(), "E_BUSY", "{e}");
-    let other = pool_b.hold("operation", 8, Duration::ZERO, "eight").unwrap();
     drop(held);
-    let again = pool_b.hold("operation", 7, Duration::from_secs(2), "seven").unwrap();
-    drop((other, again));
+    drop(pool_b.hold("setup", 0, Duration::from_secs(2), "setup").unwrap());
+    // An operation's lock is a lease: renewed past its time to live while held, free when
+    // dropped, and, when its holder dies without a word, free once it runs out.
+    setup.batch(leases::CREATE).unwrap();
+    let held = pool_a.operation_lock(7, Duration::ZERO).unwrap();
+    std::thread::sleep(leases::TTL + Duration::from_millis(500));
+    let e = pool_b.operation_lock(7, Duration::from_millis(200)).err().unwrap();
+    assert_eq!(e.code(), "E_BUSY", "renewed while held: {e}");
+    let other = pool_b.operation_lock(8, Duration::ZERO).unwrap();
+    drop(held);
+    let again = pool_b.operation_lock(7, Duration::ZERO).unwrap();
+    let started = std::time::Instant::now();
+    again.abandon();
+    let after = pool_a.operation_lock(7, leases::TTL * 2).unwrap();
+    assert!(started.elapsed() >= leases::TTL / 2, "{:?}", started.elapsed());
+    drop((other, after));
     // The same URL without pooler=transaction: two of its connections reach one server
     // session, and the open says what to add.
     let bare = Location::parse(&url.replace("pooler=transaction&", ""), None).unwrap();

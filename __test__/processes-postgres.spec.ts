@@ -11,16 +11,24 @@ import { LcmEngine } from '../index.js'
 import { ROOT, THEME, TRANSCRIPTS } from './helpers'
 
 const PG_URL = process.env.LCM_TEST_DATABASE_URL
+// The same server through PgBouncer in transaction mode (`?pooler=transaction`), when
+// scripts/pg-test-server.cjs could start one (CI installs it).
+const POOLER_URL = process.env.LCM_TEST_POOLER_URL
 const schemas: string[] = []
 afterAll(() => {
   for (const s of schemas) spawnSync('psql', [PG_URL!, '-qc', `DROP SCHEMA IF EXISTS "${s}" CASCADE`])
 })
 
-function schemaUrl(tag: string): string {
+function schemaUrl(base: string, tag: string): string {
   const schema = `p_${tag}_${process.pid}`
   schemas.push(schema)
-  return `${PG_URL}?schema=${schema}`
+  return `${base}${base.includes('?') ? '&' : '?'}schema=${schema}`
 }
+
+const ways = [
+  { way: 'directly', base: PG_URL, pooled: false },
+  ...(POOLER_URL ? [{ way: 'through PgBouncer in transaction mode', base: POOLER_URL, pooled: true }] : []),
+]
 
 function run(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
@@ -33,9 +41,10 @@ function run(args: string[]): Promise<{ code: number | null; stdout: string; std
   })
 }
 
-describe.skipIf(!PG_URL)('processes on one PostgreSQL schema', () => {
+describe.skipIf(!PG_URL).each(ways)('processes on one PostgreSQL schema, $way', ({ base, pooled }) => {
+  const tag = (t: string) => `${t}${pooled ? '_pooled' : ''}`
   it('two gateways commit turns to one conversation while one compacts and the other assembles: nothing lost, nothing twice', async () => {
-    const url = schemaUrl('gateways')
+    const url = schemaUrl(base!, tag('gateways'))
     // The schema made once, before both start.
     await (await LcmEngine.open({ dbUrl: url })).close()
     const count = 150
@@ -70,8 +79,10 @@ describe.skipIf(!PG_URL)('processes on one PostgreSQL schema', () => {
     }
   })
 
-  it.each([150, 450])('a process killed (SIGKILL) %i ms into compaction leaves a sound schema, and its lock goes with it', async (delay) => {
-    const url = schemaUrl(`kill_${delay}`)
+  // Through the pooler the operation lock is a lease, which a killed holder leaves to run
+  // out (30 s): one kill there, waited for that long.
+  it.each(pooled ? [450] : [150, 450])('a process killed (SIGKILL) %i ms into compaction leaves a sound schema, and its lock goes with it', async (delay) => {
+    const url = schemaUrl(base!, tag(`kill_${delay}`))
     const child = spawn(process.execPath, [join(ROOT, '__test__/child/compact-loop.cjs'), url, join(TRANSCRIPTS, THEME)], {
       stdio: ['ignore', 'pipe', 'pipe'],
     })
@@ -87,7 +98,7 @@ describe.skipIf(!PG_URL)('processes on one PostgreSQL schema', () => {
     const exited = new Promise((r) => child.on('exit', r))
     child.kill('SIGKILL')
     await exited
-    const engine = await LcmEngine.open({ dbUrl: url, lockTimeoutMs: 5000 })
+    const engine = await LcmEngine.open({ dbUrl: url, lockTimeoutMs: pooled ? 35_000 : 5000 })
     try {
       const report = await engine.verify()
       expect(report.problems).toEqual([])
@@ -95,12 +106,12 @@ describe.skipIf(!PG_URL)('processes on one PostgreSQL schema', () => {
       const [conv] = await engine.conversations()
       expect(conv.messageCount).toBeGreaterThanOrEqual(914)
       expect(conv.summaryCount).toBeGreaterThan(0)
-      // The killed process's session ended with it, and its operation lock with the session:
-      // a compaction here is not turned away (E_BUSY).
+      // The killed process's session ended with it, and its operation lock with the session
+      // (through the pooler, its lease ran out): a compaction here is not turned away (E_BUSY).
       await expect(engine.compact(conv.conversationId, 'offline', { tokenBudget: 500, force: true })).resolves.toHaveProperty('leafPasses')
       expect((await engine.verify()).ok).toBe(true)
     } finally {
       await engine.close()
     }
-  })
+  }, 60_000)
 })

@@ -513,10 +513,21 @@ mod tests {
     /// deleted session give the same results on both.
     #[test]
     fn verify_fidelity_rollback_and_resets_on_postgres_as_on_sqlite() {
+        if let Some((location, url)) = crate::test_support::pg_test_url("engine_verify") {
+            verify_fidelity_rollback_and_resets(location, url);
+        }
+    }
+
+    /// The same through PgBouncer in transaction mode (`pooler=transaction`).
+    #[test]
+    fn verify_fidelity_rollback_and_resets_on_postgres_as_on_sqlite_through_a_transaction_pooler() {
+        if let Some((location, url)) = crate::test_support::pooler_test_url("engine_verify_pooled") {
+            verify_fidelity_rollback_and_resets(location, url);
+        }
+    }
+
+    fn verify_fidelity_rollback_and_resets(location: crate::pg::Location, url: String) {
         use crate::store::lifecycle::ResetReason;
-        let Some((location, url)) = crate::test_support::pg_test_url("engine_verify") else {
-            return;
-        };
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("lcm.db").to_string_lossy().into_owned();
         let rt = tokio::runtime::Builder::new_multi_thread()

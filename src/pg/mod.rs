@@ -609,11 +609,40 @@ impl Conn {
     }
 
     pub(crate) fn execute(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
-        self.in_a_transaction(|c| c.answer(c.client.execute(sql, params)))
+        self.in_a_transaction(|c| match c.pooler {
+            Pooler::None => c.answer(c.client.execute(sql, params)),
+            Pooler::Transaction => {
+                let typed = c.typed_once(sql, params)?;
+                c.answer(c.client.execute_typed(sql, &typed))
+            }
+        })
     }
 
     pub(crate) fn query(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<tokio_postgres::Row>> {
-        self.in_a_transaction(|c| c.answer(c.client.query(sql, params)))
+        self.in_a_transaction(|c| match c.pooler {
+            Pooler::None => c.answer(c.client.query(sql, params)),
+            Pooler::Transaction => {
+                let typed = c.typed_once(sql, params)?;
+                c.answer(c.client.query_typed(sql, &typed))
+            }
+        })
+    }
+
+    /// `params` with the types the server gives `sql`'s parameters, for a statement sent once
+    /// through a transaction pooler as the unnamed statement. The rows a named statement
+    /// answers keep it alive, and its closing would go out after the transaction, to whatever
+    /// server session the pooler picks then: the statement that learns the types is closed
+    /// here, in the transaction.
+    fn typed_once<'p>(
+        &self,
+        sql: &str,
+        params: &[&'p (dyn ToSql + Sync)],
+    ) -> Result<Vec<(&'p (dyn ToSql + Sync), Type)>> {
+        let types: Vec<Type> = match params.len() {
+            0 => Vec::new(),
+            _ => self.prepare(sql)?.params().to_vec(),
+        };
+        Ok(params.iter().copied().zip(types).collect())
     }
 
     /// `sql` as run again and again: prepared once per connection, or, through a transaction
@@ -681,7 +710,13 @@ impl Conn {
         T: for<'a> tokio_postgres::types::FromSql<'a>,
     {
         self.in_a_transaction(|c| {
-            let row = c.answer(c.client.query_one(sql, params))?;
+            let row = match c.pooler {
+                Pooler::None => c.answer(c.client.query_one(sql, params))?,
+                Pooler::Transaction => {
+                    let typed = c.typed_once(sql, params)?;
+                    c.answer(c.client.query_typed_one(sql, &typed))?
+                }
+            };
             row.try_get(0).map_err(|e| c.error(&e))
         })
     }
@@ -764,6 +799,17 @@ impl Conn {
 
     pub(crate) fn error(&self, e: &tokio_postgres::Error) -> LcmError {
         map_error(&self.described, e)
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        // Through a transaction pooler a transaction left open (a copy's snapshot, a lock's) is
+        // ended here, so the server session goes back to the pooler clean rather than being
+        // closed by it.
+        if self.pooler == Pooler::Transaction && self.in_transaction() && !self.is_broken() {
+            let _ = self.rollback_open();
+        }
     }
 }
 

@@ -303,15 +303,9 @@ impl HeldLock {
 
 impl Drop for HeldLock {
     fn drop(&mut self) {
-        // A lease is deleted by its thread, waited for.
+        // A lease is deleted by its thread, waited for; a lock held by a transaction ends with
+        // it (`Conn`'s drop rolls it back); a session's lock ends with the session.
         drop(self.lease.take());
-        if let Some(conn) = self.conn.take() {
-            // Through a pooler, the server session goes back to it without the transaction
-            // (and the lock); directly, the session, and with it the lock, ends with the
-            // connection. Nothing to undo on a connection that was already lost.
-            if conn.in_transaction() && !conn.is_broken() {
-                let _ = conn.rollback_open();
-            }
-        }
+        drop(self.conn.take());
     }
 }

@@ -466,9 +466,13 @@ fn through_a_transaction_pooler_nothing_outlives_a_transaction() {
     // and its own search path (lcm-native's is set in each transaction, for it alone).
     for c in &conns {
         let kept = c
-            .transaction(|c| c.simple_value("SELECT count(*) FROM pg_prepared_statements"))
+            .transaction(|c| {
+                c.simple_value(
+                    "SELECT count(*) || ' ' || coalesce(string_agg(statement, ' | '), '') FROM pg_prepared_statements",
+                )
+            })
             .unwrap();
-        assert_eq!(kept.as_deref(), Some("0"));
+        assert_eq!(kept.as_deref(), Some("0 "));
         let path = c.simple_value("SHOW search_path").unwrap().unwrap();
         assert!(!path.contains(&pooled.schema), "{path}");
     }

@@ -570,9 +570,20 @@ async fn a_scrub_cut_short_is_recorded_reported_at_open_and_finished() {
 /// recycles it: see the README.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_postgres_no_row_column_index_or_table_file_keeps_the_secret() {
-    let Some((location, url)) = crate::test_support::pg_test_url("redact") else {
-        return;
-    };
+    if let Some((location, url)) = crate::test_support::pg_test_url("redact") {
+        no_row_column_index_or_table_file_keeps_the_secret(location, url).await;
+    }
+}
+
+/// The same through PgBouncer in transaction mode (`pooler=transaction`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres_no_row_column_index_or_table_file_keeps_the_secret_through_a_transaction_pooler() {
+    if let Some((location, url)) = crate::test_support::pooler_test_url("redact_pooled") {
+        no_row_column_index_or_table_file_keeps_the_secret(location, url).await;
+    }
+}
+
+async fn no_row_column_index_or_table_file_keeps_the_secret(location: crate::pg::Location, url: String) {
     let (_d, file_engine, cid) = planted(json!({})).await;
     let path = file_engine.config().db_path.clone();
     file_engine.close();

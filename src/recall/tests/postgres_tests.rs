@@ -76,9 +76,20 @@ fn neutral(engine: &Engine, r: &GrepResult, ordered: bool) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grep_on_postgres_finds_what_sqlite_finds() {
-    let Some((location, url)) = crate::test_support::pg_test_url("grep_parity") else {
-        return;
-    };
+    if let Some((location, url)) = crate::test_support::pg_test_url("grep_parity") {
+        finds_what_sqlite_finds(location, url).await;
+    }
+}
+
+/// The same through PgBouncer in transaction mode (`pooler=transaction`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grep_on_postgres_finds_what_sqlite_finds_through_a_transaction_pooler() {
+    if let Some((location, url)) = crate::test_support::pooler_test_url("grep_parity_pooled") {
+        finds_what_sqlite_finds(location, url).await;
+    }
+}
+
+async fn finds_what_sqlite_finds(location: crate::pg::Location, url: String) {
     let dir = tempfile::tempdir().unwrap();
     let sqlite = engine_with(&dir, grep_options());
     let mut options = grep_options();

@@ -7,7 +7,8 @@
 // messages are then checked: each turn once, seq dense).
 //
 // The server is the one LCM_TEST_DATABASE_URL names (pg-test-server.cjs starts a throwaway
-// cluster on a Unix socket). Speed is measured and reported here, never asserted in `npm test`.
+// cluster on a Unix socket, and PgBouncer in transaction mode in front of it: the `pgbouncer`
+// rows, when LCM_TEST_POOLER_URL is set). Speed is measured and reported here, never asserted in `npm test`.
 import { spawn, spawnSync } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { createRequire } from 'node:module'
@@ -33,6 +34,8 @@ if (!PG) {
   process.exit(2)
 }
 const CHILD = process.argv[2] === '--writer'
+// PgBouncer in transaction mode in front of that server (`?pooler=transaction`): a third column.
+const POOLER = process.env.LCM_TEST_POOLER_URL
 
 const ms = (ns) => Number(ns) / 1e6
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
@@ -62,11 +65,13 @@ function places(tag) {
   return [
     { engine: 'sqlite', db: join(dir, 'bench.db'), drop: () => rmSync(dir, { recursive: true, force: true }) },
     { engine: 'postgres', db: `${PG}?schema=${schema}`, drop: () => dropSchema(schema) },
+    // The same server through PgBouncer in transaction mode, when pg-test-server.cjs started one.
+    ...(POOLER ? [{ engine: 'pgbouncer', db: `${POOLER}&schema=${schema}_b`, drop: () => dropSchema(`${schema}_b`) }] : []),
   ]
 }
 /** What autovacuum does within a minute of a bulk load: the planner's statistics. */
 function analyze(place) {
-  if (place.engine !== 'postgres') return
+  if (place.engine === 'sqlite') return
   const schema = /[?&]schema=([a-z0-9_]+)/.exec(place.db)[1]
   spawnSync('psql', [PG, '-qc', `ANALYZE "${schema}".messages, "${schema}".summaries, "${schema}".context_items, "${schema}".summary_messages, "${schema}".summary_parents`], { stdio: 'inherit' })
 }

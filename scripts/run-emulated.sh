@@ -173,9 +173,7 @@ if [ "$PLATFORM" = win32-x64-msvc ]; then
   #   paths and $HOME in their expectations;
   # - they talk TCP on 127.0.0.1 between Node's own client and server (the fake LLM server
   #   for the CLI's rewrite, the panel's HTTP server): Node's connect fails under Wine 8
-  #   ("connect UNKNOWN"), nothing of lcm-native's is involved;
-  # - not explained yet (to look at on a real Windows): the spool's drain lock across
-  #   processes and doctor's report of a stale one.
+  #   ("connect UNKNOWN"), nothing of lcm-native's is involved.
   left_out=(
     "turn_advancements with lossless-claw" "entry ids on a turn's first and last" "a cycle in the summary DAG"
     "ingest payloads: each call" "a busy database: the turn waits" "a locked file costs a turn"
@@ -186,7 +184,6 @@ if [ "$PLATFORM" = win32-x64-msvc ]; then
     "a read-only database file is E_IO" "for an unprivileged user" "names files beside the configured one"
     "lcm-tui/prompts after promptDir"
     "rewrite against an OpenAI-compatible server" "lcm-native ui " "a damaged database: every operation"
-    "one drainer at a time across processes" "doctor reports spooled turns"
   )
   pattern="^(?!.*(?:$(IFS='|'; echo "${left_out[*]}"))).*\$"
   win_run "$node_exe" -e "require('./index.js'); console.log('run-emulated: index.js loads', require.resolve('./$placed'))"

@@ -103,7 +103,7 @@ pub(crate) fn stale_reason(path: &Path) -> Option<String> {
         _ => return Some(format!("it names no process (pid {})", holder.pid)),
     };
     let me = identity();
-    if holder.host.as_deref() != Some(me.host.as_str()) {
+    if !holder.host.as_deref().is_some_and(|h| same_host(h, &me.host)) {
         // Another host sharing the directory: alive while it renews the lock.
         return None;
     }
@@ -287,10 +287,41 @@ fn process_alive(pid: i64) -> bool {
     r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
-#[cfg(not(unix))]
+#[cfg(windows)]
+fn process_alive(pid: i64) -> bool {
+    use windows_sys::Win32::Foundation::{CloseHandle, GetLastError, ERROR_ACCESS_DENIED, STILL_ACTIVE};
+    use windows_sys::Win32::System::Threading::{GetExitCodeProcess, OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION};
+    let Ok(pid) = u32::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: the handle opened here is only read and is closed here.
+    unsafe {
+        let handle = OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, 0, pid);
+        if handle.is_null() {
+            // Another user's process may refuse to be opened: it exists.
+            return GetLastError() == ERROR_ACCESS_DENIED;
+        }
+        let mut code = 0u32;
+        let read = GetExitCodeProcess(handle, &mut code) != 0;
+        CloseHandle(handle);
+        // A process that ended keeps its handle while one is open: its exit code says so.
+        !read || code == STILL_ACTIVE as u32
+    }
+}
+
+#[cfg(not(any(unix, windows)))]
 fn process_alive(_pid: i64) -> bool {
     // Not checked here: the lock expires when its holder stops renewing it.
     true
+}
+
+/// Whether two host names name this machine alike: Windows' names have no case.
+fn same_host(a: &str, b: &str) -> bool {
+    if cfg!(windows) {
+        a.eq_ignore_ascii_case(b)
+    } else {
+        a == b
+    }
 }
 
 /// This machine's host name, as Node's `os.hostname()` gives it.
@@ -302,6 +333,19 @@ pub(crate) fn host() -> String {
         if unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0 {
             let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
             return String::from_utf8_lossy(&buf[..end]).into_owned();
+        }
+    }
+    #[cfg(windows)]
+    {
+        // The DNS host name, as Node's (libuv's) is: COMPUTERNAME is the NetBIOS name, upper
+        // case and cut at 15 characters, and would make every lock the plugin writes look like
+        // another host's.
+        use windows_sys::Win32::System::SystemInformation::{ComputerNameDnsHostname, GetComputerNameExW};
+        let mut buf = [0u16; 256];
+        let mut len = buf.len() as u32;
+        // SAFETY: the buffer is writable for `len` UTF-16 units; on success `len` is the length.
+        if unsafe { GetComputerNameExW(ComputerNameDnsHostname, buf.as_mut_ptr(), &mut len) } != 0 {
+            return String::from_utf16_lossy(&buf[..(len as usize).min(buf.len())]);
         }
     }
     std::env::var("COMPUTERNAME").unwrap_or_default()

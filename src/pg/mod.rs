@@ -77,8 +77,8 @@ pub(crate) struct Location {
 /// may outlive a transaction: no session setting (the schema's search path and the call's
 /// timeouts are set for each transaction), no prepared statement kept (a statement is sent
 /// whole each time, with the parameter types the server gave it once), no session-level
-/// advisory lock (a lock that lasts an operation is held by a transaction left open on a
-/// connection of its own).
+/// advisory lock (the setup's and a copy's lock is held by a transaction left open on a
+/// connection of its own, an operation's is a lease: `leases`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Pooler {
     None,

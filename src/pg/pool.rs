@@ -41,10 +41,12 @@ impl PgPool {
         let call = Duration::from_millis(busy_timeout_ms.max(1) as u64);
         let limit = Some(call + ANSWER_GRACE);
         let first = location.handshake(limit)?;
+        first.set_limit(limit);
         let mut idle = Vec::new();
         if location.pooler == Pooler::None {
-            // Asked before either sets anything on its session.
+            // Asked before either sets anything on its session (each answer bounded as a call).
             let second = location.handshake(limit)?;
+            second.set_limit(limit);
             check_sessions_apart(&first, &second)?;
             idle.push(bounded(second.configured()?, call)?);
         }

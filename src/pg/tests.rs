@@ -30,6 +30,20 @@ fn a_url_is_read_with_its_schema_and_described_without_its_password() {
         Location::parse("postgres://gw@h/db", None).unwrap().schema,
         DEFAULT_SCHEMA
     );
+    // The pooler in between, ours as the schema is: shown, and read back; a mode it does not
+    // know is refused.
+    let l = Location::parse("postgres://gw@h/db?pooler=transaction", None).unwrap();
+    assert_eq!(l.pooler, Pooler::Transaction);
+    assert_eq!(l.describe(), "postgres://gw@h:5432/db?pooler=transaction&schema=lcm");
+    assert_eq!(
+        Location::parse(&l.describe(), None).unwrap().pooler,
+        Pooler::Transaction
+    );
+    let e = Location::parse("postgres://gw@h/db?pooler=statement", None)
+        .err()
+        .unwrap();
+    assert_eq!(e.code(), "E_INVALID_INPUT");
+    assert!(e.to_string().contains("pooler=statement"), "{e}");
     // A socket directory, percent-encoded as libpq reads it.
     let l = Location::parse("postgres://lcm@%2Ftmp%2Fsock/db", None).unwrap();
     assert_eq!(l.describe(), "postgres://lcm@%2Ftmp%2Fsock:5432/db?schema=lcm");

@@ -78,7 +78,10 @@ for t in "${TARGETS[@]}"; do
   started=$(date +%s)
   if [ "$t" = x86_64-pc-windows-gnu ]; then
     windows_gnu
-    npx napi build --platform --release --target "$t" --output-dir "artifacts/$t" --no-js
+    # mingw's linker leaves empty temporary files behind (~80 a build): in a folder of its own.
+    scratch=$(mktemp -d)
+    TMPDIR="$scratch" npx napi build --platform --release --target "$t" --output-dir "artifacts/$t" --no-js
+    rm -rf "$scratch"
   else
     npx napi build --platform --release --cross-compile --target "$t" --output-dir "artifacts/${t%.2.17}" --no-js
   fi

@@ -176,8 +176,28 @@ function startPooler(cluster, { poolSize = 6 } = {}) {
     }
     spawnSync('sleep', ['0.05'])
   }
+  // pgbouncer itself is signalled (by the pid it wrote), not its parent: as root it runs under
+  // runuser, which does not pass a signal on, and a pgbouncer left running would outlive every
+  // run. Waited for (up to 5 s), so that the cluster's folder is removed after it.
   const stop = () => {
-    if (child.exitCode === null) child.kill('SIGINT')
+    const pidFile = path.join(dir, 'pid')
+    const pid = fs.existsSync(pidFile) ? Number(fs.readFileSync(pidFile, 'utf8').trim()) : 0
+    // Gone, or a zombie its parent (this process, when not root) has yet to reap.
+    const alive = (p) => {
+      try {
+        process.kill(p, 0)
+      } catch {
+        return false
+      }
+      const stat = fs.existsSync(`/proc/${p}/stat`) ? fs.readFileSync(`/proc/${p}/stat`, 'utf8') : ''
+      return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z'
+    }
+    if (pid > 0 && alive(pid)) {
+      process.kill(pid, 'SIGTERM')
+      const until = Date.now() + 5000
+      while (alive(pid) && Date.now() < until) spawnSync('sleep', ['0.05'])
+    }
+    if (child.exitCode === null) child.kill('SIGKILL')
   }
   return { url: `postgres://lcm@${encodeURIComponent(cluster.dir)}:${port}/postgres?pooler=transaction`, stop }
 }

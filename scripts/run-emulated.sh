@@ -158,6 +158,9 @@ if [ "$PLATFORM" = win32-x64-msvc ]; then
   node_exe=$(win_node 22)
   deps=$(rolldown_deps win32-x64-msvc)
   place_binary
+  # What the tests leave in Windows' temporary folder (a file still open there cannot be
+  # removed by the test that made it) goes with the run.
+  trap 'rm -f "$placed"; rm -rf "$WINEPREFIX"/drive_c/users/*/Temp/lcm-*' EXIT
   specs=("$@")
   if [ ${#specs[@]} -eq 0 ]; then
     # node-pty's Windows build needs a ConPTY Wine 8 does not give: the pty test is left out.

@@ -39,6 +39,77 @@ pub(crate) const SEARCH_COLUMN: &str = "lcm_search";
 /// smaller ones go straight through (no subtransaction per row).
 const LARGE_TEXT_CHARS: usize = 100_000;
 
+/// The functions of the words column and of a search, replaced in place (`CREATE OR REPLACE`):
+/// what they return for a text never changes, so the words a schema stored stay right.
+///
+/// The words of a text are one SQL function, inlined into the generated column's expression
+/// (a plpgsql one cost ~55 µs a row to call), and the punctuation goes by one regular
+/// expression (`translate` compares each character with each of the 32 marks: for a 1.2 kB
+/// message that was half of the column's cost; bench/RESULTS.md, #48).
+fn functions(schema: &str) -> String {
+    let schema = quote_ident(schema);
+    let config = format!("{schema}.lcm_search");
+    // A bracket expression listing the marks, no ranges (a range would be the collation's):
+    // `]` first, `-` last, the backslash escaped for the regular expression, the quote
+    // doubled for SQL.
+    let marks: String = PUNCTUATION
+        .chars()
+        .filter(|ch| !matches!(ch, ']' | '-'))
+        .map(|ch| match ch {
+            '\\' => r"\\".to_string(),
+            '\'' => "''".to_string(),
+            ch => ch.to_string(),
+        })
+        .collect();
+    format!(
+        r#"CREATE OR REPLACE FUNCTION {schema}.lcm_search_text(t text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT regexp_replace(t, '[]{marks}-]', ' ', 'g') $$;
+
+CREATE OR REPLACE FUNCTION {schema}.lcm_search_vector_large(t text) RETURNS tsvector
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+DECLARE
+  n integer := length(t);
+BEGIN
+  LOOP
+    BEGIN
+      RETURN to_tsvector('{config}'::regconfig, {schema}.lcm_search_text(left(t, n)));
+    EXCEPTION WHEN program_limit_exceeded THEN
+      n := n / 2;
+    END;
+  END LOOP;
+END $$;
+
+CREATE OR REPLACE FUNCTION {schema}.lcm_search_vector(t text) RETURNS tsvector
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+  SELECT CASE WHEN length(t) <= {LARGE_TEXT_CHARS} THEN to_tsvector('{config}'::regconfig, {schema}.lcm_search_text(t))
+    ELSE {schema}.lcm_search_vector_large(t) END $$;
+
+CREATE OR REPLACE FUNCTION {schema}.lcm_search_query(t text) RETURNS tsquery
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT phraseto_tsquery('{config}'::regconfig, {schema}.lcm_search_text(t)) $$;
+
+CREATE OR REPLACE FUNCTION {schema}.lcm_epoch(t text) RETURNS double precision
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+  SELECT CASE WHEN t ~ '^\d{{4}}-[01]\d-[0-3]\d([ T][0-2]\d:[0-5]\d(:[0-5]\d(\.\d+)?)?)?(Z|[+-]\d\d(:?\d\d)?)?$'
+    THEN extract(epoch FROM CAST(replace(t, 'T', ' ') || CASE WHEN t ~ '(Z|[+-]\d\d(:?\d\d)?)$' THEN '' ELSE '+00' END AS timestamptz))::double precision
+  END $$;"#
+    )
+}
+
+/// Brings a schema made by an earlier lcm-native (its words function plpgsql, its
+/// punctuation through `translate`) to today's search functions; one catalog read when it
+/// has them.
+pub(crate) fn upgrade_functions(c: &Conn) -> Result<()> {
+    let current: bool = c.query_one_value(
+        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+          WHERE n.nspname = $1 AND p.proname = 'lcm_search_vector_large')",
+        &[&c.schema],
+    )?;
+    if !current {
+        c.transaction(|c| c.batch(&functions(&c.schema)))?;
+    }
+    Ok(())
+}
+
 /// What a schema has for searching.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Support {
@@ -77,39 +148,9 @@ pub(crate) fn install(c: &Conn, text_columns: &[(&str, &[&str])]) -> Result<Supp
                FOR numword, numhword, hword_numpart, int, uint, float, sfloat, version WITH {filter}simple;"
         ))?;
     }
-    let punctuation = PUNCTUATION.replace('\'', "''");
-    let spaces = " ".repeat(PUNCTUATION.chars().count());
+    c.batch(&functions(&c.schema))?;
     c.batch(&format!(
-        r#"CREATE OR REPLACE FUNCTION {schema}.lcm_search_text(t text) RETURNS text
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT translate(t, '{punctuation}', '{spaces}') $$;
-
-CREATE OR REPLACE FUNCTION {schema}.lcm_search_vector(t text) RETURNS tsvector
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE COST 10000 AS $$
-DECLARE
-  n integer := length(t);
-BEGIN
-  IF n <= {LARGE_TEXT_CHARS} THEN
-    RETURN to_tsvector('{config}'::regconfig, {schema}.lcm_search_text(t));
-  END IF;
-  LOOP
-    BEGIN
-      RETURN to_tsvector('{config}'::regconfig, {schema}.lcm_search_text(left(t, n)));
-    EXCEPTION WHEN program_limit_exceeded THEN
-      n := n / 2;
-    END;
-  END LOOP;
-END $$;
-
-CREATE OR REPLACE FUNCTION {schema}.lcm_search_query(t text) RETURNS tsquery
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT phraseto_tsquery('{config}'::regconfig, {schema}.lcm_search_text(t)) $$;
-
-CREATE OR REPLACE FUNCTION {schema}.lcm_epoch(t text) RETURNS double precision
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-  SELECT CASE WHEN t ~ '^\d{{4}}-[01]\d-[0-3]\d([ T][0-2]\d:[0-5]\d(:[0-5]\d(\.\d+)?)?)?(Z|[+-]\d\d(:?\d\d)?)?$'
-    THEN extract(epoch FROM CAST(replace(t, 'T', ' ') || CASE WHEN t ~ '(Z|[+-]\d\d(:?\d\d)?)$' THEN '' ELSE '+00' END AS timestamptz))::double precision
-  END $$;
-
-ALTER TABLE {schema}.messages ADD COLUMN IF NOT EXISTS {SEARCH_COLUMN} tsvector
+        r#"ALTER TABLE {schema}.messages ADD COLUMN IF NOT EXISTS {SEARCH_COLUMN} tsvector
   GENERATED ALWAYS AS ({schema}.lcm_search_vector(content)) STORED;
 ALTER TABLE {schema}.summaries ADD COLUMN IF NOT EXISTS {SEARCH_COLUMN} tsvector
   GENERATED ALWAYS AS ({schema}.lcm_search_vector(content)) STORED;

@@ -351,3 +351,78 @@ async fn full_text_newest_first_reads_the_newest_rows_then_the_index() {
     pg.close();
     crate::test_support::drop_test_schema(&location);
 }
+
+/// A schema made by an earlier lcm-native (its words function plpgsql, its punctuation
+/// through `translate`) gets today's functions at the next open, and nothing it stored
+/// changes meaning: the new punctuation expression turns exactly the 32 ASCII marks into
+/// spaces, as `translate` did, over every character; the words stored before and after the
+/// upgrade are what the function gives; searches find rows of both.
+#[test]
+fn a_schema_with_the_earlier_search_functions_is_brought_up_to_date() {
+    let Some((location, url)) = crate::test_support::pg_test_url("search_functions") else {
+        return;
+    };
+    let open = || Engine::open(Config::from_options(&json!({ "dbPath": url }), None).unwrap()).unwrap();
+    let schema = crate::pg::quote_ident(&location.schema);
+    let marks = r##"!"#$%&''()*+,-./:;<=>?@[\]^_`{|}~"##;
+    let translated = format!("translate(t, '{marks}', '{}')", " ".repeat(32));
+    let pg = open();
+    let before = pg
+        .ingest(&Target::Session("s".into()), &hard_cases())
+        .unwrap()
+        .conversation_id;
+    pg.close();
+    let c = location.connect().unwrap();
+    c.batch(&format!(
+        "DROP FUNCTION {schema}.lcm_search_vector_large(text);
+         CREATE OR REPLACE FUNCTION {schema}.lcm_search_text(t text) RETURNS text
+           LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT {translated} $$;
+         CREATE OR REPLACE FUNCTION {schema}.lcm_search_vector(t text) RETURNS tsvector
+           LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE COST 10000 AS $$
+           BEGIN RETURN to_tsvector('{schema}.lcm_search'::regconfig, {schema}.lcm_search_text(t)); END $$;"
+    ))
+    .unwrap();
+    let language = |c: &crate::pg::Conn| -> String {
+        c.query_one_value(
+            "SELECT l.lanname::text FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+             JOIN pg_catalog.pg_language l ON l.oid = p.prolang WHERE n.nspname = $1 AND p.proname = 'lcm_search_vector'",
+            &[&location.schema],
+        )
+        .unwrap()
+    };
+    assert_eq!(language(&c), "plpgsql");
+
+    let pg = open();
+    assert_eq!(language(&c), "sql", "the open replaced the words function");
+    let after = pg
+        .ingest(&Target::Session("t".into()), &hard_cases())
+        .unwrap()
+        .conversation_id;
+    let stale: i64 = c
+        .query_one_value(
+            &format!("SELECT count(*) FROM {schema}.messages WHERE lcm_search IS DISTINCT FROM {schema}.lcm_search_vector(content)"),
+            &[],
+        )
+        .unwrap();
+    assert_eq!(stale, 0, "the words stored before and after are the function's");
+    let (changed, differ): (i64, i64) = {
+        let row = c
+            .query(
+                &format!(
+                    "SELECT count(*) FILTER (WHERE {schema}.lcm_search_text(t) <> t),
+                            count(*) FILTER (WHERE {schema}.lcm_search_text(t) <> {translated})
+                     FROM (SELECT chr(i) AS t FROM generate_series(1, 1114111) i WHERE i < 55296 OR i > 57343) cs"
+                ),
+                &[],
+            )
+            .unwrap();
+        (row[0].get(0), row[0].get(1))
+    };
+    assert_eq!((changed, differ), (32, 0), "exactly the ASCII marks become spaces");
+    for (cid, q) in [(before, "foo"), (after, "foo"), (before, "x86"), (after, "ecole")] {
+        let hits = pg.grep(Some(cid), &GrepOptions::new(q)).unwrap().hits;
+        assert_eq!(hits.len(), 1, "{q} in conversation {cid}");
+    }
+    pg.close();
+    crate::test_support::drop_test_schema(&location);
+}

@@ -362,6 +362,28 @@ impl Db<'_> {
         self.json_list(param, "e.value")
     }
 
+    /// `IN` the ids of the JSON array bound to `param`, to follow a column: on PostgreSQL
+    /// `= ANY` of an array, which the planner looks up in the column's index (an `IN` over
+    /// the array's rows it takes for 100 rows, and for a conversation's few thousand
+    /// messages it hashed them all: each turn's duplicate check read the whole conversation).
+    pub(crate) fn in_ids(&self, param: &str) -> String {
+        self.json_in(param, "CAST(e AS BIGINT)")
+    }
+
+    /// `in_ids` for text ids.
+    pub(crate) fn in_texts(&self, param: &str) -> String {
+        self.json_in(param, "e")
+    }
+
+    fn json_in(&self, param: &str, value: &str) -> String {
+        match self {
+            Db::Sqlite(_) => format!("IN (SELECT value FROM json_each({param}))"),
+            Db::Pg(_) => format!(
+                "= ANY(ARRAY(SELECT {value} FROM json_array_elements_text(CAST(CAST({param} AS TEXT) AS json)) e))"
+            ),
+        }
+    }
+
     fn json_list(&self, param: &str, value: &str) -> String {
         match self {
             Db::Sqlite(_) => format!("json_each({param})"),
@@ -506,6 +528,96 @@ fn to_values(params: &[&dyn ToSql]) -> Result<Vec<Value>> {
         .collect()
 }
 
+/// Rows of one `INSERT`, written in as few statements as may be: on PostgreSQL they wait
+/// until `flush` and go as one statement of up to `ROWS_PER_STATEMENT` rows each, with the
+/// next round trip (a turn's messages, parts and context rows were a statement each: each
+/// parsed, planned and answered by the server alone); SQLite runs each row at once (its
+/// statements cost no round trip), so nothing waits there.
+pub(crate) struct Rows {
+    /// `INSERT INTO t (columns) VALUES`.
+    head: String,
+    /// One row's values, `?1`…`?width` (literals may sit among them).
+    tuple: &'static str,
+    /// What follows the rows (`ON CONFLICT …`), or nothing.
+    tail: &'static str,
+    width: usize,
+    waiting: Vec<Vec<Value>>,
+}
+
+/// At most this many rows in one statement on PostgreSQL (a statement's text and prepared
+/// plan are kept per row count, so the count of shapes stays small too).
+const ROWS_PER_STATEMENT: usize = 64;
+
+impl Rows {
+    pub(crate) fn new(head: impl Into<String>, tuple: &'static str, tail: &'static str, width: usize) -> Rows {
+        Rows {
+            head: head.into(),
+            tuple,
+            tail,
+            width,
+            waiting: Vec::new(),
+        }
+    }
+
+    /// Adds a row (`width` values): written now on SQLite, at `flush` on PostgreSQL.
+    pub(crate) fn push(&mut self, db: Db, params: &[&dyn ToSql]) -> Result<()> {
+        debug_assert_eq!(params.len(), self.width);
+        match db {
+            Db::Sqlite(_) => db.execute_deferred(&self.statement(1), params),
+            Db::Pg(_) => {
+                self.waiting.push(values(params)?);
+                Ok(())
+            }
+        }
+    }
+
+    /// Sends the rows waiting (PostgreSQL), with the next round trip.
+    pub(crate) fn flush(&mut self, db: Db) -> Result<()> {
+        let Db::Pg(c) = db else { return Ok(()) };
+        let waiting = std::mem::take(&mut self.waiting);
+        for chunk in waiting.chunks(ROWS_PER_STATEMENT) {
+            let params: Vec<Value> = chunk.iter().flatten().cloned().collect();
+            c.execute_deferred(&translate(&self.statement(chunk.len())), &params)?;
+        }
+        Ok(())
+    }
+
+    /// The statement for `n` rows: the tuple once per row, its placeholders moved on by
+    /// `width` each time.
+    fn statement(&self, n: usize) -> String {
+        let tuples: Vec<String> = (0..n).map(|i| shift_placeholders(self.tuple, i * self.width)).collect();
+        format!("{} {}{}", self.head, tuples.join(", "), self.tail)
+    }
+}
+
+/// `?N` → `?(N + by)` outside quotes.
+fn shift_placeholders(sql: &str, by: usize) -> String {
+    if by == 0 {
+        return sql.to_string();
+    }
+    let mut out = String::with_capacity(sql.len() + 8);
+    let mut quote: Option<char> = None;
+    let mut chars = sql.chars().peekable();
+    while let Some(c) = chars.next() {
+        out.push(c);
+        match quote {
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None if c == '\'' || c == '"' => quote = Some(c),
+            None if c == '?' && chars.peek().is_some_and(|d| d.is_ascii_digit()) => {
+                let mut n = 0usize;
+                while let Some(d) = chars.peek().and_then(|d| d.to_digit(10)) {
+                    n = n * 10 + d as usize;
+                    chars.next();
+                }
+                out.push_str(&(n + by).to_string());
+            }
+            None => {}
+        }
+    }
+    out
+}
+
 /// SQLite's dialect as PostgreSQL's: `?N` → `$N` (outside quotes), `INSERT OR IGNORE` →
 /// `INSERT … ON CONFLICT DO NOTHING`. `INSERT OR REPLACE` is not translated (PostgreSQL
 /// rejects it; what it means needs the conflict target): the store writes an upsert instead.
@@ -559,5 +671,41 @@ mod tests {
             translate("insert or ignore into t (a) values (?1) RETURNING a"),
             "INSERT into t (a) values ($1) ON CONFLICT DO NOTHING RETURNING a"
         );
+    }
+
+    #[test]
+    fn rows_go_in_one_statement_with_their_placeholders_moved_on() {
+        let rows = Rows::new(
+            "INSERT INTO t (a, b, c) VALUES",
+            "(?1, '?1', ?2)",
+            " ON CONFLICT (a) DO NOTHING",
+            2,
+        );
+        assert_eq!(
+            rows.statement(1),
+            "INSERT INTO t (a, b, c) VALUES (?1, '?1', ?2) ON CONFLICT (a) DO NOTHING"
+        );
+        assert_eq!(
+            translate(&rows.statement(3)),
+            "INSERT INTO t (a, b, c) VALUES ($1, '?1', $2), ($3, '?1', $4), ($5, '?1', $6) ON CONFLICT (a) DO NOTHING"
+        );
+        assert_eq!(shift_placeholders("(?9, ?10)", 10), "(?19, ?20)");
+    }
+
+    /// On SQLite each row is written when it is pushed (nothing waits for a flush).
+    #[test]
+    fn rows_on_sqlite_are_written_at_once() {
+        let c = Connection::open_in_memory().unwrap();
+        c.execute_batch("CREATE TABLE t (a INTEGER, b TEXT)").unwrap();
+        let mut rows = Rows::new("INSERT INTO t (a, b) VALUES", "(?1, ?2)", "", 2);
+        for i in 0..3i64 {
+            rows.push(Db::Sqlite(&c), rusqlite::params![i, format!("r{i}")])
+                .unwrap();
+        }
+        let n: i64 = c.query_row("SELECT count(*) FROM t", [], |r| r.get(0)).unwrap();
+        assert_eq!(n, 3);
+        rows.flush(Db::Sqlite(&c)).unwrap();
+        let n: i64 = c.query_row("SELECT count(*) FROM t", [], |r| r.get(0)).unwrap();
+        assert_eq!(n, 3);
     }
 }

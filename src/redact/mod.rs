@@ -171,13 +171,13 @@ fn summaries_holding(tx: Db, scope: &str, redactor: &Redactor) -> Result<Vec<Str
     let mut found: Vec<String> = Vec::new();
     tx.query_each(
         &format!(
-            "SELECT s.summary_id, s.content FROM summaries s WHERE s.conversation_id IN (SELECT value FROM {} j)
+            "SELECT s.summary_id, s.content FROM summaries s WHERE s.conversation_id {}
              UNION ALL
              SELECT v.summary_id, v.content FROM lcm_native_summary_versions v
                JOIN summaries s ON s.summary_id = v.summary_id
-              WHERE s.conversation_id IN (SELECT value FROM {} k)",
-            tx.id_list("?1"),
-            tx.id_list("?1")
+              WHERE s.conversation_id {}",
+            tx.in_ids("?1"),
+            tx.in_ids("?1")
         ),
         params![scope],
         |r| {

@@ -178,8 +178,8 @@ pub(crate) fn leaves_of<'a>(
     let rows: Vec<(i64, String)> = db.query_map(
         &format!(
             "SELECT message_id, summary_id FROM summary_messages
-             WHERE message_id IN (SELECT value FROM {} e) ORDER BY rowid",
-            db.id_list("?1")
+             WHERE message_id {} ORDER BY rowid",
+            db.in_ids("?1")
         ),
         params![serde_json::to_string(message_ids)?],
         |r| Ok((r.get(0)?, r.get(1)?)),

@@ -155,8 +155,8 @@ pub(crate) fn for_summaries<'a>(
         return Ok(HashMap::new());
     }
     let sql = format!(
-        "SELECT {COLUMNS} FROM lcm_native_summary_fidelity f WHERE f.summary_id IN (SELECT value FROM {} j)",
-        db.text_list("?1")
+        "SELECT {COLUMNS} FROM lcm_native_summary_fidelity f WHERE f.summary_id {}",
+        db.in_texts("?1")
     );
     Ok(db
         .query_map(&sql, params![serde_json::to_string(summary_ids)?], |r| {

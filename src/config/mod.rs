@@ -86,7 +86,9 @@ pub struct LcmOptions {
     #[cfg_attr(test, ts(optional))]
     pub db_path: Option<String>,
     /// A PostgreSQL database instead of a file: `postgres://user:password@host:port/db`, with
-    /// `?schema=NAME` (default `lcm`). Give this or `dbPath`, not both.
+    /// `?schema=NAME` (default `lcm`); TLS by `sslmode=verify-full&sslrootcert=PATH`, and
+    /// `pooler=transaction` through PgBouncer in transaction mode. Give this or `dbPath`, not
+    /// both.
     #[serde(default, skip_serializing)]
     pub db_url: Option<String>,
     /// Fraction of the token budget above which a sweep is due (0 < x ≤ 1). Default 0.75.

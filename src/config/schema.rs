@@ -91,7 +91,7 @@ use Stated::{Derived, Off, Unset, Value as Is};
 /// Every option, in the order `LcmOptions` declares them.
 pub(crate) const OPTIONS: &[OptionDoc] = &[
     engine_only(opt("dbPath", Some("LCM_DATABASE_PATH"), Text, Derived("required"), "Path of the SQLite file (its directory must exist), or a postgres:// URL.")),
-    engine_only(opt("dbUrl", Some("LCM_DATABASE_URL"), Text, Unset, "A PostgreSQL database instead of a file (postgres://user:password@host:port/db?schema=lcm).")),
+    engine_only(opt("dbUrl", Some("LCM_DATABASE_URL"), Text, Unset, "A PostgreSQL database instead of a file (postgres://user:password@host:port/db?schema=lcm; over a network add sslmode=verify-full&sslrootcert=/path/to/ca.pem, through PgBouncer in transaction mode pooler=transaction).")),
     opt("contextThreshold", Some("LCM_CONTEXT_THRESHOLD"), Fraction, Is("0.75"), "Fraction of the token budget above which maintenance compacts."),
     noted(
         opt("contextLowWater", Some("LCM_CONTEXT_LOW_WATER"), Fraction, Is("0.1"), "Fraction of the token budget maintenance compacts down to, in one go, once past contextThreshold."),

@@ -679,8 +679,13 @@ async fn a_message_with_invalid_utf8_is_read_with_replacement_characters() {
 #[test]
 fn immutable_opens_read_a_snapshot_and_refuse_a_pending_log() {
     let dir = tempfile::tempdir().unwrap();
-    // Characters a file: URI treats specially, in the file name.
-    let path = dir.path().join("odd?name#with%.db").to_string_lossy().into_owned();
+    // Characters a file: URI treats specially, in the file name (Windows allows no `?` in one).
+    let name = if cfg!(windows) {
+        "odd#name%with.db"
+    } else {
+        "odd?name#with%.db"
+    };
+    let path = dir.path().join(name).to_string_lossy().into_owned();
     let writer = Engine::open(Config::with_db_path(&path)).unwrap();
     let cid = writer
         .ingest(

@@ -213,7 +213,8 @@ impl Location {
             .get_hosts()
             .iter()
             .map(|h| match h {
-                Host::Tcp(name) => name.clone(),
+                // (A socket directory where there are none, as Windows: a name, encoded alike.)
+                Host::Tcp(name) => name.replace('/', "%2F"),
                 // A socket directory, percent-encoded as libpq reads it in a URL.
                 #[cfg(unix)]
                 Host::Unix(path) => path.display().to_string().replace('/', "%2F"),

@@ -145,6 +145,8 @@ fn a_password_is_hidden_in_any_text_that_names_a_database() {
     assert!(!e.to_string().contains("hunter2"), "{e}");
 }
 
+/// (A socket directory: Unix only.)
+#[cfg(unix)]
 #[test]
 fn no_server_is_a_connection_error() {
     let dir = tempfile::tempdir().unwrap();

@@ -268,13 +268,39 @@ fn identity() -> Identity {
     }
 }
 
-/// When process `pid` started (clock ticks since boot, Linux's `/proc/<pid>/stat` field 22),
-/// where that can be read.
+/// When process `pid` started, where that can be read: on Linux clock ticks since boot
+/// (`/proc/<pid>/stat` field 22), on Windows its creation time (100 ns since 1601). Only
+/// compared with what the same machine wrote, to tell a reused pid.
+#[cfg(not(windows))]
 fn process_started(pid: i64) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) may hold spaces and parentheses: count after its last `)`.
     let rest = &stat[stat.rfind(')')? + 1..];
     rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+#[cfg(windows)]
+fn process_started(pid: i64) -> Option<u64> {
+    use windows_sys::Win32::Foundation::{CloseHandle, FILETIME};
+    use windows_sys::Win32::System::Threading::{GetProcessTimes, OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION};
+    let pid = u32::try_from(pid).ok()?;
+    let zero = || FILETIME {
+        dwLowDateTime: 0,
+        dwHighDateTime: 0,
+    };
+    let (mut created, mut exited, mut kernel, mut user) = (zero(), zero(), zero(), zero());
+    // SAFETY: the handle opened here is only read and is closed here; the four FILETIMEs are
+    // writable.
+    let read = unsafe {
+        let handle = OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, 0, pid);
+        if handle.is_null() {
+            return None;
+        }
+        let read = GetProcessTimes(handle, &mut created, &mut exited, &mut kernel, &mut user) != 0;
+        CloseHandle(handle);
+        read
+    };
+    read.then(|| (u64::from(created.dwHighDateTime) << 32) | u64::from(created.dwLowDateTime))
 }
 
 #[cfg(unix)]
@@ -359,7 +385,16 @@ pub(crate) struct LiveProcess(std::process::Child);
 #[cfg(test)]
 impl LiveProcess {
     pub(crate) fn start() -> LiveProcess {
-        LiveProcess(std::process::Command::new("sleep").arg("30").spawn().unwrap())
+        #[cfg(not(windows))]
+        let child = std::process::Command::new("sleep").arg("30").spawn();
+        // Windows has no `sleep`: `pause` waits for a key on a pipe this process keeps open.
+        #[cfg(windows)]
+        let child = std::process::Command::new("cmd")
+            .args(["/C", "pause"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .spawn();
+        LiveProcess(child.unwrap())
     }
 
     pub(crate) fn id(&self) -> u32 {

@@ -956,12 +956,17 @@ pub(crate) fn load_parts<'a>(db: impl Into<Db<'a>>, message_ids: &[i64]) -> Resu
     }
     let index: std::collections::HashMap<i64, usize> = message_ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
     let ids_json = serde_json::to_string(message_ids)?;
-    let sql = format!(
-        "SELECT p.message_id, p.part_id, p.part_type, p.text_content, p.tool_call_id, p.tool_name,
-                p.tool_input, p.tool_output, p.metadata, p.ordinal
-         FROM {} j JOIN message_parts p ON p.message_id = j.value",
-        db.id_list("?1")
-    );
+    const COLUMNS: &str = "SELECT p.message_id, p.part_id, p.part_type, p.text_content, p.tool_call_id, p.tool_name,
+                                  p.tool_input, p.tool_output, p.metadata, p.ordinal";
+    let sql = match db {
+        Db::Sqlite(_) => format!(
+            "{COLUMNS} FROM {} j JOIN message_parts p ON p.message_id = j.value",
+            db.id_list("?1")
+        ),
+        // Not a join: PostgreSQL guessed a join of a list with parts (many a message) at
+        // thousands of rows and hashed every part of the schema (2 ms at 14k parts, growing).
+        Db::Pg(_) => format!("{COLUMNS} FROM message_parts p WHERE p.message_id {}", db.in_ids("?1")),
+    };
     // No ORDER BY: it made SQLite copy every row through a temporary B-tree. Each message's
     // parts are ordered here instead (the (message_id, ordinal) index usually did it already).
     let mut ordinals: Vec<Vec<i64>> = vec![Vec::new(); message_ids.len()];

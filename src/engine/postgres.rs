@@ -37,7 +37,7 @@ pub(super) fn prepare(pool: &PgPool, config: &Config) -> Result<MigrationReport>
                 if !crate::pg::search::probe(c)?.full_text {
                     c.transaction(|c| crate::pg::search::install(c, crate::db::schema::TEXT_COLUMNS))?;
                 } else {
-                    crate::pg::search::upgrade_functions(c)?;
+                    crate::pg::search::upgrade(c)?;
                 }
                 crate::pg::search::analyze_if_never(c)?;
                 add_missing_tables(c)?;

@@ -353,7 +353,8 @@ async fn full_text_newest_first_reads_the_newest_rows_then_the_index() {
 }
 
 /// A schema made by an earlier lcm-native (its words function plpgsql, its punctuation
-/// through `translate`) gets today's functions at the next open, and nothing it stored
+/// through `translate`, its search indexes' pending lists the server's 4 MB) gets today's
+/// functions and limits at the next open, and nothing it stored
 /// changes meaning: the new punctuation expression turns exactly the 32 ASCII marks into
 /// spaces, as `translate` did, over every character; the words stored before and after the
 /// upgrade are what the function gives; searches find rows of both.
@@ -379,9 +380,20 @@ fn a_schema_with_the_earlier_search_functions_is_brought_up_to_date() {
            LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT {translated} $$;
          CREATE OR REPLACE FUNCTION {schema}.lcm_search_vector(t text) RETURNS tsvector
            LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE COST 10000 AS $$
-           BEGIN RETURN to_tsvector('{schema}.lcm_search'::regconfig, {schema}.lcm_search_text(t)); END $$;"
+           BEGIN RETURN to_tsvector('{schema}.lcm_search'::regconfig, {schema}.lcm_search_text(t)); END $$;
+         ALTER INDEX {schema}.messages_search_idx RESET (gin_pending_list_limit);
+         ALTER INDEX {schema}.messages_trigram_idx RESET (gin_pending_list_limit);"
     ))
     .unwrap();
+    let limited = |c: &crate::pg::Conn| -> i64 {
+        c.query_one_value(
+            "SELECT count(*) FROM pg_catalog.pg_class i JOIN pg_catalog.pg_namespace n ON n.oid = i.relnamespace
+             WHERE n.nspname = $1 AND i.relname LIKE '%_idx' AND i.reloptions @> ARRAY['gin_pending_list_limit=512']",
+            &[&location.schema],
+        )
+        .unwrap()
+    };
+    assert_eq!(limited(&c), 2, "the summaries' two indexes keep theirs");
     let language = |c: &crate::pg::Conn| -> String {
         c.query_one_value(
             "SELECT l.lanname::text FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
@@ -394,6 +406,7 @@ fn a_schema_with_the_earlier_search_functions_is_brought_up_to_date() {
 
     let pg = open();
     assert_eq!(language(&c), "sql", "the open replaced the words function");
+    assert_eq!(limited(&c), 4, "and gave every search index the pending-list limit");
     let after = pg
         .ingest(&Target::Session("t".into()), &hard_cases())
         .unwrap()

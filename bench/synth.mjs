@@ -62,3 +62,19 @@ export function conversation(n, seed = 42) {
   }
   return out.slice(0, n)
 }
+
+/**
+ * Stores `n` synthetic messages (seed `seed`) in session `s` of `engine`, 1,000 a batch, and
+ * compacts them with a stub summarizer until a pass does nothing (a 128k budget): the
+ * compacted conversation the turn probes commit to. Returns its id.
+ */
+export async function compactedConversation(engine, n, seed = 23) {
+  const messages = conversation(n, seed)
+  let cid = 0
+  for (let i = 0; i < n; i += 1000) cid = (await engine.ingest({ sessionId: 's' }, messages.slice(i, i + 1000))).conversationId
+  const stub = async () => 'STUB summary.\nExpand for details about: stub.'
+  for (;;) {
+    const r = await engine.compact(cid, stub, { tokenBudget: 128000, force: true })
+    if (!r.actionTaken) return cid
+  }
+}

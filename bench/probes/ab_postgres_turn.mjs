@@ -7,7 +7,7 @@
 import { spawnSync } from 'node:child_process'
 import { createRequire } from 'node:module'
 
-import { conversation } from '../synth.mjs'
+import { compactedConversation, conversation } from '../synth.mjs'
 
 const require = createRequire(import.meta.url)
 const PG = process.env.LCM_TEST_DATABASE_URL
@@ -17,7 +17,6 @@ if (!process.env.A || !process.env.B || !PG) {
 }
 const n = Number(process.argv[2] ?? 10000)
 const builds = { A: require(process.env.A), B: require(process.env.B) }
-const stub = async () => 'STUB summary.\nExpand for details about: stub.'
 const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1].toFixed(2)
 const ms = (t) => Number(process.hrtime.bigint() - t) / 1e6
 const psql = (sql) => spawnSync('psql', [PG, '-qc', sql], { stdio: 'ignore' })
@@ -26,13 +25,7 @@ const sides = {}
 for (const k of ['A', 'B']) {
   const schema = `ab_turn_${k.toLowerCase()}_${process.pid}`
   const engine = await builds[k].LcmEngine.open({ dbPath: `${PG}?schema=${schema}` })
-  const messages = conversation(n, 23)
-  let cid = 0
-  for (let i = 0; i < n; i += 1000) cid = (await engine.ingest({ sessionId: 's' }, messages.slice(i, i + 1000))).conversationId
-  for (;;) {
-    const r = await engine.compact(cid, stub, { tokenBudget: 128000, force: true })
-    if (!r.actionTaken) break
-  }
+  const cid = await compactedConversation(engine, n)
   psql(`ANALYZE "${schema}".messages, "${schema}".message_parts, "${schema}".context_items, "${schema}".summaries`)
   sides[k] = { engine, schema, cid, commit: [], assemble: [] }
 }

@@ -7,7 +7,7 @@
 import { spawnSync } from 'node:child_process'
 import { createRequire } from 'node:module'
 
-import { conversation } from '../synth.mjs'
+import { compactedConversation, conversation } from '../synth.mjs'
 
 const require = createRequire(import.meta.url)
 const { LcmEngine } = require('../../index.js')
@@ -18,7 +18,6 @@ if (!PG) {
 }
 const n = Number(process.argv[2] ?? 2000)
 const count = Number(process.argv[3] ?? 200)
-const stub = async () => 'STUB summary.\nExpand for details about: stub.'
 const psql = (sql) => {
   const r = spawnSync('psql', [PG, '-qc', sql], { encoding: 'utf8' })
   if (r.status !== 0) throw new Error(r.stderr)
@@ -34,13 +33,7 @@ const turns = conversation(count * 5, 99)
 for (const [name, strip] of Object.entries(variants)) {
   const schema = `commit_cost_${process.pid}`
   const engine = await LcmEngine.open({ dbPath: `${PG}?schema=${schema}` })
-  const messages = conversation(n, 23)
-  let cid = 0
-  for (let i = 0; i < n; i += 1000) cid = (await engine.ingest({ sessionId: 's' }, messages.slice(i, i + 1000))).conversationId
-  for (;;) {
-    const r = await engine.compact(cid, stub, { tokenBudget: 128000, force: true })
-    if (!r.actionTaken) break
-  }
+  const cid = await compactedConversation(engine, n)
   const sql = strip(schema)
   if (sql) psql(sql)
   const times = []

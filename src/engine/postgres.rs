@@ -845,4 +845,62 @@ mod tests {
         reader.close();
         crate::test_support::drop_test_schema(&location);
     }
+
+    /// A batch whose rows go out together on PostgreSQL (`sql::Rows`) is still read as SQLite
+    /// reads it mid-batch: a replay that lines its next message up with the row after a
+    /// stored one finds there the row this batch just wrote (a message without an entry id),
+    /// and takes it for the same message on both engines.
+    #[test]
+    fn a_replay_lined_up_with_a_row_of_its_own_batch_is_stored_alike() {
+        let Some((location, url)) = crate::test_support::pg_test_url("replay_own_row") else {
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lcm.db").to_string_lossy().into_owned();
+        let target = Target::Session("s".into());
+        let first = [json!({"role": "user", "content": "first", "entryId": "e1"})];
+        let replay = [
+            json!({"role": "user", "content": "dup"}),
+            json!({"role": "user", "content": "first", "entryId": "e1"}),
+            json!({"role": "user", "content": "dup", "entryId": "b"}),
+        ];
+        let mut seen = Vec::new();
+        for db in [path.as_str(), url.as_str()] {
+            let engine = open(db);
+            engine.ingest(&target, &first).unwrap();
+            let o = engine.ingest(&target, &replay).unwrap();
+            let rows: Vec<String> = engine
+                .assemble(
+                    o.conversation_id,
+                    &AssembleOptions {
+                        token_budget: 10_000,
+                        fresh_tail_count: None,
+                        presentation: None,
+                    },
+                )
+                .unwrap()
+                .messages
+                .iter()
+                .map(|m| serde_json::to_string(m).unwrap())
+                .collect();
+            seen.push((o.inserted, o.skipped, rows));
+            engine.close();
+        }
+        assert_eq!(
+            seen[0].0, 1,
+            "SQLite stores the batch's first message only: {:?}",
+            seen[0]
+        );
+        assert_eq!(seen[1], seen[0], "PostgreSQL as SQLite");
+        let entries: Vec<Option<String>> = location
+            .connect()
+            .unwrap()
+            .query("SELECT transcript_entry_id FROM messages ORDER BY seq", &[])
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert_eq!(entries, [Some("e1".to_string()), Some("b".to_string())]);
+        crate::test_support::drop_test_schema(&location);
+    }
 }

@@ -393,6 +393,11 @@ pub(crate) fn ingest_in<'a>(
             }
         }
         if let Some(at) = next_stored.take() {
+            // The row there may be one of this batch's (a replay with a gap): sent first, so
+            // it is read as SQLite reads it.
+            for rows in [&mut message_rows, &mut part_rows, &mut context_rows, &mut trust_rows] {
+                rows.flush(tx)?;
+            }
             if already_stored_at(tx, cid, at, m, now)? {
                 skipped += 1;
                 next_stored = Some(at + 1);

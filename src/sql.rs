@@ -541,6 +541,8 @@ pub(crate) struct Rows {
     /// What follows the rows (`ON CONFLICT …`), or nothing.
     tail: &'static str,
     width: usize,
+    /// The statement for one row (SQLite's, made once).
+    single: String,
     waiting: Vec<Vec<Value>>,
 }
 
@@ -550,11 +552,14 @@ const ROWS_PER_STATEMENT: usize = 64;
 
 impl Rows {
     pub(crate) fn new(head: impl Into<String>, tuple: &'static str, tail: &'static str, width: usize) -> Rows {
+        let head = head.into();
+        let single = format!("{head} {tuple}{tail}");
         Rows {
-            head: head.into(),
+            head,
             tuple,
             tail,
             width,
+            single,
             waiting: Vec::new(),
         }
     }
@@ -563,7 +568,7 @@ impl Rows {
     pub(crate) fn push(&mut self, db: Db, params: &[&dyn ToSql]) -> Result<()> {
         debug_assert_eq!(params.len(), self.width);
         match db {
-            Db::Sqlite(_) => db.execute_deferred(&self.statement(1), params),
+            Db::Sqlite(_) => db.execute_deferred(&self.single, params),
             Db::Pg(_) => {
                 self.waiting.push(values(params)?);
                 Ok(())
@@ -685,6 +690,7 @@ mod tests {
             rows.statement(1),
             "INSERT INTO t (a, b, c) VALUES (?1, '?1', ?2) ON CONFLICT (a) DO NOTHING"
         );
+        assert_eq!(rows.single, rows.statement(1), "SQLite's statement is the one-row one");
         assert_eq!(
             translate(&rows.statement(3)),
             "INSERT INTO t (a, b, c) VALUES ($1, '?1', $2), ($3, '?1', $4), ($5, '?1', $6) ON CONFLICT (a) DO NOTHING"

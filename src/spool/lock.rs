@@ -281,26 +281,40 @@ fn process_started(pid: i64) -> Option<u64> {
 
 #[cfg(windows)]
 fn process_started(pid: i64) -> Option<u64> {
-    use windows_sys::Win32::Foundation::{CloseHandle, FILETIME};
-    use windows_sys::Win32::System::Threading::{GetProcessTimes, OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION};
-    let pid = u32::try_from(pid).ok()?;
+    use windows_sys::Win32::Foundation::FILETIME;
+    use windows_sys::Win32::System::Threading::GetProcessTimes;
     let zero = || FILETIME {
         dwLowDateTime: 0,
         dwHighDateTime: 0,
     };
     let (mut created, mut exited, mut kernel, mut user) = (zero(), zero(), zero(), zero());
-    // SAFETY: the handle opened here is only read and is closed here; the four FILETIMEs are
-    // writable.
-    let read = unsafe {
+    // SAFETY: the handle is open for the call; the four FILETIMEs are writable.
+    let read = with_process(pid, |handle| unsafe {
+        GetProcessTimes(handle, &mut created, &mut exited, &mut kernel, &mut user) != 0
+    })
+    .ok()?;
+    read.then(|| (u64::from(created.dwHighDateTime) << 32) | u64::from(created.dwLowDateTime))
+}
+
+/// `f` with a handle of process `pid` open for reading, closed afterwards; Err(the error
+/// Windows gave) when it cannot be opened.
+#[cfg(windows)]
+fn with_process<T>(pid: i64, f: impl FnOnce(windows_sys::Win32::Foundation::HANDLE) -> T) -> Result<T, u32> {
+    use windows_sys::Win32::Foundation::{CloseHandle, GetLastError, ERROR_INVALID_PARAMETER};
+    use windows_sys::Win32::System::Threading::{OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION};
+    let Ok(pid) = u32::try_from(pid) else {
+        return Err(ERROR_INVALID_PARAMETER);
+    };
+    // SAFETY: the handle opened here is only passed to `f` and is closed here.
+    unsafe {
         let handle = OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, 0, pid);
         if handle.is_null() {
-            return None;
+            return Err(GetLastError());
         }
-        let read = GetProcessTimes(handle, &mut created, &mut exited, &mut kernel, &mut user) != 0;
+        let out = f(handle);
         CloseHandle(handle);
-        read
-    };
-    read.then(|| (u64::from(created.dwHighDateTime) << 32) | u64::from(created.dwLowDateTime))
+        Ok(out)
+    }
 }
 
 #[cfg(unix)]
@@ -315,23 +329,15 @@ fn process_alive(pid: i64) -> bool {
 
 #[cfg(windows)]
 fn process_alive(pid: i64) -> bool {
-    use windows_sys::Win32::Foundation::{CloseHandle, GetLastError, ERROR_ACCESS_DENIED, STILL_ACTIVE};
-    use windows_sys::Win32::System::Threading::{GetExitCodeProcess, OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION};
-    let Ok(pid) = u32::try_from(pid) else {
-        return false;
-    };
-    // SAFETY: the handle opened here is only read and is closed here.
-    unsafe {
-        let handle = OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, 0, pid);
-        if handle.is_null() {
-            // Another user's process may refuse to be opened: it exists.
-            return GetLastError() == ERROR_ACCESS_DENIED;
-        }
-        let mut code = 0u32;
-        let read = GetExitCodeProcess(handle, &mut code) != 0;
-        CloseHandle(handle);
+    use windows_sys::Win32::Foundation::{ERROR_ACCESS_DENIED, STILL_ACTIVE};
+    use windows_sys::Win32::System::Threading::GetExitCodeProcess;
+    let mut code = 0u32;
+    // SAFETY: the handle is open for the call; `code` is writable.
+    match with_process(pid, |handle| unsafe { GetExitCodeProcess(handle, &mut code) != 0 }) {
         // A process that ended keeps its handle while one is open: its exit code says so.
-        !read || code == STILL_ACTIVE as u32
+        Ok(read) => !read || code == STILL_ACTIVE as u32,
+        // Another user's process may refuse to be opened: it exists.
+        Err(error) => error == ERROR_ACCESS_DENIED,
     }
 }
 

@@ -354,21 +354,7 @@ pub(crate) fn ingest_in<'a>(
     let stored_entries: std::collections::HashMap<String, i64> = stored_entries.into_iter().collect();
 
     // The batch's rows, one statement a table on PostgreSQL (`Rows`).
-    let mut message_rows = Rows::new(format!("{INSERT_MESSAGE}, message_id) VALUES"), MESSAGE_ROW, "", 10);
-    let mut part_rows = Rows::new(
-        "INSERT INTO message_parts (part_id, message_id, session_id, part_type, ordinal, text_content,
-                                    tool_call_id, tool_name, tool_input, tool_output, metadata) VALUES",
-        "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-        "",
-        11,
-    );
-    let mut context_rows = Rows::new(
-        "INSERT INTO context_items (conversation_id, ordinal, item_type, message_id, created_at) VALUES",
-        "(?1, ?2, 'message', ?3, ?4)",
-        "",
-        4,
-    );
-    let mut trust_rows = trust_rows();
+    let mut rows = BatchRows::new();
     let mut seen: HashSet<&str> = HashSet::new();
     // The seq of the stored row the next message lines up with, after a message found stored
     // under its entry id: a replayed turn's messages the other engine stored already (from
@@ -395,9 +381,7 @@ pub(crate) fn ingest_in<'a>(
         if let Some(at) = next_stored.take() {
             // The row there may be one of this batch's (a replay with a gap): sent first, so
             // it is read as SQLite reads it.
-            for rows in [&mut message_rows, &mut part_rows, &mut context_rows, &mut trust_rows] {
-                rows.flush(tx)?;
-            }
+            rows.flush(tx)?;
             if already_stored_at(tx, cid, at, m, now)? {
                 skipped += 1;
                 next_stored = Some(at + 1);
@@ -436,7 +420,7 @@ pub(crate) fn ingest_in<'a>(
             Some(id) => {
                 let mut with_id = row.to_vec();
                 with_id.push(&id);
-                message_rows.push(tx, &with_id)?;
+                rows.messages.push(tx, &with_id)?;
                 id
             }
             None => tx.insert_returning(
@@ -446,7 +430,7 @@ pub(crate) fn ingest_in<'a>(
             )?,
         };
         for (i, p) in m.parts.iter().enumerate() {
-            part_rows.push(
+            rows.parts.push(
                 tx,
                 params![
                     uuid::Uuid::now_v7().to_string(),
@@ -466,19 +450,16 @@ pub(crate) fn ingest_in<'a>(
         if !m.content.is_empty() {
             fts_rows.push((message_id, m.content.as_str()));
         }
-        context_rows.push(tx, params![cid, ordinal, message_id, now])?;
+        rows.context.push(tx, params![cid, ordinal, message_id, now])?;
         if let Some(entry) = m.entry_id.as_deref() {
-            trust_rows.push(tx, params![message_id, cid, entry, now])?;
+            rows.trust.push(tx, params![message_id, cid, entry, now])?;
         }
         inserted += 1;
         if m.redacted.matches > 0 {
             redacted.push((message_id, m.redacted));
         }
     }
-    // Parent rows first: the parts, context items and trust rows name their message.
-    for rows in [&mut message_rows, &mut part_rows, &mut context_rows, &mut trust_rows] {
-        rows.flush(tx)?;
-    }
+    rows.flush(tx)?;
     if inserted > 0 {
         // Only when the second changed: an unchanged row still costs a page write per commit.
         tx.execute_deferred(
@@ -597,6 +578,45 @@ fn trust_entry_id(tx: Db, cid: i64, message_id: i64, entry: &str, now: &str) -> 
     let mut rows = trust_rows();
     rows.push(tx, params![message_id, cid, entry, now])?;
     rows.flush(tx)
+}
+
+/// A batch's rows of each table it writes, waiting on PostgreSQL (`Rows`).
+struct BatchRows {
+    messages: Rows,
+    parts: Rows,
+    context: Rows,
+    trust: Rows,
+}
+
+impl BatchRows {
+    fn new() -> BatchRows {
+        BatchRows {
+            messages: Rows::new(format!("{INSERT_MESSAGE}, message_id) VALUES"), MESSAGE_ROW, "", 10),
+            parts: Rows::new(
+                "INSERT INTO message_parts (part_id, message_id, session_id, part_type, ordinal, text_content,
+                                            tool_call_id, tool_name, tool_input, tool_output, metadata) VALUES",
+                "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                "",
+                11,
+            ),
+            context: Rows::new(
+                "INSERT INTO context_items (conversation_id, ordinal, item_type, message_id, created_at) VALUES",
+                "(?1, ?2, 'message', ?3, ?4)",
+                "",
+                4,
+            ),
+            trust: trust_rows(),
+        }
+    }
+
+    /// Sends what waits, parent rows first: the parts, context items and trust rows name
+    /// their message.
+    fn flush(&mut self, tx: Db) -> Result<()> {
+        for rows in [&mut self.messages, &mut self.parts, &mut self.context, &mut self.trust] {
+            rows.flush(tx)?;
+        }
+        Ok(())
+    }
 }
 
 /// Rows saying a message's transcript entry id is the host's own (message id, conversation,

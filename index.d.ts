@@ -86,6 +86,9 @@ export interface SpooledTurn {
 /** How live summaries are presented to the model by `assemble`. */
 export type Presentation = 'xml' | 'markdown'
 
+/** Which conversations recall at assembly searches. */
+export type RecallScope = 'conversation' | 'all'
+
 /**
  * `redactPatterns`: `false` (nothing), `true` (the built-in secret patterns) or regular
  * expressions (`"@builtin"` among them adds the built-in ones). Checked when read: a pattern
@@ -192,6 +195,25 @@ export interface LcmConfig {
   /** How `assemble` presents summaries. Default "xml". */
   presentation?: Presentation | null
   /**
+   * Recall at assembly: an assembly given the turn's message (`recallQuery`) adds excerpts of
+   * the history outside the context that match it, as one `<recalled>` block. Default true.
+   */
+  autoRecall?: boolean | null
+  /** Most tokens of one turn's `<recalled>` block. Default 2000. */
+  autoRecallMaxTokens?: number | null
+  /** Most of each assembly's token budget one turn's block may take (0 < x ≤ 1). Default 0.05. */
+  autoRecallShare?: number | null
+  /**
+   * Least score an excerpt needs (1 ≤ x ≤ 100): a matched word counts 1, an identifier or a
+   * number 2, a value of the kind asked for 1.5, plus the index's relevance. Default 2.
+   */
+  autoRecallMinScore?: number | null
+  /**
+   * Which conversations recall at assembly searches: "conversation" (the one assembled) or
+   * "all". Default "conversation".
+   */
+  recallScope?: RecallScope | null
+  /**
    * Open without writing anything: no migration (a file that needs one is refused with
    * E_SCHEMA), no checkpoints; ingest, compaction and an applying rewrite reject with
    * E_READ_ONLY. For inspecting a database another process owns, or one on a read-only file
@@ -248,6 +270,11 @@ export interface ResolvedConfig {
   promptDir?: string
   customInstructions: string
   presentation: Presentation
+  autoRecall: boolean
+  autoRecallMaxTokens: number
+  autoRecallShare: number
+  autoRecallMinScore: number
+  recallScope: RecallScope
   /** Open without ever writing: no migration, no checkpoints; writes fail with E_READ_ONLY. */
   readOnly: boolean
   /** With `readOnly`: trust that nobody writes the file (SQLite's immutable mode). */
@@ -400,6 +427,15 @@ export interface AssembleOptions {
   freshTailCount?: number | null
   /** Overrides the configured presentation of summaries. */
   presentation?: Presentation | null
+  /**
+   * The turn's user message (OpenClaw's `prompt`): recall at assembly searches the history
+   * outside the context for it and adds what it finds as one `<recalled>` block at the end
+   * (`autoRecall`). Without it, a block made for the same turn by an earlier assembly is
+   * given again, unchanged.
+   */
+  recallQuery?: string | null
+  /** Overrides `autoRecall` for this call. */
+  autoRecall?: boolean | null
 }
 
 /** Options of `evaluate`. */
@@ -1137,6 +1173,51 @@ export interface RepairStats {
   emptyMessagesDropped: number
 }
 
+/** One excerpt of a `<recalled>` block, and why it was chosen. */
+export interface RecallHit {
+  messageId: number
+  conversationId: number
+  role: string
+  /** When the message was stored (ISO-8601 UTC). */
+  time: string
+  /** Its score: the index's relevance plus the excerpt's terms, a little more when newer. */
+  score: number
+  /** The query's terms found in the excerpt. */
+  matched: string[]
+  /** The excerpt holds a value of the kind the message asks for (`wants`). */
+  valueOfKind: boolean
+  /** A newer excerpt of the same subject with another value (its message id), shown first. */
+  supersededBy: number | null
+  /** Tokens of the excerpt's text. */
+  tokens: number
+}
+
+/** What recall at assembly did for one assembly (`AssembleStats.recall`). */
+export interface RecallStats {
+  /** The terms searched for (identifiers and numbers first). */
+  terms: string[]
+  /** The kind of answer the message asks for (`person`, `address`, `date`, …), if it names one. */
+  wants: string | null
+  /** Messages outside the context the search read. */
+  candidates: number
+  /** This turn's excerpts, in the order shown. */
+  hits: RecallHit[]
+  /** Tokens of this turn's block (0 when nothing was added). */
+  tokens: number
+  /** Why nothing was added, when nothing was (and no block of this turn was kept). */
+  abstained: string | null
+  /** The block was made by an earlier assembly of the same turn and is given again as it was. */
+  reused: boolean
+  /**
+   * Blocks of earlier turns kept where they were sent (the provider's cached prefix), and
+   * their tokens.
+   */
+  earlierBlocks: number
+  earlierTokens: number
+  /** The block as sent, when one was added. */
+  block: string | null
+}
+
 export interface AssembleStats extends RepairStats {
   /** Live items of each kind, before the budget is applied. */
   rawMessageCount: number
@@ -1167,6 +1248,11 @@ export interface AssembleStats extends RepairStats {
    */
   previousTokens: number | null
   keptTokens: number | null
+  /**
+   * What recall at assembly added (`autoRecall`): null when it did not run and no block of
+   * an earlier turn was kept.
+   */
+  recall: RecallStats | null
 }
 
 /** What `assemble` returns: the messages for the model and how they were chosen. */

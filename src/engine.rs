@@ -9,6 +9,7 @@ mod locks;
 mod open;
 mod postgres;
 mod prompt_cache;
+mod recalls;
 mod redaction;
 
 use crate::api::{
@@ -45,6 +46,8 @@ pub struct Engine {
     assemblies: assembly::Assemblies,
     /// What each conversation's assemblies kept of the one before them, until written.
     prompt_cache: prompt_cache::PromptCache,
+    /// The `<recalled>` block of each conversation's pending turn, until its turn is stored.
+    recalls: recalls::Recalls,
     /// Turns true at `close`: operations waiting on a summarizer or on another operation's
     /// lock end at once with E_CLOSED.
     closed: tokio::sync::watch::Sender<bool>,
@@ -68,6 +71,7 @@ impl Engine {
             ingests: GroupCommit::default(),
             assemblies: Default::default(),
             prompt_cache: Default::default(),
+            recalls: Default::default(),
             closed: tokio::sync::watch::Sender::new(false),
         })
     }
@@ -113,7 +117,11 @@ impl Engine {
         let normalized = crate::redact::secrets::normalize_incoming(redactor, messages)?;
         // The prompt-cache report of the group's conversations rides in its transaction: no
         // second write per turn.
-        let report = |db: crate::sql::Db, outcomes: &[IngestOutcome]| self.prompt_cache.ride_along(db, outcomes);
+        // And each conversation's pending `<recalled>` block, anchored where it was sent.
+        let report = |db: crate::sql::Db, outcomes: &[IngestOutcome]| {
+            self.prompt_cache.ride_along(db, outcomes);
+            self.recalls.ride_along(db, outcomes);
+        };
         let door = group_commit::Door {
             backend: &self.deps.backend,
             flags: self.deps.flags,
@@ -175,7 +183,9 @@ impl Engine {
     /// previous one (`stats.previousTokens`, `stats.keptTokens`), which the prompt-cache
     /// report adds up.
     pub fn assemble(&self, conversation_id: i64, options: &AssembleOptions) -> Result<Assembled> {
-        let mut out = self.assemblies.assemble(&self.deps, conversation_id, options)?;
+        let mut out = self
+            .assemblies
+            .assemble(&self.deps, conversation_id, options, Some(&self.recalls))?;
         self.prompt_cache.record(&self.deps.backend, conversation_id, &mut out);
         Ok(out)
     }
@@ -352,6 +362,8 @@ impl Engine {
             turns.push(self.turn(*id).await?);
         }
         let summarizer = self.until_closed(summarizer);
+        // A pending `<recalled>` block may quote the text: made again from the redacted one.
+        self.recalls.forget_all();
         redaction::run(&self.deps, options, scope, summarizer, cancel, progress, started).await
     }
 
@@ -451,3 +463,5 @@ mod damage_tests;
 mod host_tests;
 #[cfg(test)]
 mod lifecycle_tests;
+#[cfg(test)]
+mod recall_tests;

@@ -38,13 +38,13 @@ fn generated_inputs(cfg: &Config) -> Vec<String> {
     use crate::api::{
         AssembleOptions, CompactOptions, CopyOptions, EvaluateOptions, ExpandOptions, ExportOptions, GrepOptions,
         IngestOptions, MessagePage, MigrateOptions, Mode, PassOptions, Presentation, PreviewOptions, PromptOptions,
-        RedactRequest, ResetKind, ResetRequest, RewriteRequest, Scope, ScoreScope, Sort, SummaryFilter, SweepTarget,
-        TurnRecord,
+        RecallScope, RedactRequest, ResetKind, ResetRequest, RewriteRequest, Scope, ScoreScope, Sort, SummaryFilter,
+        SweepTarget, TurnRecord,
     };
     use crate::config::{Config, LcmOptions, RedactPatterns};
     use crate::summarizer::TimeoutPolicy;
     declarations![cfg;
-        Presentation, RedactPatterns, LcmOptions, Config, IngestOptions, TurnRecord, MessagePage, SummaryFilter, ScoreScope, PassOptions, SweepTarget,
+        Presentation, RecallScope, RedactPatterns, LcmOptions, Config, IngestOptions, TurnRecord, MessagePage, SummaryFilter, ScoreScope, PassOptions, SweepTarget,
         CompactOptions, AssembleOptions, EvaluateOptions, Mode, Scope, Sort, GrepOptions, ExpandOptions, RewriteRequest, PreviewOptions, RedactRequest, ResetKind,
         ResetRequest, MigrateOptions, PromptOptions, ExportOptions, TimeoutPolicy, CopyOptions,
     ]
@@ -56,8 +56,8 @@ fn generated() -> String {
         ChainLink, ContextFit, CopyReport, CoveredMessages, DepthFidelity, Description, DrainReport, Entry, Evaluation,
         Expansion, GrepHit, GrepPartial, GrepResult, HeldTurn, IngestResult, InputRef, ItemKind, LeafTrigger, Level,
         LockState, MessageDescription, PartInfo, PassFailure, PassResult, Progress, PromptSource, PromptText,
-        RedactionResult, RewriteEntry, RewritePreview, RewriteResult, RollingTrigger, ScoreReport, SearchedBy,
-        SequenceValue, SpoolStatus, StopReason, SummaryDescription, SweepResult, TableDigest,
+        RecallHit, RecallStats, RedactionResult, RewriteEntry, RewritePreview, RewriteResult, RollingTrigger,
+        ScoreReport, SearchedBy, SequenceValue, SpoolStatus, StopReason, SummaryDescription, SweepResult, TableDigest,
     };
     use crate::assemble::{repair::RepairStats, AssembleStats, Assembled};
     use crate::db::migrate::{BackfillReport, MigrationReport};
@@ -84,7 +84,7 @@ fn generated() -> String {
         StoredFidelity: Fidelity, DepthFidelity, ScoreReport, PromptCacheReport, ConversationInfo, SummarizeRequest, Level,
         PassFailure, PassResult, StopReason, ContextFit, SweepResult, LeafTrigger, RollingTrigger, Evaluation,
         VerifyReport, PromptVars, PromptSource, PromptText: PromptSource, ItemKind, ContextEntry, RepairStats,
-        AssembleStats: RepairStats, Assembled, SearchedBy, GrepHit, GrepPartial, GrepResult, ChainLink, InputRef,
+        RecallHit, RecallStats, AssembleStats: RepairStats, Assembled, SearchedBy, GrepHit, GrepPartial, GrepResult, ChainLink, InputRef,
         CoveredMessages, SummaryDescription: SummaryRecord, PartInfo, MessageDescription: StoredMessage,
         Description, Entry, Expansion, Progress, RewriteEntry, RewriteResult, RewritePreview, Reason,
         TemplateRef, SummaryVersion, RedactionResult, MessageSpan, DagNode: SummaryRecord, SessionReset,

@@ -1,5 +1,8 @@
 //! Assembly cost of the Rust core alone on an existing database, for profiling:
-//! `cargo run --release --example assemble_probe -- <db-path> [conversation] [budget] [runs] [cold]`.
+//! `cargo run --release --example assemble_probe -- <db-path> [conversation] [budget] [runs] [cold|warm] [recall query]`.
+//!
+//! With a recall query, each call recalls anew for it (a different run number appended each
+//! time, so no call reuses the block of the one before).
 //!
 //! Through the engine, every call after the first reuses the messages the previous one
 //! rendered (`assemble::cache`), as a host's next turn does. With `cold`, each call assembles
@@ -22,15 +25,19 @@ fn main() {
     let cold = args.get(5).is_some_and(|a| a == "cold");
     let engine = Engine::open(Config::from_options(&json!({ "dbPath": path }), None).unwrap()).unwrap();
     let conn = lcm_native::probe::open_configured(path, 5_000).unwrap();
-    let opts = AssembleOptions {
+    let query = args.get(6).cloned();
+    let mut opts = AssembleOptions {
         token_budget: budget,
         fresh_tail_count: None,
         presentation: None,
+        recall_query: None,
+        auto_recall: None,
     };
     let (mut times, mut serialized) = (Vec::new(), Vec::new());
     let mut out = None;
     let mut bytes = 0;
-    for _ in 0..runs {
+    for run in 0..runs {
+        opts.recall_query = query.as_ref().map(|q| format!("{q} run{run}"));
         let t = Instant::now();
         let a = match cold {
             true => lcm_native::probe::assemble(&conn, engine.config(), cid, &opts).unwrap(),
@@ -46,11 +53,17 @@ fn main() {
         v.sort_by(|a, b| a.partial_cmp(b).unwrap());
         (v[v.len() / 2], v[0])
     };
+    let p95 = {
+        let mut v = times.clone();
+        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        v[(v.len() * 95 / 100).min(v.len() - 1)]
+    };
     let ((med, min), (smed, smin)) = (median(&mut times), median(&mut serialized));
     let a = out.unwrap();
     println!(
-        "{} messages, {} tokens; assemble median {med:.2} ms (min {min:.2}); JSON text of {bytes} bytes median {smed:.2} ms (min {smin:.2})",
+        "{} messages, {} tokens; assemble median {med:.2} ms (min {min:.2}, p95 {p95:.2}); JSON text of {bytes} bytes median {smed:.2} ms (min {smin:.2}); recall {} tokens",
         a.messages.len(),
         a.estimated_tokens,
+        a.stats.recall.as_ref().map_or(0, |r| r.tokens),
     );
 }

@@ -123,6 +123,7 @@ mod tests {
             is_error: None,
             echo: None,
             item: Some(0),
+            recall: None,
         }
     }
 

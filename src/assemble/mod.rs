@@ -31,6 +31,7 @@ use crate::sql::Db;
 use crate::store::conversations;
 use crate::store::messages::load_parts;
 use crate::store::normalize::Role;
+use crate::store::recalls::StoredRecall;
 use crate::store::totals;
 use crate::tokens;
 use cache::{Rendered, Wrapper, WrapperFacts};
@@ -90,6 +91,7 @@ thread_local! {
 
 /// Builds the messages for items `from..` (before repair). `ranges` holds each summary's
 /// formatted time range (by item index), computed once while costing it.
+#[allow(clippy::too_many_arguments)]
 fn build(
     live: &LiveContext,
     from: usize,
@@ -98,6 +100,7 @@ fn build(
     ranges: &[String],
     presentation: Presentation,
     max_message_tokens: i64,
+    recalls: &HashMap<i64, StoredRecall>,
 ) -> Vec<Msg> {
     #[cfg(test)]
     BUILDS.with(|b| b.set(b.get() + 1));
@@ -121,6 +124,10 @@ fn build(
                 };
                 let msg = excerpt::excerpt(msg, *id, max_message_tokens).unwrap_or_else(|| msg.clone());
                 out.push(Msg { item: Some(i), ..msg });
+                // The block an earlier turn was sent with, where it was sent.
+                if let Some(r) = recalls.get(id) {
+                    out.push(recalled(r.content.clone(), *id));
+                }
             }
             ItemRef::Summary(id) => {
                 let (Some(facts), Some(content)) = (item.summary_facts(), summaries.get(id)) else {
@@ -192,6 +199,9 @@ fn cost(
 /// What an emitted message is, for an assembly's outline: the live item it shows (`m<id>`,
 /// `s<id>`), or what repair put there (a synthetic result for a call, the turn-start note).
 fn outline_key(live: &LiveContext, m: &Msg) -> String {
+    if let Some(anchor) = m.recall {
+        return format!("q{anchor}");
+    }
     match m.item.and_then(|i| live.items.get(i)).map(|i| &i.r) {
         Some(ItemRef::Message(id)) => format!("m{id}"),
         Some(ItemRef::Summary(id)) => format!("s{id}"),
@@ -199,6 +209,14 @@ fn outline_key(live: &LiveContext, m: &Msg) -> String {
             Some(call) => format!("r{call}"),
             None => "note".to_string(),
         },
+    }
+}
+
+/// A `<recalled>` block as a user message, sent after message `anchor`.
+pub(crate) fn recalled(text: String, anchor: i64) -> Msg {
+    Msg {
+        recall: Some(anchor),
+        ..Msg::user(text, None)
     }
 }
 
@@ -259,6 +277,12 @@ pub(crate) fn assemble_in(
         rule.count = count;
     }
     let max_message_tokens = excerpt::max_message_tokens(budget);
+    // Blocks earlier turns were sent with: each is sent again after its anchor, and costs
+    // with it (it is evicted with it).
+    let recalls: HashMap<i64, StoredRecall> = crate::store::recalls::live(db, conversation_id)?
+        .into_iter()
+        .map(|r| (r.after_message_id, r))
+        .collect();
     // Read newest first: the whole fresh tail, then older items until one no longer fits.
     // Everything older than that is evicted without being read.
     let mut walk = TailWalk::new(rule);
@@ -270,7 +294,10 @@ pub(crate) fn assemble_in(
             summaries.insert(id.clone(), content);
         }
         let tail_open = walk.push(0, item);
-        let (c, range) = cost(item, config, presentation, max_message_tokens, &mut rendered.wrappers);
+        let (mut c, range) = cost(item, config, presentation, max_message_tokens, &mut rendered.wrappers);
+        if let ItemRef::Message(id) = &item.r {
+            c += recalls.get(id).map_or(0, |r| r.tokens);
+        }
         costs.push(c);
         ranges.push(range);
         used += c;
@@ -310,6 +337,7 @@ pub(crate) fn assemble_in(
             &ranges,
             presentation,
             max_message_tokens,
+            &recalls,
         );
         let (repaired, stats) = repair::repair(built);
         let tokens: Vec<i64> = repaired.iter().map(Msg::tokens).collect();
@@ -375,6 +403,32 @@ pub(crate) fn assemble_in(
     let kept_items = (live.items.len() - start) as i64;
     let kept_tokens: i64 = live.items[start..].iter().map(|i| i.tokens).sum();
     let estimated: i64 = tokens.iter().sum();
+    // What recall at assembly must not show again: the kept raw messages (from the first on)
+    // and the excerpts of the kept blocks.
+    let kept_ids: Vec<i64> = live.items[start..]
+        .iter()
+        .filter_map(|i| match i.r {
+            ItemRef::Message(id) => Some(id),
+            _ => None,
+        })
+        .collect();
+    let kept_recalls: Vec<&StoredRecall> = kept_ids.iter().filter_map(|id| recalls.get(id)).collect();
+    let recall_basis = RecallBasis {
+        first_kept_message: kept_ids.iter().copied().min(),
+        shortened: kept_ids
+            .iter()
+            .copied()
+            .filter(|id| {
+                rendered
+                    .messages
+                    .get(id)
+                    .is_some_and(|m| m.tokens() > max_message_tokens)
+            })
+            .collect(),
+        shown: kept_recalls.iter().flat_map(|r| r.places.iter().copied()).collect(),
+        earlier_blocks: kept_recalls.len() as i64,
+        earlier_tokens: kept_recalls.iter().map(|r| r.tokens).sum(),
+    };
     let outline = messages
         .iter()
         .zip(&tokens)
@@ -403,7 +457,9 @@ pub(crate) fn assemble_in(
             repair: repair_stats,
             previous_tokens: None,
             kept_tokens: None,
+            recall: None,
         },
+        recall_basis,
     };
     Ok((assembled, rendered))
 }
@@ -437,6 +493,22 @@ pub struct AssembleStats {
     /// compactions).
     pub previous_tokens: Option<i64>,
     pub kept_tokens: Option<i64>,
+    /// What recall at assembly added (`autoRecall`): null when it did not run and no block of
+    /// an earlier turn was kept.
+    pub recall: Option<crate::api::RecallStats>,
+}
+
+/// What an assembly kept that recall at assembly needs to know.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct RecallBasis {
+    /// The oldest raw message kept: it and everything after it are not searched.
+    pub first_kept_message: Option<i64>,
+    /// Kept messages shown only in part (their beginning and end: `excerpt`): searched too.
+    pub shortened: Vec<i64>,
+    /// The excerpts of the kept blocks (message id, byte start).
+    pub shown: Vec<(i64, usize)>,
+    pub earlier_blocks: i64,
+    pub earlier_tokens: i64,
 }
 
 /// What `assemble` returns: the messages for the model and how they were chosen.
@@ -455,4 +527,7 @@ pub struct Assembled {
     #[serde(skip)]
     #[cfg_attr(test, ts(skip))]
     pub(crate) outline: Vec<(String, i64)>,
+    #[serde(skip)]
+    #[cfg_attr(test, ts(skip))]
+    pub(crate) recall_basis: RecallBasis,
 }

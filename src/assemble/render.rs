@@ -25,6 +25,8 @@ pub struct Msg {
     pub echo: Option<std::sync::Arc<Echo>>,
     /// Index of the live item it came from (None for a synthetic tool result).
     pub item: Option<usize>,
+    /// A `<recalled>` block, sent after this message id (`store::recalls`).
+    pub recall: Option<i64>,
 }
 
 /// The fields of a host message beyond its content that assembly hands back unchanged
@@ -77,6 +79,7 @@ impl Msg {
             is_error: None,
             echo: None,
             item,
+            recall: None,
         }
     }
 
@@ -266,6 +269,7 @@ pub(crate) fn host_message(db_role: &str, content_text: &str, parts: &[StoredPar
         is_error,
         echo: Echo::of(&views).map(std::sync::Arc::new),
         item: None,
+        recall: None,
     }
 }
 

@@ -130,6 +130,7 @@ pub(crate) fn repair(msgs: Vec<Msg>) -> (Vec<Msg>, RepairStats) {
                                 is_error: Some(true),
                                 echo: None,
                                 item: None,
+                                recall: None,
                             });
                         }
                     }
@@ -228,6 +229,7 @@ mod tests {
             is_error: None,
             echo: None,
             item: Some(0),
+            recall: None,
         }
     }
     fn result(id: &str) -> Msg {
@@ -239,6 +241,7 @@ mod tests {
             is_error: None,
             echo: None,
             item: Some(0),
+            recall: None,
         }
     }
     fn call(id: &str) -> Value {

@@ -54,6 +54,8 @@ fn opts(budget: i64) -> AssembleOptions {
         token_budget: budget,
         fresh_tail_count: Some(32),
         presentation: None,
+        recall_query: None,
+        auto_recall: None,
     }
 }
 
@@ -300,6 +302,8 @@ fn opts_tail(budget: i64, tail: i64) -> AssembleOptions {
         token_budget: budget,
         fresh_tail_count: Some(tail),
         presentation: None,
+        recall_query: None,
+        auto_recall: None,
     }
 }
 
@@ -368,6 +372,8 @@ async fn summaries_are_presented_as_xml_or_markdown_in_the_configured_zone() {
                 token_budget: 100_000,
                 fresh_tail_count: Some(8),
                 presentation: Some(Presentation::Markdown),
+                recall_query: None,
+                auto_recall: None,
             },
         )
         .unwrap();

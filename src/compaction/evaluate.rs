@@ -71,7 +71,9 @@ pub(crate) fn evaluate(
         .filter(|i| i.is_message())
         .fold((0i64, 0i64), |(n, t), i| (n + 1, t + i.tokens));
     let stored = totals.tokens();
-    let current = stored.max(observed_tokens.unwrap_or(0).max(0));
+    // The `<recalled>` blocks earlier turns were sent with are sent again: the context holds them.
+    let recalled = crate::store::recalls::live_tokens(conn, conversation_id)?;
+    let current = (stored + recalled).max(observed_tokens.unwrap_or(0).max(0));
     let threshold = (config.context_threshold * token_budget as f64).floor() as i64;
     let due = sweep_due(config, token_budget, current, newest.newest_turn_sent_tokens(rule));
     let raw_messages = totals.items - totals.summaries;

@@ -185,6 +185,24 @@ pub struct LcmOptions {
     /// How `assemble` presents summaries. Default "xml".
     #[serde(default, skip_serializing)]
     pub presentation: Option<Presentation>,
+    /// Recall at assembly: an assembly given the turn's message (`recallQuery`) adds excerpts of
+    /// the history outside the context that match it, as one `<recalled>` block. Default true.
+    #[serde(default, skip_serializing)]
+    pub auto_recall: Option<bool>,
+    /// Most tokens of one turn's `<recalled>` block. Default 2000.
+    #[serde(default, skip_serializing, deserialize_with = "integer::<0, _>")]
+    pub auto_recall_max_tokens: Option<i64>,
+    /// Most of each assembly's token budget one turn's block may take (0 < x ≤ 1). Default 0.05.
+    #[serde(default, skip_serializing, deserialize_with = "fraction")]
+    pub auto_recall_share: Option<f64>,
+    /// Least score an excerpt needs (1 ≤ x ≤ 100): a matched word counts 1, an identifier or a
+    /// number 2, a value of the kind asked for 1.5, plus the index's relevance. Default 2.
+    #[serde(default, skip_serializing, deserialize_with = "overage")]
+    pub auto_recall_min_score: Option<f64>,
+    /// Which conversations recall at assembly searches: "conversation" (the one assembled) or
+    /// "all" (the OpenClaw plugin sets it from its `recallScope`). Default "conversation".
+    #[serde(default, skip_serializing)]
+    pub auto_recall_scope: Option<crate::api::RecallScope>,
     /// Open without writing anything: no migration (a file that needs one is refused with
     /// E_SCHEMA), no checkpoints; ingest, compaction and an applying rewrite reject with
     /// E_READ_ONLY. For inspecting a database another process owns, or one on a read-only file
@@ -314,6 +332,11 @@ pub struct Config {
     pub prompt_dir: Option<String>,
     pub custom_instructions: String,
     pub presentation: Presentation,
+    pub auto_recall: bool,
+    pub auto_recall_max_tokens: i64,
+    pub auto_recall_share: f64,
+    pub auto_recall_min_score: f64,
+    pub auto_recall_scope: crate::api::RecallScope,
     /// Open without ever writing: no migration, no checkpoints; writes fail with E_READ_ONLY.
     pub read_only: bool,
     /// With `readOnly`: trust that nobody writes the file (SQLite's immutable mode).
@@ -477,6 +500,11 @@ impl Config {
             prompt_dir: o.prompt_dir.filter(|s| !s.is_empty()),
             custom_instructions: o.custom_instructions.unwrap_or_default(),
             presentation: o.presentation.unwrap_or(Presentation::Xml),
+            auto_recall: o.auto_recall.unwrap_or(true),
+            auto_recall_max_tokens: o.auto_recall_max_tokens.unwrap_or(2_000),
+            auto_recall_share: o.auto_recall_share.unwrap_or(0.05),
+            auto_recall_min_score: o.auto_recall_min_score.unwrap_or(2.0),
+            auto_recall_scope: o.auto_recall_scope.unwrap_or_default(),
             read_only,
             immutable,
             wal_runs: o.wal_runs.unwrap_or(true),

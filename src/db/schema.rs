@@ -13,6 +13,7 @@ pub(crate) const NATIVE_SCHEMA_STEP: &str = "lcmNativeSchema";
 pub(crate) const FIDELITY_TABLE: &str = "lcm_native_summary_fidelity";
 pub(crate) const VERSIONS_TABLE: &str = "lcm_native_summary_versions";
 pub(crate) const PROMPT_CACHE_TABLE: &str = "lcm_native_prompt_cache";
+pub(crate) const RECALLS_TABLE: &str = "lcm_native_recalls";
 pub(crate) const SUMMARY_CONTEXT_TABLE: &str = "lcm_native_summary_context";
 pub(crate) const REDACTION_PENDING_TABLE: &str = "lcm_native_redaction_pending";
 pub(crate) const TURN_POSITIONS_TABLE: &str = "lcm_native_turn_positions";
@@ -266,6 +267,24 @@ pub(crate) const TABLES: &[(&str, &str)] = &[
     )",
     ),
     (
+        // lcm-native's own: the `<recalled>` block each turn's context was sent with
+        // (`store::recalls`), kept so that later assemblies send it again where it was, right
+        // after the message that was the conversation's last then: the provider's prompt cache
+        // keeps serving that prefix. Derived text (excerpts of stored messages): a redaction
+        // deletes a conversation's rows. lossless-claw ignores the table.
+        RECALLS_TABLE,
+        "CREATE TABLE IF NOT EXISTS lcm_native_recalls (
+      conversation_id INTEGER NOT NULL REFERENCES conversations(conversation_id) ON DELETE CASCADE,
+      after_message_id INTEGER NOT NULL REFERENCES messages(message_id) ON DELETE CASCADE,
+      query TEXT NOT NULL,
+      content TEXT NOT NULL,
+      tokens INTEGER NOT NULL,
+      places TEXT NOT NULL,
+      created_at TEXT NOT NULL,
+      PRIMARY KEY (conversation_id, after_message_id)
+    )",
+    ),
+    (
         // lcm-native's own: each `/new` (store::lifecycle) that took a conversation's raw
         // messages and shallow summaries out of its context, up to which message. `verify`
         // reads it: those messages are neither live nor covered on purpose. lossless-claw
@@ -388,6 +407,7 @@ pub(crate) const TABLES: &[(&str, &str)] = &[
 pub(crate) const READ_OPTIONAL_TABLES: &[&str] = &[
     "lcm_native_context_resets",
     PROMPT_CACHE_TABLE,
+    RECALLS_TABLE,
     SUMMARY_CONTEXT_TABLE,
     FIDELITY_TABLE,
     VERSIONS_TABLE,

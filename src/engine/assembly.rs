@@ -9,6 +9,7 @@ use crate::assemble::Assembled;
 use std::collections::HashSet;
 use std::sync::{Mutex, MutexGuard};
 
+use super::recalls::Recalls;
 use crate::assemble::{assemble_reusing, cache::RenderCache};
 use crate::compaction::Deps;
 use crate::error::Result;
@@ -29,7 +30,13 @@ pub(super) struct Assemblies {
 impl Assemblies {
     /// The context for the next turn within `options.token_budget` (not counted in the
     /// prompt-cache report: the engine's `assemble` adds that).
-    pub(super) fn assemble(&self, deps: &Deps, conversation_id: i64, options: &AssembleOptions) -> Result<Assembled> {
+    pub(super) fn assemble(
+        &self,
+        deps: &Deps,
+        conversation_id: i64,
+        options: &AssembleOptions,
+        recalls: Option<&Recalls>,
+    ) -> Result<Assembled> {
         let large = || self.large.lock().unwrap_or_else(|e| e.into_inner());
         let on_reader = large().contains(&conversation_id);
         let out = deps.backend.read_stamped(on_reader, |db, stamp| {
@@ -39,9 +46,13 @@ impl Assemblies {
                 Some(stamp) => self.cache().check_out(stamp, conversation_id),
                 None => Default::default(),
             };
-            let (out, rendered) = assemble_reusing(db, &deps.config, conversation_id, options, rendered)?;
+            let (mut out, rendered) = assemble_reusing(db, &deps.config, conversation_id, options, rendered)?;
             if let Some(stamp) = stamp {
                 self.cache().check_in(stamp, conversation_id, rendered);
+            }
+            // This turn's block, in the same snapshot.
+            if let Some(recalls) = recalls {
+                recalls.add_to(db, &deps.config, conversation_id, options, &mut out)?;
             }
             Ok(out)
         })?;
@@ -71,8 +82,10 @@ impl Assemblies {
             token_budget,
             fresh_tail_count: None,
             presentation: None,
+            recall_query: None,
+            auto_recall: None,
         };
-        let assembled = self.assemble(deps, conversation_id, &options)?;
+        let assembled = self.assemble(deps, conversation_id, &options, None)?;
         let s = &assembled.stats;
         Ok(ContextFit {
             tokens_before: assembled.estimated_tokens,

@@ -16,6 +16,8 @@ fn options() -> AssembleOptions {
         token_budget: 64_000,
         fresh_tail_count: None,
         presentation: None,
+        recall_query: None,
+        auto_recall: None,
     }
 }
 
@@ -23,7 +25,8 @@ fn options() -> AssembleOptions {
 /// connection without any cache returns, as JSON.
 fn both(engine: &Engine, cid: i64) -> (Value, Value) {
     // Without the prompt-cache report, which a fresh assembly has no previous one for.
-    let reused = serde_json::to_value(engine.assemblies.assemble(&engine.deps, cid, &options()).unwrap()).unwrap();
+    let reused =
+        serde_json::to_value(engine.assemblies.assemble(&engine.deps, cid, &options(), None).unwrap()).unwrap();
     let conn = engine.deps.backend.sqlite().unwrap().fresh_connection().unwrap();
     let fresh = crate::assemble::assemble(&conn, engine.config(), cid, &options()).unwrap();
     (reused, serde_json::to_value(fresh).unwrap())
@@ -276,7 +279,8 @@ fn on_postgres_every_writers_edit_of_a_kept_message_shows_at_once() {
         serde_json::to_value(out).unwrap()
     };
     let same = |cid: i64, when: &str| {
-        let reused = serde_json::to_value(engine.assemblies.assemble(&engine.deps, cid, &options()).unwrap()).unwrap();
+        let reused =
+            serde_json::to_value(engine.assemblies.assemble(&engine.deps, cid, &options(), None).unwrap()).unwrap();
         assert_eq!(
             reused,
             fresh(cid),

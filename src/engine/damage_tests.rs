@@ -152,6 +152,8 @@ fn walk_everything(path: String) -> Vec<(String, std::result::Result<(), String>
                         token_budget: 100_000,
                         fresh_tail_count: None,
                         presentation: None,
+                        recall_query: None,
+                        auto_recall: None,
                     },
                 )
                 .map(|_| ()),

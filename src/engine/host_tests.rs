@@ -202,6 +202,8 @@ fn the_hosts_other_message_kinds_are_stored_and_shown_as_user_messages() {
                 token_budget: 10_000,
                 fresh_tail_count: None,
                 presentation: None,
+                recall_query: None,
+                auto_recall: None,
             },
         )
         .unwrap();

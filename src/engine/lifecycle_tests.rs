@@ -113,6 +113,8 @@ fn new_takes_raw_messages_and_shallow_summaries_out_of_the_context_and_deletes_n
                     token_budget: 100_000,
                     fresh_tail_count: None,
                     presentation: None,
+                    recall_query: None,
+                    auto_recall: None,
                 },
             )
             .unwrap(),

@@ -193,6 +193,8 @@ mod tests {
             token_budget: 10_000,
             fresh_tail_count: None,
             presentation: None,
+            recall_query: None,
+            auto_recall: None,
         };
         let expected = serde_json::to_value(writer.assemble(cid, &options).unwrap().messages).unwrap();
         drop(writer);
@@ -269,6 +271,8 @@ mod tests {
             token_budget: 10_000,
             fresh_tail_count: None,
             presentation: None,
+            recall_query: None,
+            auto_recall: None,
         };
         for i in 1..=3 {
             engine.assemble(cid, &options).unwrap();
@@ -376,6 +380,8 @@ mod tests {
                 token_budget: budget,
                 fresh_tail_count: None,
                 presentation: None,
+                recall_query: None,
+                auto_recall: None,
             };
             let (a, b) = (sqlite.assemble(1, &options).unwrap(), pg.assemble(1, &options).unwrap());
             same(
@@ -445,6 +451,8 @@ mod tests {
             token_budget: 4_000,
             fresh_tail_count: None,
             presentation: None,
+            recall_query: None,
+            auto_recall: None,
         };
         assert_eq!(
             neutral(&sqlite, json!(sqlite.assemble(1, &options).unwrap().message_values())),
@@ -876,6 +884,8 @@ mod tests {
                         token_budget: 10_000,
                         fresh_tail_count: None,
                         presentation: None,
+                        recall_query: None,
+                        auto_recall: None,
                     },
                 )
                 .unwrap()

@@ -312,6 +312,8 @@ async fn read_only_engines_read_everything_and_write_nothing() {
                 token_budget: 100_000,
                 fresh_tail_count: None,
                 presentation: None,
+                recall_query: None,
+                auto_recall: None,
             },
         )
         .unwrap();

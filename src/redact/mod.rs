@@ -111,6 +111,9 @@ pub(crate) fn redact_messages(
     if edits.messages.is_empty() && holding.is_empty() {
         return Ok(result);
     }
+    // The `<recalled>` blocks these conversations were sent with quote their messages: gone
+    // with the text (the next turns recall from the redacted text).
+    crate::store::recalls::forget(tx, conversations)?;
     let ids_json = serde_json::to_string(&edits.messages)?;
     let redaction_id = redactions::log_operator(
         tx,
@@ -210,7 +213,9 @@ pub(crate) fn scrub_postgres(pool: &crate::pg::pool::PgPool, lock_ms: i64) -> Re
         // words and the trigram and word indexes).
         let tables: Vec<String> = crate::db::schema::TEXT_COLUMNS
             .iter()
-            .map(|(t, _)| format!("{schema}.{t}"))
+            .map(|(t, _)| *t)
+            .chain([crate::db::schema::RECALLS_TABLE])
+            .map(|t| format!("{schema}.{t}"))
             .collect();
         // Through a transaction pooler no session setting reaches the VACUUM, which runs only
         // outside a transaction: its wait for the tables' locks is the server's default there

@@ -1,5 +1,5 @@
 //! Rows in, rows out: conversations, messages and their parts, summaries, their versions and
-//! fidelity scores, the redaction log, the live-context totals, the prompt-cache report; and the
+//! fidelity scores, the redaction log, the live-context totals, the prompt-cache report, the recalled blocks; and the
 //! check of the invariants over them (`verify`). The ground floor above `db` and `sql` (the
 //! connection and its dialect): besides them it imports only the error type, time formatting,
 //! token estimates, the summary kinds, `input`'s checks of the options it reads, and the name of
@@ -14,6 +14,7 @@ pub(crate) mod messages;
 pub(crate) mod normalize;
 pub(crate) mod pending;
 pub(crate) mod prompt_cache;
+pub(crate) mod recalls;
 pub(crate) mod redactions;
 pub(crate) mod summaries;
 pub(crate) mod totals;

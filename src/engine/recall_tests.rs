@@ -1,0 +1,323 @@
+//! Recall at assembly through the engine: a fact under a summary reaches the context when a
+//! turn asks for it, as an excerpt, newest value first; nothing is added when nothing scores;
+//! the block stays where it was sent for the requests after it; other conversations and
+//! redacted text stay out.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+
+use super::*;
+use crate::api::{AssembleOptions, SweepOptions};
+use crate::offline::OfflineSummarizer;
+use crate::test_support::engine_with;
+
+fn user(text: &str, minute: usize) -> Value {
+    json!({"role": "user", "content": text, "timestamp": format!("2026-03-01 10:{minute:02}:00")})
+}
+
+fn assistant(text: &str, minute: usize) -> Value {
+    json!({"role": "assistant", "content": [{"type": "text", "text": text}], "timestamp": format!("2026-03-01 10:{minute:02}:30")})
+}
+
+/// Chatter of a working session, with no fact in it.
+fn filler(i: usize) -> String {
+    let topics = [
+        "the build pipeline",
+        "lint warnings",
+        "the release notes",
+        "flaky snapshots",
+        "the docs site",
+    ];
+    format!(
+        "Turn {i}: let us look at {} again and tidy the wording of the summary table.",
+        topics[i % topics.len()]
+    )
+}
+
+/// A session: a fact planted at turn 1, its new value at turn 12, a pasted log with one
+/// warning at turn 5, filler elsewhere; 30 turns, compacted so the plants are under summaries.
+fn session(engine: &Engine, key: &str) -> i64 {
+    let mut msgs = Vec::new();
+    for t in 0..30 {
+        let text = match t {
+            1 => "For the record, staging Redis lives at cache-stg.internal:6380 for now.".to_string(),
+            5 => {
+                let mut log: String = (0..1_500)
+                    .map(|i| format!("2026-03-01T10:05:{:02} INFO worker {i} heartbeat ok\n", i % 60))
+                    .collect();
+                log.push_str("2026-03-01T10:06:00 WARN payment-gateway rejected batch 7781 with quota_exceeded\n");
+                log.push_str(
+                    &(0..300)
+                        .map(|i| format!("2026-03-01T10:07:00 INFO tail {i}\n"))
+                        .collect::<String>(),
+                );
+                format!("Here is the worker log:\n{log}")
+            }
+            12 => "Update: staging Redis moved to cache-stg2.internal:6390 this morning.".to_string(),
+            _ => filler(t),
+        };
+        msgs.push(user(&text, t));
+        msgs.push(assistant(&format!("Understood, noted for turn {t}."), t));
+    }
+    let cid = engine
+        .ingest(&Target::Session(key.into()), &msgs)
+        .unwrap()
+        .conversation_id;
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(engine.compact(
+        cid,
+        Arc::new(OfflineSummarizer),
+        SweepOptions {
+            token_budget: 4_000,
+            force: true,
+            ..Default::default()
+        },
+    ))
+    .unwrap();
+    cid
+}
+
+fn ask(budget: i64, query: Option<&str>) -> AssembleOptions {
+    AssembleOptions {
+        token_budget: budget,
+        fresh_tail_count: None,
+        presentation: None,
+        recall_query: query.map(str::to_string),
+        auto_recall: None,
+    }
+}
+
+fn texts(out: &crate::assemble::Assembled) -> Vec<String> {
+    out.message_values()
+        .iter()
+        .map(|m| match &m["content"] {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        })
+        .collect()
+}
+
+fn blocks(out: &crate::assemble::Assembled) -> Vec<String> {
+    texts(out).into_iter().filter(|t| t.starts_with("<recalled")).collect()
+}
+
+fn setup() -> (tempfile::TempDir, Engine, i64) {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_with(&dir, json!({"freshTailCount": 4, "leafChunkTokens": 600}));
+    let cid = session(&engine, "s1");
+    (dir, engine, cid)
+}
+
+#[test]
+fn a_fact_under_a_summary_is_recalled_newest_value_first_with_both_times() {
+    let (_dir, engine, cid) = setup();
+    // Without recall the context does not show the address (the offline summaries may keep
+    // it; the plant itself is not a live message).
+    let plain = engine.assemble(cid, &ask(8_000, None)).unwrap();
+    assert!(blocks(&plain).is_empty());
+    let out = engine
+        .assemble(
+            cid,
+            &ask(
+                8_000,
+                Some("Which address should the client dial for the staging Redis?"),
+            ),
+        )
+        .unwrap();
+    let b = blocks(&out);
+    assert_eq!(b.len(), 1, "{:?}", out.stats.recall);
+    let block = &b[0];
+    let (new, old) = (
+        block.find("cache-stg2.internal:6390").unwrap(),
+        block.find("cache-stg.internal:6380").unwrap(),
+    );
+    assert!(new < old, "newest first:\n{block}");
+    assert!(
+        block.contains("time=\"2026-03-01 10:12 UTC\"") && block.contains("time=\"2026-03-01 10:01 UTC\""),
+        "{block}"
+    );
+    assert!(block.contains("superseded-by="), "{block}");
+    // The block is the last message, after the history; the stats say what was found.
+    assert_eq!(texts(&out).last(), Some(block));
+    let stats = out.stats.recall.as_ref().unwrap();
+    assert!(stats.tokens > 0 && stats.tokens <= 400, "{stats:?}");
+    assert!(stats.terms.contains(&"redis".to_string()), "{stats:?}");
+    assert!(stats.hits.iter().any(|h| h.superseded_by.is_some()));
+    assert_eq!(out.estimated_tokens, plain.estimated_tokens + stats.tokens);
+}
+
+#[test]
+fn an_excerpt_is_the_line_not_the_log() {
+    let (_dir, engine, cid) = setup();
+    let out = engine
+        .assemble(cid, &ask(8_000, Some("what did the payment gateway reject, and why?")))
+        .unwrap();
+    let block = blocks(&out)
+        .pop()
+        .unwrap_or_else(|| panic!("no block: {:?} {:?}", out.stats.recall, out.outline));
+    assert!(block.contains("rejected batch 7781 with quota_exceeded"), "{block}");
+    assert!(
+        !block.contains("heartbeat ok\n2026"),
+        "whole log lines came along:\n{block}"
+    );
+    assert!(block.len() < 1_500, "{} bytes", block.len());
+}
+
+#[test]
+fn nothing_is_added_when_nothing_scores() {
+    let (_dir, engine, cid) = setup();
+    for q in [
+        "thanks!",
+        "ok, continue",
+        "Sounds good to me.",
+        "what is the capital of Mongolia?",
+    ] {
+        let out = engine.assemble(cid, &ask(8_000, Some(q))).unwrap();
+        assert!(blocks(&out).is_empty(), "{q}: {:?}", out.stats.recall);
+        let stats = out.stats.recall.as_ref().expect("recall ran");
+        assert!(stats.abstained.is_some() && stats.tokens == 0, "{q}: {stats:?}");
+    }
+    // Off: not even run.
+    let off = AssembleOptions {
+        auto_recall: Some(false),
+        ..ask(8_000, Some("Which address for the staging Redis?"))
+    };
+    let out = engine.assemble(cid, &off).unwrap();
+    assert!(blocks(&out).is_empty() && out.stats.recall.is_none());
+}
+
+#[test]
+fn the_block_stays_where_it_was_sent_for_the_requests_after_it() {
+    let (_dir, engine, cid) = setup();
+    let q = "Which address should the client dial for the staging Redis?";
+    let first = engine.assemble(cid, &ask(8_000, Some(q))).unwrap();
+    let block = blocks(&first).pop().unwrap();
+    // The turn's second assembly (no prompt) gives it again, unchanged.
+    let second = engine.assemble(cid, &ask(8_000, None)).unwrap();
+    assert_eq!(texts(&second), texts(&first));
+    assert!(second.stats.recall.as_ref().unwrap().reused);
+    // The turn is stored: the next request begins with everything this one sent (the block
+    // where it was, before the turn's own messages), then the turn.
+    engine
+        .ingest(
+            &Target::Session("s1".into()),
+            &[user(q, 40), assistant("It is cache-stg2.internal:6390.", 40)],
+        )
+        .unwrap();
+    let next = engine.assemble(cid, &ask(8_000, Some("thanks!"))).unwrap();
+    let (sent, now) = (texts(&first), texts(&next));
+    assert_eq!(
+        &now[..sent.len()],
+        &sent[..],
+        "the previous request is not a prefix of the next one"
+    );
+    assert_eq!(blocks(&next), vec![block.clone()]);
+    assert!(now[sent.len()].contains(q));
+    assert_eq!(next.stats.kept_tokens, next.stats.previous_tokens, "{:?}", next.stats);
+    let stats = next.stats.recall.as_ref().unwrap();
+    assert_eq!(stats.earlier_blocks, 1);
+    assert!(stats.abstained.is_some());
+    // Also after a restart (the block is read back from the store).
+    let path = engine.config().db_path.clone();
+    engine.close();
+    let reopened = Engine::open(
+        crate::config::Config::from_options(
+            &json!({"dbPath": path, "freshTailCount": 4, "leafChunkTokens": 600, "timezone": "UTC"}),
+            None,
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let again = reopened.assemble(cid, &ask(8_000, None)).unwrap();
+    assert_eq!(texts(&again), texts(&next)[..texts(&next).len()].to_vec());
+    // An excerpt an earlier block shows is not shown again.
+    let repeat = reopened.assemble(cid, &ask(8_000, Some(q))).unwrap();
+    assert_eq!(
+        blocks(&repeat).len(),
+        1,
+        "the earlier block is kept, no second copy of it: {:?}",
+        repeat.stats.recall
+    );
+}
+
+#[test]
+fn other_conversations_only_when_the_scope_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_with(&dir, json!({"freshTailCount": 4, "leafChunkTokens": 600}));
+    let cid = session(&engine, "s1");
+    let other = engine
+        .ingest(
+            &Target::Session("s2".into()),
+            &[
+                user(
+                    "The vault rotation ticket is ZEBRA-4411, owned by the platform team.",
+                    1,
+                ),
+                assistant("ok", 1),
+            ],
+        )
+        .unwrap()
+        .conversation_id;
+    assert_ne!(other, cid);
+    let q = Some("any news on the vault rotation ticket?");
+    let out = engine.assemble(cid, &ask(8_000, q)).unwrap();
+    assert!(!blocks(&out).concat().contains("ZEBRA-4411"));
+    engine.close();
+    let all = engine_with(
+        &dir,
+        json!({"freshTailCount": 4, "leafChunkTokens": 600, "autoRecallScope": "all"}),
+    );
+    let out = all.assemble(cid, &ask(8_000, q)).unwrap();
+    let block = blocks(&out).pop().expect("found in the other conversation");
+    assert!(
+        block.contains("ZEBRA-4411") && block.contains(&format!("conversation=\"{other}\"")),
+        "{block}"
+    );
+}
+
+#[test]
+fn redacted_text_is_never_recalled_and_stored_blocks_go_with_it() {
+    let (dir, engine, cid) = setup();
+    let q = "Which address should the client dial for the staging Redis?";
+    engine.assemble(cid, &ask(8_000, Some(q))).unwrap();
+    engine
+        .ingest(
+            &Target::Session("s1".into()),
+            &[user(q, 40), assistant("See above.", 40)],
+        )
+        .unwrap();
+    let path = dir.path().join("lcm.db");
+    let count = |c: &rusqlite::Connection| -> i64 {
+        c.query_row("SELECT count(*) FROM lcm_native_recalls", [], |r| r.get(0))
+            .unwrap()
+    };
+    assert_eq!(count(&rusqlite::Connection::open(&path).unwrap()), 1);
+    let options =
+        crate::input::decode::<crate::redact::RedactOptions>(json!({"pattern": "cache-stg2\\.internal"}), "options")
+            .unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(engine.redact(&options, Arc::new(OfflineSummarizer), &AtomicBool::new(false), &|_| {}))
+        .unwrap();
+    assert_eq!(count(&rusqlite::Connection::open(&path).unwrap()), 0);
+    let out = engine.assemble(cid, &ask(8_000, Some(q))).unwrap();
+    let all = texts(&out).concat();
+    assert!(!all.contains("cache-stg2.internal"), "{all}");
+}
+
+#[test]
+fn the_block_keeps_within_its_budget_and_the_context_within_its_own() {
+    let (_dir, engine, cid) = setup();
+    let q = "Which address should the client dial for the staging Redis, and what did the payment gateway reject?";
+    // 5 % of 4,000 is 200 tokens.
+    let out = engine.assemble(cid, &ask(4_000, Some(q))).unwrap();
+    let stats = out.stats.recall.as_ref().unwrap();
+    assert!(stats.tokens <= 200, "{stats:?}");
+    assert!(out.estimated_tokens <= 4_000);
+    // No room left: nothing added.
+    let tight = engine
+        .assemble(cid, &ask(out.estimated_tokens - stats.tokens, Some(q)))
+        .unwrap();
+    assert!(blocks(&tight).is_empty() || tight.estimated_tokens <= out.estimated_tokens - stats.tokens);
+}

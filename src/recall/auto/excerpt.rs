@@ -1,0 +1,267 @@
+//! The excerpt of a message that answers a query: the line or sentence where the most (and
+//! the rarest) of its terms occur, or where a value of the kind asked for stands, with the
+//! line before it when it is short, cut to a few hundred characters. Never the whole message:
+//! one fact from a pasted log is a line of it.
+
+use std::ops::Range;
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+use super::terms::{self, Query, Want};
+
+/// Longest excerpt, in characters (about 100 tokens).
+pub(crate) const MAX_EXCERPT_CHARS: usize = 400;
+
+/// A segment this short also takes the one before it (a heading, the start of a sentence).
+const SHORT_SEGMENT_CHARS: usize = 80;
+
+/// A line longer than this is split into sentences.
+const LONG_LINE_CHARS: usize = 240;
+
+/// The best place of one message.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Excerpt {
+    /// Byte range in the message's text.
+    pub range: Range<usize>,
+    /// The terms (indexes into the query's) found in it.
+    pub matched: Vec<usize>,
+    /// Whether a value of the kind asked for stands in it.
+    pub typed: bool,
+    /// Σ of the matched terms' weights, plus the typed value's.
+    pub score: f64,
+}
+
+/// A value of each kind of answer, as it is written.
+static VALUES: LazyLock<Vec<(Want, Regex)>> = LazyLock::new(|| {
+    let r = |p: &str| Regex::new(p).expect("a valid pattern");
+    vec![
+        (Want::Ticket, r(r"\b[A-Z][A-Z0-9]{1,15}(?:-[A-Z0-9]+)*-\d{1,7}\b")),
+        (Want::Commit, r(r"\b[0-9a-f]{7,40}\b")),
+        (
+            Want::Address,
+            r(r"(?i)\b(?:[a-z][a-z0-9-]*(?:\.[a-z0-9-]+)*|\d{1,3}(?:\.\d{1,3}){3}):\d{2,5}\b|\bhttps?://\S+"),
+        ),
+        (
+            Want::Date,
+            r(
+                r"(?i)\b\d{4}-\d{2}-\d{2}\b|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.? \d{1,2}\b|\b\d{1,2} (?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b|\b(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b",
+            ),
+        ),
+        (
+            Want::Quantity,
+            r(
+                r"(?i)\b\d+(?:[.,]\d+)?\s?(?:ms|s|sec|secs|seconds?|min|mins|minutes?|h|hrs?|hours?|days?|weeks?|gb|mb|kb|tb|gib|mib|kib|%|percent|req/s|rps|qps|usd|eur|dollars?|k|m|x|rows|users|requests|connections|workers|replicas|nodes|cores|threads)\b|[$€£]\s?\d+",
+            ),
+        ),
+        (
+            Want::Preference,
+            r(
+                r"(?i)\b(?:prefer|prefers|preferred|rather|favou?rite|always use|never use|i like|i love|i hate|i want)\b",
+            ),
+        ),
+        (
+            Want::Decision,
+            r(
+                r"(?i)\b(?:decided|decision|agreed|settled|chose|chosen|going with|go with|we'll use|we will use|switch(?:ed)? to|picked|final answer|let's use)\b",
+            ),
+        ),
+        (Want::Person, r(r"\b[A-Z][a-z]+ [A-Z][a-z]+(?:-[A-Z][a-z]+)?\b")),
+    ]
+});
+
+/// Whether `text` holds a value of the kind `want`.
+pub(crate) fn has_value(want: Want, text: &str) -> bool {
+    VALUES
+        .iter()
+        .find(|(w, _)| *w == want)
+        .is_some_and(|(_, re)| re.is_match(text))
+}
+
+/// The lines of `text`, long ones split into sentences: byte ranges, without their ends.
+fn segments(text: &str) -> Vec<Range<usize>> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    for line in text.split_inclusive('\n') {
+        let start = at;
+        at += line.len();
+        let body = line.trim_end();
+        if body.trim().is_empty() {
+            continue;
+        }
+        if body.len() <= LONG_LINE_CHARS {
+            out.push(start..start + body.len());
+            continue;
+        }
+        let mut from = 0;
+        for (i, _) in body.match_indices(['.', '?', '!']) {
+            let next = body[i + 1..].chars().next();
+            if next.is_some_and(char::is_whitespace) && i + 1 - from >= 20 {
+                out.push(start + from..start + i + 1);
+                from = i + 1 + body[i + 1..].len() - body[i + 1..].trim_start().len();
+            }
+        }
+        if from < body.len() {
+            out.push(start + from..start + body.len());
+        }
+    }
+    out
+}
+
+/// The weight of a matched term: an identifier or number counts twice.
+fn weight(term: &terms::Term) -> f64 {
+    if term.strong {
+        2.0
+    } else {
+        1.0
+    }
+}
+
+/// The terms of `query` found in `segment`.
+fn matched_in(query: &Query, segment: &str) -> Vec<usize> {
+    let lower = segment.to_lowercase();
+    // Each token's stem, and its parts' (`payment-gateway` is `payment` and `gateway` too).
+    let stems: std::collections::HashSet<String> = terms::tokens(&lower)
+        .flat_map(|w| std::iter::once(w).chain(w.split(|c: char| !c.is_alphanumeric()).filter(|p| !p.is_empty())))
+        .map(|w| terms::stem(w.trim_end_matches("'s")))
+        .collect();
+    query
+        .terms
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| {
+            if t.strong {
+                lower.contains(&t.text)
+            } else {
+                stems.contains(&t.stem)
+            }
+        })
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// The best excerpt of `text` for `query`, if any segment matches a term or holds a value of
+/// the kind asked for.
+pub(crate) fn best(text: &str, query: &Query) -> Option<Excerpt> {
+    let segments = segments(text);
+    let mut best: Option<(usize, Excerpt)> = None;
+    for (i, seg) in segments.iter().enumerate() {
+        let s = &text[seg.clone()];
+        let matched = matched_in(query, s);
+        let typed = query.want.is_some_and(|w| has_value(w, s));
+        if matched.is_empty() && !typed {
+            continue;
+        }
+        let score = matched.iter().map(|&t| weight(&query.terms[t])).sum::<f64>() + if typed { 1.5 } else { 0.0 };
+        if best.as_ref().is_none_or(|(_, b)| score > b.score) {
+            best = Some((
+                i,
+                Excerpt {
+                    range: seg.clone(),
+                    matched,
+                    typed,
+                    score,
+                },
+            ));
+        }
+    }
+    let (i, mut e) = best?;
+    // A short line takes the one before it, when the two fit.
+    if e.range.len() < SHORT_SEGMENT_CHARS && i > 0 {
+        let before = &segments[i - 1];
+        if e.range.end - before.start <= MAX_EXCERPT_CHARS {
+            e.range.start = before.start;
+        }
+    }
+    e.range = bounded(text, e.range, query);
+    Some(e)
+}
+
+/// `range` cut to `MAX_EXCERPT_CHARS`, around the first matched term (or its start).
+fn bounded(text: &str, range: Range<usize>, query: &Query) -> Range<usize> {
+    let s = &text[range.clone()];
+    if s.chars().count() <= MAX_EXCERPT_CHARS {
+        return range;
+    }
+    let lower = s.to_lowercase();
+    // Where the first term occurs (lowercasing keeps byte offsets for ASCII; elsewhere the
+    // start is used).
+    let hit = if lower.len() == s.len() {
+        query
+            .terms
+            .iter()
+            .filter_map(|t| lower.find(t.parts.first().map(String::as_str).unwrap_or("")))
+            .min()
+            .unwrap_or(0)
+    } else {
+        0
+    };
+    let mut start = hit.saturating_sub(MAX_EXCERPT_CHARS / 3);
+    while !s.is_char_boundary(start) {
+        start -= 1;
+    }
+    let mut end = start;
+    for (n, (i, c)) in s[start..].char_indices().enumerate() {
+        if n >= MAX_EXCERPT_CHARS {
+            break;
+        }
+        end = start + i + c.len_utf8();
+    }
+    range.start + start..range.start + end
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_of_a_long_log_not_the_log() {
+        let mut log: String = (0..2_000)
+            .map(|i| format!("2026-11-02T10:{i:04} INFO worker {i} ok\n"))
+            .collect();
+        log.push_str("2026-11-02T11:00 WARN cache-stg.internal:6380 refused the connection\n");
+        log.push_str(&(0..500).map(|i| format!("INFO tail {i}\n")).collect::<String>());
+        let q = terms::parse("which host refused the connection?");
+        let e = best(&log, &q).expect("found");
+        let shown = &log[e.range.clone()];
+        assert!(shown.contains("cache-stg.internal:6380 refused"), "{shown}");
+        assert!(shown.len() <= MAX_EXCERPT_CHARS * 4, "{}", shown.len());
+        assert!(shown.lines().count() <= 2);
+    }
+
+    #[test]
+    fn a_sentence_of_a_long_paragraph() {
+        let para = format!(
+            "{} Priya Raman now leads the payments team since the reorg. {}",
+            "Lorem ipsum dolor sit amet consectetur. ".repeat(20),
+            "Sed do eiusmod tempor incididunt. ".repeat(20)
+        );
+        let q = terms::parse("who leads payments now?");
+        let e = best(&para, &q).expect("found");
+        let shown = &para[e.range.clone()];
+        assert!(shown.contains("Priya Raman now leads the payments team"), "{shown}");
+        assert!(shown.chars().count() <= MAX_EXCERPT_CHARS);
+        assert!(e.typed);
+    }
+
+    #[test]
+    fn a_value_of_the_kind_asked_for_is_found_without_a_shared_word() {
+        let text = "Morning notes.\nStaging Redis lives at cache-stg.internal:6380 for now.\nLunch at noon.";
+        let q = terms::parse("what address should the client dial for the staging store?");
+        let e = best(text, &q).expect("found");
+        assert!(text[e.range.clone()].contains("6380"));
+        assert!(e.typed);
+        // Nothing matches and nothing of the kind: no excerpt.
+        assert!(best("nothing here at all", &terms::parse("which port?")).is_none());
+    }
+
+    #[test]
+    fn a_long_line_without_sentences_is_cut_around_the_term() {
+        let text = format!("{}ZEBRA-991{}", "x ".repeat(2_000), " y".repeat(2_000));
+        let q = terms::parse("status of ZEBRA-991?");
+        let e = best(&text, &q).expect("found");
+        let shown = &text[e.range.clone()];
+        assert!(shown.contains("ZEBRA-991"));
+        assert!(shown.chars().count() <= MAX_EXCERPT_CHARS);
+    }
+}

@@ -1,0 +1,373 @@
+//! Recall at assembly: what the turn's message needs from the history that the context does
+//! not show verbatim, found without the model asking.
+//!
+//! The message's terms (`terms`) are searched in the full-text index of the messages outside
+//! the kept context (those under summaries and those evicted), ranked by the index's BM25 with
+//! a little weight for recency; a question that names the kind of answer it wants ("who …",
+//! "which port …") also reads the newest messages outside the context for a value of that
+//! kind, which reaches a fact whose sentence shares no word with the question. Each message
+//! gives one excerpt (`excerpt`: its best line or sentence, never the whole message). When two
+//! excerpts speak of the same thing with other values, the newer comes first and the older
+//! says which one superseded it. What is left after the budget is one `<recalled>` block
+//! (`block`), or nothing at all when nothing scores.
+
+pub(crate) mod block;
+pub(crate) mod excerpt;
+pub(crate) mod terms;
+
+use rusqlite::params;
+
+use crate::api::{RecallHit, RecallScope, RecallStats};
+use crate::error::Result;
+use crate::sql::Db;
+use crate::time::{self, DisplayZone};
+use crate::tokens;
+use excerpt::Excerpt;
+use terms::Query;
+
+/// Messages the full-text search hands over at most.
+const MAX_CANDIDATES: i64 = 48;
+
+/// Newest messages outside the context read for a value of the kind asked for.
+const TYPED_SCAN_MESSAGES: i64 = 400;
+
+/// Bytes of one message read for its excerpt (a larger one is read up to here).
+const MAX_TEXT_BYTES: i64 = 256 * 1024;
+
+/// Excerpts in one block at most.
+pub(crate) const MAX_EXCERPTS: usize = 8;
+
+/// Weight of recency: the newest candidate's score is this much larger than the oldest's.
+const RECENCY_WEIGHT: f64 = 0.25;
+
+/// What one recall searches.
+pub(crate) struct Request<'a> {
+    pub conversation_id: i64,
+    /// The turn's message.
+    pub message: &'a str,
+    pub scope: RecallScope,
+    /// Messages from this id on are in the kept context (or newer): not searched.
+    pub before_message_id: i64,
+    /// Kept messages the context shows only in part: searched all the same.
+    pub shortened: &'a [i64],
+    /// Most tokens the block may take.
+    pub room: i64,
+    /// Least score an excerpt needs.
+    pub min_score: f64,
+    /// Excerpts earlier blocks still in the context show (message id, byte start).
+    pub shown: &'a [(i64, usize)],
+    pub zone: DisplayZone,
+}
+
+/// A block and what it holds.
+pub(crate) struct Recalled {
+    pub text: String,
+    pub tokens: i64,
+    /// The excerpts' places (message id, byte start), stored with the block.
+    pub places: Vec<(i64, usize)>,
+}
+
+/// A message the search found.
+struct Candidate {
+    message_id: i64,
+    conversation_id: i64,
+    role: String,
+    created_at: String,
+    text: String,
+    /// The index's relevance (higher is better; 0 for a value found by the typed scan).
+    relevance: f64,
+}
+
+/// A candidate's excerpt and its score.
+struct Scored {
+    c: Candidate,
+    e: Excerpt,
+    score: f64,
+    superseded_by: Option<i64>,
+}
+
+/// The recall of `r`: the block (None when nothing scores) and what it found, for the stats.
+pub(crate) fn recall(db: Db, r: &Request<'_>) -> Result<(Option<Recalled>, RecallStats)> {
+    let query = terms::parse(r.message);
+    let mut stats = RecallStats {
+        terms: query.terms.iter().map(|t| t.text.clone()).collect(),
+        wants: query.want.map(|w| w.name().to_string()),
+        ..RecallStats::default()
+    };
+    if query.is_empty() {
+        stats.abstained = Some("the message has no words to search the history for".into());
+        return Ok((None, stats));
+    }
+    let mut candidates = if query.terms.is_empty() {
+        Vec::new()
+    } else {
+        search(db, r, &query)?
+    };
+    if let Some(want) = query.want {
+        let seen: std::collections::HashSet<i64> = candidates.iter().map(|c| c.message_id).collect();
+        for c in typed_scan(db, r)? {
+            if !seen.contains(&c.message_id) && excerpt::has_value(want, &c.text) {
+                candidates.push(c);
+            }
+        }
+    }
+    stats.candidates = candidates.len() as i64;
+    let scored = score(candidates, &query, r);
+    let chosen = choose(scored, r, &query);
+    if chosen.is_empty() {
+        stats.abstained = Some(format!("nothing outside the context scored {} or more", r.min_score));
+        return Ok((None, stats));
+    }
+    let covers = crate::recall::coverage::of_messages(db, &chosen.iter().map(|s| s.c.message_id).collect::<Vec<_>>())?;
+    let times: Vec<String> = chosen
+        .iter()
+        .map(|s| {
+            time::parse_timestamp(&s.c.created_at)
+                .map(|t| time::format_timestamp(&t, r.zone))
+                .unwrap_or_default()
+        })
+        .collect();
+    let shown: Vec<block::Shown<'_>> = chosen
+        .iter()
+        .zip(&times)
+        .map(|(s, t)| block::Shown {
+            message_id: s.c.message_id,
+            role: crate::store::normalize::Role::from_db(&s.c.role).host(),
+            time: t,
+            summary_id: covers.get(&s.c.message_id).and_then(|c| c.live_summary.as_deref()),
+            superseded_by: s.superseded_by,
+            conversation_id: (s.c.conversation_id != r.conversation_id).then_some(s.c.conversation_id),
+            text: &s.c.text[s.e.range.clone()],
+        })
+        .collect();
+    let text = block::render(&stats.terms.join(" "), &shown);
+    let tokens = tokens::estimate(&text);
+    stats.hits = chosen
+        .iter()
+        .zip(&shown)
+        .map(|(s, e)| RecallHit {
+            message_id: s.c.message_id,
+            conversation_id: s.c.conversation_id,
+            role: e.role.to_string(),
+            time: time::iso_or_raw(s.c.created_at.clone()),
+            score: (s.score * 100.0).round() / 100.0,
+            matched: s.e.matched.iter().map(|&i| query.terms[i].text.clone()).collect(),
+            value_of_kind: s.e.typed,
+            superseded_by: s.superseded_by,
+            tokens: tokens::estimate(e.text),
+        })
+        .collect();
+    stats.tokens = tokens;
+    let places = chosen.iter().map(|s| (s.c.message_id, s.e.range.start)).collect();
+    Ok((Some(Recalled { text, tokens, places }), stats))
+}
+
+/// The full-text search: messages outside the context matching any term, best first.
+fn search(db: Db, r: &Request<'_>, query: &Query) -> Result<Vec<Candidate>> {
+    let outside = format!("(m.message_id < ?3 OR m.message_id {})", db.in_ids("?6"));
+    let scope = match r.scope {
+        RecallScope::Conversation => format!("m.conversation_id = ?2 AND {outside}"),
+        RecallScope::All => format!("(m.conversation_id <> ?2 OR {outside})"),
+    };
+    let shortened = serde_json::to_string(r.shortened)?;
+    let read = |row: &crate::sql::Row| {
+        Ok(Candidate {
+            message_id: row.get(0)?,
+            conversation_id: row.get(1)?,
+            role: row.get(2)?,
+            created_at: row.get(3)?,
+            text: row.get(4)?,
+            relevance: -row.get::<f64>(5)?,
+        })
+    };
+    match db {
+        Db::Sqlite(_) => db.query_map(
+            &format!(
+                "SELECT m.message_id, m.conversation_id, m.role, m.created_at, substr(m.content, 1, ?5), f.rank
+                 FROM messages_fts f JOIN messages m ON m.message_id = f.rowid
+                 WHERE messages_fts MATCH ?1 AND {scope}
+                 ORDER BY f.rank LIMIT ?4"
+            ),
+            params![
+                query.fts_match(),
+                r.conversation_id,
+                r.before_message_id,
+                MAX_CANDIDATES,
+                MAX_TEXT_BYTES,
+                shortened
+            ],
+            read,
+        ),
+        Db::Pg(_) => {
+            // Each term's words as a query of the schema's own (`pg::search`), any of them.
+            let phrases: Vec<String> = query.terms.iter().map(|t| t.parts.join(" ")).collect();
+            let any = (0..phrases.len())
+                .map(|i| format!("lcm_search_query(CAST(?{} AS TEXT))", i + 7))
+                .collect::<Vec<_>>()
+                .join(" || ");
+            let mut values: Vec<Box<dyn rusqlite::ToSql>> = vec![
+                Box::new(String::new()),
+                Box::new(r.conversation_id),
+                Box::new(r.before_message_id),
+                Box::new(MAX_CANDIDATES),
+                Box::new(MAX_TEXT_BYTES),
+                Box::new(shortened),
+            ];
+            values.extend(phrases.into_iter().map(|p| Box::new(p) as Box<dyn rusqlite::ToSql>));
+            let refs: Vec<&dyn rusqlite::ToSql> = values.iter().map(|v| v.as_ref()).collect();
+            let words = crate::pg::search::SEARCH_COLUMN;
+            db.query_map(
+                &format!(
+                    "SELECT m.message_id, m.conversation_id, m.role, m.created_at, substr(m.content, 1, CAST(?5 AS INTEGER)),
+                            CAST(-ts_rank(m.{words}, q.q) AS DOUBLE PRECISION) AS rank
+                     FROM messages m, (SELECT {any} AS q, CAST(?1 AS TEXT) AS unused) q
+                     WHERE m.{words} @@ q.q AND {scope}
+                     ORDER BY rank LIMIT ?4"
+                ),
+                &refs,
+                read,
+            )
+        }
+    }
+}
+
+/// The newest messages outside the context (of this conversation), for a value of the kind
+/// asked for.
+fn typed_scan(db: Db, r: &Request<'_>) -> Result<Vec<Candidate>> {
+    let shortened = serde_json::to_string(r.shortened)?;
+    db.query_map(
+        &format!(
+            "SELECT message_id, conversation_id, role, created_at, substr(content, 1, ?4)
+             FROM messages WHERE conversation_id = ?1 AND (message_id < ?2 OR message_id {})
+             ORDER BY seq DESC LIMIT ?3",
+            db.in_ids("?5")
+        ),
+        params![
+            r.conversation_id,
+            r.before_message_id,
+            TYPED_SCAN_MESSAGES,
+            MAX_TEXT_BYTES,
+            shortened
+        ],
+        |row| {
+            Ok(Candidate {
+                message_id: row.get(0)?,
+                conversation_id: row.get(1)?,
+                role: row.get(2)?,
+                created_at: row.get(3)?,
+                text: row.get(4)?,
+                relevance: 0.0,
+            })
+        },
+    )
+}
+
+/// Each candidate's excerpt and score: the index's relevance, the excerpt's own (its terms and
+/// a value of the kind asked for), and recency.
+fn score(candidates: Vec<Candidate>, query: &Query, r: &Request<'_>) -> Vec<Scored> {
+    let (lo, hi) = candidates.iter().fold((i64::MAX, i64::MIN), |(lo, hi), c| {
+        (lo.min(c.message_id), hi.max(c.message_id))
+    });
+    let mut out: Vec<Scored> = candidates
+        .into_iter()
+        .filter_map(|c| {
+            let e = excerpt::best(&c.text, query)?;
+            if r.shown
+                .iter()
+                .any(|&(id, at)| id == c.message_id && at == e.range.start)
+            {
+                return None;
+            }
+            let recency = if hi > lo {
+                (c.message_id - lo) as f64 / (hi - lo) as f64
+            } else {
+                1.0
+            };
+            let score = (c.relevance + e.score) * (1.0 + RECENCY_WEIGHT * recency);
+            Some(Scored {
+                c,
+                e,
+                score,
+                superseded_by: None,
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| b.score.total_cmp(&a.score).then(b.c.message_id.cmp(&a.c.message_id)));
+    out
+}
+
+/// Values in a text that a newer excerpt can change: numbers and identifiers.
+fn values(text: &str) -> Vec<String> {
+    terms::tokens(text)
+        .filter(|t| t.chars().any(|c| c.is_ascii_digit()))
+        .map(str::to_lowercase)
+        .collect()
+}
+
+/// The excerpts shown, within the room: best first, each with the newer excerpts of the same
+/// subject before it (the same terms matched, other values), which supersede it.
+fn choose(scored: Vec<Scored>, r: &Request<'_>, query: &Query) -> Vec<Scored> {
+    let overhead = tokens::estimate(&block::render(
+        &query
+            .terms
+            .iter()
+            .map(|t| t.text.as_str())
+            .collect::<Vec<_>>()
+            .join(" "),
+        &[],
+    )) + 4;
+    let mut room = r.room - overhead;
+    let mut taken: Vec<Scored> = Vec::new();
+    let mut pool: Vec<Option<Scored>> = scored.into_iter().map(Some).collect();
+    for i in 0..pool.len() {
+        let Some(best) = pool[i].take() else { continue };
+        if best.score < r.min_score || taken.len() >= MAX_EXCERPTS {
+            break;
+        }
+        // Newer excerpts of the same subject with other values: shown first.
+        let mut group = vec![best];
+        for slot in pool.iter_mut().skip(i + 1) {
+            let Some(other) = slot.as_ref() else { continue };
+            let head = &group[0];
+            let same_subject = !head.e.matched.is_empty() && other.e.matched == head.e.matched
+                || head.e.typed
+                    && other.e.typed
+                    && !head.e.matched.is_empty()
+                    && head.e.matched.iter().any(|t| other.e.matched.contains(t));
+            if same_subject {
+                let (a, b) = (
+                    values(&group[0].c.text[group[0].e.range.clone()]),
+                    values(&other.c.text[other.e.range.clone()]),
+                );
+                if a != b {
+                    group.push(slot.take().expect("checked above"));
+                }
+            }
+        }
+        group.sort_by_key(|g| std::cmp::Reverse(g.c.message_id));
+        let newest = group[0].c.message_id;
+        let cost: i64 = group
+            .iter()
+            .map(|g| tokens::estimate(&g.c.text[g.e.range.clone()]) + 24)
+            .sum();
+        if cost > room {
+            // The newest alone, rather than an older value without it.
+            let alone = tokens::estimate(&group[0].c.text[group[0].e.range.clone()]) + 24;
+            if alone > room {
+                continue;
+            }
+            group.truncate(1);
+            room -= alone;
+        } else {
+            room -= cost;
+        }
+        for (n, mut g) in group.into_iter().enumerate() {
+            if n > 0 {
+                g.superseded_by = Some(newest);
+            }
+            taken.push(g);
+        }
+    }
+    taken.truncate(MAX_EXCERPTS);
+    taken
+}

@@ -1,0 +1,363 @@
+//! The words of a turn's message worth looking for in the history: identifiers, numbers and
+//! content words (stemmed as the full-text index stems them), without the words every
+//! question has ("what", "again", "remind me"), and the kind of answer the message asks for
+//! ("who …" a person, "which port …" an address), which finds a fact whose sentence shares
+//! no word with the question.
+
+use std::collections::HashSet;
+use std::sync::LazyLock;
+
+use rust_stemmers::{Algorithm, Stemmer};
+
+/// Most terms searched for one message: the strongest are kept.
+pub(crate) const MAX_TERMS: usize = 12;
+
+/// Longest message read for terms, in bytes (a pasted log is not a question).
+const MAX_QUERY_BYTES: usize = 4 * 1024;
+
+/// One term of the query.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Term {
+    /// As written, lowercased.
+    pub text: String,
+    /// The stem of a word (the text itself for an identifier).
+    pub stem: String,
+    /// An identifier or a number (`ORION-7731`, `6380`, `a1b2c3d`): rare, and worth more.
+    pub strong: bool,
+    /// Its parts as the index splits them (words of an identifier), for a phrase query.
+    pub parts: Vec<String>,
+}
+
+/// The kind of answer a question asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Want {
+    Person,
+    Date,
+    Address,
+    Ticket,
+    Commit,
+    Quantity,
+    Preference,
+    Decision,
+}
+
+impl Want {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Want::Person => "person",
+            Want::Date => "date",
+            Want::Address => "address",
+            Want::Ticket => "ticket",
+            Want::Commit => "commit",
+            Want::Quantity => "quantity",
+            Want::Preference => "preference",
+            Want::Decision => "decision",
+        }
+    }
+}
+
+/// What one message asks the history for.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Query {
+    pub terms: Vec<Term>,
+    pub want: Option<Want>,
+}
+
+impl Query {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.terms.is_empty() && self.want.is_none()
+    }
+
+    /// The FTS5 expression: any of the terms (an identifier as the phrase of its parts).
+    pub(crate) fn fts_match(&self) -> String {
+        self.terms
+            .iter()
+            .map(|t| format!("\"{}\"", t.parts.join(" ")))
+            .collect::<Vec<_>>()
+            .join(" OR ")
+    }
+}
+
+static STEMMER: LazyLock<Stemmer> = LazyLock::new(|| Stemmer::create(Algorithm::English));
+
+/// Words that say nothing of what is asked: English function words, the words of asking and
+/// remembering, and the small talk of a chat ("thanks", "looks good").
+const STOP_WORDS: &str = "a about above after again against all almost also am an and any anyone anything are aren't around as
+ ask asked at back be because been before being below between both but by can can't cannot could couldn't
+ did didn't do does doesn't doing don't done down during each earlier either else ever every few for from further get gets
+ getting give go goes going gone good got great had hadn't has hasn't have haven't having he he'd he'll he's her here here's
+ hers herself him himself his how how's however i i'd i'll i'm i've if in into is isn't it it's its itself just know
+ last later let let's like likely look looked looks lot made make many may maybe me mean meant mention mentioned might mine
+ more most much must my myself need needs never new next nice no nor not nothing now of off ok okay on once one only or
+ other others ought our ours ourselves out over own please quick quite rather really recall recalled remember remind
+ right said same say saying says see seem seems shall she she'd she'll she's should shouldn't so some something
+ sorry still such sure tell telling than thank thanks that that's the their theirs them themselves then there there's these
+ they they'd they'll they're they've thing things think this those though thought through to told too under until up
+ upon us use used very via want wanted was wasn't way we we'd we'll we're we've well were weren't what what's whatever when
+ when's where where's whether which while who who's whom whose why why's will with within without won't would wouldn't
+ yeah yes yet you you'd you'll you're you've your yours yourself yourselves again already anyway continue continued
+ hi hello hey bye cool fine awesome perfect ah oh hmm alright thing stuff exactly correct true false sounds sound
+ again time times today yesterday ago day days week weeks session conversation chat message messages talk talked
+ discussed discuss note noted";
+
+static STOPS: LazyLock<HashSet<&'static str>> = LazyLock::new(|| STOP_WORDS.split_whitespace().collect());
+
+/// The cue words of each kind of answer, in the question (stemmed forms are compared).
+const WANTS: &[(Want, &[&str])] = &[
+    (Want::Ticket, &["ticket", "issue", "jira", "bug", "incident", "case"]),
+    (Want::Commit, &["commit", "hash", "sha", "revision", "changeset"]),
+    (
+        Want::Address,
+        &[
+            "port", "host", "hostname", "address", "endpoint", "url", "server", "connect", "reach", "dns", "ip",
+        ],
+    ),
+    (
+        Want::Date,
+        &[
+            "date",
+            "deadline",
+            "schedule",
+            "scheduled",
+            "due",
+            "launch",
+            "freeze",
+            "weekday",
+        ],
+    ),
+    (
+        Want::Quantity,
+        &[
+            "how much",
+            "how many",
+            "how long",
+            "how big",
+            "how large",
+            "how fast",
+            "how often",
+            "limit",
+            "size",
+            "budget",
+            "cost",
+            "timeout",
+            "threshold",
+            "quota",
+            "capacity",
+            "number",
+            "count",
+            "percent",
+            "rate",
+        ],
+    ),
+    (
+        Want::Preference,
+        &[
+            "prefer",
+            "preference",
+            "favorite",
+            "favourite",
+            "style",
+            "rather",
+            "taste",
+        ],
+    ),
+    (
+        Want::Decision,
+        &[
+            "decide", "decided", "decision", "settle", "settled", "choose", "chose", "chosen", "pick", "picked",
+            "agree", "agreed", "plan",
+        ],
+    ),
+    (
+        Want::Person,
+        &[
+            "who",
+            "whom",
+            "whose",
+            "owner",
+            "owns",
+            "lead",
+            "leads",
+            "responsible",
+            "charge",
+            "contact",
+            "person",
+            "manager",
+        ],
+    ),
+];
+
+/// Whether a token is an identifier or a number: it has a digit, or inner punctuation
+/// (`-`, `_`, `.`, `:`, `/`), or capitals after its first letter.
+fn is_strong(token: &str) -> bool {
+    let inner = token.trim_matches(|c: char| !c.is_alphanumeric());
+    inner.chars().any(|c| c.is_ascii_digit())
+        || inner.contains(['-', '_', '.', ':', '/'])
+        || inner.chars().skip(1).any(|c| c.is_uppercase())
+}
+
+/// The words of a token as the index splits them (letters and digits, lowercased).
+fn parts(token: &str) -> Vec<String> {
+    token
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|p| !p.is_empty())
+        .map(str::to_lowercase)
+        .collect()
+}
+
+/// The stem of a lowercase word, as the index's English stemmer makes it.
+pub(crate) fn stem(word: &str) -> String {
+    STEMMER.stem(word).into_owned()
+}
+
+/// The tokens of a text: runs of letters and digits, joined by inner `-_.:/` (an identifier,
+/// a host:port, a path), trailing punctuation left off.
+pub(crate) fn tokens(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| !(c.is_alphanumeric() || matches!(c, '-' | '_' | '.' | ':' | '/' | '\'')))
+        .map(|t| t.trim_matches(|c: char| !c.is_alphanumeric()))
+        .filter(|t| !t.is_empty())
+}
+
+/// The query of a message: its terms (at most `MAX_TERMS`, the strongest and longest first)
+/// and what it asks for.
+pub(crate) fn parse(message: &str) -> Query {
+    let mut end = message.len().min(MAX_QUERY_BYTES);
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    let message = &message[..end];
+    let mut seen = HashSet::new();
+    let mut terms = Vec::new();
+    for token in tokens(message) {
+        let lower = token.to_lowercase();
+        let strong = is_strong(token);
+        if !strong {
+            let plain = lower.trim_end_matches("'s");
+            if plain.chars().count() < 3 || STOPS.contains(plain) || STOPS.contains(lower.as_str()) {
+                continue;
+            }
+        }
+        let parts = parts(token);
+        if parts.is_empty() {
+            continue;
+        }
+        let stem = if strong {
+            lower.clone()
+        } else {
+            stem(lower.trim_end_matches("'s"))
+        };
+        if !seen.insert(stem.clone()) {
+            continue;
+        }
+        terms.push(Term {
+            text: lower,
+            stem,
+            strong,
+            parts,
+        });
+    }
+    // The strongest and longest first: a long question keeps its rarest words.
+    terms.sort_by(|a, b| b.strong.cmp(&a.strong).then(b.text.len().cmp(&a.text.len())));
+    terms.truncate(MAX_TERMS);
+    Query {
+        want: want_of(message),
+        terms,
+    }
+}
+
+/// The kind of answer asked for, when the message is a question (a `?`, or it begins with a
+/// question word) and names one.
+fn want_of(message: &str) -> Option<Want> {
+    let lower = message.to_lowercase();
+    let first = tokens(&lower).next().unwrap_or("");
+    let asks = lower.contains('?')
+        || matches!(
+            first,
+            "what" | "which" | "who" | "whom" | "whose" | "when" | "where" | "how" | "remind" | "tell"
+        );
+    if !asks {
+        return None;
+    }
+    // The question word says it first: "who …", "when …".
+    let leading = tokens(&lower).find(|w| matches!(*w, "who" | "whom" | "whose" | "when"));
+    match leading {
+        Some("when") => return Some(Want::Date),
+        Some(_) => return Some(Want::Person),
+        None => {}
+    }
+    let words: Vec<String> = tokens(&lower).map(stem).collect();
+    WANTS.iter().find_map(|(want, cues)| {
+        cues.iter()
+            .any(|cue| {
+                if cue.contains(' ') {
+                    lower.contains(cue)
+                } else {
+                    let s = stem(cue);
+                    words.contains(&s)
+                }
+            })
+            .then_some(*want)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn texts(q: &Query) -> Vec<&str> {
+        q.terms.iter().map(|t| t.text.as_str()).collect()
+    }
+
+    #[test]
+    fn small_talk_and_question_words_are_no_terms() {
+        for m in [
+            "thanks!",
+            "ok, continue",
+            "hi there",
+            "Can you remind me what we said earlier?",
+            "sounds good",
+        ] {
+            assert!(parse(m).terms.is_empty(), "{m}: {:?}", texts(&parse(m)));
+        }
+    }
+
+    #[test]
+    fn identifiers_and_numbers_come_first_and_whole() {
+        let q = parse("what was the status of ORION-DEPLOY-7731 on cache-stg.internal:6380 and the rollback?");
+        assert_eq!(&texts(&q)[..2], &["cache-stg.internal:6380", "orion-deploy-7731"]);
+        assert!(q.terms[0].strong);
+        assert_eq!(q.terms[1].parts, vec!["orion", "deploy", "7731"]);
+        assert!(texts(&q).contains(&"rollback"));
+        assert!(!texts(&q).contains(&"status") || q.terms.iter().any(|t| t.stem == "status"));
+        assert_eq!(q.fts_match().matches(" OR ").count(), q.terms.len() - 1);
+    }
+
+    #[test]
+    fn words_are_stemmed_and_deduplicated() {
+        let q = parse("deployments deploy deploying");
+        assert_eq!(q.terms.len(), 1);
+        assert_eq!(q.terms[0].stem, "deploy");
+    }
+
+    #[test]
+    fn a_question_names_the_kind_of_answer() {
+        assert_eq!(parse("who runs billing these days?").want, Some(Want::Person));
+        assert_eq!(
+            parse("Which port does the staging cache listen on?").want,
+            Some(Want::Address)
+        );
+        assert_eq!(parse("what ticket was the flaky login test?").want, Some(Want::Ticket));
+        assert_eq!(parse("how long is the session timeout?").want, Some(Want::Quantity));
+        assert_eq!(parse("what did we settle on for the queue?").want, Some(Want::Decision));
+        // Not a question: nothing asked.
+        assert_eq!(parse("the port is open now").want, None);
+    }
+
+    #[test]
+    fn a_huge_message_is_read_up_to_its_bound() {
+        let text = "word ".repeat(10_000) + "ZEBRA-1234";
+        let q = parse(&text);
+        assert!(!texts(&q).contains(&"zebra-1234"));
+        assert!(q.terms.len() <= MAX_TERMS);
+    }
+}

@@ -206,6 +206,8 @@ function resolveSettings(pluginConfig, env, engineEnv) {
   for (const key of engineKeys()) {
     if (cfg[key] !== undefined && cfg[key] !== null) engine[key] = cfg[key]
   }
+  // The plugin's recallScope also decides what recall at assembly searches.
+  if (cfg.recallScope === 'all') engine.autoRecallScope = 'all'
   // lossless-claw 0.15's name of incrementalMaxDepth.
   if (cfg.sweepMaxDepth !== undefined && cfg.incrementalMaxDepth === undefined) engine.incrementalMaxDepth = cfg.sweepMaxDepth
   /** @type {Record<string, unknown> | undefined} */

@@ -205,14 +205,14 @@ export interface LcmConfig {
   autoRecallShare?: number | null
   /**
    * Least score an excerpt needs (1 ≤ x ≤ 100): a matched word counts 1, an identifier or a
-   * number 2, a value of the kind asked for 1.5, plus the index's relevance. Default 2.
+   * number 2, a value of the kind asked for 2, plus the index's relevance. Default 2.
    */
   autoRecallMinScore?: number | null
   /**
    * Which conversations recall at assembly searches: "conversation" (the one assembled) or
-   * "all". Default "conversation".
+   * "all" (the OpenClaw plugin sets it from its `recallScope`). Default "conversation".
    */
-  recallScope?: RecallScope | null
+  autoRecallScope?: RecallScope | null
   /**
    * Open without writing anything: no migration (a file that needs one is refused with
    * E_SCHEMA), no checkpoints; ingest, compaction and an applying rewrite reject with
@@ -274,7 +274,7 @@ export interface ResolvedConfig {
   autoRecallMaxTokens: number
   autoRecallShare: number
   autoRecallMinScore: number
-  recallScope: RecallScope
+  autoRecallScope: RecallScope
   /** Open without ever writing: no migration, no checkpoints; writes fail with E_READ_ONLY. */
   readOnly: boolean
   /** With `readOnly`: trust that nobody writes the file (SQLite's immutable mode). */

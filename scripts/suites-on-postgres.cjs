@@ -8,7 +8,7 @@
 const { spawnSync } = require('node:child_process')
 const path = require('node:path')
 
-const SUITES = ['ingest', 'compaction', 'recall', 'rewrite'].map((s) => `__test__/${s}.spec.ts`)
+const SUITES = ['ingest', 'compaction', 'recall', 'auto-recall', 'rewrite'].map((s) => `__test__/${s}.spec.ts`)
 
 if (!process.env.LCM_TEST_DATABASE_URL) {
   if (process.env.CI === 'true' || process.env.LCM_REQUIRE_POSTGRES === '1') {

@@ -303,12 +303,17 @@ pub(crate) struct SummaryView<'a> {
 /// Makes `content` unable to open or close the wrapper: `<summary` and `</summary` (any case)
 /// lose their `<`.
 pub(crate) fn neutralize(content: &str) -> Cow<'_, str> {
+    neutralize_tags(content, &[b"summary", b"/summary"])
+}
+
+/// `content` with every `<` that would begin one of `tags` (any case) written `&lt;`.
+pub(crate) fn neutralize_tags<'a>(content: &'a str, tags: &[&[u8]]) -> Cow<'a, str> {
     let starts = |rest: &[u8], word: &[u8]| rest.len() >= word.len() && rest[..word.len()].eq_ignore_ascii_case(word);
     let mut out = String::new();
     let mut last = 0;
     for (at, _) in content.match_indices('<') {
         let rest = &content.as_bytes()[at + 1..];
-        if starts(rest, b"summary") || starts(rest, b"/summary") {
+        if tags.iter().any(|t| starts(rest, t)) {
             out.push_str(&content[last..at]);
             out.push_str("&lt;");
             last = at + 1;

@@ -195,8 +195,9 @@ pub struct LcmOptions {
     /// Most of each assembly's token budget one turn's block may take (0 < x ≤ 1). Default 0.05.
     #[serde(default, skip_serializing, deserialize_with = "fraction")]
     pub auto_recall_share: Option<f64>,
-    /// Least score an excerpt needs (1 ≤ x ≤ 100): a matched word counts 1, an identifier or a
-    /// number 2, a value of the kind asked for 1.5, plus the index's relevance. Default 2.
+    /// Least score an excerpt needs (1 ≤ x ≤ 100): a matched word counts up to 2 by its rarity
+    /// in the history, an identifier or number 1 more, a value of the kind asked for 2 (in a
+    /// log line 0.5), plus half the index's relevance. Default 2.
     #[serde(default, skip_serializing, deserialize_with = "overage")]
     pub auto_recall_min_score: Option<f64>,
     /// Which conversations recall at assembly searches: "conversation" (the one assembled) or
@@ -796,7 +797,7 @@ mod readme_tests {
         .to_json();
         let shown: Vec<&String> = all.as_object().unwrap().keys().collect();
         let names = option_names();
-        assert_eq!(names.len(), 31, "{names:?}");
+        assert_eq!(names.len(), 36, "{names:?}");
         // `dbUrl` is shown as the `dbPath` it becomes.
         assert_eq!(shown, names.iter().filter(|n| *n != "dbUrl").collect::<Vec<_>>());
         for (name, ..) in env_vars() {

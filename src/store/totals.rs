@@ -51,6 +51,15 @@ pub(crate) fn message_count<'a>(db: impl Into<Db<'a>>, conversation_id: i64) -> 
         .query_one(SELECT_MESSAGE_COUNT, params![conversation_id], |r| r.get(0))
 }
 
+/// Messages stored in all conversations (the sum of their counts).
+pub(crate) fn all_message_count<'a>(db: impl Into<Db<'a>>) -> Result<i64> {
+    db.into().query_one(
+        "SELECT CAST(COALESCE(SUM(messages), 0) AS BIGINT) FROM lcm_message_counts",
+        params![],
+        |r| r.get(0),
+    )
+}
+
 /// Describes how the stored totals of a conversation differ from its live items, or its count
 /// of messages from its rows, if they do.
 pub(crate) fn drift<'a>(db: impl Into<Db<'a>>, conversation_id: i64) -> Result<Option<String>> {

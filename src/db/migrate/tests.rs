@@ -253,6 +253,7 @@ fn lossless_claw_database_keeps_its_extra_tables_and_skips_recorded_backfills() 
             "lcm_native_turn_positions",
             "message_transcript_anchor_trust",
             "lcm_native_prompt_cache",
+            "lcm_native_recalls",
             "lcm_native_context_resets",
             "lcm_native_summary_fidelity",
             "lcm_native_summary_versions",

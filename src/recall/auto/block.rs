@@ -29,24 +29,9 @@ const TAGS: &[&[u8]] = &[
     b"/summary",
 ];
 
-/// `content` with every `<` that would begin one of `TAGS` (any case) written `&lt;`.
+/// `content` unable to open or close the block, an excerpt or a summary.
 pub(crate) fn neutralize(content: &str) -> Cow<'_, str> {
-    let starts = |rest: &[u8], word: &[u8]| rest.len() >= word.len() && rest[..word.len()].eq_ignore_ascii_case(word);
-    let mut out = String::new();
-    let mut last = 0;
-    for (at, _) in content.match_indices('<') {
-        let rest = &content.as_bytes()[at + 1..];
-        if TAGS.iter().any(|t| starts(rest, t)) {
-            out.push_str(&content[last..at]);
-            out.push_str("&lt;");
-            last = at + 1;
-        }
-    }
-    if last == 0 {
-        return Cow::Borrowed(content);
-    }
-    out.push_str(&content[last..]);
-    Cow::Owned(out)
+    crate::assemble::render::neutralize_tags(content, TAGS)
 }
 
 /// An attribute's value: `&`, `"`, `<` and line ends escaped.

@@ -16,6 +16,10 @@ pub(crate) const MAX_EXCERPT_CHARS: usize = 400;
 /// A segment this short also takes the one before it (a heading, the start of a sentence).
 const SHORT_SEGMENT_CHARS: usize = 80;
 
+/// What a value of the kind asked for counts: as much as an identifier, so that a question
+/// sharing no word with the fact's sentence still reaches the minimum score.
+pub(crate) const TYPED_VALUE_WEIGHT: f64 = 2.0;
+
 /// A line longer than this is split into sentences.
 const LONG_LINE_CHARS: usize = 240;
 
@@ -66,16 +70,20 @@ static VALUES: LazyLock<Vec<(Want, Regex)>> = LazyLock::new(|| {
                 r"(?i)\b(?:decided|decision|agreed|settled|chose|chosen|going with|go with|we'll use|we will use|switch(?:ed)? to|picked|final answer|let's use)\b",
             ),
         ),
-        (Want::Person, r(r"\b[A-Z][a-z]+ [A-Z][a-z]+(?:-[A-Z][a-z]+)?\b")),
+        // A name with what the person is or does beside it.
+        (
+            Want::Person,
+            r(
+                r"(?x)\b[A-Z][a-z]+\ [A-Z][a-z]+(?:-[A-Z][a-z]+)?\b .{0,60}? \b(?i:leads?|led|heads?|owns?|owner|manager|manages|engineer|contact|responsible|in\ charge|maintainer|maintains|director|architect|reviewer|admin|on-?call|runs|lead)\b
+                | \b(?i:leads?|led|heads?|owns?|owner|manager|manages|engineer|contact|responsible|in\ charge|maintainer|maintains|director|architect|reviewer|admin|on-?call|runs|lead)\b .{0,60}? \b[A-Z][a-z]+\ [A-Z][a-z]+\b",
+            ),
+        ),
     ]
 });
 
-/// Whether `text` holds a value of the kind `want`.
-pub(crate) fn has_value(want: Want, text: &str) -> bool {
-    VALUES
-        .iter()
-        .find(|(w, _)| *w == want)
-        .is_some_and(|(_, re)| re.is_match(text))
+/// Whether `text` holds a value of one of the kinds `wants`.
+pub(crate) fn has_value(wants: &[Want], text: &str) -> bool {
+    VALUES.iter().any(|(w, re)| wants.contains(w) && re.is_match(text))
 }
 
 /// The lines of `text`, long ones split into sentences: byte ranges, without their ends.
@@ -108,13 +116,9 @@ fn segments(text: &str) -> Vec<Range<usize>> {
     out
 }
 
-/// The weight of a matched term: an identifier or number counts twice.
+/// The weight of a matched term (its rarity in the history, `terms::Term::weight`).
 fn weight(term: &terms::Term) -> f64 {
-    if term.strong {
-        2.0
-    } else {
-        1.0
-    }
+    term.weight
 }
 
 /// The terms of `query` found in `segment`.
@@ -148,11 +152,16 @@ pub(crate) fn best(text: &str, query: &Query) -> Option<Excerpt> {
     for (i, seg) in segments.iter().enumerate() {
         let s = &text[seg.clone()];
         let matched = matched_in(query, s);
-        let typed = query.want.is_some_and(|w| has_value(w, s));
+        let typed = has_value(&query.wants, s);
         if matched.is_empty() && !typed {
             continue;
         }
-        let score = matched.iter().map(|&t| weight(&query.terms[t])).sum::<f64>() + if typed { 1.5 } else { 0.0 };
+        let value = match (typed, terms::is_log_line(s)) {
+            (false, _) => 0.0,
+            (true, false) => TYPED_VALUE_WEIGHT,
+            (true, true) => TYPED_VALUE_WEIGHT / 4.0,
+        };
+        let score = matched.iter().map(|&t| weight(&query.terms[t])).sum::<f64>() + value;
         if best.as_ref().is_none_or(|(_, b)| score > b.score) {
             best = Some((
                 i,
@@ -237,6 +246,7 @@ mod tests {
             "Sed do eiusmod tempor incididunt. ".repeat(20)
         );
         let q = terms::parse("who leads payments now?");
+        assert!(!has_value(&[Want::Person], "Staging Redis moved to a new host."));
         let e = best(&para, &q).expect("found");
         let shown = &para[e.range.clone()];
         assert!(shown.contains("Priya Raman now leads the payments team"), "{shown}");
@@ -253,6 +263,10 @@ mod tests {
         assert!(e.typed);
         // Nothing matches and nothing of the kind: no excerpt.
         assert!(best("nothing here at all", &terms::parse("which port?")).is_none());
+        // A log line's value weighs less than a sentence's.
+        let log = "2026-11-25T10:00:01Z INFO svc req=1 latency=120ms\nThe ingest workers get 3.5 GiB each.";
+        let e = best(log, &terms::parse("how much memory do they get?")).expect("found");
+        assert!(log[e.range.clone()].contains("3.5 GiB"), "{:?}", &log[e.range.clone()]);
     }
 
     #[test]

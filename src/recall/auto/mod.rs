@@ -35,7 +35,17 @@ const TYPED_SCAN_MESSAGES: i64 = 400;
 const MAX_TEXT_BYTES: i64 = 256 * 1024;
 
 /// Excerpts in one block at most.
-pub(crate) const MAX_EXCERPTS: usize = 8;
+pub(crate) const MAX_EXCERPTS: usize = 12;
+
+/// What the index's relevance counts beside the excerpt's own score (the index ranks whole
+/// messages: a long log that holds the words somewhere ranks low, a short note high).
+const RELEVANCE_WEIGHT: f64 = 0.5;
+
+/// Messages counted for a term's rarity at most: past it the term is common.
+const DF_CAP: i64 = 500;
+
+/// Excerpts scoring under this share of the best one are left out.
+const RELATIVE_FLOOR: f64 = 0.4;
 
 /// Weight of recency: the newest candidate's score is this much larger than the oldest's.
 const RECENCY_WEIGHT: f64 = 0.25;
@@ -78,6 +88,20 @@ struct Candidate {
     relevance: f64,
 }
 
+impl Candidate {
+    /// A row of id, conversation, role, time and text (the first five columns).
+    fn read(row: &crate::sql::Row, relevance: f64) -> Result<Candidate> {
+        Ok(Candidate {
+            message_id: row.get(0)?,
+            conversation_id: row.get(1)?,
+            role: row.get(2)?,
+            created_at: row.get(3)?,
+            text: row.get(4)?,
+            relevance,
+        })
+    }
+}
+
 /// A candidate's excerpt and its score.
 struct Scored {
     c: Candidate,
@@ -91,22 +115,24 @@ pub(crate) fn recall(db: Db, r: &Request<'_>) -> Result<(Option<Recalled>, Recal
     let query = terms::parse(r.message);
     let mut stats = RecallStats {
         terms: query.terms.iter().map(|t| t.text.clone()).collect(),
-        wants: query.want.map(|w| w.name().to_string()),
+        wants: (!query.wants.is_empty()).then(|| query.wants.iter().map(|w| w.name()).collect::<Vec<_>>().join(", ")),
         ..RecallStats::default()
     };
     if query.is_empty() {
         stats.abstained = Some("the message has no words to search the history for".into());
         return Ok((None, stats));
     }
+    let mut query = query;
+    weigh_terms(db, &mut query)?;
     let mut candidates = if query.terms.is_empty() {
         Vec::new()
     } else {
         search(db, r, &query)?
     };
-    if let Some(want) = query.want {
+    if !query.wants.is_empty() {
         let seen: std::collections::HashSet<i64> = candidates.iter().map(|c| c.message_id).collect();
         for c in typed_scan(db, r)? {
-            if !seen.contains(&c.message_id) && excerpt::has_value(want, &c.text) {
+            if !seen.contains(&c.message_id) && excerpt::has_value(&query.wants, &c.text) {
                 candidates.push(c);
             }
         }
@@ -162,6 +188,34 @@ pub(crate) fn recall(db: Db, r: &Request<'_>) -> Result<(Option<Recalled>, Recal
     Ok((Some(Recalled { text, tokens, places }), stats))
 }
 
+/// Weighs each term by how many stored messages hold it (counted up to `DF_CAP`).
+fn weigh_terms(db: Db, query: &mut Query) -> Result<()> {
+    if query.terms.is_empty() {
+        return Ok(());
+    }
+    let n = crate::store::totals::all_message_count(db)?;
+    for t in &mut query.terms {
+        let phrase = t.parts.join(" ");
+        let df: i64 = match db {
+            Db::Sqlite(_) => db.query_one(
+                "SELECT count(*) FROM (SELECT 1 FROM messages_fts WHERE messages_fts MATCH ?1 LIMIT ?2)",
+                params![format!("\"{phrase}\""), DF_CAP],
+                |r| r.get(0),
+            )?,
+            Db::Pg(_) => db.query_one(
+                &format!(
+                    "SELECT count(*) FROM (SELECT 1 FROM messages m WHERE m.{} @@ lcm_search_query(CAST(?1 AS TEXT)) LIMIT ?2) x",
+                    crate::pg::search::SEARCH_COLUMN
+                ),
+                params![phrase, DF_CAP],
+                |r| r.get(0),
+            )?,
+        };
+        t.weight = terms::weigh(t, df, n);
+    }
+    Ok(())
+}
+
 /// The full-text search: messages outside the context matching any term, best first.
 fn search(db: Db, r: &Request<'_>, query: &Query) -> Result<Vec<Candidate>> {
     let outside = format!("(m.message_id < ?3 OR m.message_id {})", db.in_ids("?6"));
@@ -170,16 +224,8 @@ fn search(db: Db, r: &Request<'_>, query: &Query) -> Result<Vec<Candidate>> {
         RecallScope::All => format!("(m.conversation_id <> ?2 OR {outside})"),
     };
     let shortened = serde_json::to_string(r.shortened)?;
-    let read = |row: &crate::sql::Row| {
-        Ok(Candidate {
-            message_id: row.get(0)?,
-            conversation_id: row.get(1)?,
-            role: row.get(2)?,
-            created_at: row.get(3)?,
-            text: row.get(4)?,
-            relevance: -row.get::<f64>(5)?,
-        })
-    };
+    // The rank as FTS5's (lower is better): its negation is the relevance.
+    let read = |row: &crate::sql::Row| Candidate::read(row, -row.get::<f64>(5)?);
     match db {
         Db::Sqlite(_) => db.query_map(
             &format!(
@@ -249,16 +295,7 @@ fn typed_scan(db: Db, r: &Request<'_>) -> Result<Vec<Candidate>> {
             MAX_TEXT_BYTES,
             shortened
         ],
-        |row| {
-            Ok(Candidate {
-                message_id: row.get(0)?,
-                conversation_id: row.get(1)?,
-                role: row.get(2)?,
-                created_at: row.get(3)?,
-                text: row.get(4)?,
-                relevance: 0.0,
-            })
-        },
+        |row| Candidate::read(row, 0.0),
     )
 }
 
@@ -283,7 +320,7 @@ fn score(candidates: Vec<Candidate>, query: &Query, r: &Request<'_>) -> Vec<Scor
             } else {
                 1.0
             };
-            let score = (c.relevance + e.score) * (1.0 + RECENCY_WEIGHT * recency);
+            let score = (RELEVANCE_WEIGHT * c.relevance + e.score) * (1.0 + RECENCY_WEIGHT * recency);
             Some(Scored {
                 c,
                 e,
@@ -318,10 +355,15 @@ fn choose(scored: Vec<Scored>, r: &Request<'_>, query: &Query) -> Vec<Scored> {
     )) + 4;
     let mut room = r.room - overhead;
     let mut taken: Vec<Scored> = Vec::new();
+    // Far weaker than the best is noise beside it: a question naming three things is
+    // answered by the excerpts that hold most of them.
+    let floor = r
+        .min_score
+        .max(scored.first().map_or(0.0, |s| s.score * RELATIVE_FLOOR));
     let mut pool: Vec<Option<Scored>> = scored.into_iter().map(Some).collect();
     for i in 0..pool.len() {
         let Some(best) = pool[i].take() else { continue };
-        if best.score < r.min_score || taken.len() >= MAX_EXCERPTS {
+        if best.score < floor || taken.len() >= MAX_EXCERPTS {
             break;
         }
         // Newer excerpts of the same subject with other values: shown first.

@@ -16,7 +16,7 @@ pub(crate) const MAX_TERMS: usize = 12;
 const MAX_QUERY_BYTES: usize = 4 * 1024;
 
 /// One term of the query.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Term {
     /// As written, lowercased.
     pub text: String,
@@ -26,6 +26,30 @@ pub(crate) struct Term {
     pub strong: bool,
     /// Its parts as the index splits them (words of an identifier), for a phrase query.
     pub parts: Vec<String>,
+    /// What finding it counts: its rarity in the history, 0 to 2 (`weigh`), 1 more for an
+    /// identifier or a number; until weighed, 1 (2 for an identifier).
+    pub weight: f64,
+}
+
+/// The weight of a term found in `df` of the `n` stored messages: BM25's inverse document
+/// frequency over the largest it can be (a term in no message), times two, so that a word in
+/// one message of many counts about 2 and one in half of them next to nothing; an identifier
+/// or a number counts 1 more.
+pub(crate) fn weigh(term: &Term, df: i64, n: i64) -> f64 {
+    let (df, n) = (df.max(0) as f64, n.max(df).max(1) as f64);
+    let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+    let most = (1.0 + (n + 0.5) / 0.5).ln();
+    2.0 * idf / most + if term.strong { 1.0 } else { 0.0 }
+}
+
+/// A line of a log (it begins with a time or a number, or names a log level): not a question
+/// to search for, and its values (latencies, sizes, request ids) are the log's, not facts
+/// someone stated.
+pub(crate) fn is_log_line(line: &str) -> bool {
+    static LOG_LINE: LazyLock<regex::Regex> = LazyLock::new(|| {
+        regex::Regex::new(r"^\s*\[?\d|\b(?:TRACE|DEBUG|INFO|WARN|WARNING|ERROR|FATAL)\b").expect("a valid pattern")
+    });
+    LOG_LINE.is_match(line)
 }
 
 /// The kind of answer a question asks for.
@@ -60,12 +84,13 @@ impl Want {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Query {
     pub terms: Vec<Term>,
-    pub want: Option<Want>,
+    /// The kinds of answer its questions ask for (one per question that names one).
+    pub wants: Vec<Want>,
 }
 
 impl Query {
     pub(crate) fn is_empty(&self) -> bool {
-        self.terms.is_empty() && self.want.is_none()
+        self.terms.is_empty() && self.wants.is_empty()
     }
 
     /// The FTS5 expression: any of the terms (an identifier as the phrase of its parts).
@@ -104,8 +129,32 @@ static STOPS: LazyLock<HashSet<&'static str>> = LazyLock::new(|| STOP_WORDS.spli
 
 /// The cue words of each kind of answer, in the question (stemmed forms are compared).
 const WANTS: &[(Want, &[&str])] = &[
-    (Want::Ticket, &["ticket", "issue", "jira", "bug", "incident", "case"]),
-    (Want::Commit, &["commit", "hash", "sha", "revision", "changeset"]),
+    (
+        Want::Ticket,
+        &[
+            "ticket",
+            "issue",
+            "jira",
+            "bug",
+            "incident",
+            "case",
+            "reference",
+            "filed",
+        ],
+    ),
+    (
+        Want::Commit,
+        &[
+            "commit",
+            "hash",
+            "sha",
+            "revision",
+            "changeset",
+            "bisect",
+            "fixed",
+            "hotfix",
+        ],
+    ),
     (
         Want::Address,
         &[
@@ -225,7 +274,13 @@ pub(crate) fn parse(message: &str) -> Query {
     while !message.is_char_boundary(end) {
         end -= 1;
     }
-    let message = &message[..end];
+    // The lines someone wrote, not the lines of a log pasted with them.
+    let prose: String = message[..end]
+        .lines()
+        .filter(|l| !is_log_line(l))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let message = prose.as_str();
     let mut seen = HashSet::new();
     let mut terms = Vec::new();
     for token in tokens(message) {
@@ -254,39 +309,70 @@ pub(crate) fn parse(message: &str) -> Query {
             stem,
             strong,
             parts,
+            weight: if strong { 2.0 } else { 1.0 },
         });
     }
     // The strongest and longest first: a long question keeps its rarest words.
     terms.sort_by(|a, b| b.strong.cmp(&a.strong).then(b.text.len().cmp(&a.text.len())));
     terms.truncate(MAX_TERMS);
-    Query {
-        want: want_of(message),
-        terms,
+    // Each question of the message may ask for a kind of its own ("Who …? Also, when …?").
+    let mut wants = Vec::new();
+    for question in questions(message) {
+        if let Some(w) = want_of(question) {
+            if !wants.contains(&w) {
+                wants.push(w);
+            }
+        }
     }
+    Query { wants, terms }
+}
+
+/// The message's sentences, each ending at `?`, `.` or `!` (or the end).
+fn questions(message: &str) -> impl Iterator<Item = &str> {
+    message
+        .split_inclusive(['?', '.', '!', '\n'])
+        .map(str::trim)
+        .filter(|q| !q.is_empty())
 }
 
 /// The kind of answer asked for, when the message is a question (a `?`, or it begins with a
 /// question word) and names one.
 fn want_of(message: &str) -> Option<Want> {
     let lower = message.to_lowercase();
-    let first = tokens(&lower).next().unwrap_or("");
+    // "Also, …" and "So …" lead into a question without being one.
+    let first = tokens(&lower)
+        .find(|w| !matches!(*w, "also" | "so" | "and" | "ok" | "okay" | "then" | "but" | "now"))
+        .unwrap_or("");
     let asks = lower.contains('?')
         || matches!(
             first,
-            "what" | "which" | "who" | "whom" | "whose" | "when" | "where" | "how" | "remind" | "tell"
+            "what"
+                | "what's"
+                | "which"
+                | "who"
+                | "who's"
+                | "whom"
+                | "whose"
+                | "when"
+                | "where"
+                | "how"
+                | "remind"
+                | "tell"
         );
     if !asks {
         return None;
     }
     // The question word says it first: "who …", "when …".
-    let leading = tokens(&lower).find(|w| matches!(*w, "who" | "whom" | "whose" | "when"));
+    let leading = tokens(&lower).find(|w| matches!(*w, "who" | "who's" | "whom" | "whose" | "when" | "where"));
     match leading {
         Some("when") => return Some(Want::Date),
+        // "Where do I point …": a place to connect to, unless a cue below says otherwise.
+        Some("where") => {}
         Some(_) => return Some(Want::Person),
         None => {}
     }
     let words: Vec<String> = tokens(&lower).map(stem).collect();
-    WANTS.iter().find_map(|(want, cues)| {
+    let cued = WANTS.iter().find_map(|(want, cues)| {
         cues.iter()
             .any(|cue| {
                 if cue.contains(' ') {
@@ -297,7 +383,8 @@ fn want_of(message: &str) -> Option<Want> {
                 }
             })
             .then_some(*want)
-    })
+    });
+    cued.or((leading == Some("where")).then_some(Want::Address))
 }
 
 #[cfg(test)]
@@ -341,16 +428,40 @@ mod tests {
 
     #[test]
     fn a_question_names_the_kind_of_answer() {
-        assert_eq!(parse("who runs billing these days?").want, Some(Want::Person));
+        let wants = |m: &str| parse(m).wants;
+        assert_eq!(wants("who runs billing these days?"), [Want::Person]);
+        assert_eq!(wants("Which port does the staging cache listen on?"), [Want::Address]);
+        assert_eq!(wants("what ticket was the flaky login test?"), [Want::Ticket]);
+        assert_eq!(wants("how long is the session timeout?"), [Want::Quantity]);
+        assert_eq!(wants("what did we settle on for the queue?"), [Want::Decision]);
+        assert_eq!(wants("Where do I point psql now?"), [Want::Address]);
+        // Two questions, two kinds.
         assert_eq!(
-            parse("Which port does the staging cache listen on?").want,
-            Some(Want::Address)
+            wants("When is the move? Also, who leads payments?"),
+            [Want::Date, Want::Person]
         );
-        assert_eq!(parse("what ticket was the flaky login test?").want, Some(Want::Ticket));
-        assert_eq!(parse("how long is the session timeout?").want, Some(Want::Quantity));
-        assert_eq!(parse("what did we settle on for the queue?").want, Some(Want::Decision));
         // Not a question: nothing asked.
-        assert_eq!(parse("the port is open now").want, None);
+        assert!(wants("the port is open now").is_empty());
+    }
+
+    #[test]
+    fn a_pasted_log_is_not_the_question() {
+        let q = parse("Here is the log, what went wrong?\n2026-11-25T10:00:01Z INFO svc-3 req=abc latency=12ms\nERROR disk full on node-7");
+        assert!(
+            q.terms.iter().all(|t| !t.text.contains("svc") && t.text != "disk"),
+            "{:?}",
+            texts(&q)
+        );
+    }
+
+    #[test]
+    fn a_rare_term_weighs_more_than_a_common_one() {
+        let t = parse("backoff").terms.remove(0);
+        let (rare, common) = (weigh(&t, 1, 1_000), weigh(&t, 500, 1_000));
+        assert!(rare > 1.5 && rare <= 2.0, "{rare}");
+        assert!(common < 0.3, "{common}");
+        let id = parse("INC-40718").terms.remove(0);
+        assert!(weigh(&id, 1, 1_000) > 2.5);
     }
 
     #[test]

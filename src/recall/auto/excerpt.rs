@@ -129,13 +129,21 @@ fn matched_in(query: &Query, segment: &str) -> Vec<usize> {
         .flat_map(|w| std::iter::once(w).chain(w.split(|c: char| !c.is_alphanumeric()).filter(|p| !p.is_empty())))
         .map(|w| terms::stem(w.trim_end_matches("'s")))
         .collect();
+    // An identifier as a whole token (`6380` is not in `16380`), or its parts in a row.
+    let parts: Vec<&str> = lower
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|p| !p.is_empty())
+        .collect();
     query
         .terms
         .iter()
         .enumerate()
         .filter(|(_, t)| {
             if t.strong {
-                lower.contains(&t.text)
+                terms::tokens(&lower).any(|w| w == t.text)
+                    || parts
+                        .windows(t.parts.len().max(1))
+                        .any(|w| w.iter().zip(&t.parts).all(|(a, b)| a == b))
             } else {
                 stems.contains(&t.stem)
             }
@@ -161,7 +169,9 @@ pub(crate) fn best(text: &str, query: &Query) -> Option<Excerpt> {
             (true, false) => TYPED_VALUE_WEIGHT,
             (true, true) => TYPED_VALUE_WEIGHT / 4.0,
         };
-        let score = matched.iter().map(|&t| weight(&query.terms[t])).sum::<f64>() + value;
+        // A question asked before is not an answer: its words count half.
+        let asked = if s.trim_end().ends_with('?') { 0.5 } else { 1.0 };
+        let score = asked * matched.iter().map(|&t| weight(&query.terms[t])).sum::<f64>() + value;
         if best.as_ref().is_none_or(|(_, b)| score > b.score) {
             best = Some((
                 i,

@@ -44,6 +44,9 @@ const RELEVANCE_WEIGHT: f64 = 0.5;
 /// Messages counted for a term's rarity at most: past it the term is common.
 const DF_CAP: i64 = 500;
 
+/// Excerpts found by the kind of value alone, at most.
+const MAX_BY_KIND: usize = 5;
+
 /// Excerpts scoring under this share of the best one are left out.
 const RELATIVE_FLOOR: f64 = 0.4;
 
@@ -283,7 +286,7 @@ fn typed_scan(db: Db, r: &Request<'_>) -> Result<Vec<Candidate>> {
     let shortened = serde_json::to_string(r.shortened)?;
     db.query_map(
         &format!(
-            "SELECT message_id, conversation_id, role, created_at, substr(content, 1, ?4)
+            "SELECT message_id, conversation_id, role, created_at, substr(content, 1, CAST(?4 AS INTEGER))
              FROM messages WHERE conversation_id = ?1 AND (message_id < ?2 OR message_id {})
              ORDER BY seq DESC LIMIT ?3",
             db.in_ids("?5")
@@ -361,11 +364,19 @@ fn choose(scored: Vec<Scored>, r: &Request<'_>, query: &Query) -> Vec<Scored> {
         .min_score
         .max(scored.first().map_or(0.0, |s| s.score * RELATIVE_FLOOR));
     let mut pool: Vec<Option<Scored>> = scored.into_iter().map(Some).collect();
+    // A value of the kind asked for with none of the words is how a question that shares no
+    // word with its fact reaches it: such excerpts need the minimum only, a few of them.
+    let mut typed_only = 0;
     for i in 0..pool.len() {
         let Some(best) = pool[i].take() else { continue };
-        if best.score < floor || taken.len() >= MAX_EXCERPTS {
+        if taken.len() >= MAX_EXCERPTS {
             break;
         }
+        let by_kind = best.e.matched.is_empty() && best.e.typed;
+        if best.score < r.min_score || !by_kind && best.score < floor || by_kind && typed_only >= MAX_BY_KIND {
+            continue;
+        }
+        typed_only += by_kind as usize;
         // Newer excerpts of the same subject with other values: shown first.
         let mut group = vec![best];
         for slot in pool.iter_mut().skip(i + 1) {

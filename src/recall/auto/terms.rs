@@ -240,8 +240,15 @@ const WANTS: &[(Want, &[&str])] = &[
 /// (`-`, `_`, `.`, `:`, `/`), or capitals after its first letter.
 fn is_strong(token: &str) -> bool {
     let inner = token.trim_matches(|c: char| !c.is_alphanumeric());
+    // A short number ("run 44", "3 days") is everywhere in a history: a word like any other.
+    if inner.chars().all(|c| c.is_ascii_digit()) {
+        return inner.len() >= 4;
+    }
+    // A hyphenated word ("on-call") is a word; in capitals ("ORION-DEPLOY") a name.
+    let capitals = inner.chars().any(char::is_alphabetic) && !inner.chars().any(char::is_lowercase);
     inner.chars().any(|c| c.is_ascii_digit())
-        || inner.contains(['-', '_', '.', ':', '/'])
+        || inner.contains(['_', '.', ':', '/'])
+        || inner.contains('-') && capitals
         || inner.chars().skip(1).any(|c| c.is_uppercase())
 }
 
@@ -417,6 +424,9 @@ mod tests {
         assert!(texts(&q).contains(&"rollback"));
         assert!(!texts(&q).contains(&"status") || q.terms.iter().any(|t| t.stem == "status"));
         assert_eq!(q.fts_match().matches(" OR ").count(), q.terms.len() - 1);
+        // A short number and a hyphenated word are words.
+        let q = parse("what did run 44 say about the on-call rota?");
+        assert!(q.terms.iter().all(|t| !t.strong), "{:?}", q.terms);
     }
 
     #[test]

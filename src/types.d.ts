@@ -204,8 +204,9 @@ export interface LcmConfig {
   /** Most of each assembly's token budget one turn's block may take (0 < x ≤ 1). Default 0.05. */
   autoRecallShare?: number | null
   /**
-   * Least score an excerpt needs (1 ≤ x ≤ 100): a matched word counts 1, an identifier or a
-   * number 2, a value of the kind asked for 2, plus the index's relevance. Default 2.
+   * Least score an excerpt needs (1 ≤ x ≤ 100): a matched word counts up to 2 by its rarity
+   * in the history, an identifier or number 1 more, a value of the kind asked for 2 (in a
+   * log line 0.5), plus half the index's relevance. Default 2.
    */
   autoRecallMinScore?: number | null
   /**

@@ -284,7 +284,7 @@ fn lossless_claw_database_keeps_its_extra_tables_and_skips_recorded_backfills() 
             || name == "message_anchor_trust_conv_entry_idx"
     });
     assert!(theirs == schema_before, "the plugin's schema must stay untouched");
-    assert_eq!(ours.len(), 18 + totals::TRIGGER_NAMES.len(), "{ours:?}");
+    assert_eq!(ours.len(), 19 + totals::TRIGGER_NAMES.len(), "{ours:?}");
     assert_eq!(
         r.indexes_created,
         [

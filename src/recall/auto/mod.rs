@@ -15,6 +15,8 @@ pub(crate) mod block;
 pub(crate) mod excerpt;
 pub(crate) mod terms;
 
+use std::sync::LazyLock;
+
 use rusqlite::params;
 
 use crate::api::{RecallHit, RecallScope, RecallStats};
@@ -35,7 +37,7 @@ const TYPED_SCAN_MESSAGES: i64 = 400;
 const MAX_TEXT_BYTES: i64 = 256 * 1024;
 
 /// Excerpts in one block at most.
-pub(crate) const MAX_EXCERPTS: usize = 12;
+pub(crate) const MAX_EXCERPTS: usize = 10;
 
 /// What the index's relevance counts beside the excerpt's own score (the index ranks whole
 /// messages: a long log that holds the words somewhere ranks low, a short note high).
@@ -43,6 +45,10 @@ const RELEVANCE_WEIGHT: f64 = 0.5;
 
 /// Messages counted for a term's rarity at most: past it the term is common.
 const DF_CAP: i64 = 500;
+
+/// A term weighing this much is rare in the history (for 160 messages, in about 9 of them;
+/// for 100,000, in about 220).
+const RARE_WEIGHT: f64 = 1.0;
 
 /// Excerpts found by the kind of value alone, at most.
 const MAX_BY_KIND: usize = 5;
@@ -89,6 +95,13 @@ struct Candidate {
     text: String,
     /// The index's relevance (higher is better; 0 for a value found by the typed scan).
     relevance: f64,
+}
+
+impl Scored {
+    /// The excerpt's text.
+    fn text(&self) -> &str {
+        &self.c.text[self.e.range.clone()]
+    }
 }
 
 impl Candidate {
@@ -344,6 +357,39 @@ fn values(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// Whether two excerpts say something of the same thing, so the newer one's values supersede
+/// the older one's: they match two terms of the query together, or the newer says it changes
+/// something ("update", "moved", "now", …) and they share a term or a word of their own.
+fn same_subject(a: &Scored, b: &Scored) -> bool {
+    static CHANGE: LazyLock<regex::Regex> = LazyLock::new(|| {
+        regex::Regex::new(r"(?i)\b(?:update[ds]?|moved|now|changed?|instead|correction|no longer|switched|reversed|replaced|pushed|down to|up to|tightened|raised|lowered|renamed)\b")
+            .expect("a valid pattern")
+    });
+    let shared_terms = a.e.matched.iter().filter(|t| b.e.matched.contains(t)).count();
+    if shared_terms >= 2 {
+        return true;
+    }
+    let (older, newer) = if a.c.message_id < b.c.message_id {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    let (older_text, newer_text) = (older.text(), newer.text());
+    if !CHANGE.is_match(newer_text) {
+        return false;
+    }
+    let words = |t: &str| -> std::collections::HashSet<String> {
+        terms::tokens(&t.to_lowercase())
+            .filter(|w| w.len() >= 4 && !w.chars().any(|c| c.is_ascii_digit()))
+            .map(terms::stem)
+            .collect()
+    };
+    shared_terms >= 1
+        || words(older_text)
+            .intersection(&words(newer_text))
+            .any(|w| !CHANGE.is_match(w))
+}
+
 /// The excerpts shown, within the room: best first, each with the newer excerpts of the same
 /// subject before it (the same terms matched, other values), which supersede it.
 fn choose(scored: Vec<Scored>, r: &Request<'_>, query: &Query) -> Vec<Scored> {
@@ -376,18 +422,23 @@ fn choose(scored: Vec<Scored>, r: &Request<'_>, query: &Query) -> Vec<Scored> {
         if best.score < r.min_score || !by_kind && best.score < floor || by_kind && typed_only >= MAX_BY_KIND {
             continue;
         }
+        // Common words alone are no answer: a rare word, an identifier or a value of the kind
+        // asked for is; a statement (nothing asked) recalls what its identifiers name only.
+        let matched = |pick: fn(&terms::Term) -> bool| best.e.matched.iter().any(|&t| pick(&query.terms[t]));
+        let evidence = match query.asks {
+            true => best.e.typed || matched(|t| t.weight >= RARE_WEIGHT),
+            false => matched(|t| t.strong),
+        };
+        if !evidence {
+            continue;
+        }
         typed_only += by_kind as usize;
         // Newer excerpts of the same subject with other values: shown first.
         let mut group = vec![best];
         for slot in pool.iter_mut().skip(i + 1) {
             let Some(other) = slot.as_ref() else { continue };
             let head = &group[0];
-            let same_subject = !head.e.matched.is_empty() && other.e.matched == head.e.matched
-                || head.e.typed
-                    && other.e.typed
-                    && !head.e.matched.is_empty()
-                    && head.e.matched.iter().any(|t| other.e.matched.contains(t));
-            if same_subject {
+            if same_subject(head, other) {
                 let (a, b) = (
                     values(&group[0].c.text[group[0].e.range.clone()]),
                     values(&other.c.text[other.e.range.clone()]),

@@ -86,6 +86,9 @@ pub(crate) struct Query {
     pub terms: Vec<Term>,
     /// The kinds of answer its questions ask for (one per question that names one).
     pub wants: Vec<Want>,
+    /// It asks something (a question, "remind me …"); a statement recalls only what an
+    /// identifier of it names.
+    pub asks: bool,
 }
 
 impl Query {
@@ -331,7 +334,8 @@ pub(crate) fn parse(message: &str) -> Query {
             }
         }
     }
-    Query { wants, terms }
+    let asks = questions(message).any(asks);
+    Query { wants, terms, asks }
 }
 
 /// The message's sentences, each ending at `?`, `.` or `!` (or the end).
@@ -342,15 +346,14 @@ fn questions(message: &str) -> impl Iterator<Item = &str> {
         .filter(|q| !q.is_empty())
 }
 
-/// The kind of answer asked for, when the message is a question (a `?`, or it begins with a
-/// question word) and names one.
-fn want_of(message: &str) -> Option<Want> {
-    let lower = message.to_lowercase();
-    // "Also, …" and "So …" lead into a question without being one.
+/// Whether a sentence asks something: a `?`, or a question word first ("Also, …" and "So …"
+/// lead into a question without being one).
+fn asks(question: &str) -> bool {
+    let lower = question.to_lowercase();
     let first = tokens(&lower)
         .find(|w| !matches!(*w, "also" | "so" | "and" | "ok" | "okay" | "then" | "but" | "now"))
         .unwrap_or("");
-    let asks = lower.contains('?')
+    lower.contains('?')
         || matches!(
             first,
             "what"
@@ -365,8 +368,12 @@ fn want_of(message: &str) -> Option<Want> {
                 | "how"
                 | "remind"
                 | "tell"
-        );
-    if !asks {
+        )
+}
+
+fn want_of(message: &str) -> Option<Want> {
+    let lower = message.to_lowercase();
+    if !asks(message) {
         return None;
     }
     // The question word says it first: "who …", "when …".

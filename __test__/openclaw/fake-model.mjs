@@ -14,6 +14,9 @@
 //     source's length, 100–1,200 tokens, before that line). The source is the text inside the first
 //     `<conversation…>…</conversation…>` tag (the LCM prompts wrap it so), else the last user text.
 //     A tool-less request without those markers gets "FAKE-COMPLETION: <first words>".
+//     With `summaries: 'opaque'` (opt-in) a summary keeps no word of its source: "FAKE-SUMMARY
+//     <12 hex digits of the source's sha256>", then (with `replyTokens`, the same length rule)
+//     filler words that do not occur in the source, then the same "Expand for details" line.
 //   * With tools it is an agent turn. The current turn starts at the last real user message
 //     (OpenClaw appends an `<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>` user message after it, and
 //     prefixes user texts with "[Mon 2026-11-23 08:38 UTC] "; both are ignored).
@@ -25,7 +28,9 @@
 //       else through Tool Search's `tool_call` ({"id": <tool>, "args": …}), else through
 //       `tool_search_code` ({"code": "return await openclaw.tools.call(…)"})
 //     - otherwise                               -> "ack: <first 40 chars of the user text>"
-//       (with `replyTokens`, followed by sentences up to about that many tokens)
+//       (with `replyTokens`, followed by sentences up to about that many tokens); with a `says`
+//       function (opt-in) that returns a string for the user text, that string follows the ack
+//       line (an answer that states something of its own)
 //   * With `contextWindow`, a request whose messages come to more tokens than that (4 characters
 //     a token) is refused as a real provider would: 400 `context_length_exceeded`.
 //   * Response ids carry a random part per server instance: lossless-claw skips an assistant
@@ -35,7 +40,7 @@
 //
 // Standalone: node fake-model.mjs [--port N] [--log FILE]   (prints FAKE_MODEL_URL=…)
 
-import { randomBytes } from 'node:crypto'
+import { createHash, randomBytes } from 'node:crypto'
 import { appendFileSync } from 'node:fs'
 import { createServer } from 'node:http'
 import { pathToFileURL } from 'node:url'
@@ -107,14 +112,36 @@ function prose(seed, tokens) {
   return out.trim()
 }
 
+/** Filler for opaque summaries (`summaries: 'opaque'`): none of it an English or log word. */
+const OPAQUE_WORDS = ['lorem', 'ipsum', 'dolor', 'amet', 'consectetur', 'adipiscing', 'elit', 'eiusmod', 'tempor', 'incididunt', 'labore', 'dolore', 'magna', 'aliqua', 'veniam', 'nostrud']
+
+/** An opaque summary's text (in the source of a summary of summaries). */
+const OPAQUE_SUMMARY = /FAKE-SUMMARY [0-9a-f]{12}[\s\S]*?Expand for details about: fake details/g
+
+/**
+ * About `tokens` tokens of filler made of OPAQUE_WORDS that do not occur in `source` (outside
+ * earlier opaque summaries, whose filler it would otherwise rule out).
+ * @param {number} seed @param {number} tokens @param {string} source
+ */
+function opaqueProse(seed, tokens, source) {
+  const present = new Set(source.replace(OPAQUE_SUMMARY, ' ').toLowerCase().split(/[^a-z]+/))
+  const words = OPAQUE_WORDS.filter((w) => !present.has(w))
+  if (words.length === 0) words.push('zq')
+  let out = ''
+  for (let i = 0; out.length < tokens * 4; i++) out += `${words[(seed * 7 + i * 3) % words.length]}${i % 9 === 8 ? '. ' : ' '}`
+  return out.trim()
+}
+
 /**
  * Decides the reply to one chat completion request. Pure, so tests can call it directly.
  * @param {ChatRequest} body
  * @param {number} seq used to make tool call ids unique
  * @param {number} [replyTokens] length of an agent's plain answer beyond its "ack: …" line
+ * @param {{ summaries?: 'opaque', says?: (userText: string) => string | undefined }} [opts]
+ *   opt-in: summaries that keep no word of their source; an answer's own statement
  * @returns {Reply}
  */
-export function reply(body, seq, replyTokens = 0) {
+export function reply(body, seq, replyTokens = 0, opts = {}) {
   const messages = Array.isArray(body.messages) ? body.messages : []
   const tools = Array.isArray(body.tools) ? body.tools : []
 
@@ -124,6 +151,11 @@ export function reply(body, seq, replyTokens = 0) {
     const tagged = /<(conversation[a-z_]*)>\s*([\s\S]*?)\s*<\/\1>/.exec(all)
     const source = tagged ? tagged[2] : contentText(lastUser?.content)
     if (/summar/i.test(all) || /<conversation/.test(all) || /transcript/i.test(all)) {
+      if (opts.summaries === 'opaque') {
+        const hash = createHash('sha256').update(source).digest('hex').slice(0, 12)
+        const extra = replyTokens > 0 ? `\n${opaqueProse(seq, Math.min(1_200, Math.max(100, Math.round(source.length / 4 * 0.15))), source)}` : ''
+        return { kind: 'summary', text: `FAKE-SUMMARY ${hash}${extra}\nExpand for details about: fake details` }
+      }
       // With `replyTokens`, as long as a real summary would be: 15 % of the source, 100–1,200.
       const extra = replyTokens > 0 ? `\n${prose(seq, Math.min(1_200, Math.max(100, Math.round(source.length / 4 * 0.15))))}` : ''
       return {
@@ -167,7 +199,8 @@ export function reply(body, seq, replyTokens = 0) {
     else return { kind: 'agent', text: `fake-model: no way to call ${target}; tools: ${names.join(',')}` }
     return { kind: 'tool-call', toolCall: { id: `call_${seq}`, name: call.name, arguments: JSON.stringify(call.args) } }
   }
-  const ack = `ack: ${userText.slice(0, 40)}`
+  const said = opts.says?.(userText)
+  const ack = said === undefined ? `ack: ${userText.slice(0, 40)}` : `ack: ${userText.slice(0, 40)}\n${said}`
   return { kind: 'agent', text: replyTokens > 0 ? `${ack}\n${prose(seq, replyTokens)}` : ack }
 }
 
@@ -199,10 +232,12 @@ function chunks(r, body, id) {
 /**
  * Starts the server on 127.0.0.1 (a free port unless `port` is given). With `contextWindow`,
  * requests over it are refused (see the header); `replyTokens` lengthens plain answers;
- * `idsRepeatEvery` makes response ids repeat (see the header).
- * @param {{ logFile?: string, port?: number, contextWindow?: number, replyTokens?: number, idsRepeatEvery?: number }} [opts]
+ * `idsRepeatEvery` makes response ids repeat (see the header); `summaries: 'opaque'` and
+ * `says` are opt-in (see the header and `reply`).
+ * @param {{ logFile?: string, port?: number, contextWindow?: number, replyTokens?: number, idsRepeatEvery?: number,
+ *   summaries?: 'opaque', says?: (userText: string) => string | undefined }} [opts]
  */
-export async function startFakeModel({ logFile, port = 0, contextWindow, replyTokens = 0, idsRepeatEvery } = {}) {
+export async function startFakeModel({ logFile, port = 0, contextWindow, replyTokens = 0, idsRepeatEvery, summaries, says } = {}) {
   const instance = randomBytes(4).toString('hex')
   /** Requests refused for their size: `{ seq, tokens }`. */
   const overflows = /** @type {{ seq: number, tokens: number }[]} */ ([])
@@ -259,7 +294,7 @@ export async function startFakeModel({ logFile, port = 0, contextWindow, replyTo
       /** @type {Reply} */
       let r
       try {
-        r = reply(body, seq, replyTokens)
+        r = reply(body, seq, replyTokens, { summaries, says })
       } catch (e) {
         record(entry)
         return send(500, { error: { message: `fake-model: ${e}`, type: 'server_error' } })

@@ -112,6 +112,25 @@ export async function hostScenario(host, tgz) {
     const sent = fake.requests().slice(before).map((r) => JSON.stringify(/** @type {any} */ (r.body).messages))
     assert.ok(sent.some((s) => s.includes('<summary id=\\"sum_') && s.includes('FAKE-SUMMARY')), 'no <summary id= in the request')
   })
+  await check('a fact whose message is under a summary reaches the model when a turn asks for it (recall at assembly)', async () => {
+    // filler(1) said "the build of module-1 uses port 8001"; its message is summarized by now.
+    const planted = sql(db, `SELECT message_id FROM messages WHERE conversation_id = ${e2eConv} AND content LIKE 'Turn 1 notes:%'`)[0][0]
+    const live = sql(db, `SELECT count(*) FROM context_items WHERE conversation_id = ${e2eConv} AND message_id = ${planted}`)[0][0]
+    assert.equal(live, 0, 'the planted message is still in the live context')
+    const before = fake.requests().length
+    await say({ sessionId: 'e2e', message: 'Which port did the build of module-1 need?' })
+    const agent = fake.requests().slice(before).filter((r) => (/** @type {any} */ (r.body).tools ?? []).length > 0)
+    const sent = JSON.stringify(/** @type {any} */ (agent.at(-1)?.body)?.messages ?? [])
+    assert.match(sent, /<recalled query=/, 'no <recalled> block in the request')
+    assert.match(sent, /<excerpt message=\\"\d+\\"[^>]*>\\nTurn 1 notes: the build of module-1 uses port 8001/, 'the planted line is not in the block')
+    // The next request still carries it, where it was (the provider's cached prefix).
+    const next = fake.requests().length
+    await say({ sessionId: 'e2e', message: 'thanks' })
+    const later = fake.requests().slice(next).filter((r) => (/** @type {any} */ (r.body).tools ?? []).length > 0)
+    const block = sent.match(/<recalled[^]*?<\/recalled>/)?.[0]
+    assert.ok(block && JSON.stringify(/** @type {any} */ (later.at(-1)?.body)?.messages ?? []).includes(block), 'the block was not sent again unchanged')
+    assert.equal(sql(db, `SELECT count(*) FROM lcm_native_recalls WHERE conversation_id = ${e2eConv}`)[0][0], 1)
+  })
   await check('with redactPatterns, a customer id pasted into a turn never reaches lcm.db', async () => {
     // OpenClaw masks common token formats itself (ghp_… arrives as `ghp_16…8B4a`); a pattern
     // of the user's own shows that lcm-native's ingest path runs under the real host.

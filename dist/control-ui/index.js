@@ -401,6 +401,7 @@ class LcmPanel {
         s.previousTokens !== null ? el('p', { class: 'lcmn-sub' }, `It began with ${fmt(s.keptTokens)} of the previous request's ${fmt(s.previousTokens)} tokens unchanged (what a prompt cache serves).`) : '',
         a.sameContext ? '' : el('p', { class: 'lcmn-warn' }, 'The context changed since (a compaction): the items below are the context now.'),
       )
+      if (s.recall) this.body.append(this.recallSection(s.recall))
     } else {
       this.body.append(el('p', { class: 'lcmn-sub' }, 'No assembly seen by this process yet: the context as it stands.'))
     }
@@ -411,6 +412,32 @@ class LcmPanel {
       list.append(el('li', { class: `lcmn-ctx${i.leftOut ? ' lcmn-out' : ''}` }, `${what} · ${fmt(i.tokens)} tok${i.leftOut ? ' · left out' : ''}`))
     }
     this.body.append(list)
+  }
+
+  /** What recall at assembly added to the newest assembly, and why each excerpt was chosen. */
+  recallSection(r) {
+    const box = el('section', { class: 'lcmn-recall', 'aria-label': 'Recalled for this turn' })
+    const asked = r.terms.length ? `searched for ${r.terms.join(', ')}` : 'nothing to search for'
+    const kind = r.wants ? `; asks for a ${r.wants}` : ''
+    const earlier = r.earlierBlocks ? `; ${fmt(r.earlierBlocks)} earlier block(s) kept where they were sent (${fmt(r.earlierTokens)} tok)` : ''
+    box.append(el('h3', {}, 'Recalled for this turn'))
+    if (r.abstained) {
+      box.append(el('p', { class: 'lcmn-sub' }, `Nothing added (${r.abstained}): ${asked}${kind}${earlier}.`))
+      return box
+    }
+    box.append(el('p', { class: 'lcmn-sub' }, `${fmt(r.tokens)} tok${r.reused ? ', given again from the turn\'s first assembly' : ''}: ${asked}${kind}; ${fmt(r.candidates)} messages outside the context read${earlier}.`))
+    const list = el('ol', { class: 'lcmn-list', 'aria-label': 'Recalled excerpts, as shown' })
+    for (const h of r.hits) {
+      const why = [
+        h.matched.length ? `matched ${h.matched.join(', ')}` : '',
+        h.valueOfKind ? `holds a ${r.wants ?? 'value'}` : '',
+        h.supersededBy !== null && h.supersededBy !== undefined ? `superseded by message ${h.supersededBy}` : '',
+      ].filter(Boolean)
+      list.append(el('li', { class: 'lcmn-ctx' }, `${h.role} message ${h.messageId} · ${when(h.time)} · score ${h.score} · ${fmt(h.tokens)} tok · ${why.join('; ')}`))
+    }
+    box.append(list)
+    if (r.block) box.append(el('pre', { class: 'lcmn-block', 'aria-label': 'The block as sent' }, r.block))
+    return box
   }
 
   // ---- Search ----

@@ -26,7 +26,7 @@ import { CACHED_PRICE, earlyBreaks, ledger, totals, uncachedSplit } from '../__t
 import { ROOT, cleanUp, readTimings, sql } from '../__test__/openclaw/e2e-lib.mjs'
 import { pastedLog } from '../__test__/openclaw/e2e-field.mjs'
 import { installLosslessClaw, losslessClawTarball } from '../__test__/openclaw/e2e-interop.mjs'
-import { startFakeModel } from '../__test__/openclaw/fake-model.mjs'
+import { settle, startFakeModel } from '../__test__/openclaw/fake-model.mjs'
 import { ensureHost, installPlugin, makeRunDir, packPlugin, startGateway, stopGateway, turn, writeConfig } from '../__test__/openclaw/harness.mjs'
 
 const arg = (/** @type {string} */ name, /** @type {string} */ dflt) => {
@@ -71,21 +71,6 @@ const notesFile = (t) => `notes/run-${t}.md`
 function writeNotes(work) {
   mkdirSync(join(work, 'notes'), { recursive: true })
   for (let t = 5; t <= TURNS; t += 10) writeFileSync(join(work, notesFile(t)), pastedLog(500 + t, 1_000, `Notes of run ${t}.`))
-}
-
-/** Waits until the fake model has had no request for `quietMs` (background work after a turn). */
-async function settle(/** @type {{ requests: () => unknown[] }} */ fake, quietMs = 600, maxMs = 20_000) {
-  const deadline = Date.now() + maxMs
-  let n = fake.requests().length
-  let since = Date.now()
-  while (Date.now() < deadline) {
-    await new Promise((r) => setTimeout(r, 100))
-    const now = fake.requests().length
-    if (now !== n) {
-      n = now
-      since = Date.now()
-    } else if (Date.now() - since >= quietMs) return
-  }
 }
 
 /**

@@ -39,7 +39,7 @@ import { pathToFileURL } from 'node:url'
 import { earlyBreaks, ledger, requestText, totals } from '../__test__/openclaw/cache-ledger.mjs'
 import { ROOT, cleanUp } from '../__test__/openclaw/e2e-lib.mjs'
 import { installLosslessClaw, losslessClawTarball } from '../__test__/openclaw/e2e-interop.mjs'
-import { cleanUserText, contentText, startFakeModel } from '../__test__/openclaw/fake-model.mjs'
+import { cleanUserText, contentText, settle, startFakeModel } from '../__test__/openclaw/fake-model.mjs'
 import { ensureHost, installPlugin, makeRunDir, packPlugin, startGateway, stopGateway, turn, writeConfig } from '../__test__/openclaw/harness.mjs'
 import { ABSTENTIONS, checkSession, says, session, sessionFacts, sharedWords, writeNotes } from './recall-session.mjs'
 
@@ -72,21 +72,6 @@ const SUPERSEDED = /<excerpt\b[^>]*\bsuperseded-by=[^>]*>[\s\S]*?<\/excerpt>/g
  *   finishedAt: string, commit: string, dirty: string, requests: Logged[], turnStart: number[],
  *   failed: { turn: number, code: number | null, stderr: string }[], overflows: unknown[], dir: string }} Saved
  */
-
-/** Waits until the fake model has had no request for `quietMs` (background work after a turn). */
-async function settle(/** @type {{ requests: () => unknown[] }} */ fake, quietMs = 600, maxMs = 20_000) {
-  const deadline = Date.now() + maxMs
-  let n = fake.requests().length
-  let since = Date.now()
-  while (Date.now() < deadline) {
-    await new Promise((r) => setTimeout(r, 100))
-    const now = fake.requests().length
-    if (now !== n) {
-      n = now
-      since = Date.now()
-    } else if (Date.now() - since >= quietMs) return
-  }
-}
 
 /** What `packPlugin` packed (set when it does). */
 let packed = { commit: '', dirty: '' }

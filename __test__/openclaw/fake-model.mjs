@@ -60,6 +60,21 @@ const RUNTIME_BLOCK = /\n+Runtime: agent=[\s\S]*$/
  * @typedef {{ seq: number, at: string, method: string, path: string, body: unknown, reply?: Reply }} LoggedRequest
  */
 
+/** Waits until the fake model has had no request for `quietMs` (background work after a turn). */
+export async function settle(/** @type {{ requests: () => unknown[] }} */ fake, quietMs = 600, maxMs = 20_000) {
+  const deadline = Date.now() + maxMs
+  let n = fake.requests().length
+  let since = Date.now()
+  while (Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 100))
+    const now = fake.requests().length
+    if (now !== n) {
+      n = now
+      since = Date.now()
+    } else if (Date.now() - since >= quietMs) return
+  }
+}
+
 /** Text of a message content: a string, or the text parts of an array. */
 export function contentText(/** @type {unknown} */ content) {
   if (typeof content === 'string') return content

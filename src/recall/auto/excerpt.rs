@@ -124,6 +124,19 @@ fn weight(term: &terms::Term) -> f64 {
 /// The terms of `query` found in `segment`.
 fn matched_in(query: &Query, segment: &str) -> Vec<usize> {
     let lower = segment.to_lowercase();
+    // A stem begins as its word does (four letters of it are there when the word is): a
+    // segment without any such beginning matches nothing, and is not stemmed.
+    let near = |t: &terms::Term| {
+        let key = if t.strong { t.text.as_str() } else { t.stem.as_str() };
+        let mut end = key.len().min(4);
+        while !key.is_char_boundary(end) {
+            end -= 1;
+        }
+        lower.contains(&key[..end])
+    };
+    if !query.terms.iter().any(near) {
+        return Vec::new();
+    }
     // Each token's stem, and its parts' (`payment-gateway` is `payment` and `gateway` too).
     let stems: std::collections::HashSet<String> = terms::tokens(&lower)
         .flat_map(|w| std::iter::once(w).chain(w.split(|c: char| !c.is_alphanumeric()).filter(|p| !p.is_empty())))

@@ -31,7 +31,7 @@ use terms::Query;
 const MAX_CANDIDATES: i64 = 48;
 
 /// Newest messages outside the context read for a value of the kind asked for.
-const TYPED_SCAN_MESSAGES: i64 = 400;
+const TYPED_SCAN_MESSAGES: i64 = 200;
 
 /// Bytes of one message read for its excerpt (a larger one is read up to here).
 const MAX_TEXT_BYTES: i64 = 256 * 1024;
@@ -55,6 +55,10 @@ const MAX_BY_KIND: usize = 5;
 
 /// Excerpts scoring under this share of the best one are left out.
 const RELATIVE_FLOOR: f64 = 0.4;
+
+/// Bytes of a message the scan for a kind of value reads (a fact is said in a sentence, not at
+/// the end of a pasted file).
+const TYPED_SCAN_BYTES: i64 = 32 * 1024;
 
 /// Weight of recency: the newest candidate's score is this much larger than the oldest's.
 const RECENCY_WEIGHT: f64 = 0.25;
@@ -140,7 +144,7 @@ pub(crate) fn recall(db: Db, r: &Request<'_>) -> Result<(Option<Recalled>, Recal
     }
     let mut query = query;
     weigh_terms(db, &mut query)?;
-    let mut candidates = if query.terms.is_empty() {
+    let mut candidates = if query.searched().next().is_none() {
         Vec::new()
     } else {
         search(db, r, &query)?
@@ -228,6 +232,7 @@ fn weigh_terms(db: Db, query: &mut Query) -> Result<()> {
             )?,
         };
         t.weight = terms::weigh(t, df, n);
+        t.common = df >= DF_CAP && !t.strong;
     }
     Ok(())
 }
@@ -308,7 +313,7 @@ fn typed_scan(db: Db, r: &Request<'_>) -> Result<Vec<Candidate>> {
             r.conversation_id,
             r.before_message_id,
             TYPED_SCAN_MESSAGES,
-            MAX_TEXT_BYTES,
+            TYPED_SCAN_BYTES,
             shortened
         ],
         |row| Candidate::read(row, 0.0),

@@ -186,6 +186,14 @@ fn nothing_is_added_when_nothing_scores() {
     };
     let out = engine.assemble(cid, &off).unwrap();
     assert!(blocks(&out).is_empty() && out.stats.recall.is_none());
+    // Nor is the turn's pending block given again when this call turns recall off.
+    let q = "Which address should the client dial for the staging Redis?";
+    assert_eq!(blocks(&engine.assemble(cid, &ask(8_000, Some(q))).unwrap()).len(), 1);
+    let off = AssembleOptions {
+        auto_recall: Some(false),
+        ..ask(8_000, None)
+    };
+    assert!(blocks(&engine.assemble(cid, &off).unwrap()).is_empty());
 }
 
 #[test]

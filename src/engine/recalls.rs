@@ -76,7 +76,7 @@ impl Recalls {
                 .cloned()
         };
         let block = match (reuse, query) {
-            (Some(p), _) => {
+            (Some(p), _) if enabled => {
                 stats = RecallStats {
                     reused: true,
                     earlier_blocks: basis.earlier_blocks,

@@ -12,11 +12,16 @@
 //                      turns), 4 abstention questions, small talk
 //   every 10th turn    a file read with the `read` tool (turn 5, 15, …), as bench/cache.mjs
 //   other turns        pasted service logs (19 in every 40) or short questions, as cache.mjs
+//
+// Two fact sets of that shape: A (FACTS, ABSTENTIONS, CHAT here; the default of every function
+// that takes a set) and B (bench/recall-facts-b.mjs, held out: written after recall at assembly
+// was, never tuned on). `factSet('a' | 'b')` gives either.
 
 import { mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 
 import { pastedLog } from '../__test__/openclaw/e2e-field.mjs'
+import * as B from './recall-facts-b.mjs'
 
 /**
  * @typedef {{ id: number, kind: string, plants: string[], values: string[], says?: string,
@@ -25,6 +30,15 @@ import { pastedLog } from '../__test__/openclaw/e2e-field.mjs'
  * ask, and `says` is the assistant's statement); `values`: what must be in a request for the
  * fact to count as visible (all of them); with `update`, its values are the current ones and
  * `values` the stale ones.
+ */
+
+/**
+ * @typedef {{ FACTS: Fact[], ABSTENTIONS: string[], CHAT: string[], PLANT_ORDER: number[][], ASK_ORDER: number[],
+ *   LEADS: string[], CORRECTION: string, LOG_CORRECTION: string }} FactSet
+ * A session's facts and wording: `PLANT_ORDER` (fact id, plant index) the order plants are made
+ * in, `ASK_ORDER` the order questions are asked in; `CHAT` small talk (2 and 3 among the
+ * questions, 2 a follow-up about the previous answer); `LEADS` what plant turns start with, `CORRECTION` what a short turn that changes a
+ * fact starts with, `LOG_CORRECTION` what the change starts with after a pasted log's first line.
  */
 
 /** @type {Fact[]} */
@@ -110,6 +124,15 @@ const ASK_ORDER = [17, 4, 9, 22, 1, 12, 19, 6, 14, 2, 24, 11, 7, 20, 15, 3, 10, 
 const LEADS = ['Side note, so it is written down somewhere: ', 'Before I forget, one thing for later on: ', 'Not urgent, but worth keeping in mind here: ']
 const CORRECTION = 'One correction to something from earlier. '
 
+/** Set A. @type {FactSet} */
+export const A = { FACTS, ABSTENTIONS, CHAT, PLANT_ORDER, ASK_ORDER, LEADS, CORRECTION, LOG_CORRECTION: 'One correction first, ' }
+/** The set named `name` ('a' or 'b'). @param {string} name @returns {FactSet} */
+export function factSet(name) {
+  if (name === 'a') return A
+  if (name === 'b') return B
+  throw new Error(`unknown fact set ${name} (a or b)`)
+}
+
 /** The workspace file the tool turn `t` reads (about 1k tokens). @param {number} t */
 export const notesFile = (t) => `notes/run-${t}.md`
 /** @param {number} t */
@@ -136,10 +159,11 @@ const capital = (/** @type {string} */ s) => s[0].toUpperCase() + s.slice(1)
  */
 
 /**
- * The session of `turns` turns (index 0 unused).
- * @param {number} turns @returns {Turn[]}
+ * The session of `turns` turns (index 0 unused) with the facts of `set`.
+ * @param {number} turns @param {FactSet} [set] @returns {Turn[]}
  */
-export function session(turns) {
+export function session(turns, set = A) {
+  const { FACTS, ABSTENTIONS, CHAT, PLANT_ORDER, ASK_ORDER, LEADS, CORRECTION, LOG_CORRECTION } = set
   /** @type {Turn[]} */
   const out = [/** @type {any} */ (null)]
   const free = (/** @type {number} */ a, /** @type {number} */ b) => {
@@ -182,7 +206,7 @@ export function session(turns) {
   updated.forEach((f, i) => {
     const t = updateTurns[i]
     const text = /** @type {NonNullable<Fact['update']>} */ (f.update).text
-    const message = isLog(t) ? pastedLog(t, logTokens(t), `One correction first, ${text}`) : `${CORRECTION}${capital(text)}`
+    const message = isLog(t) ? pastedLog(t, logTokens(t), `${LOG_CORRECTION}${text}`) : `${CORRECTION}${capital(text)}`
     placed.set(t, { t, kind: 'update', message, facts: [f.id] })
   })
   // Questions after 75 %: fact groups, abstentions and small talk, the rest filler.
@@ -223,12 +247,12 @@ export function session(turns) {
   return out
 }
 
-/** The facts a session plants (all of FACTS unless it is too short). @param {Turn[]} s */
-export const sessionFacts = (s) => FACTS.filter((f) => s.slice(1).some((x) => x.kind === 'plant' && x.facts.includes(f.id)))
+/** The facts a session of `set` plants (all of its FACTS unless it is too short). @param {Turn[]} s @param {FactSet} [set] */
+export const sessionFacts = (s, set = A) => set.FACTS.filter((f) => s.slice(1).some((x) => x.kind === 'plant' && x.facts.includes(f.id)))
 
-/** The assistant's own statement for a user text (the fake model's `says`). @param {string} userText */
-export function says(userText) {
-  for (const f of FACTS) if (f.says && f.plants.some((p) => userText.includes(p))) return f.says
+/** The assistant's own statement for a user text (the fake model's `says`). @param {string} userText @param {FactSet} [set] */
+export function says(userText, set = A) {
+  for (const f of set.FACTS) if (f.says && f.plants.some((p) => userText.includes(p))) return f.says
   return undefined
 }
 
@@ -254,11 +278,11 @@ export function sharedWords(f) {
  * Checks the session is fair: no value is in the first 40 characters of a message (the fake
  * model's "ack" echoes them), in a question, a notes file, or any message but its plant and
  * update; every fact is planted before it is asked. Throws on a problem.
- * @param {Turn[]} s
+ * @param {Turn[]} s @param {FactSet} [set] the set `s` was made with
  */
-export function checkSession(s) {
+export function checkSession(s, set = A) {
   const turns = s.length - 1
-  const inSession = sessionFacts(s)
+  const inSession = sessionFacts(s, set)
   const values = inSession.flatMap((f) => [...f.values, ...(f.update?.values ?? [])].map((v) => ({ f, v })))
   for (const { f, v } of values) {
     for (const x of s.slice(1)) {

@@ -9,14 +9,17 @@
 //
 //   node bench/recall.mjs [--turns 80] [--engines lcm-native-recall,lcm-native,legacy,lossless-claw]
 //                         [--window 64000] [--lcm-config '{"…": …}'] [--keep] [--json FILE]
-//                         [--save DIR] [--load] [--blocks]
+//                         [--save DIR] [--load] [--blocks] [--set a|b]
 //
 // The session (bench/recall-session.mjs): 24 facts planted in the first 40 % of the turns (ticket
 // ids, host:port, commit hashes, people and roles, numbers with units, preferences, decisions,
 // dates, two stated by the assistant, two temporal questions), 6 of them changed later, each asked
 // about once after 75 % in other words than the plant (15 of the 24 questions share no content
 // word with it), 4 abstention questions (the answer is not in the history), small talk, pasted
-// service logs and a file read every 10 turns as in bench/cache.mjs.
+// service logs and a file read every 10 turns as in bench/cache.mjs. `--set b` runs the same
+// session with fact set B (bench/recall-facts-b.mjs) instead: held out, written after recall at
+// assembly was and never tuned on, in other domains (a mobile app, a data platform, a hardware
+// lab) with other wording; 17 of its 24 questions share no content word with their plant.
 //
 // For every question turn, the request the model answered from (the turn's last agent request
 // of its session) is searched for each asked fact's current value (visible) and its old one
@@ -25,9 +28,10 @@
 // __test__/openclaw/cache-ledger.mjs gives effective tokens and early breaks as in cache.mjs.
 //
 // Each engine's logged requests are saved to DIR (default: <os tmpdir>/lcm-recall-bench) as
-// <engine>-<turns>.json; with `--load` the listed engines are read from there instead of run, so
-// engines run at different times are compared in one table. `--blocks` prints where each
-// recalled block (`<recalled …>…</recalled>`) sat and whether the next request still had it.
+// <engine>-<turns>.json (<engine>-<turns>-b.json with `--set b`, so set A's runs stay); with
+// `--load` the listed engines are read from there instead of run, so engines run at different
+// times are compared in one table. `--blocks` prints where each recalled block
+// (`<recalled …>…</recalled>`) sat and whether the next request still had it.
 // About 5 s a turn: 80 turns of one engine take ~7 minutes.
 
 import { execFileSync } from 'node:child_process'
@@ -41,7 +45,7 @@ import { ROOT, cleanUp } from '../__test__/openclaw/e2e-lib.mjs'
 import { installLosslessClaw, losslessClawTarball } from '../__test__/openclaw/e2e-interop.mjs'
 import { cleanUserText, contentText, settle, startFakeModel } from '../__test__/openclaw/fake-model.mjs'
 import { ensureHost, installPlugin, makeRunDir, packPlugin, startGateway, stopGateway, turn, writeConfig } from '../__test__/openclaw/harness.mjs'
-import { ABSTENTIONS, checkSession, says, session, sessionFacts, sharedWords, writeNotes } from './recall-session.mjs'
+import { checkSession, factSet, says, session, sessionFacts, sharedWords, writeNotes } from './recall-session.mjs'
 
 const arg = (/** @type {string} */ name, /** @type {string} */ dflt) => {
   const i = process.argv.indexOf(name)
@@ -54,6 +58,10 @@ const LCM_CONFIG = JSON.parse(arg('--lcm-config', '{}'))
 const SAVE = arg('--save', join(tmpdir(), 'lcm-recall-bench'))
 const JSON_OUT = arg('--json', '')
 const LOAD = process.argv.includes('--load')
+/** The fact set (`--set a|b`) and what its saved runs' file names end with. */
+const SET = arg('--set', 'a')
+const FACT_SET = factSet(SET)
+const SUFFIX = SET === 'a' ? '' : `-${SET}`
 /** lossless-claw 1.0 with its defaults slides and fails turns (#43): a tail it can keep (as cache.mjs). */
 const LOSSLESS_CLAW_CONFIG = { freshTailCount: 32, freshTailMaxTokens: 14_000 }
 /** The plugin config of each lcm-native variant. */
@@ -68,7 +76,7 @@ const SUPERSEDED = /<excerpt\b[^>]*\bsuperseded-by=[^>]*>[\s\S]*?<\/excerpt>/g
 
 /**
  * @typedef {{ seq: number, path: string, body: any, reply?: { kind: string } }} Logged
- * @typedef {{ engine: string, turns: number, window: number, config: unknown, startedAt: string,
+ * @typedef {{ engine: string, turns: number, set?: string, window: number, config: unknown, startedAt: string,
  *   finishedAt: string, commit: string, dirty: string, requests: Logged[], turnStart: number[],
  *   failed: { turn: number, code: number | null, stderr: string }[], overflows: unknown[], dir: string }} Saved
  */
@@ -98,7 +106,7 @@ function provenance() {
 async function runEngine(engine, host, tgz, turns) {
   const startedAt = new Date().toISOString()
   const run = await makeRunDir(host)
-  const fake = await startFakeModel({ logFile: join(run.dir, 'model.jsonl'), contextWindow: WINDOW, replyTokens: 150, summaries: 'opaque', says })
+  const fake = await startFakeModel({ logFile: join(run.dir, 'model.jsonl'), contextWindow: WINDOW, replyTokens: 150, summaries: 'opaque', says: (text) => says(text, FACT_SET) })
   /** @type {unknown} */
   let config = null
   if (engine === 'lossless-claw') {
@@ -139,9 +147,9 @@ async function runEngine(engine, host, tgz, turns) {
   }
   const requests = fake.requests().map((r) => ({ seq: r.seq, path: r.path, body: r.body, reply: r.reply && { kind: r.reply.kind } }))
   /** @type {Saved} */
-  const saved = { engine, turns: TURNS, window: WINDOW, config, startedAt, finishedAt: new Date().toISOString(), ...(engine in LCM_VARIANTS ? packed : { commit: '', dirty: '' }), requests, turnStart, failed, overflows: fake.overflows(), dir: run.dir }
+  const saved = { engine, turns: TURNS, set: SET, window: WINDOW, config, startedAt, finishedAt: new Date().toISOString(), ...(engine in LCM_VARIANTS ? packed : { commit: '', dirty: '' }), requests, turnStart, failed, overflows: fake.overflows(), dir: run.dir }
   mkdirSync(SAVE, { recursive: true })
-  writeFileSync(join(SAVE, `${engine}-${TURNS}.json`), JSON.stringify(saved))
+  writeFileSync(join(SAVE, `${engine}-${TURNS}${SUFFIX}.json`), JSON.stringify(saved))
   if (!process.argv.includes('--keep')) cleanUp(run)
   return saved
 }
@@ -194,7 +202,7 @@ const fmt = (/** @type {number} */ n) => (Number.isFinite(n) ? Math.round(n).toL
  * @param {Saved} s @param {import('./recall-session.mjs').Turn[]} turns @param {Saved | undefined} off recall off
  */
 function analyze(s, turns, off) {
-  const facts = sessionFacts(turns)
+  const facts = sessionFacts(turns, FACT_SET)
   /** @type {any[]} */
   const perTurn = []
   for (let t = 1; t <= TURNS; t++) {
@@ -286,14 +294,14 @@ function analyze(s, turns, off) {
 }
 
 async function main() {
-  const turns = session(TURNS)
-  checkSession(turns)
+  const turns = session(TURNS, FACT_SET)
+  checkSession(turns, FACT_SET)
   /** @type {Record<string, Saved>} */
   const runs = {}
   const toRun = LOAD ? [] : ENGINES
   for (const engine of ENGINES) {
     if (!LOAD) continue
-    const file = join(SAVE, `${engine}-${TURNS}.json`)
+    const file = join(SAVE, `${engine}-${TURNS}${SUFFIX}.json`)
     if (existsSync(file)) runs[engine] = JSON.parse(readFileSync(file, 'utf8'))
     else console.log(`${engine}: no saved run ${file}`)
   }
@@ -315,13 +323,13 @@ async function main() {
     }
   }
   // Recall off for the comparison: this invocation's, else a saved one.
-  const offFile = join(SAVE, `lcm-native-${TURNS}.json`)
+  const offFile = join(SAVE, `lcm-native-${TURNS}${SUFFIX}.json`)
   const off = runs['lcm-native'] ?? (existsSync(offFile) ? JSON.parse(readFileSync(offFile, 'utf8')) : undefined)
   const results = Object.values(runs).map((s) => analyze(s, turns, s.engine === 'lcm-native' ? undefined : off))
   const offResult = results.find((r) => r.engine === 'lcm-native') ?? (off ? analyze(off, turns, undefined) : undefined)
 
-  const facts = sessionFacts(turns)
-  console.log(`\n${TURNS} turns, ${WINDOW / 1000}k window, summaries that keep none of their source; ${facts.length} facts (${facts.filter((f) => f.update).length} changed later, ${facts.filter((f) => sharedWords(f).length === 0).length} asked with no content word of their plant), ${turns.filter((x) => x?.kind === 'abstain').length} abstention questions; tokens = characters / 4`)
+  const facts = sessionFacts(turns, FACT_SET)
+  console.log(`\n${TURNS} turns, fact set ${SET}, ${WINDOW / 1000}k window, summaries that keep none of their source; ${facts.length} facts (${facts.filter((f) => f.update).length} changed later, ${facts.filter((f) => sharedWords(f).length === 0).length} asked with no content word of their plant), ${turns.filter((x) => x?.kind === 'abstain').length} abstention questions; tokens = characters / 4`)
   console.log('\n| engine | facts visible when asked | stale-only | changed facts, current visible | no-shared-word questions visible | abstentions with a recalled block | tokens added: question turns | other turns | small talk | effective tokens | × lcm-native recall off | early breaks | failed turns |')
   console.log('|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|')
   for (const r of results) {
@@ -355,7 +363,7 @@ async function main() {
     console.log(`\n${r.engine}: packed ${r.commit}${r.dirty ? ` (+ ${r.dirty})` : ''}, started ${r.startedAt}; mean request tokens ${fmt(r.meanTokens.question)} on question turns, ${fmt(r.meanTokens.other)} on others; ${r.sent.toLocaleString('en-US')} input tokens sent, ${(r.cacheable * 100).toFixed(1)} % cacheable, summarizer ${r.summaryInput.toLocaleString('en-US')} tokens in ${r.summaryCalls} calls; requests over the window ${r.overflows}; turns with a recalled block ${r.turnsWithBlock}${r.visible ? `, facts visible inside one ${r.visibleInBlock}` : ''}`)
     if (r.markedOld.length) console.log(`  visible only in excerpts marked superseded-by a newer one: ${r.markedOld.join(', ')}`)
     if (r.missed.length) console.log(`  missed: ${r.missed.map((/** @type {number} */ id) => `${id} (${facts.find((f) => f.id === id)?.question})`).join('; ')}`)
-    if (r.added) console.log(`  abstentions: ${r.abstentions.map((a) => `turn ${a.t} "${ABSTENTIONS[r.abstentions.indexOf(a)] ?? ''}": ${a.added === null ? '—' : `${a.added >= 0 ? '+' : ''}${a.added}`} tokens, ${a.blocks} block(s)`).join('; ')}; added on abstention turns ${fmt(r.added.abstain)} on average`)
+    if (r.added) console.log(`  abstentions: ${r.abstentions.map((a) => `turn ${a.t} "${FACT_SET.ABSTENTIONS[r.abstentions.indexOf(a)] ?? ''}": ${a.added === null ? '—' : `${a.added >= 0 ? '+' : ''}${a.added}`} tokens, ${a.blocks} block(s)`).join('; ')}; added on abstention turns ${fmt(r.added.abstain)} on average`)
     if (r.preexisting.length) console.log(`  WARNING: values in the first request before any plant: ${r.preexisting.join(', ')}`)
     for (const f of r.failed) console.log(`  turn ${f.turn} failed (${f.code}): ${f.stderr.replace(/\s+/g, ' ')}`)
     if (process.argv.includes('--blocks')) {
@@ -366,7 +374,7 @@ async function main() {
   }
   if (unmatched.length) console.log(`\nWARNING: turns with agent requests but none ending with the turn's message: ${JSON.stringify(unmatched)}`)
   if (JSON_OUT) {
-    writeFileSync(JSON_OUT, JSON.stringify({ turns: TURNS, window: WINDOW, results }, null, 2))
+    writeFileSync(JSON_OUT, JSON.stringify({ turns: TURNS, set: SET, window: WINDOW, results }, null, 2))
     console.log(`\nwrote ${JSON_OUT}`)
   }
 }

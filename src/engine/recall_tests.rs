@@ -329,3 +329,98 @@ fn the_block_keeps_within_its_budget_and_the_context_within_its_own() {
         .unwrap();
     assert!(blocks(&tight).is_empty() || tight.estimated_tokens <= out.estimated_tokens - stats.tokens);
 }
+
+/// A session of pasted-log turns that all open alike ("Here is the log of run N, what went
+/// wrong?"), two of them with a remark beside the question, compacted.
+fn log_turns(engine: &Engine) -> i64 {
+    let mut msgs = Vec::new();
+    for t in 0..24 {
+        let remark = match t {
+            2 => " Also, unrelated: the SOC audit fieldwork starts on 2027-02-15.",
+            6 => " Side note, so it is written down somewhere: the flaky checkout test is INC-40718.",
+            _ => "",
+        };
+        let log: String = (0..40)
+            .map(|i| format!("2026-03-01T10:{:02}:{:02} INFO run {t} step {i} ok\n", t % 60, i % 60))
+            .collect();
+        msgs.push(user(
+            &format!("Here is the log of run {t}, what went wrong?{remark}\n{log}"),
+            t,
+        ));
+        msgs.push(assistant(&format!("ack: Here is the log of run {t}, what went wro"), t));
+    }
+    let cid = engine
+        .ingest(&Target::Session("logs".into()), &msgs)
+        .unwrap()
+        .conversation_id;
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(engine.compact(
+        cid,
+        Arc::new(OfflineSummarizer),
+        SweepOptions {
+            token_budget: 4_000,
+            force: true,
+            ..Default::default()
+        },
+    ))
+    .unwrap();
+    cid
+}
+
+#[test]
+fn the_words_beside_a_question_about_what_comes_next_recall_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_with(&dir, json!({"freshTailCount": 4, "leafChunkTokens": 600}));
+    let cid = log_turns(&engine);
+    // The remark's words ("side note", "written down", "checkout") are rare in this history,
+    // but they are not what the message asks: the question is about what to do next.
+    for q in [
+        "Side note, so it is written down somewhere: our checkout budget is 350 ms. Anyway, what should we look at next?",
+        "Here is the log of run 30, what went wrong? Also, unrelated: the mobile app talks GraphQL now.",
+    ] {
+        let out = engine.assemble(cid, &ask(8_000, Some(q))).unwrap();
+        assert!(blocks(&out).is_empty(), "{q}: {:?}", out.stats.recall);
+    }
+    // Asked, the same rare word is an answer; an identifier named in a statement is too.
+    let out = engine
+        .assemble(cid, &ask(8_000, Some("What was the checkout flake tracked as?")))
+        .unwrap();
+    assert!(blocks(&out).concat().contains("INC-40718"), "{:?}", out.stats.recall);
+    let out = engine
+        .assemble(cid, &ask(8_000, Some("INC-40718 is fixed, closing it.")))
+        .unwrap();
+    assert!(
+        blocks(&out).concat().contains("flaky checkout test"),
+        "{:?}",
+        out.stats.recall
+    );
+    // A word in capitals is not an identifier: a statement naming one recalls nothing.
+    let out = engine
+        .assemble(cid, &ask(8_000, Some("The SOC team will join the call.")))
+        .unwrap();
+    assert!(blocks(&out).is_empty(), "{:?}", out.stats.recall);
+}
+
+#[test]
+fn only_answers_are_grouped_as_newer_values_of_a_fact() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_with(&dir, json!({"freshTailCount": 4, "leafChunkTokens": 600}));
+    let cid = log_turns(&engine);
+    // The audit remark answers; the other turns' opening lines and their acks share two of
+    // the question's words ("log", "wrong") with other numbers, and answer nothing: they are
+    // not shown, least of all as a newer value that supersedes the answer.
+    let out = engine
+        .assemble(
+            cid,
+            &ask(
+                8_000,
+                Some("In which log did I mention when the audit fieldwork starts, and what went wrong there?"),
+            ),
+        )
+        .unwrap();
+    let block = blocks(&out)
+        .pop()
+        .unwrap_or_else(|| panic!("no block: {:?}", out.stats.recall));
+    assert!(block.contains("2027-02-15"), "{block}");
+    assert!(!block.contains("superseded-by") && !block.contains("ack:"), "{block}");
+}

@@ -63,17 +63,7 @@ pub(crate) use dag::consumer_of;
 /// Where each of these messages sits: covered by a chain up to a live summary, or live itself.
 pub(crate) fn of_messages<'a>(conn: impl Into<Db<'a>>, ids: &[i64]) -> Result<HashMap<i64, Cover>> {
     let conn = conn.into();
-    let mut out = HashMap::with_capacity(ids.len());
-    let mut uncovered = Vec::new();
-    let mut leaves = dag::leaves_of(conn, ids)?;
-    for &id in ids {
-        match leaves.remove(&id) {
-            Some(leaf) => {
-                out.insert(id, climb(conn, Some(leaf))?);
-            }
-            None => uncovered.push(id),
-        }
-    }
+    let (mut out, uncovered) = covered(conn, ids)?;
     // Under the lossless invariant every uncovered message is live; seed-era compaction-event
     // rows are neither.
     let live = dag::live_messages_among(conn, &uncovered)?;
@@ -87,6 +77,33 @@ pub(crate) fn of_messages<'a>(conn: impl Into<Db<'a>>, ids: &[i64]) -> Result<Ha
         );
     }
     Ok(out)
+}
+
+/// The live summary above each of these messages that a summary covers. Unlike `of_messages`
+/// it does not ask whether an uncovered message is a live item: that reads every context item
+/// of its conversation (context_items has no index by message), 16 ms at 100,000 messages.
+pub(crate) fn live_summaries_over<'a>(conn: impl Into<Db<'a>>, ids: &[i64]) -> Result<HashMap<i64, String>> {
+    let (covers, _) = covered(conn.into(), ids)?;
+    Ok(covers
+        .into_iter()
+        .filter_map(|(id, c)| c.live_summary.map(|s| (id, s)))
+        .collect())
+}
+
+/// The covers of the messages a leaf summary holds, and the ids of those none does.
+fn covered(conn: Db, ids: &[i64]) -> Result<(HashMap<i64, Cover>, Vec<i64>)> {
+    let mut out = HashMap::with_capacity(ids.len());
+    let mut uncovered = Vec::new();
+    let mut leaves = dag::leaves_of(conn, ids)?;
+    for &id in ids {
+        match leaves.remove(&id) {
+            Some(leaf) => {
+                out.insert(id, climb(conn, Some(leaf))?);
+            }
+            None => uncovered.push(id),
+        }
+    }
+    Ok((out, uncovered))
 }
 
 pub(crate) fn of_message<'a>(conn: impl Into<Db<'a>>, message_id: i64) -> Result<Cover> {

@@ -164,7 +164,8 @@ pub(crate) fn recall(db: Db, r: &Request<'_>) -> Result<(Option<Recalled>, Recal
         stats.abstained = Some(format!("nothing outside the context scored {} or more", r.min_score));
         return Ok((None, stats));
     }
-    let covers = crate::recall::coverage::of_messages(db, &chosen.iter().map(|s| s.c.message_id).collect::<Vec<_>>())?;
+    let covers =
+        crate::recall::coverage::live_summaries_over(db, &chosen.iter().map(|s| s.c.message_id).collect::<Vec<_>>())?;
     let times: Vec<String> = chosen
         .iter()
         .map(|s| {
@@ -180,10 +181,10 @@ pub(crate) fn recall(db: Db, r: &Request<'_>) -> Result<(Option<Recalled>, Recal
             message_id: s.c.message_id,
             role: crate::store::normalize::Role::from_db(&s.c.role).host(),
             time: t,
-            summary_id: covers.get(&s.c.message_id).and_then(|c| c.live_summary.as_deref()),
+            summary_id: covers.get(&s.c.message_id).map(String::as_str),
             superseded_by: s.superseded_by,
             conversation_id: (s.c.conversation_id != r.conversation_id).then_some(s.c.conversation_id),
-            text: &s.c.text[s.e.range.clone()],
+            text: s.text(),
         })
         .collect();
     let text = block::render(&stats.terms.join(" "), &shown);
@@ -414,9 +415,21 @@ fn choose(scored: Vec<Scored>, r: &Request<'_>, query: &Query) -> Vec<Scored> {
     let floor = r
         .min_score
         .max(scored.first().map_or(0.0, |s| s.score * RELATIVE_FLOOR));
+    // An excerpt that can be shown as an answer: over the floor (a value of the kind asked for
+    // with none of the words, the minimum only: how a question that shares no word with its
+    // fact reaches it), with evidence. Common words alone are no answer: a rare word of what
+    // is asked, an identifier or a value of the kind asked for is; a statement (nothing asked)
+    // recalls what its identifiers name only.
+    let answers = |s: &Scored| {
+        let by_kind = s.e.matched.is_empty() && s.e.typed;
+        let matched = |pick: fn(&terms::Term) -> bool| s.e.matched.iter().any(|&t| pick(&query.terms[t]));
+        let evidence = match query.asks {
+            true => s.e.typed || matched(|t| t.asked && t.weight >= RARE_WEIGHT) || matched(terms::Term::is_identifier),
+            false => matched(terms::Term::is_identifier),
+        };
+        s.score >= r.min_score && (by_kind || s.score >= floor) && evidence
+    };
     let mut pool: Vec<Option<Scored>> = scored.into_iter().map(Some).collect();
-    // A value of the kind asked for with none of the words is how a question that shares no
-    // word with its fact reaches it: such excerpts need the minimum only, a few of them.
     let mut typed_only = 0;
     for i in 0..pool.len() {
         let Some(best) = pool[i].take() else { continue };
@@ -424,44 +437,24 @@ fn choose(scored: Vec<Scored>, r: &Request<'_>, query: &Query) -> Vec<Scored> {
             break;
         }
         let by_kind = best.e.matched.is_empty() && best.e.typed;
-        if best.score < r.min_score || !by_kind && best.score < floor || by_kind && typed_only >= MAX_BY_KIND {
-            continue;
-        }
-        // Common words alone are no answer: a rare word, an identifier or a value of the kind
-        // asked for is; a statement (nothing asked) recalls what its identifiers name only.
-        let matched = |pick: fn(&terms::Term) -> bool| best.e.matched.iter().any(|&t| pick(&query.terms[t]));
-        let evidence = match query.asks {
-            true => best.e.typed || matched(|t| t.weight >= RARE_WEIGHT),
-            false => matched(|t| t.strong),
-        };
-        if !evidence {
+        if !answers(&best) || by_kind && typed_only >= MAX_BY_KIND {
             continue;
         }
         typed_only += by_kind as usize;
-        // Newer excerpts of the same subject with other values: shown first.
+        // Newer excerpts of the same subject with other values, answers themselves: shown first.
         let mut group = vec![best];
         for slot in pool.iter_mut().skip(i + 1) {
             let Some(other) = slot.as_ref() else { continue };
-            let head = &group[0];
-            if same_subject(head, other) {
-                let (a, b) = (
-                    values(&group[0].c.text[group[0].e.range.clone()]),
-                    values(&other.c.text[other.e.range.clone()]),
-                );
-                if a != b {
-                    group.push(slot.take().expect("checked above"));
-                }
+            if answers(other) && same_subject(&group[0], other) && values(group[0].text()) != values(other.text()) {
+                group.push(slot.take().expect("checked above"));
             }
         }
         group.sort_by_key(|g| std::cmp::Reverse(g.c.message_id));
         let newest = group[0].c.message_id;
-        let cost: i64 = group
-            .iter()
-            .map(|g| tokens::estimate(&g.c.text[g.e.range.clone()]) + 24)
-            .sum();
+        let cost: i64 = group.iter().map(|g| tokens::estimate(g.text()) + 24).sum();
         if cost > room {
             // The newest alone, rather than an older value without it.
-            let alone = tokens::estimate(&group[0].c.text[group[0].e.range.clone()]) + 24;
+            let alone = tokens::estimate(group[0].text()) + 24;
             if alone > room {
                 continue;
             }

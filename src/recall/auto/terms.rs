@@ -31,6 +31,17 @@ pub(crate) struct Term {
     pub weight: f64,
     /// Held by so many messages that it is not searched for (`weigh` found it at its cap).
     pub common: bool,
+    /// It stands in a sentence that asks something: only such a word is evidence that an
+    /// excerpt answers (the words of a statement beside the question are not what it asks).
+    pub asked: bool,
+}
+
+impl Term {
+    /// An identifier or a long number (a digit or inner `-_.:/` in it): what a statement names.
+    /// A word in capitals (`API`, `TOOLCALL`) weighs as one but is not one.
+    pub(crate) fn is_identifier(&self) -> bool {
+        self.strong && (self.text.chars().any(|c| c.is_ascii_digit()) || self.text.contains(['-', '_', '.', ':', '/']))
+    }
 }
 
 /// The weight of a term found in `df` of the `n` stored messages: BM25's inverse document
@@ -134,7 +145,8 @@ const STOP_WORDS: &str = "a about above after again against all almost also am a
  yeah yes yet you you'd you'll you're you've your yours yourself yourselves again already anyway continue continued
  hi hello hey bye cool fine awesome perfect ah oh hmm alright thing stuff exactly correct true false sounds sound
  again time times today yesterday ago day days week weeks session conversation chat message messages talk talked
- discussed discuss note noted";
+ discussed discuss note noted question questions answer answers behind beside besides beyond across
+ along among amongst toward towards onto near inside outside";
 
 static STOPS: LazyLock<HashSet<&'static str>> = LazyLock::new(|| STOP_WORDS.split_whitespace().collect());
 
@@ -299,6 +311,19 @@ pub(crate) fn parse(message: &str) -> Query {
         .collect::<Vec<_>>()
         .join("\n");
     let message = prose.as_str();
+    // A term's key: an identifier as written, a word by its stem.
+    let key = |token: &str| {
+        let lower = token.to_lowercase();
+        match is_strong(token) {
+            true => lower,
+            false => stem(lower.trim_end_matches("'s")),
+        }
+    };
+    let asked_keys: HashSet<String> = questions(message)
+        .filter(|q| asks(q))
+        .flat_map(tokens)
+        .map(key)
+        .collect();
     let mut seen = HashSet::new();
     let mut terms = Vec::new();
     for token in tokens(message) {
@@ -314,14 +339,11 @@ pub(crate) fn parse(message: &str) -> Query {
         if parts.is_empty() {
             continue;
         }
-        let stem = if strong {
-            lower.clone()
-        } else {
-            stem(lower.trim_end_matches("'s"))
-        };
+        let stem = key(token);
         if !seen.insert(stem.clone()) {
             continue;
         }
+        let asked = asked_keys.contains(&stem);
         terms.push(Term {
             text: lower,
             stem,
@@ -329,6 +351,7 @@ pub(crate) fn parse(message: &str) -> Query {
             parts,
             weight: if strong { 2.0 } else { 1.0 },
             common: false,
+            asked,
         });
     }
     // The strongest and longest first: a long question keeps its rarest words.
@@ -443,6 +466,20 @@ mod tests {
         // A short number and a hyphenated word are words.
         let q = parse("what did run 44 say about the on-call rota?");
         assert!(q.terms.iter().all(|t| !t.strong), "{:?}", q.terms);
+    }
+
+    #[test]
+    fn a_term_is_asked_only_in_a_sentence_that_asks() {
+        let q = parse("Side note: the checkout budget is 350 ms for OPS-7753. Anyway, what should we look at next for the rollout?");
+        let asked = |w: &str| q.terms.iter().find(|t| t.text == w).map(|t| t.asked);
+        assert_eq!(asked("checkout"), Some(false));
+        assert_eq!(asked("rollout"), Some(true));
+        assert!(q.asks);
+        // An identifier is one wherever it stands; a word in capitals weighs as one but is not.
+        let id = q.terms.iter().find(|t| t.text == "ops-7753").unwrap();
+        assert!(id.is_identifier() && !id.asked);
+        let caps = parse("is the API up?");
+        assert!(caps.terms[0].strong && !caps.terms[0].is_identifier() && caps.terms[0].asked);
     }
 
     #[test]

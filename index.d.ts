@@ -1702,6 +1702,11 @@ export interface LockState {
   ageMs: number
   /** Why it is stale (the next drain takes it over), or null while its holder is alive. */
   stale: string | null
+  /**
+   * Why this process cannot read it (a directory at its path, a file of another user
+   * without read permission), or null. Such a lock ages by its file time like any other.
+   */
+  unreadable: string | null
 }
 
 /** What a spool holds, for `doctor` and the plugin. */

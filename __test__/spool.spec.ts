@@ -2,7 +2,7 @@
 // `LcmEngine.drainSpool`, and what `lcm-native doctor` says of it. The drain's rules (order,
 // poison turns, two drainers, every stale lock) are tested in src/spool/.
 import { spawn, spawnSync } from 'node:child_process'
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs'
 import { hostname, tmpdir } from 'node:os'
 import { join } from 'node:path'
 
@@ -99,6 +99,31 @@ describe('the spool', () => {
     const where = join(blocker, 'lcm.db')
     expect(() => spoolTurn(where, turn(1))).toThrow(expect.objectContaining({ code: 'E_IO', message: expect.stringContaining('blocker') }))
     expect(spoolStatus(where).problem).toMatch(/blocker/)
+  })
+
+  it('a lock it cannot read ages by its file time: shown, named by doctor, then taken over', async () => {
+    const db = fresh()
+    const lock = `${db}.lcm-native-pending.jsonl.lock`
+    spoolTurn(db, turn(1))
+    // A directory at the lock path (before: no lock shown, and every drain busy for ever).
+    mkdirSync(lock)
+    expect(spoolStatus(db).lock).toMatchObject({ pid: null, stale: null, unreadable: expect.stringContaining('directory') })
+    const engine = await LcmEngine.open({ dbPath: db })
+    try {
+      const run = (...args: string[]) => spawnSync(process.execPath, [join(ROOT, 'bin/lcm-native.cjs'), ...args], { encoding: 'utf8' })
+      const doctor = run('doctor', '--db', db)
+      expect(doctor.stdout, doctor.stderr).toMatch(/drain lock that this process cannot read \(it is a directory/)
+      expect(doctor.stdout).toMatch(/cannot be read: it is a directory/)
+      expect(await engine.drainSpool(db)).toMatchObject({ stored: 0, busy: true })
+      const twoHoursAgo = new Date(Date.now() - 2 * 3600_000)
+      utimesSync(lock, twoHoursAgo, twoHoursAgo)
+      expect(spoolStatus(db).lock?.stale).toMatch(/directory.*not renewed for \d+ s/)
+      const drained = await engine.drainSpool(db)
+      expect(drained).toMatchObject({ stored: 1, busy: false, tookOver: expect.stringContaining('directory') })
+    } finally {
+      await engine.close()
+    }
+    expect(existsSync(lock)).toBe(false)
   })
 
   it('doctor reports spooled turns, their age, turns set aside and a stale lock', async () => {

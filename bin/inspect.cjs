@@ -332,6 +332,7 @@ async function doctor(argv) {
     if (spooled.turns) advice.push({ problem: `${plural(spooled.turns, 'turn')} spooled by the OpenClaw plugin wait to be stored (the oldest for ${since(spooled.oldestAt ?? Date.now())})`, fix: "the gateway stores them at its next call; if they stay, the plugin's log says why (lcm-native: storing …)" })
     if (spooled.held) advice.push({ problem: `${plural(spooled.held, 'spooled turn')} failed every try and were set aside in ${heldPath(db)}`, fix: "the plugin logged each error; once its cause is fixed, append the file's lines to the spool file (…lcm-native-pending.jsonl) and the next call stores them" })
     if (spooled.lock?.stale) advice.push({ problem: `the spool's drain lock is stale (${spooled.lock.stale})`, fix: 'the next drain takes it over (the gateway\'s next call)' })
+    else if (spooled.lock?.unreadable) advice.push({ problem: `the spool's drain lock ${spoolBase(db)}.lcm-native-pending.jsonl.lock cannot be read: ${spooled.lock.unreadable}`, fix: 'if no gateway of another user holds it, remove it as its owner; otherwise it is taken over once it has not been renewed for 60 s (where its directory lets the gateway move it)' })
     if (spooled.problem) advice.push({ problem: `the spool location cannot be used: ${spooled.problem}`, fix: 'make the directory writable for the gateway, or turns it cannot store are lost to the host\'s retry queue' })
     if (wal > 64 * 1024 * 1024) advice.push({ problem: `the write-ahead log is ${fmt(wal)} bytes (a writer was stopped before its checkpoint)`, fix: 'it is folded into the file by the next writer that opens it (OpenClaw, or any lcm-native write command)' })
     if (args.json) {
@@ -341,7 +342,7 @@ async function doctor(argv) {
       for (const p of report.problems) console.log(`  - ${p}`)
       for (const n of report.notes) console.log(`  note: ${n}`)
       for (const c of perConversation) if (c.promptCache) console.log(`conversation ${c.conversationId} (${c.session}): ${promptCacheLine(c.promptCache)}`)
-      console.log(`spool: ${spooled.turns ? `${plural(spooled.turns, 'turn')} waiting (the oldest for ${since(spooled.oldestAt ?? Date.now())})` : 'empty'}${spooled.held ? `, ${fmt(spooled.held)} set aside` : ''}${spooled.lock ? `, drain lock held by pid ${spooled.lock.pid} on ${spooled.lock.host}${spooled.lock.stale ? ` (stale: ${spooled.lock.stale})` : ''}` : ''}`)
+      console.log(`spool: ${spooled.turns ? `${plural(spooled.turns, 'turn')} waiting (the oldest for ${since(spooled.oldestAt ?? Date.now())})` : 'empty'}${spooled.held ? `, ${fmt(spooled.held)} set aside` : ''}${spooled.lock ? `, drain lock ${spooled.lock.unreadable ? `that this process cannot read (${spooled.lock.unreadable})` : `held by pid ${spooled.lock.pid} on ${spooled.lock.host}`}${spooled.lock.stale ? ` (stale: ${spooled.lock.stale})` : ''}` : ''}`)
       if (!advice.length) console.log('nothing to do')
       for (const a of advice) console.log(`${a.problem}\n  → ${a.fix}`)
     }

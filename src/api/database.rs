@@ -155,6 +155,10 @@ pub(crate) struct LockState {
     /// Why it is stale (the next drain takes it over), or null while its holder is alive.
     #[cfg_attr(test, ts(type = "string | null"))]
     pub stale: Option<String>,
+    /// Why this process cannot read it (a directory at its path, a file of another user
+    /// without read permission), or null. Such a lock ages by its file time like any other.
+    #[cfg_attr(test, ts(type = "string | null"))]
+    pub unreadable: Option<String>,
 }
 
 /// What a drain did.

@@ -67,20 +67,35 @@ struct Holder {
     nonce: Option<String>,
 }
 
-/// The lock file at `path`, if there is one.
+/// The lock file at `path`, if there is one (also one this process cannot read: a directory
+/// at its path, a file another user left without read permission).
 pub(crate) fn state(path: &Path) -> Option<LockState> {
-    let text = std::fs::read_to_string(path).ok()?;
-    let holder = serde_json::from_str::<Holder>(&text).ok();
+    std::fs::symlink_metadata(path).ok()?;
+    let (holder, unreadable) = match read(path) {
+        Ok(text) => (serde_json::from_str::<Holder>(&text).ok(), None),
+        Err(why) => (None, Some(why)),
+    };
     Some(LockState {
         pid: holder.as_ref().and_then(|h| h.pid.as_i64()),
         host: holder.as_ref().and_then(|h| h.host.clone()),
         age_ms: age(path).map_or(0.0, |a| a.as_millis() as f64),
         stale: stale_reason(path),
+        unreadable,
     })
 }
 
+/// The text of the lock file at `path`, or why this process cannot read it.
+fn read(path: &Path) -> Result<String, String> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => return Err("it is a directory, not a lock file".into()),
+        Ok(m) if !m.is_file() => return Err("it is not a regular file".into()),
+        _ => {}
+    }
+    std::fs::read_to_string(path).map_err(|e| format!("this process cannot read it ({e})"))
+}
+
 fn age(path: &Path) -> Option<Duration> {
-    let modified = std::fs::metadata(path).ok()?.modified().ok()?;
+    let modified = std::fs::symlink_metadata(path).ok()?.modified().ok()?;
     Some(
         std::time::SystemTime::now()
             .duration_since(modified)
@@ -88,10 +103,16 @@ fn age(path: &Path) -> Option<Duration> {
     )
 }
 
-/// Why the lock at `path` is stale, or None while its holder is alive (or it is gone).
+/// Why the lock at `path` is stale, or None while its holder is alive (or it is gone). One
+/// this process cannot read ages by its file time like any other: its holder, whoever it is,
+/// renews that time while it lives.
 pub(crate) fn stale_reason(path: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(path).ok()?;
+    std::fs::symlink_metadata(path).ok()?;
     let age = age(path).unwrap_or_default();
+    let text = match read(path) {
+        Ok(text) => text,
+        Err(why) => return (age > EXPIRES).then(|| format!("{why}, and it was not renewed for {} s", age.as_secs())),
+    };
     if age > EXPIRES {
         return Some(format!("not renewed for {} s", age.as_secs()));
     }
@@ -187,33 +208,87 @@ pub(crate) fn take(path: &Path) -> std::io::Result<Option<Lock>> {
                 return Err(e);
             }
         }
-        let Some((reason, judged)) = stale_with_text(path) else {
+        let Some((reason, judged)) = stale_with_snapshot(path) else {
             break;
         };
         // Taken over: renamed aside first, then checked to be the lock judged stale. Two
         // processes taking over at once: the second may have moved the first's new lock,
         // which it then puts back and leaves alone.
         let aside = path.with_extension(format!("lock.{nonce}.stale"));
-        if std::fs::rename(path, &aside).is_ok() {
-            if std::fs::read_to_string(&aside).is_ok_and(|now| now == judged) {
-                let _ = std::fs::remove_file(&aside);
-                took_over = Some(reason);
-            } else {
-                let _ = std::fs::rename(&aside, path);
-                break;
+        if let Err(e) = std::fs::rename(path, &aside) {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                continue;
             }
+            set_held(&nonce, false);
+            return Err(std::io::Error::new(
+                e.kind(),
+                format!(
+                    "the drain lock {} is stale ({}) but this process cannot move it aside ({e}); until its owner removes it (as that user: rm -r {}), spooled turns wait",
+                    path.display(),
+                    stable(&reason),
+                    path.display()
+                ),
+            ));
+        }
+        if snapshot(&aside).is_some_and(|now| now == judged) {
+            // A directory is removed only when empty; one that holds anything stays aside.
+            let removed = match judged {
+                Snapshot::Other { dir: true, .. } => std::fs::remove_dir(&aside).is_ok(),
+                _ => std::fs::remove_file(&aside).is_ok(),
+            };
+            took_over = Some(match removed {
+                true => reason,
+                false => format!("{reason}; moved aside to {}", aside.display()),
+            });
+        } else {
+            let _ = std::fs::rename(&aside, path);
+            break;
         }
     }
     set_held(&nonce, false);
     Ok(None)
 }
 
-/// `stale_reason`, with the text of the lock file it judged.
-fn stale_with_text(path: &Path) -> Option<(String, String)> {
-    let text = std::fs::read_to_string(path).ok()?;
+/// What a lock file was when it was judged: its text, or for one this process cannot read,
+/// its kind, size and time.
+#[derive(Debug, PartialEq)]
+enum Snapshot {
+    Text(String),
+    Other {
+        dir: bool,
+        len: u64,
+        modified: Option<std::time::SystemTime>,
+    },
+}
+
+fn snapshot(path: &Path) -> Option<Snapshot> {
+    match read(path) {
+        Ok(text) => Some(Snapshot::Text(text)),
+        Err(_) => {
+            let m = std::fs::symlink_metadata(path).ok()?;
+            Some(Snapshot::Other {
+                dir: m.is_dir(),
+                len: m.len(),
+                modified: m.modified().ok(),
+            })
+        }
+    }
+}
+
+/// `stale_reason`, with what the lock file was when it was judged.
+fn stale_with_snapshot(path: &Path) -> Option<(String, Snapshot)> {
+    let before = snapshot(path)?;
     let reason = stale_reason(path)?;
     // What was judged is what is there still: a file replaced meanwhile is judged next time.
-    (std::fs::read_to_string(path).ok()? == text).then_some((reason, text))
+    (snapshot(path)? == before).then_some((reason, before))
+}
+
+/// A reason without the seconds it names, so that the same lock gives the same message each
+/// time (the plugin logs a message once).
+fn stable(reason: &str) -> String {
+    static SECONDS: std::sync::LazyLock<regex::Regex> =
+        std::sync::LazyLock::new(|| regex::Regex::new(r" for \d+ s\b").expect("a valid pattern"));
+    SECONDS.replace_all(reason, " for over a minute").into_owned()
 }
 
 fn spawn_renewer(path: PathBuf, me: String, stop: Arc<AtomicBool>) -> Option<std::thread::JoinHandle<()>> {
@@ -494,6 +569,70 @@ mod tests {
         assert_eq!(stale_reason(&path), None, "being written");
         last_renewed(&path, old);
         assert!(take(&path).unwrap().is_some());
+    }
+
+    /// Dates the last change of whatever is at `path` (a directory too) back to `when`.
+    fn dated(path: &Path, when: std::time::SystemTime) {
+        let f = std::fs::File::open(path).unwrap();
+        f.set_modified(when).unwrap();
+    }
+
+    #[test]
+    fn a_lock_this_process_cannot_read_ages_by_its_file_time_and_is_taken_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.lock");
+        let old = std::time::SystemTime::now() - EXPIRES - Duration::from_secs(1);
+        // A directory at the lock path: shown, not stale while young, taken over once old
+        // (an empty one removed, one that holds something moved aside).
+        for holds_something in [false, true] {
+            std::fs::create_dir(&path).unwrap();
+            if holds_something {
+                std::fs::write(path.join("keep.txt"), "x").unwrap();
+            }
+            let shown = state(&path).expect("shown");
+            assert!(
+                shown.unreadable.as_deref().is_some_and(|u| u.contains("directory")),
+                "{shown:?}"
+            );
+            assert_eq!(shown.stale, None);
+            assert!(take(&path).unwrap().is_none(), "young: it may be someone's");
+            dated(&path, old);
+            let reason = stale_reason(&path).expect("stale once old");
+            assert!(
+                reason.contains("directory") && reason.contains("not renewed"),
+                "{reason}"
+            );
+            let lock = take(&path).unwrap().expect("taken over");
+            let why = lock.took_over.clone().unwrap();
+            assert_eq!(why.contains("moved aside"), holds_something, "{why}");
+            drop(lock);
+            assert!(!path.exists());
+        }
+        let aside: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert_eq!(aside.len(), 1, "{aside:?}");
+        assert!(aside[0].join("keep.txt").exists(), "nothing in it is deleted");
+        // A FIFO at the lock path is not read (reading one would wait for a writer for ever).
+        #[cfg(unix)]
+        {
+            let fifo = dir.path().join("y.lock");
+            let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+            if made.is_ok_and(|s| s.success()) {
+                assert!(state(&fifo).unwrap().unreadable.unwrap().contains("not a regular file"));
+                assert!(take(&fifo).unwrap().is_none());
+            }
+        }
+    }
+
+    #[test]
+    fn the_message_of_a_lock_that_cannot_be_moved_is_the_same_each_time() {
+        assert_eq!(
+            stable("it is a directory, not a lock file, and it was not renewed for 7265 s"),
+            "it is a directory, not a lock file, and it was not renewed for over a minute"
+        );
+        assert_eq!(stable("process 12 is gone"), "process 12 is gone");
     }
 
     #[test]

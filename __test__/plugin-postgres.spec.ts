@@ -167,6 +167,9 @@ describe('the plugin’s PostgreSQL settings', () => {
         'postgres://127.0.0.1:1/db?password=hunter2',
         'postgres://u:hunter2@/db',
         'postgres://u:hunter2@127.0.0.1:1/db?password=hun&ter2',
+        // No `@host` at all: what follows `user:` is no port, so it is the password.
+        'postgres://lcm:hunter2',
+        'postgres://lcm:hunter2/db',
       ]
       for (const [i, dbUrl] of urls.entries()) {
         const host = fakeHost({ dbUrl })

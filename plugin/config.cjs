@@ -287,6 +287,12 @@ function shownDatabase(db) {
     out += user === undefined ? userinfo : /[/?#]/.test(user) ? '***' : `${user}:***`
     out += '@'
     after = rest.slice(at + 1)
+  } else if (scheme) {
+    // No `@`: a user who forgot `@host` wrote `user:password` where the host and port go.
+    const end = rest.search(/[/?#]/)
+    const authority = end < 0 ? rest : rest.slice(0, end)
+    out += portsOnly(authority)
+    after = end < 0 ? '' : rest.slice(end)
   }
   const q = after.indexOf('?')
   if (q < 0) return out + after
@@ -299,6 +305,21 @@ function shownDatabase(db) {
     return masking ? `${key}=***` : pair
   })
   return `${out}${after.slice(0, q)}?${pairs.join('&')}`
+}
+
+/**
+ * An authority of hosts (`h1:5432,[::1]:5433`) with what follows a `:` shown only where it is
+ * a port: from the first that is not, the rest is `***` (as the engine's `ports_only`).
+ * @param {string} authority
+ */
+function portsOnly(authority) {
+  const hosts = authority.split(',')
+  for (const [i, host] of hosts.entries()) {
+    const nameEnd = host.startsWith('[') ? (host.indexOf(']') < 0 ? host.length : host.indexOf(']') + 1) : 0
+    const c = host.indexOf(':', nameEnd)
+    if (c >= 0 && !/^\d*$/.test(host.slice(c + 1))) return [...hosts.slice(0, i), `${host.slice(0, c + 1)}***`].join(',')
+  }
+  return authority
 }
 
 /**

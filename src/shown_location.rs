@@ -37,6 +37,13 @@ pub(crate) fn redact_password(url: &str) -> String {
             out.push('@');
             &rest[at + 1..]
         }
+        // No `@`: a user who forgot `@host` wrote `user:password` where the host and port go.
+        None if scheme_len > 0 => {
+            let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+            let (authority, tail) = rest.split_at(end);
+            out.push_str(&ports_only(authority));
+            tail
+        }
         None => rest,
     };
     let Some((base, query)) = after.split_once('?') else {
@@ -63,6 +70,33 @@ pub(crate) fn redact_password(url: &str) -> String {
             // A piece of a password that held a literal `&`.
             None if masking => out.push_str("***"),
             None => out.push_str(pair),
+        }
+    }
+    out
+}
+
+/// An authority of hosts (`h1:5432,[::1]:5433`) with what follows a `:` shown only where it
+/// is a port: from the first that is not, the rest is `***` (a password holding a `,` or `:`
+/// hides no less).
+fn ports_only(authority: &str) -> String {
+    let mut out = String::with_capacity(authority.len());
+    for (i, host) in authority.split(',').enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        // An IPv6 address keeps its colons inside its brackets.
+        let name_end = match host.starts_with('[') {
+            true => host.find(']').map_or(host.len(), |b| b + 1),
+            false => 0,
+        };
+        let port_at = host[name_end..].find(':').map(|c| name_end + c);
+        match port_at {
+            Some(c) if !host[c + 1..].bytes().all(|b| b.is_ascii_digit()) => {
+                out.push_str(&host[..=c]);
+                out.push_str("***");
+                return out;
+            }
+            _ => out.push_str(host),
         }
     }
     out

@@ -135,13 +135,17 @@ impl Location {
         }
         // The TLS parameters are read here (tokio-postgres knows neither `verify-*` nor the
         // certificate files), the rest by tokio-postgres.
+        // Every libpq TLS parameter is read here, also those not implemented (refused by
+        // name rather than passed on), and one without `=`.
         let (tls_pairs, libpq_pairs): (Vec<&str>, Vec<&str>) = rest
             .iter()
-            .partition(|p| tls::PARAMS.contains(&p.split_once('=').map_or(**p, |(k, _)| k)));
-        let tls_params: Vec<(String, String)> = tls_pairs
+            .partition(|p| tls::is_tls_param(p.split_once('=').map_or(**p, |(k, _)| k)));
+        let tls_params: Vec<(String, Option<String>)> = tls_pairs
             .iter()
-            .filter_map(|p| p.split_once('='))
-            .map(|(k, v)| (k.to_string(), percent_decode(v)))
+            .map(|p| match p.split_once('=') {
+                Some((k, v)) => (k.to_string(), Some(percent_decode(v))),
+                None => (p.to_string(), None),
+            })
             .collect();
         let tls_settings = tls::TlsSettings::read(&tls_params)?;
         let libpq_url = if libpq_pairs.is_empty() {

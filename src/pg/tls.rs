@@ -31,6 +31,11 @@ pub(crate) enum SslMode {
 /// The URL parameters this module reads (and takes out of what tokio-postgres is given).
 pub(crate) const PARAMS: [&str; 4] = ["sslmode", "sslrootcert", "sslcert", "sslkey"];
 
+/// Whether a URL parameter is one of libpq's TLS parameters (read by this module, or refused).
+pub(crate) fn is_tls_param(key: &str) -> bool {
+    key.starts_with("ssl") || key == "requiressl"
+}
+
 /// What the URL asks of TLS.
 #[derive(Clone, Debug)]
 pub(crate) struct TlsSettings {
@@ -40,9 +45,35 @@ pub(crate) struct TlsSettings {
 }
 
 impl TlsSettings {
-    /// Reads the TLS parameters among `params` (`name=value`, percent-encoded).
-    pub(crate) fn read(params: &[(String, String)]) -> Result<TlsSettings> {
-        let get = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+    /// Reads the TLS parameters among `params` (name and percent-decoded value; None when the
+    /// URL gives the name without `=`). As libpq, strictly: a parameter without a value, given
+    /// twice, or one of libpq's TLS parameters that is not implemented here is E_INVALID_CONFIG
+    /// naming it, never a silent default (`?sslmode` alone would otherwise be `prefer`, and
+    /// `sslmode=disable&sslmode=verify-full` the first).
+    pub(crate) fn read(params: &[(String, Option<String>)]) -> Result<TlsSettings> {
+        let mut seen: Vec<&str> = Vec::new();
+        for (key, value) in params {
+            if !PARAMS.contains(&key.as_str()) {
+                return Err(LcmError::invalid_config(
+                    key.clone(),
+                    format!("`{key}` is a TLS parameter of libpq that lcm-native does not implement; leave it out (lcm-native reads sslmode, sslrootcert, sslcert and sslkey)"),
+                ));
+            }
+            if seen.contains(&key.as_str()) {
+                return Err(LcmError::invalid_config(
+                    key.clone(),
+                    format!("`{key}` is given twice in the URL; give it once"),
+                ));
+            }
+            seen.push(key);
+            if value.as_deref().is_none_or(str::is_empty) {
+                return Err(LcmError::invalid_config(
+                    key.clone(),
+                    format!("`{key}` has no value in the URL (`{key}=…`)"),
+                ));
+            }
+        }
+        let get = |name: &str| params.iter().find(|(k, _)| k == name).and_then(|(_, v)| v.as_deref());
         let mode = match get("sslmode").unwrap_or("prefer") {
             "disable" => SslMode::Disable,
             "allow" | "prefer" => SslMode::Prefer,
@@ -50,11 +81,18 @@ impl TlsSettings {
             "verify-ca" => SslMode::VerifyCa,
             "verify-full" => SslMode::VerifyFull,
             other => {
-                return Err(LcmError::invalid_input(format!(
-                    "sslmode={other}: expected disable, prefer, require, verify-ca or verify-full"
-                )))
+                return Err(LcmError::invalid_config(
+                    "sslmode",
+                    format!("sslmode={other}: expected disable, allow, prefer, require, verify-ca or verify-full"),
+                ))
             }
         };
+        if get("sslrootcert") == Some("system") {
+            return Err(LcmError::invalid_config(
+                "sslrootcert",
+                "sslrootcert=system (the operating system's authorities) is not implemented here: give the authority's file as sslrootcert=PATH",
+            ));
+        }
         let client_cert = match (get("sslcert"), get("sslkey")) {
             (Some(cert), Some(key)) => Some((PathBuf::from(cert), PathBuf::from(key))),
             (None, None) => None,
@@ -69,6 +107,18 @@ impl TlsSettings {
             root_cert: get("sslrootcert").map(PathBuf::from),
             client_cert,
         })
+    }
+
+    /// Whether the server's chain is checked against an authority: always for `verify-ca` and
+    /// `verify-full`, and for `require` when a root certificate is there (given, or libpq's
+    /// default file exists), as libpq does: "if a root CA file exists, the behavior of
+    /// sslmode=require will be the same as that of verify-ca".
+    fn checks_chain(&self) -> bool {
+        match self.mode {
+            SslMode::VerifyCa | SslMode::VerifyFull => true,
+            SslMode::Require => self.root_cert.is_some() || default_root().exists(),
+            SslMode::Disable | SslMode::Prefer => false,
+        }
     }
 
     /// What tokio-postgres is told: whether to ask the server for TLS and whether it must be had.
@@ -87,13 +137,13 @@ impl TlsSettings {
         let builder = ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
             .map_err(|e| LcmError::Internal(format!("TLS protocol versions: {e}")))?;
-        let chain = match self.mode {
-            SslMode::VerifyCa | SslMode::VerifyFull => Some(
+        let chain = match self.checks_chain() {
+            true => Some(
                 WebPkiServerVerifier::builder_with_provider(Arc::new(self.roots()?), provider.clone())
                     .build()
                     .map_err(|e| LcmError::invalid_input(format!("sslrootcert: {e}")))?,
             ),
-            _ => None,
+            false => None,
         };
         let verifier: Arc<dyn ServerCertVerifier> = match (self.mode, chain) {
             (SslMode::VerifyFull, Some(full)) => full,
@@ -118,8 +168,7 @@ impl TlsSettings {
         let path = match &self.root_cert {
             Some(p) => p.clone(),
             None => {
-                let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
-                let default = home.join(".postgresql").join("root.crt");
+                let default = default_root();
                 if !default.exists() {
                     return Err(LcmError::invalid_input(format!(
                         "sslmode={} checks the server's certificate: give the certificate authority as sslrootcert=PATH (libpq's default, {}, does not exist)",
@@ -138,6 +187,12 @@ impl TlsSettings {
         }
         Ok(roots)
     }
+}
+
+/// libpq's root certificate file when `sslrootcert` is not given.
+fn default_root() -> PathBuf {
+    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+    home.join(".postgresql").join("root.crt")
 }
 
 /// The PEM certificates of `path` (E_INVALID_INPUT naming the parameter and file).
@@ -212,8 +267,57 @@ mod tests {
     use super::*;
 
     fn read(pairs: &[(&str, &str)]) -> Result<TlsSettings> {
-        let owned: Vec<(String, String)> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let owned: Vec<(String, Option<String>)> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), Some(v.to_string())))
+            .collect();
         TlsSettings::read(&owned)
+    }
+
+    #[test]
+    fn a_parameter_without_a_value_twice_or_unknown_is_refused_naming_it() {
+        let bare = TlsSettings::read(&[("sslmode".into(), None)]).unwrap_err();
+        assert_eq!(bare.code(), "E_INVALID_CONFIG");
+        assert!(
+            bare.to_string().contains("sslmode") && bare.to_string().contains("no value"),
+            "{bare}"
+        );
+        let e = read(&[("sslmode", "")]).unwrap_err();
+        assert_eq!(e.code(), "E_INVALID_CONFIG");
+        let e = read(&[("sslmode", "disable"), ("sslmode", "verify-full")]).unwrap_err();
+        assert!(e.to_string().contains("twice"), "{e}");
+        for key in [
+            "sslcrl",
+            "sslpassword",
+            "sslnegotiation",
+            "requiressl",
+            "ssl_min_protocol_version",
+        ] {
+            let e = read(&[(key, "1")]).unwrap_err();
+            assert_eq!(e.code(), "E_INVALID_CONFIG", "{key}");
+            assert!(e.to_string().contains(key), "{e}");
+        }
+        assert_eq!(
+            read(&[("sslrootcert", "system")]).unwrap_err().code(),
+            "E_INVALID_CONFIG"
+        );
+    }
+
+    #[test]
+    fn require_checks_the_chain_when_an_authority_is_given() {
+        assert!(read(&[("sslmode", "require"), ("sslrootcert", "/x/ca.pem")])
+            .unwrap()
+            .checks_chain());
+        assert!(read(&[("sslmode", "verify-ca")]).unwrap().checks_chain());
+        assert!(!read(&[("sslmode", "prefer"), ("sslrootcert", "/x/ca.pem")])
+            .unwrap()
+            .checks_chain());
+        // The authority is read at open: a missing one is named.
+        let e = read(&[("sslmode", "require"), ("sslrootcert", "/nonexistent/ca.pem")])
+            .unwrap()
+            .client_config()
+            .unwrap_err();
+        assert!(e.to_string().contains("/nonexistent/ca.pem"), "{e}");
     }
 
     #[test]
@@ -229,7 +333,7 @@ mod tests {
             assert_eq!(read(&[("sslmode", text)]).unwrap().mode, mode);
         }
         let e = read(&[("sslmode", "strict")]).unwrap_err();
-        assert_eq!(e.code(), "E_INVALID_INPUT");
+        assert_eq!(e.code(), "E_INVALID_CONFIG");
         assert!(e.to_string().contains("verify-full"), "{e}");
         let e = read(&[("sslcert", "/c.pem")]).unwrap_err();
         assert!(e.to_string().contains("sslkey"), "{e}");

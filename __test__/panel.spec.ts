@@ -1,8 +1,10 @@
 // The LCM panel's backend: the session actions the plugin registers for OpenClaw's Control UI
 // (plugin/panel.cjs over panel/operations.cjs), called as the host calls them, and the
 // `lcm-native ui` server (panel/server.cjs) over HTTP.
-import { readFileSync, writeFileSync } from 'node:fs'
+import { spawn } from 'node:child_process'
+import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { request } from 'node:http'
+import { connect, type Socket } from 'node:net'
 import { join } from 'node:path'
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -12,6 +14,8 @@ import { checkBounds } from '../panel/operations.cjs'
 import { startUi } from '../panel/server.cjs'
 import { ROOT, holdWriteLock, tempDir } from './helpers'
 import { fakeHost, turn, type FakeHost } from './plugin-host'
+
+const BIN = join(ROOT, 'bin', 'lcm-native.cjs')
 
 const session = (name: string) => ({ sessionId: `sid-${name}`, sessionKey: `agent:main:explicit:${name}`, sessionFile: `agent:main:explicit:${name}` })
 
@@ -381,5 +385,75 @@ describe('lcm-native ui (the panel outside OpenClaw)', () => {
     expect(write).toMatchObject({ ok: false, code: 'E_READ_ONLY' })
     const junk = await api('/api/action', { method: 'POST', body: '{not json' }).then((r) => r.json())
     expect(junk).toMatchObject({ ok: false, code: 'E_INVALID_INPUT' })
+  })
+})
+
+describe('lcm-native ui as a process', () => {
+  it.each(['SIGTERM', 'SIGINT', 'SIGHUP'] as const)('stops on %s within 2 s while clients hold stalled connections, closes the database and exits 0', async (signal) => {
+    const dir = tempDir('lcm-ui-stop-')
+    const dbPath = join(dir, 'lcm.db')
+    const setup = await LcmEngine.open({ dbPath })
+    for (let i = 0; i < 5; i++) await setup.ingest({ sessionKey: 'agent:main:explicit:stop' }, [{ role: 'user', content: `message ${i}` }])
+    await setup.close()
+    // Without the caller's LCM_* or OpenClaw's config, on the file alone; --write: the engine
+    // holds the file read-write, so a close that never comes leaves its log behind.
+    const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('LCM_') && !k.startsWith('ANTHROPIC_') && !k.endsWith('_API_KEY') && k !== 'OPENCLAW_STATE_DIR'))
+    const child = spawn(process.execPath, [BIN, 'ui', '--db', dbPath, '--write'], { env: { ...env, HOME: tempDir() } })
+    let stdout = ''
+    let stderr = ''
+    child.stderr.on('data', (d) => (stderr += d))
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; at: number }>((resolve) =>
+      child.on('exit', (code, how) => resolve({ code, signal: how, at: Date.now() })),
+    )
+    const sockets: Socket[] = []
+    try {
+      const [, port, token] = await new Promise<RegExpExecArray>((resolve, reject) => {
+        child.stdout.on('data', (d) => {
+          stdout += d
+          const m = /open http:\/\/127\.0\.0\.1:(\d+)\/#token=([0-9a-f]+)/.exec(stdout)
+          if (m) resolve(m)
+        })
+        child.once('exit', () => reject(new Error(`lcm-native ui exited before it served\n${stdout}\n${stderr}`)))
+      })
+      const raw = (data: string) =>
+        new Promise<Socket>((resolve, reject) => {
+          const socket = connect(Number(port), '127.0.0.1', () => {
+            if (data) socket.write(data)
+            resolve(socket)
+          })
+          socket.on('error', () => {})
+          socket.once('error', reject)
+          sockets.push(socket)
+        })
+      // (a) says nothing; (b) stops in the middle of its headers; (c) sends a POST's headers and
+      // 6 of the 1000 bytes of body it announced.
+      await raw('')
+      await raw('GET /api/info HTTP/1.1\r\nHost: 127.0.0.1')
+      await raw(`POST /api/action HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"acti`)
+      // Still answering meanwhile (which also gives it time to read what the three sent).
+      const info = await fetch(`http://127.0.0.1:${port}/api/info`, { headers: { authorization: `Bearer ${token}` } }).then((r) => r.json())
+      expect(info).toMatchObject({ ok: true, write: true })
+      await new Promise((r) => setTimeout(r, 100))
+      expect(existsSync(`${dbPath}-wal`)).toBe(true)
+      const sent = Date.now()
+      child.kill(signal)
+      const timer = setTimeout(() => child.kill('SIGKILL'), 5_000)
+      const end = await exited
+      clearTimeout(timer)
+      expect({ code: end.code, signal: end.signal, stderr }).toEqual({ code: 0, signal: null, stderr: '' })
+      expect(end.at - sent).toBeLessThan(2_000)
+    } finally {
+      for (const s of sockets) s.destroy()
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
+      await exited
+    }
+    // The engine was closed: its log checkpointed into the file (not left behind), which verifies.
+    expect(existsSync(`${dbPath}-wal`) ? statSync(`${dbPath}-wal`).size : 0).toBe(0)
+    const engine = await LcmEngine.open({ dbPath, readOnly: true })
+    try {
+      expect((await engine.verify()).ok).toBe(true)
+    } finally {
+      await engine.close()
+    }
   })
 })

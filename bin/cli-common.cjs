@@ -583,6 +583,7 @@ async function openForReading(db, options = {}) {
 }
 
 module.exports = {
+  END_SIGNALS,
   LcmEngine,
   closest,
   Output,

@@ -11,7 +11,7 @@ const os = require('node:os')
 const path = require('node:path')
 
 const { copyDatabase, exportPrompts, listPrompts, migrate: migrateFile, renderPrompt, showPrompt, snapshot } = require('../index.js')
-const { LcmEngine, UsageError, checkDbFile, closest, existingDb, failureCode, failureMessage, fieldOf, fmt, oneLine, openForReading, openReadOnly, parseArgs, plural, printJson, promptCacheLine, reportMigration, settingsOf, signed } = require('./cli-common.cjs')
+const { END_SIGNALS, LcmEngine, UsageError, checkDbFile, closest, existingDb, failureCode, failureMessage, fieldOf, fmt, oneLine, openForReading, openReadOnly, parseArgs, plural, printJson, promptCacheLine, reportMigration, settingsOf, signed } = require('./cli-common.cjs')
 const inspect = require('./inspect.cjs')
 const { resolveLlm } = require('./llm.cjs')
 const { hideUrlSecrets, isDatabaseUrl, shownDatabase } = require('../plugin/config.cjs')
@@ -101,7 +101,8 @@ const HELP = {
     (a PostgreSQL store, a copy of a file): totals, the summary DAG page by page with each
     summary's sources and raw messages, search, the live context. Open the printed URL (it
     holds a random token). Read-only unless --write, which allows rewrites (with the LLM
-    chosen as for rewrite, else offline), rollbacks, checks and redaction. Ctrl-C stops it.`,
+    chosen as for rewrite, else offline), rollbacks, checks and redaction. Ctrl-C (SIGINT),
+    SIGTERM or SIGHUP stops it within 2 s: open connections are closed, then the database.`,
   prompts: `lcm-native prompts (--list | --export [DIR] [--force] | --show NAME | --diff NAME | --render NAME)
                      [--prompt-dir DIR] [--target-tokens N] [--previous-context TEXT]
                      [--child-count N] [--time-range TEXT] [--source-text TEXT] [--config FILE]
@@ -760,6 +761,9 @@ async function prompts(argv) {
   }
 }
 
+/** How long `ui` takes at most to stop on a signal (ms). */
+const STOP_MS = 1800
+
 /** @param {string[]} argv */
 async function ui(argv) {
   /** @satisfies {OptionSpec} */
@@ -786,13 +790,33 @@ async function ui(argv) {
   const query = args.conversation === undefined ? '' : `?conversation=${args.conversation}`
   console.log(`lcm-native ui: ${shownDatabase(db)} (${args.write ? `writes allowed; summarizer ${llm ? llm.describe : 'offline'}` : 'read-only'})`)
   console.log(`open ${server.base}${query}#token=${server.token}`)
+  // Served until a terminal or a supervisor ends it (SIGINT, SIGTERM, SIGHUP): then the
+  // connections are closed (one answering a request gets a moment to finish it), then the
+  // engine, and the command ends as one that is done (0). A second signal meanwhile has its
+  // default action: the process ends at once.
   await new Promise((resolve) => {
-    const stop = () => resolve(undefined)
-    process.once('SIGINT', stop)
-    process.once('SIGTERM', stop)
+    const stop = () => {
+      for (const signal of END_SIGNALS) process.removeListener(signal, stop)
+      resolve(undefined)
+    }
+    for (const signal of END_SIGNALS) process.on(signal, stop)
   })
-  await server.close()
-  await engine.close()
+  let closed = false
+  // Whatever still runs after the close (an answer nobody reads any more, the LLM call it
+  // waited on) is not waited for; nor is a close that does not come (exit 1, said).
+  setTimeout(() => {
+    if (!closed) {
+      console.error(`lcm-native: E_TIMEOUT: ${shownDatabase(db)} did not close within ${STOP_MS / 1000} s of the signal; the process ends without waiting for it`)
+      process.exitCode = 1
+    }
+    process.exit()
+  }, STOP_MS).unref()
+  try {
+    await server.close()
+  } finally {
+    await engine.close()
+    closed = true
+  }
 }
 
 /**

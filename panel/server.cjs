@@ -17,6 +17,8 @@ const { runOperation } = require('./operations.cjs')
 const ASSETS = join(__dirname, '..', 'dist', 'control-ui')
 /** The largest request body read (an operation's payload is a few fields). */
 const MAX_BODY = 64 * 1024
+/** How long `close` leaves a request being answered to finish before it cuts its connection (ms). */
+const CLOSE_GRACE_MS = 500
 
 /** The page: the same CSP the Control UI gives plugin modules (no inline script, no eval). */
 const PAGE = `<!doctype html>
@@ -53,7 +55,10 @@ const api = async (path, body) => {
 }
 const info = await api('/api/info')
 if (info.ok === false) { document.getElementById('panel').textContent = (info.code ? info.code + ': ' : '') + info.error + ' (open the URL lcm-native ui printed)'; throw new Error(info.error) }
-document.getElementById('mode').textContent = info.database + (info.write ? ' · writes allowed' : ' · read-only')
+// Stored text beside the page's own words: its bidi controls shown, not obeyed (an option
+// cannot hold an isolating element).
+const visible = (t) => String(t).replace(/[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g, (c) => '\u27e8U+' + c.charCodeAt(0).toString(16).toUpperCase().padStart(4, '0') + '\u27e9')
+document.getElementById('mode').textContent = visible(info.database) + (info.write ? ' · writes allowed' : ' · read-only')
 const host = {
   apiVersion: 1, pluginId: 'lcm-native', basePath: '', locale: navigator.language,
   signal: new AbortController().signal,
@@ -66,7 +71,7 @@ const host = {
 let panel
 await plugin.activate(host)
 const picker = document.getElementById('conversation')
-for (const c of info.conversations) picker.append(new Option('#' + c.conversationId + ' ' + (c.sessionKey || c.sessionId) + ' (' + c.messageCount + ' messages)', '#' + c.conversationId))
+for (const c of info.conversations) picker.append(new Option('#' + c.conversationId + ' ' + visible(c.sessionKey || c.sessionId) + ' (' + c.messageCount + ' messages)', '#' + c.conversationId))
 const container = document.getElementById('panel')
 let view
 const mount = () => {
@@ -128,7 +133,26 @@ async function startUi(o) {
     res.writeHead(status, { ...security, 'content-type': 'application/json' })
     res.end(JSON.stringify(body))
   }
+  /**
+   * The open connections, each with the request it is answering (null between two). `close`
+   * needs them: Node's `closeIdleConnections` (which `server.close` calls) closes only a
+   * connection between two requests, not one that has sent nothing yet, nor one stopped in the
+   * middle of its headers or of its body, and `server.close` waits for those for ever;
+   * `closeAllConnections` would also cut an answer half-written.
+   * @type {Map<import('node:net').Socket, http.IncomingMessage | null>}
+   */
+  const connections = new Map()
+  let closing = false
   const server = http.createServer(async (req, res) => {
+    const socket = req.socket
+    connections.set(socket, req)
+    res.once('close', () => {
+      // (A connection already closed is not put back.)
+      if (connections.get(socket) !== req) return
+      connections.set(socket, null)
+      // Answered while the server stops: the connection goes too, once the answer is out.
+      if (closing && !socket.destroyed) socket.end(() => socket.destroy())
+    })
     try {
       const url = new URL(req.url ?? '/', 'http://127.0.0.1')
       // A page of another site reaching this port through a name it points at 127.0.0.1
@@ -164,6 +188,10 @@ async function startUi(o) {
       json(res, status, { ok: false, code, error: String(e?.message ?? err) })
     }
   })
+  server.on('connection', (/** @type {import('node:net').Socket} */ socket) => {
+    connections.set(socket, null)
+    socket.once('close', () => connections.delete(socket))
+  })
   await new Promise((resolve, reject) => {
     server.once('error', reject)
     server.listen(o.port ?? 0, '127.0.0.1', () => resolve(undefined))
@@ -175,7 +203,28 @@ async function startUi(o) {
     base,
     token,
     port: address.port,
-    close: () => new Promise((resolve) => server.close(() => resolve(undefined))),
+    /**
+     * Stops the server: no new connection; one idle or stalled (that has sent nothing, or part
+     * of its headers or of its body) is closed at once, one whose request has all come is left
+     * CLOSE_GRACE_MS to be answered, then closed too. Resolves once every connection is closed.
+     * @returns {Promise<void>}
+     */
+    close: () =>
+      new Promise((resolve) => {
+        closing = true
+        /** @type {NodeJS.Timeout | undefined} */
+        let timer
+        // Called once every connection is closed (a second close: the same).
+        server.close(() => {
+          clearTimeout(timer)
+          resolve()
+        })
+        for (const [socket, req] of connections) if (!req?.complete) socket.destroy()
+        timer = setTimeout(() => {
+          server.closeAllConnections()
+          for (const socket of connections.keys()) socket.destroy()
+        }, CLOSE_GRACE_MS)
+      }),
   }
 }
 

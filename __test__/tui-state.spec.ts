@@ -518,6 +518,38 @@ describe('text for narrow panes', () => {
   })
 })
 
+describe('stored text with bidi controls', () => {
+  const RLO = '\u202E'
+  const SHOWN = '⟨U+202E⟩'
+  /** SHOWN in a regular expression. */
+  const SHOWN_RE = '⟨U\\+202E⟩'
+  const SCOPED = /[\u202A-\u202E\u2066-\u2069]/
+
+  it("a tool call's name and id, a summary id: their controls shown; text keeps none that could run past its line", async () => {
+    const { messageText, messagesText, rowLabel, visibleRows } = await import('../tui/tree.mjs')
+    const call = { type: 'toolCall' as const, id: `call_${RLO}7`, name: `read${RLO}file`, arguments: { path: `notes${RLO}.md` } }
+    // The CLI's form: the name shown, the text as stored.
+    expect(messageText([{ type: 'text', text: `Reading it ${RLO}now` }, call])).toBe(`Reading it ${RLO}now\n[tool call: read${SHOWN}file] {"path":"notes${RLO}.md"}`)
+    // The TUI's: every embedding, override and isolate shown, the result's header naming its call.
+    const text = messagesText([
+      { messageId: 1, seq: 1, role: 'assistant', content: [{ type: 'text', text: `Reading it ${RLO}now` }, call], createdAt: '2026-02-17T15:37:00Z', tokenCount: 5 },
+      { messageId: 2, seq: 2, role: 'toolResult', toolCallId: `call_${RLO}7`, content: [{ type: 'text', text: `ok \u2067\u202Bdone` }], createdAt: '2026-02-17T15:37:00Z', tokenCount: 3 },
+    ])
+    expect(text).not.toMatch(SCOPED)
+    expect(text.split('\n')).toEqual([
+      '── #1 assistant · 2026-02-17T15:37:00Z · 5 tokens',
+      `Reading it ${SHOWN}now`,
+      `[tool call: read${SHOWN}file] {"path":"notes${SHOWN}.md"}`,
+      '',
+      `── #2 toolResult (call_${SHOWN}7) · 2026-02-17T15:37:00Z · 3 tokens`,
+      'ok ⟨U+2067⟩⟨U+202B⟩done',
+    ])
+    // A summary id (an imported file's may hold anything) in every form of a tree row.
+    const [row] = visibleRows([{ ...DAG[6], summaryId: `r${RLO}x\u200F` }], new Set())
+    for (const form of ['full', 'medium', 'short'] as const) expect(rowLabel(row, Infinity, form)).toMatch(new RegExp(`^▸ r${SHOWN_RE}x⟨U\\+200F⟩(…)? d0 `))
+  })
+})
+
 describe('wrapped diffs', () => {
   it('each wrapped line of a diff keeps its marker', async () => {
     const { wrapDiff } = await import('../tui/tree.mjs')

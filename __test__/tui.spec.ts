@@ -432,3 +432,73 @@ describe('tui', () => {
     await t.until((f) => f.includes('DAG ('), 'the DAG again')
   })
 })
+
+describe('stored text with bidi controls', () => {
+  const RLO = '\u202E'
+  const SHOWN = '⟨U+202E⟩'
+  /** SHOWN in a regular expression. */
+  const SHOWN_RE = '⟨U\\+202E⟩'
+  const ID = `call_${RLO}7`
+  const NAME = `read${RLO}file`
+
+  /**
+   * The embeddings, overrides and isolates a line leaves open at its end (a terminal has no
+   * element to end them at: whatever follows on the line would be drawn inside them).
+   */
+  function leftOpen(line: string): string[] {
+    const open: string[] = []
+    for (const c of line) {
+      if (c >= '\u202A' && c <= '\u202E' && c !== '\u202C') open.push(c)
+      else if (c === '\u202C' && open.length > 0 && open[open.length - 1] < '\u2066') open.pop()
+      else if (c >= '\u2066' && c <= '\u2068') open.push(c)
+      else if (c === '\u2069') {
+        let at = open.length - 1
+        while (at >= 0 && open[at] < '\u2066') at--
+        if (at >= 0) open.length = at
+      }
+    }
+    return open
+  }
+
+  it("a tool call's id and name, the session key and the texts: controls shown, none left open on a line", async () => {
+    const dbPath = join(tempDir(), 'bidi.db')
+    const engine = await LcmEngine.open({ dbPath, leafChunkTokens: 400, leafTargetTokens: 120, freshTailCount: 2, leafMinFanout: 2 })
+    const filler = Array.from({ length: 6 }, (_, i) => [
+      { role: 'user' as const, content: `question ${i}: ${'lorem ipsum dolor '.repeat(30)}` },
+      { role: 'assistant' as const, content: [{ type: 'text' as const, text: `answer ${i} ${'sit amet '.repeat(30)}` }] },
+    ]).flat()
+    const { conversationId } = await engine.ingest({ sessionKey: `agent:main:${RLO}bidi` }, [
+      { role: 'user', content: `look at the notes ${RLO}please` },
+      { role: 'assistant', content: [{ type: 'text', text: `Reading it ${RLO}from the left` }, { type: 'toolCall', id: ID, name: NAME, arguments: { path: `notes${RLO}.md` } }] },
+      { role: 'toolResult', toolCallId: ID, toolName: NAME, content: [{ type: 'text', text: `result ${RLO}reversed inside` }] },
+      ...filler,
+    ])
+    await engine.compact(conversationId, 'offline', { tokenBudget: 600, force: true })
+    await engine.close()
+
+    const t = await start(dbPath, gate().summarizerFor)
+    // On every screen, the text after a field on its line is drawn outside any override the
+    // field began.
+    const seen = (f: string) => {
+      expect(f.split('\n').filter((l) => leftOpen(l).length > 0)).toEqual([])
+      return f
+    }
+    let f = seen(await t.until((f) => f.includes('agent:main:'), 'the conversation list'))
+    expect(f).toContain(`agent:main:${SHOWN}bidi`)
+    await t.press(ENTER)
+    seen(await t.until((f) => f.includes('DAG ('), 'the DAG view'))
+    // Down the first inputs to the oldest leaf's messages row, and open it.
+    for (let i = 0; i < 8 && !t.frame().includes('enter messages'); i++) {
+      await t.press('l')
+      seen(t.frame())
+      await t.press('j')
+      seen(t.frame())
+    }
+    await t.press(ENTER)
+    f = seen(await t.until((f) => f.includes('[tool call:'), "the leaf's messages"))
+    const lines = f.split('\n')
+    expect(lines.find((l) => l.includes('[tool call:'))).toMatch(new RegExp(`\\[tool call: read${SHOWN_RE}file\\] \\{"path":"notes${SHOWN_RE}\\.md"\\}`))
+    expect(lines.find((l) => l.includes('toolResult'))).toMatch(new RegExp(`── #3 toolResult \\(call_${SHOWN_RE}7\\) · \\S+ · \\d+ tokens$`))
+    expect(lines.find((l) => l.includes('Reading it'))).toBe(`Reading it ${SHOWN}from the left`)
+  })
+})

@@ -3,13 +3,16 @@
 // detail pane, the one-summary rewrite (`w`: preview → inflight → review → apply/discard),
 // the subtree rewrite (`W`: plan → progress → summary) and the fallback list (`f`). The
 // component only draws `state.mjs`'s state and runs its effects; every read and write goes
-// through the session (the library's engine API).
+// through the session (the library's engine API). Stored text reaches the terminal only with
+// its bidi controls shown (`⟨U+202E⟩`, tree.mjs's `visibleControls` and `terminalText`): a
+// terminal cannot isolate a field, and an unterminated override would reverse the rest of
+// the line.
 
 import { Box, Text, useApp, useInput, useStdout } from 'ink'
 import { createElement as h, Fragment, useCallback, useEffect, useMemo, useRef, useState } from 'react'
 
 import { errorText, initialState, keysOf, reduce, shownConversations } from './state.mjs'
-import { count, deltaText, indexDag, messagesText, planText, rowLabel, timeRange, treeForm, variant, visibleRows, wrapDiff, wrapLines } from './tree.mjs'
+import { count, deltaText, indexDag, messagesText, planText, rowLabel, terminalText, timeRange, treeForm, variant, visibleControls, visibleRows, wrapDiff, wrapLines } from './tree.mjs'
 
 export { errorText }
 
@@ -34,12 +37,17 @@ function windowLines(text, scroll, height, width) {
   return { lines: lines.slice(start, start + height), start, total: lines.length }
 }
 
-/** @param {{ lines: string[], color?: (line: string) => string | undefined }} props */
+/**
+ * Lines of text, each cut to the width. Their stored parts come with their controls shown
+ * already (before wrapping, which counts the escapes' columns); `terminalText` here is the
+ * backstop that no line opens a scope a cut or a missed field could leave open.
+ * @param {{ lines: string[], color?: (line: string) => string | undefined }} props
+ */
 function Lines({ lines, color }) {
   return h(
     Fragment,
     null,
-    lines.map((line, i) => h(Text, { key: i, wrap: 'truncate-end', color: color?.(line) }, line === '' ? ' ' : line)),
+    lines.map((line, i) => h(Text, { key: i, wrap: 'truncate-end', color: color?.(line) }, line === '' ? ' ' : terminalText(line))),
   )
 }
 
@@ -192,7 +200,7 @@ export function App({ session, dbPath, summarizer, initialConversation }) {
     Text,
     { wrap: 'truncate-end' },
     h(Text, { bold: true }, 'lcm-native tui'),
-    h(Text, { dimColor: true }, `  ·  ${mode}  ·  summarizer: ${summarizer}  ·  ${dbPath}`),
+    h(Text, { dimColor: true }, `  ·  ${mode}  ·  summarizer: ${visibleControls(summarizer)}  ·  ${visibleControls(dbPath)}`),
   )
 
   // The key legend wraps on a narrow terminal; the body takes what is left.
@@ -219,7 +227,7 @@ export function App({ session, dbPath, summarizer, initialConversation }) {
     header,
     h(Box, { flexDirection: 'column', height: bodyHeight }, body),
     h(Box, { flexDirection: 'column' }, legendLines.map((line, i) => h(Text, { key: i, dimColor: true, wrap: 'truncate-end' }, line))),
-    h(Text, { color: status.kind === 'error' ? 'red' : 'green', wrap: 'truncate-end' }, status.text || ' '),
+    h(Text, { color: status.kind === 'error' ? 'red' : 'green', wrap: 'truncate-end' }, visibleControls(status.text) || ' '),
   )
 }
 
@@ -239,7 +247,8 @@ function legend(state, onMessages) {
   if (d?.type === 'versions') return 'J/K scroll · esc close'
   if (d?.type === 'messages') return 'j/k line · J/K or space page · esc close'
   if (state.screen === 'conversations') {
-    return state.filtering ? `filter: ${state.filter}▏  enter keep · esc clear` : `j/k move · enter open · / filter${state.filter ? ` (${state.filter})` : ''} · q quit`
+    const filter = visibleControls(state.filter)
+    return state.filtering ? `filter: ${filter}▏  enter keep · esc clear` : `j/k move · enter open · / filter${filter ? ` (${filter})` : ''} · q quit`
   }
   return `j/k move · ${onMessages ? 'enter messages' : 'enter/l expand'} · h collapse · J/K scroll · w rewrite · W subtree · v versions · f fallbacks · esc back · q quit`
 }
@@ -263,7 +272,7 @@ function conversationList(list, cursor, height, loading, columns) {
     h(Text, { bold: true, wrap: 'truncate-end' }, header),
     list.slice(start, start + room).map((c, i) => {
       const at = start + i
-      const name = c.sessionKey ?? c.sessionId
+      const name = visibleControls(c.sessionKey ?? c.sessionId)
       const session = (name.length > sessionWidth ? `${name.slice(0, sessionWidth - 1)}…` : name).padEnd(sessionWidth)
       const depths = c.summariesByDepth.length ? c.summariesByDepth.join('/') : '—'
       const line = `${at === cursor ? '›' : ' '} ${String(c.conversationId).padStart(5)}  ${session}  ${String(c.messageCount).padStart(6)}  ${`${c.summaryCount} (${depths})`.padEnd(summariesWidth)}  ${count(c.messageTokens).padStart(9)}  ${activity(c.lastMessageAt ?? c.updatedAt)}`
@@ -305,16 +314,16 @@ function dagView({ rows, cursor, selected, byId, detailScroll, height, columns, 
   if (selected) {
     const meta = wrapLines(
       [
-        `${selected.summaryId}  ${selected.kind} d${selected.depth}  ${count(selected.tokenCount)} tokens`,
+        `${visibleControls(selected.summaryId)}  ${visibleControls(selected.kind)} d${selected.depth}  ${count(selected.tokenCount)} tokens`,
         `${timeRange(selected.earliestAt, selected.latestAt)}  ·  messages #${selected.messages.firstSeq ?? '?'}–#${selected.messages.lastSeq ?? '?'} (${selected.messages.count})`,
-        `model: ${selected.model}${selected.fallback ? '  [fallback]' : ''}${selected.live ? '  live' : ''}`,
-        `inputs: ${selected.inputs.length ? selected.inputs.join(', ') : '— (a leaf)'}`,
-        `covered by: ${selected.consumedBy ?? '— (a root)'}`,
+        `model: ${visibleControls(selected.model)}${selected.fallback ? '  [fallback]' : ''}${selected.live ? '  live' : ''}`,
+        `inputs: ${selected.inputs.length ? selected.inputs.map(visibleControls).join(', ') : '— (a leaf)'}`,
+        `covered by: ${selected.consumedBy === null ? '— (a root)' : visibleControls(selected.consumedBy)}`,
         '',
       ].join('\n'),
       textWidth,
     )
-    const win = windowLines(selected.content, detailScroll, Math.max(3, height - meta.length - 1), textWidth)
+    const win = windowLines(terminalText(selected.content), detailScroll, Math.max(3, height - meta.length - 1), textWidth)
     detail = h(
       Box,
       { flexDirection: 'column', flexGrow: 1 },
@@ -330,34 +339,35 @@ function dagView({ rows, cursor, selected, byId, detailScroll, height, columns, 
 function rewriteDialog(d, height, tick, width) {
   const spin = SPINNER[tick % SPINNER.length]
   const p = d.preview
+  const id = visibleControls(d.summaryId)
   const which = p ? `${variant(p.depth)} prompt` : 'prompt'
-  if (d.phase === 'loading') return h(Text, null, `${spin} Rendering the prompt of ${d.summaryId}…`)
+  if (d.phase === 'loading') return h(Text, null, `${spin} Rendering the prompt of ${id}…`)
   if (d.phase === 'inflight' || d.phase === 'applying') {
-    const text = d.phase === 'inflight' ? `${spin} Rewriting ${d.summaryId} with ${which}…` : `${spin} Applying ${d.summaryId}…`
+    const text = d.phase === 'inflight' ? `${spin} Rewriting ${id} with ${which}…` : `${spin} Applying ${id}…`
     return h(Text, { color: 'cyan' }, text)
   }
   if (d.phase === 'preview' && p) {
     const meta = wrapLines(
       [
-        `Rewrite ${p.summaryId} (${p.kind} d${p.depth}) with the ${variant(p.depth)} prompt`,
-        `template: ${p.template.name} from ${p.template.overridden ? p.template.source : 'embedded'}`,
-        `source: ${p.childCount} ${p.kind === 'leaf' ? 'messages' : 'summaries'}, ~${count(p.sourceTokens)} tokens, ${p.timeRange}`,
+        `Rewrite ${visibleControls(p.summaryId)} (${visibleControls(p.kind)} d${p.depth}) with the ${variant(p.depth)} prompt`,
+        `template: ${visibleControls(p.template.name)} from ${p.template.overridden ? visibleControls(p.template.source) : 'embedded'}`,
+        `source: ${p.childCount} ${p.kind === 'leaf' ? 'messages' : 'summaries'}, ~${count(p.sourceTokens)} tokens, ${visibleControls(p.timeRange)}`,
         `prompt: ~${count(p.promptTokens)} tokens · target ${count(p.targetTokens)} tokens · now ${count(p.oldTokens)} tokens`,
         '─'.repeat(Math.min(40, width)),
       ].join('\n'),
       width,
     )
-    const win = windowLines(p.prompt, d.scroll, Math.max(3, height - meta.length - 1), width)
+    const win = windowLines(terminalText(p.prompt), d.scroll, Math.max(3, height - meta.length - 1), width)
     return h(Fragment, null, h(Lines, { lines: meta }), h(Lines, { lines: win.lines }), h(Text, { dimColor: true }, `prompt lines ${win.start + 1}–${win.start + win.lines.length} of ${win.total}`))
   }
   if (d.phase === 'review' && d.entry) {
     const e = d.entry
-    const top = [`Review ${e.summaryId}: ${deltaText(e.oldTokens, e.newTokens)}${e.fidelity === null ? '' : `  ·  fidelity ${e.fidelity.toFixed(2)}`}`]
+    const top = [`Review ${visibleControls(e.summaryId)}: ${deltaText(e.oldTokens, e.newTokens)}${e.fidelity === null ? '' : `  ·  fidelity ${e.fidelity.toFixed(2)}`}`]
     // What would be written first, the old text below it; or the diff, each wrapped line
     // keeping its marker.
     const lines = d.showDiff
-      ? wrapDiff(e.diff || '(no change)', width)
-      : wrapLines([`NEW (${e.newTokens} tokens)`, ...e.newContent.split('\n'), '', `OLD (${e.oldTokens} tokens)`, ...e.oldContent.split('\n')].join('\n'), width)
+      ? wrapDiff(terminalText(e.diff || '(no change)'), width)
+      : wrapLines([`NEW (${e.newTokens} tokens)`, ...terminalText(e.newContent).split('\n'), '', `OLD (${e.oldTokens} tokens)`, ...terminalText(e.oldContent).split('\n')].join('\n'), width)
     const win = windowLines(lines.join('\n'), d.scroll, Math.max(3, height - 2), Infinity)
     const color = d.showDiff ? (/** @type {string} */ l) => (l.startsWith('+') ? 'green' : l.startsWith('-') ? 'red' : undefined) : undefined
     return h(Fragment, null, h(Lines, { lines: wrapLines(top.join('\n'), width) }), h(Lines, { lines: win.lines, color }))
@@ -367,10 +377,11 @@ function rewriteDialog(d, height, tick, width) {
 
 /** A leaf's raw messages, wrapped and scrolled. @param {Dialog & { type: 'messages' }} d @param {number} height @param {number} width @param {number} tick */
 function messagesDialog(d, height, width, tick) {
-  if (d.phase === 'loading') return h(Text, null, `${SPINNER[tick % SPINNER.length]} Reading the messages of ${d.summaryId}…`)
+  const id = visibleControls(d.summaryId)
+  if (d.phase === 'loading') return h(Text, null, `${SPINNER[tick % SPINNER.length]} Reading the messages of ${id}…`)
   const first = d.messages[0]
   const last = d.messages[d.messages.length - 1]
-  const title = first ? `Messages #${first.seq}–#${last.seq} of ${d.summaryId} (${d.messages.length})` : `No stored messages for ${d.summaryId}`
+  const title = first ? `Messages #${first.seq}–#${last.seq} of ${id} (${d.messages.length})` : `No stored messages for ${id}`
   const win = windowLines(messagesText(d.messages), d.scroll, Math.max(3, height - 2), width)
   return h(
     Fragment,
@@ -383,11 +394,11 @@ function messagesDialog(d, height, width, tick) {
 
 /** Every version of a summary's text, newest last, each with its text. @param {Dialog & { type: 'versions' }} d @param {number} height @param {number} width */
 function versionsDialog(d, height, width) {
-  const lines = [`Versions of ${d.summaryId} (${d.versions.length})`, '']
+  const lines = [`Versions of ${visibleControls(d.summaryId)} (${d.versions.length})`, '']
   for (const v of d.versions) {
-    const template = v.template ? `${v.template.name}${v.template.overridden ? ' (override)' : ''}` : '—'
-    lines.push(`v${v.version}${v.current ? ' (current)' : ''}  ${v.reason}  ${v.createdAt}  ${v.model ?? '—'}  ${template}  ${v.tokenCount} tokens`)
-    for (const l of v.content.split('\n').slice(0, 3)) lines.push(`    ${l}`)
+    const template = v.template ? `${visibleControls(v.template.name)}${v.template.overridden ? ' (override)' : ''}` : '—'
+    lines.push(`v${v.version}${v.current ? ' (current)' : ''}  ${visibleControls(v.reason)}  ${visibleControls(v.createdAt)}  ${visibleControls(v.model ?? '—')}  ${template}  ${v.tokenCount} tokens`)
+    for (const l of terminalText(v.content).split('\n').slice(0, 3)) lines.push(`    ${l}`)
   }
   const win = windowLines(lines.join('\n'), d.scroll, Math.max(3, height), width)
   return h(Lines, { lines: win.lines })
@@ -397,12 +408,12 @@ function versionsDialog(d, height, width) {
 function subtreeDialog(d, tick) {
   const spin = SPINNER[tick % SPINNER.length]
   if (d.phase === 'plan') {
-    return h(Text, { wrap: 'wrap' }, `${planText(d.plan)} [y/n]  (${d.summaryId} and everything beneath it, bottom-up)`)
+    return h(Text, { wrap: 'wrap' }, `${planText(d.plan)} [y/n]  (${visibleControls(d.summaryId)} and everything beneath it, bottom-up)`)
   }
   if (d.phase === 'running' || d.phase === 'stopping') {
     const p = d.progress
-    const line = p ? `Rewriting ${p.done + 1}/${p.total}: ${p.summaryId} (${variant(p.depth)})…` : 'Starting…'
+    const line = p ? `Rewriting ${p.done + 1}/${p.total}: ${visibleControls(p.summaryId)} (${variant(p.depth)})…` : 'Starting…'
     return h(Text, { color: 'cyan', wrap: 'wrap' }, `${spin} ${line}${d.phase === 'stopping' ? '  (stopping after this one)' : ''}`)
   }
-  return h(Text, { wrap: 'wrap' }, d.line ?? '')
+  return h(Text, { wrap: 'wrap' }, visibleControls(d.line ?? ''))
 }

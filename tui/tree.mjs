@@ -8,6 +8,10 @@ import messageTextModule from './message-text.cjs'
 
 /** A stored message's content as text (tool calls with their arguments): `message-text.cjs`. */
 export const messageText = messageTextModule.messageText
+/** An id, a name, a key or a file name with its bidi controls shown (`⟨U+202E⟩`): `message-text.cjs`. */
+export const visibleControls = messageTextModule.visibleControls
+/** A stored text with its embeddings, overrides and isolates shown: `message-text.cjs`. */
+export const terminalText = messageTextModule.terminalText
 
 /** @typedef {import('../index.js').DagNode} DagNode */
 
@@ -160,11 +164,12 @@ export function rowLabel(row, width = Infinity, form) {
   }
   const marker = row.expandable ? (row.expanded ? '▾' : '▸') : ' '
   const flags = [n.fallback ? '[fallback]' : '', n.live ? 'live' : ''].filter(Boolean).join(' ')
-  const full = `${marker} ${n.summaryId} d${n.depth} ${count(n.tokenCount)} tok ${n.descendantCount} desc${flags ? ` ${flags}` : ''} ${shortRange(n.earliestAt, n.latestAt)}`
+  const id = visibleControls(n.summaryId)
+  const full = `${marker} ${id} d${n.depth} ${count(n.tokenCount)} tok ${n.descendantCount} desc${flags ? ` ${flags}` : ''} ${shortRange(n.earliestAt, n.latestAt)}`
   const mark = n.fallback ? ' !' : n.live ? ' *' : ''
   const start = shortRange(n.earliestAt, null)
-  const medium = `${marker} ${n.summaryId} d${n.depth} ${count(n.tokenCount)}t${mark} ${start}`
-  const short = `${marker} ${n.summaryId.slice(0, 10)}… d${n.depth} ${count(n.tokenCount)}t${mark} ${start}`
+  const medium = `${marker} ${id} d${n.depth} ${count(n.tokenCount)}t${mark} ${start}`
+  const short = `${marker} ${visibleControls(n.summaryId.slice(0, 10))}… d${n.depth} ${count(n.tokenCount)}t${mark} ${start}`
   if (form) return { full, medium, short }[form]
   if (row.level * 2 + full.length <= width) return full
   return row.level * 2 + medium.length <= width ? medium : short
@@ -202,11 +207,17 @@ export function wrapLines(text, width) {
 }
 
 /**
- * The text of the messages dialog: each message under a header line.
+ * The text of the messages dialog: each message under a header line (a tool result's names
+ * the call it answers), stored controls shown.
  * @param {import('../index.js').StoredMessage[]} messages
  */
 export function messagesText(messages) {
-  return messages.map((m) => `── #${m.seq} ${m.role} · ${m.createdAt} · ${count(m.tokenCount)} tokens\n${messageText(m.content)}`).join('\n\n')
+  return messages
+    .map((m) => {
+      const call = m.toolCallId ? ` (${visibleControls(m.toolCallId)})` : ''
+      return `── #${m.seq} ${visibleControls(m.role)}${call} · ${visibleControls(m.createdAt)} · ${count(m.tokenCount)} tokens\n${terminalText(messageText(m.content))}`
+    })
+    .join('\n\n')
 }
 
 /**

@@ -2,7 +2,11 @@
 // no build step, plain DOM. OpenClaw loads it from the plugin's manifest (`controlUi.entry`;
 // the host requires the path under dist/) and calls `activate(host)`; the panel asks the
 // plugin's session actions (plugin/panel.cjs → panel/operations.cjs) for everything it shows.
-// Text from the database is only ever set as text content, never parsed as HTML.
+// Text from the database is only ever set as text content, never parsed as HTML, and always
+// in an isolate of its own (a <bdi>, or an element the CSS gives `unicode-bidi: isolate`): a
+// stored U+202E RIGHT-TO-LEFT OVERRIDE left open reverses nothing of the panel's own text
+// after it. Ids, names, keys and file names show their bidi controls (`⟨U+202E⟩`); message
+// and summary text keep theirs.
 
 const PLUGIN_ID = 'lcm-native'
 const PAGE = 30
@@ -20,8 +24,54 @@ function el(tag, attrs = {}, ...children) {
   return node
 }
 
+/** The bidi formatting characters: marks U+061C, U+200E, U+200F; embeddings and overrides; isolates. */
+const BIDI = /[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/g
+const BIDI_NAMES = {
+  '\u061C': 'ARABIC LETTER MARK',
+  '\u200E': 'LEFT-TO-RIGHT MARK',
+  '\u200F': 'RIGHT-TO-LEFT MARK',
+  '\u202A': 'LEFT-TO-RIGHT EMBEDDING',
+  '\u202B': 'RIGHT-TO-LEFT EMBEDDING',
+  '\u202C': 'POP DIRECTIONAL FORMATTING',
+  '\u202D': 'LEFT-TO-RIGHT OVERRIDE',
+  '\u202E': 'RIGHT-TO-LEFT OVERRIDE',
+  '\u2066': 'LEFT-TO-RIGHT ISOLATE',
+  '\u2067': 'RIGHT-TO-LEFT ISOLATE',
+  '\u2068': 'FIRST STRONG ISOLATE',
+  '\u2069': 'POP DIRECTIONAL ISOLATE',
+}
+const codePoint = (c) => `U+${c.codePointAt(0).toString(16).toUpperCase().padStart(4, '0')}`
+/** A stored id or name as a string (an attribute, a confirmation), its bidi controls shown: `call_⟨U+202E⟩7`. */
+const visible = (value) => String(value ?? '').replace(BIDI, (c) => `⟨${codePoint(c)}⟩`)
+
+/**
+ * A stored id, name, key, file name or time inside a line of the panel's own text: in a <bdi>
+ * (an isolate: nothing in it reorders what comes after), each bidi control in it shown as
+ * `⟨U+202E⟩` and named in its title.
+ */
+function field(value) {
+  const s = String(value ?? '')
+  const node = el('bdi', { class: 'lcmn-field' })
+  let from = 0
+  for (const m of s.matchAll(BIDI)) {
+    if (m.index > from) node.append(s.slice(from, m.index))
+    node.append(el('span', { class: 'lcmn-ctl', title: `${codePoint(m[0])} ${BIDI_NAMES[m[0]]}` }, `⟨${codePoint(m[0])}⟩`))
+    from = m.index + m[0].length
+  }
+  if (from < s.length) node.append(s.slice(from))
+  return node
+}
+
+/** Stored text quoted inline in a line of the panel's own (a redaction's example), as written, in a <bdi>. */
+const quote = (value) => el('bdi', { class: 'lcmn-quote' }, String(value ?? ''))
+
+/** Fields joined by commas, each in its own isolate. */
+const fields = (values) => values.flatMap((v, i) => (i ? [', ', field(v)] : [field(v)]))
+
 const fmt = (n) => (typeof n === 'number' ? n.toLocaleString('en-US') : '–')
 const when = (iso) => (iso ? String(iso).replace('T', ' ').replace(/(\.\d+)?Z$/, '').slice(0, 16) : '')
+/** A stored time as a field (the engine writes ISO-8601; an imported file may hold anything). */
+const stamp = (iso) => field(when(iso))
 /** A time span in one line: the end without its date when both fall on one day. */
 function span(a, b) {
   const x = when(a)
@@ -167,7 +217,8 @@ class LcmPanel {
     try {
       return await fn()
     } catch (err) {
-      where.append(el('p', { class: 'lcmn-error', role: 'alert' }, `${err.code ? `${err.code}: ` : ''}${err.message}`))
+      // The message may name a file, an id or a pattern: isolated, its controls shown.
+      where.append(el('p', { class: 'lcmn-error', role: 'alert' }, err.code ? `${visible(err.code)}: ` : '', field(err.message)))
       return undefined
     }
   }
@@ -177,7 +228,7 @@ class LcmPanel {
     this.totals.firstChild?.nodeType === Node.TEXT_NODE && this.totals.firstChild.remove()
     if (!o) return
     const a = o.about
-    this.footer.replaceChildren(`lcm-native ${a.version} · ${a.database}${a.databaseBytes !== null ? ` · ${bytes(a.databaseBytes)}` : ''}`)
+    this.footer.replaceChildren(`lcm-native ${visible(a.version)} · `, field(a.database), a.databaseBytes !== null ? ` · ${bytes(a.databaseBytes)}` : '')
     const c = o.conversation
     if (!c) {
       this.totals.replaceChildren(el('p', { class: 'lcmn-empty' }, 'LCM has stored nothing for this session yet.'))
@@ -230,7 +281,7 @@ class LcmPanel {
       'button',
       { type: 'button', class: 'lcmn-row', 'aria-expanded': 'false' },
       el('span', { class: `lcmn-badge lcmn-d${Math.min(s.depth, 3)}` }, `d${s.depth}`),
-      el('span', { class: 'lcmn-meta' }, `${fmt(s.tokenCount)} tok · ${span(s.earliestAt, s.latestAt)}`),
+      el('span', { class: 'lcmn-meta' }, `${fmt(s.tokenCount)} tok · `, field(span(s.earliestAt, s.latestAt))),
       s.fidelity !== null ? el('span', { class: 'lcmn-score', title: 'fidelity: share of its source’s identifiers kept' }, `fid ${s.fidelity.toFixed(2)}`) : '',
       s.fallback ? el('span', { class: 'lcmn-mark' }, 'fallback') : '',
       s.truncated ? el('span', { class: 'lcmn-mark' }, 'truncated') : '',
@@ -256,12 +307,27 @@ class LcmPanel {
     if (!d) return
     const fid = d.fidelityDetail
     box.append(
-      el('p', { class: 'lcmn-sub' }, `${d.summaryId} · ${d.kind} · ${d.range} · covers ${fmt(d.coveredMessages.count)} messages · ${d.live ? 'in context' : `under ${d.liveSummary ?? 'a deeper summary'}`} · model ${d.model} · version ${d.versions.length || 1}`),
-      fid && fid.score !== null ? el('p', { class: 'lcmn-sub' }, `fidelity ${fid.score.toFixed(2)}: keeps ${fid.kept} of ${fid.identifiers} identifiers${fid.missingSalient.length ? `; left out: ${fid.missingSalient.slice(0, 8).join(', ')}` : ''}`) : '',
+      el(
+        'p',
+        { class: 'lcmn-sub' },
+        field(d.summaryId),
+        ' · ',
+        field(d.kind),
+        ' · ',
+        field(d.range),
+        ` · covers ${fmt(d.coveredMessages.count)} messages · `,
+        d.live ? 'in context' : d.liveSummary ? ['under ', field(d.liveSummary)] : 'under a deeper summary',
+        ' · model ',
+        field(d.model),
+        ` · version ${d.versions.length || 1}`,
+      ),
+      fid && fid.score !== null
+        ? el('p', { class: 'lcmn-sub' }, `fidelity ${fid.score.toFixed(2)}: keeps ${fid.kept} of ${fid.identifiers} identifiers`, fid.missingSalient.length ? ['; left out: ', ...fields(fid.missingSalient.slice(0, 8))] : '')
+        : '',
       markdown(d.content),
     )
     if (d.inputCount) {
-      const inputs = el('ol', { class: 'lcmn-list lcmn-nested', 'aria-label': `Inputs of ${d.summaryId}` })
+      const inputs = el('ol', { class: 'lcmn-list lcmn-nested', 'aria-label': `Inputs of ${visible(d.summaryId)}` })
       const more = d.inputCount - d.inputs.length
       box.append(el('p', { class: 'lcmn-sub' }, `Made from ${d.inputCount} summaries${more > 0 ? ` (the first ${d.inputs.length} listed)` : ''}:`), inputs)
       for (const child of d.inputs) inputs.append(this.summaryItem(child))
@@ -300,9 +366,11 @@ class LcmPanel {
   /** One raw message: its role and time, each block (tool calls and results folded). */
   messageItem(m, hit) {
     const box = el('article', { class: `lcmn-msg lcmn-role-${m.role}${hit ? ' lcmn-hit' : ''}`, 'data-message': m.messageId, tabindex: hit ? '-1' : undefined })
-    box.append(el('p', { class: 'lcmn-sub' }, `#${m.seq} ${m.role}${m.toolCallId ? ` (${m.toolCallId})` : ''} · ${when(m.createdAt)} · ${fmt(m.tokenCount)} tok`))
+    // The role, the id of the call a result answers and the time are stored: each isolated, so
+    // that an override left open in one reverses nothing after it.
+    box.append(el('p', { class: 'lcmn-sub' }, `#${m.seq} `, field(m.role), m.toolCallId ? [' (', field(m.toolCallId), ')'] : '', ' · ', stamp(m.createdAt), ` · ${fmt(m.tokenCount)} tok`))
     for (const b of m.blocks) {
-      const label = b.type === 'toolCall' ? `tool call ${b.toolName ?? ''}` : b.type === 'text' ? (m.role === 'toolResult' ? 'tool result' : '') : b.type
+      const label = b.type === 'toolCall' ? ['tool call ', field(b.toolName ?? '')] : b.type === 'text' ? (m.role === 'toolResult' ? 'tool result' : '') : [field(b.type)]
       // Prose as prose; tool calls, results and other blocks as code.
       const prose = b.type === 'text' && m.role !== 'toolResult'
       const body = el(prose ? 'div' : 'pre', { class: prose ? 'lcmn-prose' : 'lcmn-text' }, b.text)
@@ -315,9 +383,9 @@ class LcmPanel {
           whole.remove()
         })
         const wrap = el('div', {}, body, whole)
-        box.append(label ? el('details', { open: b.type === 'text' && m.role !== 'toolResult' ? true : undefined }, el('summary', {}, `${label} · ${fmt(b.chars)} chars`), wrap) : wrap)
+        box.append(label ? el('details', { open: b.type === 'text' && m.role !== 'toolResult' ? true : undefined }, el('summary', {}, label, ` · ${fmt(b.chars)} chars`), wrap) : wrap)
       } else {
-        box.append(label ? el('details', { open: b.chars < 400 ? true : undefined }, el('summary', {}, `${label} · ${fmt(b.chars)} chars`), body) : body)
+        box.append(label ? el('details', { open: b.chars < 400 ? true : undefined }, el('summary', {}, label, ` · ${fmt(b.chars)} chars`), body) : body)
       }
     }
     if (m.moreBlocks > 0) box.append(el('p', { class: 'lcmn-sub' }, `… ${m.moreBlocks} more blocks`))
@@ -343,7 +411,7 @@ class LcmPanel {
     if (!p) return
     const draft = el('button', { type: 'button' }, 'Ask the summarizer for a draft')
     out.append(
-      el('p', { class: 'lcmn-sub' }, `Template ${p.template.name} (${p.template.source}) · prompt ${fmt(p.promptTokens)} tok · source ${fmt(p.sourceTokens)} tok · target ${fmt(p.targetTokens)} tok (now ${fmt(p.oldTokens)})`),
+      el('p', { class: 'lcmn-sub' }, 'Template ', field(p.template.name), ' (', field(p.template.source), `) · prompt ${fmt(p.promptTokens)} tok · source ${fmt(p.sourceTokens)} tok · target ${fmt(p.targetTokens)} tok (now ${fmt(p.oldTokens)})`),
       el('details', {}, el('summary', {}, 'Prompt'), el('pre', { class: 'lcmn-text' }, p.prompt)),
       draft,
     )
@@ -358,10 +426,10 @@ class LcmPanel {
       const apply = el('button', { type: 'button', class: 'lcmn-primary' }, 'Apply as a new version')
       out.append(el('p', { class: 'lcmn-sub' }, `${fmt(e.oldTokens)} → ${fmt(e.newTokens)} tokens · ${e.level}${e.fidelity !== null ? ` · fidelity ${e.fidelity.toFixed(2)}` : ''}`), diffView(e.diff), text, apply)
       apply.addEventListener('click', async () => {
-        if (!confirm(`Write this text as the new version of ${summaryId}? The old version stays in its history.`)) return
+        if (!confirm(`Write this text as the new version of ${visible(summaryId)}? The old version stays in its history.`)) return
         apply.disabled = true
         const r = await this.guarded(out, () => this.call('rewriteApply', { summaryId, content: text.value }))
-        if (r) out.replaceChildren(el('p', { class: 'lcmn-ok', role: 'status' }, `Written: ${summaryId} is now version ${r.version}.`))
+        if (r) out.replaceChildren(el('p', { class: 'lcmn-ok', role: 'status' }, 'Written: ', field(summaryId), ` is now version ${r.version}.`))
       })
     })
   }
@@ -370,16 +438,16 @@ class LcmPanel {
     out.replaceChildren()
     const h = await this.guarded(out, () => this.call('history', { summaryId }))
     if (!h) return
-    const list = el('ol', { class: 'lcmn-versions', 'aria-label': `Versions of ${summaryId}` })
+    const list = el('ol', { class: 'lcmn-versions', 'aria-label': `Versions of ${visible(summaryId)}` })
     for (const v of h.versions) {
-      const item = el('li', {}, el('p', { class: 'lcmn-sub' }, `v${v.version}${v.current ? ' (current)' : ''} · ${v.reason} · ${v.model} · ${when(v.createdAt)} · ${fmt(v.tokenCount)} tok`))
+      const item = el('li', {}, el('p', { class: 'lcmn-sub' }, `v${v.version}${v.current ? ' (current)' : ''} · `, field(v.reason), ' · ', field(v.model), ' · ', stamp(v.createdAt), ` · ${fmt(v.tokenCount)} tok`))
       item.append(el('details', {}, el('summary', {}, 'Text'), el('pre', { class: 'lcmn-text' }, v.content)))
       if (!v.current && v.stored) {
         const back = el('button', { type: 'button' }, `Roll back to v${v.version}`)
         back.addEventListener('click', async () => {
-          if (!confirm(`Restore version ${v.version} of ${summaryId} as its newest version?`)) return
+          if (!confirm(`Restore version ${v.version} of ${visible(summaryId)} as its newest version?`)) return
           const r = await this.guarded(out, () => this.call('rollback', { summaryId, version: v.version }))
-          if (r) out.replaceChildren(el('p', { class: 'lcmn-ok', role: 'status' }, `Restored: ${summaryId} is now version ${r.version}.`))
+          if (r) out.replaceChildren(el('p', { class: 'lcmn-ok', role: 'status' }, 'Restored: ', field(summaryId), ` is now version ${r.version}.`))
         })
         item.append(back)
       }
@@ -408,8 +476,8 @@ class LcmPanel {
     this.body.append(el('p', { class: 'lcmn-sub' }, `${fmt(c.totalItems)} items, ${fmt(c.totalTokens)} tokens${c.itemsNotListed ? `; the oldest ${fmt(c.itemsNotListed)} are not listed` : ''}.`))
     const list = el('ol', { class: 'lcmn-list', 'aria-label': 'Context items, oldest first' })
     for (const i of c.items) {
-      const what = i.kind === 'summary' ? `summary d${i.depth} ${i.summaryId}` : `${i.role} message ${i.messageId}`
-      list.append(el('li', { class: `lcmn-ctx${i.leftOut ? ' lcmn-out' : ''}` }, `${what} · ${fmt(i.tokens)} tok${i.leftOut ? ' · left out' : ''}`))
+      const what = i.kind === 'summary' ? [`summary d${i.depth} `, field(i.summaryId)] : [field(i.role), ` message ${i.messageId}`]
+      list.append(el('li', { class: `lcmn-ctx${i.leftOut ? ' lcmn-out' : ''}` }, ...what, ` · ${fmt(i.tokens)} tok${i.leftOut ? ' · left out' : ''}`))
     }
     this.body.append(list)
   }
@@ -417,23 +485,24 @@ class LcmPanel {
   /** What recall at assembly added to the newest assembly, and why each excerpt was chosen. */
   recallSection(r) {
     const box = el('section', { class: 'lcmn-recall', 'aria-label': 'Recalled for this turn' })
-    const asked = r.terms.length ? `searched for ${r.terms.join(', ')}` : 'nothing to search for'
-    const kind = r.wants ? `; asks for a ${r.wants}` : ''
+    // The terms are words of the user's message: each isolated, its controls shown.
+    const asked = r.terms.length ? ['searched for ', ...fields(r.terms)] : ['nothing to search for']
+    const kind = r.wants ? ['; asks for a ', field(r.wants)] : []
     const earlier = r.earlierBlocks ? `; ${fmt(r.earlierBlocks)} earlier block(s) kept where they were sent (${fmt(r.earlierTokens)} tok)` : ''
     box.append(el('h3', {}, 'Recalled for this turn'))
     if (r.abstained) {
-      box.append(el('p', { class: 'lcmn-sub' }, `Nothing added (${r.abstained}): ${asked}${kind}${earlier}.`))
+      box.append(el('p', { class: 'lcmn-sub' }, 'Nothing added (', field(r.abstained), '): ', ...asked, ...kind, `${earlier}.`))
       return box
     }
-    box.append(el('p', { class: 'lcmn-sub' }, `${fmt(r.tokens)} tok${r.reused ? ', given again from the turn\'s first assembly' : ''}: ${asked}${kind}; ${fmt(r.candidates)} messages outside the context read${earlier}.`))
+    box.append(el('p', { class: 'lcmn-sub' }, `${fmt(r.tokens)} tok${r.reused ? ', given again from the turn\'s first assembly' : ''}: `, ...asked, ...kind, `; ${fmt(r.candidates)} messages outside the context read${earlier}.`))
     const list = el('ol', { class: 'lcmn-list', 'aria-label': 'Recalled excerpts, as shown' })
     for (const h of r.hits) {
       const why = [
-        h.matched.length ? `matched ${h.matched.join(', ')}` : '',
-        h.valueOfKind ? `holds a ${r.wants ?? 'value'}` : '',
-        h.supersededBy !== null && h.supersededBy !== undefined ? `superseded by message ${h.supersededBy}` : '',
+        h.matched.length ? ['matched ', ...fields(h.matched)] : null,
+        h.valueOfKind ? ['holds a ', r.wants ? field(r.wants) : 'value'] : null,
+        h.supersededBy !== null && h.supersededBy !== undefined ? [`superseded by message ${h.supersededBy}`] : null,
       ].filter(Boolean)
-      list.append(el('li', { class: 'lcmn-ctx' }, `${h.role} message ${h.messageId} · ${when(h.time)} · score ${h.score} · ${fmt(h.tokens)} tok · ${why.join('; ')}`))
+      list.append(el('li', { class: 'lcmn-ctx' }, field(h.role), ` message ${h.messageId} · `, stamp(h.time), ` · score ${h.score} · ${fmt(h.tokens)} tok · `, ...why.flatMap((w, i) => (i ? ['; ', ...w] : w))))
     }
     box.append(list)
     if (r.block) box.append(el('pre', { class: 'lcmn-block', 'aria-label': 'The block as sent' }, r.block))
@@ -455,11 +524,11 @@ class LcmPanel {
       if (!query.value.trim()) return
       const r = await this.guarded(results, () => this.call('grep', { query: query.value, mode: mode.value, scope: scope.value, limit: 50 }))
       if (!r) return
-      results.append(el('p', { class: 'lcmn-sub' }, `${r.hits.length}${r.truncated ? '+' : ''} hits${r.partial ? ` (${r.partial.message})` : ''}`))
+      results.append(el('p', { class: 'lcmn-sub' }, `${r.hits.length}${r.truncated ? '+' : ''} hits`, r.partial ? [' (', field(r.partial.message), ')'] : ''))
       const list = el('ol', { class: 'lcmn-list', 'aria-label': 'Search hits' })
       for (const h of r.hits) {
-        const label = h.type === 'summary' ? `summary d${h.depth} ${h.summaryId}` : `${h.role} message ${h.messageId}`
-        const open = el('button', { type: 'button', class: 'lcmn-row' }, el('span', { class: 'lcmn-meta' }, `${label} · ${when(h.time)}`), el('span', { class: 'lcmn-preview' }, h.snippet))
+        const label = h.type === 'summary' ? [`summary d${h.depth} `, field(h.summaryId)] : [field(h.role), ` message ${h.messageId}`]
+        const open = el('button', { type: 'button', class: 'lcmn-row' }, el('span', { class: 'lcmn-meta' }, ...label, ' · ', stamp(h.time)), el('span', { class: 'lcmn-preview' }, h.snippet))
         open.addEventListener('click', () => this.openHit(h))
         list.append(el('li', { class: 'lcmn-item' }, open))
       }
@@ -485,7 +554,7 @@ class LcmPanel {
       if (!leaf) {
         box.append(el('p', { class: 'lcmn-sub' }, 'In context as written (no summary covers it yet):'), this.messageItem(m, true))
       } else {
-        box.append(el('p', { class: 'lcmn-sub' }, `Under ${m.chain.map((c) => `d${c.depth} ${c.summaryId}`).join(' ← ')}`))
+        box.append(el('p', { class: 'lcmn-sub' }, 'Under ', ...m.chain.flatMap((c, i) => [i ? ' ← ' : '', `d${c.depth} `, field(c.summaryId)])))
         await this.fillSummary(box, leaf, h.messageId)
       }
     }
@@ -519,7 +588,7 @@ class LcmPanel {
           if (!confirm(`Back the database up, then regenerate ${n} summaries with the summarizer?`)) return
           repair.disabled = true
           const done = await this.guarded(checkOut, () => this.call('repairSummaries', { which }))
-          if (done) checkOut.append(el('p', { class: 'lcmn-ok', role: 'status' }, `Regenerated ${done.applied} of ${done.candidates}${done.backup ? `; backup ${done.backup}` : ''}.`))
+          if (done) checkOut.append(el('p', { class: 'lcmn-ok', role: 'status' }, `Regenerated ${done.applied} of ${done.candidates}`, done.backup ? ['; backup ', field(done.backup)] : '', '.'))
         })
         checkOut.append(repair)
       }
@@ -534,11 +603,11 @@ class LcmPanel {
       const c = await this.guarded(redactOut, () => this.call('redactCount', { pattern: pattern.value }))
       if (!c) return
       redactOut.append(el('p', {}, `${c.atLeast ? 'At least ' : ''}${fmt(c.messages)} messages and ${fmt(c.summaries)} summaries match.`))
-      for (const x of c.examples) redactOut.append(el('p', { class: 'lcmn-sub' }, `${x.type} ${x.messageId ?? x.summaryId}: ${x.snippet}`))
+      for (const x of c.examples) redactOut.append(el('p', { class: 'lcmn-sub' }, field(x.type), ' ', field(x.messageId ?? x.summaryId), ': ', quote(x.snippet)))
       if (this.canWrite && c.messages + c.summaries > 0) {
         const apply = el('button', { type: 'button', class: 'lcmn-danger' }, 'Redact…')
         apply.addEventListener('click', async () => {
-          if (!confirm(`Replace every match of ${c.pattern} in this session with [REDACTED]? This cannot be undone; the summaries it reached are regenerated.`)) return
+          if (!confirm(`Replace every match of ${visible(c.pattern)} in this session with [REDACTED]? This cannot be undone; the summaries it reached are regenerated.`)) return
           apply.disabled = true
           const r = await this.guarded(redactOut, () => this.call('redact', { pattern: c.pattern }))
           if (r) redactOut.append(el('p', { class: 'lcmn-ok', role: 'status' }, `Redacted ${fmt(r.matches)} matches in ${fmt(r.messages)} messages; ${fmt(r.regenerated)} summaries regenerated${r.pending ? `, ${r.pending} pending` : ''}.`))
@@ -559,7 +628,8 @@ function diffView(diff) {
   const pre = el('pre', { class: 'lcmn-diff', 'aria-label': 'Changes' })
   for (const line of String(diff).split('\n')) {
     const cls = line.startsWith('+') && !line.startsWith('+++') ? 'lcmn-add' : line.startsWith('-') && !line.startsWith('---') ? 'lcmn-del' : ''
-    pre.append(el('span', { class: cls }, `${line}\n`))
+    // Each line in its own isolate, the line break outside it.
+    pre.append(el('span', { class: cls ? `lcmn-line ${cls}` : 'lcmn-line' }, line), '\n')
   }
   return pre
 }

@@ -386,7 +386,7 @@ fn same_subject(a: &Scored, b: &Scored) -> bool {
     }
     let words = |t: &str| -> std::collections::HashSet<String> {
         terms::tokens(&t.to_lowercase())
-            .filter(|w| w.len() >= 4 && !w.chars().any(|c| c.is_ascii_digit()))
+            .filter(|w| w.len() >= 4 && !w.chars().any(|c| c.is_ascii_digit()) && !terms::is_stop(w))
             .map(terms::stem)
             .collect()
     };
@@ -472,4 +472,50 @@ fn choose(scored: Vec<Scored>, r: &Request<'_>, query: &Query) -> Vec<Scored> {
     }
     taken.truncate(MAX_EXCERPTS);
     taken
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scored(message_id: i64, text: &str, matched: Vec<usize>) -> Scored {
+        Scored {
+            c: Candidate {
+                message_id,
+                conversation_id: 1,
+                role: "user".into(),
+                created_at: String::new(),
+                text: text.into(),
+                relevance: 0.0,
+            },
+            e: Excerpt {
+                range: 0..text.len(),
+                matched,
+                typed: false,
+                score: 1.0,
+            },
+            score: 1.0,
+            superseded_by: None,
+        }
+    }
+
+    #[test]
+    fn a_change_is_of_the_same_subject_only_when_the_two_share_a_word_that_says_something() {
+        let older = scored(
+            10,
+            "Not urgent, but worth keeping in mind here: this morning we rotated all the service account keys. Anyway, what should we look at next?",
+            vec![0],
+        );
+        // "here", "what", "first" are no subject.
+        let unrelated = scored(
+            20,
+            "Here is the log of run 49, what went wrong? One correction first, update: we reversed the GraphQL call.",
+            vec![1],
+        );
+        assert!(!same_subject(&older, &unrelated));
+        let related = scored(30, "Update: the service account keys are rotated every 90 days now.", vec![2]);
+        assert!(same_subject(&older, &related));
+        // Two query terms matched together are one subject, change word or not.
+        assert!(same_subject(&scored(1, "a", vec![3, 4]), &scored(2, "b", vec![3, 4])));
+    }
 }

@@ -146,9 +146,14 @@ const STOP_WORDS: &str = "a about above after again against all almost also am a
  hi hello hey bye cool fine awesome perfect ah oh hmm alright thing stuff exactly correct true false sounds sound
  again time times today yesterday ago day days week weeks session conversation chat message messages talk talked
  discussed discuss note noted question questions answer answers behind beside besides beyond across
- along among amongst toward towards onto near inside outside";
+ along among amongst toward towards onto near inside outside first second happen happened happens";
 
 static STOPS: LazyLock<HashSet<&'static str>> = LazyLock::new(|| STOP_WORDS.split_whitespace().collect());
+
+/// Whether a lowercase word says nothing of what is asked (`STOP_WORDS`).
+pub(crate) fn is_stop(word: &str) -> bool {
+    STOPS.contains(word)
+}
 
 /// The cue words of each kind of answer, in the question (stemmed forms are compared).
 const WANTS: &[(Want, &[&str])] = &[

@@ -194,6 +194,26 @@ describe('the plugin’s PostgreSQL settings', () => {
     }
   })
 
+  it('names the spool of each database apart, also when a query value holds an @', () => {
+    const stateDir = tempDir('lcm-spool-names-')
+    const previous = process.env.OPENCLAW_STATE_DIR
+    process.env.OPENCLAW_STATE_DIR = stateDir
+    try {
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      const { spoolBase } = require('../plugin/shared.cjs') as { spoolBase: (db: string) => string }
+      const a = spoolBase('postgres://u:hunter2@host-a/db1?application_name=gw@b')
+      const b = spoolBase('postgres://u:hunter2@host-b/db2?application_name=gw@b')
+      expect(a).not.toBe(b)
+      for (const n of [a, b]) expect(n).not.toMatch(/hunter2/)
+      expect(a).toMatch(/host-a/)
+      // A well-formed URL keeps the name an earlier version gave it (its spooled turns are found).
+      expect(spoolBase('postgres://u:hunter2@host-a/db1?schema=s')).toBe(spoolBase('postgres://u:other@host-a/db1?schema=s'))
+    } finally {
+      if (previous === undefined) delete process.env.OPENCLAW_STATE_DIR
+      else process.env.OPENCLAW_STATE_DIR = previous
+    }
+  })
+
   it('gives each agent a schema of its own with databaseScope "agent": one id, one schema', () => {
     const settings = (dbPath: string) => ({ ...resolveSettings({ dbPath, databaseScope: 'agent' }, {}) })
     expect(databaseFor(settings(base), 'main')).toBe(`${base}?schema=lcm_main`)

@@ -227,6 +227,17 @@ const spoolPath = (dbPath) => `${spoolBase(dbPath)}.lcm-native-pending.jsonl`
 /** Where a drain sets aside a turn that never stores. @param {string} dbPath */
 const heldPath = (dbPath) => `${spoolBase(dbPath)}.lcm-native-held.jsonl`
 
+/** A URL as WHATWG's parser reads it, its password left out (null when it does not parse). @param {string} url */
+function withoutUrlPassword(url) {
+  try {
+    const u = new URL(url)
+    u.password = ''
+    return u.href
+  } catch {
+    return null
+  }
+}
+
 /**
  * What the spool files of a database are named after: the file itself, or for a PostgreSQL
  * database a name in the state directory (`lcm-native-spool/`) made of its server, database
@@ -238,7 +249,12 @@ function spoolBase(dbPath) {
   // Named from what may be shown (no piece of a password, whatever the URL), and for a
   // well-formed URL as before the password was masked, so that turns spooled by an earlier
   // version are found.
-  const [base, query = ''] = shownDatabase(dbPath).split(/\?(.*)/s, 2)
+  const shown = shownDatabase(dbPath)
+  // An `@` in a query value (`application_name=a@b`) ends what the masker hides (it cannot
+  // tell that `@` from one in a password), so two databases would share a name: such a URL is
+  // named from its parsed form, the password taken out.
+  const swallowed = !shown.includes('?') && dbPath.indexOf('?') >= 0 && dbPath.indexOf('@') >= 0 && dbPath.indexOf('@') < dbPath.indexOf('?')
+  const [base, query = ''] = (swallowed ? withoutUrlPassword(dbPath) ?? shown : shown).split(/\?(.*)/s, 2)
   const withoutPassword = base.replace(':***@', '@')
   const params = new URLSearchParams(query)
   for (const key of [...params.keys()]) if (key.toLowerCase().includes('password')) params.delete(key)

@@ -1416,6 +1416,36 @@ describe('the database', () => {
     expect(texts.join(' ')).not.toContain('sk-live-Pq7Rs2Tu9Vw4')
   })
 
+  it('a keyless turn whose store was answered as failed after it committed is stored once by the drain', async () => {
+    const { drainSpool, spoolPath } = require('../plugin/shared.cjs')
+    const host = fakeHost()
+    const s = session('late-commit')
+    await host.engine().ingestBatch({ ...s, messages: turn(1) })
+    // PostgreSQL's COMMIT answered after the client's bound: stored, reported E_CONNECTION.
+    const proto = LcmEngine.prototype as unknown as { ingest: (...a: unknown[]) => Promise<unknown> }
+    const real = proto.ingest
+    proto.ingest = async function (this: unknown, ...a: unknown[]) {
+      proto.ingest = real
+      await real.apply(this, a)
+      throw Object.assign(new Error('connection lost while committing'), { code: 'E_CONNECTION' })
+    }
+    try {
+      expect(await host.engine().ingestBatch({ ...s, messages: turn(2) })).toEqual({ ingestedCount: 2 })
+    } finally {
+      proto.ingest = real
+    }
+    const line = JSON.parse(readFileSync(spoolPath(host.dbPath), 'utf8').trim())
+    expect(line.advancementKey).toMatch(/^lcm-native-spool:/)
+    const engine = await LcmEngine.open({ dbPath: host.dbPath })
+    try {
+      await drainSpool(host.dbPath, engine)
+      const conv = await engine.findConversation({ sessionKey: s.sessionKey })
+      expect((await engine.messages(conv!.conversationId)).length).toBe(4)
+    } finally {
+      await engine.close()
+    }
+  })
+
   it('a turn spooled without a host key (ingestBatch) gets one, so a drain replayed after a kill stores it once', async () => {
     const { drainSpool, spoolPath } = require('../plugin/shared.cjs')
     const host = fakeHost({ busyTimeoutMs: 100 })

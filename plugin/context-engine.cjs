@@ -339,9 +339,16 @@ class LcmNativeContextEngine {
   async store(s, messages, advancementKey, turn, transcriptPosition) {
     const target = targetOf(s)
     const batch = toIngest(messages)
-    const options = advancementKey
-      ? { advancementKey, ...(turn ? { turn } : {}), ...(transcriptPosition !== undefined ? { transcriptPosition } : {}) }
-      : undefined
+    // A turn without the host's key (ingest, ingestBatch, afterTurn) gets one of its own before
+    // the first attempt, kept in the spool if it goes there: a store that committed but was
+    // answered as failed (a PostgreSQL COMMIT answered after the client's bound), a drain
+    // replayed after a kill, or one by a second process, stores it once.
+    const key = advancementKey ?? `lcm-native-spool:${randomUUID()}`
+    const options = {
+      advancementKey: key,
+      ...(advancementKey && turn ? { turn } : {}),
+      ...(advancementKey && transcriptPosition !== undefined ? { transcriptPosition } : {}),
+    }
     /** @type {unknown} */
     let last
     /** @type {LcmEngine | undefined} */
@@ -377,16 +384,7 @@ class LcmNativeContextEngine {
     }
     if (last !== undefined) this.report('storing a turn (kept in the spool file; stored on the next call)', last)
     else this.logger.warn('lcm-native: earlier turns are still spooled; this one is kept after them (stored on the next call)')
-    // A turn without the host's key (ingest, ingestBatch, afterTurn) gets one of its own here,
-    // kept in the spool: a drain replayed after a kill, or by a second process, stores it once.
-    const key = advancementKey ?? `lcm-native-spool:${randomUUID()}`
-    spool(this.dbPathOf(s), {
-      target,
-      messages: this.redactedForSpool(batch),
-      advancementKey: key,
-      ...(advancementKey && turn ? { turn } : {}),
-      ...(advancementKey && transcriptPosition !== undefined ? { transcriptPosition } : {}),
-    })
+    spool(this.dbPathOf(s), { target, messages: this.redactedForSpool(batch), ...options })
     return { inserted: 0, duplicate: false, spooled: true, late: false }
   }
 

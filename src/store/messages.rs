@@ -49,6 +49,12 @@ pub(crate) struct IngestMode {
     pub transcript_position: Option<i64>,
 }
 
+/// How a key the OpenClaw plugin makes for a turn without the host's own begins
+/// (`lcm-native-spool:<uuid>`): such a key makes the turn stored once (a store answered as
+/// failed after it committed, a drain replayed), and nothing more: the batch is recognised as
+/// a replay of the transcript and marks no bootstrap, as a batch without a key.
+pub(crate) const SPOOL_KEY_PREFIX: &str = "lcm-native-spool:";
+
 /// A row of lossless-claw 1.x's `turn_advancements` (its columns but the key, the message
 /// count and the time, which the ingest fills).
 #[derive(Clone, Debug, Default)]
@@ -291,7 +297,13 @@ pub(crate) fn ingest_in<'a>(
             .is_some(),
         _ => false,
     };
-    if options.bootstrap || options.advancement_key.is_some() {
+    // A key the plugin made for a turn the host gave none (`SPOOL_KEY_PREFIX`) makes the turn
+    // stored once; it is not the host's turn, so the rest goes as without a key.
+    let host_turn = options
+        .advancement_key
+        .as_deref()
+        .is_some_and(|k| !k.starts_with(SPOOL_KEY_PREFIX));
+    if options.bootstrap || host_turn {
         // The session's history is in lcm-native from here on: a later bootstrap imports nothing.
         tx.execute_deferred(
             "UPDATE conversations SET bootstrapped_at = ?2 WHERE conversation_id = ?1 AND bootstrapped_at IS NULL",
@@ -365,7 +377,7 @@ pub(crate) fn ingest_in<'a>(
     let (mut inserted, mut skipped) = (0i64, 0i64);
     // Stored messages that ingest redacted, with what was replaced in each.
     let mut redacted: Vec<(i64, super::redactions::IngestRedaction)> = Vec::new();
-    let turn = options.advancement_key.is_some();
+    let turn = host_turn;
     for m in messages {
         if let Some(entry) = m.entry_id.as_deref() {
             if !seen.insert(entry) {
@@ -1507,5 +1519,35 @@ mod tests {
         if let [(_, sqlite), (_, pg)] = seen.as_slice() {
             assert_eq!(serde_json::to_value(sqlite).unwrap(), serde_json::to_value(pg).unwrap());
         }
+    }
+
+    /// A key the plugin made for a keyless turn stores it once, and nothing more: the session
+    /// is not marked bootstrapped, as it is by the host's own keys.
+    #[test]
+    fn a_spool_key_stores_the_turn_once_and_is_not_the_hosts_turn() {
+        let messages: Vec<NewMessage> = crate::test_support::synthetic(2, 40)
+            .iter()
+            .enumerate()
+            .map(|(i, m)| normalize(i, m).unwrap())
+            .collect();
+        crate::test_support::on_both_engines("spool-key", |db, flags, engine| {
+            let target = Target::Session("s".into());
+            let mode = IngestMode {
+                advancement_key: Some(format!("{SPOOL_KEY_PREFIX}0190c3a1-0000-7000-8000-000000000001")),
+                ..Default::default()
+            };
+            let job = IngestJob {
+                target: &target,
+                messages: &messages,
+                mode: &mode,
+            };
+            let mut fts = Vec::new();
+            let first = ingest_in(db, flags, &job, None, "2026-11-26 10:00:00", &mut fts).unwrap();
+            assert_eq!(first.inserted, messages.len() as i64, "{engine}");
+            let again = ingest_in(db, flags, &job, None, "2026-11-26 10:01:00", &mut fts).unwrap();
+            assert!(again.duplicate && again.inserted == 0, "{engine}: the same spool key again");
+            let found = crate::store::conversations::lookup(db, flags, &target).unwrap().unwrap();
+            assert!(found.bootstrapped_at.is_none(), "{engine}: a spool key is not the host's turn");
+        });
     }
 }

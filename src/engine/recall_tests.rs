@@ -338,6 +338,7 @@ fn log_turns(engine: &Engine) -> i64 {
         let remark = match t {
             2 => " Also, unrelated: the SOC audit fieldwork starts on 2027-02-15.",
             6 => " Side note, so it is written down somewhere: the flaky checkout test is INC-40718.",
+            9 => " The retry budget of that job was 312, later 313.",
             _ => "",
         };
         let log: String = (0..40)
@@ -381,6 +382,11 @@ fn the_words_beside_a_question_about_what_comes_next_recall_nothing() {
         let out = engine.assemble(cid, &ask(8_000, Some(q))).unwrap();
         assert!(blocks(&out).is_empty(), "{q}: {:?}", out.stats.recall);
     }
+    // A bare number says nothing by itself (a run's number is in log lines of other runs).
+    let out = engine
+        .assemble(cid, &ask(8_000, Some("Did runs 312 and 313 finish?")))
+        .unwrap();
+    assert!(blocks(&out).is_empty(), "{:?}", out.stats.recall);
     // Asked, the same rare word is an answer; an identifier named in a statement is too.
     let out = engine
         .assemble(cid, &ask(8_000, Some("What was the checkout flake tracked as?")))

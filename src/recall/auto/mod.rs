@@ -418,13 +418,18 @@ fn choose(scored: Vec<Scored>, r: &Request<'_>, query: &Query) -> Vec<Scored> {
     // An excerpt that can be shown as an answer: over the floor (a value of the kind asked for
     // with none of the words, the minimum only: how a question that shares no word with its
     // fact reaches it), with evidence. Common words alone are no answer: a rare word of what
-    // is asked, an identifier or a value of the kind asked for is; a statement (nothing asked)
-    // recalls what its identifiers name only.
+    // is asked (not a bare number: `102` of "run 102" is in log lines of every kind), an
+    // identifier or a value of the kind asked for is; a statement (nothing asked) recalls what
+    // its identifiers name only.
     let answers = |s: &Scored| {
         let by_kind = s.e.matched.is_empty() && s.e.typed;
         let matched = |pick: fn(&terms::Term) -> bool| s.e.matched.iter().any(|&t| pick(&query.terms[t]));
         let evidence = match query.asks {
-            true => s.e.typed || matched(|t| t.asked && t.weight >= RARE_WEIGHT) || matched(terms::Term::is_identifier),
+            true => {
+                s.e.typed
+                    || matched(|t| t.asked && t.weight >= RARE_WEIGHT && !t.is_bare_number())
+                    || matched(terms::Term::is_identifier)
+            }
             false => matched(terms::Term::is_identifier),
         };
         s.score >= r.min_score && (by_kind || s.score >= floor) && evidence
@@ -513,7 +518,11 @@ mod tests {
             vec![1],
         );
         assert!(!same_subject(&older, &unrelated));
-        let related = scored(30, "Update: the service account keys are rotated every 90 days now.", vec![2]);
+        let related = scored(
+            30,
+            "Update: the service account keys are rotated every 90 days now.",
+            vec![2],
+        );
         assert!(same_subject(&older, &related));
         // Two query terms matched together are one subject, change word or not.
         assert!(same_subject(&scored(1, "a", vec![3, 4]), &scored(2, "b", vec![3, 4])));

@@ -37,6 +37,12 @@ pub(crate) struct Term {
 }
 
 impl Term {
+    /// A bare number (`102`, `44`): in a history of logs and sizes it stands in many places
+    /// for many things, so finding it says nothing by itself.
+    pub(crate) fn is_bare_number(&self) -> bool {
+        !self.text.is_empty() && self.text.chars().all(|c| c.is_ascii_digit())
+    }
+
     /// An identifier or a long number (a digit or inner `-_.:/` in it): what a statement names.
     /// A word in capitals (`API`, `TOOLCALL`) weighs as one but is not one.
     pub(crate) fn is_identifier(&self) -> bool {

@@ -61,8 +61,14 @@ fn session(engine: &Engine, key: &str) -> i64 {
         msgs.push(user(&text, t));
         msgs.push(assistant(&format!("Understood, noted for turn {t}."), t));
     }
+    stored_and_compacted(engine, key, &msgs)
+}
+
+/// The session `key` of `msgs`, stored and compacted to 4,000 tokens with the offline
+/// summarizer, so that its older messages are under summaries.
+fn stored_and_compacted(engine: &Engine, key: &str, msgs: &[Value]) -> i64 {
     let cid = engine
-        .ingest(&Target::Session(key.into()), &msgs)
+        .ingest(&Target::Session(key.into()), msgs)
         .unwrap()
         .conversation_id;
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -350,22 +356,7 @@ fn log_turns(engine: &Engine) -> i64 {
         ));
         msgs.push(assistant(&format!("ack: Here is the log of run {t}, what went wro"), t));
     }
-    let cid = engine
-        .ingest(&Target::Session("logs".into()), &msgs)
-        .unwrap()
-        .conversation_id;
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    rt.block_on(engine.compact(
-        cid,
-        Arc::new(OfflineSummarizer),
-        SweepOptions {
-            token_budget: 4_000,
-            force: true,
-            ..Default::default()
-        },
-    ))
-    .unwrap();
-    cid
+    stored_and_compacted(engine, "logs", &msgs)
 }
 
 #[test]

@@ -1545,9 +1545,17 @@ mod tests {
             let first = ingest_in(db, flags, &job, None, "2026-11-26 10:00:00", &mut fts).unwrap();
             assert_eq!(first.inserted, messages.len() as i64, "{engine}");
             let again = ingest_in(db, flags, &job, None, "2026-11-26 10:01:00", &mut fts).unwrap();
-            assert!(again.duplicate && again.inserted == 0, "{engine}: the same spool key again");
-            let found = crate::store::conversations::lookup(db, flags, &target).unwrap().unwrap();
-            assert!(found.bootstrapped_at.is_none(), "{engine}: a spool key is not the host's turn");
+            assert!(
+                again.duplicate && again.inserted == 0,
+                "{engine}: the same spool key again"
+            );
+            let found = crate::store::conversations::lookup(db, flags, &target)
+                .unwrap()
+                .unwrap();
+            assert!(
+                found.bootstrapped_at.is_none(),
+                "{engine}: a spool key is not the host's turn"
+            );
         });
     }
 }

@@ -148,6 +148,17 @@ describe('errors', () => {
     expect(verify.problems.some((p: string) => p.startsWith('summary_parents has a cycle'))).toBe(true)
   })
 
+  it('engine.integrityCheck says what the check came to: passed when checked at open, skipped when opened read-only', async () => {
+    const dbPath = join(tempDir(), 'checked.db')
+    const engine = await LcmEngine.open({ dbPath })
+    expect(engine.integrityCheck).toEqual({ state: 'passed', error: null })
+    expect(engine.damage).toBeNull()
+    await engine.close()
+    const reader = await LcmEngine.open({ dbPath, readOnly: true })
+    expect(reader.integrityCheck).toEqual({ state: 'skipped', error: null })
+    await reader.close()
+  })
+
   it('calls on a closed engine are E_CLOSED', async () => {
     const engine = await LcmEngine.open({ dbPath: join(tempDir(), 'c.db') })
     await engine.close()

@@ -246,6 +246,9 @@ class LcmNativeContextEngine {
     // longer store) nor written: every caller falls back as on a failed open.
     const damage = engine.damage
     if (damage) throw Object.assign(new Error(damage.message), { code: damage.code, path: damage.path })
+    // A check that could not run to its end is no pass: said once, and the turns go on.
+    const integrity = engine.integrityCheck
+    if (integrity.state === 'failed') this.logOnce(`integrity:${path}`, 'warn', `lcm-native: the integrity check of ${path} could not run to its end (${integrity.error?.code}: ${integrity.error?.message}); the file is not known to be sound and turns are stored in it unchecked; lcm-native verify --db ${path} checks it`)
     const state = shared()
     state.drained ??= new Set()
     if (!state.drained.has(path) || spoolPending(path)) {

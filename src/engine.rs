@@ -94,6 +94,11 @@ impl Engine {
         self.deps.backend.damage()
     }
 
+    /// What the integrity check of the database file came to.
+    pub fn integrity(&self) -> crate::db::damage::Integrity {
+        self.deps.backend.integrity()
+    }
+
     /// Validates every message first (a malformed one rejects the call with its index and
     /// nothing is written), then stores them in one transaction.
     pub fn ingest(&self, target: &Target, messages: &[Value]) -> Result<IngestOutcome> {

@@ -201,6 +201,17 @@ impl Backend {
         }
     }
 
+    /// What the integrity check of a SQLite file came to (PostgreSQL: skipped).
+    pub(crate) fn integrity(&self) -> crate::db::damage::Integrity {
+        match self {
+            Backend::Sqlite(p) => p.integrity(),
+            Backend::Postgres(_) => crate::db::damage::Integrity {
+                state: crate::db::damage::IntegrityState::Skipped,
+                error: None,
+            },
+        }
+    }
+
     pub(crate) fn close(&self) -> bool {
         match self {
             Backend::Sqlite(p) => p.close(),

@@ -175,6 +175,23 @@ impl LcmEngine {
         }
     }
 
+    /// What the integrity check of the database file came to: `passed`; `damaged` (writes are
+    /// refused, `error` is `damage`); `running` (a file over 32 MB is checked in the
+    /// background, writes wait for it); `failed` (the check could not run to its end for
+    /// another reason than damage, `error` says why: the file is not known sound and writes go
+    /// ahead unchecked); `skipped` (opened read-only, or PostgreSQL).
+    #[napi(
+        getter,
+        ts_return_type = "{ state: 'passed' | 'damaged' | 'running' | 'failed' | 'skipped'; error: { code: string; message: string } | null }"
+    )]
+    pub fn integrity_check(&self) -> Value {
+        let found = self.inner.integrity();
+        serde_json::json!({
+            "state": found.state,
+            "error": found.error.map(|e| serde_json::json!({ "code": e.code(), "message": e.to_string() })),
+        })
+    }
+
     /// Stores messages in one transaction and appends them to the live context. Every message
     /// is validated first; a malformed one rejects with E_INVALID_INPUT naming its index, and
     /// nothing of the call is written. Messages whose `entryId` is already stored are skipped.

@@ -49,7 +49,7 @@ pub(crate) struct Pool {
     /// this pool's connections): every write is refused with it from then on.
     damage: Damage,
     /// Stops the background check of a large file when the pool closes first.
-    damage_check: Mutex<Option<rusqlite::InterruptHandle>>,
+    damage_check: Mutex<Option<super::damage::Check>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -229,15 +229,26 @@ impl Pool {
         self.damage.get()
     }
 
-    /// Records that the file is damaged (found by the check at open).
-    pub(crate) fn set_damage(&self, found: LcmError) {
-        self.damage.note(&found, &self.path);
+    /// Records what the check at open found: the damage, or nothing.
+    pub(crate) fn checked_at_open(&self, found: Option<LcmError>) {
+        match found {
+            Some(found) => self.damage.note(&found, &self.path),
+            None => self.damage.checked_at_open(),
+        }
+    }
+
+    /// What the integrity check of the file came to.
+    pub(crate) fn integrity(&self) -> super::damage::Integrity {
+        self.damage.integrity()
     }
 
     /// Checks a file too large to check at open on a thread of its own; writes are refused
     /// once it finds damage.
     pub(crate) fn check_damage_in_background(&self) {
-        *lock(&self.damage_check) = self.damage.check_in_background(&self.path, self.busy_timeout_ms);
+        let check = self
+            .damage
+            .check_in_background(&self.path, self.busy_timeout_ms, self.closing.clone());
+        *lock(&self.damage_check) = Some(check);
     }
 
     /// `result`, with a damaged-file error recorded (named with the file) on the way out.

@@ -66,10 +66,9 @@ fn sqlite(config: &Config) -> Result<(MigrationReport, SchemaFlags, Backend)> {
     }
     note_scrubs_pending(&mut migration, &conn)?;
     let pool = Pool::new(path, busy, conn, config.wal_runs)?;
-    match damage {
-        Some(found) => pool.set_damage(found),
-        None if !checked => pool.check_damage_in_background(),
-        None => {}
+    match checked {
+        true => pool.checked_at_open(damage),
+        false => pool.check_damage_in_background(),
     }
     Ok((migration, flags, Backend::Sqlite(pool)))
 }

@@ -1,5 +1,6 @@
 //! Engine-level tests on the real transcripts in `data/transcripts/`.
 
+use crate::db::damage::IntegrityState;
 use std::path::Path;
 
 use rusqlite::{params, Connection};
@@ -559,10 +560,43 @@ fn a_large_damaged_file_takes_no_write_while_it_is_checked() {
             )
             .unwrap_err();
         assert_eq!(err.code(), "E_CORRUPT", "{err}");
+        assert_eq!(engine.integrity().state, IntegrityState::Damaged);
         assert_eq!(engine.messages(cid, 0, 10).unwrap().len(), 1);
         assert!(engine.close());
     }
     assert!(std::fs::read(&path).unwrap() == bytes, "the file was written");
+}
+
+/// What `engine.integrityCheck` says: a small file checked at open passed, a large sound one
+/// runs in the background and then passes, a read-only open is skipped.
+#[test]
+fn the_integrity_check_says_what_it_came_to() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("i.db").to_string_lossy().into_owned();
+    let engine = Engine::open(Config::with_db_path(&path)).unwrap();
+    assert_eq!(engine.integrity().state, IntegrityState::Passed);
+    assert!(engine.close());
+    assert_eq!(read_only(&path).unwrap().integrity().state, IntegrityState::Skipped);
+    let conn = Connection::open(&path).unwrap();
+    conn.execute_batch(
+        "CREATE TABLE padding(x BLOB);
+         WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 9000)
+         INSERT INTO padding SELECT randomblob(4000) FROM c;
+         PRAGMA wal_checkpoint(TRUNCATE);",
+    )
+    .unwrap();
+    drop(conn);
+    let engine = Engine::open(Config::with_db_path(&path)).unwrap();
+    // A write waits for the check, so once it is stored the check has spoken.
+    engine
+        .ingest(
+            &Target::Session("s".into()),
+            &[json!({"role": "user", "content": "after"})],
+        )
+        .unwrap();
+    let done = engine.integrity();
+    assert_eq!(done.state, IntegrityState::Passed, "{:?}", done.error);
+    assert!(engine.close());
 }
 
 /// A damaged file that needs a migration (a lossless-claw database) is checked before it,

@@ -291,7 +291,8 @@ impl Engine {
     ) -> Result<(Turn, Arc<dyn Summarizer>)> {
         self.deps.backend.check_writable()?;
         let turn = self.turn(conversation_id).await?;
-        Ok((turn, self.until_closed(summarizer)))
+        let summarizer = self.until_closed(summarizer, &[&turn]);
+        Ok((turn, summarizer))
     }
 
     /// Every version of a summary's text, oldest first (`history::list`).
@@ -366,7 +367,7 @@ impl Engine {
         for id in &scope.conversations {
             turns.push(self.turn(*id).await?);
         }
-        let summarizer = self.until_closed(summarizer);
+        let summarizer = self.until_closed(summarizer, &turns.iter().collect::<Vec<_>>());
         // A pending `<recalled>` block may quote the text: made again from the redacted one.
         self.recalls.forget_all();
         redaction::run(&self.deps, options, scope, summarizer, cancel, progress, started).await
@@ -390,7 +391,7 @@ impl Engine {
             true => Some(self.turn(conversation_id).await?),
             false => None,
         };
-        let summarizer = self.until_closed(summarizer);
+        let summarizer = self.until_closed(summarizer, &_turn.iter().collect::<Vec<_>>());
         crate::rewrite::rewrite(&self.deps, conversation_id, summarizer, options, cancel, progress).await
     }
 
@@ -422,10 +423,12 @@ impl Engine {
             .await
     }
 
-    fn until_closed(&self, summarizer: Arc<dyn Summarizer>) -> Arc<dyn Summarizer> {
+    /// `summarizer`, its calls ended when the engine closes or one of `turns`' locks is lost.
+    fn until_closed(&self, summarizer: Arc<dyn Summarizer>, turns: &[&Turn]) -> Arc<dyn Summarizer> {
         Arc::new(crate::summarizer::UntilClosed {
             inner: summarizer,
             closed: self.closed.subscribe(),
+            lost: turns.iter().filter_map(|t| t.lost()).collect(),
         })
     }
 

@@ -117,6 +117,11 @@ async fn call(
         Err(_) => Err(PassError::Failed(LcmError::timeout(timeout_ms))),
         Ok(Err(SummarizerFailure::Auth(m))) => Err(PassError::Auth(m)),
         Ok(Err(SummarizerFailure::Closed)) => Err(PassError::Failed(LcmError::Closed)),
+        Ok(Err(SummarizerFailure::LockLost(why))) => Err(PassError::Failed(LcmError::Busy {
+            sqlite: None,
+            conversation_id: Some(request.conversation_id),
+            message: why,
+        })),
         Ok(Err(SummarizerFailure::Failed(m))) => Err(PassError::Failed(LcmError::Summarizer(format!(
             "the summarizer failed: {m}; nothing was written"
         )))),
@@ -270,8 +275,10 @@ pub(crate) async fn summarize(
                 let again = match call(summarizer, prompt, &request, config.summary_timeout_ms).await {
                     Ok(text) => text,
                     // The first answer stands (marked below) when only the retry failed; a
-                    // closed engine or refused credentials still end the pass.
-                    Err(PassError::Failed(LcmError::Closed)) => return Err(PassError::Failed(LcmError::Closed)),
+                    // closed engine, a lost operation lock or refused credentials still end the pass.
+                    Err(PassError::Failed(e @ (LcmError::Closed | LcmError::Busy { .. }))) => {
+                        return Err(PassError::Failed(e))
+                    }
                     Err(PassError::Auth(m)) => return Err(PassError::Auth(m)),
                     Err(PassError::Failed(_)) => String::new(),
                 };

@@ -19,6 +19,14 @@ pub(super) struct Turn {
     _across: Option<crate::pg::pool::HeldLock>,
 }
 
+impl Turn {
+    /// Says, once the lock across gateways is lost while held, why (PostgreSQL through a
+    /// transaction pooler: a lease that ran out).
+    pub(super) fn lost(&self) -> Option<tokio::sync::watch::Receiver<Option<String>>> {
+        self._across.as_ref().and_then(crate::pg::pool::HeldLock::lost)
+    }
+}
+
 #[derive(Default)]
 pub(super) struct ConversationLocks {
     map: Mutex<HashMap<i64, Arc<tokio::sync::Mutex<()>>>>,

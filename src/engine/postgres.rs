@@ -727,6 +727,95 @@ mod tests {
         }
     }
 
+    /// A compaction's lease through a transaction pooler, lost while the compaction runs
+    /// (another gateway took it once it ran out): the holder notices, and writes nothing more.
+    /// Once as its summarizer answers (the answer is not written), once while its summarizer
+    /// still thinks (the call ends with E_BUSY).
+    #[test]
+    fn a_lease_lost_while_its_compaction_runs_stops_it_before_it_writes() {
+        use crate::test_support::{Act, Scripted};
+        let Some((location, url)) = crate::test_support::pooler_test_url("engine_lease_lost") else {
+            return;
+        };
+        let options = json!({ "dbPath": url, "timezone": "UTC", "freshTailCount": 4, "lockTimeoutMs": 400 });
+        let engine = Engine::open(Config::from_options(&options, None).unwrap()).unwrap();
+        engine
+            .ingest(&Target::Session("lease".into()), &transcript(THEME)[..120])
+            .unwrap();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let sweep = crate::api::SweepOptions {
+            token_budget: 3_000,
+            force: true,
+            ..Default::default()
+        };
+        // What another gateway does once the lease ran out: takes it.
+        let steal = {
+            let location = location.clone();
+            move || {
+                let schema = crate::pg::quote_ident(&location.schema);
+                let taken = location
+                    .connect()
+                    .unwrap()
+                    .transaction(|c| {
+                        c.execute_cached(
+                            &format!("UPDATE {schema}.lcm_native_leases SET holder = 'another gateway', expires_at = clock_timestamp() + interval '1 hour'"),
+                            &[],
+                        )
+                    })
+                    .unwrap();
+                assert_eq!(taken, 1, "the compaction holds no lease");
+            }
+        };
+        let answers_late = Scripted::new({
+            let steal = steal.clone();
+            move |_, _| {
+                steal();
+                // Long enough for the holder's renewal to find the lease gone.
+                std::thread::sleep(crate::pg::leases::TTL);
+                Act::Stub
+            }
+        });
+        let e = rt
+            .block_on(engine.compact(1, answers_late.clone(), sweep.clone()))
+            .unwrap_err();
+        assert_eq!(e.code(), "E_BUSY", "{e}");
+        assert!(e.to_string().contains("was lost while the operation ran"), "{e}");
+        assert_eq!(
+            answers_late.calls.lock().unwrap().len(),
+            1,
+            "asked again after the loss"
+        );
+        let written = |engine: &Engine| engine.summaries(1, &Default::default()).unwrap().len();
+        assert_eq!(written(&engine), 0, "the late answer was written");
+        // The lease is the other gateway's for an hour: given back, as it would run out.
+        let schema = crate::pg::quote_ident(&location.schema);
+        let free = format!("DELETE FROM {schema}.lcm_native_leases");
+        location
+            .connect()
+            .unwrap()
+            .transaction(|c| c.execute_cached(&free, &[]))
+            .unwrap();
+        let hanging = Scripted::new(move |_, _| {
+            steal();
+            Act::Hang
+        });
+        let started = std::time::Instant::now();
+        let e = rt.block_on(engine.compact(1, hanging, sweep)).unwrap_err();
+        assert_eq!(e.code(), "E_BUSY", "{e}");
+        assert!(
+            started.elapsed() < crate::pg::leases::TTL * 3,
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(written(&engine), 0);
+        engine.close();
+        crate::test_support::drop_test_schema(&location);
+    }
+
     fn one_operation_per_conversation(location: crate::pg::Location, url: String) {
         use crate::test_support::{Act, Scripted};
         let gateway = || {

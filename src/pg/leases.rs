@@ -8,7 +8,9 @@
 //! renewing: its lease runs out within `TTL`, and the next taker replaces it.
 
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
 
 use rusqlite::types::Value;
 
@@ -46,6 +48,7 @@ const RELEASE: &str = "DELETE FROM lcm_native_leases WHERE space = $1 AND key = 
 pub(crate) struct Lease {
     stop: Option<mpsc::Sender<()>>,
     renewer: Option<std::thread::JoinHandle<()>>,
+    lost: watch::Receiver<Option<String>>,
 }
 
 /// Takes the lease for `purpose` on `id` in `conn`'s schema, waiting up to `wait` (zero: one
@@ -55,39 +58,81 @@ pub(crate) fn take(conn: Conn, purpose: &str, id: i64, wait: Duration, what: &st
     let space = format!("{}:{purpose}", conn.schema);
     let holder = uuid::Uuid::now_v7().to_string();
     let key = vec![Value::Text(space), Value::Integer(id), Value::Text(holder)];
-    let params = |key: &[Value]| {
-        let mut p = key.to_vec();
-        p.push(Value::Real(TTL.as_secs_f64()));
-        p
-    };
     super::locks::poll(&conn, wait, &format!("{what} is held by another gateway"), || {
-        Ok(!conn.query_cached(TAKE, &params(&key))?.is_empty())
+        Ok(!conn.query_cached(TAKE, &with_ttl(&key))?.is_empty())
     })?;
     let (stop, stopped) = mpsc::channel::<()>();
+    let (lose, lost) = watch::channel(None);
+    let what = what.to_string();
     let renewer = std::thread::Builder::new()
         .name("lcm-pg-lease".into())
         .spawn(move || {
-            loop {
-                match stopped.recv_timeout(TTL / 3) {
-                    Err(mpsc::RecvTimeoutError::Timeout) => {
-                        // A renewal that fails is tried again at the next tick; a lease that
-                        // ran out meanwhile is another holder's, and stays theirs.
-                        let _ = conn.execute_cached(RENEW, &params(&key));
-                    }
-                    Ok(()) => return, // abandoned (tests): left to run out
-                    Err(mpsc::RecvTimeoutError::Disconnected) => break,
-                }
+            if renew(&conn, &key, &stopped, &lose, &what) {
+                let _ = conn.execute_cached(RELEASE, &key);
             }
-            let _ = conn.execute_cached(RELEASE, &key);
         })
         .map_err(|e| LcmError::Internal(format!("cannot start the lease's renewing thread: {e}")))?;
     Ok(Lease {
         stop: Some(stop),
         renewer: Some(renewer),
+        lost,
     })
 }
 
+/// The lease's key with its time to live, for `TAKE` and `RENEW`.
+fn with_ttl(key: &[Value]) -> Vec<Value> {
+    let mut p = key.to_vec();
+    p.push(Value::Real(TTL.as_secs_f64()));
+    p
+}
+
+/// Renews the lease every third of `TTL` until told to stop (or abandoned, in tests). A lease
+/// another holder took (the renewal found no row of this holder's), or one whose renewals
+/// failed for two thirds of `TTL` (it may run out before the next one), is lost: `lose` says
+/// so and why, and the lease is no longer renewed. Whether to delete it now (not when abandoned).
+fn renew(
+    conn: &Conn,
+    key: &[Value],
+    stopped: &mpsc::Receiver<()>,
+    lose: &watch::Sender<Option<String>>,
+    what: &str,
+) -> bool {
+    let mut renewed = Instant::now();
+    loop {
+        match stopped.recv_timeout(TTL / 3) {
+            Err(mpsc::RecvTimeoutError::Timeout) if lose.borrow().is_none() => {
+                let why = match conn.execute_cached(RENEW, &with_ttl(key)) {
+                    Ok(0) => Some("its lease ran out and another gateway took it".to_string()),
+                    Ok(_) => {
+                        renewed = Instant::now();
+                        None
+                    }
+                    // A failed renewal is tried again at the next tick, while the lease has time.
+                    Err(e) if renewed.elapsed() >= TTL * 2 / 3 => Some(format!(
+                        "its lease could not be renewed for {} s ({e}) and may have run out",
+                        renewed.elapsed().as_secs()
+                    )),
+                    Err(_) => None,
+                };
+                if let Some(why) = why {
+                    let _ = lose.send(Some(format!(
+                        "{what} was lost while the operation ran: {why}; the operation stopped before its next write, retry it"
+                    )));
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Ok(()) => return false, // abandoned (tests): left to run out
+            Err(mpsc::RecvTimeoutError::Disconnected) => return true,
+        }
+    }
+}
+
 impl Lease {
+    /// Says, once the lease is lost, why (`renew`).
+    pub(crate) fn lost(&self) -> watch::Receiver<Option<String>> {
+        self.lost.clone()
+    }
+
     /// Stops renewing without deleting, as a holder that died would (tests).
     #[cfg(test)]
     pub(crate) fn abandon(mut self) {

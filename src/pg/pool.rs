@@ -294,6 +294,11 @@ impl HeldLock {
         })
     }
 
+    /// Says, once the lock is lost while held, why: a lease can be (`leases::renew`).
+    pub(crate) fn lost(&self) -> Option<tokio::sync::watch::Receiver<Option<String>>> {
+        self.lease.as_ref().map(super::leases::Lease::lost)
+    }
+
     /// Lets the lock go as a holder that died would: a lease is left to run out (tests).
     #[cfg(test)]
     pub(crate) fn abandon(mut self) {

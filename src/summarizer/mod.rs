@@ -84,6 +84,9 @@ pub enum SummarizerFailure {
     Failed(String),
     /// The engine was closed while the call was in flight: its answer no longer matters.
     Closed,
+    /// The operation's lock across gateways was lost (why): another may be writing the
+    /// conversation, so this answer must not be written.
+    LockLost(String),
 }
 
 pub type SummaryFuture = Pin<Box<dyn Future<Output = Result<String, SummarizerFailure>> + Send>>;
@@ -108,20 +111,57 @@ pub(crate) const OFFLINE_MODEL: &str = "lcm-native/offline";
 
 /// A summarizer whose calls end (with `SummarizerFailure::Closed`) as soon as `closed` turns
 /// true, so that closing an engine never waits on, or keeps alive, a callback that does not
-/// answer.
+/// answer; and (with `SummarizerFailure::LockLost`) as soon as one of the operation's locks
+/// across gateways is `lost`, whose answers are then not asked for or not written.
 pub(crate) struct UntilClosed {
     pub inner: std::sync::Arc<dyn Summarizer>,
     pub closed: tokio::sync::watch::Receiver<bool>,
+    pub lost: Vec<tokio::sync::watch::Receiver<Option<String>>>,
+}
+
+impl UntilClosed {
+    /// Why a lock of the operation was lost, if one was.
+    fn lost_now(&self) -> Option<String> {
+        self.lost.iter().find_map(|l| l.borrow().clone())
+    }
+}
+
+/// Why the first of `lost` to say so was lost; never, while none is (a lock released when
+/// its operation ends says nothing).
+async fn first_lost(lost: Vec<tokio::sync::watch::Receiver<Option<String>>>) -> String {
+    if lost.is_empty() {
+        return std::future::pending().await;
+    }
+    let waits = lost.into_iter().map(|mut l| {
+        Box::pin(async move {
+            let said = l.wait_for(Option::is_some).await.ok().and_then(|why| why.clone());
+            match said {
+                Some(why) => why,
+                None => std::future::pending().await,
+            }
+        })
+    });
+    futures::future::select_all(waits).await.0
 }
 
 impl Summarizer for UntilClosed {
     fn summarize(&self, prompt: String, request: &SummarizeRequest) -> SummaryFuture {
+        if let Some(why) = self.lost_now() {
+            return Box::pin(async move { Err(SummarizerFailure::LockLost(why)) });
+        }
         let call = self.inner.summarize(prompt, request);
         let mut closed = self.closed.clone();
+        let lost = self.lost.clone();
         Box::pin(async move {
-            tokio::select! {
+            let answer = tokio::select! {
                 answer = call => answer,
                 _ = closed.wait_for(|c| *c) => Err(SummarizerFailure::Closed),
+                why = first_lost(lost.clone()) => Err(SummarizerFailure::LockLost(why)),
+            };
+            // Lost as the answer came: not written either.
+            match lost.iter().find_map(|l| l.borrow().clone()) {
+                Some(why) if answer.is_ok() => Err(SummarizerFailure::LockLost(why)),
+                _ => answer,
             }
         })
     }

@@ -1104,6 +1104,11 @@ export interface VerifyReport {
    */
   notes: string[]
   /**
+   * Rows lossless-claw 1.0 stored twice (`store::copies`): each copy with the row it
+   * copies. Assembly sends each once; named in `notes` too, not counted against `ok`.
+   */
+  copies: StoredCopy[]
+  /**
    * SHA-256 over every row of the core tables: equal digests mean equal contents. Empty (and the
    * counts 0) when SQLite's integrity check finds the file damaged; `problems` says how.
    */

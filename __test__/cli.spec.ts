@@ -224,6 +224,22 @@ describe('read commands', () => {
     expect(missing.stderr).toMatch(/^lcm-native: E_NOT_FOUND: /)
   })
 
+  it('verify and doctor name the turns lossless-claw 1.0 stored twice, and change nothing', async () => {
+    const db = copyFixture('lossless-claw-doubled.db')
+    const original = readFileSync(db)
+    const verify = await cli(['verify', '--db', db, '--json'])
+    expect(verify.code, verify.stderr).toBe(0)
+    const report = JSON.parse(verify.stdout)
+    expect(report.ok).toBe(true)
+    expect(report.copies).toHaveLength(11)
+    expect(report.copies[0]).toEqual({ conversationId: 1, originalId: 15, copyId: 17, role: 'user' })
+    const doctor = await cli(['doctor', '--db', db])
+    expect(doctor.code, doctor.stderr).toBe(0)
+    expect(doctor.stdout).toMatch(/conversation 1: 11 messages stored twice by lossless-claw 1\.0/)
+    expect(doctor.stdout).toMatch(/copy of original: 17 of 15, 22 of 18/)
+    expect(readFileSync(db).equals(original)).toBe(true)
+  })
+
   it('doctor says what to run next, and read commands never change a lossless-claw file', async () => {
     const db = copyFixture('head-theme.db')
     const original = readFileSync(db)

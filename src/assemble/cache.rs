@@ -45,6 +45,9 @@ pub(crate) struct Rendered {
     pub messages: HashMap<i64, Msg>,
     /// Summaries' wrappers by summary id.
     pub wrappers: HashMap<String, Wrapper>,
+    /// lossless-claw's re-imported copies in the conversation (`store::copies`), left out:
+    /// found once while the stamp stays (only another process's writes can add one).
+    pub copies: Option<std::collections::HashSet<i64>>,
 }
 
 /// A summary's formatted time range and the tokens its wrapper adds, with the facts they were

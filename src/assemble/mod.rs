@@ -60,13 +60,19 @@ impl Assembled {
     }
 }
 
-/// Reads and renders the kept messages not rendered already (`rendered`, by message id):
-/// their rows and parts with a fixed number of queries.
-fn render_missing(db: Db, items: &[Box<crate::live::Item>], rendered: &mut HashMap<i64, Msg>) -> Result<()> {
+/// Reads and renders the kept messages not rendered already (`rendered`, by message id) but
+/// for `copies` (left out, as a missing message is): their rows and parts with a fixed number
+/// of queries.
+fn render_missing(
+    db: Db,
+    items: &[Box<crate::live::Item>],
+    copies: &HashSet<i64>,
+    rendered: &mut HashMap<i64, Msg>,
+) -> Result<()> {
     let message_ids: Vec<i64> = items
         .iter()
         .filter_map(|i| match i.r {
-            ItemRef::Message(id) if !rendered.contains_key(&id) => Some(id),
+            ItemRef::Message(id) if !rendered.contains_key(&id) && !copies.contains(&id) => Some(id),
             _ => None,
         })
         .collect();
@@ -277,6 +283,11 @@ pub(crate) fn assemble_in(
         rule.count = count;
     }
     let max_message_tokens = excerpt::max_message_tokens(budget);
+    // A row lossless-claw stored twice is sent once: its copy costs nothing and is not built.
+    let copies = match rendered.copies.take() {
+        Some(copies) => copies,
+        None => crate::store::copies::ids(db, conversation_id)?,
+    };
     // Blocks earlier turns were sent with: each is sent again after its anchor, and costs
     // with it (it is evicted with it).
     let recalls: HashMap<i64, StoredRecall> = crate::store::recalls::live(db, conversation_id)?
@@ -296,7 +307,10 @@ pub(crate) fn assemble_in(
         let tail_open = walk.push(0, item);
         let (mut c, range) = cost(item, config, presentation, max_message_tokens, &mut rendered.wrappers);
         if let ItemRef::Message(id) = &item.r {
-            c += recalls.get(id).map_or(0, |r| r.tokens);
+            c = match copies.contains(id) {
+                true => 0,
+                false => c + recalls.get(id).map_or(0, |r| r.tokens),
+            };
         }
         costs.push(c);
         ranges.push(range);
@@ -324,7 +338,8 @@ pub(crate) fn assemble_in(
     }
     rendered.messages.retain(|id, _| kept_messages.contains(id));
     rendered.wrappers.retain(|id, _| kept_summaries.contains(id.as_str()));
-    render_missing(db, &live.items[start..], &mut rendered.messages)?;
+    render_missing(db, &live.items[start..], &copies, &mut rendered.messages)?;
+    rendered.copies = Some(copies);
 
     // Build, repair, and evict further while the exact estimate is over the budget or the
     // sequence would start with something other than a user message.

@@ -7,7 +7,7 @@ use rusqlite::{params, Connection};
 use serde_json::json;
 
 use super::*;
-use crate::api::SummaryFilter;
+use crate::api::{AssembleOptions, SummaryFilter};
 use crate::test_support::{temp_engine, transcript, REFACTOR, THEME};
 
 fn count(engine: &Engine, sql: &str) -> i64 {
@@ -765,4 +765,64 @@ fn the_wal_runs_option_turns_the_vfs_off() {
         assert_eq!(runs_written().0 > before, wal_runs, "walRuns: {wal_runs}");
         engine.close();
     }
+}
+
+/// A file lossless-claw 1.0 wrote with turns stored twice (`store::copies`): once lcm-native
+/// opens it, the model sees each of those turns once, and a user's real resends twice;
+/// `verify` names the copies and still counts the file sound; nothing is removed.
+#[test]
+fn after_lossless_claws_doubled_turns_the_model_sees_each_turn_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("doubled.db").to_string_lossy().into_owned();
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/lossless-claw-doubled.db"),
+        &path,
+    )
+    .unwrap();
+    let engine = Engine::open(Config::with_db_path(&path)).unwrap();
+    let options = AssembleOptions {
+        token_budget: 100_000,
+        fresh_tail_count: None,
+        presentation: None,
+        recall_query: None,
+        auto_recall: None,
+    };
+    let sent = |engine: &Engine| -> Vec<String> {
+        engine
+            .assemble(1, &options)
+            .unwrap()
+            .message_values()
+            .iter()
+            .filter(|m| m["role"] != "assistant")
+            .map(|m| m["content"].to_string())
+            .collect()
+    };
+    let times = |sent: &[String], words: &str| sent.iter().filter(|m| m.contains(words)).count();
+    for round in 0..2 {
+        // The second round reuses what the first rendered.
+        let sent = sent(&engine);
+        assert_eq!(times(&sent, "Plain turn 6"), 1, "round {round}: {sent:#?}");
+        assert_eq!(times(&sent, "Plain turn 10"), 1, "round {round}");
+        assert_eq!(
+            times(&sent, "TOOLCALL lcm_grep {\\\"pattern\\\": \\\"apple-4\\\"}"),
+            1,
+            "round {round}"
+        );
+        // Sent twice by the user: twice, each once.
+        assert_eq!(times(&sent, "Repeat me: same words."), 2, "round {round}");
+        assert_eq!(times(&sent, "Plain turn 9"), 2, "round {round}");
+    }
+    let report = engine.verify(None).unwrap();
+    assert!(report.ok, "{:?}", report.problems);
+    assert_eq!(report.copies.len(), 11, "{:?}", report.copies);
+    assert!(
+        report
+            .notes
+            .iter()
+            .any(|n| n.contains("17 of 15") && n.contains("11 message(s)")),
+        "{:?}",
+        report.notes
+    );
+    assert_eq!(engine.messages(1, 0, 1000).unwrap().len(), 49, "a row was removed");
+    assert!(engine.close());
 }

@@ -7,6 +7,7 @@
 
 pub(crate) mod context;
 pub(crate) mod conversations;
+pub(crate) mod copies;
 pub(crate) mod dag;
 pub(crate) mod fidelity_scores;
 pub(crate) mod lifecycle;

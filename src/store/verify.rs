@@ -34,6 +34,9 @@ pub struct VerifyReport {
     /// What looks unusual but is a state another writer makes on purpose (lossless-claw's
     /// `/new`), in words; not counted against `ok`.
     pub notes: Vec<String>,
+    /// Rows lossless-claw 1.0 stored twice (`store::copies`): each copy with the row it
+    /// copies. Assembly sends each once; named in `notes` too, not counted against `ok`.
+    pub copies: Vec<super::copies::StoredCopy>,
     /// SHA-256 over every row of the core tables: equal digests mean equal contents. Empty (and the
     /// counts 0) when SQLite's integrity check finds the file damaged; `problems` says how.
     pub digest: String,
@@ -166,6 +169,7 @@ pub(crate) fn verify<'a>(db: impl Into<Db<'a>>, only: Option<i64>) -> Result<Ver
     let db = db.into();
     let mut problems = Vec::new();
     let mut notes = Vec::new();
+    let mut copies = Vec::new();
     // PostgreSQL checks its own pages and enforces its constraints as rows are written.
     if let Db::Sqlite(conn) = db {
         if let Some(damage) = sqlite_damage(conn, &mut problems)? {
@@ -394,6 +398,20 @@ pub(crate) fn verify<'a>(db: impl Into<Db<'a>>, only: Option<i64>) -> Result<Ver
             problems.push(format!("conversation {cid}: live items are not in chronological order"));
         }
         problems.extend(totals::drift(db, *cid)?);
+        let found = super::copies::find(db, *cid)?;
+        if !found.is_empty() {
+            let pairs: Vec<String> = found
+                .iter()
+                .map(|c| format!("{} of {}", c.copy_id, c.original_id))
+                .collect();
+            notes.push(format!(
+                "conversation {cid}: {} message(s) are copies lossless-claw 1.0 imported again of messages stored \
+                 before them (copy of original: {}); each is sent to the model once, and nothing is removed",
+                found.len(),
+                pairs.join(", ")
+            ));
+            copies.extend(found);
+        }
     }
     problems.extend(super::versions::problems(db, only)?);
     notes.extend(late_turns(db, only)?);
@@ -408,6 +426,7 @@ pub(crate) fn verify<'a>(db: impl Into<Db<'a>>, only: Option<i64>) -> Result<Ver
             .count() as i64,
         problems,
         notes,
+        copies,
         digest: digest(db)?,
     })
 }
@@ -539,6 +558,7 @@ fn sqlite_damage(conn: &rusqlite::Connection, problems: &mut Vec<String>) -> Res
             summaries: 0,
             problems: vec![format!("integrity_check: {integrity}")],
             notes: Vec::new(),
+            copies: Vec::new(),
             digest: String::new(),
         }));
     }

@@ -1090,6 +1090,16 @@ export interface Evaluation {
   summaries: number
 }
 
+/** One re-imported row and the row it copies. */
+export interface StoredCopy {
+  conversationId: number
+  /** The row stored first, in its turn's place. */
+  originalId: number
+  /** lossless-claw's re-imported copy of it. */
+  copyId: number
+  role: string
+}
+
 /** The invariant check of `verify`. */
 export interface VerifyReport {
   ok: boolean

@@ -68,6 +68,7 @@ fn generated() -> String {
     use crate::store::fidelity_scores::StoredFidelity;
     use crate::store::{
         conversations::{ConversationInfo, SessionConversation},
+        copies::StoredCopy,
         dag::{DagNode, MessageSpan},
         lifecycle::SessionReset,
         messages::{IngestOutcome, StoredMessage},
@@ -83,7 +84,7 @@ fn generated() -> String {
         MigrationReport, SummaryKind, SummaryFields, SummaryRecord: SummaryFields, Fidelity,
         StoredFidelity: Fidelity, DepthFidelity, ScoreReport, PromptCacheReport, ConversationInfo, SummarizeRequest, Level,
         PassFailure, PassResult, StopReason, ContextFit, SweepResult, LeafTrigger, RollingTrigger, Evaluation,
-        VerifyReport, PromptVars, PromptSource, PromptText: PromptSource, ItemKind, ContextEntry, RepairStats,
+        StoredCopy, VerifyReport, PromptVars, PromptSource, PromptText: PromptSource, ItemKind, ContextEntry, RepairStats,
         RecallHit, RecallStats, AssembleStats: RepairStats, Assembled, SearchedBy, GrepHit, GrepPartial, GrepResult, ChainLink, InputRef,
         CoveredMessages, SummaryDescription: SummaryRecord, PartInfo, MessageDescription: StoredMessage,
         Description, Entry, Expansion, Progress, RewriteEntry, RewriteResult, RewritePreview, Reason,

@@ -333,6 +333,42 @@ export interface MessagesOptions {
   afterSeq?: number
   /** Most messages returned. Default 1000. */
   limit?: number
+  /**
+   * Each text of a message (a string content, any string in a block but its `type`: a
+   * text, a thinking, a tool call's argument, …) longer than this many characters comes
+   * back as its first `maxChars`, and the message's `folded` names it with its length;
+   * `messageText` pages through the rest. The texts are cut as they are read, so a message
+   * of any size costs about `maxChars` per text. From 1 to 1,000,000. Default: every text
+   * whole.
+   */
+  maxChars?: number | null
+}
+
+/**
+ * Options of `messageText`: which text of the message (as its `folded` names it) and which
+ * page of it.
+ */
+export interface MessageTextOptions {
+  /**
+   * The content block the text is in (its index in `content`); left out when the content
+   * is a string.
+   */
+  block?: number | null
+  /**
+   * Where in the block, a JSON Pointer (`/text`, `/thinking`, `/arguments/command`). Default
+   * `/text` in a block, `""` (the content itself) for a string content.
+   */
+  path?: string | null
+  /** The page's first character (0 is the text's first; at most its length). Default 0. */
+  offset?: number
+  /** Characters in the page, from 1 to 1,000,000. Default 60,000. */
+  limit?: number
+  /**
+   * The conversation the message must be in: one of another is E_NOT_FOUND, as one that
+   * does not exist, before anything of it is read (for a caller that shows one
+   * conversation, as the panel shows a session's).
+   */
+  conversationId?: number | null
 }
 
 /**
@@ -486,6 +522,17 @@ export interface GrepOptions {
    * divided by (1 + 0.001 × age in hours), as lossless-claw does.
    */
   sort?: GrepSort
+}
+
+/** Options of `describe`. */
+export interface DescribeOptions {
+  /**
+   * A message: each text of it longer than this many characters comes back as its first
+   * `maxChars`, named in `folded` with its length (as `messages` gives them), read without
+   * holding the rest. From 1 to 1,000,000. A summary comes whole (the summarizer bounds
+   * it). Default: whole.
+   */
+  maxChars?: number | null
 }
 
 /** Options of `expand`. */
@@ -698,6 +745,19 @@ export interface SessionConversation {
   bootstrappedAt: string | null
 }
 
+/** A text of a message that came back cut (an entry of `StoredMessage.folded`). */
+export interface FoldedText {
+  /** The content block it is in (its index in `content`); null when `content` is a string. */
+  block: number | null
+  /**
+   * Where in the block (a JSON Pointer: `/text`, `/thinking`, `/arguments/command`); `""`
+   * for a string `content`.
+   */
+  path: string
+  /** Its length in characters (Unicode code points); what is shown is its first `maxChars`. */
+  chars: number
+}
+
 /** A stored message, its content rebuilt from its parts exactly as it was ingested. */
 export interface StoredMessage {
   messageId: number
@@ -714,6 +774,30 @@ export interface StoredMessage {
    * U+FFFD where they could not be decoded (`verify` names the message). Absent when sound.
    */
   damaged?: boolean
+  /**
+   * Read with `maxChars`: the texts of `content` that were longer, each cut to its first
+   * `maxChars` characters, with its length (`messageText` pages through one). Absent when
+   * nothing was cut.
+   */
+  folded?: FoldedText[]
+}
+
+/** What `messageText` answers: a page of one text of a message. */
+export interface MessageTextPage {
+  messageId: number
+  conversationId: number
+  /** The block the text is in (null: the content is that string). */
+  block: number | null
+  /** Where in the block (a JSON Pointer; `""` for the content itself). */
+  path: string
+  /** The page's first character. */
+  offset: number
+  /** Characters `offset .. offset + limit` of the text (fewer at its end). */
+  text: string
+  /** The text's length in characters (Unicode code points). */
+  chars: number
+  /** Where the next page starts; null when this one reaches the end. */
+  nextOffset: number | null
 }
 
 /** One data step of a migration. */
@@ -1820,8 +1904,19 @@ export declare class LcmEngine {
    * nothing.
    */
   findConversation(target: ConversationTarget): Promise<SessionConversation | null>
-  /** Stored messages of a conversation in order, content blocks rebuilt exactly as ingested. */
+  /**
+   * Stored messages of a conversation in order, content blocks rebuilt exactly as ingested;
+   * with `maxChars`, each longer text cut to its first `maxChars` characters as it is read
+   * (named in `folded`).
+   */
   messages(conversationId: number, options?: MessagesOptions): Promise<StoredMessage[]>
+  /**
+   * A page of one text of a message (a string content, or the text at `path` in block
+   * `block`, as `folded` names it): characters `offset .. offset + limit` and the text's
+   * length, read without holding the rest. E_NOT_FOUND for a message that does not exist;
+   * E_INVALID_INPUT for a block or path that names no text, or an offset past its end.
+   */
+  messageText(messageId: number, options?: MessageTextOptions): Promise<MessageTextPage>
   /** Every conversation, oldest first, with its message, summary and context-item counts. */
   conversations(): Promise<ConversationInfo[]>
   /**
@@ -1935,9 +2030,9 @@ export declare class LcmEngine {
   grep(conversationId: number | null, options: GrepOptions): Promise<GrepResult>
   /**
    * One summary (`"sum_…"`) or message (its id): its facts, and the summaries above it up
-   * to the live one.
+   * to the live one; with `maxChars`, a message's longer texts cut as `messages` cuts them.
    */
-  describe(id: string | number): Promise<Description>
+  describe(id: string | number, options?: DescribeOptions): Promise<Description>
   /**
    * What a summary stands for: its inputs, breadth first, down to the messages, until
    * `tokenBudget` (default 4000) is spent.

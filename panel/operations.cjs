@@ -10,7 +10,10 @@
 // operation the CLI and the TUI already use; nothing here writes by itself.
 //
 // Results stay inside OpenClaw's bounds for plugin results (256 KiB of JSON, 4,096 values):
-// lists come in pages, long texts folded (`fold`), and `checkBounds` refuses anything larger.
+// lists come in pages, long texts folded, and `checkBounds` refuses anything larger. A
+// message's texts are cut by the engine as it reads them (`maxChars`: a 20 MB tool result
+// costs the server its first characters, not 20 MB several times over and a walk of it on
+// Node's thread, which every other request waited for); `text` pages through one.
 
 const { statSync } = require('node:fs')
 
@@ -68,14 +71,42 @@ class PanelError extends Error {
  */
 
 /**
- * A text cut to `max` characters (code points, never half of one).
+ * A text cut to `max` characters (code points, never half of one), with its length in code
+ * points. Walks the string's code units in place: spreading it into an array of characters
+ * took 190 MB and half a second of Node's thread for a 20 MB text (the engine cuts long texts
+ * before they reach JavaScript, `maxChars`; this bounds what is left, a block drawn as JSON).
  * @param {string} text @param {number} max
  * @returns {{ text: string, chars: number, folded: boolean }}
  */
 function fold(text, max) {
-  const chars = [...text]
-  if (chars.length <= max) return { text, chars: chars.length, folded: false }
-  return { text: chars.slice(0, max).join(''), chars: chars.length, folded: true }
+  // At most `max` code units: at most `max` code points.
+  if (text.length <= max) return { text, chars: codePoints(text, 0), folded: false }
+  let end = 0
+  let n = 0
+  while (n < max && end < text.length) {
+    end += pairAt(text, end) ? 2 : 1
+    n++
+  }
+  if (end >= text.length) return { text, chars: n, folded: false }
+  return { text: text.slice(0, end), chars: n + codePoints(text, end), folded: true }
+}
+
+/** Whether a surrogate pair (one code point in two code units) starts at `i`. @param {string} text @param {number} i */
+function pairAt(text, i) {
+  const c = text.charCodeAt(i)
+  if (c < 0xd800 || c > 0xdbff || i + 1 >= text.length) return false
+  const d = text.charCodeAt(i + 1)
+  return d >= 0xdc00 && d <= 0xdfff
+}
+
+/** Code points of `text` from code unit `from`, counted without making anything. @param {string} text @param {number} from */
+function codePoints(text, from) {
+  let n = 0
+  for (let i = from; i < text.length; i++) {
+    if (pairAt(text, i)) i++
+    n++
+  }
+  return n
 }
 
 /** A whole number from a payload field, within bounds. @param {unknown} v @param {number} dflt @param {number} min @param {number} max @param {string} name */
@@ -130,37 +161,76 @@ function summaryRow(s) {
 }
 
 /**
- * A content block as the panel draws it: its kind, its text folded, the tool it names.
- * @param {Record<string, unknown>} b @param {number} max
+ * The engine's lengths of the texts it cut in a message (`StoredMessage.folded`), by
+ * `block:path` (`-:` for a string content).
+ * @param {StoredMessage} m @returns {Map<string, number>}
  */
-function blockView(b, max) {
+function cutTexts(m) {
+  return new Map((m.folded ?? []).map((f) => [`${f.block ?? '-'}:${f.path}`, f.chars]))
+}
+
+/**
+ * A content block as the panel draws it: its kind, its text folded to `max`, the tool it
+ * names. A text that is one stored string (a text, a thinking, a tool call's arguments as a
+ * string, a string content) names it (`block`, `path`) for the `text` operation's pages; a
+ * block drawn as JSON names the strings the engine cut inside it (`foldedFields`), each paged
+ * on its own. `cut` is `cutTexts` of the message: the engine read its texts cut at `max`
+ * (`maxChars`), so what is here is already short.
+ * @param {Record<string, unknown>} b @param {number} max @param {number | null} index
+ * @param {Map<string, number>} cut
+ */
+function blockView(b, max, index, cut) {
   const type = typeof b.type === 'string' ? b.type : 'unknown'
   /** @type {string} */
   let text
-  if (type === 'text' && typeof b.text === 'string') text = b.text
-  else if (type === 'thinking' && typeof b.thinking === 'string') text = b.thinking
-  else if (type === 'toolCall') text = typeof b.arguments === 'string' ? b.arguments : JSON.stringify(b.arguments ?? {}, null, 2)
+  /** @type {string | null} */
+  let path = null
+  if (index === null && typeof b.text === 'string') [text, path] = [b.text, '']
+  else if (type === 'text' && typeof b.text === 'string') [text, path] = [b.text, '/text']
+  else if (type === 'thinking' && typeof b.thinking === 'string') [text, path] = [b.thinking, '/thinking']
+  else if (type === 'toolCall' && typeof b.arguments === 'string') [text, path] = [b.arguments, '/arguments']
+  else if (type === 'toolCall') text = JSON.stringify(b.arguments ?? {}, null, 2)
   else if (type === 'image') text = `[image${typeof b.mimeType === 'string' ? ` ${b.mimeType}` : ''}]`
   else text = JSON.stringify(b, null, 2)
-  const folded = fold(text, max)
-  return {
+  const base = {
     type,
     ...(typeof b.name === 'string' ? { toolName: b.name } : {}),
     ...(typeof b.id === 'string' ? { toolCallId: b.id } : {}),
-    text: folded.text,
-    chars: folded.chars,
-    folded: folded.folded,
+    block: index,
+    path,
+  }
+  const key = `${index ?? '-'}:`
+  if (path !== null) {
+    const f = fold(text, max)
+    const chars = cut.get(key + path)
+    // Cut by the engine (at `max`, or further than this view shows): the length it counted.
+    if (chars !== undefined) return { ...base, text: f.text, chars, shown: f.folded ? max : f.chars, folded: true }
+    return { ...base, text: f.text, chars: f.chars, shown: f.folded ? max : f.chars, folded: f.folded }
+  }
+  // Drawn as JSON (an image is drawn as its kind only): the strings cut inside it.
+  const within = type === 'toolCall' ? `${key}/arguments/` : `${key}/`
+  const fields = type === 'image' ? [] : [...cut].filter(([k]) => k.startsWith(within)).map(([k, chars]) => ({ path: k.slice(key.length), chars }))
+  const f = fold(text, max)
+  return {
+    ...base,
+    text: f.text,
+    // The length of the JSON whole is not known once strings in it were cut.
+    chars: fields.length ? null : f.chars,
+    shown: f.folded ? max : f.chars,
+    folded: f.folded || fields.length > 0,
+    foldedFields: fields.slice(0, 20),
   }
 }
 
 /**
  * A stored message as the panel draws it: its blocks (a plain text is one text block), each
- * folded to `max` characters, at most `maxBlocks` of them.
+ * folded to `max` characters, at most `maxBlocks` of them. Read with `maxChars: max`.
  * @param {StoredMessage} m @param {number} max @param {number} maxBlocks
  */
 function messageView(m, max, maxBlocks) {
+  const cut = cutTexts(m)
   const blocks = typeof m.content === 'string' ? [{ type: 'text', text: m.content }] : m.content
-  const shown = blocks.slice(0, maxBlocks).map((b) => blockView(/** @type {Record<string, unknown>} */ (b), max))
+  const shown = blocks.slice(0, maxBlocks).map((b, i) => blockView(/** @type {Record<string, unknown>} */ (b), max, typeof m.content === 'string' ? null : i, cut))
   return {
     messageId: m.messageId,
     seq: m.seq,
@@ -195,10 +265,11 @@ function databaseBytes(path) {
 async function coveredPage(engine, cid, d, offset, limit) {
   const span = d.coveredMessages
   if (span.firstMessageId === null || span.lastMessageId === null) return { total: 0, offset, messages: [] }
-  const [first, last] = await Promise.all([engine.describe(span.firstMessageId), engine.describe(span.lastMessageId)])
+  // Only their `seq` is read: their texts are cut to one character as they are read.
+  const [first, last] = await Promise.all([engine.describe(span.firstMessageId, { maxChars: 1 }), engine.describe(span.lastMessageId, { maxChars: 1 })])
   const firstSeq = /** @type {{ seq: number }} */ (first).seq
   const lastSeq = /** @type {{ seq: number }} */ (last).seq
-  const rows = await engine.messages(cid, { afterSeq: firstSeq - 1 + offset, limit })
+  const rows = await engine.messages(cid, { afterSeq: firstSeq - 1 + offset, limit, maxChars: FOLD_CHARS })
   const inSpan = rows.filter((m) => m.seq <= lastSeq)
   return {
     total: lastSeq - firstSeq + 1,
@@ -305,14 +376,33 @@ const OPERATIONS = {
     async run(ctx, p) {
       const cid = conversationOf(ctx)
       const id = int(p.messageId, 0, 1, Number.MAX_SAFE_INTEGER, 'messageId')
-      const d = await ctx.engine.describe(id)
-      if (d.type !== 'message') throw new PanelError('E_INVALID_INPUT', 'messageId names a summary')
-      if (d.conversationId !== cid) throw new PanelError('E_NOT_FOUND', `message ${id} is not in this session's conversation`)
+      // Its parts first (each text cut to one character): how many blocks share the answer.
+      const d = await ownMessage(ctx, cid, id)
       // Each block whole up to 60,000 characters, less when the message has many, so that the
-      // whole answer stays within the host's 256 KiB.
-      const blocks = typeof d.content === 'string' ? 1 : Math.min(40, d.content.length)
-      const each = Math.max(2_000, Math.min(FULL_CHARS, Math.floor(160_000 / Math.max(1, blocks))))
-      return { ...messageView(d, each, 40), live: d.live, liveSummary: d.liveSummary, chain: d.chain }
+      // whole answer stays within the host's 256 KiB; longer ones cut as the engine reads
+      // them, the rest a `text` page at a time.
+      const blocks = Math.min(40, Math.max(1, d.parts.length))
+      const each = Math.max(2_000, Math.min(FULL_CHARS, Math.floor(160_000 / blocks)))
+      const m = await ctx.engine.describe(id, { maxChars: each })
+      if (m.type !== 'message') throw new PanelError('E_NOT_FOUND', `message ${id} is gone`)
+      return { ...messageView(m, each, 40), live: m.live, liveSummary: m.liveSummary, chain: m.chain }
+    },
+  },
+
+  text: {
+    write: false,
+    description: "A page of one of a message's long texts (a block's text, or a string inside it, as the message's view names it): up to 60,000 characters from an offset.",
+    async run(ctx, p) {
+      const cid = conversationOf(ctx)
+      const id = int(p.messageId, 0, 1, Number.MAX_SAFE_INTEGER, 'messageId')
+      const block = p.block === undefined || p.block === null ? undefined : int(p.block, 0, 0, 100_000, 'block')
+      if (p.path !== undefined && p.path !== null && typeof p.path !== 'string') throw new PanelError('E_INVALID_INPUT', 'path must be a string (a JSON Pointer such as /text)')
+      const path = typeof p.path === 'string' ? p.path : undefined
+      const offset = int(p.offset, 0, 0, Number.MAX_SAFE_INTEGER, 'offset')
+      const limit = int(p.limit, FULL_CHARS, 1, FULL_CHARS, 'limit')
+      // A message of another conversation is E_NOT_FOUND before anything of it is read.
+      const r = await ctx.engine.messageText(id, { ...(block !== undefined ? { block } : {}), ...(path !== undefined ? { path } : {}), offset, limit, conversationId: cid })
+      return { messageId: r.messageId, block: r.block, path: r.path, offset: r.offset, text: r.text, chars: r.chars, nextOffset: r.nextOffset }
     },
   },
 
@@ -564,6 +654,19 @@ async function inputRows(ctx, cid, d) {
 async function ownSummary(ctx, cid, summaryId) {
   const d = await ctx.engine.describe(summaryId)
   if (d.type !== 'summary' || d.conversationId !== cid) throw new PanelError('E_NOT_FOUND', `summary ${summaryId} is not in this session's conversation`)
+  return d
+}
+
+/**
+ * `describe` of a message of the session's conversation, each text cut to one character (its
+ * facts and parts, not its texts), else E_NOT_FOUND.
+ * @param {OperationContext} ctx @param {number} cid @param {number} id
+ * @returns {Promise<import('../index.js').MessageDescription>}
+ */
+async function ownMessage(ctx, cid, id) {
+  const d = await ctx.engine.describe(id, { maxChars: 1 })
+  if (d.type !== 'message') throw new PanelError('E_INVALID_INPUT', 'messageId names a summary')
+  if (d.conversationId !== cid) throw new PanelError('E_NOT_FOUND', `message ${id} is not in this session's conversation`)
   return d
 }
 

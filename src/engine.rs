@@ -4,6 +4,7 @@
 
 mod assembly;
 mod files;
+mod folded;
 mod group_commit;
 mod locks;
 mod open;

@@ -114,6 +114,22 @@ pub(crate) fn opt_non_negative<'de, D: Deserializer<'de>>(d: D) -> std::result::
     non_negative(d).map(Some)
 }
 
+/// A number of characters to show or page: an integer from 1 to `fold::MAX_WINDOW_CHARS`
+/// (one window is held whole, so it is bounded).
+pub(crate) fn chars<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<usize, D::Error> {
+    let n = i64::deserialize(d)?;
+    let max = crate::fold::MAX_WINDOW_CHARS;
+    if !(1..=max).contains(&n) {
+        return Err(D::Error::custom(format!("must be an integer from 1 to {max}, got {n}")));
+    }
+    Ok(n as usize)
+}
+
+/// `chars` for an optional field (with `#[serde(default)]`).
+pub(crate) fn opt_chars<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<usize>, D::Error> {
+    chars(d).map(Some)
+}
+
 /// A string with something besides white space.
 pub(crate) fn non_empty<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<String, D::Error> {
     let s = String::deserialize(d)?;

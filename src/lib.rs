@@ -21,6 +21,7 @@ mod diff;
 mod engine;
 mod error;
 mod fidelity;
+mod fold;
 mod history;
 mod input;
 mod json_text;

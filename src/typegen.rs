@@ -36,16 +36,16 @@ macro_rules! declarations {
 /// Every generated input type: what JavaScript passes in, as the core reads it (`input`).
 fn generated_inputs(cfg: &Config) -> Vec<String> {
     use crate::api::{
-        AssembleOptions, CompactOptions, CopyOptions, EvaluateOptions, ExpandOptions, ExportOptions, GrepOptions,
-        IngestOptions, MessagePage, MigrateOptions, Mode, PassOptions, Presentation, PreviewOptions, PromptOptions,
-        RecallScope, RedactRequest, ResetKind, ResetRequest, RewriteRequest, Scope, ScoreScope, Sort, SummaryFilter,
-        SweepTarget, TurnRecord,
+        AssembleOptions, CompactOptions, CopyOptions, DescribeOptions, EvaluateOptions, ExpandOptions, ExportOptions,
+        GrepOptions, IngestOptions, MessagePage, MigrateOptions, Mode, PassOptions, Presentation, PreviewOptions,
+        PromptOptions, RecallScope, RedactRequest, ResetKind, ResetRequest, RewriteRequest, Scope, ScoreScope, Sort,
+        SummaryFilter, SweepTarget, TextRequest, TurnRecord,
     };
     use crate::config::{Config, LcmOptions, RedactPatterns};
     use crate::summarizer::TimeoutPolicy;
     declarations![cfg;
-        Presentation, RecallScope, RedactPatterns, LcmOptions, Config, IngestOptions, TurnRecord, MessagePage, SummaryFilter, ScoreScope, PassOptions, SweepTarget,
-        CompactOptions, AssembleOptions, EvaluateOptions, Mode, Scope, Sort, GrepOptions, ExpandOptions, RewriteRequest, PreviewOptions, RedactRequest, ResetKind,
+        Presentation, RecallScope, RedactPatterns, LcmOptions, Config, IngestOptions, TurnRecord, MessagePage, TextRequest, SummaryFilter, ScoreScope, PassOptions, SweepTarget,
+        CompactOptions, AssembleOptions, EvaluateOptions, Mode, Scope, Sort, GrepOptions, DescribeOptions, ExpandOptions, RewriteRequest, PreviewOptions, RedactRequest, ResetKind,
         ResetRequest, MigrateOptions, PromptOptions, ExportOptions, TimeoutPolicy, CopyOptions,
     ]
 }
@@ -55,9 +55,10 @@ fn generated() -> String {
     use crate::api::{
         ChainLink, ContextFit, CopyReport, CoveredMessages, DepthFidelity, Description, DrainReport, Entry, Evaluation,
         Expansion, GrepHit, GrepPartial, GrepResult, HeldTurn, IngestResult, InputRef, ItemKind, LeafTrigger, Level,
-        LockState, MessageDescription, PartInfo, PassFailure, PassResult, Progress, PromptSource, PromptText,
-        RecallHit, RecallStats, RedactionResult, RewriteEntry, RewritePreview, RewriteResult, RollingTrigger,
-        ScoreReport, SearchedBy, SequenceValue, SpoolStatus, StopReason, SummaryDescription, SweepResult, TableDigest,
+        LockState, MessageDescription, MessageTextPage, PartInfo, PassFailure, PassResult, Progress, PromptSource,
+        PromptText, RecallHit, RecallStats, RedactionResult, RewriteEntry, RewritePreview, RewriteResult,
+        RollingTrigger, ScoreReport, SearchedBy, SequenceValue, SpoolStatus, StopReason, SummaryDescription,
+        SweepResult, TableDigest,
     };
     use crate::assemble::{repair::RepairStats, AssembleStats, Assembled};
     use crate::db::migrate::{BackfillReport, MigrationReport};
@@ -70,6 +71,7 @@ fn generated() -> String {
         conversations::{ConversationInfo, SessionConversation},
         copies::StoredCopy,
         dag::{DagNode, MessageSpan},
+        folded::FoldedText,
         lifecycle::SessionReset,
         messages::{IngestOutcome, StoredMessage},
         prompt_cache::PromptCacheReport,
@@ -80,7 +82,7 @@ fn generated() -> String {
 
     let cfg = &Config::new().with_large_int("number");
     let all = declarations![cfg;
-        IngestOutcome, IngestResult: IngestOutcome, SessionConversation, StoredMessage, BackfillReport,
+        IngestOutcome, IngestResult: IngestOutcome, SessionConversation, FoldedText, StoredMessage, MessageTextPage, BackfillReport,
         MigrationReport, SummaryKind, SummaryFields, SummaryRecord: SummaryFields, Fidelity,
         StoredFidelity: Fidelity, DepthFidelity, ScoreReport, PromptCacheReport, ConversationInfo, SummarizeRequest, Level,
         PassFailure, PassResult, StopReason, ContextFit, SweepResult, LeafTrigger, RollingTrigger, Evaluation,

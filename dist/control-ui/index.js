@@ -374,22 +374,68 @@ class LcmPanel {
       // Prose as prose; tool calls, results and other blocks as code.
       const prose = b.type === 'text' && m.role !== 'toolResult'
       const body = el(prose ? 'div' : 'pre', { class: prose ? 'lcmn-prose' : 'lcmn-text' }, b.text)
+      const size = b.chars === null || b.chars === undefined ? 'long fields folded' : `${fmt(b.chars)} chars`
       if (b.folded) {
-        const whole = el('button', { type: 'button', class: 'lcmn-more' }, `Show all ${fmt(b.chars)} characters`)
-        whole.addEventListener('click', async () => {
-          const full = await this.guarded(box, () => this.call('message', { messageId: m.messageId }))
-          const same = full?.blocks.find((x) => x.type === b.type && (x.toolCallId ?? '') === (b.toolCallId ?? ''))
-          if (same) body.textContent = same.text
-          whole.remove()
-        })
-        const wrap = el('div', {}, body, whole)
-        box.append(label ? el('details', { open: b.type === 'text' && m.role !== 'toolResult' ? true : undefined }, el('summary', {}, label, ` · ${fmt(b.chars)} chars`), wrap) : wrap)
+        const wrap = el('div', {}, body, ...this.moreOf(box, m, b, body))
+        box.append(label ? el('details', { open: b.type === 'text' && m.role !== 'toolResult' ? true : undefined }, el('summary', {}, label, ` · ${size}`), wrap) : wrap)
       } else {
-        box.append(label ? el('details', { open: b.chars < 400 ? true : undefined }, el('summary', {}, label, ` · ${fmt(b.chars)} chars`), body) : body)
+        box.append(label ? el('details', { open: b.chars < 400 ? true : undefined }, el('summary', {}, label, ` · ${size}`), body) : body)
       }
     }
     if (m.moreBlocks > 0) box.append(el('p', { class: 'lcmn-sub' }, `… ${m.moreBlocks} more blocks`))
     return box
+  }
+
+  /**
+   * What brings more of a folded block: its text a page at a time (the `text` operation: the
+   * server reads only the page, however long the text), each long string of a block drawn as
+   * JSON likewise under it, or, for JSON folded only here, the message opened whole.
+   */
+  moreOf(box, m, b, body) {
+    if (b.path !== null && b.path !== undefined) return [this.pager(box, m.messageId, b.block, b.path, b.shown, b.chars, (t) => body.append(t))]
+    const fields = (b.foldedFields ?? []).map((f) => {
+      const out = el('pre', { class: 'lcmn-text', hidden: true })
+      const open = el('button', { type: 'button', class: 'lcmn-more' }, 'Show ', field(f.path), ` (${fmt(f.chars)} characters)`)
+      open.addEventListener('click', () => {
+        const pages = this.pager(box, m.messageId, b.block, f.path, 0, f.chars, (t) => out.append(t))
+        open.replaceWith(el('p', { class: 'lcmn-sub' }, field(f.path), ':'), out, pages)
+        out.hidden = false
+        pages.click()
+      })
+      return open
+    })
+    if (fields.length) return fields
+    const whole = el('button', { type: 'button', class: 'lcmn-more' }, 'Show all')
+    whole.addEventListener('click', async () => {
+      const full = await this.guarded(box, () => this.call('message', { messageId: m.messageId }))
+      const same = full?.blocks.find((x) => x.block === b.block)
+      if (same) body.textContent = same.text
+      whole.remove()
+    })
+    return [whole]
+  }
+
+  /** A button that appends the next page of one text (from `from`, of `chars`) through `add`. */
+  pager(box, messageId, block, path, from, chars, add) {
+    let next = from
+    const more = el('button', { type: 'button', class: 'lcmn-more' })
+    const label = () => {
+      more.textContent = next === 0 ? `Show (${fmt(chars)} characters)` : `Show more (${fmt(chars - next)} of ${fmt(chars)} characters left)`
+    }
+    label()
+    more.addEventListener('click', async () => {
+      more.disabled = true
+      const payload = { messageId, path, offset: next }
+      if (block !== null && block !== undefined) payload.block = block
+      const page = await this.guarded(box, () => this.call('text', payload))
+      more.disabled = false
+      if (!page) return
+      add(page.text)
+      if (page.nextOffset === null) return more.remove()
+      next = page.nextOffset
+      label()
+    })
+    return more
   }
 
   // ---- Writes on one summary: rewrite (preview → draft → review → apply), versions ----

@@ -51,7 +51,7 @@ pub struct TurnRecord {
 #[cfg_attr(test, derive(ts_rs::TS))]
 #[cfg_attr(test, ts(rename = "MessagesOptions"))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub(crate) struct MessagePage {
+pub struct MessagePage {
     /// Messages after this `seq` (exclusive). Default 0: from the first.
     #[serde(default, skip_serializing, deserialize_with = "crate::input::non_negative")]
     pub after_seq: i64,
@@ -62,6 +62,92 @@ pub(crate) struct MessagePage {
         deserialize_with = "crate::input::positive"
     )]
     pub limit: i64,
+    /// Each text of a message (a string content, any string in a block but its `type`: a
+    /// text, a thinking, a tool call's argument, …) longer than this many characters comes
+    /// back as its first `maxChars`, and the message's `folded` names it with its length;
+    /// `messageText` pages through the rest. The texts are cut as they are read, so a message
+    /// of any size costs about `maxChars` per text. From 1 to 1,000,000. Default: every text
+    /// whole.
+    #[serde(default, skip_serializing, deserialize_with = "crate::input::opt_chars")]
+    pub max_chars: Option<usize>,
+}
+
+/// Options of `messageText`: which text of the message (as its `folded` names it) and which
+/// page of it.
+#[derive(Clone, Debug, serde::Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[cfg_attr(test, ts(rename = "MessageTextOptions"))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TextRequest {
+    /// The content block the text is in (its index in `content`); left out when the content
+    /// is a string.
+    #[serde(default, skip_serializing, deserialize_with = "crate::input::opt_non_negative")]
+    pub block: Option<i64>,
+    /// Where in the block, a JSON Pointer (`/text`, `/thinking`, `/arguments/command`). Default
+    /// `/text` in a block, `""` (the content itself) for a string content.
+    #[serde(default, skip_serializing)]
+    pub path: Option<String>,
+    /// The page's first character (0 is the text's first; at most its length). Default 0.
+    #[serde(default, skip_serializing, deserialize_with = "crate::input::non_negative")]
+    pub offset: i64,
+    /// Characters in the page, from 1 to 1,000,000. Default 60,000.
+    #[serde(
+        default = "TextRequest::default_limit",
+        skip_serializing,
+        deserialize_with = "crate::input::chars"
+    )]
+    pub limit: usize,
+    /// The conversation the message must be in: one of another is E_NOT_FOUND, as one that
+    /// does not exist, before anything of it is read (for a caller that shows one
+    /// conversation, as the panel shows a session's).
+    #[serde(default, skip_serializing, deserialize_with = "crate::input::opt_positive")]
+    pub conversation_id: Option<i64>,
+}
+
+impl TextRequest {
+    fn default_limit() -> usize {
+        60_000
+    }
+
+    /// The block and the path within it, with the path's default.
+    pub(crate) fn at(&self) -> (Option<usize>, String) {
+        let block = self.block.map(|b| usize::try_from(b).unwrap_or(usize::MAX));
+        let default = if block.is_some() { "/text" } else { "" };
+        (block, self.path.clone().unwrap_or_else(|| default.to_string()))
+    }
+}
+
+impl Default for TextRequest {
+    fn default() -> TextRequest {
+        TextRequest {
+            block: None,
+            path: None,
+            offset: 0,
+            limit: TextRequest::default_limit(),
+            conversation_id: None,
+        }
+    }
+}
+
+/// What `messageText` answers: a page of one text of a message.
+#[derive(Clone, Debug, serde::Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct MessageTextPage {
+    pub message_id: i64,
+    pub conversation_id: i64,
+    /// The block the text is in (null: the content is that string).
+    pub block: Option<usize>,
+    /// Where in the block (a JSON Pointer; `""` for the content itself).
+    pub path: String,
+    /// The page's first character.
+    pub offset: u64,
+    /// Characters `offset .. offset + limit` of the text (fewer at its end).
+    pub text: String,
+    /// The text's length in characters (Unicode code points).
+    pub chars: u64,
+    /// Where the next page starts; null when this one reaches the end.
+    pub next_offset: Option<u64>,
 }
 
 /// Options of `resetSession`.
@@ -120,6 +206,7 @@ impl Default for MessagePage {
         MessagePage {
             after_seq: 0,
             limit: MessagePage::default_limit(),
+            max_chars: None,
         }
     }
 }

@@ -99,6 +99,19 @@ pub struct ExpandOptions {
     pub max_depth: Option<i64>,
 }
 
+/// Options of `describe`.
+#[derive(Clone, Copy, Debug, Default, serde::Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DescribeOptions {
+    /// A message: each text of it longer than this many characters comes back as its first
+    /// `maxChars`, named in `folded` with its length (as `messages` gives them), read without
+    /// holding the rest. From 1 to 1,000,000. A summary comes whole (the summarizer bounds
+    /// it). Default: whole.
+    #[serde(default, skip_serializing, deserialize_with = "crate::input::opt_chars")]
+    pub max_chars: Option<usize>,
+}
+
 impl GrepOptions {
     /// A search for `query` with every other option at its default.
     pub fn new(query: impl Into<String>) -> GrepOptions {

@@ -14,8 +14,9 @@ use super::bridge::{
 use super::signals::{report_progress, RunControls};
 use super::summarize::SummarizerArg;
 use crate::api::{
-    AssembleOptions, CompactOptions, EvaluateOptions, ExpandOptions, GrepOptions, IngestOptions, IngestResult,
-    MessagePage, PassOptions, PreviewOptions, Progress, ResetRequest, RewriteRequest, ScoreScope, SummaryFilter,
+    AssembleOptions, CompactOptions, DescribeOptions, EvaluateOptions, ExpandOptions, GrepOptions, IngestOptions,
+    IngestResult, MessagePage, PassOptions, PreviewOptions, Progress, ResetRequest, RewriteRequest, ScoreScope,
+    SummaryFilter, TextRequest,
 };
 use crate::config::{Config, LcmOptions};
 use crate::engine::Engine;
@@ -241,7 +242,9 @@ impl LcmEngine {
         self.run(env, move |engine| engine.find_conversation(&target.decode("target")?))
     }
 
-    /// Stored messages of a conversation in order, content blocks rebuilt exactly as ingested.
+    /// Stored messages of a conversation in order, content blocks rebuilt exactly as ingested;
+    /// with `maxChars`, each longer text cut to its first `maxChars` characters as it is read
+    /// (named in `folded`).
     #[napi(ts_return_type = "Promise<StoredMessage[]>")]
     pub fn messages<'env>(
         &self,
@@ -252,7 +255,25 @@ impl LcmEngine {
         self.run(env, move |engine| {
             let id: ConversationId = conversation_id.decode("conversationId")?;
             let page: MessagePage = decode_or_default(options, "options")?;
-            engine.messages(id.0, page.after_seq, page.limit)
+            engine.messages_page(id.0, &page)
+        })
+    }
+
+    /// A page of one text of a message (a string content, or the text at `path` in block
+    /// `block`, as `folded` names it): characters `offset .. offset + limit` and the text's
+    /// length, read without holding the rest. E_NOT_FOUND for a message that does not exist;
+    /// E_INVALID_INPUT for a block or path that names no text, or an offset past its end.
+    #[napi(ts_return_type = "Promise<MessageTextPage>")]
+    pub fn message_text<'env>(
+        &self,
+        env: &'env Env,
+        #[napi(ts_arg_type = "number")] message_id: JsonArg,
+        #[napi(ts_arg_type = "MessageTextOptions")] options: Option<JsonArg>,
+    ) -> napi::Result<PromiseRaw<'env, JsonText>> {
+        self.run(env, move |engine| {
+            let id: Positive = message_id.decode("messageId")?;
+            let request: TextRequest = decode_or_default(options, "options")?;
+            engine.message_text(id.0, &request)
         })
     }
 
@@ -562,16 +583,18 @@ impl LcmEngine {
     }
 
     /// One summary (`"sum_…"`) or message (its id): its facts, and the summaries above it up
-    /// to the live one.
+    /// to the live one; with `maxChars`, a message's longer texts cut as `messages` cuts them.
     #[napi(ts_return_type = "Promise<Description>")]
     pub fn describe<'env>(
         &self,
         env: &'env Env,
         #[napi(ts_arg_type = "string | number")] id: JsonArg,
+        #[napi(ts_arg_type = "DescribeOptions")] options: Option<JsonArg>,
     ) -> napi::Result<PromiseRaw<'env, JsonText>> {
         self.run(env, move |engine| {
             let id = recall::ItemId::from_json(&id.decode::<Value>("id")?)?;
-            engine.describe(&id)
+            let options: DescribeOptions = decode_or_default(options, "options")?;
+            engine.describe_with(&id, options)
         })
     }
 

@@ -846,6 +846,33 @@ impl<'a> MetadataView<'a> {
 }
 
 impl StoredPart {
+    /// A part from its columns (`folded` reads them its own way).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        part_id: String,
+        part_type: String,
+        text_content: Option<String>,
+        tool_call_id: Option<String>,
+        tool_name: Option<String>,
+        tool_input: Option<String>,
+        tool_output: Option<String>,
+        metadata_text: Option<String>,
+        damaged: bool,
+    ) -> StoredPart {
+        StoredPart {
+            part_id,
+            part_type,
+            text_content,
+            tool_call_id,
+            tool_name,
+            tool_input,
+            tool_output,
+            metadata_text,
+            metadata: Default::default(),
+            damaged,
+        }
+    }
+
     /// The part's metadata, parsed on first use (`None` when absent or not JSON).
     pub(crate) fn metadata(&self) -> Option<&Value> {
         self.metadata
@@ -966,6 +993,12 @@ pub struct StoredMessage {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(test, ts(optional))]
     pub damaged: Option<bool>,
+    /// Read with `maxChars`: the texts of `content` that were longer, each cut to its first
+    /// `maxChars` characters, with its length (`messageText` pages through one). Absent when
+    /// nothing was cut.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(test, ts(optional))]
+    pub folded: Option<Vec<super::folded::FoldedText>>,
 }
 
 /// The tool call a toolResult answers: the parts' column, else what the metadata kept.
@@ -1116,6 +1149,7 @@ fn stored(db: Db, sql: &str, args: &[&dyn rusqlite::ToSql]) -> Result<Vec<Stored
                 },
                 entry_id: r.entry,
                 damaged: (r.damaged || parts.iter().any(|p| p.damaged)).then_some(true),
+                folded: None,
             }
         })
         .collect())

@@ -2,14 +2,16 @@
 //! fidelity scores, the redaction log, the live-context totals, the prompt-cache report, the recalled blocks; and the
 //! check of the invariants over them (`verify`). The ground floor above `db` and `sql` (the
 //! connection and its dialect): besides them it imports only the error type, time formatting,
-//! token estimates, the summary kinds, `input`'s checks of the options it reads, and the name of
-//! PostgreSQL's search column (`pg::search`).
+//! token estimates, the summary kinds, `input`'s checks of the options it reads, the name of
+//! PostgreSQL's search column (`pg::search`), and `fold`'s windows of long texts (messages read
+//! for display, `folded`).
 
 pub(crate) mod context;
 pub(crate) mod conversations;
 pub(crate) mod copies;
 pub(crate) mod dag;
 pub(crate) mod fidelity_scores;
+pub(crate) mod folded;
 pub(crate) mod lifecycle;
 pub(crate) mod messages;
 pub(crate) mod normalize;

@@ -58,25 +58,123 @@ pub(crate) fn slice(text: &str, offset: u64, take: usize) -> (&str, u64) {
     (&text[b_lo..b_hi], chars)
 }
 
-/// Whether `b` starts a character: any byte but a UTF-8 continuation byte (`10xxxxxx`).
-fn starts_char(b: u8) -> bool {
-    (b as i8) >= -0x40
+/// The characters of `s`: std's count for long texts; for the short runs between a JSON
+/// string's escapes, the bytes that start one (std's count costs more than that there).
+fn count(s: &str) -> u64 {
+    if s.len() < 32 {
+        s.bytes().filter(|&b| (b as i8) >= -0x40).count() as u64
+    } else {
+        s.chars().count() as u64
+    }
+}
+
+/// Characters `from .. to` of `s` (fewer at its end), without counting the rest of it.
+pub(crate) fn chars_in(s: &str, from: u64, to: u64) -> &str {
+    let mut at = s.char_indices().map(|(i, _)| i).chain(std::iter::once(s.len()));
+    let lo = usize::try_from(from).unwrap_or(usize::MAX);
+    let b_lo = at.nth(lo).unwrap_or(s.len());
+    let n = usize::try_from(to.saturating_sub(from)).unwrap_or(usize::MAX);
+    let b_hi = if n == 0 { b_lo } else { at.nth(n - 1).unwrap_or(s.len()) };
+    &s[b_lo..b_hi]
+}
+
+/// `String::from_utf8_lossy` of bytes that come in pieces, a character possibly split between
+/// two: each stretch of text handed on as it is decoded, one U+FFFD for each invalid sequence
+/// where `from_utf8_lossy` puts one (`Utf8Error::error_len`'s sequences, the same), so the
+/// counts and windows of a damaged text are those of the text the full read gives.
+#[derive(Default)]
+struct Lossy {
+    /// The first bytes of a character the last piece ended inside (at most 3).
+    carry: Vec<u8>,
+    /// Whether any bytes were not UTF-8.
+    bad: bool,
+}
+
+impl Lossy {
+    fn feed(&mut self, mut bytes: &[u8], out: &mut impl FnMut(&str)) {
+        while !self.carry.is_empty() {
+            let Some(&b) = bytes.first() else { return };
+            self.carry.push(b);
+            match std::str::from_utf8(&self.carry) {
+                Ok(c) => {
+                    out(c);
+                    self.carry.clear();
+                    bytes = &bytes[1..];
+                }
+                Err(e) if e.error_len().is_none() => bytes = &bytes[1..],
+                // `b` does not go on with the character begun: that is one invalid sequence,
+                // and `b` is read afresh.
+                Err(_) => {
+                    self.carry.clear();
+                    self.invalid(out);
+                }
+            }
+        }
+        loop {
+            match std::str::from_utf8(bytes) {
+                Ok(s) => {
+                    if !s.is_empty() {
+                        out(s);
+                    }
+                    return;
+                }
+                Err(e) => {
+                    let (good, rest) = bytes.split_at(e.valid_up_to());
+                    // UTF-8 up to there, as the error says (checked again, without `unsafe`).
+                    if let Ok(s) = std::str::from_utf8(good) {
+                        if !s.is_empty() {
+                            out(s);
+                        }
+                    }
+                    match e.error_len() {
+                        Some(n) => {
+                            self.invalid(out);
+                            bytes = &rest[n..];
+                        }
+                        None => {
+                            self.carry.extend_from_slice(rest);
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The end of the bytes (or an ASCII byte next, which no character begun goes on with): a
+    /// character begun is an invalid sequence.
+    fn finish(&mut self, out: &mut impl FnMut(&str)) {
+        if !self.carry.is_empty() {
+            self.carry.clear();
+            self.invalid(out);
+        }
+    }
+
+    fn invalid(&mut self, out: &mut impl FnMut(&str)) {
+        self.bad = true;
+        out("\u{FFFD}");
+    }
 }
 
 /// Characters `offset .. offset + take` of the text `r` yields (UTF-8), and its length in
 /// characters: read through once, a buffer at a time, keeping only the window.
 ///
-/// Characters are counted as the bytes that start one, which is exact for UTF-8 and needs no
-/// decoding: a 20 MB text is counted at memory speed (decoding it took four times as long as
-/// reading it from SQLite). Only the window is decoded; bytes in it that are not UTF-8 are read
-/// as `from_utf8_lossy` reads them (`lossy`), and a damaged text's windows still follow each
-/// other exactly (each is `take` counted characters from where the last ended).
+/// The text is `String::from_utf8_lossy`'s of the bytes (`Lossy`): a damaged text's windows
+/// and length are those of the text the full read gives, and `lossy` says whether any of its
+/// bytes, in the window or not, were not UTF-8 (the full read's `damaged`).
 pub(crate) fn stream(mut r: impl Read, offset: u64, take: usize) -> io::Result<Window> {
     let to = offset.saturating_add(take as u64);
-    // Characters started so far.
     let mut seen: u64 = 0;
-    let mut kept: Vec<u8> = Vec::new();
+    let mut kept = String::new();
+    let mut lossy = Lossy::default();
     let mut buf = vec![0u8; CHUNK];
+    let mut add = |s: &str| {
+        let n = count(s);
+        if seen < to && seen + n > offset {
+            kept.push_str(chars_in(s, offset.saturating_sub(seen), to - seen));
+        }
+        seen += n;
+    };
     loop {
         let n = match r.read(&mut buf) {
             Ok(0) => break,
@@ -84,32 +182,13 @@ pub(crate) fn stream(mut r: impl Read, offset: u64, take: usize) -> io::Result<W
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         };
-        let chunk = &buf[..n];
-        let starts = chunk.iter().filter(|&&b| starts_char(b)).count() as u64;
-        // Every byte of the chunk belongs to a character from `seen - 1` (a continuation of
-        // the last one) to `seen + starts - 1`: only counted when none is in the window.
-        if seen > to || seen + starts < offset.max(1) || take == 0 {
-            seen += starts;
-            continue;
-        }
-        for &b in chunk {
-            if starts_char(b) {
-                seen += 1;
-            }
-            // The byte is of character `seen - 1`.
-            if seen > offset && seen <= to {
-                kept.push(b);
-            }
-        }
+        lossy.feed(&buf[..n], &mut add);
     }
-    let lossy = std::str::from_utf8(&kept).is_err();
+    lossy.finish(&mut add);
     Ok(Window {
-        text: match String::from_utf8(kept) {
-            Ok(text) => text,
-            Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
-        },
+        text: kept,
         chars: seen,
-        lossy,
+        lossy: lossy.bad,
     })
 }
 
@@ -122,6 +201,11 @@ pub(crate) struct FoldedJson {
     /// The long strings in the order they came: their first `keep` characters (or the window
     /// `fold_json` was asked for) and their length.
     pub long: Vec<Window>,
+    /// Each long string's length as serde_json writes it in a JSON text (escapes counted, the
+    /// quotes not): what it adds to the text of the value written out.
+    pub json_chars: Vec<u64>,
+    /// Whether any of the text was not UTF-8 (read as `from_utf8_lossy` reads it).
+    pub lossy: bool,
 }
 
 /// Which long string of a JSON text a page is of, and the page.
@@ -131,6 +215,9 @@ pub(crate) struct Target {
     pub index: usize,
     pub offset: u64,
     pub take: usize,
+    /// The page is of the string as serde_json writes it (escaped, quotes left out; its
+    /// `json_chars`), not of its characters.
+    pub json: bool,
 }
 
 /// The longest object key read (keys are names; one longer is not what these rows hold).
@@ -141,29 +228,33 @@ const MAX_DEPTH: usize = 128;
 const MAX_NUMBER_BYTES: usize = 1024;
 
 /// Reads the JSON text `r` yields as `FoldedJson`'s doc says: each string longer than `long`
-/// characters a placeholder, its window its first `keep` characters (with `target`, that long
-/// string's window is its page instead). `Ok(None)` when it is not JSON (or holds an object
+/// characters a placeholder, its window its first `keep` characters (the long strings
+/// `targets` name: their page instead). `Ok(None)` when it is not JSON (or holds an object
 /// key longer than `MAX_KEY_CHARS`): the caller then takes it as a plain text.
 pub(crate) fn fold_json(
     r: impl Read,
     long: usize,
     keep: usize,
-    target: Option<Target>,
+    targets: &[Target],
     placeholder: &dyn Fn(usize) -> String,
 ) -> io::Result<Option<FoldedJson>> {
     let mut p = Parser {
         input: BufReader::with_capacity(CHUNK, r),
         out: String::new(),
         long: Vec::new(),
+        json_chars: Vec::new(),
+        lossy: false,
         max: long,
         keep,
-        target,
+        targets,
         placeholder,
     };
     match p.document() {
         Ok(()) => Ok(Some(FoldedJson {
             json: p.out,
             long: p.long,
+            json_chars: p.json_chars,
+            lossy: p.lossy,
         })),
         Err(Fault::NotJson) => Ok(None),
         Err(Fault::Io(e)) => Err(e),
@@ -187,22 +278,51 @@ struct Parser<'p, R: Read> {
     input: BufReader<R>,
     out: String,
     long: Vec<Window>,
+    json_chars: Vec<u64>,
+    lossy: bool,
     /// Strings longer than this many characters are stood in for.
     max: usize,
     /// Characters of such a string kept (its window).
     keep: usize,
-    target: Option<Target>,
+    targets: &'p [Target],
     placeholder: &'p dyn Fn(usize) -> String,
 }
 
 /// A string as it was read: its characters, up to a window's worth.
 struct Scanned {
-    /// Its first characters, as many as asked (all of it when it is not longer).
-    head: Vec<u8>,
-    /// The target's window, when this string may be the target.
-    page: Option<Vec<u8>>,
+    /// Its first `max` characters (all of it when it is not longer).
+    head: String,
+    max: u64,
+    /// The target's page, when this string may be the target.
+    page: Option<(Target, String)>,
     chars: u64,
+    /// Its length as serde_json writes it (`FoldedJson::json_chars`).
+    json_chars: u64,
     lossy: bool,
+}
+
+impl Scanned {
+    /// The string's next characters: `text`, `n` of them, which serde_json writes as `json`,
+    /// `n_json` characters (counted by the caller, who knows them for an escape).
+    #[inline]
+    fn add(&mut self, text: &str, json: &str, n: u64, n_json: u64) {
+        if self.chars < self.max {
+            self.head.push_str(chars_in(text, 0, self.max - self.chars));
+        }
+        if let Some((t, page)) = &mut self.page {
+            let (at, text, n) = if t.json {
+                (self.json_chars, json, n_json)
+            } else {
+                (self.chars, text, n)
+            };
+            let to = t.offset.saturating_add(t.take as u64);
+            if at < to && at + n > t.offset {
+                page.push_str(chars_in(text, t.offset.saturating_sub(at), to - at));
+            }
+        }
+        self.chars += n;
+        self.json_chars += n_json;
+    }
 }
 
 impl<R: Read> Parser<'_, R> {
@@ -267,11 +387,12 @@ impl<R: Read> Parser<'_, R> {
                         return Err(Fault::NotJson);
                     }
                     self.input.consume(1);
-                    let key = self.string(MAX_KEY_CHARS, false)?;
+                    let key = self.string(MAX_KEY_CHARS, None)?;
                     if key.chars > MAX_KEY_CHARS as u64 {
                         return Err(Fault::NotJson);
                     }
-                    push_json_str(&mut self.out, &String::from_utf8_lossy(&key.head));
+                    self.lossy |= key.lossy;
+                    push_json_str(&mut self.out, &key.head);
                     if self.skip_space()? != Some(b':') {
                         return Err(Fault::NotJson);
                     }
@@ -321,27 +442,26 @@ impl<R: Read> Parser<'_, R> {
             b'"' => {
                 self.input.consume(1);
                 let index = self.long.len();
-                let maybe_target = self.target.is_some_and(|t| t.index == index);
-                let s = self.string(self.max.max(self.keep), maybe_target)?;
+                let target = self.targets.iter().find(|t| t.index == index).copied();
+                let s = self.string(self.max.max(self.keep), target)?;
+                self.lossy |= s.lossy;
                 if s.chars <= self.max as u64 {
-                    push_json_str(&mut self.out, &String::from_utf8_lossy(&s.head));
+                    push_json_str(&mut self.out, &s.head);
                 } else {
                     push_json_str(&mut self.out, &(self.placeholder)(index));
                     let text = match s.page {
-                        Some(page) => String::from_utf8_lossy(&page).into_owned(),
-                        None => {
-                            let head = String::from_utf8_lossy(&s.head);
-                            match cut(&head, self.keep) {
-                                Some((first, _)) => first.to_string(),
-                                None => head.into_owned(),
-                            }
-                        }
+                        Some((_, page)) => page,
+                        None => match cut(&s.head, self.keep) {
+                            Some((first, _)) => first.to_string(),
+                            None => s.head,
+                        },
                     };
                     self.long.push(Window {
                         text,
                         chars: s.chars,
                         lossy: s.lossy,
                     });
+                    self.json_chars.push(s.json_chars);
                 }
                 Ok(())
             }
@@ -378,32 +498,19 @@ impl<R: Read> Parser<'_, R> {
         }
     }
 
-    /// The rest of a string whose opening quote was read: decoded, counted, its first `max`
-    /// characters kept (and the target's page, `paged`).
-    fn string(&mut self, max: usize, paged: bool) -> Step<Scanned> {
-        let max = max as u64;
-        let (from, to) = match (paged, self.target) {
-            (true, Some(t)) => (t.offset, t.offset.saturating_add(t.take as u64)),
-            _ => (0, 0),
-        };
+    /// The rest of a string whose opening quote was read: decoded (bytes that are not UTF-8
+    /// as `from_utf8_lossy` reads them), counted, its first `max` characters kept (and the
+    /// page of `target`, when it may be this string).
+    fn string(&mut self, max: usize, target: Option<Target>) -> Step<Scanned> {
         let mut s = Scanned {
-            head: Vec::new(),
-            page: paged.then(Vec::new),
+            head: String::new(),
+            max: max as u64,
+            page: target.map(|t| (t, String::new())),
             chars: 0,
+            json_chars: 0,
             lossy: false,
         };
-        // One character's bytes, kept where the windows want them (`s.chars` already counts it).
-        let keep = |s: &mut Scanned, bytes: &[u8]| {
-            let at = s.chars - 1;
-            if at < max {
-                s.head.extend_from_slice(bytes);
-            }
-            if let Some(page) = &mut s.page {
-                if at >= from && at < to {
-                    page.extend_from_slice(bytes);
-                }
-            }
-        };
+        let mut lossy = Lossy::default();
         loop {
             let buf = match self.input.fill_buf() {
                 Ok(b) => b,
@@ -413,44 +520,37 @@ impl<R: Read> Parser<'_, R> {
             if buf.is_empty() {
                 return Err(Fault::NotJson);
             }
-            // A run of plain bytes up to the next quote, backslash or control character.
+            // A run of plain bytes up to the next quote, backslash or control character (a
+            // character split by the buffer's end is finished by the next run).
             let run = buf
                 .iter()
                 .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
                 .unwrap_or(buf.len());
+            // A run's text is as serde_json writes it: it holds no quote, backslash or control
+            // character.
             if run > 0 {
-                let bytes = &buf[..run];
-                // Byte by byte only where a window may take some of it; else only counted.
-                let wants = s.chars < max || (s.page.is_some() && s.chars < to);
-                if wants {
-                    for &b in bytes {
-                        // A character starts at each byte that is not a continuation byte.
-                        if b & 0xC0 != 0x80 {
-                            s.chars += 1;
-                        }
-                        if s.chars > 0 {
-                            keep(&mut s, &[b]);
-                        }
-                    }
-                } else {
-                    s.chars += bytes.iter().filter(|&&b| b & 0xC0 != 0x80).count() as u64;
-                }
+                lossy.feed(&buf[..run], &mut |text| {
+                    let n = count(text);
+                    s.add(text, text, n, n);
+                });
                 self.input.consume(run);
                 continue;
             }
             let b = buf[0];
             self.input.consume(1);
+            lossy.finish(&mut |text| s.add(text, text, 1, 1));
             match b {
                 b'"' => {
-                    // Bytes of the stream that were not UTF-8 (a damaged row): as lossy reads them.
-                    s.lossy = std::str::from_utf8(&s.head).is_err();
+                    s.lossy = lossy.bad;
                     return Ok(s);
                 }
                 b'\\' => {
                     let c = self.escape()?;
-                    s.chars += 1;
-                    let mut utf8 = [0u8; 4];
-                    keep(&mut s, c.encode_utf8(&mut utf8).as_bytes());
+                    let (mut utf8, mut json) = ([0u8; 4], [0u8; 6]);
+                    let (text, json) = (c.encode_utf8(&mut utf8), json_escape(c, &mut json));
+                    // One character, written as itself or as an escape (ASCII).
+                    let n_json = if json == text { 1 } else { json.len() as u64 };
+                    s.add(text, json, 1, n_json);
                 }
                 // A control character inside a string is not JSON.
                 _ => return Err(Fault::NotJson),
@@ -502,6 +602,25 @@ impl<R: Read> Parser<'_, R> {
             v = v * 16 + d as u16;
         }
         Ok(v)
+    }
+}
+
+/// `c` as serde_json writes it inside a JSON string.
+fn json_escape(c: char, buf: &mut [u8; 6]) -> &str {
+    match c {
+        '"' => "\\\"",
+        '\\' => "\\\\",
+        '\u{8}' => "\\b",
+        '\u{c}' => "\\f",
+        '\n' => "\\n",
+        '\r' => "\\r",
+        '\t' => "\\t",
+        c if (c as u32) < 0x20 => {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            *buf = [b'\\', b'u', b'0', b'0', HEX[(c as usize) >> 4], HEX[(c as usize) & 0xF]];
+            std::str::from_utf8(&buf[..]).unwrap_or("\u{FFFD}")
+        }
+        c => c.encode_utf8(&mut buf[..4]),
     }
 }
 
@@ -633,9 +752,128 @@ mod tests {
                 .collect();
             assert_eq!(String::from_utf8(pages).unwrap(), lossy, "step {step}");
         }
-        // A sound window of a damaged text is not lossy.
+        // A sound window of a damaged text says the text is damaged, as the full read does.
         let w = stream(&bytes[..], 0, 2).unwrap();
-        assert_eq!((w.text.as_str(), w.lossy), ("ab", false));
+        assert_eq!((w.text.as_str(), w.lossy), ("ab", true));
+    }
+
+    /// Bytes from an alphabet of ASCII, continuation bytes, leads of each length and bytes
+    /// never in UTF-8, so that every kind of invalid sequence comes up (no quote, backslash
+    /// or control character: they go inside a JSON string as they are).
+    fn damaged(n: usize, seed: u64) -> Vec<u8> {
+        const ALPHABET: &[u8] = b"ab\x80\x97\x9F\xA0\xBF\xC2\xC3\xE0\xE6\xED\xF0\xF4\xF5\xFF";
+        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                ALPHABET[(x % ALPHABET.len() as u64) as usize]
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_damaged_text_is_counted_and_cut_as_from_utf8_lossy_reads_it() {
+        // A stray continuation byte is a character of its own (U+FFFD), not part of the last.
+        let w = stream(&b"a\x80\x80b"[..], 0, 3).unwrap();
+        assert_eq!((w.text.as_str(), w.chars, w.lossy), ("a\u{FFFD}\u{FFFD}", 4, true));
+        // A character begun and not finished at the end is one.
+        let w = stream(&b"ab\xF0\x9F"[..], 2, 5).unwrap();
+        assert_eq!((w.text.as_str(), w.chars), ("\u{FFFD}", 3));
+        for seed in 0..200 {
+            let bytes = damaged(1 + (seed as usize * 7) % 60, seed);
+            let whole = String::from_utf8_lossy(&bytes);
+            let n = chars(&whole);
+            let bad = std::str::from_utf8(&bytes).is_err();
+            for step in [1, 2, 3, 5, 64] {
+                for (offset, take) in [(0, 3), (1, 4), (n / 2, 5), (n.saturating_sub(2), 9), (0, 1000)] {
+                    let w = stream(Trickle { data: &bytes, step }, offset, take).unwrap();
+                    let want = slice(&whole, offset, take).0;
+                    assert_eq!(
+                        (w.text.as_str(), w.chars, w.lossy),
+                        (want, n, bad),
+                        "{bytes:x?} step {step}"
+                    );
+                }
+                // The same bytes as a JSON string: its window, page and length are the same.
+                let mut json = b"[\"".to_vec();
+                json.extend_from_slice(&bytes);
+                json.extend_from_slice(b"\"]");
+                let target = Target {
+                    index: 0,
+                    offset: n / 3,
+                    take: 4,
+                    json: false,
+                };
+                let placeholder = |i: usize| format!("<{i}>");
+                let f = fold_json(Trickle { data: &json, step }, 0, 2, &[target], &placeholder)
+                    .unwrap()
+                    .unwrap();
+                let want = Window {
+                    text: slice(&whole, n / 3, 4).0.to_string(),
+                    chars: n,
+                    lossy: bad,
+                };
+                assert_eq!((&f.long[0], f.lossy), (&want, bad), "{bytes:x?} step {step}");
+                let f = fold_json(Trickle { data: &json, step }, 0, 2, &[], &placeholder)
+                    .unwrap()
+                    .unwrap();
+                assert_eq!(f.long[0].text, slice(&whole, 0, 2).0, "{bytes:x?} step {step}");
+            }
+        }
+        // Bad bytes in a string kept whole, or in a key: the document says so.
+        let f = fold_all("{\"k\u{FFFD}\":\"ok\"}", 10, None, 1).unwrap();
+        assert!(!f.lossy);
+        for bad in [&b"{\"k\xFF\":1}"[..], b"[\"a\xE6\"]"] {
+            let f = fold_json(bad, 10, 10, &[], &|i| format!("<{i}>")).unwrap().unwrap();
+            assert!(f.lossy, "{bad:x?}");
+        }
+    }
+
+    #[test]
+    fn a_json_page_is_of_the_string_as_serde_json_writes_it() {
+        // Every escape serde_json writes, and characters it writes as they are.
+        let all: String = (0u32..0x80)
+            .filter_map(char::from_u32)
+            .chain("é🚀\u{7f}".chars())
+            .collect();
+        for c in all.chars() {
+            let mut buf = [0u8; 6];
+            let want = serde_json::to_string(&c.to_string()).unwrap();
+            assert_eq!(json_escape(c, &mut buf), &want[1..want.len() - 1], "{c:?}");
+        }
+        let long = all.repeat(30);
+        let written = serde_json::to_string(&long).unwrap();
+        let written = &written[1..written.len() - 1];
+        // Stored with other escapes than serde_json's (\u00e9, \/, \u0022) and spaces.
+        let stored = format!(
+            "{{ \"t\" : \"{}\" }}",
+            written
+                .replace('é', "\\u00e9")
+                .replace('/', "\\/")
+                .replace("\\\"", "\\u0022")
+        );
+        assert_eq!(serde_json::from_str::<Value>(&stored).unwrap()["t"], long);
+        for step in [1, 7, 4096] {
+            let f = fold_all(&stored, 10, None, step).unwrap();
+            assert_eq!(f.json_chars, vec![chars(written)], "step {step}");
+            let mut pages = String::new();
+            let mut offset = 0;
+            while offset < chars(written) {
+                let target = Target {
+                    index: 0,
+                    offset,
+                    take: 333,
+                    json: true,
+                };
+                let f = fold_all(&stored, 10, Some(target), step).unwrap();
+                assert_eq!(f.long[0].text, slice(written, offset, 333).0, "step {step} at {offset}");
+                offset += 333;
+                pages.push_str(&f.long[0].text);
+            }
+            assert_eq!(pages, written, "step {step}");
+        }
     }
 
     fn fold_all(json: &str, max: usize, target: Option<Target>, step: usize) -> Option<FoldedJson> {
@@ -646,7 +884,7 @@ mod tests {
             },
             max,
             max,
-            target,
+            target.as_slice(),
             &|i| format!("<{i}>"),
         )
         .unwrap()
@@ -696,7 +934,7 @@ mod tests {
     #[test]
     fn strings_up_to_long_are_kept_whole_and_longer_ones_keep_their_first_characters() {
         let text = serde_json::to_string(&json!({"type": "thinking", "t": "é".repeat(30)})).unwrap();
-        let f = fold_json(text.as_bytes(), 20, 5, None, &|i| format!("<{i}>"))
+        let f = fold_json(text.as_bytes(), 20, 5, &[], &|i| format!("<{i}>"))
             .unwrap()
             .unwrap();
         assert_eq!(f.json, r#"{"type":"thinking","t":"<0>"}"#);
@@ -709,10 +947,41 @@ mod tests {
             }]
         );
         // A window larger than `long`: the first `keep` characters still.
-        let f = fold_json(text.as_bytes(), 20, 25, None, &|i| format!("<{i}>"))
+        let f = fold_json(text.as_bytes(), 20, 25, &[], &|i| format!("<{i}>"))
             .unwrap()
             .unwrap();
         assert_eq!(f.long[0].text, "é".repeat(25));
+    }
+
+    #[test]
+    fn a_window_ending_on_a_character_split_across_buffers_keeps_it_whole() {
+        // Step 1: every multi-byte character is split across reads, so a window's last
+        // character always ends in the next buffer.
+        for step in [1, 2, 3] {
+            // A string of exactly `long` characters is kept whole.
+            let f = fold_all(r#"["ééééé"]"#, 5, None, step).unwrap();
+            assert_eq!(f.json, r#"["ééééé"]"#, "step {step}");
+            // A longer one's head and its pages end on whole characters.
+            let text = serde_json::to_string(&json!(["日本".repeat(20)])).unwrap();
+            let f = fold_all(&text, 5, None, step).unwrap();
+            assert_eq!(
+                f.long[0],
+                Window {
+                    text: "日本日本日".into(),
+                    chars: 40,
+                    lossy: false
+                },
+                "step {step}"
+            );
+            let target = Target {
+                index: 0,
+                offset: 3,
+                take: 4,
+                json: false,
+            };
+            let f = fold_all(&text, 5, Some(target), step).unwrap();
+            assert_eq!(f.long[0].text, "本日本日", "step {step}");
+        }
     }
 
     #[test]
@@ -735,6 +1004,7 @@ mod tests {
                 index: 0,
                 offset: 2,
                 take: 2,
+                json: false,
             }),
             1,
         )
@@ -769,6 +1039,7 @@ mod tests {
                         index,
                         offset,
                         take: 700,
+                        json: false,
                     }),
                     4096,
                 )

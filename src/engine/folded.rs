@@ -2,9 +2,7 @@
 //! `messageText`): `store::folded` within one read snapshot.
 
 use super::Engine;
-use crate::api::{
-    DescribeOptions, Description, MessageDescription, MessagePage, MessageTextPage, PartInfo, TextRequest,
-};
+use crate::api::{DescribeOptions, Description, MessagePage, MessageTextPage, TextRequest};
 use crate::error::{LcmError, Result};
 use crate::recall::ItemId;
 use crate::store::folded::{self, Reader};
@@ -40,31 +38,8 @@ impl Engine {
                 .by_ids(&[message_id])?
                 .pop()
                 .ok_or_else(|| LcmError::not_found("message", message_id))?;
-            let parts = parts
-                .into_iter()
-                .enumerate()
-                .map(|(ordinal, p)| PartInfo {
-                    block_type: p
-                        .raw()
-                        .and_then(|r| r.get("type"))
-                        .and_then(serde_json::Value::as_str)
-                        .map(str::to_string),
-                    part_id: p.part_id,
-                    part_type: p.part_type,
-                    ordinal,
-                    tool_call_id: p.tool_call_id,
-                    tool_name: p.tool_name,
-                })
-                .collect();
-            let cover = crate::recall::coverage::of_message(db, message_id)?;
-            Ok(Description::Message(Box::new(MessageDescription {
-                message,
-                conversation_id,
-                parts,
-                live: cover.live,
-                live_summary: cover.live_summary,
-                chain: cover.chain,
-            })))
+            let description = crate::recall::describe::message_description(db, message, conversation_id, parts)?;
+            Ok(Description::Message(Box::new(description)))
         })
     }
 

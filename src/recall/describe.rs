@@ -105,9 +105,19 @@ fn describe_message(conn: Db, message_id: i64) -> Result<MessageDescription> {
     let message = messages::by_ids(conn, &[message_id])?
         .pop()
         .ok_or_else(|| LcmError::not_found("message", message_id))?;
-    let parts = messages::load_parts(conn, &[message_id])?
-        .pop()
-        .unwrap_or_default()
+    let parts = messages::load_parts(conn, &[message_id])?.pop().unwrap_or_default();
+    message_description(conn, message, conversation_id, parts)
+}
+
+/// A message's description from the message and its parts as read (whole, or with its long
+/// texts cut: `Engine::describe_with`), and where it sits in the DAG.
+pub(crate) fn message_description(
+    conn: Db,
+    message: messages::StoredMessage,
+    conversation_id: i64,
+    parts: Vec<messages::StoredPart>,
+) -> Result<MessageDescription> {
+    let parts = parts
         .into_iter()
         .enumerate()
         .map(|(ordinal, p)| PartInfo {
@@ -123,7 +133,7 @@ fn describe_message(conn: Db, message_id: i64) -> Result<MessageDescription> {
             tool_name: p.tool_name,
         })
         .collect();
-    let cover = coverage::of_message(conn, message_id)?;
+    let cover = coverage::of_message(conn, message.message_id)?;
     Ok(MessageDescription {
         message,
         conversation_id,

@@ -17,6 +17,11 @@
 //! message is, and the placeholders in the result are then replaced by their windows. A
 //! message read here is therefore the message `messages::by_ids` gives, but for its long
 //! texts, whatever shape its blocks have.
+//!
+//! `damaged` is the full read's for every text the message shows (each is read through to be
+//! counted, its bytes checked on the way) and every long JSON column it is rebuilt from; a long
+//! column the rebuilt message does not show (a part's `text_content` when its block is kept
+//! under `metadata.raw`) is not read, so bytes in it that are not UTF-8 go unreported here.
 
 use std::hash::{BuildHasher, Hasher};
 
@@ -24,12 +29,10 @@ use rusqlite::params;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::messages::{self, StoredMessage, StoredPart};
-use super::normalize::Role;
+use super::messages::{self, MessageRow, StoredMessage, StoredPart};
 use crate::error::{LcmError, Result};
 use crate::fold::{self, Target, Window};
 use crate::sql::Db;
-use crate::time;
 
 /// A column of at most this many bytes is read whole (and its texts cut in memory); a longer
 /// one is streamed.
@@ -111,7 +114,7 @@ pub(crate) struct TextPage {
 }
 
 /// The row a long text is in.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 enum RowKey {
     /// `messages.content`: SQLite's rowid of the row, PostgreSQL's message id.
     Message(i64),
@@ -120,7 +123,7 @@ enum RowKey {
 }
 
 /// A column of one row, holding a text too long to read whole.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 struct Place {
     row: RowKey,
     column: &'static str,
@@ -131,17 +134,23 @@ struct Place {
 enum Stand {
     /// The column's whole text (not read until it is shown).
     Column(Place),
-    /// The `index`-th long string of the column's JSON, its first characters read already.
-    InJson { place: Place, index: usize, window: Window },
+    /// The `index`-th long string of the column's JSON, its first characters read already,
+    /// and its length as serde_json writes it (`FoldedJson::json_chars`).
+    InJson {
+        place: Place,
+        index: usize,
+        window: Window,
+        json_chars: u64,
+    },
 }
 
 /// A placeholder found in a rebuilt string.
 enum Found {
     /// The string is the placeholder: it is that text.
     Whole(usize),
-    /// The string holds the placeholder among other text: a column's JSON written out as text
-    /// (a block rebuilt from `metadata` as a whole), shown as the column's text.
-    Inside(usize),
+    /// The string holds placeholders among other text: a column's JSON written out as text
+    /// (a block rebuilt from `metadata` as a whole), shown as `Reader::inside` says.
+    Inside,
 }
 
 /// Reads messages with their long texts stood in for, then shows (or pages) those texts.
@@ -207,7 +216,32 @@ impl<'a> Reader<'a> {
         let rest = &s[at + self.prefix.len()..];
         let digits = rest.find('\u{FDD1}')?;
         let i = rest[..digits].parse::<usize>().ok()?;
-        (i < self.stands.len()).then_some(Found::Inside(i))
+        (i < self.stands.len()).then_some(Found::Inside)
+    }
+
+    /// `s` cut after each placeholder of a long JSON string in it: the text before it, and its
+    /// stand (none after the last). Only those are ever inside another string: a whole
+    /// column's placeholder is not JSON, so no rebuilt value holds it but as itself.
+    fn split<'s>(&self, s: &'s str) -> Vec<(&'s str, Option<usize>)> {
+        let mut out = Vec::new();
+        let (mut start, mut from) = (0, 0);
+        while let Some(k) = s[from..].find(&self.prefix) {
+            let after = from + k + self.prefix.len();
+            let stand = s[after..].find('\u{FDD1}').and_then(|d| {
+                let i = s[after..after + d].parse::<usize>().ok()?;
+                matches!(self.stands.get(i), Some(Stand::InJson { .. }))
+                    .then_some((i, after + d + '\u{FDD1}'.len_utf8()))
+            });
+            match stand {
+                Some((i, end)) => {
+                    out.push((&s[start..from + k], Some(i)));
+                    (start, from) = (end, end);
+                }
+                None => from = after,
+            }
+        }
+        out.push((&s[start..], None));
+        out
     }
 
     /// Messages of a conversation in order, from `after_seq` (exclusive), at most `limit`, each
@@ -239,14 +273,16 @@ impl<'a> Reader<'a> {
         self.read(&from, params![serde_json::to_string(ids)?])
     }
 
-    /// `messages`' columns, the content's value only when it is short.
+    /// `messages`' columns, the content's value only when it is short (`messages::MessageRow`,
+    /// then the content's value and length, then the row's key).
     fn message_columns(&self) -> String {
         let rowid = match self.db {
             Db::Sqlite(_) => "m.rowid",
             Db::Pg(_) => "m.message_id",
         };
         format!(
-            "m.message_id, m.seq, m.role, {}, m.created_at, m.token_count, m.transcript_entry_id, {rowid}",
+            "{}, {}, {rowid}",
+            messages::MESSAGE_COLUMNS,
             short_or_length("m.content")
         )
     }
@@ -285,65 +321,23 @@ impl<'a> Reader<'a> {
             self.hold();
         }
         let sql = format!("SELECT {} {from}", self.message_columns());
-        struct Row {
-            id: i64,
-            seq: i64,
-            role: String,
-            content: Option<String>,
-            content_bytes: Option<i64>,
-            created_at: String,
-            tokens: i64,
-            entry: Option<String>,
-            rowid: i64,
-            damaged: bool,
-        }
-        let rows: Vec<Row> = self.db.query_map(&sql, args, |r| {
-            let lossy = crate::sql::lossy_reads();
-            let mut row = Row {
-                id: r.get(0)?,
-                seq: r.get(1)?,
-                role: r.get(2)?,
-                content: r.get(3)?,
-                content_bytes: r.get(4)?,
-                created_at: r.get(5)?,
-                tokens: r.get(6)?,
-                entry: r.get(7)?,
-                rowid: r.get(8)?,
-                damaged: false,
-            };
-            row.damaged = crate::sql::lossy_reads() != lossy;
-            Ok(row)
+        type Content = (Option<String>, Option<i64>, i64);
+        let rows: Vec<(MessageRow, Content)> = self.db.query_map(&sql, args, |r| {
+            MessageRow::read(r, |r, at| Ok((r.get(at)?, r.get(at + 1)?, r.get(at + 2)?)))
         })?;
-        let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+        let ids: Vec<i64> = rows.iter().map(|(r, _)| r.id()).collect();
         let parts = self.parts(&ids)?;
         let mut out = Vec::with_capacity(rows.len());
-        for (r, parts) in rows.into_iter().zip(parts) {
-            let content = match (r.content, r.content_bytes) {
+        for ((row, (content, bytes, rowid)), parts) in rows.into_iter().zip(parts) {
+            let content = match (content, bytes) {
                 (Some(c), _) => c,
                 (None, Some(_)) => self.stand(Stand::Column(Place {
-                    row: RowKey::Message(r.rowid),
+                    row: RowKey::Message(rowid),
                     column: "content",
                 })),
                 (None, None) => String::new(),
             };
-            let role = Role::from_db(&r.role);
-            let message = StoredMessage {
-                message_id: r.id,
-                seq: r.seq,
-                role: role.host(),
-                content: messages::stored_content(role, &content, &parts),
-                created_at: time::iso_or_raw(r.created_at),
-                token_count: r.tokens,
-                tool_call_id: if role == Role::ToolResult {
-                    messages::tool_call_id_of(&parts)
-                } else {
-                    None
-                },
-                entry_id: r.entry,
-                damaged: (r.damaged || parts.iter().any(|p| p.damaged)).then_some(true),
-                folded: None,
-            };
-            out.push((message, parts));
+            out.push((row.into_stored(&content, &parts), parts));
         }
         Ok(out)
     }
@@ -442,14 +436,13 @@ impl<'a> Reader<'a> {
             },
             column,
         };
-        let text = self.column(text, place("text_content"), Json::No)?;
-        let input = self.column(input, place("tool_input"), if tool_call { Json::Any } else { Json::No })?;
-        let output = self.column(
-            output,
-            place("tool_output"),
-            if uses_output_json { Json::Object } else { Json::No },
-        )?;
-        let metadata = self.column(metadata, place("metadata"), Json::Any)?;
+        let mut damaged = damaged;
+        let text = self.column(text, place("text_content"), Json::No, &mut damaged)?;
+        let input_json = if tool_call { Json::Any } else { Json::No };
+        let input = self.column(input, place("tool_input"), input_json, &mut damaged)?;
+        let output_json = if uses_output_json { Json::Object } else { Json::No };
+        let output = self.column(output, place("tool_output"), output_json, &mut damaged)?;
+        let metadata = self.column(metadata, place("metadata"), Json::Any, &mut damaged)?;
         Ok(StoredPart::new(
             part_id,
             part_type,
@@ -464,12 +457,14 @@ impl<'a> Reader<'a> {
     }
 
     /// A column's value: as read when short; else a placeholder of the whole text, or (`json`)
-    /// its JSON folded when it is JSON of that kind.
+    /// its JSON folded when it is JSON of that kind (`damaged` then when any of it was not
+    /// UTF-8, as the full read finds; a plain text says so when it is shown).
     fn column(
         &mut self,
         (value, bytes): (Option<String>, Option<i64>),
         place: Place,
         json: Json,
+        damaged: &mut bool,
     ) -> Result<Option<String>> {
         if value.is_some() || bytes.is_none() {
             return Ok(value);
@@ -479,15 +474,17 @@ impl<'a> Reader<'a> {
             let base = self.stands.len();
             let prefix = self.prefix.clone();
             let name = |i: usize| Reader::placeholder(&prefix, base + i);
-            if let Some(f) = place.fold_json(self.db, self.max, None, &name)? {
+            if let Some(f) = place.fold_json(self.db, self.max, &[], &name)? {
                 if json == Json::Any || f.json.starts_with('{') {
-                    for (index, window) in f.long.into_iter().enumerate() {
+                    for (index, (window, json_chars)) in f.long.into_iter().zip(f.json_chars).enumerate() {
                         self.stands.push(Stand::InJson {
                             place: place.clone(),
                             index,
                             window,
+                            json_chars,
                         });
                     }
+                    *damaged |= f.lossy;
                     return Ok(Some(f.json));
                 }
             }
@@ -585,7 +582,7 @@ impl<'a> Reader<'a> {
                 Stand::Column(place) => place.window(self.db, 0, self.max)?,
                 Stand::InJson { window, .. } => window.clone(),
             }),
-            Some(Found::Inside(i)) => Some(self.column_of(i).window(self.db, 0, self.max)?),
+            Some(Found::Inside) => Some(self.inside(s, 0, self.max)?),
             None => fold::cut(s, self.max).map(|(head, chars)| Window {
                 text: head.to_string(),
                 chars,
@@ -600,8 +597,107 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// Characters `offset .. offset + take` of the text a string holding placeholders of long
+    /// JSON strings stands for, and its length. Such a string is a long column's JSON written
+    /// out whole (a block rebuilt from `metadata` by `to_string`), and the full read shows
+    /// serde_json's writing of the stored JSON, not the column's text (which may have spaces,
+    /// escapes, `1e+21`): `s` with each placeholder as serde_json writes its string. A page
+    /// within a string's window is cut from that; one further on is read (`pages`).
+    fn inside(&self, s: &str, offset: u64, take: usize) -> Result<Window> {
+        let to = offset.saturating_add(take as u64);
+        let mut pieces: Vec<Piece> = Vec::new();
+        let (mut at, mut lossy) = (0u64, false);
+        for (text, stand) in self.split(s) {
+            let n = text.chars().count() as u64;
+            if at < to && at + n > offset {
+                pieces.push(Piece::Text(
+                    fold::chars_in(text, offset.saturating_sub(at), to - at).to_string(),
+                ));
+            }
+            at += n;
+            let Some(i) = stand else { continue };
+            let Stand::InJson {
+                index,
+                window,
+                json_chars,
+                ..
+            } = &self.stands[i]
+            else {
+                continue;
+            };
+            lossy |= window.lossy;
+            if at < to && at + json_chars > offset {
+                let (lo, hi) = (offset.saturating_sub(at), (to - at).min(*json_chars));
+                // The window is the string's first characters: written out, they are the first
+                // of the string written out (as many or more).
+                let head = serde_json::to_string(&window.text)?;
+                let head = head
+                    .strip_prefix('"')
+                    .and_then(|h| h.strip_suffix('"'))
+                    .unwrap_or_default();
+                if window.text.chars().count() as u64 == window.chars || head.chars().count() as u64 >= hi {
+                    pieces.push(Piece::Text(fold::chars_in(head, lo, hi).to_string()));
+                } else {
+                    let target = Target {
+                        index: *index,
+                        offset: lo,
+                        take: (hi - lo) as usize,
+                        json: true,
+                    };
+                    pieces.push(Piece::Page(i, target));
+                }
+            }
+            at += json_chars;
+        }
+        Ok(Window {
+            text: self.pages(pieces)?,
+            chars: at,
+            lossy,
+        })
+    }
+
+    /// `inside`'s pieces put together, the pages of long strings among them read: one read of
+    /// each column they are in.
+    fn pages(&self, pieces: Vec<Piece>) -> Result<String> {
+        let mut reads: Vec<(&Place, Vec<Target>)> = Vec::new();
+        for piece in &pieces {
+            if let Piece::Page(i, target) = piece {
+                let place = self.column_of(*i);
+                match reads.iter_mut().find(|(p, _)| *p == place) {
+                    Some((_, targets)) => targets.push(*target),
+                    None => reads.push((place, vec![*target])),
+                }
+            }
+        }
+        let changed =
+            |place: &Place| LcmError::Internal(format!("{}.{} changed while it was read", place.table(), place.column));
+        let mut read: Vec<(&Place, Vec<Window>)> = Vec::new();
+        for (place, targets) in reads {
+            let f = place
+                .fold_json(self.db, self.max, &targets, &|_| String::new())?
+                .ok_or_else(|| changed(place))?;
+            read.push((place, f.long));
+        }
+        let mut text = String::new();
+        for piece in pieces {
+            match piece {
+                Piece::Text(t) => text.push_str(&t),
+                Piece::Page(i, target) => {
+                    let place = self.column_of(i);
+                    let page = read
+                        .iter()
+                        .find(|(p, _)| *p == place)
+                        .and_then(|(_, long)| long.get(target.index))
+                        .ok_or_else(|| changed(place))?;
+                    text.push_str(&page.text);
+                }
+            }
+        }
+        Ok(text)
+    }
+
     /// Characters `offset .. offset + take` of the text at `block` and `path` of a message
-    /// read by `read_ids` of a reader made with `IN_JSON_WHOLE`, and its length.
+    /// read by `read_ids`, and its length.
     fn page_of(&self, content: &Value, block: Option<usize>, path: &str, offset: u64, take: usize) -> Result<Window> {
         let s = text_at(content, block, path)?;
         let found = self.found(s);
@@ -616,13 +712,14 @@ impl<'a> Reader<'a> {
                         index: *index,
                         offset,
                         take,
+                        json: false,
                     };
-                    let f = place.fold_json(self.db, 0, Some(target), &|_| String::new())?;
+                    let f = place.fold_json(self.db, self.max, &[target], &|_| String::new())?;
                     f.and_then(|f| f.long.into_iter().nth(*index))
                         .ok_or_else(|| LcmError::Internal(format!("the text at {path} changed while it was read")))?
                 }
             },
-            Some(Found::Inside(i)) => self.column_of(i).window(self.db, offset, take)?,
+            Some(Found::Inside) => self.inside(s, offset, take)?,
             None => {
                 let (text, chars) = fold::slice(s, offset, take);
                 Window {
@@ -633,6 +730,13 @@ impl<'a> Reader<'a> {
             }
         })
     }
+}
+
+/// A piece of `Reader::inside`'s window: text, or a page of the long string of `stands[i]`
+/// still to be read.
+enum Piece {
+    Text(String),
+    Page(usize, Target),
 }
 
 /// A `message_parts` row as `Reader::parts` selects it.
@@ -799,19 +903,20 @@ impl Place {
     }
 
     /// The column's text read as JSON, each string longer than `IN_JSON_WHOLE` (or `keep`)
-    /// characters stood in for, its window its first `keep` (`fold::fold_json`).
+    /// characters stood in for, its window its first `keep` (or its page, `targets`;
+    /// `fold::fold_json`).
     fn fold_json(
         &self,
         db: Db,
         keep: usize,
-        target: Option<Target>,
+        targets: &[Target],
         placeholder: &dyn Fn(usize) -> String,
     ) -> Result<Option<fold::FoldedJson>> {
         let long = IN_JSON_WHOLE.max(keep);
         match db {
             Db::Sqlite(conn) => {
                 let blob = self.blob(conn)?;
-                fold::fold_json(blob, long, keep, target, placeholder).map_err(read_error)
+                fold::fold_json(blob, long, keep, targets, placeholder).map_err(read_error)
             }
             Db::Pg(_) => {
                 let (key, value) = self.pg_key();
@@ -828,7 +933,7 @@ impl Place {
                     at: 0,
                     done: false,
                 };
-                fold::fold_json(chunks, long, keep, target, placeholder).map_err(read_error)
+                fold::fold_json(chunks, long, keep, targets, placeholder).map_err(read_error)
             }
         }
     }
@@ -1220,8 +1325,8 @@ mod tests {
     }
 
     /// A row lossless-claw may write: a part of another type with no text of its own and a
-    /// long metadata without `raw`, rebuilt as a text block holding the metadata's JSON. Its
-    /// text is the column, cut and paged as one.
+    /// long metadata without `raw`, rebuilt as a text block holding the metadata's JSON. That
+    /// text is cut and paged as one.
     #[test]
     fn a_block_rebuilt_from_long_metadata_is_shown_as_the_column() {
         let (_dir, engine) = crate::test_support::temp_engine();
@@ -1260,5 +1365,180 @@ mod tests {
         };
         let p = engine.message_text(whole[0].message_id, &request).unwrap();
         assert_eq!(p.text, full[150_000..]);
+    }
+
+    /// `text` as JSON a writer other than serde_json may store: `\u` escapes for every non-ASCII
+    /// character (surrogate pairs beyond the BMP), `\/`, `\u0022` for a quote.
+    fn loose_json_string(text: &str) -> String {
+        let mut out = String::from("\"");
+        for c in text.chars() {
+            match c {
+                '"' => out.push_str("\\u0022"),
+                '\\' => out.push_str("\\\\"),
+                '/' => out.push_str("\\/"),
+                '\n' => out.push_str("\\n"),
+                c if (c as u32) < 0x20 || !c.is_ascii() => {
+                    let mut units = [0u16; 2];
+                    for u in c.encode_utf16(&mut units) {
+                        out.push_str(&format!("\\u{u:04x}"));
+                    }
+                }
+                c => out.push(c),
+            }
+        }
+        out.push('"');
+        out
+    }
+
+    /// A block rebuilt from a long metadata stored as JSON serde_json would not write (spaces,
+    /// `\u` escapes, `1e+21`, `1.50`): shown and paged as the full read shows it, serde_json's
+    /// writing of that JSON, not the column's text.
+    fn metadata_not_written_by_serde_json(engine: &Engine, run: &dyn Fn(&str, &[&dyn rusqlite::ToSql]), name: &str) {
+        let cid = engine
+            .ingest(
+                &Target::Session(format!("loose-{name}")),
+                &[json!({ "role": "assistant", "content": [{ "type": "patch", "hash": "abc" }] })],
+            )
+            .unwrap()
+            .conversation_id;
+        let (files, more) = (text(200_000, 9) + "\u{1}/\t", text(5_000, 10));
+        let stored = format!(
+            "{{ \"type\" : \"patch\",\n  \"n\": 1e+21, \"f\": 1.50, \"name\": {},\n  \"files\" : {} , \"more\": [ {} , true, null ] }}",
+            loose_json_string("café 🚀 a/b"),
+            loose_json_string(&files),
+            loose_json_string(&more),
+        );
+        let value: Value = serde_json::from_str(&stored).unwrap();
+        assert_eq!((&value["files"], &value["more"][0]), (&json!(files), &json!(more)));
+        let id = engine.messages(cid, 0, 10).unwrap()[0].message_id;
+        run(
+            "UPDATE message_parts SET text_content = NULL, metadata = ?1 WHERE message_id = ?2",
+            &[&stored, &id],
+        );
+        let whole = engine.messages(cid, 0, 10).unwrap();
+        let full = whole[0].content[0]["text"].as_str().unwrap().to_string();
+        assert_eq!(full, value.to_string(), "{name}: the full read writes the JSON out");
+        let chars = full.chars().count();
+        assert!(chars < stored.chars().count(), "{name}: the column's text is longer");
+        let folded = engine.messages_page(cid, &page(1_000)).unwrap();
+        assert_eq!(folded[0].content, reference(&whole[0].content, 1_000).0, "{name}");
+        let cut = FoldedText {
+            block: Some(0),
+            path: "/text".into(),
+            chars: chars as u64,
+        };
+        assert_eq!(folded[0].folded.clone().unwrap(), [cut], "{name}");
+        let request = |offset: usize, limit: usize| TextRequest {
+            block: Some(0),
+            offset: offset as i64,
+            limit,
+            ..TextRequest::default()
+        };
+        let slice = |offset: usize, limit: usize| full.chars().skip(offset).take(limit).collect::<String>();
+        // Pages end to end are the full read's text.
+        let mut got = String::new();
+        let mut at = 0;
+        loop {
+            let p = engine.message_text(id, &request(at, 7_777)).unwrap();
+            assert_eq!(p.chars, chars as u64, "{name}");
+            assert_eq!(p.text, slice(at, 7_777), "{name}: at {at}");
+            got.push_str(&p.text);
+            match p.next_offset {
+                Some(next) => at = next as usize,
+                None => break,
+            }
+        }
+        assert_eq!(got, full, "{name}");
+        // A page across the end of one long string, the text between and all of the next.
+        let end_of_files = full.find("\",\"more\"").unwrap();
+        let from = full[..end_of_files].chars().count() - 50;
+        let p = engine.message_text(id, &request(from, 10_000)).unwrap();
+        assert_eq!(p.text, slice(from, 10_000), "{name}");
+    }
+
+    #[test]
+    fn a_block_rebuilt_from_metadata_not_written_by_serde_json_is_the_full_reads_text() {
+        let (_dir, engine) = crate::test_support::temp_engine();
+        let path = engine.config().db_path.clone();
+        let run = |sql: &str, params: &[&dyn rusqlite::ToSql]| {
+            rusqlite::Connection::open(&path).unwrap().execute(sql, params).unwrap();
+        };
+        metadata_not_written_by_serde_json(&engine, &run, "sqlite");
+    }
+
+    #[test]
+    fn a_block_rebuilt_from_metadata_not_written_by_serde_json_on_postgres() {
+        let Some((location, url)) = crate::test_support::pg_test_url("folded_loose") else {
+            return;
+        };
+        let options = json!({ "dbPath": url, "timezone": "UTC" });
+        let engine = Engine::open(crate::config::Config::from_options(&options, None).unwrap()).unwrap();
+        let pg = location.connect().unwrap();
+        let run = |sql: &str, params: &[&dyn rusqlite::ToSql]| {
+            crate::sql::Db::Pg(&pg).execute(sql, params).unwrap();
+        };
+        metadata_not_written_by_serde_json(&engine, &run, "postgres");
+        drop(engine);
+        crate::test_support::drop_test_schema(&location);
+    }
+
+    /// Bytes that are not UTF-8 far past the window (SQLite keeps what it is given): the
+    /// message is damaged, and its text counted and paged as the full read decodes it (each
+    /// stray continuation byte a U+FFFD of its own).
+    #[test]
+    fn a_long_text_damaged_past_its_window_is_said_to_be_damaged() {
+        let (_dir, engine) = crate::test_support::temp_engine();
+        let long = json!({ "type": "text", "text": text(100_000, 11), "extra": "x" });
+        let cid = engine
+            .ingest(
+                &Target::Session("damaged".into()),
+                &[
+                    json!({ "role": "user", "content": text(100_000, 12) }),
+                    json!({ "role": "user", "content": [long] }),
+                ],
+            )
+            .unwrap()
+            .conversation_id;
+        let conn = rusqlite::Connection::open(&engine.config().db_path).unwrap();
+        let ids: Vec<i64> = engine
+            .messages(cid, 0, 10)
+            .unwrap()
+            .iter()
+            .map(|m| m.message_id)
+            .collect();
+        // A plain text column, and a short string of a long JSON one.
+        conn.execute(
+            "UPDATE message_parts SET text_content = text_content || CAST(X'80FF8041E6' AS TEXT) WHERE message_id = ?1",
+            [ids[0]],
+        )
+        .unwrap();
+        conn.execute(
+            "UPDATE message_parts SET metadata = replace(metadata, '\"extra\":\"x\"', '\"extra\":\"x' || CAST(X'FF' AS TEXT) || '\"') WHERE message_id = ?1",
+            [ids[1]],
+        )
+        .unwrap();
+        let whole = engine.messages(cid, 0, 10).unwrap();
+        let full = whole[0].content.as_str().unwrap();
+        assert!(
+            full.ends_with("\u{FFFD}\u{FFFD}\u{FFFD}A\u{FFFD}"),
+            "{}",
+            &full[full.len() - 20..]
+        );
+        assert_eq!(whole[1].content[0]["extra"], "x\u{FFFD}");
+        assert!(whole.iter().all(|m| m.damaged == Some(true)));
+        let folded = engine.messages_page(cid, &page(1_000)).unwrap();
+        for (f, w) in folded.iter().zip(&whole) {
+            assert_eq!(f.damaged, Some(true), "message {}", w.seq);
+            assert_eq!(f.content, reference(&w.content, 1_000).0, "message {}", w.seq);
+        }
+        let chars = full.chars().count() as u64;
+        assert_eq!(folded[0].folded.as_ref().unwrap()[0].chars, chars);
+        let request = TextRequest {
+            offset: chars as i64 - 6,
+            ..TextRequest::default()
+        };
+        let p = engine.message_text(ids[0], &request).unwrap();
+        let tail: String = full.chars().skip(chars as usize - 6).collect();
+        assert_eq!((&p.text, p.chars), (&tail, chars));
     }
 }

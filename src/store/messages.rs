@@ -1074,8 +1074,70 @@ pub(crate) fn load_parts<'a>(db: impl Into<Db<'a>>, message_ids: &[i64]) -> Resu
     Ok(out)
 }
 
-/// The columns `stored()` reads, in its order.
-const STORED_COLUMNS: &str = "message_id, seq, role, content, created_at, token_count, transcript_entry_id";
+/// A `messages` row's columns but its content, first in the SELECT of `stored` and of
+/// `store::folded` (which reads the content its own way), in `MessageRow::read`'s order.
+pub(crate) const MESSAGE_COLUMNS: &str =
+    "m.message_id, m.seq, m.role, m.created_at, m.token_count, m.transcript_entry_id";
+
+/// A `messages` row as read for a `StoredMessage`, but its content.
+pub(crate) struct MessageRow {
+    id: i64,
+    seq: i64,
+    role: String,
+    created_at: String,
+    tokens: i64,
+    entry: Option<String>,
+    /// Whether any column of the row (the content too) was read with U+FFFD.
+    damaged: bool,
+}
+
+impl MessageRow {
+    /// `MESSAGE_COLUMNS`, then what `rest` reads of the columns after them (from the index it
+    /// is given).
+    pub(crate) fn read<T>(
+        r: &crate::sql::Row,
+        rest: impl FnOnce(&crate::sql::Row, usize) -> Result<T>,
+    ) -> Result<(MessageRow, T)> {
+        let lossy = crate::sql::lossy_reads();
+        let mut row = MessageRow {
+            id: r.get(0)?,
+            seq: r.get(1)?,
+            role: r.get(2)?,
+            created_at: r.get(3)?,
+            tokens: r.get(4)?,
+            entry: r.get(5)?,
+            damaged: false,
+        };
+        let rest = rest(r, 6)?;
+        row.damaged = crate::sql::lossy_reads() != lossy;
+        Ok((row, rest))
+    }
+
+    pub(crate) fn id(&self) -> i64 {
+        self.id
+    }
+
+    /// The message, its content rebuilt from `content` (the column's text) and its parts.
+    pub(crate) fn into_stored(self, content: &str, parts: &[StoredPart]) -> StoredMessage {
+        let role = Role::from_db(&self.role);
+        StoredMessage {
+            message_id: self.id,
+            seq: self.seq,
+            role: role.host(),
+            content: stored_content(role, content, parts),
+            created_at: time::iso_or_raw(self.created_at),
+            token_count: self.tokens,
+            tool_call_id: if role == Role::ToolResult {
+                tool_call_id_of(parts)
+            } else {
+                None
+            },
+            entry_id: self.entry,
+            damaged: (self.damaged || parts.iter().any(|p| p.damaged)).then_some(true),
+            folded: None,
+        }
+    }
+}
 
 /// Messages of a conversation in order, from `after_seq` (exclusive), at most `limit`.
 pub(crate) fn list<'a>(
@@ -1086,8 +1148,9 @@ pub(crate) fn list<'a>(
 ) -> Result<Vec<StoredMessage>> {
     let db = db.into();
     conversations::get(db, conversation_id)?;
-    let sql =
-        format!("SELECT {STORED_COLUMNS} FROM messages WHERE conversation_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3");
+    let sql = format!(
+        "SELECT {MESSAGE_COLUMNS}, m.content FROM messages m WHERE m.conversation_id = ?1 AND m.seq > ?2 ORDER BY m.seq LIMIT ?3"
+    );
     stored(db, &sql, params![conversation_id, after_seq, limit])
 }
 
@@ -1095,63 +1158,22 @@ pub(crate) fn list<'a>(
 pub(crate) fn by_ids<'a>(db: impl Into<Db<'a>>, ids: &[i64]) -> Result<Vec<StoredMessage>> {
     let db = db.into();
     let sql = format!(
-        "SELECT {STORED_COLUMNS} FROM {} j JOIN messages m ON m.message_id = j.value ORDER BY j.key",
+        "SELECT {MESSAGE_COLUMNS}, m.content FROM {} j JOIN messages m ON m.message_id = j.value ORDER BY j.key",
         db.id_list("?1")
     );
     stored(db, &sql, params![serde_json::to_string(ids)?])
 }
 
-/// Runs a query selecting `STORED_COLUMNS` and rebuilds each message with its parts.
+/// Runs a query selecting `MESSAGE_COLUMNS` and the content, and rebuilds each message with
+/// its parts.
 fn stored(db: Db, sql: &str, args: &[&dyn rusqlite::ToSql]) -> Result<Vec<StoredMessage>> {
-    struct Row {
-        id: i64,
-        seq: i64,
-        role: String,
-        content: String,
-        created_at: String,
-        tokens: i64,
-        entry: Option<String>,
-        damaged: bool,
-    }
-    let rows: Vec<Row> = db.query_map(sql, args, |r| {
-        let lossy = crate::sql::lossy_reads();
-        let mut row = Row {
-            id: r.get(0)?,
-            seq: r.get(1)?,
-            role: r.get(2)?,
-            content: r.get(3)?,
-            created_at: r.get(4)?,
-            tokens: r.get(5)?,
-            entry: r.get(6)?,
-            damaged: false,
-        };
-        row.damaged = crate::sql::lossy_reads() != lossy;
-        Ok(row)
-    })?;
-    let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+    let rows: Vec<(MessageRow, String)> = db.query_map(sql, args, |r| MessageRow::read(r, |r, at| r.get(at)))?;
+    let ids: Vec<i64> = rows.iter().map(|(r, _)| r.id).collect();
     let parts = load_parts(db, &ids)?;
     Ok(rows
         .into_iter()
         .zip(parts)
-        .map(|(r, parts)| {
-            let role = Role::from_db(&r.role);
-            StoredMessage {
-                message_id: r.id,
-                seq: r.seq,
-                role: role.host(),
-                content: stored_content(role, &r.content, &parts),
-                created_at: time::iso_or_raw(r.created_at),
-                token_count: r.tokens,
-                tool_call_id: if role == Role::ToolResult {
-                    tool_call_id_of(&parts)
-                } else {
-                    None
-                },
-                entry_id: r.entry,
-                damaged: (r.damaged || parts.iter().any(|p| p.damaged)).then_some(true),
-                folded: None,
-            }
-        })
+        .map(|((r, content), parts)| r.into_stored(&content, &parts))
         .collect())
 }
 

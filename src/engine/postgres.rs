@@ -727,6 +727,22 @@ mod tests {
         }
     }
 
+    /// A runtime of two workers, and a forced sweep into 3,000 tokens: what the tests of
+    /// compactions across gateways run.
+    fn runtime_and_sweep() -> (tokio::runtime::Runtime, crate::api::SweepOptions) {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let sweep = crate::api::SweepOptions {
+            token_budget: 3_000,
+            force: true,
+            ..Default::default()
+        };
+        (rt, sweep)
+    }
+
     /// A compaction's lease through a transaction pooler, lost while the compaction runs
     /// (another gateway took it once it ran out): the holder notices, and writes nothing more.
     /// Once as its summarizer answers (the answer is not written), once while its summarizer
@@ -742,16 +758,7 @@ mod tests {
         engine
             .ingest(&Target::Session("lease".into()), &transcript(THEME)[..120])
             .unwrap();
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let sweep = crate::api::SweepOptions {
-            token_budget: 3_000,
-            force: true,
-            ..Default::default()
-        };
+        let (rt, sweep) = runtime_and_sweep();
         // What another gateway does once the lease ran out: takes it.
         let steal = {
             let location = location.clone();
@@ -825,16 +832,7 @@ mod tests {
         let (a, b) = (Arc::new(gateway()), gateway());
         let target = Target::Session("shared".into());
         a.ingest(&target, &transcript(THEME)[..120]).unwrap();
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let sweep = crate::api::SweepOptions {
-            token_budget: 3_000,
-            force: true,
-            ..Default::default()
-        };
+        let (rt, sweep) = runtime_and_sweep();
         let hanging = Scripted::new(|_, _| Act::Hang);
         let first = rt.spawn({
             let (a, hanging, sweep) = (a.clone(), hanging.clone(), sweep.clone());

@@ -37,13 +37,17 @@ pub struct StoredCopy {
 }
 
 /// Copies of rows stored before them in the conversation, oldest copy first, with the rows
-/// they copy.
+/// they copy. The original is looked up by its identity hash (lossless-claw's index on
+/// `(conversation_id, identity_hash)`; a copy has its original's), so the search is one pass
+/// over the conversation's anchored rows, not one over every earlier row for each.
 const FIND: &str = "SELECT o.message_id, c.message_id, c.role
  FROM messages c
  JOIN message_transcript_anchor_trust t ON t.message_id = c.message_id
  JOIN messages o ON o.conversation_id = c.conversation_id AND o.seq < c.seq
+  AND o.identity_hash = c.identity_hash
   AND o.role = c.role AND o.content = c.content AND o.created_at = c.created_at
- WHERE c.conversation_id = ?1 AND c.transcript_entry_id IS NOT NULL AND o.transcript_entry_id IS NULL
+ WHERE c.conversation_id = ?1 AND o.conversation_id = ?1
+  AND c.transcript_entry_id IS NOT NULL AND o.transcript_entry_id IS NULL
   AND NOT EXISTS (SELECT 1 FROM message_transcript_anchor_trust t2 WHERE t2.message_id = o.message_id)
   AND NOT EXISTS (SELECT 1 FROM messages x WHERE x.conversation_id = c.conversation_id
    AND x.seq > o.seq AND x.seq < c.seq AND x.role = 'user' AND x.transcript_entry_id IS NULL)

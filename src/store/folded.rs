@@ -26,10 +26,9 @@
 use std::hash::{BuildHasher, Hasher};
 
 use rusqlite::params;
-use serde::Serialize;
 use serde_json::Value;
 
-use super::messages::{self, MessageRow, StoredMessage, StoredPart};
+use super::messages::{self, FoldedText, MessageRow, StoredMessage, StoredPart};
 use crate::error::{LcmError, Result};
 use crate::fold::{self, Target, Window};
 use crate::sql::Db;
@@ -89,21 +88,6 @@ impl Drop for Pass {
 /// them later as it cuts any text); longer ones are stood in for. The same while a page is looked
 /// for (any size would find the same text; this one keeps what the lookup holds small).
 const IN_JSON_WHOLE: usize = 1024;
-
-/// A text of a message that came back cut (an entry of `StoredMessage.folded`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[cfg_attr(test, derive(ts_rs::TS))]
-#[cfg_attr(test, ts(rename = "FoldedText"))]
-#[serde(rename_all = "camelCase")]
-pub struct FoldedText {
-    /// The content block it is in (its index in `content`); null when `content` is a string.
-    pub block: Option<usize>,
-    /// Where in the block (a JSON Pointer: `/text`, `/thinking`, `/arguments/command`); `""`
-    /// for a string `content`.
-    pub path: String,
-    /// Its length in characters (Unicode code points); what is shown is its first `maxChars`.
-    pub chars: u64,
-}
 
 /// A page of one text of a message (what `messageText` answers, less the ids).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -1007,11 +991,11 @@ fn read_error(e: std::io::Error) -> LcmError {
 mod tests {
     use serde_json::{json, Value};
 
-    use super::FoldedText;
     use crate::api::{DescribeOptions, MessagePage, TextRequest};
     use crate::engine::Engine;
     use crate::recall::ItemId;
     use crate::store::conversations::Target;
+    use crate::store::messages::FoldedText;
 
     /// Texts of `n` characters mixing one-, two-, three- and four-byte characters (so cuts fall
     /// inside multi-byte runs), distinct per `seed`.

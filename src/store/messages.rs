@@ -968,6 +968,21 @@ pub(crate) fn stored_content(role: Role, content_text: &str, parts: &[StoredPart
     }
 }
 
+/// A text of a message that came back cut (an entry of `StoredMessage.folded`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[cfg_attr(test, ts(rename = "FoldedText"))]
+#[serde(rename_all = "camelCase")]
+pub struct FoldedText {
+    /// The content block it is in (its index in `content`); null when `content` is a string.
+    pub block: Option<usize>,
+    /// Where in the block (a JSON Pointer: `/text`, `/thinking`, `/arguments/command`); `""`
+    /// for a string `content`.
+    pub path: String,
+    /// Its length in characters (Unicode code points); what is shown is its first `maxChars`.
+    pub chars: u64,
+}
+
 /// A stored message, its content rebuilt from its parts exactly as it was ingested.
 #[derive(Debug, Clone, Serialize)]
 #[cfg_attr(test, derive(ts_rs::TS))]
@@ -998,7 +1013,7 @@ pub struct StoredMessage {
     /// nothing was cut.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(test, ts(optional))]
-    pub folded: Option<Vec<super::folded::FoldedText>>,
+    pub folded: Option<Vec<FoldedText>>,
 }
 
 /// The tool call a toolResult answers: the parts' column, else what the metadata kept.

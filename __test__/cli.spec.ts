@@ -4,7 +4,7 @@ import { spawn, spawnSync } from 'node:child_process'
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, watch, writeFileSync } from 'node:fs'
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 
@@ -238,6 +238,29 @@ describe('read commands', () => {
     expect(doctor.stdout).toMatch(/conversation 1: 11 messages stored twice by lossless-claw 1\.0/)
     expect(doctor.stdout).toMatch(/copy of original: 17 of 15, 22 of 18/)
     expect(readFileSync(db).equals(original)).toBe(true)
+  })
+
+  it('fold-copies lists the copies on a dry run, and with --apply writes a backup first and folds them', async () => {
+    const db = copyFixture('lossless-claw-doubled.db')
+    const dry = await cli(['fold-copies', '--db', db])
+    expect(dry.code, dry.stderr).toBe(0)
+    expect(dry.stdout).toMatch(/conversation 1: 11 copies \(copy of original: 17 of 15, 22 of 18/)
+    expect(dry.stdout).toMatch(/would fold 11 copies \(11 live context rows, 0 summary links\); nothing was written/)
+    expect(await cli(['fold-copies', '--db', db, '--backup', `${db}.b`])).toMatchObject({ code: 2 })
+    const backup = `${db}.before.db`
+    const applied = await cli(['fold-copies', '--db', db, '--apply', '--backup', backup])
+    expect(applied.code, applied.stderr).toBe(0)
+    expect(applied.stdout).toContain(`folded 11 copies (11 live context rows, 0 summary links) into their originals; backup ${backup}`)
+    const before = JSON.parse((await cli(['verify', '--db', backup, '--json'])).stdout)
+    expect(before.messages).toBe(49)
+    expect(before.copies).toHaveLength(11)
+    const after = JSON.parse((await cli(['verify', '--db', db, '--json'])).stdout)
+    expect(after.ok).toBe(true)
+    expect(after.messages).toBe(38)
+    expect(after.copies).toEqual([])
+    const again = await cli(['fold-copies', '--db', db, '--apply'])
+    expect(again.stdout).toMatch(/^no copies/)
+    expect(readdirSync(dirname(db)).filter((f) => f.includes('before-fold-copies'))).toEqual([])
   })
 
   it('doctor says what to run next, and read commands never change a lossless-claw file', async () => {

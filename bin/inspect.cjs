@@ -315,7 +315,7 @@ async function doctor(argv) {
     if (!report.ok) advice.push({ problem: `verify found ${plural(report.problems.length, 'problem')}`, fix: `lcm-native backup --db ${db} <copy>, then report the problems (lcm-native verify --db ${db})` })
     const copied = new Map()
     for (const c of report.copies) copied.set(c.conversationId, (copied.get(c.conversationId) ?? 0) + 1)
-    for (const [cid, n] of copied) advice.push({ problem: `conversation ${cid}: ${plural(n, 'message')} stored twice by lossless-claw 1.0 (re-imported copies; the model is sent each once)`, fix: `nothing is needed for the model; verify lists them (lcm-native verify --conversation ${cid} --db ${db}); folding them into one row is not built yet` })
+    for (const [cid, n] of copied) advice.push({ problem: `conversation ${cid}: ${plural(n, 'message')} stored twice by lossless-claw 1.0 (re-imported copies; the model is sent each once)`, fix: `nothing is needed for the model; to keep each turn once on disk too: lcm-native fold-copies --conversation ${cid} --db ${db} (a dry run; --apply writes a backup first, then folds them)` })
     if (upgradeNeeded) advice.push({ problem: 'the file has the schema of an older lossless-claw or lcm-native', fix: `lcm-native migrate --db ${db} (OpenClaw with lcm-native also upgrades it when it opens it)` })
     for (const c of perConversation) {
       if (c.fallbacks) advice.push({ problem: `conversation ${c.conversationId}: ${plural(c.fallbacks, 'fallback summary')} (the summarizer failed)`, fix: `lcm-native rewrite ${c.conversationId} --fallbacks --apply --db ${db}` })

@@ -79,6 +79,12 @@ const HELP = {
   history: `lcm-native history <summary_id> [--content] [--json] [--immutable] [--db PATH] [--config FILE]
     Every version of a summary's text, oldest first: version, reason, model, template and
     tokens (--content: the texts too). Reads only.`,
+  'fold-copies': `lcm-native fold-copies [--conversation N] [--apply] [--backup FILE] [--db PATH] [--config FILE]
+    Fold the turns lossless-claw 1.0 stored twice (verify and doctor name the copies) into
+    the rows they copy: each copy's host entry id and anchor trust move to its original, its
+    context row or summary link goes, and its row is deleted. What the model is sent does not
+    change (it is sent each turn once already). A dry run (which reads only) unless --apply,
+    which first writes a backup (--backup FILE, default DB.before-fold-copies-TIME.db).`,
   rollback: `lcm-native rollback <summary_id> <version> [--db PATH] [--config FILE]
     Make an earlier version of a summary its text again, as a new version.`,
   redact: `lcm-native redact (--pattern REGEX | --messages ID,ID… | --finish) [--conversation N] [--replacement TEXT]
@@ -654,6 +660,35 @@ async function rollback(argv) {
 }
 
 /** @param {string[]} argv */
+async function foldCopies(argv) {
+  /** @satisfies {OptionSpec} */
+  const spec = { conversation: 'int', apply: 'switch', backup: 'string', db: 'string', config: 'string', help: 'switch' }
+  const args = parseArgs(argv, spec, 'fold-copies')
+  if (args.help) return console.log(`usage: ${HELP['fold-copies']}`)
+  if (args._.length) throw new UsageError(`unexpected argument ${args._[0]}`, 'fold-copies')
+  if (args.backup !== undefined && !args.apply) throw new UsageError('--backup goes with --apply (a dry run writes nothing)', 'fold-copies')
+  const { db, engineOptions } = existingDb(args)
+  const backup = args.apply ? (args.backup ?? `${db}.before-fold-copies-${new Date().toISOString().replace(/[:.]/g, '-')}.db`) : undefined
+  if (backup !== undefined) checkDbFile(backup, 'the backup file')
+  const engine = await LcmEngine.open({ ...engineOptions, dbPath: db })
+  try {
+    reportMigration(engine, db)
+    const r = await engine.foldCopies({ conversationId: args.conversation, apply: Boolean(args.apply), ...(backup ? { backup } : {}) })
+    if (!r.copies.length) return console.log('no copies: lossless-claw stored no turn twice here')
+    const byConversation = new Map()
+    for (const c of r.copies) byConversation.set(c.conversationId, [...(byConversation.get(c.conversationId) ?? []), `${c.copyId} of ${c.originalId}`])
+    for (const [cid, pairs] of byConversation) console.log(`conversation ${cid}: ${plural(pairs.length, 'copy')} (copy of original: ${pairs.join(', ')})`)
+    for (const k of r.kept) console.log(`  kept ${k.copyId}: ${k.reason}`)
+    const what = `${plural(r.folded.length, 'copy')} (${plural(r.contextItemsRemoved, 'live context row')}, ${plural(r.summaryLinksRemoved, 'summary link')})`
+    if (r.applied) console.log(`folded ${what} into their originals; backup ${r.backup}`)
+    else if (r.folded.length) console.log(`would fold ${what}; nothing was written. To fold them (a backup is written first): lcm-native fold-copies --apply --db ${db}${args.conversation ? ` --conversation ${args.conversation}` : ''}`)
+    else console.log('nothing to fold: every copy is kept')
+  } finally {
+    await engine.close()
+  }
+}
+
+/** @param {string[]} argv */
 async function redact(argv) {
   /** @satisfies {OptionSpec} */
   const spec = {
@@ -887,7 +922,7 @@ async function tui(argv) {
 async function main(argv) {
   const [command, ...rest] = argv
   /** @type {Record<Command, (argv: string[]) => Promise<void>>} */
-  const commands = { demo, stats, ...inspect.commands, fidelity, migrate, backup, copy, rewrite, history, rollback, redact, tui, ui, prompts }
+  const commands = { demo, stats, ...inspect.commands, fidelity, migrate, backup, copy, rewrite, history, rollback, 'fold-copies': foldCopies, redact, tui, ui, prompts }
   if (isCommand(command)) {
     // `-h` and `--help` anywhere after a command show its usage, whatever else is given.
     if (rest.some((a) => a === '-h' || a === '--help')) return console.log(`usage: ${HELP[command]}`)

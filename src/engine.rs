@@ -29,7 +29,7 @@ use crate::db::migrate::MigrationReport;
 use crate::error::{LcmError, Result};
 use crate::prompts::{PromptDirs, PromptSet};
 use crate::recall;
-use crate::sql::WriteScope;
+use crate::sql::{Db, WriteScope};
 use crate::store::conversations::{self, ConversationInfo, SessionConversation, Target};
 use crate::store::messages::{self, IngestOutcome, StoredMessage};
 use crate::store::summaries::{self, SummaryRecord};
@@ -236,6 +236,65 @@ impl Engine {
         self.deps
             .backend
             .read_fresh(|db| crate::store::verify::verify(db, conversation_id))
+    }
+
+    /// Folds lossless-claw's re-imported copies into the rows they copy (`store::copies::fold`):
+    /// a dry run, which reads only, unless `options.apply`. An applying run waits for, and
+    /// holds off, other mutating operations on each conversation with copies, writes
+    /// `options.backup` first, then folds them all in one transaction. E_NOT_FOUND for an
+    /// unknown `conversationId`.
+    pub(crate) async fn fold_copies(&self, options: &crate::api::FoldOptions) -> Result<crate::api::FoldReport> {
+        use crate::store::copies::{fold, FoldedCopies};
+        let all = |db: Db, apply: bool, ids: &[i64]| -> Result<FoldedCopies> {
+            let mut out = FoldedCopies::default();
+            for id in ids {
+                out.add(fold(db, *id, apply)?);
+            }
+            Ok(out)
+        };
+        let ids: Vec<i64> = self.deps.backend.read(|db| {
+            let ids: Vec<i64> = db.query_map(
+                "SELECT conversation_id FROM conversations ORDER BY conversation_id",
+                &[],
+                |r| r.get(0),
+            )?;
+            match options.conversation_id {
+                Some(id) if !ids.contains(&id) => Err(LcmError::not_found("conversation", id)),
+                Some(id) => Ok(vec![id]),
+                None => Ok(ids),
+            }
+        })?;
+        let found = self.deps.backend.read_fresh(|db| all(db, false, &ids))?;
+        let mut with_copies: Vec<i64> = found.copies.iter().map(|c| c.conversation_id).collect();
+        with_copies.dedup();
+        if !options.apply || found.folded.is_empty() {
+            return Ok(crate::api::FoldReport {
+                applied: false,
+                backup: None,
+                result: found,
+            });
+        }
+        self.deps.backend.check_writable()?;
+        let mut turns = Vec::with_capacity(with_copies.len());
+        for id in &with_copies {
+            turns.push(self.turn(*id).await?);
+        }
+        if let Some(out) = &options.backup {
+            self.backup(out)?;
+        }
+        let result = tokio::task::block_in_place(|| {
+            self.deps.backend.write(WriteScope::Conversations(&with_copies), |db| {
+                all(db, true, &with_copies)
+            })
+        })?;
+        for id in &with_copies {
+            self.recalls.forget(*id);
+        }
+        Ok(crate::api::FoldReport {
+            applied: !result.folded.is_empty(),
+            backup: options.backup.clone(),
+            result,
+        })
     }
 
     /// One pass: a leaf pass (with incremental condensation up to `incrementalMaxDepth`) or a

@@ -37,16 +37,16 @@ macro_rules! declarations {
 fn generated_inputs(cfg: &Config) -> Vec<String> {
     use crate::api::{
         AssembleOptions, CompactOptions, CopyOptions, DescribeOptions, EvaluateOptions, ExpandOptions, ExportOptions,
-        GrepOptions, IngestOptions, MessagePage, MigrateOptions, Mode, PassOptions, Presentation, PreviewOptions,
-        PromptOptions, RecallScope, RedactRequest, ResetKind, ResetRequest, RewriteRequest, Scope, ScoreScope, Sort,
-        SummaryFilter, SweepTarget, TextRequest, TurnRecord,
+        FoldOptions, GrepOptions, IngestOptions, MessagePage, MigrateOptions, Mode, PassOptions, Presentation,
+        PreviewOptions, PromptOptions, RecallScope, RedactRequest, ResetKind, ResetRequest, RewriteRequest, Scope,
+        ScoreScope, Sort, SummaryFilter, SweepTarget, TextRequest, TurnRecord,
     };
     use crate::config::{Config, LcmOptions, RedactPatterns};
     use crate::summarizer::TimeoutPolicy;
     declarations![cfg;
         Presentation, RecallScope, RedactPatterns, LcmOptions, Config, IngestOptions, TurnRecord, MessagePage, TextRequest, SummaryFilter, ScoreScope, PassOptions, SweepTarget,
         CompactOptions, AssembleOptions, EvaluateOptions, Mode, Scope, Sort, GrepOptions, DescribeOptions, ExpandOptions, RewriteRequest, PreviewOptions, RedactRequest, ResetKind,
-        ResetRequest, MigrateOptions, PromptOptions, ExportOptions, TimeoutPolicy, CopyOptions,
+        ResetRequest, MigrateOptions, PromptOptions, ExportOptions, TimeoutPolicy, CopyOptions, FoldOptions,
     ]
 }
 
@@ -54,11 +54,11 @@ fn generated_inputs(cfg: &Config) -> Vec<String> {
 fn generated() -> String {
     use crate::api::{
         ChainLink, ContextFit, CopyReport, CoveredMessages, DepthFidelity, Description, DrainReport, Entry, Evaluation,
-        Expansion, GrepHit, GrepPartial, GrepResult, HeldTurn, IngestResult, InputRef, ItemKind, LeafTrigger, Level,
-        LockState, MessageDescription, MessageTextPage, PartInfo, PassFailure, PassResult, Progress, PromptSource,
-        PromptText, RecallHit, RecallStats, RedactionResult, RewriteEntry, RewritePreview, RewriteResult,
-        RollingTrigger, ScoreReport, SearchedBy, SequenceValue, SpoolStatus, StopReason, SummaryDescription,
-        SweepResult, TableDigest,
+        Expansion, FoldReport, GrepHit, GrepPartial, GrepResult, HeldTurn, IngestResult, InputRef, ItemKind,
+        LeafTrigger, Level, LockState, MessageDescription, MessageTextPage, PartInfo, PassFailure, PassResult,
+        Progress, PromptSource, PromptText, RecallHit, RecallStats, RedactionResult, RewriteEntry, RewritePreview,
+        RewriteResult, RollingTrigger, ScoreReport, SearchedBy, SequenceValue, SpoolStatus, StopReason,
+        SummaryDescription, SweepResult, TableDigest,
     };
     use crate::assemble::{repair::RepairStats, AssembleStats, Assembled};
     use crate::db::migrate::{BackfillReport, MigrationReport};
@@ -69,7 +69,7 @@ fn generated() -> String {
     use crate::store::fidelity_scores::StoredFidelity;
     use crate::store::{
         conversations::{ConversationInfo, SessionConversation},
-        copies::StoredCopy,
+        copies::{FoldedCopies, KeptCopy, StoredCopy},
         dag::{DagNode, MessageSpan},
         lifecycle::SessionReset,
         messages::{FoldedText, IngestOutcome, StoredMessage},
@@ -85,7 +85,7 @@ fn generated() -> String {
         MigrationReport, SummaryKind, SummaryFields, SummaryRecord: SummaryFields, Fidelity,
         StoredFidelity: Fidelity, DepthFidelity, ScoreReport, PromptCacheReport, ConversationInfo, SummarizeRequest, Level,
         PassFailure, PassResult, StopReason, ContextFit, SweepResult, LeafTrigger, RollingTrigger, Evaluation,
-        StoredCopy, VerifyReport, PromptVars, PromptSource, PromptText: PromptSource, ItemKind, ContextEntry, RepairStats,
+        StoredCopy, KeptCopy, FoldedCopies, FoldReport: FoldedCopies, VerifyReport, PromptVars, PromptSource, PromptText: PromptSource, ItemKind, ContextEntry, RepairStats,
         RecallHit, RecallStats, AssembleStats: RepairStats, Assembled, SearchedBy, GrepHit, GrepPartial, GrepResult, ChainLink, InputRef,
         CoveredMessages, SummaryDescription: SummaryRecord, PartInfo, MessageDescription: StoredMessage,
         Description, Entry, Expansion, Progress, RewriteEntry, RewriteResult, RewritePreview, Reason,

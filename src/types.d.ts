@@ -693,6 +693,19 @@ export interface CopyOptions {
   busyTimeoutMs?: number
 }
 
+/** What `foldCopies` takes. */
+export interface FoldOptions {
+  /** Only this conversation (default: every conversation). */
+  conversationId?: number
+  /** Fold them (default false: a dry run, which reads only). */
+  apply?: boolean
+  /**
+   * With `apply`: a new file to write a backup of the database to first (as `backup`
+   * does), after the conversations' locks are held and before anything is written.
+   */
+  backup?: string
+}
+
 /** What an ingest call did (the core's part of `IngestResult`). */
 export interface IngestOutcome {
   conversationId: number
@@ -1182,6 +1195,37 @@ export interface StoredCopy {
   /** lossless-claw's re-imported copy of it. */
   copyId: number
   role: string
+}
+
+/** A copy `fold` left where it was, and why. */
+export interface KeptCopy {
+  copyId: number
+  reason: string
+}
+
+/** What `fold` did (or, on a dry run, would do) to one or more conversations. */
+export interface FoldedCopies {
+  /** Every copy found, with the row it copies. */
+  copies: StoredCopy[]
+  /** The copies removed (each into its original); on a dry run, those that would be. */
+  folded: number[]
+  /** The copies left in place, with the reason. */
+  kept: KeptCopy[]
+  /** Live context rows of copies removed (the rows after them renumbered). */
+  contextItemsRemoved: number
+  /**
+   * Summary source links of copies removed (each summary still covers the original or
+   * another of its messages).
+   */
+  summaryLinksRemoved: number
+}
+
+/** What `foldCopies` did, or would do on a dry run. */
+export interface FoldReport extends FoldedCopies {
+  /** Whether anything was written (false on a dry run, and when nothing was found). */
+  applied: boolean
+  /** The backup written first, if any. */
+  backup: string | null
 }
 
 /** The invariant check of `verify`. */

@@ -1,5 +1,5 @@
-//! What the calls over a whole database take and answer: `migrate`, `copyDatabase`, and the
-//! spool of turns not yet stored (`spoolStatus`, `drainSpool`).
+//! What the calls over a whole database take and answer: `migrate`, `copyDatabase`,
+//! `foldCopies`, and the spool of turns not yet stored (`spoolStatus`, `drainSpool`).
 
 use serde::{Deserialize, Serialize};
 
@@ -33,6 +33,38 @@ pub(crate) struct CopyOptions {
     #[serde(skip)]
     #[cfg_attr(test, ts(skip))]
     pub(crate) stop_after_batches: Option<usize>,
+}
+
+/// What `foldCopies` takes.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct FoldOptions {
+    /// Only this conversation (default: every conversation).
+    #[serde(default, deserialize_with = "crate::input::opt_positive")]
+    #[cfg_attr(test, ts(optional, type = "number"))]
+    pub conversation_id: Option<i64>,
+    /// Fold them (default false: a dry run, which reads only).
+    #[serde(default, skip_serializing)]
+    pub apply: bool,
+    /// With `apply`: a new file to write a backup of the database to first (as `backup`
+    /// does), after the conversations' locks are held and before anything is written.
+    #[serde(default)]
+    #[cfg_attr(test, ts(optional))]
+    pub backup: Option<String>,
+}
+
+/// What `foldCopies` did, or would do on a dry run.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct FoldReport {
+    /// Whether anything was written (false on a dry run, and when nothing was found).
+    pub applied: bool,
+    /// The backup written first, if any.
+    pub backup: Option<String>,
+    #[serde(flatten)]
+    pub result: crate::store::copies::FoldedCopies,
 }
 
 /// Options of `migrate`.

@@ -628,6 +628,24 @@ impl LcmEngine {
         })
     }
 
+    /// Folds the turns lossless-claw 1.0 stored twice (`VerifyReport.copies`) into the rows they
+    /// copy: each copy's host entry id and anchor trust move to its original, its live context
+    /// row or summary link goes, and its row is deleted. A dry run (reads only) unless
+    /// `apply`; with `backup`, the database is copied there first. What the model is sent does
+    /// not change (assembly already sends each turn once). E_NOT_FOUND for an unknown
+    /// `conversationId`; E_READ_ONLY to apply on a read-only engine.
+    #[napi(ts_return_type = "Promise<FoldReport>")]
+    pub fn fold_copies<'env>(
+        &self,
+        env: &'env Env,
+        #[napi(ts_arg_type = "FoldOptions")] options: Option<JsonArg>,
+    ) -> napi::Result<PromiseRaw<'env, JsonText>> {
+        self.run_async(env, move |engine| async move {
+            let options: crate::api::FoldOptions = decode_or_default(options, "options")?;
+            engine.fold_copies(&options).await
+        })
+    }
+
     /// Writes a consistent copy of the database to `path` (a new file; SQLite's `VACUUM INTO`),
     /// with every turn committed so far, while the engine and other processes keep writing.
     /// Resolves to the copy's size in bytes.

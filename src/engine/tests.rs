@@ -826,3 +826,87 @@ fn after_lossless_claws_doubled_turns_the_model_sees_each_turn_once() {
     assert_eq!(engine.messages(1, 0, 1000).unwrap().len(), 49, "a row was removed");
     assert!(engine.close());
 }
+
+/// `foldCopies` on lossless-claw's doubled turns, after lcm-native compacted some of them into
+/// summaries: the dry run writes nothing; applied, it writes the backup first, removes the
+/// copies (the live ones and those under summaries), leaves what the model is sent exactly as
+/// it was and a file `verify` passes with no copies, and later turns are stored after it.
+#[tokio::test(flavor = "multi_thread")]
+async fn folding_lossless_claws_copies_changes_nothing_the_model_sees() {
+    use crate::api::FoldOptions;
+    use crate::test_support::compact_offline;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("doubled.db").to_string_lossy().into_owned();
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/lossless-claw-doubled.db"),
+        &path,
+    )
+    .unwrap();
+    let engine = Engine::open(Config::with_db_path(&path)).unwrap();
+    compact_offline(&engine, 1, 600).await;
+    let options = AssembleOptions {
+        token_budget: 100_000,
+        fresh_tail_count: None,
+        presentation: None,
+        recall_query: None,
+        auto_recall: None,
+    };
+    let sent = |engine: &Engine| engine.assemble(1, &options).unwrap().message_values();
+    let before = sent(&engine);
+    let digest = engine.verify(None).unwrap().digest;
+    let covered: i64 = Connection::open(&path)
+        .unwrap()
+        .query_row(
+            "SELECT COUNT(*) FROM summary_messages WHERE message_id IN (17, 22, 23, 26, 29, 32, 35, 38, 41, 46, 47)",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(
+        covered > 0,
+        "no copy under a summary: the test would not test that path"
+    );
+
+    let dry = engine.fold_copies(&FoldOptions::default()).await.unwrap();
+    assert!(!dry.applied);
+    assert_eq!(dry.result.copies.len(), 11);
+    assert_eq!(dry.result.folded.len(), 11, "{:?}", dry.result.kept);
+    assert_eq!(engine.verify(None).unwrap().digest, digest, "the dry run wrote");
+
+    let backup = dir.path().join("before-fold.db").to_string_lossy().into_owned();
+    let applied = engine
+        .fold_copies(&FoldOptions {
+            conversation_id: Some(1),
+            apply: true,
+            backup: Some(backup.clone()),
+        })
+        .await
+        .unwrap();
+    assert!(applied.applied);
+    assert_eq!(applied.result.folded, dry.result.folded);
+    assert_eq!(applied.result.summary_links_removed, covered);
+    assert_eq!(applied.backup.as_deref(), Some(backup.as_str()));
+    let in_backup: i64 = Connection::open(&backup)
+        .unwrap()
+        .query_row("SELECT COUNT(*) FROM messages", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(in_backup, 49, "the backup was not taken before the fold");
+
+    assert_eq!(sent(&engine), before, "what the model is sent changed");
+    let report = engine.verify(None).unwrap();
+    assert!(report.ok, "{:?}", report.problems);
+    assert!(report.copies.is_empty(), "{:?}", report.copies);
+    assert_eq!(engine.messages(1, 0, 1000).unwrap().len(), 38);
+
+    let next = json!({ "role": "user", "content": "After the fold." });
+    engine.ingest(&Target::Conversation(1), &[next]).unwrap();
+    let last = engine.messages(1, 0, 1000).unwrap().pop().unwrap();
+    assert_eq!(last.content, "After the fold.");
+    let code = |r: Result<crate::api::FoldReport>| r.err().map(|e| e.code());
+    let unknown = FoldOptions {
+        conversation_id: Some(99),
+        ..Default::default()
+    };
+    assert_eq!(code(engine.fold_copies(&unknown).await), Some("E_NOT_FOUND"));
+    assert!(engine.close());
+}

@@ -321,10 +321,16 @@ impl<'a> Run<'a> {
         let message_tokens: i64 = items.iter().map(|i| i.tokens).sum();
         let zone = self.config().zone;
         let chunk_tokens = self.config().leaf_chunk_tokens;
+        let cid = self.live.conversation_id;
         let src = blocking(|| {
-            self.deps
-                .backend
-                .read(|db| source::leaf_source(db, &message_ids, zone, chunk_tokens, source::Stamps::With))
+            self.deps.backend.read(|db| {
+                // lossless-claw's re-imported copies are covered but not sent: the summarizer
+                // reads each turn once, as the model does (`store::copies`).
+                let copies = crate::store::copies::ids(db, cid)?;
+                let sent: Vec<i64> = message_ids.iter().copied().filter(|id| !copies.contains(id)).collect();
+                let sent = if sent.is_empty() { &message_ids } else { &sent };
+                source::leaf_source(db, sent, zone, chunk_tokens, source::Stamps::With)
+            })
         })?;
         let (previous, previous_ids) = self.previous_context(chunk.start, None)?;
         let range = source::range_text(src.earliest, src.latest, zone);

@@ -767,11 +767,8 @@ fn the_wal_runs_option_turns_the_vfs_off() {
     }
 }
 
-/// A file lossless-claw 1.0 wrote with turns stored twice (`store::copies`): once lcm-native
-/// opens it, the model sees each of those turns once, and a user's real resends twice;
-/// `verify` names the copies and still counts the file sound; nothing is removed.
-#[test]
-fn after_lossless_claws_doubled_turns_the_model_sees_each_turn_once() {
+/// An engine on a copy of `fixtures/lossless-claw-doubled.db`, with the copy's folder and path.
+fn doubled() -> (tempfile::TempDir, String, Engine) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("doubled.db").to_string_lossy().into_owned();
     std::fs::copy(
@@ -780,13 +777,25 @@ fn after_lossless_claws_doubled_turns_the_model_sees_each_turn_once() {
     )
     .unwrap();
     let engine = Engine::open(Config::with_db_path(&path)).unwrap();
-    let options = AssembleOptions {
-        token_budget: 100_000,
-        fresh_tail_count: None,
-        presentation: None,
-        recall_query: None,
-        auto_recall: None,
-    };
+    (dir, path, engine)
+}
+
+/// An assembly with room for the whole of a small conversation.
+const WHOLE: AssembleOptions = AssembleOptions {
+    token_budget: 100_000,
+    fresh_tail_count: None,
+    presentation: None,
+    recall_query: None,
+    auto_recall: None,
+};
+
+/// A file lossless-claw 1.0 wrote with turns stored twice (`store::copies`): once lcm-native
+/// opens it, the model sees each of those turns once, and a user's real resends twice;
+/// `verify` names the copies and still counts the file sound; nothing is removed.
+#[test]
+fn after_lossless_claws_doubled_turns_the_model_sees_each_turn_once() {
+    let (_dir, _path, engine) = doubled();
+    let options = WHOLE;
     let sent = |engine: &Engine| -> Vec<String> {
         engine
             .assemble(1, &options)
@@ -835,22 +844,9 @@ fn after_lossless_claws_doubled_turns_the_model_sees_each_turn_once() {
 async fn folding_lossless_claws_copies_changes_nothing_the_model_sees() {
     use crate::api::FoldOptions;
     use crate::test_support::compact_offline;
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("doubled.db").to_string_lossy().into_owned();
-    std::fs::copy(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/lossless-claw-doubled.db"),
-        &path,
-    )
-    .unwrap();
-    let engine = Engine::open(Config::with_db_path(&path)).unwrap();
+    let (dir, path, engine) = doubled();
     compact_offline(&engine, 1, 600).await;
-    let options = AssembleOptions {
-        token_budget: 100_000,
-        fresh_tail_count: None,
-        presentation: None,
-        recall_query: None,
-        auto_recall: None,
-    };
+    let options = WHOLE;
     let sent = |engine: &Engine| engine.assemble(1, &options).unwrap().message_values();
     let before = sent(&engine);
     let digest = engine.verify(None).unwrap().digest;
@@ -908,5 +904,37 @@ async fn folding_lossless_claws_copies_changes_nothing_the_model_sees() {
         ..Default::default()
     };
     assert_eq!(code(engine.fold_copies(&unknown).await), Some("E_NOT_FOUND"));
+    assert!(engine.close());
+}
+
+/// A leaf pass over lossless-claw's doubled turns sends the summarizer each turn once (the
+/// copies are covered by the summary, not read twice), and a user's real resend twice.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_leaf_pass_sends_the_summarizer_each_of_lossless_claws_doubled_turns_once() {
+    use crate::api::SweepOptions;
+    use crate::test_support::Scripted;
+    let (_dir, _path, engine) = doubled();
+    let summarizer = Scripted::stub();
+    let sweep = SweepOptions {
+        token_budget: 600,
+        force: true,
+        ..Default::default()
+    };
+    engine.compact(1, summarizer.clone(), sweep).await.unwrap();
+    let sources: String = summarizer
+        .calls
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(_, r)| r.depth == 0)
+        .map(|(_, r)| r.source_text.clone())
+        .collect();
+    // The user's rows (the fake model's replies echo their words).
+    let times = |words: &str| sources.matches(&format!("user]\n{words}")).count();
+    assert_eq!(times("Plain turn 6"), 1, "{sources}");
+    assert_eq!(times("Plain turn 10"), 1, "{sources}");
+    assert_eq!(times("Repeat me: same words."), 2, "{sources}");
+    let report = engine.verify(None).unwrap();
+    assert!(report.ok, "{:?}", report.problems);
     assert!(engine.close());
 }

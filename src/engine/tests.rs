@@ -845,6 +845,15 @@ async fn folding_lossless_claws_copies_changes_nothing_the_model_sees() {
     use crate::api::FoldOptions;
     use crate::test_support::compact_offline;
     let (dir, path, engine) = doubled();
+    let read_only =
+        Engine::open(Config::from_options(&json!({ "dbPath": path, "readOnly": true }), None).unwrap()).unwrap();
+    let apply = FoldOptions {
+        apply: true,
+        ..Default::default()
+    };
+    let refused = read_only.fold_copies(&apply).await.err().map(|e| e.code());
+    assert_eq!(refused, Some("E_READ_ONLY"));
+    assert!(read_only.close());
     compact_offline(&engine, 1, 600).await;
     let options = WHOLE;
     let sent = |engine: &Engine| engine.assemble(1, &options).unwrap().message_values();

@@ -406,7 +406,7 @@ pub(crate) fn verify<'a>(db: impl Into<Db<'a>>, only: Option<i64>) -> Result<Ver
                 .collect();
             notes.push(format!(
                 "conversation {cid}: {} message(s) are copies lossless-claw 1.0 imported again of messages stored \
-                 before them (copy of original: {}); each is sent to the model once, and nothing is removed",
+                 before them (copy of original: {}); each is sent to the model once; `lcm-native fold-copies` folds them (a dry run first)",
                 found.len(),
                 pairs.join(", ")
             ));

@@ -252,19 +252,11 @@ impl Engine {
             }
             Ok(out)
         };
-        let ids: Vec<i64> = self.deps.backend.read(|db| {
-            let ids: Vec<i64> = db.query_map(
-                "SELECT conversation_id FROM conversations ORDER BY conversation_id",
-                &[],
-                |r| r.get(0),
-            )?;
-            match options.conversation_id {
-                Some(id) if !ids.contains(&id) => Err(LcmError::not_found("conversation", id)),
-                Some(id) => Ok(vec![id]),
-                None => Ok(ids),
-            }
+        let ids: Vec<i64> = self.deps.backend.read(|db| match options.conversation_id {
+            Some(id) => Ok(vec![conversations::get(db, id)?.conversation_id]),
+            None => conversations::ids(db),
         })?;
-        let found = self.deps.backend.read_fresh(|db| all(db, false, &ids))?;
+        let found = tokio::task::block_in_place(|| self.deps.backend.read_fresh(|db| all(db, false, &ids)))?;
         let mut with_copies: Vec<i64> = found.copies.iter().map(|c| c.conversation_id).collect();
         with_copies.dedup();
         if !options.apply || found.folded.is_empty() {
@@ -279,10 +271,11 @@ impl Engine {
         for id in &with_copies {
             turns.push(self.turn(*id).await?);
         }
-        if let Some(out) = &options.backup {
-            self.backup(out)?;
-        }
+        // The backup (a whole-file copy) and the fold block: off the runtime's worker.
         let result = tokio::task::block_in_place(|| {
+            if let Some(out) = &options.backup {
+                self.backup(out)?;
+            }
             self.deps.backend.write(WriteScope::Conversations(&with_copies), |db| {
                 all(db, true, &with_copies)
             })

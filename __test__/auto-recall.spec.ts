@@ -85,6 +85,28 @@ describe('recall at assembly', () => {
     expect(blocks(off)).toEqual([])
     expect(off.stats.recall).toBeNull()
   })
+
+  it('finds a value of the kind asked for far back in a long session, sharing no word with the question', async () => {
+    // 320 messages: the plant is further back than the newest 200 the scan reads unindexed.
+    const long = await LcmEngine.open({ dbPath: freshDb('recall-long.db'), timezone: 'UTC', freshTailCount: 4, leafChunkTokens: 600 })
+    try {
+      const msgs: unknown[] = []
+      const time = (t: number, s: number) => `2026-03-01 ${String(8 + Math.floor(t / 60)).padStart(2, '0')}:${String(t % 60).padStart(2, '0')}:${s}`
+      for (let t = 0; t < 160; t++) {
+        const text = t === 1 ? 'The failing rollout is tracked as OPS-4121, keep it handy.' : `Turn ${t}: let us tidy the wording of the release notes again.`
+        msgs.push({ role: 'user', content: text, timestamp: time(t, 0) })
+        msgs.push({ role: 'assistant', content: [{ type: 'text', text: `Understood, noted for turn ${t}.` }], timestamp: time(t, 30) })
+      }
+      const { conversationId: id } = await long.ingest({ sessionId: 'long' }, msgs as never)
+      await long.compact(id, 'offline', { tokenBudget: 4000, force: true })
+      const r = await long.assemble(id, { tokenBudget: 8000, recallQuery: 'What was the incident reference again?' })
+      const [block] = blocks(r)
+      expect(block, JSON.stringify(r.stats.recall)).toContain('OPS-4121')
+      expect(r.stats.recall?.hits.every((h) => h.valueOfKind)).toBe(true)
+    } finally {
+      await long.close()
+    }
+  })
 })
 
 describe('the plugin', () => {

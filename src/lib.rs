@@ -40,6 +40,7 @@ mod store;
 mod summarizer;
 mod time;
 mod tokens;
+mod value_kinds;
 
 pub mod binding;
 #[cfg(test)]

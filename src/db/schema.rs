@@ -17,6 +17,7 @@ pub(crate) const RECALLS_TABLE: &str = "lcm_native_recalls";
 pub(crate) const SUMMARY_CONTEXT_TABLE: &str = "lcm_native_summary_context";
 pub(crate) const REDACTION_PENDING_TABLE: &str = "lcm_native_redaction_pending";
 pub(crate) const TURN_POSITIONS_TABLE: &str = "lcm_native_turn_positions";
+pub(crate) const MESSAGE_KINDS_TABLE: &str = "lcm_native_message_kinds";
 /// lossless-claw 1.x's trust in each stored transcript entry id.
 pub(crate) const TRUST_TABLE: &str = "message_transcript_anchor_trust";
 /// The text columns of `message_parts` that can hold what a user or a tool wrote (what a
@@ -285,6 +286,21 @@ pub(crate) const TABLES: &[(&str, &str)] = &[
     )",
     ),
     (
+        // lcm-native's own: the kinds of value each message stored by lcm-native holds
+        // (`value_kinds`: a person, a date, an address, …, as bits) under the patterns'
+        // `version`, written at ingest, so that recall's scan for a value of the kind a
+        // question asks for reads only messages that hold one, at any age. Derived from the
+        // text (no text of its own); a message without a row (stored by lossless-claw or
+        // before the table) is read as before. lossless-claw ignores the table.
+        MESSAGE_KINDS_TABLE,
+        "CREATE TABLE IF NOT EXISTS lcm_native_message_kinds (
+      message_id INTEGER PRIMARY KEY REFERENCES messages(message_id) ON DELETE CASCADE,
+      conversation_id INTEGER NOT NULL REFERENCES conversations(conversation_id) ON DELETE CASCADE,
+      kinds INTEGER NOT NULL,
+      version INTEGER NOT NULL
+    )",
+    ),
+    (
         // lcm-native's own: each `/new` (store::lifecycle) that took a conversation's raw
         // messages and shallow summaries out of its context, up to which message. `verify`
         // reads it: those messages are neither live nor covered on purpose. lossless-claw
@@ -416,6 +432,7 @@ pub(crate) const READ_OPTIONAL_TABLES: &[&str] = &[
     "lcm_native_scrub_pending",
     TURN_POSITIONS_TABLE,
     TRUST_TABLE,
+    MESSAGE_KINDS_TABLE,
 ];
 
 /// Columns that older eras lack, added with `ALTER TABLE … ADD COLUMN` (same declarations as
@@ -442,6 +459,23 @@ pub(crate) const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
 
 /// Indexes lcm-native needs, by name. The depth index is created after the depth backfill.
 ///
+/// The index of `lcm_native_message_kinds` rows holding the kind whose bit is `$bit`, named
+/// after it: partial, so a kind few messages hold is found without reading the others.
+macro_rules! kind_index {
+    ($name:literal, $bit:literal) => {
+        (
+            concat!("lcm_native_message_kinds_", $name, "_idx"),
+            concat!(
+                "CREATE INDEX IF NOT EXISTS lcm_native_message_kinds_",
+                $name,
+                "_idx ON lcm_native_message_kinds (conversation_id, message_id, version) WHERE (kinds & ",
+                $bit,
+                ") <> 0"
+            ),
+        )
+    };
+}
+
 /// The plugin also creates `messages_conv_seq_idx`, `context_items_conv_idx` and
 /// `message_parts_message_idx` (each a prefix of a UNIQUE/PRIMARY KEY index that already
 /// exists) and `message_parts_type_idx` (no core query filters on part type). lcm-native does
@@ -508,6 +542,16 @@ pub(crate) const INDEXES: &[(&str, &str)] = &[
         "CREATE INDEX IF NOT EXISTS lcm_native_turn_positions_position_idx
          ON lcm_native_turn_positions (conversation_id, transcript_position)",
     ),
+    // Recall's scan for a value of one kind: a conversation's messages holding one, newest
+    // first, with nothing else in the index (one per kind; the bits are `value_kinds::Want`'s).
+    kind_index!("person", 1),
+    kind_index!("date", 2),
+    kind_index!("address", 4),
+    kind_index!("ticket", 8),
+    kind_index!("commit", 16),
+    kind_index!("quantity", 32),
+    kind_index!("preference", 64),
+    kind_index!("decision", 128),
     (
         // lossless-claw 1.x's (same DDL): its trust lookups by conversation and entry id.
         "message_anchor_trust_conv_entry_idx",

@@ -421,3 +421,96 @@ fn only_answers_are_grouped_as_newer_values_of_a_fact() {
     assert!(block.contains("2027-02-15"), "{block}");
     assert!(!block.contains("superseded-by") && !block.contains("ack:"), "{block}");
 }
+
+/// A long session `key`: a ticket id planted at its first turn in words that no question
+/// below shares, then `turns` turns of chatter, compacted.
+fn long_session(engine: &Engine, key: &str, turns: usize) -> i64 {
+    let at = |t: usize, s: usize| format!("2026-03-01 {:02}:{:02}:{s:02}", 8 + t / 60, t % 60);
+    let mut msgs = Vec::new();
+    for t in 0..turns {
+        let text = match t {
+            1 => "The failing rollout is tracked as OPS-4121, keep it handy.".to_string(),
+            _ => filler(t),
+        };
+        msgs.push(json!({"role": "user", "content": text, "timestamp": at(t, 0)}));
+        msgs.push(json!({"role": "assistant", "content": [{"type": "text", "text": format!("Understood, noted for turn {t}.")}], "timestamp": at(t, 30)}));
+    }
+    stored_and_compacted(engine, key, &msgs)
+}
+
+#[test]
+fn a_value_of_the_kind_asked_for_is_found_at_any_age_through_the_kinds_indexed_at_ingest() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_with(&dir, json!({"freshTailCount": 4, "leafChunkTokens": 600}));
+    // 320 messages: the plant is far more than the scan's 200 newest messages back.
+    let cid = long_session(&engine, "long", 160);
+    let conn = rusqlite::Connection::open(dir.path().join("lcm.db")).unwrap();
+    let (rows, plant_kinds): (i64, i64) = conn
+        .query_row(
+            "SELECT (SELECT count(*) FROM lcm_native_message_kinds WHERE conversation_id = ?1),
+                    (SELECT k.kinds FROM lcm_native_message_kinds k JOIN messages m USING (message_id)
+                     WHERE m.content LIKE 'The failing rollout%')",
+            [cid],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(rows, 320, "every message stored has its row");
+    assert_eq!(plant_kinds, crate::value_kinds::Want::Ticket.bit());
+    let q = "What was the incident reference again?";
+    let out = engine.assemble(cid, &ask(8_000, Some(q))).unwrap();
+    let b = blocks(&out);
+    assert_eq!(b.len(), 1, "{:?}", out.stats.recall);
+    assert!(b[0].contains("OPS-4121"), "{}", b[0]);
+    assert!(out.stats.recall.as_ref().unwrap().hits.iter().all(|h| h.value_of_kind));
+
+    // The same session with its rows gone (as a file lossless-claw wrote): the scan reads only
+    // the newest messages not indexed, and the plant is too old for it.
+    let other = long_session(&engine, "unindexed", 160);
+    conn.execute(
+        "DELETE FROM lcm_native_message_kinds WHERE conversation_id = ?1",
+        [other],
+    )
+    .unwrap();
+    let out = engine.assemble(other, &ask(8_000, Some(q))).unwrap();
+    assert!(
+        blocks(&out).iter().all(|b| !b.contains("OPS-4121")),
+        "{:?}",
+        out.stats.recall
+    );
+    // A message not indexed among the newest is still read: a new plant, not indexed.
+    engine
+        .ingest(
+            &Target::Session("unindexed".into()),
+            &[
+                json!({"role": "user", "content": "The rollback is tracked as OPS-5150.", "timestamp": "2026-03-01 11:00:00"}),
+                json!({"role": "assistant", "content": "Noted.", "timestamp": "2026-03-01 11:00:30"}),
+            ],
+        )
+        .unwrap();
+    conn.execute(
+        "DELETE FROM lcm_native_message_kinds WHERE conversation_id = ?1",
+        [other],
+    )
+    .unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    for _ in 0..12 {
+        let more: Vec<Value> = (0..4)
+            .map(|i| json!({"role": "user", "content": filler(200 + i), "timestamp": "2026-03-01 11:05:00"}))
+            .collect();
+        engine.ingest(&Target::Session("unindexed".into()), &more).unwrap();
+    }
+    rt.block_on(engine.compact(
+        other,
+        Arc::new(OfflineSummarizer),
+        SweepOptions {
+            token_budget: 4_000,
+            force: true,
+            ..Default::default()
+        },
+    ))
+    .unwrap();
+    let out = engine.assemble(other, &ask(8_000, Some(q))).unwrap();
+    let b = blocks(&out);
+    assert_eq!(b.len(), 1, "{:?}", out.stats.recall);
+    assert!(b[0].contains("OPS-5150") && !b[0].contains("OPS-4121"), "{}", b[0]);
+}

@@ -462,6 +462,10 @@ pub(crate) fn ingest_in<'a>(
         if !m.content.is_empty() {
             fts_rows.push((message_id, m.content.as_str()));
         }
+        // Every message gets its row, an empty one too: no row means "not indexed".
+        let kinds = crate::value_kinds::kinds_of(&m.content);
+        rows.kinds
+            .push(tx, params![message_id, cid, kinds, crate::value_kinds::VERSION])?;
         rows.context.push(tx, params![cid, ordinal, message_id, now])?;
         if let Some(entry) = m.entry_id.as_deref() {
             rows.trust.push(tx, params![message_id, cid, entry, now])?;
@@ -598,6 +602,7 @@ struct BatchRows {
     parts: Rows,
     context: Rows,
     trust: Rows,
+    kinds: Rows,
 }
 
 impl BatchRows {
@@ -618,13 +623,26 @@ impl BatchRows {
                 4,
             ),
             trust: trust_rows(),
+            kinds: Rows::new(
+                "INSERT INTO lcm_native_message_kinds (message_id, conversation_id, kinds, version) VALUES",
+                "(?1, ?2, ?3, ?4)",
+                " ON CONFLICT (message_id) DO UPDATE SET conversation_id = excluded.conversation_id,
+                   kinds = excluded.kinds, version = excluded.version",
+                4,
+            ),
         }
     }
 
-    /// Sends what waits, parent rows first: the parts, context items and trust rows name
-    /// their message.
+    /// Sends what waits, parent rows first: the parts, context items, trust and kinds rows
+    /// name their message.
     fn flush(&mut self, tx: Db) -> Result<()> {
-        for rows in [&mut self.messages, &mut self.parts, &mut self.context, &mut self.trust] {
+        for rows in [
+            &mut self.messages,
+            &mut self.parts,
+            &mut self.context,
+            &mut self.trust,
+            &mut self.kinds,
+        ] {
             rows.flush(tx)?;
         }
         Ok(())
@@ -1342,6 +1360,11 @@ fn edit_message(
             tx.execute(
                 "UPDATE messages SET content = ?2 WHERE message_id = ?1",
                 params![id, new],
+            )?;
+            // Its kinds of value follow its text (a message never indexed stays so).
+            tx.execute(
+                "UPDATE lcm_native_message_kinds SET kinds = ?2, version = ?3 WHERE message_id = ?1",
+                params![id, crate::value_kinds::kinds_of(new), crate::value_kinds::VERSION],
             )?;
         }
         let stored: Vec<(String, Vec<Option<String>>)> = tx.query_map(parts_sql, params![id], |r| {

@@ -254,6 +254,7 @@ fn lossless_claw_database_keeps_its_extra_tables_and_skips_recorded_backfills() 
             "message_transcript_anchor_trust",
             "lcm_native_prompt_cache",
             "lcm_native_recalls",
+            "lcm_native_message_kinds",
             "lcm_native_context_resets",
             "lcm_native_summary_fidelity",
             "lcm_native_summary_versions",
@@ -284,13 +285,21 @@ fn lossless_claw_database_keeps_its_extra_tables_and_skips_recorded_backfills() 
             || name == "message_anchor_trust_conv_entry_idx"
     });
     assert!(theirs == schema_before, "the plugin's schema must stay untouched");
-    assert_eq!(ours.len(), 19 + totals::TRIGGER_NAMES.len(), "{ours:?}");
+    assert_eq!(ours.len(), 28 + totals::TRIGGER_NAMES.len(), "{ours:?}");
     assert_eq!(
         r.indexes_created,
         [
             "turn_advancements_session_idx",
             "context_items_summary_idx",
             "lcm_native_turn_positions_position_idx",
+            "lcm_native_message_kinds_person_idx",
+            "lcm_native_message_kinds_date_idx",
+            "lcm_native_message_kinds_address_idx",
+            "lcm_native_message_kinds_ticket_idx",
+            "lcm_native_message_kinds_commit_idx",
+            "lcm_native_message_kinds_quantity_idx",
+            "lcm_native_message_kinds_preference_idx",
+            "lcm_native_message_kinds_decision_idx",
             "message_anchor_trust_conv_entry_idx"
         ]
     );

@@ -4,11 +4,9 @@
 //! one fact from a pasted log is a line of it.
 
 use std::ops::Range;
-use std::sync::LazyLock;
 
-use regex::Regex;
-
-use super::terms::{self, Query, Want};
+use super::terms::{self, Query};
+use crate::value_kinds::has_value;
 
 /// Longest excerpt, in characters (about 100 tokens).
 pub(crate) const MAX_EXCERPT_CHARS: usize = 400;
@@ -34,56 +32,6 @@ pub(crate) struct Excerpt {
     pub typed: bool,
     /// Σ of the matched terms' weights, plus the typed value's.
     pub score: f64,
-}
-
-/// A value of each kind of answer, as it is written.
-static VALUES: LazyLock<Vec<(Want, Regex)>> = LazyLock::new(|| {
-    let r = |p: &str| Regex::new(p).expect("a valid pattern");
-    vec![
-        (Want::Ticket, r(r"\b[A-Z][A-Z0-9]{1,15}(?:-[A-Z0-9]+)*-\d{1,7}\b")),
-        (Want::Commit, r(r"\b[0-9a-f]{7,40}\b")),
-        (
-            Want::Address,
-            r(r"(?i)\b(?:[a-z][a-z0-9-]*(?:\.[a-z0-9-]+)*|\d{1,3}(?:\.\d{1,3}){3}):\d{2,5}\b|\bhttps?://\S+"),
-        ),
-        (
-            Want::Date,
-            r(
-                r"(?i)\b\d{4}-\d{2}-\d{2}\b|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.? \d{1,2}\b|\b\d{1,2} (?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b|\b(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b",
-            ),
-        ),
-        (
-            Want::Quantity,
-            r(
-                r"(?i)\b\d+(?:[.,]\d+)?\s?(?:ms|s|sec|secs|seconds?|min|mins|minutes?|h|hrs?|hours?|days?|weeks?|gb|mb|kb|tb|gib|mib|kib|%|percent|req/s|rps|qps|usd|eur|dollars?|k|m|x|rows|users|requests|connections|workers|replicas|nodes|cores|threads)\b|[$€£]\s?\d+",
-            ),
-        ),
-        (
-            Want::Preference,
-            r(
-                r"(?i)\b(?:prefer|prefers|preferred|rather|favou?rite|always use|never use|i like|i love|i hate|i want)\b",
-            ),
-        ),
-        (
-            Want::Decision,
-            r(
-                r"(?i)\b(?:decided|decision|agreed|settled|chose|chosen|going with|go with|we'll use|we will use|switch(?:ed)? to|picked|final answer|let's use)\b",
-            ),
-        ),
-        // A name with what the person is or does beside it.
-        (
-            Want::Person,
-            r(
-                r"(?x)\b[A-Z][a-z]+\ [A-Z][a-z]+(?:-[A-Z][a-z]+)?\b .{0,60}? \b(?i:leads?|led|heads?|owns?|owner|manager|manages|engineer|contact|responsible|in\ charge|maintainer|maintains|director|architect|reviewer|admin|on-?call|runs|lead)\b
-                | \b(?i:leads?|led|heads?|owns?|owner|manager|manages|engineer|contact|responsible|in\ charge|maintainer|maintains|director|architect|reviewer|admin|on-?call|runs|lead)\b .{0,60}? \b[A-Z][a-z]+\ [A-Z][a-z]+\b",
-            ),
-        ),
-    ]
-});
-
-/// Whether `text` holds a value of one of the kinds `wants`.
-pub(crate) fn has_value(wants: &[Want], text: &str) -> bool {
-    VALUES.iter().any(|(w, re)| wants.contains(w) && re.is_match(text))
 }
 
 /// The lines of `text`, long ones split into sentences: byte ranges, without their ends.
@@ -245,6 +193,7 @@ fn bounded(text: &str, range: Range<usize>, query: &Query) -> Range<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::value_kinds::Want;
 
     #[test]
     fn a_line_of_a_long_log_not_the_log() {

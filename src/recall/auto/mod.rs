@@ -4,8 +4,9 @@
 //! The message's terms (`terms`) are searched in the full-text index of the messages outside
 //! the kept context (those under summaries and those evicted), ranked by the index's BM25 with
 //! a little weight for recency; a question that names the kind of answer it wants ("who …",
-//! "which port …") also reads the newest messages outside the context for a value of that
-//! kind, which reaches a fact whose sentence shares no word with the question. Each message
+//! "which port …") also reads the messages outside the context that hold a value of that
+//! kind (`value_kinds`, indexed at ingest; the newest of them), which reaches a fact whose
+//! sentence shares no word with the question. Each message
 //! gives one excerpt (`excerpt`: its best line or sentence, never the whole message). When two
 //! excerpts speak of the same thing with other values, the newer comes first and the older
 //! says which one superseded it. What is left after the budget is one `<recalled>` block
@@ -20,18 +21,25 @@ use std::sync::LazyLock;
 use rusqlite::params;
 
 use crate::api::{RecallHit, RecallScope, RecallStats};
+use crate::db::schema::MESSAGE_KINDS_TABLE;
 use crate::error::Result;
 use crate::sql::Db;
 use crate::time::{self, DisplayZone};
 use crate::tokens;
+use crate::value_kinds::{self, Want};
 use excerpt::Excerpt;
 use terms::Query;
 
 /// Messages the full-text search hands over at most.
 const MAX_CANDIDATES: i64 = 48;
 
-/// Newest messages outside the context read for a value of the kind asked for.
+/// Newest messages outside the context read for a value of the kind asked for when they are not
+/// indexed (stored by lossless-claw, or before the index).
 const TYPED_SCAN_MESSAGES: i64 = 200;
+
+/// Messages indexed as holding a value of the kind asked for read at most (the newest): each
+/// holds one, so fewer than unindexed ones are needed.
+const TYPED_INDEXED_MESSAGES: i64 = 48;
 
 /// Bytes of one message read for its excerpt (a larger one is read up to here).
 const MAX_TEXT_BYTES: i64 = 256 * 1024;
@@ -56,9 +64,9 @@ const MAX_BY_KIND: usize = 5;
 /// Excerpts scoring under this share of the best one are left out.
 const RELATIVE_FLOOR: f64 = 0.4;
 
-/// Bytes of a message the scan for a kind of value reads (a fact is said in a sentence, not at
-/// the end of a pasted file).
-const TYPED_SCAN_BYTES: i64 = 32 * 1024;
+/// Characters of a message the scan for a kind of value reads: as many as its kinds were
+/// indexed from.
+const TYPED_SCAN_CHARS: i64 = value_kinds::SCANNED_CHARS as i64;
 
 /// Weight of recency: the newest candidate's score is this much larger than the oldest's.
 const RECENCY_WEIGHT: f64 = 0.25;
@@ -151,8 +159,8 @@ pub(crate) fn recall(db: Db, r: &Request<'_>) -> Result<(Option<Recalled>, Recal
     };
     if !query.wants.is_empty() {
         let seen: std::collections::HashSet<i64> = candidates.iter().map(|c| c.message_id).collect();
-        for c in typed_scan(db, r)? {
-            if !seen.contains(&c.message_id) && excerpt::has_value(&query.wants, &c.text) {
+        for c in typed_scan(db, r, &query.wants)? {
+            if !seen.contains(&c.message_id) && value_kinds::has_value(&query.wants, &c.text) {
                 candidates.push(c);
             }
         }
@@ -310,30 +318,83 @@ fn search(db: Db, r: &Request<'_>, query: &Query) -> Result<Vec<Candidate>> {
     }
 }
 
-/// The newest messages outside the context (of this conversation), for a value of the kind
-/// asked for.
-fn typed_scan(db: Db, r: &Request<'_>) -> Result<Vec<Candidate>> {
+/// Messages outside the context (of this conversation) that may hold a value of a kind
+/// `wants`: the newest of those whose kinds, indexed at ingest (`value_kinds`), say they do,
+/// at any age; and among the newest messages, those not indexed (stored by lossless-claw, or
+/// before the index), whose text decides.
+fn typed_scan(db: Db, r: &Request<'_>, wants: &[Want]) -> Result<Vec<Candidate>> {
     let shortened = serde_json::to_string(r.shortened)?;
-    // The newest ids first, then the text of those only (as in `search`).
-    db.query_map(
-        &format!(
-            "SELECT m.message_id, m.conversation_id, m.role, m.created_at, substr(m.content, 1, CAST(?4 AS INTEGER))
-             FROM (SELECT message_id, seq FROM messages
-                   WHERE conversation_id = ?1 AND (message_id < ?2 OR message_id {})
-                   ORDER BY seq DESC LIMIT ?3) newest
-             JOIN messages m ON m.message_id = newest.message_id
-             ORDER BY newest.seq DESC",
-            db.in_ids("?5")
-        ),
-        params![
-            r.conversation_id,
-            r.before_message_id,
-            TYPED_SCAN_MESSAGES,
-            TYPED_SCAN_BYTES,
-            shortened
-        ],
-        |row| Candidate::read(row, 0.0),
-    )
+    let indexed = db.has_table(MESSAGE_KINDS_TABLE)?;
+    let read = |row: &crate::sql::Row| Candidate::read(row, 0.0);
+    let mut found = Vec::new();
+    if indexed {
+        // For each kind, the newest ids from its partial index (whose condition the query
+        // repeats word for word, so the planner takes it), then the text of those only.
+        let per_kind: Vec<String> = wants
+            .iter()
+            .map(|w| {
+                format!(
+                    "SELECT message_id FROM (SELECT k.message_id FROM lcm_native_message_kinds k
+                     WHERE k.conversation_id = ?1 AND (kinds & {}) <> 0 AND k.version = ?6
+                       AND (k.message_id < ?2 OR k.message_id {})
+                     ORDER BY k.message_id DESC LIMIT ?3) of_kind",
+                    w.bit(),
+                    db.in_ids("?5")
+                )
+            })
+            .collect();
+        found = db.query_map(
+            &format!(
+                "SELECT m.message_id, m.conversation_id, m.role, m.created_at, substr(m.content, 1, CAST(?4 AS INTEGER))
+                 FROM (SELECT message_id FROM ({}) ids ORDER BY message_id DESC LIMIT ?3) newest
+                 JOIN messages m ON m.message_id = newest.message_id
+                 ORDER BY m.message_id DESC",
+                per_kind.join(" UNION ")
+            ),
+            params![
+                r.conversation_id,
+                r.before_message_id,
+                TYPED_INDEXED_MESSAGES,
+                TYPED_SCAN_CHARS,
+                shortened,
+                value_kinds::VERSION
+            ],
+            read,
+        )?;
+    }
+    // The newest ids first, then the text of those not indexed (as in `search`).
+    let newest = format!(
+        "SELECT m.message_id, m.conversation_id, m.role, m.created_at, substr(m.content, 1, CAST(?4 AS INTEGER))
+         FROM (SELECT message_id, seq FROM messages
+               WHERE conversation_id = ?1 AND (message_id < ?2 OR message_id {})
+               ORDER BY seq DESC LIMIT ?3) newest
+         JOIN messages m ON m.message_id = newest.message_id",
+        db.in_ids("?5")
+    );
+    let (c, before, n, chars) = (
+        r.conversation_id,
+        r.before_message_id,
+        TYPED_SCAN_MESSAGES,
+        TYPED_SCAN_CHARS,
+    );
+    found.extend(if indexed {
+        db.query_map(
+            &format!(
+                "{newest} WHERE NOT EXISTS (SELECT 1 FROM lcm_native_message_kinds k
+                                            WHERE k.message_id = newest.message_id AND k.version = ?6)
+                 ORDER BY newest.seq DESC"
+            ),
+            params![c, before, n, chars, shortened, value_kinds::VERSION],
+            read,
+        )?
+    } else {
+        db.query_map(
+            &format!("{newest} ORDER BY newest.seq DESC"),
+            params![c, before, n, chars, shortened],
+            read,
+        )?
+    });
+    Ok(found)
 }
 
 /// Each candidate's excerpt and score: the index's relevance, the excerpt's own (its terms and

@@ -71,33 +71,7 @@ pub(crate) fn is_log_line(line: &str) -> bool {
     LOG_LINE.is_match(line)
 }
 
-/// The kind of answer a question asks for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Want {
-    Person,
-    Date,
-    Address,
-    Ticket,
-    Commit,
-    Quantity,
-    Preference,
-    Decision,
-}
-
-impl Want {
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Want::Person => "person",
-            Want::Date => "date",
-            Want::Address => "address",
-            Want::Ticket => "ticket",
-            Want::Commit => "commit",
-            Want::Quantity => "quantity",
-            Want::Preference => "preference",
-            Want::Decision => "decision",
-        }
-    }
-}
+pub(crate) use crate::value_kinds::Want;
 
 /// What one message asks the history for.
 #[derive(Clone, Debug, Default)]

@@ -119,6 +119,12 @@ function engineFor(dbPath, options) {
       // Close (checkpointing the log into the file) when Node runs out of work, and at
       // `process.exit()`, which hosts such as `openclaw agent` end with and which skips
       // `beforeExit`: there only synchronous code runs, so the engines close on this thread.
+      // One listener each for the whole process: room is made for it, so that a host that
+      // already holds Node's default ten (OpenClaw does) gets no leak warning from this one.
+      for (const event of ['beforeExit', 'exit']) {
+        const max = process.getMaxListeners()
+        if (max !== 0 && process.listenerCount(event) >= max) process.setMaxListeners(max + 1)
+      }
       process.once('beforeExit', () => void closeAll())
       process.once('exit', closeAllNow)
     }

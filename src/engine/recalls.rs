@@ -38,6 +38,8 @@ struct Pending {
 #[derive(Default)]
 pub(crate) struct Recalls {
     pending: Mutex<(HashMap<i64, Pending>, u64)>,
+    /// The database's common terms, not counted again (`auto::CommonTerms`).
+    common: auto::CommonTerms,
 }
 
 impl Recalls {
@@ -107,6 +109,7 @@ impl Recalls {
                         min_score: config.auto_recall_min_score,
                         shown: &basis.shown,
                         zone: config.zone,
+                        common: &self.common,
                     };
                     let (found, s) = auto::recall(db, &request)?;
                     stats = RecallStats {

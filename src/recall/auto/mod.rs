@@ -88,6 +88,33 @@ pub(crate) struct Request<'a> {
     /// Excerpts earlier blocks still in the context show (message id, byte start).
     pub shown: &'a [(i64, usize)],
     pub zone: DisplayZone,
+    /// Terms already found common in this database.
+    pub common: &'a CommonTerms,
+}
+
+/// Terms found common in a database (held by `DF_CAP` messages or more): counting one reads
+/// `DF_CAP` rows, the dearest count of all (on PostgreSQL each is a heap row), and a common
+/// word stays common as the history grows, so it is counted once per engine. (A redaction or a
+/// deleted conversation may make one rare again; it is then weighed as common, the weight it
+/// had, until the engine is opened again.) Bounded: past `MAX_COMMON_TERMS` it starts over.
+#[derive(Default)]
+pub(crate) struct CommonTerms(std::sync::Mutex<std::collections::HashSet<String>>);
+
+/// Common terms remembered at most.
+const MAX_COMMON_TERMS: usize = 4096;
+
+impl CommonTerms {
+    fn contains(&self, phrase: &str) -> bool {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).contains(phrase)
+    }
+
+    fn insert(&self, phrase: String) {
+        let mut set = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if set.len() >= MAX_COMMON_TERMS {
+            set.clear();
+        }
+        set.insert(phrase);
+    }
 }
 
 /// A block and what it holds.
@@ -151,7 +178,7 @@ pub(crate) fn recall(db: Db, r: &Request<'_>) -> Result<(Option<Recalled>, Recal
         return Ok((None, stats));
     }
     let mut query = query;
-    weigh_terms(db, &mut query)?;
+    weigh_terms(db, &mut query, r.common)?;
     let mut candidates = if query.searched().next().is_none() {
         Vec::new()
     } else {
@@ -217,8 +244,9 @@ pub(crate) fn recall(db: Db, r: &Request<'_>) -> Result<(Option<Recalled>, Recal
     Ok((Some(Recalled { text, tokens, places }), stats))
 }
 
-/// Weighs each term by how many stored messages hold it (counted up to `DF_CAP`).
-fn weigh_terms(db: Db, query: &mut Query) -> Result<()> {
+/// Weighs each term by how many stored messages hold it (counted up to `DF_CAP`; a term known
+/// to be common is not counted again).
+fn weigh_terms(db: Db, query: &mut Query, common: &CommonTerms) -> Result<()> {
     if query.terms.is_empty() {
         return Ok(());
     }
@@ -226,6 +254,7 @@ fn weigh_terms(db: Db, query: &mut Query) -> Result<()> {
     for t in &mut query.terms {
         let phrase = t.parts.join(" ");
         let df: i64 = match db {
+            _ if common.contains(&phrase) => DF_CAP,
             Db::Sqlite(_) => db.query_one(
                 "SELECT count(*) FROM (SELECT 1 FROM messages_fts WHERE messages_fts MATCH ?1 LIMIT ?2)",
                 params![format!("\"{phrase}\""), DF_CAP],
@@ -240,6 +269,9 @@ fn weigh_terms(db: Db, query: &mut Query) -> Result<()> {
                 |r| r.get(0),
             )?,
         };
+        if df >= DF_CAP {
+            common.insert(phrase);
+        }
         t.weight = terms::weigh(t, df, n);
         t.common = df >= DF_CAP && !t.strong;
     }
@@ -558,6 +590,59 @@ fn choose(scored: Vec<Scored>, r: &Request<'_>, query: &Query) -> Vec<Scored> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Statements counting a term's messages, run on the traced connection.
+    static COUNTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+    #[test]
+    fn a_common_term_is_counted_once_per_engine_and_weighed_the_same_after() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = crate::test_support::engine_with(&dir, serde_json::json!({}));
+        let msgs: Vec<serde_json::Value> = (0..DF_CAP + 20)
+            .map(|i| serde_json::json!({"role": "user", "content": format!("staging deploy {i} went fine")}))
+            .collect();
+        engine
+            .ingest(&crate::store::conversations::Target::Session("common".into()), &msgs)
+            .unwrap();
+        let mut conn = crate::db::open_configured(&engine.config().db_path, 1000).unwrap();
+        conn.trace_v2(
+            rusqlite::trace::TraceEventCodes::SQLITE_TRACE_STMT,
+            Some(|e: rusqlite::trace::TraceEvent<'_>| {
+                if let rusqlite::trace::TraceEvent::Stmt(_, sql) = e {
+                    if sql.contains("count(*)") && sql.contains("messages_fts MATCH") {
+                        COUNTS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    }
+                }
+            }),
+        )
+        .unwrap();
+        let common = CommonTerms::default();
+        let weigh = |text: &str| {
+            let mut q = terms::parse(text);
+            weigh_terms(Db::Sqlite(&conn), &mut q, &common).unwrap();
+            COUNTS.swap(0, std::sync::atomic::Ordering::SeqCst);
+            q.terms
+                .iter()
+                .map(|t| (t.text.clone(), t.weight, t.common))
+                .collect::<Vec<_>>()
+        };
+        let first = weigh("what broke the staging canary?");
+        assert!(
+            first.iter().any(|(t, _, common)| t == "staging" && *common),
+            "{first:?}"
+        );
+        assert!(
+            first.iter().any(|(t, _, common)| t == "canary" && !*common),
+            "{first:?}"
+        );
+        // Again: the rare term is counted again, the common one is not, and both weigh the same.
+        let mut q = terms::parse("what broke the staging canary?");
+        weigh_terms(Db::Sqlite(&conn), &mut q, &common).unwrap();
+        let counted = COUNTS.swap(0, std::sync::atomic::Ordering::SeqCst);
+        let again: Vec<_> = q.terms.iter().map(|t| (t.text.clone(), t.weight, t.common)).collect();
+        assert_eq!(again, first);
+        assert_eq!(counted, first.len() - 1, "{first:?}");
+    }
 
     fn scored(message_id: i64, text: &str, matched: Vec<usize>) -> Scored {
         Scored {

@@ -308,6 +308,18 @@ fn redacted_text_is_never_recalled_and_stored_blocks_go_with_it() {
             .unwrap()
     };
     assert_eq!(count(&rusqlite::Connection::open(&path).unwrap()), 1);
+    // The message's kinds of value follow its redacted text: its address goes with it.
+    let address = |c: &rusqlite::Connection| -> i64 {
+        c.query_row(
+            "SELECT k.kinds FROM lcm_native_message_kinds k JOIN messages m USING (message_id)
+             WHERE m.content LIKE 'Update: staging Redis moved%'",
+            [],
+            |r| r.get::<_, i64>(0),
+        )
+        .unwrap()
+            & crate::value_kinds::Want::Address.bit()
+    };
+    assert_ne!(address(&rusqlite::Connection::open(&path).unwrap()), 0);
     let options =
         crate::input::decode::<crate::redact::RedactOptions>(json!({"pattern": "cache-stg2\\.internal"}), "options")
             .unwrap();
@@ -315,6 +327,7 @@ fn redacted_text_is_never_recalled_and_stored_blocks_go_with_it() {
     rt.block_on(engine.redact(&options, Arc::new(OfflineSummarizer), &AtomicBool::new(false), &|_| {}))
         .unwrap();
     assert_eq!(count(&rusqlite::Connection::open(&path).unwrap()), 0);
+    assert_eq!(address(&rusqlite::Connection::open(&path).unwrap()), 0);
     let out = engine.assemble(cid, &ask(8_000, Some(q))).unwrap();
     let all = texts(&out).concat();
     assert!(!all.contains("cache-stg2.internal"), "{all}");

@@ -71,6 +71,12 @@ fn stored_and_compacted(engine: &Engine, key: &str, msgs: &[Value]) -> i64 {
         .ingest(&Target::Session(key.into()), msgs)
         .unwrap()
         .conversation_id;
+    compacted(engine, cid);
+    cid
+}
+
+/// Conversation `cid` compacted to 4,000 tokens with the offline summarizer.
+fn compacted(engine: &Engine, cid: i64) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(engine.compact(
         cid,
@@ -82,7 +88,6 @@ fn stored_and_compacted(engine: &Engine, key: &str, msgs: &[Value]) -> i64 {
         },
     ))
     .unwrap();
-    cid
 }
 
 fn ask(budget: i64, query: Option<&str>) -> AssembleOptions {
@@ -505,23 +510,13 @@ fn a_value_of_the_kind_asked_for_is_found_at_any_age_through_the_kinds_indexed_a
         [other],
     )
     .unwrap();
-    let rt = tokio::runtime::Runtime::new().unwrap();
     for _ in 0..12 {
         let more: Vec<Value> = (0..4)
             .map(|i| json!({"role": "user", "content": filler(200 + i), "timestamp": "2026-03-01 11:05:00"}))
             .collect();
         engine.ingest(&Target::Session("unindexed".into()), &more).unwrap();
     }
-    rt.block_on(engine.compact(
-        other,
-        Arc::new(OfflineSummarizer),
-        SweepOptions {
-            token_budget: 4_000,
-            force: true,
-            ..Default::default()
-        },
-    ))
-    .unwrap();
+    compacted(&engine, other);
     let out = engine.assemble(other, &ask(8_000, Some(q))).unwrap();
     let b = blocks(&out);
     assert_eq!(b.len(), 1, "{:?}", out.stats.recall);

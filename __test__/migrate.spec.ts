@@ -103,7 +103,7 @@ describe('migrate', () => {
     expect(report.era).toBe('lossless-claw')
     expect(report.columnsAdded).toEqual([])
     // Only lcm-native's own tables and lossless-claw 1.x's tables of turn records and transcript trust are new.
-    expect(report.tablesCreated).toEqual(['turn_advancements', 'lcm_native_turns', 'lcm_native_turn_positions', 'message_transcript_anchor_trust', 'lcm_native_prompt_cache', 'lcm_native_recalls', 'lcm_native_context_resets', 'lcm_native_summary_fidelity', 'lcm_native_summary_versions', 'lcm_native_summary_context', 'lcm_native_redactions', 'lcm_native_redaction_pending', 'lcm_native_scrub_pending'])
+    expect(report.tablesCreated).toEqual(['turn_advancements', 'lcm_native_turns', 'lcm_native_turn_positions', 'message_transcript_anchor_trust', 'lcm_native_prompt_cache', 'lcm_native_recalls', 'lcm_native_message_kinds', 'lcm_native_context_resets', 'lcm_native_summary_fidelity', 'lcm_native_summary_versions', 'lcm_native_summary_context', 'lcm_native_redactions', 'lcm_native_redaction_pending', 'lcm_native_scrub_pending'])
     expect(report.backfills.map((b) => b.step)).not.toContain('backfillSummaryDepths')
     const summaries = await summariesOf(dbPath)
     expect(summaries).toHaveLength(174)

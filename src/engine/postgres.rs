@@ -66,8 +66,9 @@ pub(super) fn prepare(pool: &PgPool, config: &Config) -> Result<MigrationReport>
 }
 
 /// What a schema made by an earlier version lacks, added as a migration adds it to a file: the
-/// prompt-cache report's, the summaries' previous-context, the turns' transcript positions and
-/// lossless-claw's transcript-trust tables (empty, with their indexes), the stored-message
+/// prompt-cache report's, the summaries' previous-context, the turns' transcript positions,
+/// the messages' kinds of value and lossless-claw's transcript-trust tables (empty, with their
+/// indexes; a message stored before the kinds table is read by recall as unindexed), the stored-message
 /// counts (counted once, then kept by their trigger), the count of message rewrites
 /// assembly's render cache follows, the index of live messages (`ddl::MESSAGE_ITEMS_INDEX`)
 /// and the operations' leases through a transaction pooler (`leases`).
@@ -78,6 +79,7 @@ fn add_missing_tables(c: &Conn) -> Result<()> {
             crate::db::schema::SUMMARY_CONTEXT_TABLE,
             crate::db::schema::TURN_POSITIONS_TABLE,
             crate::db::schema::TRUST_TABLE,
+            crate::db::schema::MESSAGE_KINDS_TABLE,
         ];
         if later.contains(name) && !c.has_table(name)? {
             c.batch(&crate::pg::ddl::table(sql)?.create)?;
@@ -243,7 +245,8 @@ mod tests {
             "DROP TABLE lcm_native_prompt_cache; DROP TRIGGER lcm_messages_count ON messages; DROP TABLE lcm_message_counts;
              DROP TABLE lcm_native_turn_positions; DROP TABLE message_transcript_anchor_trust;
              DROP TRIGGER lcm_messages_rewritten ON messages; DROP TRIGGER lcm_message_parts_rewritten ON message_parts;
-             DROP TABLE lcm_native_message_rewrites; DROP INDEX context_items_message_idx",
+             DROP TABLE lcm_native_message_rewrites; DROP INDEX context_items_message_idx;
+             DROP TABLE lcm_native_message_kinds",
         )
         .unwrap();
         let has_message_items_index = || -> bool {
@@ -263,6 +266,7 @@ mod tests {
         let engine = open(&url);
         assert!(c.has_table("lcm_native_prompt_cache").unwrap());
         assert!(c.has_table(crate::pg::rewrites::TABLE).unwrap());
+        assert!(c.has_table(crate::db::schema::MESSAGE_KINDS_TABLE).unwrap());
         assert!(has_message_items_index());
         assert_eq!(engine.find_conversation(&target).unwrap().unwrap().message_count, 2);
         let cid = engine.ingest(&target, &turn(0)).unwrap().conversation_id;

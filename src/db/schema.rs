@@ -457,8 +457,6 @@ pub(crate) const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
     ("messages", "stable_event_key", "TEXT"),
 ];
 
-/// Indexes lcm-native needs, by name. The depth index is created after the depth backfill.
-///
 /// The index of `lcm_native_message_kinds` rows holding the kind whose bit is `$bit`, named
 /// after it: partial, so a kind few messages hold is found without reading the others.
 macro_rules! kind_index {
@@ -476,6 +474,8 @@ macro_rules! kind_index {
     };
 }
 
+/// Indexes lcm-native needs, by name. The depth index is created after the depth backfill.
+///
 /// The plugin also creates `messages_conv_seq_idx`, `context_items_conv_idx` and
 /// `message_parts_message_idx` (each a prefix of a UNIQUE/PRIMARY KEY index that already
 /// exists) and `message_parts_type_idx` (no core query filters on part type). lcm-native does

@@ -13,15 +13,17 @@
 //   every 10th turn    a file read with the `read` tool (turn 5, 15, …), as bench/cache.mjs
 //   other turns        pasted service logs (19 in every 40) or short questions, as cache.mjs
 //
-// Two fact sets of that shape: A (FACTS, ABSTENTIONS, CHAT here; the default of every function
-// that takes a set) and B (bench/recall-facts-b.mjs, held out: written after recall at assembly
-// was, never tuned on). `factSet('a' | 'b')` gives either.
+// Three fact sets of that shape: A (FACTS, ABSTENTIONS, CHAT here; the default of every function
+// that takes a set), B (bench/recall-facts-b.mjs, held out: written after recall at assembly
+// was, never tuned on) and C (bench/recall-facts-c.mjs, a second held-out set for the semantic
+// bridge, never tuned on). `factSet('a' | 'b' | 'c')` gives any of them.
 
 import { mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 
 import { pastedLog } from '../__test__/openclaw/e2e-field.mjs'
 import * as B from './recall-facts-b.mjs'
+import * as C from './recall-facts-c.mjs'
 
 /**
  * @typedef {{ id: number, kind: string, plants: string[], values: string[], says?: string,
@@ -126,11 +128,12 @@ const CORRECTION = 'One correction to something from earlier. '
 
 /** Set A. @type {FactSet} */
 export const A = { FACTS, ABSTENTIONS, CHAT, PLANT_ORDER, ASK_ORDER, LEADS, CORRECTION, LOG_CORRECTION: 'One correction first, ' }
-/** The set named `name` ('a' or 'b'). @param {string} name @returns {FactSet} */
+/** The set named `name` ('a', 'b' or 'c'). @param {string} name @returns {FactSet} */
 export function factSet(name) {
   if (name === 'a') return A
   if (name === 'b') return B
-  throw new Error(`unknown fact set ${name} (a or b)`)
+  if (name === 'c') return C
+  throw new Error(`unknown fact set ${name} (a, b or c)`)
 }
 
 /** The workspace file the tool turn `t` reads (about 1k tokens). @param {number} t */

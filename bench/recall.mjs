@@ -9,7 +9,7 @@
 //
 //   node bench/recall.mjs [--turns 80] [--engines lcm-native-recall,lcm-native,legacy,lossless-claw]
 //                         [--window 64000] [--lcm-config '{"…": …}'] [--keep] [--json FILE]
-//                         [--save DIR] [--load] [--blocks] [--set a|b]
+//                         [--save DIR] [--load] [--blocks] [--set a|b|c]
 //
 // The session (bench/recall-session.mjs): 24 facts planted in the first 40 % of the turns (ticket
 // ids, host:port, commit hashes, people and roles, numbers with units, preferences, decisions,
@@ -58,7 +58,7 @@ const LCM_CONFIG = JSON.parse(arg('--lcm-config', '{}'))
 const SAVE = arg('--save', join(tmpdir(), 'lcm-recall-bench'))
 const JSON_OUT = arg('--json', '')
 const LOAD = process.argv.includes('--load')
-/** The fact set (`--set a|b`) and what its saved runs' file names end with. */
+/** The fact set (`--set a|b|c`) and what its saved runs' file names end with. */
 const SET = arg('--set', 'a')
 const FACT_SET = factSet(SET)
 const SUFFIX = SET === 'a' ? '' : `-${SET}`

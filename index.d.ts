@@ -210,6 +210,11 @@ export interface LcmConfig {
    */
   autoRecallMinScore?: number | null
   /**
+   * Recall also by meaning: a question that shares no word with a statement of the history
+   * reaches it through word vectors shipped in the addon. Default true.
+   */
+  autoRecallMeaning?: boolean | null
+  /**
    * Which conversations recall at assembly searches: "conversation" (the one assembled) or
    * "all" (the OpenClaw plugin sets it from its `recallScope`). Default "conversation".
    */
@@ -275,6 +280,7 @@ export interface ResolvedConfig {
   autoRecallMaxTokens: number
   autoRecallShare: number
   autoRecallMinScore: number
+  autoRecallMeaning: boolean
   autoRecallScope: RecallScope
   /** Open without ever writing: no migration, no checkpoints; writes fail with E_READ_ONLY. */
   readOnly: boolean
@@ -1330,6 +1336,11 @@ export interface RecallHit {
   matched: string[]
   /** The excerpt holds a value of the kind the message asks for (`wants`). */
   valueOfKind: boolean
+  /**
+   * The cosine (about 0 … 1) of the excerpt and the message, when the excerpt was found by
+   * its meaning alone (it holds none of the words or kinds asked for).
+   */
+  similarity: number | null
   /** A newer excerpt of the same subject with another value (its message id), shown first. */
   supersededBy: number | null
   /** Tokens of the excerpt's text. */
@@ -1360,6 +1371,13 @@ export interface RecallStats {
   earlierTokens: number
   /** The block as sent, when one was added. */
   block: string | null
+  /**
+   * What recall by meaning did, when the message asks something: `compared` (its
+   * questions with the history's statements), `reading` (the history is being read on a
+   * thread of its own; this turn recalled by words alone) or `common` (its questions hold
+   * only words common in the history: nothing to find by meaning).
+   */
+  meaning: string | null
 }
 
 export interface AssembleStats extends RepairStats {

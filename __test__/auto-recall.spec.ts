@@ -107,6 +107,41 @@ describe('recall at assembly', () => {
       await long.close()
     }
   })
+
+  it('reaches a statement by meaning when the question shares no word with it, and not with autoRecallMeaning off', async () => {
+    const msgs: unknown[] = []
+    for (let t = 0; t < 30; t++) {
+      let text = `Turn ${t}: let us tidy the wording of the release notes and the docs site again.`
+      if (t === 2) text = 'Quick aside: we settled on Automerge for resolving conflicts in offline sync.'
+      if (t === 4) text = 'The SoC core rail on the sensor board has to sit at 0.85 V, within 3 %.'
+      msgs.push({ role: 'user', content: text, timestamp: at(t) })
+      msgs.push({ role: 'assistant', content: [{ type: 'text', text: `Understood, noted for turn ${t}.` }], timestamp: at(t) })
+    }
+    const q = 'Thanks. What did we pick to merge edits made without a connection?'
+    for (const meaning of [true, false]) {
+      const e = await LcmEngine.open({ dbPath: freshDb(`recall-meaning-${meaning}.db`), timezone: 'UTC', freshTailCount: 4, leafChunkTokens: 600, autoRecallMeaning: meaning })
+      try {
+        const { conversationId: id } = await e.ingest({ sessionId: 'meaning' }, msgs as never)
+        await e.compact(id, 'offline', { tokenBudget: 4000, force: true })
+        const r = await e.assemble(id, { tokenBudget: 8000, recallQuery: q })
+        const block = blocks(r).join('')
+        if (meaning) {
+          expect(block, JSON.stringify(r.stats.recall)).toContain('settled on Automerge')
+          expect(block).not.toContain('0.85 V')
+          const hit = r.stats.recall!.hits.find((h) => h.similarity !== null)
+          expect(hit?.matched).toEqual([])
+          expect(hit?.similarity).toBeGreaterThan(0.3)
+          expect(r.stats.recall?.meaning).toBe('compared')
+        } else {
+          expect(block).not.toContain('Automerge')
+          expect(r.stats.recall?.hits.every((h) => h.similarity === null)).toBe(true)
+          expect(r.stats.recall?.meaning).toBeNull()
+        }
+      } finally {
+        await e.close()
+      }
+    }
+  })
 })
 
 describe('the plugin', () => {

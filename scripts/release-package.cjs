@@ -36,10 +36,16 @@ release.files = pkg.files.filter((f) => !f.endsWith('.node'))
 release.optionalDependencies = Object.fromEntries(
   platforms.map((p) => [JSON.parse(readFileSync(join(ROOT, 'npm', p, 'package.json'), 'utf8')).name, pkg.version]),
 )
+// Every binary carries the word-piece vectors of recall by meaning, licensed apart (NOTICE):
+// each platform package ships the notice beside its binary.
 for (const p of platforms) {
   const file = join(ROOT, 'npm', p, 'package.json')
   const sub = JSON.parse(readFileSync(file, 'utf8'))
-  if (sub.version !== pkg.version) writeFileSync(file, `${JSON.stringify({ ...sub, version: pkg.version }, null, 2)}\n`)
+  const files = sub.files.includes('NOTICE') ? sub.files : [...sub.files, 'NOTICE']
+  if (sub.version !== pkg.version || files !== sub.files) {
+    writeFileSync(file, `${JSON.stringify({ ...sub, version: pkg.version, files }, null, 2)}\n`)
+  }
+  copyFileSync(join(ROOT, 'NOTICE'), join(ROOT, 'npm', p, 'NOTICE'))
 }
 
 if (!packDir) {

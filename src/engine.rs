@@ -423,7 +423,10 @@ impl Engine {
         let summarizer = self.until_closed(summarizer, &turns.iter().collect::<Vec<_>>());
         // A pending `<recalled>` block may quote the text: made again from the redacted one.
         self.recalls.forget_all();
-        redaction::run(&self.deps, options, scope, summarizer, cancel, progress, started).await
+        let report = redaction::run(&self.deps, options, scope, summarizer, cancel, progress, started).await;
+        // And what a recall during the run made from the text before it.
+        self.recalls.forget_all();
+        report
     }
 
     /// Re-summarises the selected summaries bottom-up (a dry run unless `options.apply`). An

@@ -32,6 +32,7 @@ mod prompts;
 mod recall;
 mod redact;
 mod rewrite;
+mod semantic;
 mod shown_location;
 mod source;
 mod spool;

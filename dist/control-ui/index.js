@@ -535,17 +535,19 @@ class LcmPanel {
     const asked = r.terms.length ? ['searched for ', ...fields(r.terms)] : ['nothing to search for']
     const kind = r.wants ? ['; asks for a ', field(r.wants)] : []
     const earlier = r.earlierBlocks ? `; ${fmt(r.earlierBlocks)} earlier block(s) kept where they were sent (${fmt(r.earlierTokens)} tok)` : ''
+    const meaning = r.meaning === 'reading' ? '; by meaning once the history is read (it is being read now)' : r.meaning === 'compared' ? '; compared by meaning' : ''
     box.append(el('h3', {}, 'Recalled for this turn'))
     if (r.abstained) {
-      box.append(el('p', { class: 'lcmn-sub' }, 'Nothing added (', field(r.abstained), '): ', ...asked, ...kind, `${earlier}.`))
+      box.append(el('p', { class: 'lcmn-sub' }, 'Nothing added (', field(r.abstained), '): ', ...asked, ...kind, `${meaning}${earlier}.`))
       return box
     }
-    box.append(el('p', { class: 'lcmn-sub' }, `${fmt(r.tokens)} tok${r.reused ? ', given again from the turn\'s first assembly' : ''}: `, ...asked, ...kind, `; ${fmt(r.candidates)} messages outside the context read${earlier}.`))
+    box.append(el('p', { class: 'lcmn-sub' }, `${fmt(r.tokens)} tok${r.reused ? ', given again from the turn\'s first assembly' : ''}: `, ...asked, ...kind, `; ${fmt(r.candidates)} messages outside the context read${meaning}${earlier}.`))
     const list = el('ol', { class: 'lcmn-list', 'aria-label': 'Recalled excerpts, as shown' })
     for (const h of r.hits) {
       const why = [
         h.matched.length ? ['matched ', ...fields(h.matched)] : null,
         h.valueOfKind ? ['holds a ', r.wants ? field(r.wants) : 'value'] : null,
+        h.similarity !== null && h.similarity !== undefined ? [`near in meaning (cosine ${h.similarity})`] : null,
         h.supersededBy !== null && h.supersededBy !== undefined ? [`superseded by message ${h.supersededBy}`] : null,
       ].filter(Boolean)
       list.append(el('li', { class: 'lcmn-ctx' }, field(h.role), ` message ${h.messageId} · `, stamp(h.time), ` · score ${h.score} · ${fmt(h.tokens)} tok · `, ...why.flatMap((w, i) => (i ? ['; ', ...w] : w))))

@@ -64,6 +64,11 @@ pub struct RecallStats {
     pub earlier_tokens: i64,
     /// The block as sent, when one was added.
     pub block: Option<String>,
+    /// What recall by meaning did, when the message asks something: `compared` (its
+    /// questions with the history's statements), `reading` (the history is being read on a
+    /// thread of its own; this turn recalled by words alone) or `common` (its questions hold
+    /// only words common in the history: nothing to find by meaning).
+    pub meaning: Option<String>,
 }
 
 /// One excerpt of a `<recalled>` block, and why it was chosen.
@@ -82,6 +87,9 @@ pub struct RecallHit {
     pub matched: Vec<String>,
     /// The excerpt holds a value of the kind the message asks for (`wants`).
     pub value_of_kind: bool,
+    /// The cosine (about 0 … 1) of the excerpt and the message, when the excerpt was found by
+    /// its meaning alone (it holds none of the words or kinds asked for).
+    pub similarity: Option<f64>,
     /// A newer excerpt of the same subject with another value (its message id), shown first.
     pub superseded_by: Option<i64>,
     /// Tokens of the excerpt's text.

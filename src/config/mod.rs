@@ -200,6 +200,10 @@ pub struct LcmOptions {
     /// log line 0.5), plus half the index's relevance. Default 2.
     #[serde(default, skip_serializing, deserialize_with = "overage")]
     pub auto_recall_min_score: Option<f64>,
+    /// Recall also by meaning: a question that shares no word with a statement of the history
+    /// reaches it through word vectors shipped in the addon. Default true.
+    #[serde(default, skip_serializing)]
+    pub auto_recall_meaning: Option<bool>,
     /// Which conversations recall at assembly searches: "conversation" (the one assembled) or
     /// "all" (the OpenClaw plugin sets it from its `recallScope`). Default "conversation".
     #[serde(default, skip_serializing)]
@@ -337,6 +341,7 @@ pub struct Config {
     pub auto_recall_max_tokens: i64,
     pub auto_recall_share: f64,
     pub auto_recall_min_score: f64,
+    pub auto_recall_meaning: bool,
     pub auto_recall_scope: crate::api::RecallScope,
     /// Open without ever writing: no migration, no checkpoints; writes fail with E_READ_ONLY.
     pub read_only: bool,
@@ -505,6 +510,7 @@ impl Config {
             auto_recall_max_tokens: o.auto_recall_max_tokens.unwrap_or(2_000),
             auto_recall_share: o.auto_recall_share.unwrap_or(0.05),
             auto_recall_min_score: o.auto_recall_min_score.unwrap_or(2.0),
+            auto_recall_meaning: o.auto_recall_meaning.unwrap_or(true),
             auto_recall_scope: o.auto_recall_scope.unwrap_or_default(),
             read_only,
             immutable,

@@ -128,6 +128,7 @@ pub(crate) const OPTIONS: &[OptionDoc] = &[
     opt("autoRecallMaxTokens", None, Integer { min: 0 }, Is("2000"), "Most tokens of one turn's <recalled> block."),
     opt("autoRecallShare", None, Fraction, Is("0.05"), "Most of the token budget one turn's <recalled> block may take."),
     opt("autoRecallMinScore", None, Factor, Is("2"), "Least score an excerpt needs: a matched word counts up to 2 by its rarity in the history, an identifier or number 1 more, a value of the kind asked for 2 (in a log line 0.5), plus half the index's relevance."),
+    opt("autoRecallMeaning", None, Boolean, Is("true"), "Recall also by meaning: a question that shares no word with a statement of the history reaches it through word vectors shipped in the addon (at most one excerpt per sentence of the message)."),
     engine_only(opt("autoRecallScope", None, Word(&["conversation", "all"]), Is("\"conversation\""), "Which conversations recall at assembly searches: the one assembled, or all of them (the plugin sets it from its recallScope).")),
     engine_only(opt("readOnly", None, Boolean, Is("false"), "Open without writing anything.")),
     engine_only(opt("immutable", None, Boolean, Is("false"), "With readOnly: read the file as a snapshot nobody writes.")),

@@ -52,7 +52,7 @@ impl Assemblies {
             }
             // This turn's block, in the same snapshot.
             if let Some(recalls) = recalls {
-                recalls.add_to(db, &deps.config, conversation_id, options, &mut out)?;
+                recalls.add_to(db, deps, conversation_id, options, &mut out)?;
             }
             Ok(out)
         })?;

@@ -522,3 +522,61 @@ fn a_value_of_the_kind_asked_for_is_found_at_any_age_through_the_kinds_indexed_a
     assert_eq!(b.len(), 1, "{:?}", out.stats.recall);
     assert!(b[0].contains("OPS-5150") && !b[0].contains("OPS-4121"), "{}", b[0]);
 }
+
+#[test]
+fn a_question_that_shares_no_word_with_its_fact_reaches_it_by_meaning_and_not_once_redacted() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine_with(&dir, json!({"freshTailCount": 4, "leafChunkTokens": 600}));
+    let mut msgs = Vec::new();
+    for t in 0..30 {
+        let text = match t {
+            2 => "Quick aside: we settled on Automerge for resolving conflicts in offline sync.".to_string(),
+            4 => "The SoC core rail on the sensor board has to sit at 0.85 V, within 3 %.".to_string(),
+            6 => "We just moved the iOS CI builds over to Xcode 17.".to_string(),
+            _ => filler(t),
+        };
+        msgs.push(user(&text, t));
+        msgs.push(assistant(&format!("Understood, noted for turn {t}."), t));
+    }
+    let cid = stored_and_compacted(&engine, "meaning", &msgs);
+    let q = "What did we pick to merge edits made without a connection?";
+    let out = engine.assemble(cid, &ask(8_000, Some(q))).unwrap();
+    let b = blocks(&out);
+    assert_eq!(b.len(), 1, "{:?}", out.stats.recall);
+    assert!(b[0].contains("settled on Automerge"), "{}", b[0]);
+    assert!(!b[0].contains("0.85 V") && !b[0].contains("Xcode"), "{}", b[0]);
+    let stats = out.stats.recall.as_ref().unwrap();
+    let hit = stats
+        .hits
+        .iter()
+        .find(|h| h.similarity.is_some())
+        .expect("a hit by meaning");
+    assert!(hit.matched.is_empty() && !hit.value_of_kind, "{hit:?}");
+    // A greeting asks nothing: the bridge is not crossed, and the statements stay held (read
+    // again, a long history would cost every turn that abstains a pass over it).
+    let out = engine.assemble(cid, &ask(8_000, Some("Great, thank you."))).unwrap();
+    assert!(blocks(&out).is_empty(), "{:?}", out.stats.recall);
+    assert!(
+        engine.recalls.holds_statements(cid),
+        "an abstention keeps the statements"
+    );
+    // Nor by a question of only the history's common words: nothing there to find by meaning.
+    let out = engine
+        .assemble(
+            cid,
+            &ask(8_000, Some("Shall we look at the wording of the summary table again?")),
+        )
+        .unwrap();
+    let hits = &out.stats.recall.as_ref().unwrap().hits;
+    assert!(hits.iter().all(|h| h.similarity.is_none()), "{hits:?}");
+
+    let options =
+        crate::input::decode::<crate::redact::RedactOptions>(json!({"pattern": "Automerge"}), "options").unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(engine.redact(&options, Arc::new(OfflineSummarizer), &AtomicBool::new(false), &|_| {}))
+        .unwrap();
+    assert!(!engine.recalls.holds_statements(cid), "a redaction lets them go");
+    let out = engine.assemble(cid, &ask(8_000, Some(q))).unwrap();
+    let all = texts(&out).concat();
+    assert!(!all.contains("Automerge"), "{all}");
+}

@@ -9,7 +9,7 @@ use std::sync::Mutex;
 
 use crate::api::{AssembleOptions, RecallStats};
 use crate::assemble::{recalled, Assembled};
-use crate::config::Config;
+use crate::compaction::Deps;
 use crate::error::Result;
 use crate::recall::auto::{self, Request};
 use crate::sql::Db;
@@ -40,6 +40,8 @@ pub(crate) struct Recalls {
     pending: Mutex<(HashMap<i64, Pending>, u64)>,
     /// The database's common terms, not counted again (`auto::CommonTerms`).
     common: auto::CommonTerms,
+    /// The conversations' statements by meaning (`auto::meaning`).
+    meanings: auto::meaning::Meanings,
 }
 
 impl Recalls {
@@ -53,11 +55,12 @@ impl Recalls {
     pub(crate) fn add_to(
         &self,
         db: Db,
-        config: &Config,
+        deps: &Deps,
         conversation_id: i64,
         options: &AssembleOptions,
         out: &mut Assembled,
     ) -> Result<()> {
+        let (config, backend) = (&*deps.config, &deps.backend);
         let basis = out.recall_basis.clone();
         let enabled = options.auto_recall.unwrap_or(config.auto_recall);
         let query = options.recall_query.as_deref().map(str::trim).filter(|q| !q.is_empty());
@@ -96,7 +99,7 @@ impl Recalls {
                     .min(budget - out.estimated_tokens);
                 if room < MIN_ROOM {
                     stats.abstained = Some(format!("no room for a block ({room} tokens)"));
-                    self.forget(conversation_id);
+                    self.drop_block(conversation_id);
                     None
                 } else {
                     let request = Request {
@@ -110,6 +113,7 @@ impl Recalls {
                         shown: &basis.shown,
                         zone: config.zone,
                         common: &self.common,
+                        meanings: config.auto_recall_meaning.then_some((&self.meanings, backend)),
                     };
                     let (found, s) = auto::recall(db, &request)?;
                     stats = RecallStats {
@@ -134,7 +138,7 @@ impl Recalls {
                             Some((r.text, r.tokens))
                         }
                         None => {
-                            self.forget(conversation_id);
+                            self.drop_block(conversation_id);
                             None
                         }
                     }
@@ -171,14 +175,23 @@ impl Recalls {
         }
     }
 
-    /// Lets go of a conversation's pending block.
-    pub(crate) fn forget(&self, conversation_id: i64) {
+    /// Lets go of a conversation's pending block (this turn has none); its statements stay,
+    /// as reading them again costs a pass over the whole history.
+    fn drop_block(&self, conversation_id: i64) {
         self.lock().0.remove(&conversation_id);
     }
 
-    /// Lets go of every pending block (a redaction: they may hold the text).
+    /// Lets go of a conversation's pending block and statements (its messages changed in place).
+    pub(crate) fn forget(&self, conversation_id: i64) {
+        self.drop_block(conversation_id);
+        self.meanings.forget(conversation_id);
+    }
+
+    /// Lets go of every pending block and every conversation's statements (a redaction: they
+    /// were made from the text).
     pub(crate) fn forget_all(&self) {
         self.lock().0.clear();
+        self.meanings.clear();
     }
 
     /// In the transaction that stored `outcomes`: the pending block of each conversation that
@@ -217,5 +230,13 @@ impl Recalls {
             Err(_) => "ROLLBACK TO SAVEPOINT lcm_recall",
         };
         let _ = db.execute(end, rusqlite::params![]);
+    }
+}
+
+#[cfg(test)]
+impl Recalls {
+    /// Whether the statements of `conversation_id` are held for recall by meaning.
+    pub(super) fn holds_statements(&self, conversation_id: i64) -> bool {
+        self.meanings.holds(conversation_id)
     }
 }

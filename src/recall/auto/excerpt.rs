@@ -21,6 +21,9 @@ pub(crate) const TYPED_VALUE_WEIGHT: f64 = 2.0;
 /// A line longer than this is split into sentences.
 const LONG_LINE_CHARS: usize = 240;
 
+/// A long line's sentence holds at least this many bytes (a shorter one joins the next).
+const MIN_SENTENCE_CHARS: usize = 20;
+
 /// The best place of one message.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Excerpt {
@@ -49,17 +52,11 @@ fn segments(text: &str) -> Vec<Range<usize>> {
             out.push(start..start + body.len());
             continue;
         }
-        let mut from = 0;
-        for (i, _) in body.match_indices(['.', '?', '!']) {
-            let next = body[i + 1..].chars().next();
-            if next.is_some_and(char::is_whitespace) && i + 1 - from >= 20 {
-                out.push(start + from..start + i + 1);
-                from = i + 1 + body[i + 1..].len() - body[i + 1..].trim_start().len();
-            }
-        }
-        if from < body.len() {
-            out.push(start + from..start + body.len());
-        }
+        out.extend(
+            crate::semantic::split_line(body, MIN_SENTENCE_CHARS)
+                .into_iter()
+                .map(|r| start + r.start..start + r.end),
+        );
     }
     out
 }

@@ -14,6 +14,7 @@
 
 pub(crate) mod block;
 pub(crate) mod excerpt;
+pub(crate) mod meaning;
 pub(crate) mod terms;
 
 use std::sync::LazyLock;
@@ -71,6 +72,20 @@ const TYPED_SCAN_CHARS: i64 = value_kinds::SCANNED_CHARS as i64;
 /// Weight of recency: the newest candidate's score is this much larger than the oldest's.
 const RECENCY_WEIGHT: f64 = 0.25;
 
+/// A statement found by meaning alone is an answer from this cosine with the question on
+/// (then it scores as a value of the kind asked for does; more when nearer).
+const MEANING_FLOOR: f32 = 0.30;
+
+/// Statements found by meaning alone within this much of the nearest one are shown; farther
+/// ones are noise beside it.
+const MEANING_MARGIN: f32 = 0.04;
+
+/// Excerpts found by meaning alone for each sentence of the message, at most.
+const MAX_BY_MEANING: usize = 1;
+
+/// Sentences of a message searched by meaning, at most.
+const MAX_QUESTIONS: usize = 3;
+
 /// What one recall searches.
 pub(crate) struct Request<'a> {
     pub conversation_id: i64,
@@ -90,6 +105,9 @@ pub(crate) struct Request<'a> {
     pub zone: DisplayZone,
     /// Terms already found common in this database.
     pub common: &'a CommonTerms,
+    /// The conversations' statements by meaning (None: recall by words and kinds only).
+    /// The statements compared by meaning, and what reads a long history for them.
+    pub meanings: Option<(&'a meaning::Meanings, &'a std::sync::Arc<crate::sql::Backend>)>,
 }
 
 /// Terms found common in a database (held by `DF_CAP` messages or more): counting one reads
@@ -134,6 +152,8 @@ struct Candidate {
     text: String,
     /// The index's relevance (higher is better; 0 for a value found by the typed scan).
     relevance: f64,
+    /// Its statement nearest in meaning to the question, when the bridge of meaning found it.
+    near: Option<meaning::Near>,
 }
 
 impl Scored {
@@ -153,6 +173,7 @@ impl Candidate {
             created_at: row.get(3)?,
             text: row.get(4)?,
             relevance,
+            near: None,
         })
     }
 }
@@ -163,6 +184,10 @@ struct Scored {
     e: Excerpt,
     score: f64,
     superseded_by: Option<i64>,
+    /// The cosine of the excerpt and the question it is near (the message's sentence), when
+    /// the excerpt is the statement found by meaning and holds none of the words or kinds
+    /// asked for.
+    meaning: Option<(f32, usize)>,
 }
 
 /// The recall of `r`: the block (None when nothing scores) and what it found, for the stats.
@@ -190,6 +215,12 @@ pub(crate) fn recall(db: Db, r: &Request<'_>) -> Result<(Option<Recalled>, Recal
             if !seen.contains(&c.message_id) && value_kinds::has_value(&query.wants, &c.text) {
                 candidates.push(c);
             }
+        }
+    }
+    if query.asks {
+        if let Some((meanings, backend)) = r.meanings {
+            let outcome = by_meaning(db, backend, r, &query, meanings, &mut candidates)?;
+            stats.meaning = Some(outcome.name().to_string());
         }
     }
     stats.candidates = candidates.len() as i64;
@@ -235,6 +266,7 @@ pub(crate) fn recall(db: Db, r: &Request<'_>) -> Result<(Option<Recalled>, Recal
             score: (s.score * 100.0).round() / 100.0,
             matched: s.e.matched.iter().map(|&i| query.terms[i].text.clone()).collect(),
             value_of_kind: s.e.typed,
+            similarity: s.meaning.map(|(m, _)| (f64::from(m) * 100.0).round() / 100.0),
             superseded_by: s.superseded_by,
             tokens: tokens::estimate(e.text),
         })
@@ -242,6 +274,54 @@ pub(crate) fn recall(db: Db, r: &Request<'_>) -> Result<(Option<Recalled>, Recal
     stats.tokens = tokens;
     let places = chosen.iter().map(|s| (s.c.message_id, s.e.range.start)).collect();
     Ok((Some(Recalled { text, tokens, places }), stats))
+}
+
+/// Adds the messages of this conversation outside the context whose statements are nearest
+/// in meaning to each of the message's sentences that ask (`meaning`: "…? Also, …?" asks two
+/// things), each with its nearest statement.
+fn by_meaning(
+    db: Db,
+    backend: &std::sync::Arc<crate::sql::Backend>,
+    r: &Request<'_>,
+    query: &Query,
+    meanings: &meaning::Meanings,
+    candidates: &mut Vec<Candidate>,
+) -> Result<meaning::Outcome> {
+    let outside = |id: i64| id < r.before_message_id || r.shortened.contains(&id);
+    let asked: Vec<&str> = query.asking.iter().map(String::as_str).take(MAX_QUESTIONS).collect();
+    let (outcome, found) = meanings.nearest(db, backend, r.conversation_id, &asked, outside)?;
+    let have: std::collections::HashSet<i64> = candidates.iter().map(|c| c.message_id).collect();
+    let mut missing: Vec<i64> = found
+        .iter()
+        .flat_map(|f| f.ids.iter().copied())
+        .filter(|id| !have.contains(id))
+        .collect();
+    missing.sort_unstable();
+    missing.dedup();
+    if !missing.is_empty() {
+        candidates.extend(db.query_map(
+            &format!(
+                "SELECT message_id, conversation_id, role, created_at, substr(content, 1, CAST(?1 AS INTEGER))
+                 FROM messages WHERE message_id {}",
+                db.in_ids("?2")
+            ),
+            params![TYPED_SCAN_CHARS, serde_json::to_string(&missing)?],
+            |row| Candidate::read(row, 0.0),
+        )?);
+    }
+    for c in candidates.iter_mut() {
+        for (question, f) in found.iter().enumerate() {
+            if !f.ids.contains(&c.message_id) {
+                continue;
+            }
+            if let Some(n) = f.best(&c.text) {
+                if c.near.as_ref().is_none_or(|o| n.similarity > o.similarity) {
+                    c.near = Some(meaning::Near { question, ..n });
+                }
+            }
+        }
+    }
+    Ok(outcome)
 }
 
 /// Weighs each term by how many stored messages hold it (counted up to `DF_CAP`; a term known
@@ -438,7 +518,19 @@ fn score(candidates: Vec<Candidate>, query: &Query, r: &Request<'_>) -> Vec<Scor
     let mut out: Vec<Scored> = candidates
         .into_iter()
         .filter_map(|c| {
-            let e = excerpt::best(&c.text, query)?;
+            let (e, meaning) = match (excerpt::best(&c.text, query), &c.near) {
+                (Some(e), _) if !e.matched.is_empty() || e.typed => (e, None),
+                (_, Some(n)) if n.similarity >= MEANING_FLOOR => (
+                    Excerpt {
+                        range: n.range.clone(),
+                        matched: Vec::new(),
+                        typed: false,
+                        score: excerpt::TYPED_VALUE_WEIGHT * f64::from(n.similarity / MEANING_FLOOR),
+                    },
+                    Some((n.similarity, n.question)),
+                ),
+                (found, _) => (found?, None),
+            };
             if r.shown
                 .iter()
                 .any(|&(id, at)| id == c.message_id && at == e.range.start)
@@ -456,6 +548,7 @@ fn score(candidates: Vec<Candidate>, query: &Query, r: &Request<'_>) -> Vec<Scor
                 e,
                 score,
                 superseded_by: None,
+                meaning,
             })
         })
         .collect();
@@ -529,7 +622,15 @@ fn choose(scored: Vec<Scored>, r: &Request<'_>, query: &Query) -> Vec<Scored> {
     // is asked (not a bare number: `102` of "run 102" is in log lines of every kind), an
     // identifier or a value of the kind asked for is; a statement (nothing asked) recalls what
     // its identifiers name only.
+    // A statement found by meaning alone is an answer when it is among the nearest.
+    let mut nearest = [f32::MIN; MAX_QUESTIONS];
+    for &(m, q) in scored.iter().filter_map(|s| s.meaning.as_ref()) {
+        nearest[q] = nearest[q].max(m);
+    }
     let answers = |s: &Scored| {
+        if let Some((m, q)) = s.meaning {
+            return s.score >= r.min_score && m >= nearest[q] - MEANING_MARGIN;
+        }
         let by_kind = s.e.matched.is_empty() && s.e.typed;
         let matched = |pick: fn(&terms::Term) -> bool| s.e.matched.iter().any(|&t| pick(&query.terms[t]));
         let evidence = match query.asks {
@@ -543,17 +644,24 @@ fn choose(scored: Vec<Scored>, r: &Request<'_>, query: &Query) -> Vec<Scored> {
         s.score >= r.min_score && (by_kind || s.score >= floor) && evidence
     };
     let mut pool: Vec<Option<Scored>> = scored.into_iter().map(Some).collect();
-    let mut typed_only = 0;
+    let (mut typed_only, mut meaning_only) = (0, [0; MAX_QUESTIONS]);
     for i in 0..pool.len() {
         let Some(best) = pool[i].take() else { continue };
         if taken.len() >= MAX_EXCERPTS {
             break;
         }
         let by_kind = best.e.matched.is_empty() && best.e.typed;
-        if !answers(&best) || by_kind && typed_only >= MAX_BY_KIND {
+        let by_meaning = best.meaning.map(|(_, q)| q);
+        if !answers(&best)
+            || by_kind && typed_only >= MAX_BY_KIND
+            || by_meaning.is_some_and(|q| meaning_only[q] >= MAX_BY_MEANING)
+        {
             continue;
         }
         typed_only += by_kind as usize;
+        if let Some(q) = by_meaning {
+            meaning_only[q] += 1;
+        }
         // Newer excerpts of the same subject with other values, answers themselves: shown first.
         let mut group = vec![best];
         for slot in pool.iter_mut().skip(i + 1) {
@@ -653,6 +761,7 @@ mod tests {
                 created_at: String::new(),
                 text: text.into(),
                 relevance: 0.0,
+                near: None,
             },
             e: Excerpt {
                 range: 0..text.len(),
@@ -662,6 +771,7 @@ mod tests {
             },
             score: 1.0,
             superseded_by: None,
+            meaning: None,
         }
     }
 

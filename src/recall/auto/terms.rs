@@ -82,6 +82,9 @@ pub(crate) struct Query {
     /// It asks something (a question, "remind me …"); a statement recalls only what an
     /// identifier of it names.
     pub asks: bool,
+    /// Its sentences that ask, as written (not a pasted log's lines): what recall by meaning
+    /// compares.
+    pub asking: Vec<String>,
 }
 
 impl Query {
@@ -351,8 +354,13 @@ pub(crate) fn parse(message: &str) -> Query {
             }
         }
     }
-    let asks = questions(message).any(asks);
-    Query { wants, terms, asks }
+    let asking: Vec<String> = questions(message).filter(|q| asks(q)).map(String::from).collect();
+    Query {
+        wants,
+        terms,
+        asks: !asking.is_empty(),
+        asking,
+    }
 }
 
 /// The message's sentences, each ending at `?`, `.` or `!` (or the end).

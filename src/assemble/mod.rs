@@ -441,6 +441,12 @@ pub(crate) fn assemble_in(
             })
             .collect(),
         shown: kept_recalls.iter().flat_map(|r| r.places.iter().copied()).collect(),
+        last_sent: kept_ids
+            .iter()
+            .rev()
+            .copied()
+            .find(|id| !rendered.copies.as_ref().is_some_and(|c| c.contains(id))),
+        copies: rendered.copies.clone().unwrap_or_default(),
         earlier_blocks: kept_recalls.len() as i64,
         earlier_tokens: kept_recalls.iter().map(|r| r.tokens).sum(),
     };
@@ -522,6 +528,12 @@ pub(crate) struct RecallBasis {
     pub shortened: Vec<i64>,
     /// The excerpts of the kept blocks (message id, byte start).
     pub shown: Vec<(i64, usize)>,
+    /// The newest kept message that is not one of lossless-claw's re-imported rows (which are
+    /// left out, `store::copies`): a block made now is anchored on it, so that it is sent
+    /// again where it was.
+    pub last_sent: Option<i64>,
+    /// Those rows, for a conversation whose kept messages are all such copies.
+    pub copies: HashSet<i64>,
     pub earlier_blocks: i64,
     pub earlier_tokens: i64,
 }

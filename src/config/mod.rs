@@ -803,7 +803,7 @@ mod readme_tests {
         .to_json();
         let shown: Vec<&String> = all.as_object().unwrap().keys().collect();
         let names = option_names();
-        assert_eq!(names.len(), 36, "{names:?}");
+        assert_eq!(names.len(), 37, "{names:?}");
         // `dbUrl` is shown as the `dbPath` it becomes.
         assert_eq!(shown, names.iter().filter(|n| *n != "dbUrl").collect::<Vec<_>>());
         for (name, ..) in env_vars() {

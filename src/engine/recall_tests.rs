@@ -580,3 +580,55 @@ fn a_question_that_shares_no_word_with_its_fact_reaches_it_by_meaning_and_not_on
     let all = texts(&out).concat();
     assert!(!all.contains("Automerge"), "{all}");
 }
+
+/// Right after a switch from lossless-claw the conversation can end on one of its re-imported
+/// copies, which assembly leaves out: a block made then is anchored on the last row that is
+/// not a copy, so the requests after it keep it where it was sent.
+#[test]
+fn a_block_made_while_the_conversation_ends_on_a_lossless_claw_copy_stays_for_the_next_requests() {
+    let (_dir, path, engine) = super::tests::doubled();
+    // The rows after the last copy go, so that the file ends on one.
+    let conn = crate::db::open_configured(&path, 1000).unwrap();
+    let copies = crate::store::copies::ids(crate::sql::Db::Sqlite(&conn), 1).unwrap();
+    let last_copy: i64 = conn
+        .query_row(
+            &format!(
+                "SELECT max(seq) FROM messages WHERE message_id IN ({})",
+                copies.iter().map(i64::to_string).collect::<Vec<_>>().join(",")
+            ),
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let ends: i64 = conn
+        .query_row(
+            "SELECT message_id FROM messages WHERE conversation_id = 1 AND seq = ?1",
+            [last_copy],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(copies.contains(&ends));
+    conn.execute_batch(&format!(
+        "DELETE FROM context_items WHERE message_id IN (SELECT message_id FROM messages WHERE conversation_id = 1 AND seq > {last_copy});
+         DELETE FROM messages WHERE conversation_id = 1 AND seq > {last_copy};"
+    ))
+    .unwrap();
+    drop(conn);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(crate::test_support::compact_offline(&engine, 1, 3000));
+    let q = "Which turn carried the marker apple-2?";
+    let first = engine.assemble(1, &ask(8_000, Some(q))).unwrap();
+    let block = blocks(&first)
+        .pop()
+        .unwrap_or_else(|| panic!("{:?}", first.stats.recall));
+    assert!(block.contains("apple-2"), "{block}");
+    engine
+        .ingest(&Target::Session("dbl".into()), &[user(q, 50), assistant("Turn 2.", 50)])
+        .unwrap();
+    let next = engine.assemble(1, &ask(8_000, None)).unwrap();
+    assert_eq!(blocks(&next), vec![block], "{:?}", next.stats.recall);
+    assert_eq!(next.stats.recall.as_ref().unwrap().earlier_blocks, 1);
+    // Where it was sent: the previous request is the next one's beginning.
+    let (sent, now) = (texts(&first), texts(&next));
+    assert_eq!(&now[..sent.len()], &sent[..]);
+}

@@ -69,7 +69,11 @@ impl Recalls {
             earlier_tokens: basis.earlier_tokens,
             ..RecallStats::default()
         };
-        let Some(anchor) = store::last_message(db, conversation_id)? else {
+        let anchor = match basis.last_sent {
+            Some(id) => Some(id),
+            None => store::last_message(db, conversation_id, &basis.copies)?,
+        };
+        let Some(anchor) = anchor else {
             return Ok(());
         };
         let reuse = {

@@ -768,7 +768,7 @@ fn the_wal_runs_option_turns_the_vfs_off() {
 }
 
 /// An engine on a copy of `fixtures/lossless-claw-doubled.db`, with the copy's folder and path.
-fn doubled() -> (tempfile::TempDir, String, Engine) {
+pub(super) fn doubled() -> (tempfile::TempDir, String, Engine) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("doubled.db").to_string_lossy().into_owned();
     std::fs::copy(

@@ -46,8 +46,8 @@ for (let t = 1; t <= TURNS; t++) {
         const ok = want.every((v) => r?.block?.includes(v))
         const all = JSON.stringify(out.messages)
         const visible = want.every((v) => all.includes(v))
-        found.facts += ok
-        found.visible += visible
+        found.facts += ok ? 1 : 0
+        found.visible += visible ? 1 : 0
         found.question++
         if (!QUIET) console.log(`t${t} fact ${id} ${ok ? 'IN BLOCK' : visible ? 'in context' : 'missing'}: ${f.question}`)
       }

@@ -219,23 +219,33 @@ impl Meanings {
 /// (a reader is held no longer than one); a failed read leaves what was read, and the next
 /// recall goes on from there.
 fn fill(slot: Arc<Slot>, backend: Arc<Backend>, conversation_id: i64) {
-    slot.filling.store(true, Ordering::Release);
-    let reading = slot.clone();
+    // One reader a history (two assemblies of a conversation at once can both get here).
+    if slot
+        .filling
+        .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+        .is_err()
+    {
+        return;
+    }
+    /// Says the read is over however the thread ends (a panic too): the next recall goes on.
+    struct Done(Arc<Slot>);
+    impl Drop for Done {
+        fn drop(&mut self) {
+            self.0.filling.store(false, Ordering::Release);
+        }
+    }
+    let done = Done(slot);
     let spawned = std::thread::Builder::new()
         .name("lcm-recall-meaning".into())
-        .spawn(move || {
-            loop {
-                let mut h = reading.history.lock().unwrap_or_else(|e| e.into_inner());
-                match backend.read(|db| refill(db, conversation_id, &mut h, REFILL_BATCH)) {
-                    Ok(true) => continue,
-                    Ok(false) | Err(_) => break,
-                }
+        .spawn(move || loop {
+            let mut h = done.0.history.lock().unwrap_or_else(|e| e.into_inner());
+            match backend.read(|db| refill(db, conversation_id, &mut h, REFILL_BATCH)) {
+                Ok(true) => continue,
+                Ok(false) | Err(_) => break,
             }
-            reading.filling.store(false, Ordering::Release);
         });
-    if spawned.is_err() {
-        slot.filling.store(false, Ordering::Release);
-    }
+    // Not spawned: the closure, and the `Done` in it, are dropped with the error.
+    drop(spawned);
 }
 
 /// The messages `Meanings::nearest` found for one question.

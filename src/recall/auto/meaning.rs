@@ -141,8 +141,8 @@ impl Meanings {
     /// For each of `questions`: the messages of `conversation_id` outside the context
     /// (`outside` says which ids are) whose statements are nearest in meaning to it by coarse
     /// vector (`NEAREST` at most, nearest first), with what compares a statement in full
-    /// (`Found::best`). One pass over the history for all of them. Nothing while the history
-    /// is being read (`backend` reads what is more than a turn's worth on a thread).
+    /// (`Found::best`). One pass over the history's coarse vectors a question. Nothing while
+    /// the history is being read (`backend` reads what is more than a turn's worth on a thread).
     pub(crate) fn nearest(
         &self,
         db: Db,

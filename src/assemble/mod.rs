@@ -446,7 +446,6 @@ pub(crate) fn assemble_in(
             .rev()
             .copied()
             .find(|id| !rendered.copies.as_ref().is_some_and(|c| c.contains(id))),
-        copies: rendered.copies.clone().unwrap_or_default(),
         earlier_blocks: kept_recalls.len() as i64,
         earlier_tokens: kept_recalls.iter().map(|r| r.tokens).sum(),
     };
@@ -532,8 +531,6 @@ pub(crate) struct RecallBasis {
     /// left out, `store::copies`): a block made now is anchored on it, so that it is sent
     /// again where it was.
     pub last_sent: Option<i64>,
-    /// Those rows, for a conversation whose kept messages are all such copies.
-    pub copies: HashSet<i64>,
     pub earlier_blocks: i64,
     pub earlier_tokens: i64,
 }

@@ -69,9 +69,10 @@ impl Recalls {
             earlier_tokens: basis.earlier_tokens,
             ..RecallStats::default()
         };
+        // When every kept message is a copy, the newest stored one (the block goes with it).
         let anchor = match basis.last_sent {
             Some(id) => Some(id),
-            None => store::last_message(db, conversation_id, &basis.copies)?,
+            None => store::last_message(db, conversation_id)?,
         };
         let Some(anchor) = anchor else {
             return Ok(());

@@ -116,18 +116,11 @@ pub(crate) fn forget<'a>(db: impl Into<Db<'a>>, conversation_ids: &[i64]) -> Res
     Ok(())
 }
 
-/// The last message of a conversation that is not one of `copies` (lossless-claw's
-/// re-imported rows, which assembly leaves out: a block after one would go with it): the
-/// anchor of a block made now, if it has one.
-pub(crate) fn last_message<'a>(
-    db: impl Into<Db<'a>>,
-    conversation_id: i64,
-    copies: &std::collections::HashSet<i64>,
-) -> Result<Option<i64>> {
-    let newest: Vec<i64> = db.into().query_map(
-        "SELECT message_id FROM messages WHERE conversation_id = ?1 ORDER BY seq DESC LIMIT ?2",
-        params![conversation_id, copies.len() as i64 + 1],
+/// The last message of a conversation (the anchor of a block made now), if it has one.
+pub(crate) fn last_message<'a>(db: impl Into<Db<'a>>, conversation_id: i64) -> Result<Option<i64>> {
+    db.into().query_row(
+        "SELECT message_id FROM messages WHERE conversation_id = ?1 ORDER BY seq DESC LIMIT 1",
+        params![conversation_id],
         |r| r.get(0),
-    )?;
-    Ok(newest.into_iter().find(|id| !copies.contains(id)))
+    )
 }

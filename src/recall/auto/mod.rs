@@ -105,8 +105,8 @@ pub(crate) struct Request<'a> {
     pub zone: DisplayZone,
     /// Terms already found common in this database.
     pub common: &'a CommonTerms,
-    /// The conversations' statements by meaning (None: recall by words and kinds only).
-    /// The statements compared by meaning, and what reads a long history for them.
+    /// The conversations' statements compared by meaning, and what reads a long history for
+    /// them (None: recall by words and kinds only).
     pub meanings: Option<(&'a meaning::Meanings, &'a std::sync::Arc<crate::sql::Backend>)>,
 }
 
@@ -217,7 +217,7 @@ pub(crate) fn recall(db: Db, r: &Request<'_>) -> Result<(Option<Recalled>, Recal
             }
         }
     }
-    if query.asks {
+    if query.asks() {
         if let Some((meanings, backend)) = r.meanings {
             let outcome = by_meaning(db, backend, r, &query, meanings, &mut candidates)?;
             stats.meaning = Some(outcome.name().to_string());
@@ -633,7 +633,7 @@ fn choose(scored: Vec<Scored>, r: &Request<'_>, query: &Query) -> Vec<Scored> {
         }
         let by_kind = s.e.matched.is_empty() && s.e.typed;
         let matched = |pick: fn(&terms::Term) -> bool| s.e.matched.iter().any(|&t| pick(&query.terms[t]));
-        let evidence = match query.asks {
+        let evidence = match query.asks() {
             true => {
                 s.e.typed
                     || matched(|t| t.asked && t.weight >= RARE_WEIGHT && !t.is_bare_number())

@@ -79,15 +79,18 @@ pub(crate) struct Query {
     pub terms: Vec<Term>,
     /// The kinds of answer its questions ask for (one per question that names one).
     pub wants: Vec<Want>,
-    /// It asks something (a question, "remind me …"); a statement recalls only what an
+    /// Its sentences that ask (a question, "remind me …"), as written (not a pasted log's
+    /// lines): what recall by meaning compares. A message with none recalls only what an
     /// identifier of it names.
-    pub asks: bool,
-    /// Its sentences that ask, as written (not a pasted log's lines): what recall by meaning
-    /// compares.
     pub asking: Vec<String>,
 }
 
 impl Query {
+    /// It asks something.
+    pub(crate) fn asks(&self) -> bool {
+        !self.asking.is_empty()
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         self.terms.is_empty() && self.wants.is_empty()
     }
@@ -355,12 +358,7 @@ pub(crate) fn parse(message: &str) -> Query {
         }
     }
     let asking: Vec<String> = questions(message).filter(|q| asks(q)).map(String::from).collect();
-    Query {
-        wants,
-        terms,
-        asks: !asking.is_empty(),
-        asking,
-    }
+    Query { wants, terms, asking }
 }
 
 /// The message's sentences, each ending at `?`, `.` or `!` (or the end).
@@ -467,7 +465,7 @@ mod tests {
         let asked = |w: &str| q.terms.iter().find(|t| t.text == w).map(|t| t.asked);
         assert_eq!(asked("checkout"), Some(false));
         assert_eq!(asked("rollout"), Some(true));
-        assert!(q.asks);
+        assert!(q.asks());
         // An identifier is one wherever it stands; a word in capitals weighs as one but is not.
         let id = q.terms.iter().find(|t| t.text == "ops-7753").unwrap();
         assert!(id.is_identifier() && !id.asked);

@@ -9,7 +9,10 @@ use regex::Regex;
 
 /// Version of the patterns below, stored with each message's kinds: a row written under
 /// another version is read as not indexed (its text is read, as a message's stored before the
-/// index). Raise it whenever a pattern changes.
+/// index). Raise it whenever a pattern stops matching what it matched (an older row would
+/// claim a kind its text no longer has). A pattern that only matches more (units added to
+/// quantities) leaves the older rows right for the kinds they claim; they miss only the new
+/// matches, which recall still reaches through words and meaning.
 pub(crate) const VERSION: i64 = 1;
 
 /// Characters of a message its kinds are taken from (and the scan reads): a fact is said in a
@@ -91,7 +94,7 @@ static VALUES: LazyLock<Vec<(Want, Regex)>> = LazyLock::new(|| {
         (
             Want::Quantity,
             r(
-                r"(?i)\b\d+(?:[.,]\d+)?\s?(?:ms|s|sec|secs|seconds?|min|mins|minutes?|h|hrs?|hours?|days?|weeks?|gb|mb|kb|tb|gib|mib|kib|%|percent|req/s|rps|qps|usd|eur|dollars?|k|m|x|rows|users|requests|connections|workers|replicas|nodes|cores|threads)\b|[$€£]\s?\d+",
+                r"(?i)\b\d+(?:[.,]\d+)?\s?(?:ms|s|sec|secs|seconds?|min|mins|minutes?|h|hrs?|hours?|days?|weeks?|gb|mb|kb|tb|pb|gib|mib|kib|%|percent|req/s|rps|qps|hz|khz|mhz|ghz|fps|kg|g|grams?|lbs?|tonnes?|v|mv|kv|w|kw|mw|mah|usd|eur|dollars?|k|m|x|rows|users|requests|connections|workers|replicas|nodes|cores|threads)\b|[$€£]\s?\d+",
             ),
         ),
         (
@@ -117,9 +120,55 @@ static VALUES: LazyLock<Vec<(Want, Regex)>> = LazyLock::new(|| {
     ]
 });
 
-/// Whether `text` holds a value of one of the kinds `wants`.
-pub(crate) fn has_value(wants: &[Want], text: &str) -> bool {
-    VALUES.iter().any(|(w, re)| wants.contains(w) && re.is_match(text))
+/// Whether `text` holds a value of one of the kinds `wants`; a quantity, when the question
+/// says what it measures (`measure`), of that measure only ("how heavy" is not answered by
+/// "42 GB").
+pub(crate) fn has_value(wants: &[Want], measure: Option<Measure>, text: &str) -> bool {
+    VALUES.iter().any(|(w, re)| {
+        wants.contains(w)
+            && match (w, measure) {
+                (Want::Quantity, Some(m)) => m.pattern().is_match(text),
+                _ => re.is_match(text),
+            }
+    })
+}
+
+/// What a quantity measures, when a question says ("how heavy": a mass, "per second": a
+/// rate).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Measure {
+    Time,
+    Size,
+    Rate,
+    Mass,
+    Electric,
+    Share,
+    Money,
+}
+
+impl Measure {
+    /// A number with a unit of this measure.
+    fn pattern(self) -> &'static Regex {
+        static PATTERNS: LazyLock<Vec<Regex>> = LazyLock::new(|| {
+            let number = r"(?i)\b\d+(?:[.,]\d+)?\s?";
+            [
+                r"(?:ms|s|sec|secs|seconds?|min|mins|minutes?|h|hrs?|hours?|days?|weeks?)\b",
+                r"(?:kb|mb|gb|tb|pb|kib|mib|gib|tib|bytes?)\b",
+                r"(?:hz|khz|mhz|ghz|fps|req/s|rps|qps|per second|/s)(?:\b|$)",
+                r"(?:kg|g|grams?|lbs?|tonnes?)\b",
+                r"(?:v|mv|kv|volts?|w|kw|mw|watts?|mah)\b",
+                r"(?:%|percent)",
+            ]
+            .iter()
+            .map(|unit| Regex::new(&format!("{number}{unit}")).expect("a valid pattern"))
+            .chain(std::iter::once(
+                Regex::new(r"(?i)[$€£]\s?\d+|\b\d+(?:[.,]\d+)?\s?(?:usd|eur|gbp|dollars?|euros?)\b")
+                    .expect("a valid pattern"),
+            ))
+            .collect()
+        });
+        &PATTERNS[self as usize]
+    }
 }
 
 /// The kinds of value the start of `text` holds (its first `SCANNED_CHARS` characters, what
@@ -143,7 +192,7 @@ mod tests {
         let kinds = kinds_of(text);
         for w in [Want::Person, Want::Address, Want::Date] {
             assert_ne!(kinds & w.bit(), 0, "{w:?}");
-            assert!(has_value(&[w], text));
+            assert!(has_value(&[w], None, text));
         }
         for w in [Want::Ticket, Want::Preference, Want::Decision] {
             assert_eq!(kinds & w.bit(), 0, "{w:?}");
@@ -165,5 +214,49 @@ mod tests {
                 .unwrap_or_else(|| panic!("no {name}"));
             assert!(ddl.ends_with(&format!("WHERE (kinds & {}) <> 0", w.bit())), "{ddl}");
         }
+    }
+
+    #[test]
+    fn a_quantity_of_the_measure_asked_for() {
+        let payload = "the lift arm is rated for a 38 kg payload";
+        let data = "the raw events table grows by about 42 GB a day";
+        assert!(has_value(&[Want::Quantity], None, payload) && has_value(&[Want::Quantity], None, data));
+        assert!(has_value(&[Want::Quantity], Some(Measure::Mass), payload));
+        assert!(!has_value(&[Want::Quantity], Some(Measure::Mass), data));
+        assert!(has_value(
+            &[Want::Quantity],
+            Some(Measure::Rate),
+            "ranked servers run at 60 Hz"
+        ));
+        assert!(!has_value(
+            &[Want::Quantity],
+            Some(Measure::Rate),
+            "a charge lasts 7.2 h"
+        ));
+        assert!(has_value(
+            &[Want::Quantity],
+            Some(Measure::Time),
+            "a charge lasts 7.2 h"
+        ));
+        assert!(has_value(
+            &[Want::Quantity],
+            Some(Measure::Electric),
+            "the rail sits at 0.85 V"
+        ));
+        assert!(has_value(
+            &[Want::Quantity],
+            Some(Measure::Money),
+            "the quote was $4,000"
+        ));
+        assert!(has_value(&[Want::Quantity], Some(Measure::Share), "within 3 %"));
+        // Units added since the first patterns are indexed too.
+        assert_ne!(kinds_of("ranked servers run at 60 Hz") & Want::Quantity.bit(), 0);
+        assert_ne!(kinds_of("rated for 38 kg") & Want::Quantity.bit(), 0);
+        // Another kind asked for with it is not narrowed.
+        assert!(has_value(
+            &[Want::Quantity, Want::Date],
+            Some(Measure::Mass),
+            "due 2027-05-11"
+        ));
     }
 }

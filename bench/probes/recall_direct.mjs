@@ -6,7 +6,11 @@
 // of abstention and other turns. A quick loop for recall's scoring; bench/recall.mjs (through
 // the real OpenClaw) gives the figures.
 //
-//   node bench/probes/recall_direct.mjs [--set a|b|c] [--turns 80] [--quiet]
+//   node bench/probes/recall_direct.mjs [--set a|b|c] [--turns 80] [--quiet] [--cold]
+//
+// `--cold` compacts everything it can before each question and abstention turn, so the context
+// holds no raw message and no earlier block that shows a fact: what is visible is what that
+// turn's own block recalls (recall's own reach, whatever the host's compaction timing).
 import { mkdtempSync, rmSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
@@ -23,6 +27,7 @@ const arg = (name, dflt) => {
 const SET = factSet(arg('--set', 'a'))
 const TURNS = Number(arg('--turns', '80'))
 const QUIET = process.argv.includes('--quiet')
+const COLD = process.argv.includes('--cold')
 const BUDGET = 64_000
 
 const dir = mkdtempSync(join(tmpdir(), 'lcm-recall-direct-'))
@@ -34,6 +39,9 @@ let cid = 0
 const found = { question: 0, facts: 0, visible: 0, blockTokens: { question: [], abstain: [], chat: [], other: [] } }
 for (let t = 1; t <= TURNS; t++) {
   const turn = s[t]
+  if (cid && COLD && ['question', 'abstain'].includes(turn.kind)) {
+    await engine.compact(cid, forget, { tokenBudget: 1, force: true })
+  }
   if (cid) {
     const out = await engine.assemble(cid, { tokenBudget: BUDGET, recallQuery: turn.message })
     const r = out.stats.recall

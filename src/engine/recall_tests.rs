@@ -632,3 +632,98 @@ fn a_block_made_while_the_conversation_ends_on_a_lossless_claw_copy_stays_for_th
     let (sent, now) = (texts(&first), texts(&next));
     assert_eq!(&now[..sent.len()], &sent[..]);
 }
+
+/// A question asked long ago is no answer to a question about it; the reply after it is. A
+/// plant line that ends by asking something else ("…, anyway, what next?") says its fact, and
+/// a reply that repeats the question is no answer either.
+#[test]
+fn a_recalled_question_gives_way_to_its_reply_and_a_restatement_is_no_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = json!({"freshTailCount": 4, "leafChunkTokens": 600});
+    question_and_reply(&engine_with(&dir, options.clone()));
+    // PostgreSQL reads the neighbouring messages with the same query.
+    if let Some((location, url)) = crate::test_support::pg_test_url("recall_replies") {
+        let mut on_pg = options;
+        on_pg["dbPath"] = json!(url);
+        question_and_reply(&engine_with(&dir, on_pg));
+        crate::test_support::drop_test_schema(&location);
+    }
+}
+
+fn question_and_reply(engine: &Engine) {
+    let mut msgs = Vec::new();
+    for t in 0..30 {
+        let (asked, replied) = match t {
+            3 => (
+                "Can you think of a name for the charging-dock firmware branch?".to_string(),
+                "Maybe Betelgeuse? Easy to spot, and nobody uses it yet.".to_string(),
+            ),
+            7 => (
+                "Noting this: the fleet manager answers on amr-fleet.dc3.lan:9443. Anyway, what should we look at next?"
+                    .to_string(),
+                "Understood, noted for turn 7.".to_string(),
+            ),
+            9 => (
+                "How many pallets does the night shift at the loading dock move?".to_string(),
+                "ack: How many pallets does the night shift at the loading dock move".to_string(),
+            ),
+            _ => (filler(t), format!("Understood, noted for turn {t}.")),
+        };
+        msgs.push(user(&asked, t));
+        msgs.push(assistant(&replied, t));
+    }
+    let cid = stored_and_compacted(engine, "replies", &msgs);
+    let out = engine
+        .assemble(
+            cid,
+            &ask(
+                8_000,
+                Some("Which name did you come up with for the charging-dock firmware branch?"),
+            ),
+        )
+        .unwrap();
+    let b = blocks(&out);
+    assert_eq!(b.len(), 1, "{:?}", out.stats.recall);
+    assert!(b[0].contains("Maybe Betelgeuse?"), "the reply: {}", b[0]);
+    assert!(!b[0].contains("Can you think of a name"), "the question: {}", b[0]);
+    let hits = &out.stats.recall.as_ref().unwrap().hits;
+    let hit = hits
+        .iter()
+        .find(|h| b[0].contains(&format!("message=\"{}\"", h.message_id)))
+        .unwrap();
+    assert_eq!(hit.role, "assistant", "{hits:?}");
+    assert!(
+        hit.matched.contains(&"firmware".to_string()),
+        "the question's words: {hit:?}"
+    );
+
+    // The plant line's fact is said, not asked: its words count in full, and it is recalled.
+    let out = engine
+        .assemble(
+            cid,
+            &ask(8_000, Some("Where does the fleet manager answer these days?")),
+        )
+        .unwrap();
+    let b = blocks(&out);
+    assert!(
+        b.first().is_some_and(|b| b.contains("amr-fleet.dc3.lan:9443")),
+        "{:?}",
+        out.stats.recall
+    );
+
+    // Only the question and its restatement hold the words: nothing answers, no block.
+    let out = engine
+        .assemble(
+            cid,
+            &ask(
+                8_000,
+                Some("How many pallets does the night shift at the loading dock move?"),
+            ),
+        )
+        .unwrap();
+    assert!(
+        blocks(&out).iter().all(|b| !b.contains("does the night shift")),
+        "{:?}",
+        out.stats.recall
+    );
+}

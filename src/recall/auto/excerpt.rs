@@ -6,7 +6,6 @@
 use std::ops::Range;
 
 use super::terms::{self, Query};
-use crate::value_kinds::has_value;
 
 /// Longest excerpt, in characters (about 100 tokens).
 pub(crate) const MAX_EXCERPT_CHARS: usize = 400;
@@ -113,12 +112,21 @@ fn matched_in(query: &Query, segment: &str) -> Vec<usize> {
 /// The best excerpt of `text` for `query`, if any segment matches a term or holds a value of
 /// the kind asked for.
 pub(crate) fn best(text: &str, query: &Query) -> Option<Excerpt> {
+    best_where(text, query, |_| true)
+}
+
+/// `best` among the segments `keep` accepts (a reply's, without the lines that repeat the
+/// message it answers).
+pub(crate) fn best_where(text: &str, query: &Query, keep: impl Fn(&str) -> bool) -> Option<Excerpt> {
     let segments = segments(text);
     let mut best: Option<(usize, Excerpt)> = None;
     for (i, seg) in segments.iter().enumerate() {
         let s = &text[seg.clone()];
+        if !keep(s) {
+            continue;
+        }
         let matched = matched_in(query, s);
-        let typed = has_value(&query.wants, s);
+        let typed = query.holds_value(s);
         if matched.is_empty() && !typed {
             continue;
         }
@@ -128,7 +136,7 @@ pub(crate) fn best(text: &str, query: &Query) -> Option<Excerpt> {
             (true, true) => TYPED_VALUE_WEIGHT / 4.0,
         };
         // A question asked before is not an answer: its words count half.
-        let asked = if s.trim_end().ends_with('?') { 0.5 } else { 1.0 };
+        let asked = if asks(s, query) { 0.5 } else { 1.0 };
         let score = asked * matched.iter().map(|&t| weight(&query.terms[t])).sum::<f64>() + value;
         if best.as_ref().is_none_or(|(_, b)| score > b.score) {
             best = Some((
@@ -152,6 +160,60 @@ pub(crate) fn best(text: &str, query: &Query) -> Option<Excerpt> {
     }
     e.range = bounded(text, e.range, query);
     Some(e)
+}
+
+/// The start of `text` (its first segment `keep` accepts, with the next when it is short), as
+/// the excerpt of a reply that answers a recalled question without repeating its words ("Maybe
+/// Betelgeuse?" to "can you think of a name for the branch?"). None when no segment is kept.
+pub(crate) fn head_where(text: &str, query: &Query, keep: impl Fn(&str) -> bool) -> Option<Excerpt> {
+    let segments = segments(text);
+    let mut kept = segments.iter().filter(|seg| keep(&text[(*seg).clone()]));
+    let first = kept.next()?.clone();
+    let mut range = first.clone();
+    if first.len() < SHORT_SEGMENT_CHARS {
+        if let Some(next) = kept.next() {
+            if next.end - first.start <= MAX_EXCERPT_CHARS {
+                range.end = next.end;
+            }
+        }
+    }
+    let s = &text[range.clone()];
+    Some(Excerpt {
+        range: bounded(text, range.clone(), query),
+        matched: matched_in(query, s),
+        typed: query.holds_value(s),
+        score: 0.0,
+    })
+}
+
+/// Whether what `segment` holds of `query` is asked, not said: each of its sentences that
+/// holds a term or a value of the kind asked for (or its last, when none does) ends with '?'.
+/// "Noting this: the fleet answers on amr-fleet:9443. Anyway, what next?" says its fact; "How
+/// quickly must the app launch?" asks.
+pub(crate) fn asks(segment: &str, query: &Query) -> bool {
+    let asked = |s: &str| s.trim_end().ends_with('?');
+    let holding: Vec<&str> = crate::semantic::split_line(segment, 1)
+        .into_iter()
+        .map(|r| &segment[r])
+        .filter(|s| !matched_in(query, s).is_empty() || query.holds_value(s))
+        .collect();
+    match holding.is_empty() {
+        true => asked(segment),
+        false => holding.into_iter().all(asked),
+    }
+}
+
+/// Whether `segment` repeats `source` (five words in a row of it, as a reply that begins "You
+/// asked how quickly the app …" does): a restatement of a message is no answer to it.
+pub(crate) fn repeats(segment: &str, source: &str) -> bool {
+    const RUN: usize = 5;
+    let words = |t: &str| -> Vec<String> { terms::tokens(&t.to_lowercase()).map(String::from).collect() };
+    let (seg, src) = (words(segment), words(source));
+    if seg.len() < RUN || src.len() < RUN {
+        return false;
+    }
+    let runs: std::collections::HashSet<&[String]> = src.windows(RUN).collect();
+    seg.windows(RUN).any(|w| runs.contains(w))
 }
 
 /// `range` cut to `MAX_EXCERPT_CHARS`, around the first matched term (or its start).
@@ -215,7 +277,11 @@ mod tests {
             "Sed do eiusmod tempor incididunt. ".repeat(20)
         );
         let q = terms::parse("who leads payments now?");
-        assert!(!has_value(&[Want::Person], "Staging Redis moved to a new host."));
+        assert!(!crate::value_kinds::has_value(
+            &[Want::Person],
+            None,
+            "Staging Redis moved to a new host."
+        ));
         let e = best(&para, &q).expect("found");
         let shown = &para[e.range.clone()];
         assert!(shown.contains("Priya Raman now leads the payments team"), "{shown}");
@@ -246,5 +312,36 @@ mod tests {
         let shown = &text[e.range.clone()];
         assert!(shown.contains("ZEBRA-991"));
         assert!(shown.chars().count() <= MAX_EXCERPT_CHARS);
+    }
+
+    #[test]
+    fn a_line_that_ends_asking_something_else_says_its_fact() {
+        let q = terms::parse("where does the fleet manager answer?");
+        let plant =
+            "Noting this: the fleet manager answers on amr-fleet.dc3.lan:9443. Anyway, what should we look at next?";
+        assert!(!asks(plant, &q));
+        assert!(asks("Does the fleet manager answer on the new host?", &q));
+        // Said in full: the plant's words are not halved as a question's are.
+        let said = best(plant, &q).expect("found");
+        let asked = best("Where does the fleet manager answer these days?", &q).expect("found");
+        assert!(said.score > asked.score, "{said:?} {asked:?}");
+    }
+
+    #[test]
+    fn a_restatement_repeats_five_words_in_a_row() {
+        let asked = "How many pallets does the night shift at the loading dock move?";
+        assert!(repeats("ack: How many pallets does the night shift", asked));
+        assert!(!repeats("The night shift moves about 140 pallets.", asked));
+        assert!(!repeats("How many?", asked));
+        // A reply's start without its restatement: the answer after it.
+        let reply = "You asked: how many pallets does the night shift move.\nAbout 140 a night.";
+        let e = head_where(reply, &terms::parse(asked), |s| !repeats(s, asked)).expect("a line left");
+        assert_eq!(&reply[e.range.clone()], "About 140 a night.");
+        assert!(head_where(
+            "ack: how many pallets does the night shift",
+            &terms::parse(asked),
+            |s| !repeats(s, asked)
+        )
+        .is_none());
     }
 }

@@ -212,7 +212,7 @@ pub(crate) fn recall(db: Db, r: &Request<'_>) -> Result<(Option<Recalled>, Recal
     if !query.wants.is_empty() {
         let seen: std::collections::HashSet<i64> = candidates.iter().map(|c| c.message_id).collect();
         for c in typed_scan(db, r, &query.wants)? {
-            if !seen.contains(&c.message_id) && value_kinds::has_value(&query.wants, &c.text) {
+            if !seen.contains(&c.message_id) && query.holds_value(&c.text) {
                 candidates.push(c);
             }
         }
@@ -224,7 +224,7 @@ pub(crate) fn recall(db: Db, r: &Request<'_>) -> Result<(Option<Recalled>, Recal
         }
     }
     stats.candidates = candidates.len() as i64;
-    let scored = score(candidates, &query, r);
+    let scored = replies_for_questions(db, r, &query, score(candidates, &query, r))?;
     let chosen = choose(scored, r, &query);
     if chosen.is_empty() {
         stats.abstained = Some(format!("nothing outside the context scored {} or more", r.min_score));
@@ -554,6 +554,99 @@ fn score(candidates: Vec<Candidate>, query: &Query, r: &Request<'_>) -> Vec<Scor
         .collect();
     out.sort_by(|a, b| b.score.total_cmp(&a.score).then(b.c.message_id.cmp(&a.c.message_id)));
     out
+}
+
+/// A question asked before is no answer, and neither is a reply's restatement of it. A user's
+/// excerpt that asks gives way to the reply after it, when that is outside the context: the
+/// reply's best line, or its start, without the lines that repeat the question, with the
+/// question's terms and score ("Maybe Betelgeuse?" for "which star did you suggest …?", found
+/// through "can you think of a name for the branch?"). An assistant's excerpt that repeats the
+/// message it answers is taken again from its other lines, and left out when none matches.
+fn replies_for_questions(db: Db, r: &Request<'_>, query: &Query, scored: Vec<Scored>) -> Result<Vec<Scored>> {
+    let asks = |s: &Scored| s.c.role == "user" && excerpt::asks(s.text(), query);
+    let ids = |pick: &dyn Fn(&Scored) -> bool| -> Vec<i64> {
+        scored.iter().filter(|s| pick(s)).map(|s| s.c.message_id).collect()
+    };
+    let mut replies = neighbours(db, &ids(&asks), 1)?;
+    let answered = neighbours(db, &ids(&|s| s.c.role == "assistant"), -1)?;
+    let outside = |c: &Candidate| {
+        c.conversation_id != r.conversation_id
+            || c.message_id < r.before_message_id
+            || r.shortened.contains(&c.message_id)
+    };
+    let found = |e: &Excerpt| !e.matched.is_empty() || e.typed;
+    let mut out = Vec::with_capacity(scored.len());
+    for s in scored {
+        if asks(&s) {
+            let Some(c) = replies
+                .remove(&s.c.message_id)
+                .filter(|c| c.role == "assistant" && outside(c))
+            else {
+                continue;
+            };
+            let keep = |seg: &str| !excerpt::repeats(seg, &s.c.text);
+            let Some(mut e) = excerpt::best_where(&c.text, query, keep)
+                .filter(found)
+                .or_else(|| excerpt::head_where(&c.text, query, keep))
+            else {
+                continue;
+            };
+            for t in &s.e.matched {
+                if !e.matched.contains(t) {
+                    e.matched.push(*t);
+                }
+            }
+            out.push(Scored { c, e, ..s });
+            continue;
+        }
+        let asked = answered.get(&s.c.message_id).filter(|c| c.role == "user");
+        match asked {
+            Some(asked) if excerpt::repeats(s.text(), &asked.text) => {
+                if s.meaning.is_some() {
+                    continue;
+                }
+                let keep = |seg: &str| !excerpt::repeats(seg, &asked.text);
+                let Some(e) = excerpt::best_where(&s.c.text, query, keep).filter(found) else {
+                    continue;
+                };
+                let score = if s.e.score > 0.0 {
+                    s.score * e.score / s.e.score
+                } else {
+                    s.score
+                };
+                out.push(Scored { e, score, ..s });
+            }
+            _ => out.push(s),
+        }
+    }
+    out.retain(|s| {
+        !r.shown
+            .iter()
+            .any(|&(id, at)| id == s.c.message_id && at == s.e.range.start)
+    });
+    out.sort_by(|a, b| b.score.total_cmp(&a.score).then(b.c.message_id.cmp(&a.c.message_id)));
+    let mut seen = std::collections::HashSet::new();
+    out.retain(|s| seen.insert(s.c.message_id));
+    Ok(out)
+}
+
+/// The message `step` places after (1) or before (-1) each of `ids` in its conversation, by
+/// the id it neighbours.
+fn neighbours(db: Db, ids: &[i64], step: i64) -> Result<std::collections::HashMap<i64, Candidate>> {
+    if ids.is_empty() {
+        return Ok(Default::default());
+    }
+    let rows = db.query_map(
+        &format!(
+            "SELECT m.message_id, m.conversation_id, m.role, m.created_at, substr(m.content, 1, CAST(?1 AS INTEGER)), q.message_id
+             FROM messages q JOIN messages m ON m.conversation_id = q.conversation_id AND m.seq = q.seq + CAST(?3 AS BIGINT)
+             WHERE q.message_id {}",
+            db.in_ids("?2")
+        ),
+        params![MAX_TEXT_BYTES, serde_json::to_string(ids)?, step],
+        |row| Ok((row.get::<i64>(5)?, Candidate::read(row, 0.0)?)),
+    )?;
+    Ok(rows.into_iter().collect())
 }
 
 /// Values in a text that a newer excerpt can change: numbers and identifiers.

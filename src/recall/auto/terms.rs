@@ -71,7 +71,7 @@ pub(crate) fn is_log_line(line: &str) -> bool {
     LOG_LINE.is_match(line)
 }
 
-pub(crate) use crate::value_kinds::Want;
+pub(crate) use crate::value_kinds::{Measure, Want};
 
 /// What one message asks the history for.
 #[derive(Clone, Debug, Default)]
@@ -83,9 +83,16 @@ pub(crate) struct Query {
     /// lines): what recall by meaning compares. A message with none recalls only what an
     /// identifier of it names.
     pub asking: Vec<String>,
+    /// What the quantity asked for measures, when a question says ("how heavy …?").
+    pub measure: Option<Measure>,
 }
 
 impl Query {
+    /// Whether `text` holds a value of the kind asked for (a quantity of the measure asked).
+    pub(crate) fn holds_value(&self, text: &str) -> bool {
+        crate::value_kinds::has_value(&self.wants, self.measure, text)
+    }
+
     /// It asks something.
     pub(crate) fn asks(&self) -> bool {
         !self.asking.is_empty()
@@ -140,6 +147,103 @@ static STOPS: LazyLock<HashSet<&'static str>> = LazyLock::new(|| STOP_WORDS.spli
 pub(crate) fn is_stop(word: &str) -> bool {
     STOPS.contains(word)
 }
+
+/// The cues of each measure a quantity asked for can have, as whole words (the first measure
+/// cued wins: "how many updates per second" asks a rate).
+const MEASURES: &[(Measure, &[&str])] = &[
+    (
+        Measure::Rate,
+        &[
+            "per second",
+            "per minute",
+            "a second",
+            "how often",
+            "frequency",
+            "tick rate",
+            "throughput",
+        ],
+    ),
+    (
+        Measure::Time,
+        &[
+            "how long",
+            "how soon",
+            "how quickly",
+            "how fast",
+            "how early",
+            "in advance",
+            "timeout",
+            "latency",
+            "duration",
+            "interval",
+            "uptime",
+        ],
+    ),
+    (
+        Measure::Size,
+        &[
+            "how big",
+            "how large",
+            "size",
+            "memory",
+            "ram",
+            "storage",
+            "disk",
+            "data",
+            "bandwidth",
+        ],
+    ),
+    (Measure::Mass, &["how heavy", "weigh", "weight", "payload", "mass"]),
+    (
+        Measure::Electric,
+        &["voltage", "volts", "watts", "wattage", "power draw"],
+    ),
+    (
+        Measure::Share,
+        &["percent", "percentage", "what fraction", "what share"],
+    ),
+    (
+        Measure::Money,
+        &["cost", "price", "budget", "spend", "how much money", "quote"],
+    ),
+];
+
+/// Cues of `MEASURES` that only a quantity answers (besides those beginning "how …").
+const QUANTITY_ONLY: [&str; 14] = [
+    "per second",
+    "per minute",
+    "frequency",
+    "tick rate",
+    "latency",
+    "interval",
+    "timeout",
+    "duration",
+    "weigh",
+    "weight",
+    "voltage",
+    "volts",
+    "watts",
+    "percentage",
+];
+
+/// What a question's quantity measures, if it says, and whether its cue asks for a quantity
+/// by itself.
+fn measure_of(question: &str) -> Option<(Measure, bool)> {
+    let words = format!(" {} ", tokens(&question.to_lowercase()).collect::<Vec<_>>().join(" "));
+    MEASURES.iter().find_map(|(m, cues)| {
+        let cue = cues.iter().find(|c| words.contains(&format!(" {c} ")))?;
+        Some((*m, cue.starts_with("how ") || QUANTITY_ONLY.contains(cue)))
+    })
+}
+
+/// Numbers that name something rather than count it.
+const NAMING_NUMBERS: [&str; 5] = [
+    "phone number",
+    "account number",
+    "serial number",
+    "version number",
+    "license number",
+];
 
 /// The cue words of each kind of answer, in the question (stemmed forms are compared).
 const WANTS: &[(Want, &[&str])] = &[
@@ -242,7 +346,7 @@ const WANTS: &[(Want, &[&str])] = &[
             "lead",
             "leads",
             "responsible",
-            "charge",
+            "in charge",
             "contact",
             "person",
             "manager",
@@ -358,7 +462,21 @@ pub(crate) fn parse(message: &str) -> Query {
         }
     }
     let asking: Vec<String> = questions(message).filter(|q| asks(q)).map(String::from).collect();
-    Query { wants, terms, asking }
+    let measure = asking.iter().find_map(|q| measure_of(q));
+    // A cue that only a quantity answers ("what voltage …?") asks for one; a word like "data"
+    // only says which quantity, when one is asked for.
+    if let Some((_, true)) = measure {
+        if !wants.contains(&Want::Quantity) {
+            wants.push(Want::Quantity);
+        }
+    }
+    let measure = measure.map(|(m, _)| m);
+    Query {
+        wants,
+        terms,
+        asking,
+        measure,
+    }
 }
 
 /// The message's sentences, each ending at `?`, `.` or `!` (or the end).
@@ -400,7 +518,16 @@ fn want_of(message: &str) -> Option<Want> {
         return None;
     }
     // The question word says it first: "who …", "when …".
-    let leading = tokens(&lower).find(|w| matches!(*w, "who" | "who's" | "whom" | "whose" | "when" | "where"));
+    // The first question word only: in "what's the code for the room where …" the question is
+    // "what", and "where" begins a clause of it.
+    let leading = tokens(&lower)
+        .find(|w| {
+            matches!(
+                *w,
+                "who" | "who's" | "whom" | "whose" | "when" | "where" | "what" | "what's" | "which" | "how"
+            )
+        })
+        .filter(|w| !matches!(*w, "what" | "what's" | "which" | "how"));
     match leading {
         Some("when") => return Some(Want::Date),
         // "Where do I point …": a place to connect to, unless a cue below says otherwise.
@@ -408,6 +535,9 @@ fn want_of(message: &str) -> Option<Want> {
         Some(_) => return Some(Want::Person),
         None => {}
     }
+    // A number that names (a phone's, an account's) is an identifier, not a quantity: no kind
+    // indexed holds it, and sizes or durations would answer it wrongly.
+    let lower = NAMING_NUMBERS.iter().fold(lower.clone(), |l, n| l.replace(n, " "));
     let words: Vec<String> = tokens(&lower).map(stem).collect();
     let cued = WANTS.iter().find_map(|(want, cues)| {
         cues.iter()
@@ -496,6 +626,33 @@ mod tests {
         );
         // Not a question: nothing asked.
         assert!(wants("the port is open now").is_empty());
+        // "Charge" is a person's only when someone is in it; a phone number counts nothing.
+        assert_eq!(wants("Who is in charge of billing?"), [Want::Person]);
+        assert_eq!(wants("Which person is in charge of the rollout?"), [Want::Person]);
+        assert!(wants("What's the door code for the room where the robots charge?").is_empty());
+        assert!(wants("What's the on-call phone number for the network team?").is_empty());
+        assert_eq!(wants("How many pallets a night?"), [Want::Quantity]);
+        // A measure named: a quantity of it is asked for.
+        let q = parse("What voltage should the SoC supply read?");
+        assert_eq!((q.wants, q.measure), (vec![Want::Quantity], Some(Measure::Electric)));
+        assert_eq!(
+            parse("How many simulation updates per second do ranked games run at?").measure,
+            Some(Measure::Rate)
+        );
+        assert_eq!(parse("How heavy a bin can the bots lift?").measure, Some(Measure::Mass));
+        assert_eq!(
+            parse("How long can a robot run on one charge?").measure,
+            Some(Measure::Time)
+        );
+        assert_eq!(parse("How much RAM do the workers get?").measure, Some(Measure::Size));
+        assert_eq!(parse("How many pallets a night?").measure, None);
+        // A word that only says which quantity asks for none by itself.
+        assert!(parse("Which tool carries usage data out of the apps?")
+            .wants
+            .iter()
+            .all(|w| *w != Want::Quantity));
+        // A statement names none.
+        assert_eq!(parse("The payload limit is 38 kg.").measure, None);
     }
 
     #[test]

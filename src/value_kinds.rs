@@ -149,25 +149,30 @@ pub(crate) enum Measure {
 impl Measure {
     /// A number with a unit of this measure.
     fn pattern(self) -> &'static Regex {
-        static PATTERNS: LazyLock<Vec<Regex>> = LazyLock::new(|| {
-            let number = r"(?i)\b\d+(?:[.,]\d+)?\s?";
-            [
-                r"(?:ms|s|sec|secs|seconds?|min|mins|minutes?|h|hrs?|hours?|days?|weeks?)\b",
-                r"(?:kb|mb|gb|tb|pb|kib|mib|gib|tib|bytes?)\b",
-                r"(?:hz|khz|mhz|ghz|fps|req/s|rps|qps|per second|/s)(?:\b|$)",
-                r"(?:kg|g|grams?|lbs?|tonnes?)\b",
-                r"(?:v|mv|kv|volts?|w|kw|mw|watts?|mah)\b",
-                r"(?:%|percent)",
-            ]
-            .iter()
-            .map(|unit| Regex::new(&format!("{number}{unit}")).expect("a valid pattern"))
-            .chain(std::iter::once(
-                Regex::new(r"(?i)[$€£]\s?\d+|\b\d+(?:[.,]\d+)?\s?(?:usd|eur|gbp|dollars?|euros?)\b")
-                    .expect("a valid pattern"),
-            ))
-            .collect()
-        });
-        &PATTERNS[self as usize]
+        /// A pattern compiled once, for the arm it stands in.
+        macro_rules! unit {
+            ($units:literal) => {{
+                static PATTERN: LazyLock<Regex> = LazyLock::new(|| {
+                    Regex::new(concat!(r"(?i)\b\d+(?:[.,]\d+)?\s?", $units)).expect("a valid pattern")
+                });
+                &PATTERN
+            }};
+        }
+        match self {
+            Measure::Time => unit!(r"(?:ms|s|sec|secs|seconds?|min|mins|minutes?|h|hrs?|hours?|days?|weeks?)\b"),
+            Measure::Size => unit!(r"(?:kb|mb|gb|tb|pb|kib|mib|gib|tib|bytes?)\b"),
+            Measure::Rate => unit!(r"(?:hz|khz|mhz|ghz|fps|req/s|rps|qps|per second|/s)(?:\b|$)"),
+            Measure::Mass => unit!(r"(?:kg|g|grams?|lbs?|tonnes?)\b"),
+            Measure::Electric => unit!(r"(?:v|mv|kv|volts?|w|kw|mw|watts?|mah)\b"),
+            Measure::Share => unit!(r"(?:%|percent)"),
+            Measure::Money => {
+                static MONEY: LazyLock<Regex> = LazyLock::new(|| {
+                    Regex::new(r"(?i)[$€£]\s?\d+|\b\d+(?:[.,]\d+)?\s?(?:usd|eur|gbp|dollars?|euros?)\b")
+                        .expect("a valid pattern")
+                });
+                &MONEY
+            }
+        }
     }
 }
 

@@ -563,11 +563,11 @@ fn score(candidates: Vec<Candidate>, query: &Query, r: &Request<'_>) -> Vec<Scor
 /// through "can you think of a name for the branch?"). An assistant's excerpt that repeats the
 /// message it answers is taken again from its other lines, and left out when none matches.
 fn replies_for_questions(db: Db, r: &Request<'_>, query: &Query, scored: Vec<Scored>) -> Result<Vec<Scored>> {
-    let asks = |s: &Scored| s.c.role == "user" && excerpt::asks(s.text(), query);
     let ids = |pick: &dyn Fn(&Scored) -> bool| -> Vec<i64> {
         scored.iter().filter(|s| pick(s)).map(|s| s.c.message_id).collect()
     };
-    let mut replies = neighbours(db, &ids(&asks), 1)?;
+    let questions = ids(&|s| s.c.role == "user" && excerpt::asks(s.text(), query));
+    let mut replies = neighbours(db, &questions, 1)?;
     let answered = neighbours(db, &ids(&|s| s.c.role == "assistant"), -1)?;
     let outside = |c: &Candidate| {
         c.conversation_id != r.conversation_id
@@ -577,7 +577,7 @@ fn replies_for_questions(db: Db, r: &Request<'_>, query: &Query, scored: Vec<Sco
     let found = |e: &Excerpt| !e.matched.is_empty() || e.typed;
     let mut out = Vec::with_capacity(scored.len());
     for s in scored {
-        if asks(&s) {
+        if questions.contains(&s.c.message_id) {
             let Some(c) = replies
                 .remove(&s.c.message_id)
                 .filter(|c| c.role == "assistant" && outside(c))
